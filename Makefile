@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make serve` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: serve test test-slow test-all venv bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## Set up, ingest the default corpus if the store is empty, build the indexes, serve on 127.0.0.1:8000.
+serve: $(STAMP)
+	$(BIN)/cqa serve
+
+## Set up with the test extra and run the test suite (slow tests excluded).
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+## The slow tests (full SemEval corpus, real model encoding).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m 'slow or not slow'
+
+clean:
+	rm -rf $(VENV) var build *.egg-info

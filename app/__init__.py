@@ -1,0 +1,1 @@
+"""app: the HTTP service and the command line over indexing and ranking."""

@@ -1,0 +1,167 @@
+"""The ``cqa`` command line: ingest, reindex, serve, train, evaluate, predict.
+
+Each subcommand that produces figures prints, as its last line, one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+log = logging.getLogger("cqa")
+
+
+def _settings(args: argparse.Namespace):
+    from indexing.config import Settings
+    overrides = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = args.data_dir
+    return Settings(**overrides)
+
+
+def _emit(obj: dict) -> None:
+    print(json.dumps(obj, ensure_ascii=False, sort_keys=False), flush=True)
+
+
+# --- ingest ---------------------------------------------------------------------------
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from indexing.ingest import ingest_paths
+    from indexing.loaders import LoadError
+    from indexing.store import StoreError, ThreadStore
+
+    settings = _settings(args)
+    with ThreadStore(settings.store_path) as store:
+        try:
+            report = ingest_paths(store, [Path(p) for p in args.paths], fmt=args.format,
+                                  strict=args.strict, progress=not args.quiet)
+        except (LoadError, StoreError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            print("nothing from that file was written; fix it or drop --strict to skip bad records",
+                  file=sys.stderr)
+            return 2
+        totals = store.counts()
+    for e in report.errors[:20]:
+        print(f"skipped: {e}", file=sys.stderr)
+    if len(report.errors) > 20:
+        print(f"... and {len(report.errors) - 20} more skipped records", file=sys.stderr)
+    _emit({**report.as_dict(), "store": totals})
+    return 0
+
+
+# --- reindex --------------------------------------------------------------------------
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from indexing.reindex import ReindexError, reindex
+    settings = _settings(args)
+    try:
+        summary = reindex(settings, progress=not args.quiet, skip_dense=args.no_dense)
+    except ReindexError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _emit(summary)
+    return 0
+
+
+# --- serve ----------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+    settings = _settings(args)
+    if args.data_dir:
+        os.environ["CQA_DATA_DIR"] = str(args.data_dir)
+    if not args.no_bootstrap:
+        from app.bootstrap import bootstrap
+        bootstrap(settings)
+    uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
+                port=args.port or settings.port, log_level="info")
+    return 0
+
+
+# --- train ----------------------------------------------------------------------------
+def cmd_train(args: argparse.Namespace) -> int:
+    print("cqa train: not implemented yet (the BiLSTM and cross-encoder issues add it)", file=sys.stderr)
+    return 3
+
+
+# --- evaluate / predict ---------------------------------------------------------------
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ranking.evaluation.cli import evaluate_command
+    return evaluate_command(args, _settings(args), _emit)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from ranking.evaluation.cli import predict_command
+    return predict_command(args, _settings(args), _emit)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cqa", description="Community question answering service: ingest forum threads, build "
+        "indexes, serve ranked answers over HTTP, and evaluate ranking on SemEval.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Settings come from CQA_* environment variables (see README). Typical first run:\n"
+               "  cqa ingest ../shared/data/semeval2016/test/SemEval2016-Task3-CQA-QL-test.xml\n"
+               "  cqa reindex\n  cqa serve")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("--data-dir", type=Path, help="data folder (default: $CQA_DATA_DIR or ./var)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("ingest", help="read thread files into the store",
+                       description="Read SemEval XML (.xml, .xml.gz) or JSONL thread files, or folders of "
+                       "them, and upsert every thread into the store. Ingesting the same file twice "
+                       "changes nothing. Prints a JSON line with the counts last.")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to read")
+    s.add_argument("--format", choices=["semeval", "jsonl"], help="force a format (default: by file name)")
+    s.add_argument("--strict", action="store_true",
+                   help="stop at the first malformed record (default: skip it, count it, and go on)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("reindex", help="build a new index generation and make it live",
+                       description="Build BM25, query-likelihood LM and FAISS indexes from the store into a "
+                       "new generation, publish it atomically, and prune old generations. A reindex that "
+                       "fails or is killed leaves the live generation untouched.")
+    s.add_argument("--no-dense", action="store_true", help="skip the embedding index (lexical only)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_reindex)
+
+    s = sub.add_parser("serve", help="run the HTTP API under uvicorn",
+                       description="Start the API. Unless --no-bootstrap, first ingest the default corpus "
+                       "if the store is empty and build the indexes if there is no live generation.")
+    s.add_argument("--host", help="bind address (default: $CQA_HOST or 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port (default: $CQA_PORT or 8000)")
+    s.add_argument("--no-bootstrap", action="store_true", help="do not ingest or index before starting")
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("train", help="train a neural reranker (not implemented yet)")
+    s.add_argument("--model", choices=["bilstm", "cross-encoder", "bi-encoder"], default="bilstm")
+    s.set_defaults(func=cmd_train)
+
+    from ranking.evaluation.cli import add_evaluate_args, add_predict_args
+    s = sub.add_parser("evaluate", help="score a prediction file, or run a benchmark",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Score an official-format prediction file against its gold (--gold, "
+                       "--pred), or run a ranker on a named benchmark (--benchmark, --ranker), exactly as "
+                       "the SemEval-2016 Task 3 scorer does. --list shows benchmarks and rankers.")
+    add_evaluate_args(s)
+    s.set_defaults(func=cmd_evaluate)
+
+    s = sub.add_parser("predict", help="write official-format predictions for a SemEval XML file")
+    add_predict_args(s)
+    s.set_defaults(func=cmd_predict)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""indexing: turns thread files into a store and the store into index generations."""

@@ -1,0 +1,69 @@
+"""All settings of the service in one place (pydantic-settings).
+
+Every path, port, model name and limit has a default and an environment variable
+(``CQA_`` + the field name in upper case); the README lists them.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _default_shared_data() -> Path:
+    return PROJECT_ROOT.parent / "shared" / "data"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CQA_", extra="ignore")
+
+    data_dir: Path = Field(Path("./var"), description="Store, index generations, caches, reports.")
+    shared_data_dir: Path = Field(default_factory=_default_shared_data,
+                                  description="The SemEval data folder (../shared/data).")
+    demo_corpus: Path = Field(PROJECT_ROOT / "data" / "demo" / "threads.jsonl",
+                              description="Corpus used when the SemEval data is absent.")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")
+    embedding_model: str = Field("all-MiniLM-L6-v2", description="Name recorded in manifests and caches.")
+    embedding_batch_size: int = Field(64, ge=1, le=4096)
+    device: str = Field("auto", pattern="^(auto|cpu|cuda)$")
+    keep_generations: int = Field(3, ge=1, le=100, description="Index generations kept after a reindex.")
+    dense_exact_max_docs: int = Field(200_000, ge=0,
+                                      description="Up to this many docs the FAISS index is exact (flat IP).")
+    dense_index_kind: str = Field("auto", pattern="^(auto|flat|hnsw|ivf)$")
+    bm25_k1: float = Field(1.2, gt=0)
+    bm25_b: float = Field(0.75, ge=0, le=1)
+    lm_mu: float = Field(2000.0, gt=0)
+    lm_lambda: float = Field(0.7, gt=0, lt=1)
+    max_request_bytes: int = Field(1_000_000, ge=1024)
+    max_text_chars: int = Field(20_000, ge=100)
+
+    @property
+    def store_path(self) -> Path:
+        return self.data_dir / "threads.sqlite3"
+
+    @property
+    def index_root(self) -> Path:
+        return self.data_dir / "indexes"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.data_dir / "cache"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.data_dir / "reports"
+
+    @property
+    def semeval_dir(self) -> Path:
+        return self.shared_data_dir / "semeval2016"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

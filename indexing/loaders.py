@@ -1,0 +1,257 @@
+"""Readers for thread files: every SemEval-2015/2016 Task 3 XML variant and our JSONL format.
+
+A loader parses a whole file before anything is written, so a file that cannot be read
+(truncated, not UTF-8) leaves the store untouched. A malformed record is reported with the
+file, the line and what was wrong; ``strict`` turns the first such report into an error.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from lxml import etree
+from pydantic import ValidationError
+
+from .models import Answer, Thread
+
+Format = Literal["semeval", "jsonl"]
+
+
+class LoadError(Exception):
+    """A file or record that could not be read, with where and why."""
+
+    def __init__(self, path: Path | str, where: str, message: str):
+        self.path, self.where, self.message = str(path), where, message
+        super().__init__(f"{path}: {where}: {message}")
+
+
+@dataclass
+class OrgQuestion:
+    """An original question of SemEval subtasks B and C, with its related threads in IR order."""
+    id: str
+    subject: str
+    body: str
+    thread_ids: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return f"{self.subject}\n{self.body}".strip()
+
+
+@dataclass
+class LoadResult:
+    path: str
+    threads: list[Thread] = field(default_factory=list)
+    org_questions: dict[str, OrgQuestion] = field(default_factory=dict)
+    errors: list[LoadError] = field(default_factory=list)
+
+    @property
+    def answers(self) -> int:
+        return sum(len(t.answers) for t in self.threads)
+
+
+def detect_format(path: Path) -> Format:
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith(".xml"):
+        return "semeval"
+    if name.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    raise LoadError(path, "file name", "cannot tell the format from the name; "
+                    "expected .xml, .xml.gz, .jsonl or .jsonl.gz, or pass --format")
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """Files as given; folders become the thread files they hold, sorted."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(q for q in p.rglob("*") if q.is_file() and
+                          q.name.lower().removesuffix(".gz").endswith((".xml", ".jsonl", ".ndjson")))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise LoadError(p, "path", "no such file or folder")
+    return out
+
+
+def load(path: Path | str, fmt: Format | None = None, strict: bool = False) -> LoadResult:
+    path = Path(path)
+    fmt = fmt or detect_format(path)
+    if fmt == "semeval":
+        return load_semeval(path, strict=strict)
+    if fmt == "jsonl":
+        return load_jsonl(path, strict=strict)
+    raise LoadError(path, "format", f"unknown format {fmt!r}; expected 'semeval' or 'jsonl'")
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        raw = path.read_bytes()
+        return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise LoadError(path, "file", f"cannot read: {e}") from e
+
+
+# --- SemEval XML --------------------------------------------------------------------
+
+def _attr(el: etree._Element, name: str) -> str | None:
+    v = el.get(name)
+    return v.strip() if v and v.strip() else None
+
+
+def _text(el: etree._Element | None) -> str:
+    return (el.text or "").strip() if el is not None else ""
+
+
+def _required(el: etree._Element, name: str) -> str:
+    v = _attr(el, name)
+    if v is None:
+        raise ValueError(f"<{el.tag}> has no {name} attribute")
+    return v
+
+
+def _semeval_thread(th: etree._Element, orgq_id: str | None) -> Thread:
+    rq = th.find("RelQuestion")
+    if rq is None:
+        raise ValueError("<Thread> has no <RelQuestion>")
+    tid = _required(rq, "RELQ_ID")
+    meta: dict[str, object] = {"source": "semeval"}
+    if orgq_id:
+        meta["orgq_id"] = orgq_id
+    for key, attr in (("relevance2orgq", "RELQ_RELEVANCE2ORGQ"), ("ranking_order", "RELQ_RANKING_ORDER"),
+                      ("username", "RELQ_USERNAME")):
+        if (v := _attr(rq, attr)) is not None:
+            meta[key] = int(v) if key == "ranking_order" else v
+    if (skip := _attr(th, "SubtaskA_Skip_Because_Same_As_RelQuestion_ID")) is not None:
+        meta["subtaskA_skip_same_as"] = skip
+    answers = []
+    for c in th.iterfind("RelComment"):
+        try:
+            cid = _required(c, "RELC_ID")
+        except ValueError as e:
+            raise ValueError(f"{e} (line {c.sourceline})") from None
+        ameta = {}
+        if (v := _attr(c, "RELC_RELEVANCE2ORGQ")) is not None:
+            ameta["relevance2orgq"] = v
+        if (v := _attr(c, "RELC_USERNAME")) is not None:
+            ameta["username"] = v
+        answers.append(Answer(id=cid, text=_text(c.find("RelCText")), created_at=_attr(c, "RELC_DATE"),
+                              author_id=_attr(c, "RELC_USERID"), label=_attr(c, "RELC_RELEVANCE2RELQ"),
+                              meta=ameta))
+    return Thread(id=tid, subject=_text(rq.find("RelQSubject")), body=_text(rq.find("RelQBody")),
+                  category=_attr(rq, "RELQ_CATEGORY"), created_at=_attr(rq, "RELQ_DATE"),
+                  author_id=_attr(rq, "RELQ_USERID"), answers=answers, meta=meta)
+
+
+def _arabic_threads(q: etree._Element) -> Iterator[Thread]:
+    """Subtask D: each QApair becomes a one-answer thread ``<QID>_<QAID>``."""
+    qid = _required(q, "QID")
+    for pair in q.iterfind("QApair"):
+        try:
+            qaid = _required(pair, "QAID")
+        except ValueError as e:
+            raise ValueError(f"{e} (line {pair.sourceline})") from None
+        tid = f"{qid}_{qaid}"
+        meta = {"source": "semeval", "orgq_id": qid, "qaid": qaid}
+        if (rel := _attr(pair, "QArel")) is not None:
+            meta["relevance2orgq"] = rel
+        yield Thread(id=tid, body=_text(pair.find("QAquestion")), meta=meta,
+                     answers=[Answer(id=f"{tid}_A", text=_text(pair.find("QAanswer")))])
+
+
+def load_semeval(path: Path, strict: bool = False) -> LoadResult:
+    raw = _read_bytes(path)
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, recover=False)
+    try:
+        root = etree.parse(io.BytesIO(raw), parser).getroot()
+    except etree.XMLSyntaxError as e:
+        line = getattr(e, "lineno", None) or (e.position[0] if getattr(e, "position", None) else "?")
+        raise LoadError(path, f"line {line}", f"not well-formed XML: {e.msg}") from None
+    result = LoadResult(path=str(path))
+
+    def record(where: str, make) -> None:
+        try:
+            result.threads.extend(make())
+        except (ValueError, ValidationError) as e:
+            err = LoadError(path, where, _short(e))
+            if strict:
+                raise err from None
+            result.errors.append(err)
+
+    for el in root:
+        if not isinstance(el.tag, str):
+            continue
+        where = f"line {el.sourceline} <{el.tag}>"
+        if el.tag == "OrgQuestion":
+            oid = _attr(el, "ORGQ_ID")
+            if oid is None:
+                record(where, lambda: (_ for _ in ()).throw(ValueError("<OrgQuestion> has no ORGQ_ID")))
+                continue
+            oq = result.org_questions.setdefault(
+                oid, OrgQuestion(oid, _text(el.find("OrgQSubject")), _text(el.find("OrgQBody"))))
+            for th in el.iterfind("Thread"):
+                n_before = len(result.threads)
+                record(f"line {th.sourceline} <Thread>", lambda th=th, oid=oid: [_semeval_thread(th, oid)])
+                if len(result.threads) > n_before:
+                    oq.thread_ids.append(result.threads[-1].id)
+        elif el.tag == "Thread":
+            record(where, lambda el=el: [_semeval_thread(el, None)])
+        elif el.tag == "Question":
+            record(where, lambda el=el: list(_arabic_threads(el)))
+            if (qid := _attr(el, "QID")) is not None:
+                result.org_questions[qid] = OrgQuestion(qid, "", _text(el.find("Qtext")),
+                                                        [f"{qid}_{_attr(p, 'QAID')}" for p in el.iterfind("QApair")])
+        else:
+            err = LoadError(path, where, f"unexpected element <{el.tag}>; expected OrgQuestion, Thread or Question")
+            if strict:
+                raise err
+            result.errors.append(err)
+    return result
+
+
+# --- JSONL --------------------------------------------------------------------------
+
+def load_jsonl(path: Path, strict: bool = False) -> LoadResult:
+    raw = _read_bytes(path)
+    result = LoadResult(path=str(path))
+    seen: set[str] = set()
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"invalid UTF-8 at byte {e.start} of the line") from None
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"invalid JSON: {e.msg} at column {e.colno}") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"expected a JSON object (a thread), got {type(obj).__name__}")
+            thread = Thread.model_validate(obj)
+            if thread.id in seen:
+                raise ValueError(f"thread id {thread.id!r} appears twice in this file")
+            seen.add(thread.id)
+            result.threads.append(thread)
+        except (ValueError, ValidationError) as e:
+            err = LoadError(path, f"line {lineno}", _short(e))
+            if strict:
+                raise err from None
+            result.errors.append(err)
+    return result
+
+
+def _short(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        parts = []
+        for d in e.errors()[:3]:
+            loc = ".".join(str(x) for x in d["loc"]) or "record"
+            parts.append(f"{loc}: {d['msg']}")
+        return "; ".join(parts)
+    return str(e)

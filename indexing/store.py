@@ -1,0 +1,209 @@
+"""The embedded thread store: SQLite in WAL mode, the source of truth for threads.
+
+Every write is one transaction committed with ``synchronous=FULL``, so a thread that
+``upsert`` returned for is on disk and survives a kill -9 or a power cut.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .models import Answer, Thread
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS threads (
+    id TEXT PRIMARY KEY,
+    subject TEXT NOT NULL,
+    body TEXT NOT NULL,
+    category TEXT,
+    created_at TEXT,
+    author_id TEXT,
+    meta TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS answers (
+    id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT,
+    author_id TEXT,
+    label TEXT,
+    meta TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS answers_thread ON answers(thread_id, position);
+"""
+
+
+class StoreError(Exception):
+    """A write the store refused; the message says which record and why."""
+
+
+@dataclass
+class UpsertResult:
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    def add(self, other: "UpsertResult") -> None:
+        self.inserted += other.inserted
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+
+
+class ThreadStore:
+    """Thread-safe handle on one SQLite file. Open it once per process and share it."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.execute("PRAGMA busy_timeout=10000")
+        with self._lock:
+            self._conn.executescript(_SCHEMA)
+            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            (version,) = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if int(version) != SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: store schema version {version}, this code reads {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "ThreadStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writes -----------------------------------------------------------------
+    def upsert(self, threads: Iterable[Thread]) -> UpsertResult:
+        """Insert or replace threads by id in one transaction; identical content is left alone."""
+        result = UpsertResult()
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for t in threads:
+                    self._upsert_one(cur, t, result)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return result
+
+    def _upsert_one(self, cur: sqlite3.Cursor, t: Thread, result: UpsertResult) -> None:
+        digest = t.content_hash()
+        row = cur.execute("SELECT content_hash FROM threads WHERE id=?", (t.id,)).fetchone()
+        if row is not None and row[0] == digest:
+            result.unchanged += 1
+            return
+        ids = [a.id for a in t.answers]
+        for chunk_start in range(0, len(ids), 500):
+            chunk = ids[chunk_start:chunk_start + 500]
+            marks = ",".join("?" * len(chunk))
+            clash = cur.execute(
+                f"SELECT id, thread_id FROM answers WHERE id IN ({marks}) AND thread_id != ?",
+                (*chunk, t.id)).fetchone()
+            if clash:
+                raise StoreError(f"answer id {clash[0]!r} of thread {t.id!r} already belongs to "
+                                 f"thread {clash[1]!r}; answer ids must be unique across threads")
+        (seq,) = cur.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM threads").fetchone()
+        if row is not None:
+            cur.execute("DELETE FROM answers WHERE thread_id=?", (t.id,))
+            cur.execute("UPDATE threads SET subject=?, body=?, category=?, created_at=?, author_id=?, "
+                        "meta=?, content_hash=?, seq=? WHERE id=?",
+                        (t.subject, t.body, t.category, t.created_at, t.author_id,
+                         json.dumps(t.meta, ensure_ascii=False), digest, seq, t.id))
+            result.updated += 1
+        else:
+            cur.execute("INSERT INTO threads VALUES (?,?,?,?,?,?,?,?,?)",
+                        (t.id, t.subject, t.body, t.category, t.created_at, t.author_id,
+                         json.dumps(t.meta, ensure_ascii=False), digest, seq))
+            result.inserted += 1
+        cur.executemany("INSERT INTO answers VALUES (?,?,?,?,?,?,?,?)",
+                        [(a.id, t.id, i, a.text, a.created_at, a.author_id, a.label,
+                          json.dumps(a.meta, ensure_ascii=False)) for i, a in enumerate(t.answers)])
+
+    def delete(self, thread_id: str) -> bool:
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
+                n = cur.execute("DELETE FROM threads WHERE id=?", (thread_id,)).rowcount
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return n > 0
+
+    # --- reads ------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            (t,) = self._conn.execute("SELECT COUNT(*) FROM threads").fetchone()
+            (a,) = self._conn.execute("SELECT COUNT(*) FROM answers").fetchone()
+        return {"threads": t, "answers": a}
+
+    def get(self, thread_id: str) -> Thread | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM threads WHERE id=?", (thread_id,)).fetchone()
+            if row is None:
+                return None
+            answers = self._conn.execute(
+                "SELECT * FROM answers WHERE thread_id=? ORDER BY position", (thread_id,)).fetchall()
+        return _thread_from_rows(row, answers)
+
+    def iter_threads(self, batch: int = 1000) -> Iterator[Thread]:
+        """All threads in insertion order, read in batches so memory stays flat."""
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT * FROM threads WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch)).fetchall()
+                if not rows:
+                    return
+                ids = [r[0] for r in rows]
+                marks = ",".join("?" * len(ids))
+                arows = self._conn.execute(
+                    f"SELECT * FROM answers WHERE thread_id IN ({marks}) ORDER BY thread_id, position",
+                    ids).fetchall()
+            by_thread: dict[str, list[tuple]] = {}
+            for a in arows:
+                by_thread.setdefault(a[1], []).append(a)
+            for r in rows:
+                yield _thread_from_rows(r, by_thread.get(r[0], []))
+            last = rows[-1][8]
+
+    def fingerprint(self) -> str:
+        """Changes whenever any thread is added, changed or deleted."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT COUNT(*), COALESCE(MAX(seq),0), COALESCE(SUM(LENGTH(content_hash)),0) FROM threads"
+            ).fetchone()
+            (total,) = self._conn.execute(
+                "SELECT group_concat(content_hash, '') FROM (SELECT content_hash FROM threads ORDER BY id)"
+            ).fetchone()
+        import hashlib
+        return hashlib.sha256(f"{row}|{total or ''}".encode()).hexdigest()[:16]
+
+
+def _thread_from_rows(row: tuple, answers: list[tuple]) -> Thread:
+    return Thread(
+        id=row[0], subject=row[1], body=row[2], category=row[3], created_at=row[4], author_id=row[5],
+        meta=json.loads(row[6]),
+        answers=[Answer(id=a[0], text=a[3], created_at=a[4], author_id=a[5], label=a[6],
+                        meta=json.loads(a[7])) for a in answers],
+    )

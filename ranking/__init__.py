@@ -1,0 +1,1 @@
+"""ranking: turns a question into a ranked list, using the indexes and the models."""

@@ -1,0 +1,108 @@
+"""Argument parsing and output for ``cqa evaluate`` and ``cqa predict``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..rankers import RANKERS, UnknownRanker, get_ranker
+from .benchmarks import BENCHMARKS, BenchmarkError, queries_for
+from .measures import paired_randomization, paired_t
+from .scorer import ScoringError, score_files
+
+DEFAULT_RANKER = "minilm-cosine"
+
+
+def add_evaluate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gold", type=Path, help="official gold file (.relevancy)")
+    p.add_argument("--pred", type=Path, help="prediction file in the official format")
+    p.add_argument("--benchmark", choices=sorted(BENCHMARKS), metavar="NAME",
+                   help="run a ranker on a named benchmark (see --list)")
+    p.add_argument("--ranker", default=None, metavar="NAME",
+                   help=f"ranker configuration (default: {DEFAULT_RANKER}; see --list)")
+    p.add_argument("--compare", metavar="NAME",
+                   help="also run this ranker and test the difference in per-question AP "
+                        "(paired randomisation and paired t-test)")
+    p.add_argument("--list", action="store_true", help="list benchmarks and rankers")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
+
+
+def add_predict_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--subtask", choices=["A", "B", "C"], required=True)
+    p.add_argument("--input", type=Path, required=True, help="SemEval-format XML (labels optional)")
+    p.add_argument("--output", type=Path, required=True, help="where to write the predictions")
+    p.add_argument("--ranker", default=None, metavar="NAME", help=f"ranker (default: {DEFAULT_RANKER})")
+
+
+def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
+    if args.list:
+        print("benchmarks:")
+        for name, b in BENCHMARKS.items():
+            print(f"  {name:32s} subtask {b.subtask}, 2016 {b.split}")
+        print("rankers:")
+        for name, (desc, _) in sorted(RANKERS.items()):
+            print(f"  {name:32s} {desc}")
+        return 0
+    try:
+        if args.gold or args.pred:
+            if not (args.gold and args.pred):
+                raise ScoringError("--gold and --pred go together")
+            s = score_files(args.gold, args.pred)
+            fig = s.official()
+            print(f"MAP    {fig['MAP']:.4f}\nAvgRec {fig['AvgRec']:.4f}\nMRR    {fig['MRR']:.2f}\n"
+                  f"P      {fig['P']:.4f}\nR      {fig['R']:.4f}\nF1     {fig['F1']:.4f}\nAcc    {fig['Acc']:.4f}")
+            if args.json:
+                emit({k: round(v, 4) for k, v in fig.items()})
+            return 0
+        if not args.benchmark:
+            raise ScoringError("say what to evaluate: --gold and --pred, or --benchmark NAME (see --list)")
+        from .runner import run_benchmark
+        bench = BENCHMARKS[args.benchmark]
+        if bench.subtask == "fullcorpus":
+            from ..fullcorpus import run_fullcorpus
+            report = run_fullcorpus(settings, args.ranker or "fusion")
+        else:
+            ranker = get_ranker(args.ranker or DEFAULT_RANKER, settings)
+            report = run_benchmark(bench, ranker, settings.semeval_dir, settings.reports_dir)
+        out = {"benchmark": bench.name, "ranker": report["ranker"], **report["figures"],
+               "report": report["folder"]}
+        if args.compare:
+            other = get_ranker(args.compare, settings)
+            if bench.subtask == "fullcorpus":
+                raise ScoringError("--compare works on the A, B and C benchmarks")
+            r2 = run_benchmark(bench, other, settings.semeval_dir, settings.reports_dir)
+            qs = sorted(set(report["per_question_ap"]) & set(r2["per_question_ap"]))
+            a = [report["per_question_ap"][q] for q in qs]
+            b = [r2["per_question_ap"][q] for q in qs]
+            out["compare"] = {"ranker": other.name, "MAP": r2["MAP"], "questions": len(qs),
+                              "p_randomization": paired_randomization(a, b), "p_ttest": paired_t(a, b)}
+        for k, v in out.items():
+            if isinstance(v, float):
+                print(f"{k:12s} {v:.4f}")
+        if "compare" in out:
+            c = out["compare"]
+            print(f"vs {c['ranker']}: MAP {c['MAP']:.4f}, paired randomisation p={c['p_randomization']:.4g}, "
+                  f"paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions")
+        print(f"report: {report['folder']}")
+        if args.json:
+            emit(out)
+        return 0
+    except (ScoringError, BenchmarkError, UnknownRanker, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def predict_command(args: argparse.Namespace, settings, emit) -> int:
+    from indexing.loaders import LoadError
+    from .runner import predictions, write_predictions
+    try:
+        ranker = get_ranker(args.ranker or DEFAULT_RANKER, settings)
+        queries = queries_for(args.input, args.subtask)
+        lines = predictions(queries, ranker)
+        write_predictions(lines, args.output)
+    except (LoadError, BenchmarkError, UnknownRanker) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    emit({"ranker": ranker.name, "subtask": args.subtask, "queries": len(queries), "lines": len(lines),
+          "output": str(args.output)})
+    return 0

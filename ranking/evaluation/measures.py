@@ -1,0 +1,57 @@
+"""Standard IR measures through ir_measures, TREC export, and paired significance tests."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+Qrels = dict[str, dict[str, int]]
+Run = dict[str, dict[str, float]]
+
+
+def ir_figures(qrels: Qrels, run: Run, cutoffs: tuple[int, ...] = (10, 100)) -> dict[str, float]:
+    """MAP, nDCG@10, P@1, RR and Recall@k over the questions in ``qrels`` (ir_measures)."""
+    import ir_measures
+    from ir_measures import AP, P, R, RR, nDCG
+    measures = [AP, AP @ 10, nDCG @ 10, P @ 1, RR] + [R @ k for k in cutoffs]
+    agg = ir_measures.calc_aggregate(measures, qrels, run)
+    # ir_measures' AP divides by every relevant judged candidate, not only those in the top 10 as
+    # SemEval's MAP does, so it is named apart from the official figure.
+    return {("trec_" + str(m) if str(m).startswith("AP") else str(m)): float(v) for m, v in agg.items()}
+
+
+def write_trec_run(run: Run, path: Path, tag: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for qid, docs in run.items():
+            ranked = sorted(docs.items(), key=lambda kv: kv[1], reverse=True)
+            for rank, (did, s) in enumerate(ranked, 1):
+                fh.write(f"{qid} Q0 {did} {rank} {s:.6f} {tag}\n")
+
+
+def write_trec_qrels(qrels: Qrels, path: Path) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for qid, docs in qrels.items():
+            for did, rel in docs.items():
+                fh.write(f"{qid} 0 {did} {rel}\n")
+
+
+def paired_randomization(a: list[float], b: list[float], trials: int = 10000, seed: int = 0) -> float:
+    """Two-sided p-value of mean(a - b) under random sign flips (Smucker, Allan and Carterette 2007)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if d.size == 0:
+        raise ValueError("no paired questions to compare")
+    observed = abs(d.mean())
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((-1.0, 1.0), size=(trials, d.size))
+    means = np.abs((signs * d).mean(axis=1))
+    return float((np.sum(means >= observed - 1e-12) + 1) / (trials + 1))
+
+
+def paired_t(a: list[float], b: list[float]) -> float:
+    from scipy import stats
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if np.allclose(d, 0):
+        return 1.0
+    p = stats.ttest_rel(a, b).pvalue
+    return float(p) if not math.isnan(p) else 1.0

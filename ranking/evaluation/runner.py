@@ -1,0 +1,154 @@
+"""Run a ranker on a benchmark, score it officially, and keep a report folder."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..candidates import Query
+from ..rankers import Ranker, labels_from_scores
+from .benchmarks import PUBLISHED, Benchmark, BenchmarkError, queries_for
+from .measures import ir_figures, write_trec_qrels, write_trec_run
+from .scorer import Line, per_question_ap, read_lines, score
+
+log = logging.getLogger(__name__)
+
+
+def predictions(queries: list[Query], ranker: Ranker) -> list[Line]:
+    """Official-format lines for every candidate, in the queries' own order."""
+    all_scores = ranker.score(queries)
+    lines = []
+    for q, scores in zip(queries, all_scores):
+        if len(scores) != len(q.candidates):
+            raise RuntimeError(f"ranker {ranker.name} gave {len(scores)} scores for {len(q.candidates)} candidates")
+        for c, s, lab in zip(q.candidates, scores, labels_from_scores(scores)):
+            lines.append(Line(q.id, c.id, float(s), lab))
+    return lines
+
+
+def align_to_gold(pred: list[Line], gold: list[Line]) -> list[Line]:
+    by_id = {(p.qid, p.cid): p for p in pred}
+    out = []
+    for g in gold:
+        p = by_id.get((g.qid, g.cid))
+        if p is None:
+            raise BenchmarkError(f"the ranker produced no score for gold candidate ({g.qid}, {g.cid})")
+        out.append(p)
+    return out
+
+
+def write_predictions(lines: list[Line], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ranks: dict[str, int] = {}
+    with open(path, "w", encoding="utf-8") as fh:
+        for ln in lines:
+            ranks[ln.qid] = ranks.get(ln.qid, 0) + 1
+            fh.write(f"{ln.qid}\t{ln.cid}\t{ranks[ln.qid]}\t{ln.score:.8f}\t{'true' if ln.label else 'false'}\n")
+
+
+def _atomic_json(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_dir: Path,
+                  generation: str | None = None) -> dict:
+    if bench.subtask == "fullcorpus":
+        raise BenchmarkError("use run_fullcorpus for the full-corpus benchmark")
+    xml, gold_path = bench.paths(semeval_dir)
+    t0 = time.perf_counter()
+    queries = queries_for(xml, bench.subtask)
+    gold = read_lines(gold_path)
+    pred = align_to_gold(predictions(queries, ranker), gold)
+    seconds = time.perf_counter() - t0
+    official = score(gold, pred, pred_name=f"{ranker.name} on {bench.name}")
+    qrels = {}
+    for g in gold:
+        qrels.setdefault(g.qid, {})[g.cid] = int(g.label)
+    run = {}
+    for p in pred:
+        run.setdefault(p.qid, {})[p.cid] = p.score
+    figures = {**official.official(), **ir_figures(qrels, run)}
+    ap = per_question_ap(gold, pred)
+    stamp = datetime.now(timezone.utc)
+    out = reports_dir / bench.name / f"{stamp:%Y%m%dT%H%M%S%fZ}-{ranker.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    write_predictions(pred, out / "predictions.txt")
+    write_trec_run(run, out / "run.trec", ranker.name)
+    write_trec_qrels(qrels, out / "qrels.trec")
+    report = {"benchmark": bench.name, "subtask": bench.subtask, "ranker": ranker.name,
+              "generation": generation, "created_at": stamp.isoformat(), "seconds": round(seconds, 2),
+              "questions": official.questions, "lines": official.lines, "figures": figures,
+              "MAP": figures["MAP"], "MRR": figures["MRR"], "P@1": figures.get("P@1"),
+              "per_question_ap": ap, "folder": str(out)}
+    _atomic_json(out / "report.json", report)
+    systems = latest_per_ranker(reports_dir / bench.name)
+    _write_markdown(out / "report.md", report, systems)
+    _write_chart(out / "chart.png", bench, systems)
+    _atomic_json(reports_dir / bench.name / "latest.json",
+                 {k: v for k, v in report.items() if k != "per_question_ap"})
+    return report
+
+
+def latest_per_ranker(bench_dir: Path) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for rj in sorted(bench_dir.glob("*/report.json")):
+        try:
+            r = json.loads(rj.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        out[r["ranker"]] = r  # sorted by time stamp, so the last one wins
+    return out
+
+
+def latest_reports(reports_dir: Path) -> dict[str, dict]:
+    """The latest report per benchmark: what the API serves as its MAP."""
+    out = {}
+    if not reports_dir.exists():
+        return out
+    for lj in sorted(reports_dir.glob("*/latest.json")):
+        try:
+            out[lj.parent.name] = json.loads(lj.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return out
+
+
+def _write_markdown(path: Path, report: dict, systems: dict[str, dict]) -> None:
+    f = report["figures"]
+    lines = [f"# {report['benchmark']}: {report['ranker']}", "",
+             f"{report['created_at']} · {report['questions']} questions · {report['seconds']} s", "",
+             "| measure | value |", "|---|---|"]
+    lines += [f"| {k} | {v:.4f} |" for k, v in f.items()]
+    lines += ["", "## Latest run of each ranker on this benchmark", "", "| ranker | MAP | MRR | when |", "|---|---|---|---|"]
+    for name, r in sorted(systems.items(), key=lambda kv: -kv[1]["MAP"]):
+        lines.append(f"| {name} | {r['MAP']:.4f} | {r['MRR']:.2f} | {r['created_at'][:19]} |")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _write_chart(path: Path, bench: Benchmark, systems: dict[str, dict]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [n for n in sorted(systems, key=lambda n: systems[n]["MAP"])]
+    values = [systems[n]["MAP"] for n in names]
+    colors = ["#3b6ea5"] * len(names)
+    pub = PUBLISHED.get(bench.subtask) if bench.split == "test" else None
+    if pub:
+        names = ["IR baseline (official)", f"{pub['best'][0]} (best 2016)"] + names
+        values = [pub["IR baseline"], pub["best"][1]] + values
+        colors = ["#999999", "#d08c2b"] + colors
+    fig, ax = plt.subplots(figsize=(7, 0.5 * len(names) + 1.2))
+    ax.barh(names, values, color=colors)
+    for y, v in enumerate(values):
+        ax.text(v + 0.005, y, f"{v:.4f}", va="center", fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("MAP (official SemEval scorer)")
+    ax.set_title(bench.name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,82 @@
+"""Named rankers for ``cqa evaluate --ranker`` and ``cqa predict --ranker``.
+
+A ranker scores the candidates of each query; higher is better. Rankers are built by name
+from a mapping, so adding one is one entry, never a flag.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .candidates import Query
+
+
+class Ranker(Protocol):
+    name: str
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        """One list of scores per query, aligned with its candidates."""
+        ...
+
+
+class UnknownRanker(Exception):
+    pass
+
+
+@dataclass
+class IRBaseline:
+    """The order the task gives: chronological for A, the search engine's for B and C."""
+    name: str = "ir-baseline"
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        return [[1.0 / (i + 1) for i in range(len(q.candidates))] for q in queries]
+
+
+@dataclass
+class MiniLMCosine:
+    """Zero-shot: cosine of all-MiniLM-L6-v2 embeddings of the question and each candidate."""
+    device: str = "auto"
+    batch_size: int = 64
+    name: str = "minilm-cosine"
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        from indexing.encoder import encode
+        texts = [q.text for q in queries] + [c.text for q in queries for c in q.candidates]
+        emb = encode(texts, batch_size=self.batch_size, device=self.device, progress=True)
+        qv, cv = emb[: len(queries)], emb[len(queries):]
+        out, at = [], 0
+        for i, q in enumerate(queries):
+            n = len(q.candidates)
+            out.append((cv[at: at + n] @ qv[i]).astype(float).tolist())
+            at += n
+        return out
+
+
+RANKERS: dict[str, tuple[str, Callable[..., Ranker]]] = {
+    "ir-baseline": ("the given order (the official IR baseline)", lambda settings: IRBaseline()),
+    "minilm-cosine": ("zero-shot all-MiniLM-L6-v2 cosine similarity",
+                      lambda settings: MiniLMCosine(device=settings.device,
+                                                    batch_size=settings.embedding_batch_size)),
+}
+
+
+def register(name: str, description: str, factory: Callable[..., Ranker]) -> None:
+    RANKERS[name] = (description, factory)
+
+
+def get_ranker(name: str, settings) -> Ranker:
+    if name not in RANKERS:
+        raise UnknownRanker(f"unknown ranker {name!r}; known: {', '.join(sorted(RANKERS))}")
+    return RANKERS[name][1](settings)
+
+
+def labels_from_scores(scores: list[float]) -> list[bool]:
+    """The true|false column: a candidate is called relevant when it scores at or above its
+    question's mean, a threshold-free rule that works for any score scale."""
+    if not scores:
+        return []
+    m = float(np.mean(scores))
+    return [s >= m for s in scores]

@@ -1,0 +1,141 @@
+import gzip
+import json
+import subprocess
+
+import pytest
+
+from indexing.ingest import ingest_paths
+from indexing.loaders import LoadError, load
+from indexing.store import ThreadStore
+
+from .conftest import CQA
+
+# (file, threads, answers) as README.md of the shared data states them (Arabic: QA pairs).
+OFFICIAL_COUNTS = [
+    ("test/SemEval2016-Task3-CQA-QL-test.xml", 700, 7000),
+    ("dev/SemEval2016-Task3-CQA-QL-dev.xml", 500, 5000),
+    ("dev/SemEval2016-Task3-CQA-QL-dev-subtaskA.xml", 244, 2440),
+    ("train/SemEval2016-Task3-CQA-QL-train-part2.xml", 670, 6700),
+    ("train/SemEval2016-Task3-CQA-QL-train-part2-subtaskA.xml", 379, 3790),
+    ("train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskB.xml", 1999, 0),
+    ("train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskA.xml", 98, 980),
+    ("train2015/SemEval2015-Task3-CQA-QL-train-recovered-subtaskA.xml", 2499, 14918),
+    ("train2015/SemEval2015-Task3-CQA-QL-dev-reformatted-excluding-2016-questions-cleansed.xml", 238, 1205),
+    ("train2015/SemEval2015-Task3-CQA-QL-test-reformatted-excluding-2016-questions-multiline.xml", 315, 1844),
+    ("arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.gz", 7384, 7384),
+]
+ORG_QUESTIONS = {"test/SemEval2016-Task3-CQA-QL-test.xml": 70, "dev/SemEval2016-Task3-CQA-QL-dev.xml": 50,
+                 "train/SemEval2016-Task3-CQA-QL-train-part2.xml": 67,
+                 "train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskB.xml": 200}
+
+
+def test_every_shared_file_is_covered(semeval):
+    files = {str(p.relative_to(semeval)) for p in semeval.rglob("*.xml*") if not p.name.endswith(".relevancy")}
+    assert files == {f for f, _, _ in OFFICIAL_COUNTS}
+
+
+@pytest.mark.parametrize("rel,threads,answers", OFFICIAL_COUNTS)
+def test_official_counts(semeval, rel, threads, answers):
+    r = load(semeval / rel, strict=True)
+    assert (len(r.threads), r.answers, len(r.errors)) == (threads, answers, 0)
+    if rel in ORG_QUESTIONS:
+        assert len(r.org_questions) == ORG_QUESTIONS[rel]
+        assert sum(len(o.thread_ids) for o in r.org_questions.values()) == threads
+
+
+def test_semeval_fields_and_labels_are_kept(semeval):
+    r = load(semeval / "test/SemEval2016-Task3-CQA-QL-test.xml")
+    t = next(t for t in r.threads if t.id == "Q318_R4")
+    assert t.category == "Opportunities" and t.created_at == "2012-11-12 13:06:59" and t.author_id == "U1929"
+    assert t.meta["relevance2orgq"] == "PerfectMatch" and t.meta["subtaskA_skip_same_as"] == "Q56_R4"
+    assert t.answers[0].id == "Q318_R4_C1" and t.answers[0].label == "Bad"
+    assert t.answers[0].meta["relevance2orgq"] == "PotentiallyUseful"
+    rec = load(semeval / "train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskA.xml").threads[0]
+    assert rec.author_id is None and rec.created_at is None and rec.category is None  # empty attributes
+
+
+XML_HEAD = '<?xml version="1.0" encoding="utf-8"?>\n<xml version="1.0">\n'
+GOOD_THREAD = ('<Thread THREAD_SEQUENCE="T1"><RelQuestion RELQ_ID="T1" RELQ_CATEGORY="c" RELQ_DATE="" '
+               'RELQ_USERID="" RELQ_USERNAME=""><RelQSubject>s</RelQSubject><RelQBody>b</RelQBody></RelQuestion>'
+               '<RelComment RELC_ID="T1_C1" RELC_RELEVANCE2RELQ="Good"><RelCText>yes</RelCText></RelComment>'
+               '</Thread>\n')
+BAD_THREAD = ('<Thread THREAD_SEQUENCE="T2"><RelQuestion RELQ_ID="T2"><RelQSubject>s</RelQSubject></RelQuestion>'
+              '<RelComment RELC_DATE=""><RelCText>no id</RelCText></RelComment></Thread>\n')
+
+
+def test_truncated_xml_is_a_clear_error(tmp_path):
+    f = tmp_path / "cut.xml"
+    f.write_text(XML_HEAD + GOOD_THREAD + GOOD_THREAD[:60])
+    with pytest.raises(LoadError, match=r"cut\.xml: line \d+: not well-formed XML"):
+        load(f)
+
+
+def test_comment_without_id_is_named_and_skipped_or_fatal(tmp_path):
+    f = tmp_path / "bad.xml"
+    f.write_text(XML_HEAD + GOOD_THREAD + BAD_THREAD + "</xml>\n")
+    r = load(f)
+    assert [t.id for t in r.threads] == ["T1"]
+    assert len(r.errors) == 1 and "RELC_ID" in str(r.errors[0]) and "line 4" in str(r.errors[0])
+    with pytest.raises(LoadError, match="RelComment> has no RELC_ID"):
+        load(f, strict=True)
+
+
+def test_invalid_utf8_xml(tmp_path):
+    f = tmp_path / "enc.xml"
+    f.write_bytes((XML_HEAD + GOOD_THREAD).encode() + b"<Thread>\xff\xfe</Thread></xml>")
+    with pytest.raises(LoadError, match="not well-formed XML"):
+        load(f)
+
+
+def test_jsonl_bad_lines(tmp_path):
+    good = {"id": "j1", "subject": "s", "answers": [{"id": "j1a", "text": "t"}]}
+    f = tmp_path / "t.jsonl"
+    f.write_bytes(json.dumps(good).encode() + b"\n[1, 2]\n" + b'{"id": "j2", "subject": "\xff"}\n'
+                  + b'{"id": "j3", "subject": "s", "colour": 1}\n' + b"{not json\n")
+    r = load(f)
+    assert [t.id for t in r.threads] == ["j1"]
+    msgs = [str(e) for e in r.errors]
+    assert "line 2" in msgs[0] and "expected a JSON object" in msgs[0]
+    assert "line 3" in msgs[1] and "invalid UTF-8" in msgs[1]
+    assert "line 4" in msgs[2] and "colour" in msgs[2]
+    assert "line 5" in msgs[3] and "invalid JSON" in msgs[3]
+
+
+def test_strict_failure_writes_nothing(tmp_path):
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps({"id": "ok", "subject": "s"}) + "\n42\n")
+    with ThreadStore(tmp_path / "s.db") as store:
+        with pytest.raises(LoadError):
+            ingest_paths(store, [f], strict=True, progress=False)
+        assert store.counts() == {"threads": 0, "answers": 0}
+        rep = ingest_paths(store, [f], progress=False)
+        assert (rep.threads, rep.skipped) == (1, 1)
+
+
+def test_gzip_jsonl_and_demo_corpus(tmp_path):
+    from indexing.config import PROJECT_ROOT
+    demo = PROJECT_ROOT / "data/demo/threads.jsonl"
+    r = load(demo, strict=True)
+    assert len(r.threads) >= 30 and r.answers >= 150
+    gz = tmp_path / "d.jsonl.gz"
+    gz.write_bytes(gzip.compress(demo.read_bytes()))
+    assert len(load(gz).threads) == len(r.threads)
+
+
+def test_cli_ingest_twice(semeval, cli_env, tmp_path):
+    f = semeval / "test/SemEval2016-Task3-CQA-QL-test.xml"
+    outs = []
+    for _ in range(2):
+        p = subprocess.run(CQA + ["ingest", str(f)], env=cli_env, capture_output=True, text=True, check=True)
+        outs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    for o in outs:
+        assert (o["threads"], o["answers"], o["skipped"]) == (700, 7000, 0)
+        assert o["store"] == {"threads": 700, "answers": 7000}
+    assert outs[1]["unchanged"] == 700 and outs[1]["inserted"] == outs[1]["updated"] == 0
+
+
+def test_cli_strict_error_exit_code(cli_env, tmp_path):
+    f = tmp_path / "x.jsonl"
+    f.write_text("not json\n")
+    p = subprocess.run(CQA + ["ingest", "--strict", str(f)], env=cli_env, capture_output=True, text=True)
+    assert p.returncode == 2 and "x.jsonl: line 1: invalid JSON" in p.stderr

@@ -1,0 +1,82 @@
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from indexing.models import Answer, Thread
+from indexing.store import StoreError, ThreadStore
+
+
+def make(tid: str, n: int = 2, subject: str = "How to renew a visa?") -> Thread:
+    return Thread(id=tid, subject=subject, body="details", category="Visas",
+                  answers=[Answer(id=f"{tid}_c{i}", text=f"answer {i}", label="Good") for i in range(n)])
+
+
+def test_upsert_is_idempotent_and_updates_by_id(tmp_path):
+    with ThreadStore(tmp_path / "s.db") as store:
+        r = store.upsert([make("t1"), make("t2", 3)])
+        assert (r.inserted, r.updated, r.unchanged) == (2, 0, 0)
+        assert store.counts() == {"threads": 2, "answers": 5}
+        r = store.upsert([make("t1"), make("t2", 3)])
+        assert (r.inserted, r.updated, r.unchanged) == (0, 0, 2)
+        r = store.upsert([make("t2", 1, subject="changed")])
+        assert (r.inserted, r.updated, r.unchanged) == (0, 1, 0)
+        assert store.counts() == {"threads": 2, "answers": 3}
+        got = store.get("t2")
+        assert got.subject == "changed" and [a.id for a in got.answers] == ["t2_c0"]
+        assert store.get("t1").answers[1].label == "Good"
+
+
+def test_survives_reopen_and_delete(tmp_path):
+    with ThreadStore(tmp_path / "s.db") as store:
+        store.upsert([make("a"), make("b")])
+    with ThreadStore(tmp_path / "s.db") as store:
+        assert [t.id for t in store.iter_threads(batch=1)] == ["a", "b"]
+        assert store.delete("a") is True
+        assert store.delete("a") is False
+        assert store.counts() == {"threads": 1, "answers": 2}
+
+
+def test_answer_id_clash_is_refused_and_writes_nothing(tmp_path):
+    with ThreadStore(tmp_path / "s.db") as store:
+        store.upsert([make("a")])
+        clash = Thread(id="b", subject="q", answers=[Answer(id="a_c0", text="x")])
+        with pytest.raises(StoreError, match="a_c0.*already belongs"):
+            store.upsert([make("c"), clash])
+        assert store.counts() == {"threads": 1, "answers": 2}  # the batch is all or nothing
+
+
+def test_thread_without_text_or_with_duplicate_answers_is_invalid():
+    with pytest.raises(ValueError, match="neither subject nor body"):
+        Thread(id="x", subject=" ", body="")
+    with pytest.raises(ValueError, match="twice"):
+        Thread(id="x", subject="q", answers=[Answer(id="a", text="1"), Answer(id="a", text="2")])
+
+
+def test_accepted_threads_survive_kill_9(tmp_path):
+    """A writer is killed with SIGKILL right after upsert returns: the thread is on disk."""
+    db = tmp_path / "s.db"
+    code = f"""
+import sys, time
+from indexing.models import Thread
+from indexing.store import ThreadStore
+s = ThreadStore({str(db)!r})
+i = 0
+while True:
+    s.upsert([Thread(id=f"t{{i}}", subject="q", body=str(i))])
+    print(i, flush=True)
+    i += 1
+"""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    acked = -1
+    for line in p.stdout:
+        acked = int(line)
+        if acked >= 30:
+            break
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    with ThreadStore(db) as store:
+        ids = {t.id for t in store.iter_threads()}
+        assert store.counts()["threads"] == len(ids)
+    assert acked >= 30 and all(f"t{i}" in ids for i in range(acked + 1))
