@@ -1,0 +1,115 @@
+"""Index generations: self-describing directories published atomically under one ``current`` pointer.
+
+Layout under the index root::
+
+    current                 # one line: the live generation's name (replaced atomically)
+    gen-20261121T150000Z-ab12/
+        manifest.json       # kind, format version, parameters, counts, model, build time
+        documents.json      # ids, kinds, threads, categories, dates, texts: row order of every index
+        terms/ bm25/ lm/ dense/
+    .tmp-gen-.../           # a build in progress; never read, removed by the next reindex
+
+A reindex that dies before the pointer moves leaves the live generation untouched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+FORMAT = "cqa-index-generation"
+FORMAT_VERSION = 1
+POINTER = "current"
+
+
+class IndexFormatError(Exception):
+    """An index directory this code cannot read; the message says what and what to do."""
+
+
+def read_manifest(folder: Path, kind: str, version: int) -> dict:
+    path = folder / "manifest.json"
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IndexFormatError(f"{path} is missing: not an index directory; run `cqa reindex`") from None
+    except json.JSONDecodeError as e:
+        raise IndexFormatError(f"{path} is not valid JSON ({e}); run `cqa reindex`") from None
+    if m.get("kind") != kind:
+        raise IndexFormatError(f"{path}: kind {m.get('kind')!r}, expected {kind!r}")
+    if m.get("format_version") != version:
+        raise IndexFormatError(f"{path}: format version {m.get('format_version')!r} of {kind!r} is unknown to "
+                               f"this code (reads version {version}); rebuild with `cqa reindex`")
+    return m
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(folder: Path) -> None:
+    for p in folder.rglob("*"):
+        if p.is_file():
+            with open(p, "rb") as fh:
+                os.fsync(fh.fileno())
+    _fsync_dir(folder)
+
+
+def current_generation(root: Path) -> str | None:
+    p = root / POINTER
+    try:
+        name = p.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return name if name and (root / name / "manifest.json").exists() else None
+
+
+def publish(root: Path, tmp: Path, name: str) -> Path:
+    """Move a finished build into place and point ``current`` at it, each step atomic."""
+    fsync_tree(tmp)
+    final = root / name
+    os.rename(tmp, final)
+    _fsync_dir(root)
+    ptr_tmp = root / f".{POINTER}.tmp"
+    with open(ptr_tmp, "w", encoding="utf-8") as fh:
+        fh.write(name + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(ptr_tmp, root / POINTER)
+    _fsync_dir(root)
+    return final
+
+
+def list_generations(root: Path) -> list[str]:
+    if not root.exists():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("gen-"))
+
+
+def prune(root: Path, keep: int) -> list[str]:
+    """Remove all but the newest ``keep`` generations; never the live one."""
+    live = current_generation(root)
+    gens = list_generations(root)
+    removed = []
+    for name in gens[: max(0, len(gens) - keep)]:
+        if name != live:
+            shutil.rmtree(root / name, ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+def remove_stale_builds(root: Path) -> list[str]:
+    removed = []
+    if root.exists():
+        for p in root.iterdir():
+            if p.is_dir() and p.name.startswith(".tmp-"):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p.name)
+    return removed

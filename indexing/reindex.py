@@ -1,0 +1,152 @@
+"""The batch reindex job: store -> documents -> BM25, LM, FAISS -> a new published generation."""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .bm25 import BM25Index
+from .config import Settings
+from .dense import DenseIndex, choose_kind
+from .documents import Documents
+from .embcache import EmbeddingCache, embed_with_cache
+from .generations import FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
+from .lm import LMIndex
+from .store import ThreadStore
+from .termmatrix import TermMatrix
+from .text import Analyzer
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, float], None]  # (stage, fraction done) for job status
+
+
+class ReindexError(Exception):
+    pass
+
+
+class _Lock:
+    def __init__(self, root: Path):
+        root.mkdir(parents=True, exist_ok=True)
+        self.fh = open(root / ".reindex.lock", "w")
+
+    def __enter__(self):
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.fh.close()
+            raise ReindexError("another reindex is running on this data directory; wait for it to finish") from None
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
+            on_progress: Progress | None = None, analyzer: Analyzer | None = None,
+            encode_fn=None) -> dict:
+    """Build every index from the store into a new generation and make it live. Returns a summary."""
+    analyzer = analyzer or Analyzer()
+    root = settings.index_root
+    report = on_progress or (lambda stage, frac: None)
+    with _Lock(root):
+        stale = remove_stale_builds(root)
+        if stale:
+            log.info("removed %d unfinished builds: %s", len(stale), ", ".join(stale))
+        t_start = time.perf_counter()
+        stamp = datetime.now(timezone.utc)
+        name = f"gen-{stamp:%Y%m%dT%H%M%S}Z-{secrets.token_hex(2)}"
+        tmp = root / f".tmp-{name}"
+        tmp.mkdir(parents=True)
+        timings: dict[str, dict] = {}
+
+        report("documents", 0.0)
+        t0 = time.perf_counter()
+        with ThreadStore(settings.store_path) as store:
+            n_threads = store.counts()["threads"]
+            fingerprint = store.fingerprint()
+            threads = tqdm(store.iter_threads(), total=n_threads, unit="thread", desc="read store",
+                           disable=not progress)
+            docs = Documents.from_threads(threads)
+        if len(docs) == 0:
+            raise ReindexError("the store is empty: ingest threads first (`cqa ingest PATH`)")
+        docs.save(tmp / "documents.json")
+        timings["documents"] = _timing(t0, len(docs))
+
+        report("lexical", 0.1)
+        t0 = time.perf_counter()
+        tokens = (analyzer(t) for t in tqdm(docs.texts, unit="doc", desc="analyse", disable=not progress))
+        terms = TermMatrix.build(tokens)
+        terms.save(tmp / "terms")
+        timings["terms"] = _timing(t0, len(docs))
+        t0 = time.perf_counter()
+        BM25Index.build(terms, k1=settings.bm25_k1, b=settings.bm25_b).save(tmp / "bm25")
+        timings["bm25"] = _timing(t0, len(docs))
+        t0 = time.perf_counter()
+        LMIndex(terms, "dirichlet", mu=settings.lm_mu, lam=settings.lm_lambda).save(tmp / "lm")
+        timings["lm"] = _timing(t0, len(docs))
+
+        dense_params = None
+        if not skip_dense:
+            report("embed", 0.3)
+            t0 = time.perf_counter()
+            if encode_fn is None:
+                from .encoder import encode
+
+                def encode_fn(texts):
+                    return encode(texts, batch_size=settings.embedding_batch_size, device=settings.device)
+            cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", settings.embedding_model)
+            bar = tqdm(total=len(docs), unit="doc", desc="embed", disable=not progress)
+            done = [0]
+
+            def tick(n):
+                done[0] += n
+                bar.update(n)
+                report("embed", 0.3 + 0.6 * done[0] / max(len(docs), 1))
+            try:
+                vecs, encoded = embed_with_cache(docs.texts, cache, encode_fn,
+                                                 batch_size=max(settings.embedding_batch_size * 4, 64), progress=tick)
+            finally:
+                cache.close()
+                bar.close()
+            kind = choose_kind(len(docs), settings.dense_index_kind, settings.dense_exact_max_docs)
+            dense = DenseIndex.build(vecs, kind=kind, model=settings.embedding_model)
+            dense.save(tmp / "dense")
+            dense_params = dense.params
+            timings["dense"] = {**_timing(t0, len(docs)), "encoded": encoded, "from_cache": len(docs) - encoded}
+
+        report("publish", 0.95)
+        manifest = {
+            "kind": FORMAT, "format_version": FORMAT_VERSION, "generation": name,
+            "created_at": stamp.isoformat(), "store_fingerprint": fingerprint,
+            "threads": n_threads, "documents": docs.counts(), "analyzer": analyzer.to_dict(),
+            "indexes": {
+                "bm25": json.loads((tmp / "bm25/manifest.json").read_text())["params"],
+                "lm": json.loads((tmp / "lm/manifest.json").read_text())["params"],
+                "dense": dense_params,
+            },
+            "model": settings.embedding_model if dense_params else None,
+            "build": timings,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        if os.environ.get("CQA_TEST_CRASH_BEFORE_PUBLISH"):  # lets a test kill a reindex at its worst moment
+            os.kill(os.getpid(), 9)
+        publish(root, tmp, name)
+        removed = prune(root, settings.keep_generations)
+        report("done", 1.0)
+    return {"generation": name, "threads": n_threads, "documents": docs.counts(),
+            "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
+
+
+def _timing(t0: float, n: int) -> dict:
+    s = time.perf_counter() - t0
+    return {"seconds": round(s, 3), "docs_per_s": round(n / s, 1) if s > 0 else None}

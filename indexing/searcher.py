@@ -1,0 +1,88 @@
+"""A loaded generation and its first-stage sources, each answering ``search(query, k) -> list[Hit]``."""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .bm25 import BM25Index
+from .dense import DenseIndex
+from .documents import Documents
+from .generations import FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, read_manifest
+from .hits import Hit
+from .lm import LMIndex
+from .termmatrix import TermMatrix
+from .text import Analyzer
+
+
+@dataclass
+class LexicalSource:
+    name: str
+    index: BM25Index | LMIndex
+    analyzer: Analyzer
+    ids: list[str]
+
+    def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[Hit]:
+        return self.index.search_tokens(self.analyzer(query), k, self.ids, allowed)
+
+    def search_tokens(self, tokens: list[str], k: int, allowed: np.ndarray | None = None) -> list[Hit]:
+        return self.index.search_tokens(tokens, k, self.ids, allowed)
+
+
+@dataclass
+class DenseSource:
+    index: DenseIndex
+    ids: list[str]
+    device: str = "auto"
+    name: str = "dense"
+
+    def embed(self, query: str) -> np.ndarray:
+        from .encoder import encode
+        return encode([query], device=self.device)[0]
+
+    def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[Hit]:
+        return self.index.search_vectors(self.embed(query), k, self.ids, allowed)
+
+
+class Generation:
+    """Everything one index generation holds, loaded read-only (arrays memory-mapped)."""
+
+    def __init__(self, folder: Path, device: str = "auto"):
+        self.folder = folder
+        self.manifest = read_manifest(folder, FORMAT, FORMAT_VERSION)
+        self.name = self.manifest["generation"]
+        self.docs = Documents.load(folder / "documents.json")
+        self.row = {d: i for i, d in enumerate(self.docs.ids)}
+        self.analyzer = Analyzer.from_dict(self.manifest["analyzer"])
+        self.terms = TermMatrix.load(folder / "terms")
+        self.bm25 = LexicalSource("bm25", BM25Index.load(folder / "bm25", self.terms), self.analyzer, self.docs.ids)
+        self.lm = LexicalSource("lm", LMIndex.load(folder / "lm", self.terms), self.analyzer, self.docs.ids)
+        self.dense = (DenseSource(DenseIndex.load(folder / "dense"), self.docs.ids, device)
+                      if (folder / "dense").exists() else None)
+        self._lock = threading.Lock()
+
+    @property
+    def sources(self) -> dict[str, LexicalSource | DenseSource]:
+        out = {"bm25": self.bm25, "lm": self.lm}
+        if self.dense is not None:
+            out["dense"] = self.dense
+        return out
+
+    def sizes(self) -> dict[str, int]:
+        return {"documents": len(self.docs), "terms": len(self.terms.vocab),
+                "dense": self.dense.index.n_docs if self.dense else 0}
+
+
+def load_current(root: Path, device: str = "auto") -> Generation:
+    name = current_generation(root)
+    if name is None:
+        raise IndexFormatError(f"no live index generation under {root}; run `cqa reindex`")
+    return Generation(root / name, device)
+
+
+def manifest_of(root: Path) -> dict | None:
+    name = current_generation(root)
+    return json.loads((root / name / "manifest.json").read_text()) if name else None

@@ -1,0 +1,70 @@
+"""A document-term count matrix (CSC: one column per term) and its vocabulary.
+
+Shared by BM25 and the query-likelihood LM; stored as plain ``.npy`` arrays plus a JSON
+vocabulary, memory-mapped on load.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class TermMatrix:
+    def __init__(self, counts: sp.csc_matrix, vocab: list[str]):
+        self.counts = counts
+        self.vocab = vocab
+        self.term_id = {t: i for i, t in enumerate(vocab)}
+        self.doc_len = np.asarray(counts.sum(axis=1)).ravel().astype(np.float64)
+
+    @property
+    def n_docs(self) -> int:
+        return self.counts.shape[0]
+
+    @classmethod
+    def build(cls, token_lists: Iterable[list[str]]) -> "TermMatrix":
+        term_id: dict[str, int] = {}
+        rows: list[np.ndarray] = []
+        cols: list[int] = []
+        n = 0
+        for doc_tokens in token_lists:
+            ids = [term_id.setdefault(t, len(term_id)) for t in doc_tokens]
+            cols.extend(ids)
+            rows.append(np.full(len(ids), n, dtype=np.int32))
+            n += 1
+        r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int32)
+        c = np.asarray(cols, dtype=np.int32)
+        counts = sp.csc_matrix((np.ones(len(c), dtype=np.float32), (r, c)), shape=(n, len(term_id)))
+        counts.sum_duplicates()
+        vocab = [""] * len(term_id)
+        for t, i in term_id.items():
+            vocab[i] = t
+        return cls(counts, vocab)
+
+    def query_terms(self, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Known query term ids and their counts in the query (unknown terms dropped)."""
+        cnt = Counter(t for t in tokens if t in self.term_id)
+        ids = np.fromiter((self.term_id[t] for t in cnt), dtype=np.int64, count=len(cnt))
+        qtf = np.fromiter(cnt.values(), dtype=np.float64, count=len(cnt))
+        return ids, qtf
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(folder / "counts_data.npy", self.counts.data.astype(np.float32))
+        np.save(folder / "counts_indices.npy", self.counts.indices.astype(np.int32))
+        np.save(folder / "counts_indptr.npy", self.counts.indptr.astype(np.int64))
+        (folder / "vocab.json").write_text(json.dumps(self.vocab, ensure_ascii=False), encoding="utf-8")
+        (folder / "shape.json").write_text(json.dumps(list(self.counts.shape)))
+
+    @classmethod
+    def load(cls, folder: Path) -> "TermMatrix":
+        shape = tuple(json.loads((folder / "shape.json").read_text()))
+        data = np.load(folder / "counts_data.npy", mmap_mode="r", allow_pickle=False)
+        indices = np.load(folder / "counts_indices.npy", mmap_mode="r", allow_pickle=False)
+        indptr = np.load(folder / "counts_indptr.npy", mmap_mode="r", allow_pickle=False)
+        counts = sp.csc_matrix((data, indices, indptr), shape=shape)
+        return cls(counts, json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
