@@ -64,7 +64,7 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
             log.info("removed %d unfinished builds: %s", len(stale), ", ".join(stale))
         t_start = time.perf_counter()
         stamp = datetime.now(timezone.utc)
-        name = f"gen-{stamp:%Y%m%dT%H%M%S}Z-{secrets.token_hex(2)}"
+        name = f"gen-{stamp:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(2)}"
         tmp = root / f".tmp-{name}"
         tmp.mkdir(parents=True)
         timings: dict[str, dict] = {}

@@ -1,0 +1,65 @@
+"""Fusion of ranked hit lists. Pure functions: inputs are never mutated; empty lists, single hits,
+all-equal scores and hits missing from some lists are all handled."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from indexing.hits import Hit
+
+
+def rrf(runs: Sequence[Sequence[Hit]], k: int = 60, weights: Sequence[float] | None = None) -> list[Hit]:
+    """Reciprocal rank fusion (Cormack, Clarke and Buettcher 2009): sum of w / (k + rank)."""
+    weights = weights or [1.0] * len(runs)
+    acc: dict[str, float] = {}
+    for w, run in zip(weights, runs):
+        for rank, h in enumerate(run, 1):
+            acc[h.doc_id] = acc.get(h.doc_id, 0.0) + w / (k + rank)
+    return _sorted(acc)
+
+
+def minmax(scores: np.ndarray) -> np.ndarray:
+    lo, hi = float(scores.min()), float(scores.max())
+    return np.ones_like(scores) if hi == lo else (scores - lo) / (hi - lo)
+
+
+def zscore(scores: np.ndarray) -> np.ndarray:
+    sd = float(scores.std())
+    return np.zeros_like(scores) if sd == 0 else (scores - scores.mean()) / sd
+
+
+NORMALIZERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"minmax": minmax, "zscore": zscore}
+
+
+def comb(runs: Sequence[Sequence[Hit]], method: str = "sum", norm: str = "minmax",
+         weights: Sequence[float] | None = None) -> list[Hit]:
+    """CombSUM / CombMNZ (Fox and Shaw 1994) over normalised scores; MNZ multiplies by the number of
+    lists that hold the hit."""
+    if method not in ("sum", "mnz"):
+        raise ValueError(f"unknown comb method {method!r}; known: sum, mnz")
+    f = NORMALIZERS[norm]
+    weights = weights or [1.0] * len(runs)
+    acc: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    for w, run in zip(weights, runs):
+        if not run:
+            continue
+        normed = f(np.array([h.score for h in run], dtype=float))
+        for h, s in zip(run, normed):
+            acc[h.doc_id] = acc.get(h.doc_id, 0.0) + w * float(s)
+            seen[h.doc_id] = seen.get(h.doc_id, 0) + 1
+    if method == "mnz":
+        acc = {d: s * seen[d] for d, s in acc.items()}
+    return _sorted(acc)
+
+
+def _sorted(acc: dict[str, float]) -> list[Hit]:
+    return [Hit(d, s) for d, s in sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+FUSIONS: dict[str, Callable[..., list[Hit]]] = {
+    "rrf": rrf,
+    "combsum": lambda runs, **kw: comb(runs, "sum", **kw),
+    "combmnz": lambda runs, **kw: comb(runs, "mnz", **kw),
+}

@@ -1,0 +1,166 @@
+import json
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from indexing.bm25 import BM25Index
+from indexing.generations import IndexFormatError, current_generation, list_generations
+from indexing.lm import LMIndex
+from indexing.loaders import load
+from indexing.models import Answer, Thread
+from indexing.reindex import ReindexError, reindex
+from indexing.searcher import load_current
+from indexing.store import ThreadStore
+from indexing.termmatrix import TermMatrix
+from indexing.text import Analyzer
+
+from .conftest import ROOT
+
+CORPUS = [["visa", "renew", "office"], ["visa", "visa", "family", "salary"], ["beach", "weekend"],
+          ["salary", "bank", "account", "open"], ["family", "beach"]]
+
+
+def test_analyzer_english_and_arabic():
+    a = Analyzer()
+    assert a("The Visas were RENEWED, quickly!") == ["visa", "renew", "quick"]
+    raw = Analyzer(stopwords=False, stemmer=None)
+    # diacritics and tatweel stripped; alef forms, ta marbuta and alef maqsura unified
+    assert raw("أَحْمَد إبراهيم آمنة مـستشفى") == ["احمد", "ابراهيم", "امنه", "مستشفي"]
+    assert raw("ﬁle Ｆｕｌｌ") == ["file", "full"]  # NFKC
+
+
+def test_bm25_by_hand():
+    tm = TermMatrix.build(CORPUS)
+    bm = BM25Index.build(tm, k1=1.2, b=0.75, idf="lucene")
+    n, avgdl = 5, 15 / 5
+    idf = math.log1p((n - 2 + 0.5) / (2 + 0.5))  # "visa" is in 2 documents
+    dl = 4
+    expected = idf * 2 * 2.2 / (2 + 1.2 * (0.25 + 0.75 * dl / avgdl))
+    assert bm.scores(["visa"])[1] == pytest.approx(expected)
+    assert bm.scores(["unknown"]).sum() == 0
+
+
+@pytest.fixture(scope="module")
+def comments(semeval):
+    files = ["train/SemEval2016-Task3-CQA-QL-train-part2.xml", "dev/SemEval2016-Task3-CQA-QL-dev.xml",
+             "test/SemEval2016-Task3-CQA-QL-test.xml"]
+    return [a.text for f in files for t in load(semeval / f).threads for a in t.answers]
+
+
+def test_bm25_matches_rank_bm25_on_every_semeval_comment(comments):
+    from rank_bm25 import BM25Okapi
+    an = Analyzer()
+    tokens = [an(c) for c in comments]
+    assert len(tokens) == 18700
+    ref = BM25Okapi(tokens, k1=1.2, b=0.75)
+    ours = BM25Index.build(TermMatrix.build(tokens), k1=1.2, b=0.75, idf="okapi")
+    rng = np.random.default_rng(7)
+    for qi in rng.choice(len(tokens), 25, replace=False):
+        q = tokens[qi][:12] or ["visa"]
+        a, b = ref.get_scores(q), ours.scores(q)
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-9)
+        top_ref = np.argsort(-a, kind="stable")[:10]
+        top_ours = np.argsort(-b, kind="stable")[:10]
+        assert list(top_ref) == list(top_ours)
+
+
+def test_lm_against_direct_log_likelihood():
+    tm = TermMatrix.build(CORPUS)
+    cf = Counter(t for d in CORPUS for t in d)
+    total = sum(cf.values())
+    query = ["visa", "salary", "visa"]
+    for smoothing, mu, lam in (("dirichlet", 3.0, 0.7), ("jelinek-mercer", 3.0, 0.4)):
+        lm = LMIndex(tm, smoothing, mu=mu, lam=lam)
+        got = lm.scores(query)
+        for i, d in enumerate(CORPUS):
+            c = Counter(d)
+            direct = 0.0
+            for w in query:
+                pc = cf[w] / total
+                if smoothing == "dirichlet":
+                    direct += math.log((c[w] + mu * pc) / (len(d) + mu))
+                else:
+                    direct += math.log((1 - lam) * c[w] / len(d) + lam * pc)
+            assert got[i] == pytest.approx(direct, rel=1e-9)
+
+
+def fake_encode(texts):
+    """A deterministic stand-in for the encoder: hashed bag of words, normalised (fast, no model)."""
+    out = np.zeros((len(texts), 384), dtype=np.float32)
+    for i, t in enumerate(texts):
+        for w in t.lower().split():
+            out[i, hash(w) % 384] += 1.0
+        out[i] /= max(np.linalg.norm(out[i]), 1e-9)
+    return out
+
+
+def fill_store(settings, n=40):
+    with ThreadStore(settings.store_path) as s:
+        s.upsert([Thread(id=f"t{i}", subject=f"question {i} about visa {i % 3}", body="body text",
+                         category="Visas" if i % 2 else "Housing",
+                         answers=[Answer(id=f"t{i}_a{j}", text=f"answer {j} on rent {i}") for j in range(3)])
+                  for i in range(n)])
+
+
+def test_build_save_load_same_results(settings):
+    fill_store(settings)
+    summary = reindex(settings, progress=False, encode_fn=fake_encode)
+    assert summary["documents"] == {"total": 160, "questions": 40, "answers": 120}
+    g = load_current(settings.index_root)
+    assert g.name == summary["generation"]
+    bm = BM25Index.build(g.terms, k1=settings.bm25_k1, b=settings.bm25_b)
+    np.testing.assert_allclose(g.bm25.index.scores(["visa"]), bm.scores(["visa"]))
+    hits = g.bm25.search("visa question 7", 5)
+    assert hits[0].doc_id == "q:t7"
+    assert g.lm.search("visa question 7", 5)[0].doc_id == "q:t7"
+    q = fake_encode(["question 7 about visa 1 body text"])[0]
+    assert g.dense.index.search_vectors(q, 3, g.docs.ids)[0].doc_id == "q:t7"
+    again = load_current(settings.index_root)
+    assert [h.doc_id for h in again.bm25.search("rent 3", 10)] == [h.doc_id for h in g.bm25.search("rent 3", 10)]
+
+
+def test_cache_skips_unchanged_documents(settings):
+    fill_store(settings)
+    first = reindex(settings, progress=False, encode_fn=fake_encode)
+    assert first["indexes"]["dense"]["encoded"] == 160
+    with ThreadStore(settings.store_path) as s:
+        s.upsert([Thread(id="new", subject="a new question", answers=[Answer(id="new_a", text="fresh")])])
+    second = reindex(settings, progress=False, encode_fn=fake_encode)
+    assert second["indexes"]["dense"]["encoded"] == 2 and second["indexes"]["dense"]["from_cache"] == 160
+
+
+def test_generations_are_pruned_and_unknown_formats_refused(settings):
+    fill_store(settings, 5)
+    settings = settings.model_copy(update={"keep_generations": 2})
+    names = [reindex(settings, progress=False, skip_dense=True)["generation"] for _ in range(3)]
+    assert list_generations(settings.index_root) == sorted(names[1:])
+    assert current_generation(settings.index_root) == names[-1]
+    m = settings.index_root / names[-1] / "bm25" / "manifest.json"
+    m.write_text(json.dumps({**json.loads(m.read_text()), "format_version": 99}))
+    with pytest.raises(IndexFormatError, match="format version 99 of 'bm25' is unknown"):
+        load_current(settings.index_root)
+
+
+def test_empty_store_is_a_clear_error(settings):
+    with pytest.raises(ReindexError, match="store is empty"):
+        reindex(settings, progress=False, skip_dense=True)
+
+
+def test_killed_reindex_leaves_live_generation(settings, cli_env):
+    fill_store(settings, 5)
+    live = reindex(settings, progress=False, skip_dense=True)["generation"]
+    env = {**cli_env, "CQA_DATA_DIR": str(settings.data_dir), "CQA_TEST_CRASH_BEFORE_PUBLISH": "1"}
+    p = subprocess.run([sys.executable, "-m", "app.cli", "reindex", "--no-dense", "-q"], env=env,
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == -9
+    assert current_generation(settings.index_root) == live
+    assert any(x.name.startswith(".tmp-") for x in settings.index_root.iterdir())
+    assert load_current(settings.index_root).bm25.search("question", 3)
+    nxt = reindex(settings, progress=False, skip_dense=True)  # cleans the debris and publishes
+    assert not any(x.name.startswith(".tmp-") for x in settings.index_root.iterdir())
+    assert current_generation(settings.index_root) == nxt["generation"]
