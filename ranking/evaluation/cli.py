@@ -42,6 +42,9 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         print("rankers:")
         for name, (desc, _) in sorted(RANKERS.items()):
             print(f"  {name:32s} {desc}")
+        from ..fullcorpus import RANKERS as FULL
+        print("rankers of semeval2016-test-fullcorpus (first-stage retrieval over the whole corpus):")
+        print("  " + ", ".join(FULL) + "  (default: fusion = RRF of bm25, lm and dense)")
         return 0
     try:
         if args.gold or args.pred:
@@ -87,7 +90,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         if args.json:
             emit(out)
         return 0
-    except (ScoringError, BenchmarkError, UnknownRanker, FileNotFoundError) as e:
+    except (ScoringError, BenchmarkError, UnknownRanker, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -53,5 +53,7 @@ def paired_t(a: list[float], b: list[float]) -> float:
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if np.allclose(d, 0):
         return 1.0
+    if np.allclose(d, d[0]):  # a constant, non-zero difference: no variance, certainly different
+        return 0.0
     p = stats.ttest_rel(a, b).pvalue
     return float(p) if not math.isnan(p) else 1.0

@@ -1,0 +1,93 @@
+import json
+import subprocess
+
+import pytest
+from lxml import etree
+
+from ranking.evaluation.measures import paired_randomization, paired_t
+from ranking.evaluation.scorer import score_files
+
+from .conftest import CQA
+from .test_scorer import GOLD
+
+
+def run_cli(args, env):
+    p = subprocess.run(CQA + args, env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("subtask,expected", [("A", 0.5953), ("B", 0.7475), ("C", 0.4036)])
+def test_ir_baseline_reproduces_official(cli_env, subtask, expected, tmp_path):
+    out = run_cli(["evaluate", "--benchmark", f"semeval2016-test-{subtask}", "--ranker", "ir-baseline", "--json"],
+                  cli_env)
+    assert round(out["MAP"], 4) == expected
+    folder = out["report"]
+    from pathlib import Path
+    f = Path(folder)
+    assert {"report.json", "report.md", "chart.png", "predictions.txt", "run.trec", "qrels.trec"} <= {
+        p.name for p in f.iterdir()}
+    assert (f / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    latest = json.loads((f.parent / "latest.json").read_text())
+    assert latest["ranker"] == "ir-baseline" and latest["MAP"] == out["MAP"]
+    for key in ("nDCG@10", "P@1", "R@10", "MRR", "AvgRec", "Acc"):
+        assert key in out
+
+
+def test_trec_export_is_readable_by_ir_measures(cli_env):
+    import ir_measures
+    from pathlib import Path
+    out = run_cli(["evaluate", "--benchmark", "semeval2016-dev-B", "--ranker", "ir-baseline", "--json"], cli_env)
+    f = Path(out["report"])
+    qrels = list(ir_measures.read_trec_qrels(str(f / "qrels.trec")))
+    run = list(ir_measures.read_trec_run(str(f / "run.trec")))
+    agg = ir_measures.calc_aggregate([ir_measures.nDCG @ 10], qrels, run)
+    assert agg[ir_measures.nDCG @ 10] == pytest.approx(out["nDCG@10"])
+
+
+def test_predict_on_blind_xml(semeval, cli_env, tmp_path):
+    """Labels, users and dates removed: predictions still come out and score like the labelled run."""
+    tree = etree.parse(str(semeval / "test/SemEval2016-Task3-CQA-QL-test.xml"))
+    for el in tree.iter("RelQuestion", "RelComment"):
+        for attr in list(el.attrib):
+            if "RELEVANCE" in attr or "USER" in attr or "DATE" in attr:
+                del el.attrib[attr]
+    blind = tmp_path / "blind.xml"
+    tree.write(str(blind), encoding="utf-8", xml_declaration=True)
+    pred = tmp_path / "pred.txt"
+    out = run_cli(["predict", "--subtask", "C", "--input", str(blind), "--output", str(pred),
+                   "--ranker", "ir-baseline"], cli_env)
+    assert out["lines"] == 7000 and out["queries"] == 70
+    assert round(score_files(semeval / GOLD["C"], pred).MAP, 4) == 0.4036
+
+
+def test_compare_reports_p_values(cli_env):
+    out = run_cli(["evaluate", "--benchmark", "semeval2016-dev-A", "--ranker", "ir-baseline",
+                   "--compare", "ir-baseline", "--json"], cli_env)
+    assert out["compare"]["p_randomization"] == 1.0 and out["compare"]["p_ttest"] == 1.0
+
+
+def test_significance_tests():
+    a = [0.9, 0.8, 0.95, 0.85, 0.9, 0.99, 0.7, 0.88, 0.92, 0.81] * 3
+    b = [x - 0.2 for x in a]
+    assert paired_randomization(a, b) < 0.001 and paired_t(a, b) < 0.001
+    noisy = [x + (0.05 if i % 2 else -0.05) for i, x in enumerate(a)]
+    assert paired_randomization(a, noisy) > 0.5
+
+
+def test_unknown_benchmark_or_ranker_is_a_clear_error(cli_env):
+    p = subprocess.run(CQA + ["evaluate", "--benchmark", "semeval2016-test-A", "--ranker", "magic"],
+                       env=cli_env, capture_output=True, text=True)
+    assert p.returncode == 2 and "unknown ranker 'magic'" in p.stderr
+
+
+@pytest.mark.slow
+def test_zero_shot_minilm_on_test_a(cli_env):
+    out = run_cli(["evaluate", "--benchmark", "semeval2016-test-A", "--ranker", "minilm-cosine", "--json"], cli_env)
+    assert round(out["MAP"], 4) == 0.6794
+
+
+@pytest.mark.slow
+def test_fullcorpus_bm25(cli_env):
+    out = run_cli(["evaluate", "--benchmark", "semeval2016-test-fullcorpus", "--ranker", "bm25", "--json"], cli_env)
+    assert 0 < out["MAP@10"] < 1 and 0 < out["Recall@100"] <= 1

@@ -1,0 +1,35 @@
+import pytest
+
+from indexing.hits import Hit
+from ranking.fusion import comb, minmax, rrf, zscore
+import numpy as np
+
+
+def test_rrf_by_hand():
+    a = [Hit("x", 9.0), Hit("y", 1.0)]
+    b = [Hit("y", 0.5)]
+    out = rrf([a, b], k=60)
+    assert [h.doc_id for h in out] == ["y", "x"]
+    assert out[0].score == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_edges_and_no_mutation():
+    assert rrf([]) == [] and comb([[], []]) == []
+    one = [Hit("x", 3.0)]
+    assert comb([one]) == [Hit("x", 1.0)]  # a single hit: max == min, no division by zero
+    equal = [Hit("a", 2.0), Hit("b", 2.0)]
+    assert [h.score for h in comb([equal], norm="zscore")] == [0.0, 0.0]
+    before = list(equal)
+    comb([equal, one], method="mnz")
+    assert equal == before
+    np.testing.assert_allclose(minmax(np.array([1.0, 3.0])), [0, 1])
+    np.testing.assert_allclose(zscore(np.array([5.0, 5.0])), [0, 0])
+
+
+def test_combmnz_rewards_agreement():
+    a = [Hit("x", 1.0), Hit("y", 0.0)]
+    b = [Hit("x", 1.0), Hit("z", 0.0)]
+    out = comb([a, b], method="mnz")
+    assert out[0] == Hit("x", 4.0)
+    with pytest.raises(ValueError, match="unknown comb method"):
+        comb([a], method="max")
