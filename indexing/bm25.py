@@ -61,17 +61,17 @@ class BM25Index:
         w = sp.csc_matrix((data.astype(np.float64), c.indices, c.indptr), shape=c.shape)
         return cls(w, terms, {"k1": k1, "b": b, "idf": idf, "epsilon": epsilon, "avgdl": avgdl})
 
-    def scores(self, tokens: list[str]) -> np.ndarray:
-        """BM25 of every document for the query tokens (repeated query terms count again)."""
-        ids, qtf = self.terms.query_terms(tokens)
+    def scores(self, query) -> np.ndarray:
+        """BM25 of every document for query tokens (repeated terms count again) or term weights."""
+        ids, qtf = self.terms.query_terms(query)
         out = np.zeros(self.terms.n_docs, dtype=np.float64)
         for j, q in zip(ids, qtf):
             lo, hi = self.weights.indptr[j], self.weights.indptr[j + 1]
             out[self.weights.indices[lo:hi]] += q * self.weights.data[lo:hi]
         return out
 
-    def search_tokens(self, tokens: list[str], k: int, ids: list[str], candidates=None) -> list[Hit]:
-        return top_k(self.scores(tokens), k, ids, candidates)
+    def search_tokens(self, query, k: int, ids: list[str], candidates=None) -> list[Hit]:
+        return top_k(self.scores(query), k, ids, candidates)
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)

@@ -72,16 +72,16 @@ class LMIndex:
         lo, hi = c.indptr[j], c.indptr[j + 1]
         return c.indices[lo:hi], np.asarray(c.data[lo:hi], dtype=np.float64)
 
-    def scores(self, tokens: list[str], smoothing: str | None = None) -> np.ndarray:
-        """log p(q|d) for every document."""
+    def scores(self, query, smoothing: str | None = None) -> np.ndarray:
+        """log p(q|d) for every document; ``query`` is a token list or term weights (an expanded query)."""
         sm = smoothing or self.smoothing
-        ids, qtf = self.terms.query_terms(tokens)
+        ids, qtf = self.terms.query_terms(query)
         if ids.size == 0:
             return np.zeros(self.terms.n_docs)
         return SMOOTHING[sm](self, ids, qtf, self.mu if sm == "dirichlet" else self.lam)
 
-    def search_tokens(self, tokens: list[str], k: int, ids: list[str], candidates=None) -> list[Hit]:
-        return top_k(self.scores(tokens), k, ids, candidates)
+    def search_tokens(self, query, k: int, ids: list[str], candidates=None) -> list[Hit]:
+        return top_k(self.scores(query), k, ids, candidates)
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)

@@ -16,13 +16,14 @@ from tqdm import tqdm
 from .bm25 import BM25Index
 from .config import Settings
 from .dense import DenseIndex, choose_kind
-from .documents import Documents
+from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
 from .generations import FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
 from .lm import LMIndex
 from .store import ThreadStore
 from .termmatrix import TermMatrix
 from .text import Analyzer
+from .translation import TranslationTable
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
 
         report("lexical", 0.1)
         t0 = time.perf_counter()
-        tokens = (analyzer(t) for t in tqdm(docs.texts, unit="doc", desc="analyse", disable=not progress))
+        tokens = [analyzer(t) for t in tqdm(docs.texts, unit="doc", desc="analyse", disable=not progress)]
         terms = TermMatrix.build(tokens)
         terms.save(tmp / "terms")
         timings["terms"] = _timing(t0, len(docs))
@@ -94,6 +95,14 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
         t0 = time.perf_counter()
         LMIndex(terms, "dirichlet", mu=settings.lm_mu, lam=settings.lm_lambda).save(tmp / "lm")
         timings["lm"] = _timing(t0, len(docs))
+
+        report("translation", 0.2)
+        t0 = time.perf_counter()
+        qa, aq = train_translation(docs, tokens, progress)
+        qa.save(tmp / "translation_qa")
+        aq.save(tmp / "translation_aq")
+        timings["translation"] = {**_timing(t0, len(docs)), "pairs": qa.params.get("pairs", 0)}
+        del tokens
 
         dense_params = None
         if not skip_dense:
@@ -145,6 +154,16 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
         report("done", 1.0)
     return {"generation": name, "threads": n_threads, "documents": docs.counts(),
             "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
+
+
+def train_translation(docs: Documents, tokens: list[list[str]], progress: bool = True):
+    """IBM Model 1 both ways over (question, answer) token pairs, reusing the analysed documents."""
+    question_row = {tid: i for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids)) if kind == QUESTION}
+    pairs = [(tokens[question_row[tid]], tokens[i]) for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids))
+             if kind != QUESTION and tid in question_row]
+    qa = TranslationTable.train(pairs)
+    aq = TranslationTable.train([(a, q) for q, a in pairs])
+    return qa, aq
 
 
 def _timing(t0: float, n: int) -> dict:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from .hits import Hit
 from .lm import LMIndex
 from .termmatrix import TermMatrix
 from .text import Analyzer
+from .translation import TranslationTable
 
 
 @dataclass
@@ -62,7 +62,10 @@ class Generation:
         self.lm = LexicalSource("lm", LMIndex.load(folder / "lm", self.terms), self.analyzer, self.docs.ids)
         self.dense = (DenseSource(DenseIndex.load(folder / "dense"), self.docs.ids, device)
                       if (folder / "dense").exists() else None)
-        self._lock = threading.Lock()
+        self.translation_qa = (TranslationTable.load(folder / "translation_qa")
+                               if (folder / "translation_qa").exists() else None)
+        self.translation_aq = (TranslationTable.load(folder / "translation_aq")
+                               if (folder / "translation_aq").exists() else None)
 
     @property
     def sources(self) -> dict[str, LexicalSource | DenseSource]:

@@ -6,8 +6,9 @@ vocabulary, memory-mapped on load.
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,11 @@ class TermMatrix:
         self.vocab = vocab
         self.term_id = {t: i for i, t in enumerate(vocab)}
         self.doc_len = np.asarray(counts.sum(axis=1)).ravel().astype(np.float64)
+
+    @cached_property
+    def by_doc(self) -> sp.csr_matrix:
+        """The same counts, row-major: a document's terms (for relevance feedback)."""
+        return self.counts.tocsr()
 
     @property
     def n_docs(self) -> int:
@@ -45,11 +51,13 @@ class TermMatrix:
             vocab[i] = t
         return cls(counts, vocab)
 
-    def query_terms(self, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Known query term ids and their counts in the query (unknown terms dropped)."""
-        cnt = Counter(t for t in tokens if t in self.term_id)
-        ids = np.fromiter((self.term_id[t] for t in cnt), dtype=np.int64, count=len(cnt))
-        qtf = np.fromiter(cnt.values(), dtype=np.float64, count=len(cnt))
+    def query_terms(self, query: list[str] | Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+        """Known query term ids and their weights: counts for a token list, or the given weights of an
+        expanded query (unknown terms dropped)."""
+        weights = query if isinstance(query, Mapping) else Counter(query)
+        known = [(self.term_id[t], float(w)) for t, w in weights.items() if t in self.term_id and w > 0]
+        ids = np.fromiter((i for i, _ in known), dtype=np.int64, count=len(known))
+        qtf = np.fromiter((w for _, w in known), dtype=np.float64, count=len(known))
         return ids, qtf
 
     def save(self, folder: Path) -> None:

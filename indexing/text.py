@@ -26,6 +26,9 @@ ARABIC_STOP = frozenset("""في من على الى إلى عن مع هذا هذ�
 ثم كل بعد قبل عند بين حتى اذا إذا هو هي هم انا أنا نحن""".split())
 
 
+_STEMS: dict[str, dict[str, str]] = {}  # stemmer -> token -> stem; vocabularies are small
+
+
 def normalize_arabic(text: str) -> str:
     text = _AR_DIACRITICS.sub("", text).replace(_AR_TATWEEL, "")
     return text.translate(_AR_MAP)
@@ -67,5 +70,7 @@ class Analyzer:
         if self.stopwords:
             toks = [t for t in toks if t not in ENGLISH_STOP and t not in ARABIC_STOP]
         if self._stem is not None:
-            toks = self._stem.stemWords(toks)
+            cache = _STEMS.setdefault(self.stemmer, {})
+            stem = self._stem.stemWord
+            toks = [cache.get(t) or cache.setdefault(t, stem(t)) for t in toks]
         return toks

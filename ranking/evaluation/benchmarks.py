@@ -48,8 +48,9 @@ for _split, _xml, _xml_a in (
     for _t in "BC":
         BENCHMARKS[f"semeval2016-{_split}-{_t}"] = Benchmark(
             f"semeval2016-{_split}-{_t}", _split, _t, _xml, f"{_xml}.subtask{_t}.relevancy")
-BENCHMARKS["semeval2016-test-fullcorpus"] = Benchmark(
-    "semeval2016-test-fullcorpus", "test", "fullcorpus", "test/SemEval2016-Task3-CQA-QL-test.xml", None)
+for _split in ("dev", "test"):
+    BENCHMARKS[f"semeval2016-{_split}-fullcorpus"] = Benchmark(
+        f"semeval2016-{_split}-fullcorpus", _split, "fullcorpus", f"{_split}/SemEval2016-Task3-CQA-QL-{_split}.xml", None)
 
 
 def _answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candidate]:

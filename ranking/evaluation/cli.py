@@ -42,9 +42,10 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         print("rankers:")
         for name, (desc, _) in sorted(RANKERS.items()):
             print(f"  {name:32s} {desc}")
-        from ..fullcorpus import RANKERS as FULL
-        print("rankers of semeval2016-test-fullcorpus (first-stage retrieval over the whole corpus):")
-        print("  " + ", ".join(FULL) + "  (default: fusion = RRF of bm25, lm and dense)")
+        from ..fullcorpus import named_configs
+        print("rankers of the fullcorpus benchmarks (first-stage retrieval over the whole corpus):")
+        for name, cfg in named_configs().items():
+            print(f"  {name:32s} sources={'+'.join(cfg.sources)} fusion={cfg.fusion} expansion={cfg.expansion}")
         return 0
     try:
         if args.gold or args.pred:
@@ -63,7 +64,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         bench = BENCHMARKS[args.benchmark]
         if bench.subtask == "fullcorpus":
             from ..fullcorpus import run_fullcorpus
-            report = run_fullcorpus(settings, args.ranker or "fusion")
+            report = run_fullcorpus(settings, args.ranker or "fusion", split=bench.split)
         else:
             ranker = get_ranker(args.ranker or DEFAULT_RANKER, settings)
             report = run_benchmark(bench, ranker, settings.semeval_dir, settings.reports_dir)

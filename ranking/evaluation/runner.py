@@ -88,7 +88,8 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
     _atomic_json(out / "report.json", report)
     systems = latest_per_ranker(reports_dir / bench.name)
     _write_markdown(out / "report.md", report, systems)
-    _write_chart(out / "chart.png", bench, systems)
+    write_chart(out / "chart.png", bench.name, {n: r["MAP"] for n, r in systems.items()},
+                PUBLISHED.get(bench.subtask) if bench.split == "test" else None)
     _atomic_json(reports_dir / bench.name / "latest.json",
                  {k: v for k, v in report.items() if k != "per_question_ap"})
     return report
@@ -130,25 +131,26 @@ def _write_markdown(path: Path, report: dict, systems: dict[str, dict]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _write_chart(path: Path, bench: Benchmark, systems: dict[str, dict]) -> None:
+def write_chart(path: Path, title: str, systems: dict[str, float], published: dict | None = None,
+                xlabel: str = "MAP (official SemEval scorer)") -> None:
+    """MAP per system as horizontal bars, beside the official IR baseline and the best 2016 system."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = [n for n in sorted(systems, key=lambda n: systems[n]["MAP"])]
-    values = [systems[n]["MAP"] for n in names]
+    names = sorted(systems, key=systems.get)
+    values = [systems[n] for n in names]
     colors = ["#3b6ea5"] * len(names)
-    pub = PUBLISHED.get(bench.subtask) if bench.split == "test" else None
-    if pub:
-        names = ["IR baseline (official)", f"{pub['best'][0]} (best 2016)"] + names
-        values = [pub["IR baseline"], pub["best"][1]] + values
+    if published:
+        names = ["IR baseline (official)", f"{published['best'][0]} (best 2016)"] + names
+        values = [published["IR baseline"], published["best"][1]] + values
         colors = ["#999999", "#d08c2b"] + colors
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(names) + 1.2))
     ax.barh(names, values, color=colors)
     for y, v in enumerate(values):
         ax.text(v + 0.005, y, f"{v:.4f}", va="center", fontsize=8)
     ax.set_xlim(0, 1)
-    ax.set_xlabel("MAP (official SemEval scorer)")
-    ax.set_title(bench.name)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

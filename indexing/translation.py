@@ -1,0 +1,138 @@
+"""IBM Model 1 word translation probabilities learned from question-answer pairs with EM
+(Brown et al. 1993; used for cQA by Berger and Lafferty 1999 and Xue, Jeon and Croft 2008).
+
+``t(target | source)``: trained in both directions, question -> answer (expansion terms: "visa" ->
+"permit") and answer -> question (the translation language model that scores a document for a
+query). Unlabelled: every answer of a thread is paired with its question, so no relevance label
+is used and no evaluation judgement can leak in. Stored as plain CSR arrays, top translations only.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+FORMAT_VERSION = 1
+NULL = "<null>"
+
+
+class TranslationTable:
+    kind = "translation"
+
+    def __init__(self, src_vocab: list[str], tgt_vocab: list[str], table: sp.csr_matrix, params: dict):
+        self.src_vocab, self.tgt_vocab, self.table, self.params = src_vocab, tgt_vocab, table, params
+        self.src_id = {w: i for i, w in enumerate(src_vocab)}
+        self.tgt_id = {w: i for i, w in enumerate(tgt_vocab)}
+
+    def translations(self, word: str, n: int = 10) -> list[tuple[str, float]]:
+        """The n most likely targets of a source word, with t(target | word)."""
+        i = self.src_id.get(word)
+        if i is None:
+            return []
+        lo, hi = self.table.indptr[i], self.table.indptr[i + 1]
+        cols, vals = self.table.indices[lo:hi], self.table.data[lo:hi]
+        order = np.argsort(-vals, kind="stable")[:n]
+        return [(self.tgt_vocab[cols[j]], float(vals[j])) for j in order]
+
+    def prob(self, target: str, source: str) -> float:
+        i, j = self.src_id.get(source), self.tgt_id.get(target)
+        return float(self.table[i, j]) if i is not None and j is not None else 0.0
+
+    @classmethod
+    def train(cls, pairs: Sequence[tuple[list[str], list[str]]], iterations: int = 5, min_count: int = 3,
+              max_len: int = 40, keep: int = 50, min_prob: float = 1e-3, progress=None) -> "TranslationTable":
+        """EM for IBM Model 1 over (source tokens, target tokens) pairs, fully vectorised.
+
+        E-step: each target token's alignment posterior over the source tokens of its pair (plus NULL);
+        M-step: t(f|e) = expected count(e, f) / expected count(e)."""
+        src_cnt = Counter(w for s, _ in pairs for w in s[:max_len])
+        tgt_cnt = Counter(w for _, t in pairs for w in t[:max_len])
+        src_vocab = [NULL] + sorted(w for w, c in src_cnt.items() if c >= min_count)
+        tgt_vocab = sorted(w for w, c in tgt_cnt.items() if c >= min_count)
+        sid = {w: i for i, w in enumerate(src_vocab)}
+        tid = {w: i for i, w in enumerate(tgt_vocab)}
+        n_t = len(tgt_vocab)
+        keys, groups = [], []
+        g = 0
+        for s, t in pairs:
+            si = np.array([0] + [sid[w] for w in s[:max_len] if w in sid], dtype=np.int64)
+            ti = np.array([tid[w] for w in t[:max_len] if w in tid], dtype=np.int64)
+            if ti.size == 0:
+                continue
+            keys.append((si[None, :] * n_t + ti[:, None]).ravel())
+            groups.append(np.repeat(np.arange(g, g + ti.size), si.size))
+            g += ti.size
+        if not keys:
+            return cls(src_vocab, tgt_vocab, sp.csr_matrix((len(src_vocab), n_t)), {"pairs": 0})
+        key = np.concatenate(keys)
+        grp = np.concatenate(groups)
+        uniq, inv = np.unique(key, return_inverse=True)
+        src_of = uniq // n_t
+        t = np.ones(uniq.size)
+        for it in range(iterations):
+            val = t[inv]
+            post = val / np.bincount(grp, weights=val, minlength=g)[grp]
+            c = np.bincount(inv, weights=post, minlength=uniq.size)
+            t = c / np.bincount(src_of, weights=c, minlength=len(src_vocab))[src_of]
+            if progress:
+                progress(it + 1)
+        tgt_of = uniq % n_t
+        full = sp.csr_matrix((t, (src_of, tgt_of)), shape=(len(src_vocab), n_t))
+        table = _prune(full, keep, min_prob)
+        params = {"pairs": len(pairs), "iterations": iterations, "min_count": min_count, "max_len": max_len,
+                  "keep": keep, "min_prob": min_prob}
+        return cls(src_vocab, tgt_vocab, table, params)
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(folder / "data.npy", self.table.data.astype(np.float32))
+        np.save(folder / "indices.npy", self.table.indices.astype(np.int32))
+        np.save(folder / "indptr.npy", self.table.indptr.astype(np.int64))
+        (folder / "vocab.json").write_text(json.dumps({"source": self.src_vocab, "target": self.tgt_vocab},
+                                                      ensure_ascii=False), encoding="utf-8")
+        (folder / "manifest.json").write_text(json.dumps(
+            {"kind": self.kind, "format_version": FORMAT_VERSION, "params": self.params,
+             "source_terms": len(self.src_vocab), "target_terms": len(self.tgt_vocab)}, indent=2))
+
+    @classmethod
+    def load(cls, folder: Path) -> "TranslationTable":
+        from .generations import read_manifest
+        m = read_manifest(folder, cls.kind, FORMAT_VERSION)
+        v = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+        arrays = [np.load(folder / f"{n}.npy", allow_pickle=False) for n in ("data", "indices", "indptr")]
+        table = sp.csr_matrix(tuple(arrays), shape=(len(v["source"]), len(v["target"])))
+        return cls(v["source"], v["target"], table, m["params"])
+
+
+def _prune(m: sp.csr_matrix, keep: int, min_prob: float) -> sp.csr_matrix:
+    """Keep each source word's ``keep`` best targets above ``min_prob``, renormalised."""
+    rows, cols, vals = [], [], []
+    for i in range(m.shape[0]):
+        lo, hi = m.indptr[i], m.indptr[i + 1]
+        d, c = m.data[lo:hi], m.indices[lo:hi]
+        sel = d >= min_prob
+        d, c = d[sel], c[sel]
+        if d.size > keep:
+            top = np.argpartition(-d, keep - 1)[:keep]
+            d, c = d[top], c[top]
+        if d.size:
+            rows.append(np.full(d.size, i))
+            cols.append(c)
+            vals.append(d / d.sum())
+    if not rows:
+        return sp.csr_matrix(m.shape)
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=m.shape)
+
+
+def qa_pairs(threads, analyzer) -> list[tuple[list[str], list[str]]]:
+    """(question tokens, answer tokens) for every answer of every thread; no labels used."""
+    out = []
+    for t in threads:
+        q = analyzer(t.question_text)
+        for a in t.answers:
+            out.append((q, analyzer(a.text)))
+    return out

@@ -1,0 +1,126 @@
+"""The first-stage retriever: expand the question, search every source, fuse, filter, and group.
+
+Filters (category, date range) and the target (answers, questions, threads) become a set of
+allowed rows that every source searches inside, so a filter never empties a top-k after the fact.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from indexing.documents import ANSWER, QUESTION
+from indexing.hits import Hit
+from indexing.searcher import Generation
+
+from .expansion import EXPANSIONS, Expanded
+from .fusion import FUSIONS
+
+TARGETS = ("answers", "questions", "threads", "all")
+
+
+@dataclass(frozen=True)
+class Filters:
+    category: str | None = None
+    since: str | None = None  # ISO date or date-time, inclusive
+    until: str | None = None  # inclusive; a bare date covers that whole day
+
+
+@dataclass(frozen=True)
+class RetrieverConfig:
+    sources: tuple[str, ...] = ("bm25", "lm", "dense")
+    fusion: str = "rrf"
+    weights: tuple[float, ...] | None = None
+    expansion: str = "none"
+    depth: int = 100
+
+
+@dataclass
+class Retrieval:
+    hits: list[Hit]
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
+    expansion: Expanded | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+class Retriever:
+    def __init__(self, gen: Generation, config: RetrieverConfig = RetrieverConfig()):
+        unknown = [s for s in config.sources if s not in gen.sources]
+        if unknown:
+            raise ValueError(f"sources {unknown} are not in generation {gen.name}; it has {sorted(gen.sources)}")
+        if config.fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {config.fusion!r}; known: {', '.join(FUSIONS)}")
+        if config.expansion not in EXPANSIONS:
+            raise ValueError(f"unknown expansion {config.expansion!r}; known: {', '.join(EXPANSIONS)}")
+        self.gen, self.config = gen, config
+        self._kinds = np.array([k == ANSWER for k in gen.docs.kinds])
+        self._dates = np.array([d or "" for d in gen.docs.created_at], dtype=object)
+        self._cats = np.array([c or "" for c in gen.docs.categories], dtype=object)
+
+    def allowed_rows(self, target: str, filters: Filters | None) -> np.ndarray | None:
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+        mask = np.ones(len(self._kinds), dtype=bool)
+        if target == "answers":
+            mask &= self._kinds
+        elif target == "questions":
+            mask &= ~self._kinds
+        if filters is not None:
+            if filters.category:
+                mask &= self._cats == filters.category
+            if filters.since:
+                mask &= (self._dates != "") & (self._dates >= filters.since)
+            if filters.until:
+                until = filters.until + ("\uffff" if len(filters.until) <= 10 else "")
+                mask &= (self._dates != "") & (self._dates <= until)
+        if mask.all():
+            return None
+        return np.flatnonzero(mask)
+
+    def search(self, query: str, k: int = 10, target: str = "answers", filters: Filters | None = None,
+               expansion: str | None = None) -> Retrieval:
+        cfg = self.config
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        allowed = self.allowed_rows(target, filters)
+        if allowed is not None and allowed.size == 0:
+            return Retrieval([], timings_ms={"filter": _ms(t0)})
+        timings["filter"] = _ms(t0)
+        t0 = time.perf_counter()
+        tokens = self.gen.analyzer(query)
+        exp = EXPANSIONS[expansion or cfg.expansion](self.gen, tokens, allowed=allowed)
+        timings["expand"] = _ms(t0)
+        runs: dict[str, list[Hit]] = {}
+        for name in cfg.sources:
+            t0 = time.perf_counter()
+            src = self.gen.sources[name]
+            if name == "dense":
+                runs[name] = src.search(query, cfg.depth, allowed)
+            else:
+                runs[name] = src.search_tokens(exp.weights if exp.weights else tokens, cfg.depth, allowed)
+            timings[name] = _ms(t0)
+        t0 = time.perf_counter()
+        if len(runs) == 1:
+            fused = next(iter(runs.values()))
+        else:
+            kw = {"weights": list(cfg.weights)} if cfg.weights else {}
+            fused = FUSIONS[cfg.fusion](list(runs.values()), **kw)
+        if target == "threads":
+            fused = self._group_by_thread(fused)
+        timings["fusion"] = _ms(t0)
+        stages = {name: {h.doc_id: h.score for h in hits} for name, hits in runs.items()}
+        return Retrieval(fused[:k], stages, exp, timings)
+
+    def _group_by_thread(self, hits: list[Hit]) -> list[Hit]:
+        """A thread scores as its best document (its question or any answer)."""
+        best: dict[str, float] = {}
+        for h in hits:
+            tid = self.gen.docs.thread_ids[self.gen.row[h.doc_id]]
+            if tid not in best:
+                best[tid] = h.score
+        return [Hit(f"t:{tid}", s) for tid, s in best.items()]
+
+
+def _ms(t0: float) -> float:
+    return round(1000 * (time.perf_counter() - t0), 3)

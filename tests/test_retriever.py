@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+
+from indexing.models import Answer, Thread
+from indexing.reindex import reindex
+from indexing.searcher import load_current
+from indexing.store import ThreadStore
+from indexing.translation import TranslationTable
+from ranking.expansion import rm3, translation_expansion
+from ranking.retriever import Filters, Retriever, RetrieverConfig
+
+from .test_indexes import fake_encode
+
+
+def test_ibm_model1_learns_a_translation():
+    # "visa" questions are always answered with "permit"; "car" questions with "licence".
+    pairs = [(["visa", "how"], ["permit", "office"]), (["visa", "renew"], ["permit", "fee"]),
+             (["visa", "family"], ["permit", "salary"]), (["car", "how"], ["licence", "office"]),
+             (["car", "buy"], ["licence", "dealer"]), (["car", "renew"], ["licence", "fee"])] * 2
+    tm = TranslationTable.train(pairs, iterations=10, min_count=1)
+    assert tm.translations("visa", 1)[0][0] == "permit"
+    assert tm.translations("car", 1)[0][0] == "licence"
+    assert tm.prob("permit", "visa") > 0.5
+    row_sums = np.asarray(tm.table.sum(axis=1)).ravel()
+    np.testing.assert_allclose(row_sums[row_sums > 0], 1.0)  # each source word's t(.|e) is a distribution
+
+
+@pytest.fixture()
+def gen(settings):
+    threads = [
+        Thread(id="v1", subject="visa renewal", body="how to renew my visa", category="Visas",
+               created_at="2014-03-01 10:00:00",
+               answers=[Answer(id="v1a", text="go to the immigration office for the residence permit",
+                               created_at="2014-03-01 11:00:00"),
+                        Answer(id="v1b", text="the residence permit costs 500", created_at="2014-03-02 11:00:00")]),
+        Thread(id="v2", subject="family visa", body="visa for my wife", category="Visas",
+               created_at="2015-06-01 10:00:00",
+               answers=[Answer(id="v2a", text="you need a residence permit and salary letter",
+                               created_at="2015-06-01 12:00:00")]),
+        Thread(id="c1", subject="buy a car", body="cheap used car", category="Driving",
+               created_at="2015-01-01 10:00:00",
+               answers=[Answer(id="c1a", text="check the car history before you buy", created_at="2015-01-02 09:00:00")]),
+    ]
+    with ThreadStore(settings.store_path) as s:
+        s.upsert(threads)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    g = load_current(settings.index_root)
+    g.dense.embed = lambda q: fake_encode([q])[0]
+    return g
+
+
+def test_rm3_adds_feedback_terms(gen):
+    e = rm3(gen, gen.analyzer("renew visa"), fb_docs=3, fb_terms=8)
+    assert e.method == "rm3" and e.terms
+    assert abs(sum(e.weights.values()) - 1.0) < 1e-9
+    assert "visa" in e.weights and any(t not in ("renew", "visa") for t, _ in e.terms)
+
+
+def test_translation_expansion_finds_permit_for_visa(gen):
+    tm = TranslationTable.train([(gen.analyzer(q), gen.analyzer(a)) for q, a in [
+        ("visa renewal", "residence permit office"), ("family visa", "residence permit salary")] * 3], min_count=1)
+    e = translation_expansion(tm, gen.analyzer("visa"))
+    assert {"resid", "permit"} & {t for t, _ in e.terms}
+    # the generation's own model was trained by the reindex job from the store's pairs
+    assert gen.translation_qa is not None and gen.translation_qa.translations("visa")
+
+
+def test_targets_filters_and_fusion(gen):
+    r = Retriever(gen, RetrieverConfig(("bm25", "lm", "dense"), "rrf"))
+    ans = r.search("residence permit for visa", 10, "answers")
+    assert ans.hits and all(h.doc_id.startswith("a:") for h in ans.hits)
+    qs = r.search("visa", 10, "questions")
+    assert {h.doc_id for h in qs.hits} <= {"q:v1", "q:v2", "q:c1"} and qs.hits[0].doc_id in ("q:v1", "q:v2")
+    threads = r.search("residence permit", 10, "threads")
+    assert threads.hits[0].doc_id in ("t:v1", "t:v2") and len({h.doc_id for h in threads.hits}) == len(threads.hits)
+    only_driving = r.search("visa permit car", 10, "answers", Filters(category="Driving"))
+    assert [h.doc_id for h in only_driving.hits] == ["a:c1a"]
+    in_2015 = r.search("permit", 10, "answers", Filters(since="2015-01-01", until="2015-12-31"))
+    assert {h.doc_id for h in in_2015.hits} <= {"a:v2a", "a:c1a"} and "a:v2a" in {h.doc_id for h in in_2015.hits}
+    assert r.search("permit", 10, "answers", Filters(category="Nothing")).hits == []
+    expanded = r.search("visa", 5, "answers", expansion="rm3")
+    assert expanded.expansion.method == "rm3" and set(expanded.timings_ms) >= {"bm25", "lm", "dense", "fusion"}
+    with pytest.raises(ValueError, match="unknown target"):
+        r.search("x", 3, "everything")
