@@ -30,11 +30,24 @@ class QuestionIn(BaseModel):
         return v
 
 
+class FiltersIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    category: str | None = Field(None, max_length=200)
+    since: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$",
+                              description="ISO date or date-time, inclusive")
+    until: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$",
+                              description="ISO date or date-time, inclusive")
+
+
 class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     question: QuestionIn
     k: int = Field(10, ge=1, le=100)
-    target: Literal["answers", "questions"] = "answers"
+    target: Literal["answers", "questions", "threads"] = "answers"
+    filters: FiltersIn | None = None
+    expand: bool | Literal["rm3", "translation"] | None = Field(
+        None, description="query expansion: true = rm3, or name a method; default: the tuned retriever's")
+    explain: bool = False
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -91,8 +104,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gen = request.app.state.generation
         if gen is None:
             raise HTTPException(503, detail="no index generation is loaded yet; run `cqa reindex`")
+        from ranking.retriever import Filters
         from ranking.search import search_generation
-        return await run_in_threadpool(search_generation, gen, f"{body.question.subject}\n{body.question.body}",
-                                       body.k, body.target)
+        expansion = {True: "rm3", False: "none", None: None}.get(body.expand, body.expand)
+        filters = Filters(**body.filters.model_dump()) if body.filters else None
+        out = await run_in_threadpool(search_generation, gen, f"{body.question.subject}\n{body.question.body}",
+                                      body.k, body.target, filters, expansion)
+        if not body.explain:
+            out.pop("expansion", None)
+            for r in out["results"]:
+                r.pop("stages", None)
+        return out
 
     return app

@@ -63,6 +63,36 @@ RANKERS: dict[str, tuple[str, Callable[..., Ranker]]] = {
 }
 
 
+def _lexical(model):
+    def make(settings):
+        from .candidate_rankers import LexicalRanker
+        return LexicalRanker(model=model, name=model)
+    return make
+
+
+def _translation(settings):
+    from .candidate_rankers import TranslationLMRanker
+    return TranslationLMRanker(semeval_dir=settings.semeval_dir)
+
+
+def _fusion(settings, method: str = "zscore", name: str = "fusion"):
+    from .candidate_rankers import FusedRanker, LexicalRanker
+    parts = [LexicalRanker("bm25", "bm25"), LexicalRanker("lm", "lm"),
+             MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size)]
+    return FusedRanker(parts, [1.0, 1.0, 1.0], method=method, name=name)
+
+
+RANKERS.update({
+    "bm25": ("BM25 of the question against each given candidate", _lexical("bm25")),
+    "lm": ("Dirichlet query likelihood of the question for each candidate", _lexical("lm")),
+    "translation-lm": ("translation-based LM (Xue et al. 2008), IBM Model 1 learned on the training files",
+                       _translation),
+    "fusion": ("z-score fusion of bm25, lm and minilm-cosine per question", _fusion),
+    "fusion-rrf": ("reciprocal rank fusion of bm25, lm and minilm-cosine per question",
+                   lambda s: _fusion(s, "rrf", "fusion-rrf")),
+})
+
+
 def register(name: str, description: str, factory: Callable[..., Ranker]) -> None:
     RANKERS[name] = (description, factory)
 

@@ -44,13 +44,18 @@ def test_not_ready_without_generation(settings):
 def test_search_lexical(client, monkeypatch):
     import indexing.encoder as enc
     monkeypatch.setattr(enc, "encode", lambda texts, **kw: fake_encode(texts))
-    r = client.post("/search", json={"question": {"body": "question 7 about visa"}, "k": 3, "target": "questions"})
+    r = client.post("/search", json={"question": {"body": "question 7 about visa"}, "k": 3, "target": "questions",
+                                     "explain": True, "expand": "rm3", "filters": {"category": "Visas"}})
     assert r.status_code == 200, r.text
     res = r.json()["results"]
-    assert res[0]["id"] == "t7" and [x["rank"] for x in res] == [1, 2, 3]
+    assert r.json()["expansion"]["method"] == "rm3"
+    res = client.post("/search", json={"question": {"body": "question 7 about visa"}, "k": 3,
+                                       "target": "questions"}).json()["results"]
+    assert res[0]["id"] == "t7" and [x["rank"] for x in res] == [1, 2, 3] and "stages" not in res[0]
+    res = r.json()["results"]
     assert set(res[0]["stages"]) == {"bm25", "lm", "dense"}
     for bad in ({"question": {"body": "   "}}, {"question": {"body": "x"}, "k": 0},
-                {"question": {"body": "x"}, "colour": 1}):
+                {"question": {"body": "x"}, "colour": 1}, {"question": {"body": "x"}, "filters": {"since": "May"}}):
         assert client.post("/search", json=bad).status_code == 422
 
 
