@@ -7,8 +7,10 @@ table is learned from the training files only (unlabelled question-answer pairs)
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -22,6 +24,17 @@ from .candidates import Query
 from .fusion import minmax, zscore
 
 log = logging.getLogger(__name__)
+
+FUSION_PARTS = ("ir-baseline", "bm25", "lm", "translation-lm", "minilm-cosine")
+FUSION_DEFAULTS = Path(__file__).with_name("candidate_fusion_defaults.json")
+
+
+def fusion_weights() -> dict[str, float]:
+    """Tuned on dev (scripts/tune_candidate_fusion.py); equal weights until tuned."""
+    if FUSION_DEFAULTS.exists():
+        return json.loads(FUSION_DEFAULTS.read_text(encoding="utf-8"))["weights"]
+    return {n: 1.0 for n in FUSION_PARTS}
+
 
 TRAIN_FILES = ("train/SemEval2016-Task3-CQA-QL-train-part2.xml",
                "train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskA.xml",

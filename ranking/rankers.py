@@ -76,10 +76,9 @@ def _translation(settings):
 
 
 def _fusion(settings, method: str = "zscore", name: str = "fusion"):
-    from .candidate_rankers import FusedRanker, LexicalRanker
-    parts = [LexicalRanker("bm25", "bm25"), LexicalRanker("lm", "lm"),
-             MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size)]
-    return FusedRanker(parts, [1.0, 1.0, 1.0], method=method, name=name)
+    from .candidate_rankers import FusedRanker, fusion_weights
+    weights = {n: w for n, w in fusion_weights().items() if w > 0}
+    return FusedRanker([get_ranker(n, settings) for n in weights], list(weights.values()), method=method, name=name)
 
 
 RANKERS.update({
@@ -87,9 +86,9 @@ RANKERS.update({
     "lm": ("Dirichlet query likelihood of the question for each candidate", _lexical("lm")),
     "translation-lm": ("translation-based LM (Xue et al. 2008), IBM Model 1 learned on the training files",
                        _translation),
-    "fusion": ("z-score fusion of bm25, lm and minilm-cosine per question", _fusion),
-    "fusion-rrf": ("reciprocal rank fusion of bm25, lm and minilm-cosine per question",
-                   lambda s: _fusion(s, "rrf", "fusion-rrf")),
+    "fusion": ("per-question z-score fusion of ir-baseline, bm25, lm, translation-lm and minilm-cosine, "
+               "weights tuned on dev (ranking/candidate_fusion_defaults.json)", _fusion),
+    "fusion-rrf": ("reciprocal rank fusion of the same parts and weights", lambda s: _fusion(s, "rrf", "fusion-rrf")),
 })
 
 

@@ -1,0 +1,66 @@
+"""Tune the given-candidate fusion on a dev benchmark only and store the weights, with the numbers
+that chose them, in ranking/candidate_fusion_defaults.json.
+
+Parts: the task's own IR order, BM25, query likelihood, translation LM, MiniLM cosine; per question
+z-scored and summed with weights from {0, 0.5, 1}^5. Selection by official dev MAP.
+Usage: python scripts/tune_candidate_fusion.py [--benchmark semeval2016-dev-B]  (JSON object last)
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from indexing.config import Settings  # noqa: E402
+from ranking.candidate_rankers import FUSION_DEFAULTS, FUSION_PARTS  # noqa: E402
+from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
+from ranking.evaluation.runner import align_to_gold  # noqa: E402
+from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
+from ranking.fusion import zscore  # noqa: E402
+from ranking.rankers import get_ranker  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--benchmark", default="semeval2016-dev-B")
+    ap.add_argument("--out", type=Path, default=FUSION_DEFAULTS)
+    args = ap.parse_args()
+    bench = BENCHMARKS[args.benchmark]
+    if bench.split != "dev":
+        raise SystemExit("tune on a dev benchmark only")
+    settings = Settings()
+    xml, gold_path = bench.paths(settings.semeval_dir)
+    queries = queries_for(xml, bench.subtask)
+    gold = read_lines(gold_path)
+    per_part = {name: get_ranker(name, settings).score(queries) for name in FUSION_PARTS}
+    z = {n: [zscore(np.asarray(s, dtype=float)) for s in scores] for n, scores in per_part.items()}
+    results = []
+    for w in itertools.product((0.0, 0.5, 1.0), repeat=len(FUSION_PARTS)):
+        if not any(w):
+            continue
+        lines = []
+        for qi, q in enumerate(queries):
+            total = sum(wi * z[n][qi] for wi, n in zip(w, FUSION_PARTS))
+            lines += [Line(q.id, c.id, float(s), False) for c, s in zip(q.candidates, total)]
+        m = score(gold, align_to_gold(lines, gold)).MAP
+        results.append({"weights": dict(zip(FUSION_PARTS, w)), "dev_MAP": m})
+    results.sort(key=lambda r: (-round(r["dev_MAP"], 6), sum(v > 0 for v in r["weights"].values())))
+    singles = {n: next(r["dev_MAP"] for r in results if r["weights"][n] == 1.0 and
+                       sum(v > 0 for v in r["weights"].values()) == 1) for n in FUSION_PARTS}
+    record = {"weights": results[0]["weights"], "dev_MAP": results[0]["dev_MAP"], "benchmark": bench.name,
+              "dev_single_parts": singles, "top10": results[:10], "grid_size": len(results),
+              "tuned_at": datetime.now(timezone.utc).isoformat(),
+              "command": f"python scripts/tune_candidate_fusion.py --benchmark {bench.name}"}
+    args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({"weights": record["weights"], "dev_MAP": record["dev_MAP"], "dev_single_parts": singles}))
+
+
+if __name__ == "__main__":
+    main()
