@@ -82,6 +82,9 @@ def _fusion(settings, method: str = "zscore", name: str = "fusion"):
 
 
 RANKERS.update({
+    "dense": ("the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)",
+              lambda settings: MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size,
+                                            name="dense")),
     "bm25": ("BM25 of the question against each given candidate", _lexical("bm25")),
     "lm": ("Dirichlet query likelihood of the question for each candidate", _lexical("lm")),
     "translation-lm": ("translation-based LM (Xue et al. 2008), IBM Model 1 learned on the training files",
