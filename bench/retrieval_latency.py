@@ -67,8 +67,13 @@ def main() -> None:
                           "rm3": measure(gen, qs, "rm3")}}
     big = settings.model_copy(update={"data_dir": settings.data_dir / "benchmarks" / f"replicated-x{args.copies}"})
     replicate(corpus_settings(settings), big, args.copies)
+    cache = big.cache_dir / "embeddings.sqlite3"
+    if not cache.exists():  # same texts: seed the cache so the replicas are not embedded again
+        import shutil
+        big.cache_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(corpus_settings(settings).cache_dir / "embeddings.sqlite3", cache)
     if load_current_or_none(big) is None:
-        reindex(big, progress=False)
+        print(json.dumps({"replicated_reindex": reindex(big, progress=False)}), file=sys.stderr, flush=True)
     g2 = load_current(big.index_root)
     result["replicated"] = {"documents": g2.manifest["documents"]["total"], "default": measure(g2, qs)}
     result["machine"] = platform.machine()
