@@ -1,53 +1,61 @@
-"""The FastAPI application. Heavy state (store, index generation, models) loads in the lifespan."""
+"""The FastAPI application. Heavy state (store, index generation, reranker) loads in the lifespan,
+never at import; CPU-bound ranking runs off the event loop."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from contextlib import asynccontextmanager
-from typing import Literal
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from indexing.config import Settings, get_settings
 from indexing.generations import IndexFormatError
-from indexing.store import ThreadStore
+from indexing.store import StoreError, ThreadStore
+
+from . import errors
+from .auth import require_admin
+from .batching import MicroBatcher
+from .jobs import JobManager
+from .limits import BodyLimitMiddleware
+from .metrics import Metrics
+from .schemas import EvaluationIn, RerankIn, SearchIn, ThreadsIn
 
 log = logging.getLogger(__name__)
+SEARCHABLE_NOTE = "accepted and durable; searchable after the next reindex (POST /reindex)"
 
 
-class QuestionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    subject: str = Field("", max_length=20_000)
-    body: str = Field(..., max_length=20_000)
+class Service:
+    """What the app serves from; the generation is swapped atomically after a reindex."""
 
-    @field_validator("body")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("the question body must not be empty or whitespace")
-        return v
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.store = ThreadStore(settings.store_path)
+        self.metrics = Metrics()
+        self.jobs = JobManager(settings.data_dir / "jobs")
+        self._lock = threading.Lock()
+        self.generation = None
+        self.retriever = None
+        self.reranker = None
+        self.batcher: MicroBatcher | None = None
 
+    def load_generation(self) -> None:
+        from indexing.searcher import load_current
+        from ranking.retriever import Retriever
+        from ranking.search import default_config
+        gen = load_current(self.settings.index_root, self.settings.device)
+        retriever = Retriever(gen, default_config(gen))
+        with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
+            self.generation, self.retriever = gen, retriever
+        for name, n in gen.sizes().items():
+            self.metrics.index_docs.labels(name).set(n)
+        log.info("serving index generation %s", gen.name)
 
-class FiltersIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    category: str | None = Field(None, max_length=200)
-    since: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$",
-                              description="ISO date or date-time, inclusive")
-    until: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$",
-                              description="ISO date or date-time, inclusive")
-
-
-class SearchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    question: QuestionIn
-    k: int = Field(10, ge=1, le=100)
-    target: Literal["answers", "questions", "threads"] = "answers"
-    filters: FiltersIn | None = None
-    expand: bool | Literal["rm3", "translation"] | None = Field(
-        None, description="query expansion: true = rm3, or name a method; default: the tuned retriever's")
-    explain: bool = False
+    def snapshot(self):
+        with self._lock:
+            return self.generation, self.retriever
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -55,65 +63,213 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.settings = settings
-        app.state.store = ThreadStore(settings.store_path)
-        app.state.generation = None
+        svc = Service(settings)
+        app.state.settings, app.state.service = settings, svc
         try:
-            from indexing.searcher import load_current
-            app.state.generation = await run_in_threadpool(load_current, settings.index_root, settings.device)
-            log.info("serving index generation %s", app.state.generation.name)
+            await run_in_threadpool(svc.load_generation)
         except IndexFormatError as e:
             log.warning("no index generation loaded: %s", e)
+        from ranking.rankers import service_reranker
+        svc.reranker = service_reranker(settings)
+        svc.batcher = MicroBatcher(svc.reranker, settings.batch_max, settings.batch_wait_ms, svc.metrics)
+        svc.batcher.start()
         try:
             yield
         finally:
-            app.state.store.close()
+            await svc.batcher.stop()
+            svc.store.close()
 
-    app = FastAPI(title="cQA answer ranking", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="cQA answer ranking", version="0.1.0", lifespan=lifespan,
+                  description="Answer a new question with the best existing answers; sort a thread's comments.")
+    errors.install(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException):
-        return JSONResponse({"error": {"status": exc.status_code, "message": exc.detail}},
-                            status_code=exc.status_code)
+    @app.middleware("http")
+    async def _measure(request: Request, call_next):
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        endpoint = getattr(route, "path", "unmatched")
+        svc = getattr(request.app.state, "service", None)
+        if svc is not None:
+            svc.metrics.requests.labels(request.method, endpoint, str(response.status_code)).inc()
+            svc.metrics.latency.labels(endpoint).observe(time.perf_counter() - t0)
+            if response.status_code >= 400:
+                svc.metrics.errors.labels(endpoint, str(response.status_code)).inc()
+        return response
 
+    def service(request: Request) -> Service:
+        return request.app.state.service
+
+    def ready_generation(svc: Service):
+        gen, retriever = svc.snapshot()
+        if gen is None:
+            raise HTTPException(503, detail="no index generation is loaded yet; run `cqa reindex` or POST /reindex")
+        return gen, retriever
+
+    # --- liveness, readiness, metrics -----------------------------------------------------------
     @app.get("/health", summary="Liveness: the process answers")
     def health() -> dict:
         return {"status": "ok"}
 
-    @app.get("/ready", summary="Readiness: store open and an index generation loaded")
-    def ready(request: Request):
-        gen = request.app.state.generation
-        if gen is None:
-            raise HTTPException(503, detail="no index generation is loaded yet; run `cqa reindex`")
-        return {"status": "ready", "generation": gen.name, "sizes": gen.sizes()}
+    @app.get("/ready", summary="Readiness: store open, index generation and reranker loaded (503 until then)")
+    def ready(svc: Service = Depends(service)):
+        gen, _ = ready_generation(svc)
+        return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(), "reranker": svc.reranker.name}
 
-    @app.get("/threads/{thread_id}", summary="One thread with its answers")
-    def get_thread(thread_id: str, request: Request):
-        t = request.app.state.store.get(thread_id)
-        if t is None:
-            raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
-        return t.model_dump()
+    @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
+    def metrics(svc: Service = Depends(service)):
+        svc.metrics.store_threads.set(svc.store.counts()["threads"])
+        return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/evaluation", summary="The latest offline evaluation per benchmark")
-    def evaluation(request: Request):
-        from ranking.evaluation.runner import latest_reports
-        return {"benchmarks": latest_reports(request.app.state.settings.reports_dir)}
-
-    @app.post("/search", summary="Find the best existing answers (or questions) for a new question")
-    async def search(body: SearchIn, request: Request):
-        gen = request.app.state.generation
-        if gen is None:
-            raise HTTPException(503, detail="no index generation is loaded yet; run `cqa reindex`")
+    # --- search and rerank ----------------------------------------------------------------------
+    @app.post("/search", summary="Find the best existing answers, questions or threads for a new question")
+    async def search(body: SearchIn, svc: Service = Depends(service)):
+        gen, retriever = ready_generation(svc)
         from ranking.retriever import Filters
         from ranking.search import search_generation
+        t0 = time.perf_counter()
         expansion = {True: "rm3", False: "none", None: None}.get(body.expand, body.expand)
         filters = Filters(**body.filters.model_dump()) if body.filters else None
-        out = await run_in_threadpool(search_generation, gen, f"{body.question.subject}\n{body.question.body}",
-                                      body.k, body.target, filters, expansion)
+        rerank = body.rerank and body.target != "threads"
+        depth = max(body.k, svc.settings.rerank_depth) if rerank else body.k
+        out = await run_in_threadpool(search_generation, gen, body.question.text, depth, body.target,
+                                      filters, expansion, retriever)
+        if rerank and out["results"]:
+            from ranking.candidates import Candidate, Query
+            t1 = time.perf_counter()
+            q = Query("search", body.question.text,
+                      tuple(Candidate(r["id"], r["text"], {"thread_id": r["thread_id"]}) for r in out["results"]))
+            scores = await svc.batcher.score(q)
+            for r, s in zip(out["results"], scores):
+                r["stages"]["first_stage"] = r["score"]
+                r["stages"]["rerank"] = s
+                r["score"] = s
+            out["results"].sort(key=lambda r: -r["score"])
+            out["results"] = out["results"][: body.k]
+            for i, r in enumerate(out["results"], 1):
+                r["rank"] = i
+            out["timings_ms"]["rerank"] = round(1000 * (time.perf_counter() - t1), 3)
+        for stage, ms in out["timings_ms"].items():
+            svc.metrics.stage.labels(stage).observe(ms / 1000)
+        out["timings_ms"]["total"] = round(1000 * (time.perf_counter() - t0), 3)
+        out["reranker"] = svc.reranker.name if rerank else None
         if not body.explain:
             out.pop("expansion", None)
             for r in out["results"]:
                 r.pop("stages", None)
         return out
+
+    @app.post("/rerank", summary="Score and sort given candidates, e.g. a thread's comments")
+    async def rerank(body: RerankIn, svc: Service = Depends(service)):
+        from ranking.candidates import Candidate, Query
+        if len(body.candidates) > svc.settings.max_candidates:
+            raise HTTPException(422, detail=f"at most {svc.settings.max_candidates} candidates per request")
+        t0 = time.perf_counter()
+        q = Query("rerank", body.question.text,
+                  tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at,
+                                                 "position": i}) for i, c in enumerate(body.candidates, 1)))
+        scores = await svc.batcher.score(q)
+        ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])
+        svc.metrics.stage.labels("rerank").observe(time.perf_counter() - t0)
+        return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
+                "reranker": svc.reranker.name, "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
+
+    # --- threads --------------------------------------------------------------------------------
+    @app.post("/threads", summary="Batch upsert threads (admin); durable before the response",
+              dependencies=[Depends(require_admin)])
+    async def post_threads(body: ThreadsIn, svc: Service = Depends(service)):
+        limit = svc.settings.max_text_chars
+        for i, t in enumerate(body.threads):
+            for field, text in (("subject", t.subject), ("body", t.body)):
+                if len(text) > limit:
+                    raise HTTPException(422, detail=f"threads.{i}.{field}: longer than {limit} characters")
+            for j, a in enumerate(t.answers):
+                if len(a.text) > limit:
+                    raise HTTPException(422, detail=f"threads.{i}.answers.{j}.text: longer than {limit} characters")
+        ids = [t.id for t in body.threads]
+        if len(set(ids)) != len(ids):
+            raise HTTPException(422, detail="a thread id appears twice in this request")
+        try:
+            r = await run_in_threadpool(svc.store.upsert, body.threads)
+        except StoreError as e:
+            raise HTTPException(409, detail=str(e)) from None
+        return {"accepted": len(ids), "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
+                "note": SEARCHABLE_NOTE}
+
+    @app.get("/threads/{thread_id}", summary="One thread with its answers")
+    def get_thread(thread_id: str, svc: Service = Depends(service)):
+        t = svc.store.get(thread_id)
+        if t is None:
+            raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
+        return t.model_dump()
+
+    @app.delete("/threads/{thread_id}", summary="Delete a thread (admin)", dependencies=[Depends(require_admin)])
+    def delete_thread(thread_id: str, svc: Service = Depends(service)):
+        if not svc.store.delete(thread_id):
+            raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
+        return {"deleted": thread_id, "note": "removed from the store; gone from search after the next reindex"}
+
+    # --- jobs -----------------------------------------------------------------------------------
+    @app.post("/reindex", status_code=202, summary="Rebuild the indexes as a job (admin)",
+              dependencies=[Depends(require_admin)])
+    def post_reindex(response: Response, svc: Service = Depends(service)):
+        from indexing.reindex import reindex
+
+        def run(progress):
+            summary = reindex(svc.settings, progress=False, on_progress=progress)
+            svc.load_generation()  # switch atomically; searches in flight finish on the old one
+            return summary
+        job, started = svc.jobs.submit("reindex", run)
+        if not started:
+            response.status_code = 409
+        return {"job": job.__dict__, "started": started,
+                "message": "reindex started" if started else "a reindex is already running"}
+
+    @app.get("/jobs/{job_id}", summary="State and progress of a job")
+    def get_job(job_id: str, svc: Service = Depends(service)):
+        job = svc.jobs.get(job_id)
+        if job is None:
+            raise HTTPException(404, detail=f"no job with id {job_id!r}")
+        return job.__dict__
+
+    # --- evaluation -----------------------------------------------------------------------------
+    @app.get("/evaluation", summary="The latest offline evaluation per benchmark (MAP, MRR, P@1)")
+    def evaluation(svc: Service = Depends(service)):
+        from ranking.evaluation.runner import latest_reports
+        out = {}
+        for name, r in latest_reports(svc.settings.reports_dir).items():
+            out[name] = {k: r.get(k) for k in ("MAP", "MRR", "P@1", "ranker", "generation", "created_at",
+                                               "questions", "folder")}
+        return {"benchmarks": out}
+
+    @app.post("/evaluation", status_code=202, summary="Run an offline evaluation as a job (admin)",
+              dependencies=[Depends(require_admin)])
+    def post_evaluation(body: EvaluationIn, response: Response, svc: Service = Depends(service)):
+        from ranking.evaluation.benchmarks import BENCHMARKS
+        from ranking.rankers import RANKERS
+        if body.benchmark not in BENCHMARKS:
+            raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}")
+        bench = BENCHMARKS[body.benchmark]
+        if bench.subtask != "fullcorpus" and body.ranker and body.ranker not in RANKERS:
+            raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(RANKERS))}")
+
+        def run(progress):
+            from ranking.evaluation.cli import DEFAULT_RANKER
+            from ranking.evaluation.runner import run_benchmark
+            from ranking.rankers import get_ranker
+            gen, _ = svc.snapshot()
+            if bench.subtask == "fullcorpus":
+                from ranking.fullcorpus import run_fullcorpus
+                r = run_fullcorpus(svc.settings, body.ranker or "fusion", split=bench.split, progress=False)
+            else:
+                r = run_benchmark(bench, get_ranker(body.ranker or DEFAULT_RANKER, svc.settings),
+                                  svc.settings.semeval_dir, svc.settings.reports_dir,
+                                  generation=gen.name if gen else None)
+            return {k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "folder")}
+        job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
+        if not started:
+            response.status_code = 409
+        return {"job": job.__dict__, "started": started}
 
     return app

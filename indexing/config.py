@@ -40,8 +40,13 @@ class Settings(BaseSettings):
     bm25_b: float = Field(0.75, ge=0, le=1)
     lm_mu: float = Field(2000.0, gt=0)
     lm_lambda: float = Field(0.7, gt=0, lt=1)
-    max_request_bytes: int = Field(1_000_000, ge=1024)
-    max_text_chars: int = Field(20_000, ge=100)
+    max_request_bytes: int = Field(1_000_000, ge=1024, description="Larger request bodies get 413.")
+    max_text_chars: int = Field(20_000, ge=100, description="Longest question, answer or candidate text.")
+    max_candidates: int = Field(200, ge=1, description="Most candidates one /rerank request may send.")
+    max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")
+    rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
+    batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
+    batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
 
     @property
     def store_path(self) -> Path:

@@ -57,8 +57,11 @@ class LexicalRanker:
     model: str = "bm25"
     name: str = "bm25"
     analyzer: Analyzer = field(default_factory=Analyzer)
+    per_query: bool = False  # term statistics from each query's own candidates (the service's batches)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
+        if self.per_query and len(queries) > 1:
+            return [self.score([q])[0] for q in queries]
         pool = _Pool(queries, self.analyzer)
         index = BM25Index.build(pool.terms, idf="lucene") if self.model == "bm25" else LMIndex(pool.terms, mu=1000)
         out = []

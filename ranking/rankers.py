@@ -95,6 +95,20 @@ RANKERS.update({
 })
 
 
+def service_reranker(settings) -> Ranker:
+    """The reranker the service uses: the dev-tuned fusion, with term statistics per request so a
+    request's scores do not depend on what it was batched with."""
+    from .candidate_rankers import FusedRanker, LexicalRanker, fusion_weights
+    weights = {n: w for n, w in fusion_weights().items() if w > 0}
+    parts = []
+    for n in weights:
+        r = get_ranker(n, settings)
+        if isinstance(r, LexicalRanker):
+            r.per_query = True
+        parts.append(r)
+    return FusedRanker(parts, list(weights.values()), name="fusion(" + ",".join(weights) + ")")
+
+
 def register(name: str, description: str, factory: Callable[..., Ranker]) -> None:
     RANKERS[name] = (description, factory)
 

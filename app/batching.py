@@ -1,0 +1,71 @@
+"""Dynamic micro-batching for the reranker: concurrent requests that arrive within a short wait are
+scored in one model call (one encoder batch), off the event loop."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from ranking.candidates import Query
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Item:
+    query: Query
+    future: asyncio.Future
+
+
+class MicroBatcher:
+    def __init__(self, ranker, max_batch: int = 16, max_wait_ms: float = 5.0, metrics=None):
+        self.ranker, self.max_batch, self.max_wait = ranker, max_batch, max_wait_ms / 1000.0
+        self.metrics = metrics
+        self._queue: asyncio.Queue[_Item] | None = None
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._queue = asyncio.Queue()
+        self._task = asyncio.create_task(self._loop(), name="rerank-batcher")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def score(self, query: Query) -> list[float]:
+        if self._queue is None:
+            raise RuntimeError("the batcher is not started")
+        fut = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Item(query, fut))
+        return await fut
+
+    async def _loop(self) -> None:
+        assert self._queue is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await self._queue.get()]
+            deadline = loop.time() + self.max_wait
+            while len(batch) < self.max_batch:
+                timeout = deadline - loop.time()
+                if timeout <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), timeout))
+                except asyncio.TimeoutError:
+                    break
+            if self.metrics is not None:
+                self.metrics.batch_size.observe(len(batch))
+            try:
+                scores = await asyncio.to_thread(self.ranker.score, [it.query for it in batch])
+                for it, s in zip(batch, scores):
+                    if not it.future.done():
+                        it.future.set_result(s)
+            except Exception as e:  # the error goes to every waiting request, the loop lives on
+                log.exception("reranker batch failed")
+                for it in batch:
+                    if not it.future.done():
+                        it.future.set_exception(e)

@@ -1,0 +1,57 @@
+"""One JSON shape for every error: {"error": {"status", "code", "message", "details"?}}."""
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+         409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_request",
+         429: "too_many_requests", 500: "internal_error", 503: "not_ready"}
+
+
+def error_body(status: int, message: str, details: list | None = None) -> dict:
+    err = {"status": status, "code": CODES.get(status, "error"), "message": message}
+    if details:
+        err["details"] = details
+    return {"error": err}
+
+
+def _field_errors(exc: RequestValidationError) -> list[dict]:
+    out = []
+    for e in exc.errors():
+        loc = [str(x) for x in e.get("loc", ())]
+        if loc and loc[0] == "body":
+            loc = loc[1:]
+        out.append({"field": ".".join(loc) or "(body)", "message": e.get("msg", "invalid"), "type": e.get("type")})
+    return out
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        return JSONResponse(error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError):
+        details = _field_errors(exc)
+        if any(d["type"] == "json_invalid" for d in details):
+            return JSONResponse(error_body(400, "the request body is not valid JSON: " + details[0]["message"]),
+                                status_code=400)
+        first = details[0] if details else {"field": "(body)", "message": "invalid"}
+        msg = f"invalid request: {first['field']}: {first['message']}"
+        return JSONResponse(error_body(422, msg, details), status_code=422)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):  # never a traceback to the client
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body(500, "internal error; the server log has the details"), status_code=500)
+
+
+__all__ = ["HTTPException", "error_body", "install"]

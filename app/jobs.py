@@ -1,0 +1,85 @@
+"""Background jobs (reindex, evaluation): one worker thread at a time, state kept in memory and in
+a JSON file per job so a restart still answers GET /jobs/{id} for finished ones."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str
+    state: str = "queued"  # queued, running, succeeded, failed
+    stage: str | None = None
+    progress: float = 0.0
+    created_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    result: dict | None = None
+    error: str | None = None
+
+
+class JobManager:
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+        self._busy: dict[str, str] = {}  # kind -> running job id
+
+    def submit(self, kind: str, fn: Callable[[Callable[[str, float], None]], dict]) -> tuple[Job, bool]:
+        """Start ``fn`` in a thread unless a job of this kind runs; returns (job, started)."""
+        with self._lock:
+            running = self._busy.get(kind)
+            if running:
+                return self._jobs[running], False
+            job = Job(id=uuid.uuid4().hex[:12], kind=kind)
+            self._jobs[job.id] = job
+            self._busy[kind] = job.id
+        self._save(job)
+        threading.Thread(target=self._run, args=(job, fn), name=f"job-{kind}", daemon=True).start()
+        return job, True
+
+    def _run(self, job: Job, fn) -> None:
+        def progress(stage: str, frac: float) -> None:
+            job.stage, job.progress = stage, round(float(frac), 3)
+
+        job.state, job.started_at = "running", time.time()
+        self._save(job)
+        try:
+            job.result = fn(progress)
+            job.state, job.progress = "succeeded", 1.0
+        except Exception as e:  # a failed job is reported, never raised into the server
+            log.error("job %s (%s) failed: %s\n%s", job.id, job.kind, e, traceback.format_exc())
+            job.state, job.error = "failed", f"{type(e).__name__}: {e}"
+        finally:
+            job.finished_at = time.time()
+            with self._lock:
+                self._busy.pop(job.kind, None)
+            self._save(job)
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is not None:
+            return job
+        path = self.folder / f"{job_id}.json"
+        if job_id.isalnum() and path.exists():
+            return Job(**json.loads(path.read_text()))
+        return None
+
+    def _save(self, job: Job) -> None:
+        tmp = self.folder / f".{job.id}.tmp"
+        tmp.write_text(json.dumps(asdict(job), default=str))
+        os.replace(tmp, self.folder / f"{job.id}.json")
