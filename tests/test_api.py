@@ -286,3 +286,35 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=20)
+
+
+def test_searches_keep_succeeding_during_reindex_and_swap(client):
+    """Searches from 4 threads run while a reindex builds and swaps generations: 0 failures."""
+    import threading
+    before = client.get("/ready").json()["generation"]
+    stop = threading.Event()
+    results: list[int] = []
+    generations: set[str] = set()
+
+    def hammer():
+        while not stop.is_set():
+            r = client.post("/search", json={"question": {"body": "visa question rent"}, "k": 5})
+            results.append(r.status_code)
+            if r.status_code == 200:
+                generations.add(r.json()["generation"])
+
+    workers = [threading.Thread(target=hammer) for _ in range(4)]
+    for w in workers:
+        w.start()
+    try:
+        time.sleep(0.3)
+        job = client.post("/reindex", headers=ADMIN).json()["job"]
+        done = wait_job(client, job["id"])
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
+    assert done["state"] == "succeeded"
+    assert len(results) >= 20 and set(results) == {200}
+    assert before in generations and done["result"]["generation"] in generations  # served old, then new
