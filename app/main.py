@@ -58,6 +58,18 @@ class Service:
             return self.generation, self.retriever
 
 
+def stored_vector(gen, result: dict):
+    """The candidate's embedding as the dense index stores it, so reranking need not encode it again."""
+    if gen.dense is None or result["kind"] == "thread":
+        return None
+    prefix = "q:" if result["kind"] == "question" else "a:"
+    row = gen.row.get(prefix + result["id"])
+    try:
+        return gen.dense.index.index.reconstruct(row) if row is not None else None
+    except RuntimeError:  # an index kind that cannot reconstruct: encode instead
+        return None
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -139,7 +151,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             from ranking.candidates import Candidate, Query
             t1 = time.perf_counter()
             q = Query("search", body.question.text,
-                      tuple(Candidate(r["id"], r["text"], {"thread_id": r["thread_id"]}) for r in out["results"]))
+                      tuple(Candidate(r["id"], r["text"], {"thread_id": r["thread_id"],
+                                                           "vector": stored_vector(gen, r)}) for r in out["results"]))
             scores = await svc.batcher.score(q)
             for r, s in zip(out["results"], scores):
                 r["stages"]["first_stage"] = r["score"]

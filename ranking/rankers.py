@@ -43,16 +43,27 @@ class MiniLMCosine:
     name: str = "minilm-cosine"
 
     def score(self, queries: list[Query]) -> list[list[float]]:
+        """Candidates that carry their stored embedding (meta "vector", e.g. from the FAISS index)
+        are not encoded again; everything else is encoded in one batch."""
         from indexing.encoder import encode
-        texts = [q.text for q in queries] + [c.text for q in queries for c in q.candidates]
-        emb = encode(texts, batch_size=self.batch_size, device=self.device, progress=True)
-        qv, cv = emb[: len(queries)], emb[len(queries):]
-        out, at = [], 0
-        for i, q in enumerate(queries):
-            n = len(q.candidates)
-            out.append((cv[at: at + n] @ qv[i]).astype(float).tolist())
-            at += n
-        return out
+        texts = [q.text for q in queries]
+        slots: list[tuple[int, int, int]] = []  # (query, candidate, row in the encoded batch)
+        for qi, q in enumerate(queries):
+            for ci, c in enumerate(q.candidates):
+                if c.meta.get("vector") is None:
+                    slots.append((qi, ci, len(texts)))
+                    texts.append(c.text)
+        emb = encode(texts, batch_size=self.batch_size, device=self.device, progress=len(texts) > 1000)
+        out = []
+        for qi, q in enumerate(queries):
+            vecs = np.zeros((len(q.candidates), emb.shape[1]), dtype=np.float32)
+            for ci, c in enumerate(q.candidates):
+                if c.meta.get("vector") is not None:
+                    vecs[ci] = c.meta["vector"]
+            out.append(vecs)
+        for qi, ci, row in slots:
+            out[qi][ci] = emb[row]
+        return [(out[qi] @ emb[qi]).astype(float).tolist() for qi in range(len(queries))]
 
 
 RANKERS: dict[str, tuple[str, Callable[..., Ranker]]] = {
