@@ -119,6 +119,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(503, detail="no index generation is loaded yet; run `cqa reindex` or POST /reindex")
         return gen, retriever
 
+    # --- the search page ------------------------------------------------------------------------
+    @app.get("/", include_in_schema=False)
+    def index():
+        from pathlib import Path
+
+        from fastapi.responses import FileResponse
+        return FileResponse(Path(__file__).with_name("static") / "index.html", media_type="text/html")
+
+    @app.get("/evaluation/{benchmark}/chart.png", summary="The chart of the latest report of a benchmark",
+             response_class=Response)
+    def evaluation_chart(benchmark: str, svc: Service = Depends(service)):
+        from pathlib import Path
+
+        from fastapi.responses import FileResponse
+
+        from ranking.evaluation.runner import latest_reports
+        report = latest_reports(svc.settings.reports_dir).get(benchmark)
+        chart = Path(report["folder"]) / "chart.png" if report and report.get("folder") else None
+        if chart is None or not chart.exists():
+            raise HTTPException(404, detail=f"no chart for benchmark {benchmark!r}")
+        return FileResponse(chart, media_type="image/png")
+
     # --- liveness, readiness, metrics -----------------------------------------------------------
     @app.get("/health", summary="Liveness: the process answers")
     def health() -> dict:

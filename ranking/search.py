@@ -21,6 +21,8 @@ def search_generation(gen: Generation, query: str, k: int, target: str = "answer
             row = gen.row[h.doc_id]
             rec = {"id": h.doc_id.split(":", 1)[1], "kind": gen.docs.kinds[row],
                    "thread_id": gen.docs.thread_ids[row], "text": gen.docs.texts[row]}
+        qrow = gen.row.get(f"q:{rec['thread_id']}")
+        rec["thread_title"] = gen.docs.texts[qrow].split("\n", 1)[0][:200] if qrow is not None else None
         rec.update(score=h.score, rank=rank,
                    stages={n: s.get(h.doc_id) for n, s in r.stages.items()} if not h.doc_id.startswith("t:") else {})
         results.append(rec)

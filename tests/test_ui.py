@@ -1,0 +1,93 @@
+"""The search page in a real headless Chromium (Debian's chromium + chromium-driver) against a real
+uvicorn process: type a question, get results, open an explain view, read the service panel."""
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import CQA, ROOT
+from .test_api import free_port, start_server, wait_ready
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.fixture()
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture()
+def server(tmp_path, cli_env):
+    env = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "var")}
+    subprocess.run(CQA + ["evaluate", "--benchmark", "semeval2016-test-B", "--ranker", "ir-baseline"],
+                   env=env, check=True, capture_output=True, cwd=ROOT)
+    port = free_port()
+    p = start_server(tmp_path, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(p, base)
+        yield base
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+
+
+def test_search_page_end_to_end(browser, server, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 60)
+    browser.get(server + "/")
+    wait.until(EC.text_to_be_present_in_element((By.ID, "status"), "Ready"))
+    assert browser.find_element(By.ID, "generation").text.startswith("gen-")
+    panel = browser.find_element(By.ID, "evaluation")
+    assert "semeval2016-test-B" in panel.text and "0.7475" in panel.text
+    img = panel.find_element(By.TAG_NAME, "img")
+    wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img) > 0)
+
+    # An empty question is refused in plain words, without a request.
+    browser.find_element(By.ID, "go").click()
+    assert "type a question" in browser.find_element(By.ID, "error").text
+
+    # Keyboard only: type, Enter submits; the explain button opens with Enter.
+    browser.find_element(By.ID, "subject").send_keys("residence permit")
+    body = browser.find_element(By.ID, "body")
+    body.send_keys("How do I renew my residence permit and what documents do I need?")
+    browser.find_element(By.ID, "subject").send_keys(Keys.ENTER)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 10)
+    assert not browser.find_element(By.ID, "error").is_displayed()
+    first = browser.find_elements(By.CSS_SELECTOR, "#results li")[0]
+    assert "rank 1" in first.text and "in thread" in first.text
+    assert "reranked by fusion" in browser.find_element(By.ID, "summary").text
+    explain = first.find_element(By.CSS_SELECTOR, "button.link")
+    explain.send_keys(Keys.ENTER)
+    box = first.find_element(By.CSS_SELECTOR, ".explain")
+    wait.until(lambda d: box.is_displayed())
+    assert "bm25" in box.text and "rerank" in box.text and "Expansion terms" in box.text
+    assert explain.get_attribute("aria-expanded") == "true"
+    browser.save_screenshot(str(tmp_path / "search.png"))
+    assert (tmp_path / "search.png").stat().st_size > 10_000
+
+    # A narrow screen stacks the service panel under the results.
+    browser.set_window_size(420, 900)
+    time.sleep(0.3)
+    main_box = browser.find_element(By.CSS_SELECTOR, "section").rect
+    aside_box = browser.find_element(By.CSS_SELECTOR, "aside").rect
+    assert aside_box["y"] > main_box["y"] + main_box["height"] - 1
+    browser.save_screenshot(str(tmp_path / "narrow.png"))
