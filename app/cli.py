@@ -83,8 +83,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 # --- train ----------------------------------------------------------------------------
 def cmd_train(args: argparse.Namespace) -> int:
-    print("cqa train: not implemented yet (the BiLSTM and cross-encoder issues add it)", file=sys.stderr)
-    return 3
+    if args.model != "bilstm":
+        print(f"cqa train --model {args.model}: not implemented yet (the cross-encoder issue adds it)",
+              file=sys.stderr)
+        return 3
+    from ranking.neural.train import TrainConfig, train_from_semeval
+    settings = _settings(args)
+    cfg = TrainConfig(epochs=args.epochs, margin=args.margin, seed=args.seed, device=args.device,
+                      lr=args.lr, batch_size=args.batch_size, negatives=args.negatives, max_steps=args.max_steps)
+    try:
+        metrics = train_from_semeval(settings.semeval_dir, args.out, cfg, progress=not args.quiet)
+    except (RuntimeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _emit({"model": args.model, "out": str(args.out), "best_epoch": metrics["best_epoch"],
+           "dev_MAP": metrics["dev_MAP"], "epochs": len(metrics["epochs"]),
+           "seconds_per_epoch": [e["seconds"] for e in metrics["epochs"]]})
+    return 0
 
 
 # --- evaluate / predict ---------------------------------------------------------------
@@ -137,8 +152,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-bootstrap", action="store_true", help="do not ingest or index before starting")
     s.set_defaults(func=cmd_serve)
 
-    s = sub.add_parser("train", help="train a neural reranker (not implemented yet)")
+    s = sub.add_parser("train", help="train a neural reranker on the SemEval training files",
+                       description="Train the BiLSTM-attention ranker (Tan et al. 2016) with the cosine hinge "
+                       "loss on SemEval subtask A training threads (2016 train, 2015 train/dev/test), pick the "
+                       "epoch by 2016 dev MAP, never read 2016 test, and write a checkpoint directory "
+                       "(config.json, model.safetensors, training_log.jsonl, metrics.json).")
     s.add_argument("--model", choices=["bilstm", "cross-encoder", "bi-encoder"], default="bilstm")
+    s.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="cuda (bf16 autocast) when available with auto")
+    s.add_argument("--epochs", type=int, default=6)
+    s.add_argument("--margin", type=float, default=0.2, help="M in max(0, M - cos(q,a+) + cos(q,a-))")
+    s.add_argument("--seed", type=int, default=13)
+    s.add_argument("--lr", type=float, default=1e-3)
+    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--negatives", type=int, default=2, help="bad answers drawn per good answer and epoch")
+    s.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (smoke runs)")
+    s.add_argument("--out", type=Path, default=Path("models/bilstm"), help="checkpoint directory")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_train)
 
     from ranking.evaluation.cli import add_evaluate_args, add_predict_args

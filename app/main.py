@@ -40,6 +40,7 @@ class Service:
         self.retriever = None
         self.reranker = None
         self.batcher: MicroBatcher | None = None
+        self.attention = None
 
     def load_generation(self) -> None:
         from indexing.searcher import load_current
@@ -83,6 +84,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.warning("no index generation loaded: %s", e)
         from ranking.rankers import service_reranker
         svc.reranker = service_reranker(settings)
+        svc.attention = None  # the BiLSTM, when its checkpoint is there: per-word highlights in explain
+        if (settings.bilstm_checkpoint / "config.json").exists():
+            try:
+                from ranking.neural.ranker import BiLSTMRanker
+                svc.attention = await run_in_threadpool(BiLSTMRanker.from_checkpoint, settings.bilstm_checkpoint,
+                                                        settings.device)
+            except Exception as e:  # a broken checkpoint costs the highlights, not the service
+                log.warning("BiLSTM checkpoint not loaded (%s): explain has no highlights", e)
         svc.batcher = MicroBatcher(svc.reranker, settings.batch_max, settings.batch_wait_ms, svc.metrics)
         svc.batcher.start()
         try:
@@ -189,6 +198,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.metrics.stage.labels(stage).observe(ms / 1000)
         out["timings_ms"]["total"] = round(1000 * (time.perf_counter() - t0), 3)
         out["reranker"] = svc.reranker.name if rerank else None
+        if body.explain and svc.attention is not None and out["results"]:
+            from ranking.candidates import Candidate, Query
+            q = Query("explain", body.question.text, tuple(Candidate(r["id"], r["text"]) for r in out["results"]))
+            scores, att = await run_in_threadpool(svc.attention.score_with_attention, [q])
+            for r, s, a in zip(out["results"], scores[0], att[0]):
+                r["stages"]["bilstm"] = s
+                r["attention"] = [[tok, round(w, 4)] for tok, w in a]
         if not body.explain:
             out.pop("expansion", None)
             for r in out["results"]:

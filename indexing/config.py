@@ -26,6 +26,8 @@ class Settings(BaseSettings):
                                   description="The SemEval data folder (../shared/data).")
     demo_corpus: Path = Field(PROJECT_ROOT / "data" / "demo" / "threads.jsonl",
                               description="Corpus used when the SemEval data is absent.")
+    bilstm_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bilstm",
+                                    description="BiLSTM ranker checkpoint directory (shipped; `cqa train` rebuilds it).")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")

@@ -92,7 +92,14 @@ def _fusion(settings, method: str = "zscore", name: str = "fusion"):
     return FusedRanker([get_ranker(n, settings) for n in weights], list(weights.values()), method=method, name=name)
 
 
+def _bilstm(settings):
+    from .neural.ranker import BiLSTMRanker
+    return BiLSTMRanker.from_checkpoint(settings.bilstm_checkpoint, settings.device)
+
+
 RANKERS.update({
+    "bilstm": ("BiLSTM with attention (Tan et al. 2016), cosine hinge loss; checkpoint $CQA_BILSTM_CHECKPOINT",
+               _bilstm),
     "dense": ("the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)",
               lambda settings: MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size,
                                             name="dense")),

@@ -1,0 +1,1 @@
+"""Neural rerankers and the training machinery they share."""
