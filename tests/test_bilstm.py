@@ -97,3 +97,17 @@ def test_bilstm_on_test_a(cli_env):
     p = subprocess.run(CQA + ["evaluate", "--benchmark", "semeval2016-test-A", "--ranker", "bilstm", "--json"],
                        env=cli_env, capture_output=True, text=True, check=True)
     assert json.loads(p.stdout.strip().splitlines()[-1])["MAP"] >= 0.72
+
+
+def test_training_is_reproducible_on_cpu(tmp_path):
+    from safetensors.torch import load_file
+    threads = load(PROJECT_ROOT / "data/demo/threads.jsonl").threads[:6]
+    cfg = BiLSTMConfig(hidden=8, dropout=0.5, max_question_len=16, max_answer_len=16)
+    groups = groups_from_threads(threads, encode_texts, cfg.max_question_len, cfg.max_answer_len)
+    runs = []
+    for name in ("a", "b"):
+        m = train_bilstm(groups, [], [], tmp_path / name, TrainConfig(epochs=1, batch_size=4, seed=5, device="cpu"),
+                         cfg, progress=False)
+        runs.append((m["epochs"][0]["loss"], load_file(str(tmp_path / name / "model.safetensors"))))
+    assert runs[0][0] == runs[1][0]
+    assert all(torch.equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])
