@@ -97,7 +97,15 @@ def _bilstm(settings):
     return BiLSTMRanker.from_checkpoint(settings.bilstm_checkpoint, settings.device)
 
 
+def _combination(settings):
+    from .combination import load_combination
+    return load_combination(settings)
+
+
 RANKERS.update({
+    "bilstm+signals": ("logistic regression over bilstm, bm25, the given order and forum signals "
+                       "(asker, position, length, URLs, phones, question marks, thanks); trained on training "
+                       "threads, C chosen on dev-A (ranking/combination_A.json)", _combination),
     "bilstm": ("BiLSTM with attention (Tan et al. 2016), cosine hinge loss; checkpoint $CQA_BILSTM_CHECKPOINT",
                _bilstm),
     "dense": ("the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)",

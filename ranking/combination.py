@@ -1,0 +1,43 @@
+"""A small learned layer over ranker scores and forum signals: logistic regression on training data,
+its regularisation chosen by dev MAP. Ranker scores are z-scored within each question."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .candidates import Query
+from .fusion import zscore
+from .signals import NAMES, matrix
+
+COMBINATION_FILE = Path(__file__).with_name("combination_A.json")
+
+
+def feature_matrix(queries: list[Query], parts) -> list[np.ndarray]:
+    part_scores = [p.score(queries) for p in parts]
+    out = []
+    for qi, q in enumerate(queries):
+        cols = [zscore(np.asarray(ps[qi], dtype=float)) for ps in part_scores]
+        out.append(np.column_stack(cols + [matrix(q)]) if q.candidates else np.zeros((0, len(parts) + len(NAMES))))
+    return out
+
+
+@dataclass
+class LearnedCombination:
+    parts: list
+    coef: np.ndarray
+    intercept: float = 0.0
+    name: str = "combination"
+    info: dict = field(default_factory=dict)
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        return [(X @ self.coef + self.intercept).tolist() for X in feature_matrix(queries, self.parts)]
+
+
+def load_combination(settings, path: Path = COMBINATION_FILE) -> LearnedCombination:
+    from .rankers import get_ranker
+    d = json.loads(path.read_text(encoding="utf-8"))
+    parts = [get_ranker(n, settings) for n in d["parts"]]
+    return LearnedCombination(parts, np.asarray(d["coef"], dtype=float), d["intercept"], d["name"], d)
