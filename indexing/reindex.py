@@ -90,17 +90,18 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
         terms.save(tmp / "terms")
         timings["terms"] = _timing(t0, len(docs))
         t0 = time.perf_counter()
-        BM25Index.build(terms, k1=settings.bm25_k1, b=settings.bm25_b).save(tmp / "bm25")
+        bm25 = BM25Index.build(terms, k1=settings.bm25_k1, b=settings.bm25_b)
+        bm25.save(tmp / "bm25")
         timings["bm25"] = _timing(t0, len(docs))
         t0 = time.perf_counter()
-        LMIndex(terms, "dirichlet", mu=settings.lm_mu, lam=settings.lm_lambda).save(tmp / "lm")
+        lm = LMIndex(terms, "dirichlet", mu=settings.lm_mu, lam=settings.lm_lambda)
+        lm.save(tmp / "lm")
         timings["lm"] = _timing(t0, len(docs))
 
         report("translation", 0.2)
         t0 = time.perf_counter()
-        qa, aq = train_translation(docs, tokens, progress)
+        qa = train_translation(docs, tokens)
         qa.save(tmp / "translation_qa")
-        aq.save(tmp / "translation_aq")
         timings["translation"] = {**_timing(t0, len(docs)), "pairs": qa.params.get("pairs", 0)}
         del tokens
 
@@ -138,11 +139,7 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
             "kind": FORMAT, "format_version": FORMAT_VERSION, "generation": name,
             "created_at": stamp.isoformat(), "store_fingerprint": fingerprint,
             "threads": n_threads, "documents": docs.counts(), "analyzer": analyzer.to_dict(),
-            "indexes": {
-                "bm25": json.loads((tmp / "bm25/manifest.json").read_text())["params"],
-                "lm": json.loads((tmp / "lm/manifest.json").read_text())["params"],
-                "dense": dense_params,
-            },
+            "indexes": {"bm25": bm25.params, "lm": lm.params, "dense": dense_params},
             "model": settings.embedding_model if dense_params else None,
             "build": timings,
         }
@@ -156,14 +153,13 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
             "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
 
 
-def train_translation(docs: Documents, tokens: list[list[str]], progress: bool = True):
-    """IBM Model 1 both ways over (question, answer) token pairs, reusing the analysed documents."""
+def train_translation(docs: Documents, tokens: list[list[str]]) -> TranslationTable:
+    """IBM Model 1, t(answer word | question word), over the store's (question, answer) token pairs,
+    reusing the analysed documents; it feeds translation expansion (ranking/expansion.py)."""
     question_row = {tid: i for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids)) if kind == QUESTION}
     pairs = [(tokens[question_row[tid]], tokens[i]) for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids))
              if kind != QUESTION and tid in question_row]
-    qa = TranslationTable.train(pairs)
-    aq = TranslationTable.train([(a, q) for q, a in pairs])
-    return qa, aq
+    return TranslationTable.train(pairs)
 
 
 def _timing(t0: float, n: int) -> dict:

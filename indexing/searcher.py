@@ -64,8 +64,6 @@ class Generation:
                       if (folder / "dense").exists() else None)
         self.translation_qa = (TranslationTable.load(folder / "translation_qa")
                                if (folder / "translation_qa").exists() else None)
-        self.translation_aq = (TranslationTable.load(folder / "translation_aq")
-                               if (folder / "translation_aq").exists() else None)
 
     @property
     def sources(self) -> dict[str, LexicalSource | DenseSource]:

@@ -1,10 +1,11 @@
 """IBM Model 1 word translation probabilities learned from question-answer pairs with EM
 (Brown et al. 1993; used for cQA by Berger and Lafferty 1999 and Xue, Jeon and Croft 2008).
 
-``t(target | source)``: trained in both directions, question -> answer (expansion terms: "visa" ->
-"permit") and answer -> question (the translation language model that scores a document for a
-query). Unlabelled: every answer of a thread is paired with its question, so no relevance label
-is used and no evaluation judgement can leak in. Stored as plain CSR arrays, top translations only.
+``t(target | source)`` for any direction of the pairs given: the reindex job trains question -> answer
+on the store (expansion terms: "visa" -> "permit"); the translation language model trains answer ->
+question on the training files (ranking/candidate_rankers.py). Unlabelled: every answer of a thread is
+paired with its question, so no relevance label is used and no evaluation judgement can leak in.
+Stored as plain CSR arrays, top translations only.
 """
 from __future__ import annotations
 
