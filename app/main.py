@@ -176,8 +176,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         filters = Filters(**body.filters.model_dump()) if body.filters else None
         rerank = body.rerank and body.target != "threads"
         depth = max(body.k, svc.settings.rerank_depth) if rerank else body.k
-        out = await run_in_threadpool(search_generation, gen, body.question.text, depth, body.target,
-                                      filters, expansion, retriever)
+        out = await run_in_threadpool(search_generation, retriever, body.question.text, depth, body.target,
+                                      filters, expansion)
         if rerank and out["results"]:
             from ranking.candidates import Candidate, Query
             t1 = time.perf_counter()

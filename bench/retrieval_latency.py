@@ -16,6 +16,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from indexing.config import Settings  # noqa: E402
+from indexing.generations import current_generation  # noqa: E402
 from indexing.models import Answer, Thread  # noqa: E402
 from indexing.reindex import reindex  # noqa: E402
 from indexing.searcher import load_current  # noqa: E402
@@ -72,17 +73,12 @@ def main() -> None:
         import shutil
         big.cache_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy(corpus_settings(settings).cache_dir / "embeddings.sqlite3", cache)
-    if load_current_or_none(big) is None:
+    if current_generation(big.index_root) is None:
         print(json.dumps({"replicated_reindex": reindex(big, progress=False)}), file=sys.stderr, flush=True)
     g2 = load_current(big.index_root)
     result["replicated"] = {"documents": g2.manifest["documents"]["total"], "default": measure(g2, qs)}
     result["machine"] = platform.machine()
     print(json.dumps(result))
-
-
-def load_current_or_none(s: Settings):
-    from indexing.generations import current_generation
-    return current_generation(s.index_root)
 
 
 if __name__ == "__main__":

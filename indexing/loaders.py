@@ -55,6 +55,12 @@ class LoadResult:
         return sum(len(t.answers) for t in self.threads)
 
 
+def file_digest(path: Path) -> str:
+    """A short content hash of a data file: names what a model or cache was built from."""
+    import hashlib
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 def detect_format(path: Path) -> Format:
     name = path.name.lower().removesuffix(".gz")
     if name.endswith(".xml"):

@@ -21,7 +21,7 @@ from indexing.text import Analyzer
 from indexing.translation import TranslationTable
 
 from .candidates import Query
-from .fusion import minmax, zscore
+from .fusion import SCORE_TRANSFORMS
 
 log = logging.getLogger(__name__)
 
@@ -101,19 +101,33 @@ def translation_lm_scores(q_tokens: list[str], doc_tokens: list[str], table: Tra
 
 @dataclass
 class TranslationLMRanker:
-    semeval_dir: object = None
+    semeval_dir: Path
+    cache_dir: Path | None = None  # the trained table is kept here, keyed by the training files' content
     name: str = "translation-lm"
     analyzer: Analyzer = field(default_factory=Analyzer)
-    _table: TranslationTable | None = None
+    _table: TranslationTable | None = field(default=None, repr=False)
 
     def table(self) -> TranslationTable:
         if self._table is None:
-            from indexing.loaders import load
-            from indexing.translation import qa_pairs
-            threads = [t for f in TRAIN_FILES for t in load(self.semeval_dir / f).threads]
-            # answer -> question: the direction that scores a candidate (document) for a question (query)
-            self._table = TranslationTable.train([(a, q) for q, a in qa_pairs(threads, self.analyzer)])
+            self._table = self._load_or_train()
         return self._table
+
+    def _load_or_train(self) -> TranslationTable:
+        import hashlib
+
+        from indexing.loaders import file_digest, load
+        from indexing.translation import qa_pairs
+        key = hashlib.sha256(json.dumps([[file_digest(self.semeval_dir / f) for f in TRAIN_FILES],
+                                         self.analyzer.to_dict()]).encode()).hexdigest()[:16]
+        cached = self.cache_dir / f"translation-aq-{key}" if self.cache_dir else None
+        if cached is not None and (cached / "manifest.json").exists():
+            return TranslationTable.load(cached)
+        threads = [t for f in TRAIN_FILES for t in load(self.semeval_dir / f).threads]
+        # answer -> question: the direction that scores a candidate (document) for a question (query)
+        table = TranslationTable.train([(a, q) for q, a in qa_pairs(threads, self.analyzer)])
+        if cached is not None:
+            table.save(cached)
+        return table
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         pool = _Pool(queries, self.analyzer)
@@ -141,17 +155,7 @@ class FusedRanker:
     name: str = "fusion"
 
     def score(self, queries: list[Query]) -> list[list[float]]:
+        transform = SCORE_TRANSFORMS[self.method]
         per_ranker = [r.score(queries) for r in self.parts]
-        out = []
-        for qi in range(len(queries)):
-            total = np.zeros(len(queries[qi].candidates))
-            for w, scores in zip(self.weights, per_ranker):
-                s = np.asarray(scores[qi], dtype=float)
-                if self.method == "rrf":
-                    ranks = np.empty(len(s))
-                    ranks[np.argsort(-s, kind="stable")] = np.arange(1, len(s) + 1)
-                    total += w / (60 + ranks)
-                else:
-                    total += w * (zscore(s) if self.method == "zscore" else minmax(s))
-            out.append(total.tolist())
-        return out
+        return [sum(w * transform(np.asarray(scores[qi], dtype=float)) for w, scores in zip(self.weights, per_ranker))
+                .tolist() for qi in range(len(queries))]

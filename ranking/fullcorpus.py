@@ -3,11 +3,9 @@ test (or dev, for tuning) is searched against all of it. Relevant: its related q
 PerfectMatch or Relevant and the comments judged Good for it; anything unjudged counts as not relevant."""
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
 
 from tqdm import tqdm
 
@@ -20,6 +18,7 @@ from indexing.searcher import Generation, load_current, manifest_of
 from indexing.store import ThreadStore
 
 from .evaluation.measures import ir_figures, write_trec_qrels, write_trec_run
+from .evaluation.runner import finish_report, report_folder
 from .retriever import Retriever, RetrieverConfig
 
 log = logging.getLogger(__name__)
@@ -105,25 +104,12 @@ def run_fullcorpus(settings: Settings, ranker: str = "fusion", split: str = "tes
     seconds = time.perf_counter() - t0
     figures = figures_of(qrels, run)
     name = f"semeval2016-{split}-fullcorpus"
-    stamp = datetime.now(timezone.utc)
-    out = settings.reports_dir / name / f"{stamp:%Y%m%dT%H%M%S%fZ}-{ranker}"
-    out.mkdir(parents=True, exist_ok=True)
+    out, stamp = report_folder(settings.reports_dir, name, ranker)
     write_trec_run(run, out / "run.trec", ranker)
     write_trec_qrels(qrels, out / "qrels.trec")
     report = {"benchmark": name, "ranker": ranker, "config": configs[ranker].__dict__, "generation": gen.name,
               "created_at": stamp.isoformat(), "questions": len(queries), "documents": gen.manifest["documents"],
               "seconds": round(seconds, 2), "figures": figures, "MAP": figures["MAP@10"], "MRR": figures["MRR"],
               "P@1": figures["P@1"], "folder": str(out)}
-    (out / "report.json").write_text(json.dumps(report, indent=2, default=list))
-    (out / "report.md").write_text(
-        f"# {name}: {ranker}\n\n{report['created_at']} · {len(queries)} questions · "
-        f"{gen.manifest['documents']['total']} documents\n\n| measure | value |\n|---|---|\n"
-        + "".join(f"| {k} | {v:.4f} |\n" for k, v in figures.items()))
-    from .evaluation.runner import write_chart
-    systems = {}
-    for rj in sorted((settings.reports_dir / name).glob("*/report.json")):
-        r = json.loads(rj.read_text())
-        systems[r["ranker"]] = r["MAP"]
-    write_chart(out / "chart.png", name, systems, xlabel="MAP@10 over the whole 2016 corpus")
-    (settings.reports_dir / name / "latest.json").write_text(json.dumps(report, indent=2, default=list))
+    finish_report(out, report, xlabel="MAP@10 over the whole 2016 corpus")
     return report

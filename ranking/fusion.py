@@ -10,7 +10,7 @@ from indexing.hits import Hit
 
 
 def rrf(runs: Sequence[Sequence[Hit]], k: int = 60, weights: Sequence[float] | None = None) -> list[Hit]:
-    """Reciprocal rank fusion (Cormack, Clarke and Buettcher 2009): sum of w / (k + rank)."""
+    """Reciprocal rank fusion (Cormack, Clarke and Buettcher 2009): sum of w / (k + rank) over hit lists."""
     weights = weights or [1.0] * len(runs)
     acc: dict[str, float] = {}
     for w, run in zip(weights, runs):
@@ -29,7 +29,16 @@ def zscore(scores: np.ndarray) -> np.ndarray:
     return np.zeros_like(scores) if sd == 0 else (scores - scores.mean()) / sd
 
 
+def reciprocal_rank(scores: np.ndarray, k: int = 60) -> np.ndarray:
+    """1 / (k + rank) of each score within its list (RRF's per-list term; ties keep list order)."""
+    ranks = np.empty(len(scores))
+    ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
+    return 1.0 / (k + ranks)
+
+
 NORMALIZERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"minmax": minmax, "zscore": zscore}
+# How a list of scores becomes summable across rankers, for fusing scores of the same candidates.
+SCORE_TRANSFORMS: dict[str, Callable[[np.ndarray], np.ndarray]] = {**NORMALIZERS, "rrf": reciprocal_rank}
 
 
 def comb(runs: Sequence[Sequence[Hit]], method: str = "sum", norm: str = "minmax",

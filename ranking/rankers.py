@@ -83,13 +83,19 @@ def _lexical(model):
 
 def _translation(settings):
     from .candidate_rankers import TranslationLMRanker
-    return TranslationLMRanker(semeval_dir=settings.semeval_dir)
+    return TranslationLMRanker(semeval_dir=settings.semeval_dir, cache_dir=settings.cache_dir)
 
 
-def _fusion(settings, method: str = "zscore", name: str = "fusion"):
-    from .candidate_rankers import FusedRanker, fusion_weights
+def _fusion(settings, method: str = "zscore", name: str = "fusion", per_query: bool = False):
+    """The dev-tuned fusion of the given-candidate rankers; ``per_query`` takes lexical statistics from
+    each question's own candidates, so a service request's scores do not depend on its batch."""
+    from .candidate_rankers import FusedRanker, LexicalRanker, fusion_weights
     weights = {n: w for n, w in fusion_weights().items() if w > 0}
-    return FusedRanker([get_ranker(n, settings) for n in weights], list(weights.values()), method=method, name=name)
+    parts = [get_ranker(n, settings) for n in weights]
+    for r in parts:
+        if isinstance(r, LexicalRanker):
+            r.per_query = per_query
+    return FusedRanker(parts, list(weights.values()), method=method, name=name)
 
 
 def _bilstm(settings):
@@ -122,17 +128,10 @@ RANKERS.update({
 
 
 def service_reranker(settings) -> Ranker:
-    """The reranker the service uses: the dev-tuned fusion, with term statistics per request so a
-    request's scores do not depend on what it was batched with."""
-    from .candidate_rankers import FusedRanker, LexicalRanker, fusion_weights
-    weights = {n: w for n, w in fusion_weights().items() if w > 0}
-    parts = []
-    for n in weights:
-        r = get_ranker(n, settings)
-        if isinstance(r, LexicalRanker):
-            r.per_query = True
-        parts.append(r)
-    return FusedRanker(parts, list(weights.values()), name="fusion(" + ",".join(weights) + ")")
+    """The reranker the service uses: the dev-tuned fusion, statistics per request."""
+    ranker = _fusion(settings, per_query=True)
+    ranker.name = "fusion(" + ",".join(r.name for r in ranker.parts) + ")"
+    return ranker
 
 
 def register(name: str, description: str, factory: Callable[..., Ranker]) -> None:

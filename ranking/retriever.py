@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from indexing.documents import ANSWER, QUESTION
+from indexing.documents import ANSWER
 from indexing.hits import Hit
 from indexing.searcher import Generation
 

@@ -6,26 +6,24 @@ from indexing.searcher import Generation
 from .retriever import Filters, Retriever
 
 
-def search_generation(gen: Generation, query: str, k: int, target: str = "answers",
-                      filters: Filters | None = None, expansion: str | None = None,
-                      retriever: Retriever | None = None) -> dict:
-    retriever = retriever or Retriever(gen, default_config(gen))
+def search_generation(retriever: Retriever, query: str, k: int, target: str = "answers",
+                      filters: Filters | None = None, expansion: str | None = None) -> dict:
+    """The retriever's hits as result records (id, kind, thread, text, score, rank, per-stage scores)."""
+    gen = retriever.gen
     r = retriever.search(query, k, target, filters, expansion)
     results = []
     for rank, h in enumerate(r.hits, 1):
-        if h.doc_id.startswith("t:"):
-            tid = h.doc_id[2:]
-            row = gen.row[f"q:{tid}"]
-            rec = {"id": tid, "kind": "thread", "thread_id": tid, "text": gen.docs.texts[row]}
-        else:
-            row = gen.row[h.doc_id]
-            rec = {"id": h.doc_id.split(":", 1)[1], "kind": gen.docs.kinds[row],
-                   "thread_id": gen.docs.thread_ids[row], "text": gen.docs.texts[row]}
-        qrow = gen.row.get(f"q:{rec['thread_id']}")
-        rec["thread_title"] = gen.docs.texts[qrow].split("\n", 1)[0][:200] if qrow is not None else None
-        rec.update(score=h.score, rank=rank,
-                   stages={n: s.get(h.doc_id) for n, s in r.stages.items()} if not h.doc_id.startswith("t:") else {})
-        results.append(rec)
+        is_thread = h.doc_id.startswith("t:")
+        tid = h.doc_id[2:] if is_thread else gen.docs.thread_ids[gen.row[h.doc_id]]
+        qrow = gen.row.get(f"q:{tid}")
+        row = qrow if is_thread else gen.row[h.doc_id]
+        results.append({
+            "id": h.doc_id.split(":", 1)[1], "kind": "thread" if is_thread else gen.docs.kinds[row],
+            "thread_id": tid, "text": gen.docs.texts[row],
+            "thread_title": gen.docs.texts[qrow].split("\n", 1)[0][:200] if qrow is not None else None,
+            "score": h.score, "rank": rank,
+            "stages": {} if is_thread else {n: s.get(h.doc_id) for n, s in r.stages.items()},
+        })
     return {"results": results, "timings_ms": r.timings_ms, "generation": gen.name,
             "model": gen.manifest.get("model"),
             "expansion": {"method": r.expansion.method, "terms": r.expansion.terms} if r.expansion else None}

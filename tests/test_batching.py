@@ -1,7 +1,5 @@
 import asyncio
 
-import pytest
-
 from app.batching import MicroBatcher
 from ranking.candidates import Candidate, Query
 

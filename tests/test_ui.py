@@ -2,7 +2,6 @@
 uvicorn process: type a question, get results, open an explain view, read the service panel."""
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest

@@ -51,7 +51,7 @@ def write_predictions(lines: list[Line], path: Path) -> None:
 
 def _atomic_json(path: Path, obj: dict) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2), encoding="utf-8")
+    tmp.write_text(json.dumps(obj, indent=2, default=list), encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -74,9 +74,7 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
         run.setdefault(p.qid, {})[p.cid] = p.score
     figures = {**official.official(), **ir_figures(qrels, run)}
     ap = per_question_ap(gold, pred)
-    stamp = datetime.now(timezone.utc)
-    out = reports_dir / bench.name / f"{stamp:%Y%m%dT%H%M%S%fZ}-{ranker.name}"
-    out.mkdir(parents=True, exist_ok=True)
+    out, stamp = report_folder(reports_dir, bench.name, ranker.name)
     write_predictions(pred, out / "predictions.txt")
     write_trec_run(run, out / "run.trec", ranker.name)
     write_trec_qrels(qrels, out / "qrels.trec")
@@ -85,14 +83,27 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
               "questions": official.questions, "lines": official.lines, "figures": figures,
               "MAP": figures["MAP"], "MRR": figures["MRR"], "P@1": figures.get("P@1"),
               "per_question_ap": ap, "folder": str(out)}
-    _atomic_json(out / "report.json", report)
-    systems = latest_per_ranker(reports_dir / bench.name)
-    _write_markdown(out / "report.md", report, systems)
-    write_chart(out / "chart.png", bench.name, {n: r["MAP"] for n, r in systems.items()},
-                PUBLISHED.get(bench.subtask) if bench.split == "test" else None)
-    _atomic_json(reports_dir / bench.name / "latest.json",
-                 {k: v for k, v in report.items() if k != "per_question_ap"})
+    finish_report(out, report, PUBLISHED.get(bench.subtask) if bench.split == "test" else None)
     return report
+
+
+def report_folder(reports_dir: Path, benchmark: str, ranker: str) -> tuple[Path, datetime]:
+    """A new, time-stamped folder for one evaluation run; kept, never overwritten."""
+    stamp = datetime.now(timezone.utc)
+    out = reports_dir / benchmark / f"{stamp:%Y%m%dT%H%M%S%fZ}-{ranker}"
+    out.mkdir(parents=True, exist_ok=True)
+    return out, stamp
+
+
+def finish_report(out: Path, report: dict, published: dict | None = None,
+                  xlabel: str = "MAP (official SemEval scorer)") -> None:
+    """report.json, report.md and chart.png beside the other rankers' latest runs, then latest.json:
+    what the API serves for this benchmark."""
+    _atomic_json(out / "report.json", report)
+    systems = latest_per_ranker(out.parent)
+    _write_markdown(out / "report.md", report, systems)
+    write_chart(out / "chart.png", report["benchmark"], {n: r["MAP"] for n, r in systems.items()}, published, xlabel)
+    _atomic_json(out.parent / "latest.json", {k: v for k, v in report.items() if k != "per_question_ap"})
 
 
 def latest_per_ranker(bench_dir: Path) -> dict[str, dict]:

@@ -2,7 +2,6 @@
 trained on), model.safetensors (the ranker's own weights), training_log.jsonl and metrics.json."""
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -26,10 +25,6 @@ def code_version() -> str:
                               cwd=Path(__file__).parent, timeout=5).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def save(folder: Path, model: BiLSTMAttention, meta: dict, metrics: dict) -> None:

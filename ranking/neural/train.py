@@ -19,7 +19,7 @@ from ..candidates import Query
 from ..evaluation.runner import align_to_gold, predictions
 from ..evaluation.scorer import Line, score
 from .bilstm import BiLSTMAttention, BiLSTMConfig, pad
-from .checkpoint import file_digest, save
+from .checkpoint import save
 from .data import Group, triplets
 from .losses import CosineHingeLoss
 from .ranker import BiLSTMRanker
@@ -120,7 +120,7 @@ def train_bilstm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
 
 
 def train_from_semeval(semeval_dir: Path, out: Path, cfg: TrainConfig, progress: bool = True) -> dict:
-    from indexing.loaders import load
+    from indexing.loaders import file_digest, load
 
     from ..evaluation.benchmarks import BENCHMARKS, queries_for
     from ..evaluation.scorer import read_lines
