@@ -60,3 +60,19 @@ async def _reply(send, status: int, message: str) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
     await send({"type": "http.response.body", "body": payload})
+
+
+def enforce_text_limit(limit: int, fields) -> None:
+    """422 naming the first (path, text) longer than ``limit`` characters (CQA_MAX_TEXT_CHARS)."""
+    from fastapi import HTTPException
+    for path, text in fields:
+        if text is not None and len(text) > limit:
+            raise HTTPException(422, detail=f"{path}: {len(text)} characters, longer than the limit of {limit} "
+                                            "(CQA_MAX_TEXT_CHARS); shorten it")
+
+
+def enforce_count_limit(path: str, n: int, limit: int, setting: str) -> None:
+    from fastapi import HTTPException
+    if n > limit:
+        raise HTTPException(422, detail=f"{path}: {n} items, more than the limit of {limit} ({setting}); "
+                                        "split the request")

@@ -19,7 +19,7 @@ from . import errors
 from .auth import require_admin
 from .batching import MicroBatcher
 from .jobs import JobManager
-from .limits import BodyLimitMiddleware
+from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
 from .schemas import EvaluationIn, RerankIn, SearchIn, ThreadsIn
 
@@ -168,6 +168,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # --- search and rerank ----------------------------------------------------------------------
     @app.post("/search", summary="Find the best existing answers, questions or threads for a new question")
     async def search(body: SearchIn, svc: Service = Depends(service)):
+        enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
         gen, retriever = ready_generation(svc)
         from ranking.retriever import Filters
         from ranking.search import search_generation
@@ -214,8 +215,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.post("/rerank", summary="Score and sort given candidates, e.g. a thread's comments")
     async def rerank(body: RerankIn, svc: Service = Depends(service)):
         from ranking.candidates import Candidate, Query
-        if len(body.candidates) > svc.settings.max_candidates:
-            raise HTTPException(422, detail=f"at most {svc.settings.max_candidates} candidates per request")
+        enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
+        enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
+                           [(f"candidates.{i}.text", c.text) for i, c in enumerate(body.candidates)])
         t0 = time.perf_counter()
         q = Query("rerank", body.question.text,
                   tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at,
@@ -230,14 +232,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.post("/threads", summary="Batch upsert threads (admin); durable before the response",
               dependencies=[Depends(require_admin)])
     async def post_threads(body: ThreadsIn, svc: Service = Depends(service)):
-        limit = svc.settings.max_text_chars
-        for i, t in enumerate(body.threads):
-            for field, text in (("subject", t.subject), ("body", t.body)):
-                if len(text) > limit:
-                    raise HTTPException(422, detail=f"threads.{i}.{field}: longer than {limit} characters")
-            for j, a in enumerate(t.answers):
-                if len(a.text) > limit:
-                    raise HTTPException(422, detail=f"threads.{i}.answers.{j}.text: longer than {limit} characters")
+        enforce_count_limit("threads", len(body.threads), svc.settings.max_threads_per_request,
+                            "CQA_MAX_THREADS_PER_REQUEST")
+        enforce_text_limit(svc.settings.max_text_chars, (
+            (path, text) for i, t in enumerate(body.threads)
+            for path, text in [(f"threads.{i}.subject", t.subject), (f"threads.{i}.body", t.body)]
+            + [(f"threads.{i}.answers.{j}.text", a.text) for j, a in enumerate(t.answers)]))
         ids = [t.id for t in body.threads]
         if len(set(ids)) != len(ids):
             raise HTTPException(422, detail="a thread id appears twice in this request")

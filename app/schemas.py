@@ -14,9 +14,11 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Text lengths and list sizes are limited by the settings (CQA_MAX_TEXT_CHARS, CQA_MAX_CANDIDATES,
+# CQA_MAX_THREADS_PER_REQUEST), checked in app/limits.py, so one number governs each limit.
 class QuestionIn(Strict):
-    subject: str = Field("", max_length=20_000)
-    body: str = Field(..., max_length=20_000)
+    subject: str = Field("", description="at most CQA_MAX_TEXT_CHARS characters")
+    body: str = Field(..., description="at most CQA_MAX_TEXT_CHARS characters")
 
     @field_validator("body")
     @classmethod
@@ -28,6 +30,9 @@ class QuestionIn(Strict):
     @property
     def text(self) -> str:
         return f"{self.subject}\n{self.body}".strip()
+
+    def fields(self, prefix: str = "question"):
+        return [(f"{prefix}.subject", self.subject), (f"{prefix}.body", self.body)]
 
 
 class FiltersIn(Strict):
@@ -49,14 +54,14 @@ class SearchIn(Strict):
 
 class CandidateIn(Strict):
     id: str = Field(..., min_length=1, max_length=200)
-    text: str = Field(..., max_length=20_000)
+    text: str = Field(..., description="at most CQA_MAX_TEXT_CHARS characters")
     author_id: str | None = Field(None, max_length=200)
     created_at: str | None = Field(None, max_length=40)
 
 
 class RerankIn(Strict):
     question: QuestionIn
-    candidates: list[CandidateIn] = Field(..., min_length=1, max_length=200)
+    candidates: list[CandidateIn] = Field(..., min_length=1, description="at most CQA_MAX_CANDIDATES")
 
     @field_validator("candidates")
     @classmethod
@@ -70,7 +75,7 @@ class RerankIn(Strict):
 
 
 class ThreadsIn(Strict):
-    threads: list[Thread] = Field(..., min_length=1, max_length=1000)
+    threads: list[Thread] = Field(..., min_length=1, description="at most CQA_MAX_THREADS_PER_REQUEST")
 
 
 class EvaluationIn(Strict):

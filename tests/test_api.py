@@ -318,3 +318,26 @@ def test_searches_keep_succeeding_during_reindex_and_swap(client):
     assert done["state"] == "succeeded"
     assert len(results) >= 20 and set(results) == {200}
     assert before in generations and done["result"]["generation"] in generations  # served old, then new
+
+
+def test_limits_follow_the_settings(settings, fast_encoder):
+    small = settings.model_copy(update={"api_token": TOKEN, "max_text_chars": 100, "max_candidates": 2,
+                                        "max_threads_per_request": 1})
+    fill_store(small, 3)
+    reindex(small, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(small)) as c:
+        r = c.post("/search", json={"question": {"body": "y" * 101}})
+        assert r.status_code == 422 and "question.body" in r.json()["error"]["message"]
+        assert "CQA_MAX_TEXT_CHARS" in r.json()["error"]["message"]
+        assert c.post("/search", json={"question": {"body": "y" * 100}, "rerank": False}).status_code == 200
+        cands = [{"id": str(i), "text": "t"} for i in range(3)]
+        r = c.post("/rerank", json={"question": {"body": "q"}, "candidates": cands})
+        assert r.status_code == 422 and "CQA_MAX_CANDIDATES" in r.json()["error"]["message"]
+        r = c.post("/rerank", json={"question": {"body": "q"}, "candidates": [{"id": "a", "text": "z" * 101}]})
+        assert r.status_code == 422 and "candidates.0.text" in r.json()["error"]["message"]
+        two = [{"id": "x1", "subject": "a"}, {"id": "x2", "subject": "b"}]
+        r = c.post("/threads", json={"threads": two}, headers=ADMIN)
+        assert r.status_code == 422 and "CQA_MAX_THREADS_PER_REQUEST" in r.json()["error"]["message"]
+        r = c.post("/threads", json={"threads": [{"id": "x3", "subject": "s", "answers": [
+            {"id": "x3a", "text": "w" * 101}]}]}, headers=ADMIN)
+        assert r.status_code == 422 and "threads.0.answers.0.text" in r.json()["error"]["message"]
