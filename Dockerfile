@@ -12,6 +12,7 @@ COPY app ./app
 COPY indexing ./indexing
 COPY ranking ./ranking
 COPY data ./data
+COPY models ./models
 # Pass the PyTorch CPU wheel index as TORCH_INDEX to avoid the CUDA build (see README).
 ARG TORCH_INDEX=""
 RUN pip install ${TORCH_INDEX:+--index-url "$TORCH_INDEX"} torch==2.13.0 \

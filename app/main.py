@@ -306,7 +306,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(RANKERS))}")
 
         def run(progress):
-            from ranking.evaluation.cli import DEFAULT_RANKER
+            from ranking.evaluation.cli import default_ranker
             from ranking.evaluation.runner import run_benchmark
             from ranking.rankers import get_ranker
             gen, _ = svc.snapshot()
@@ -314,7 +314,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 from ranking.fullcorpus import run_fullcorpus
                 r = run_fullcorpus(svc.settings, body.ranker or "fusion", split=bench.split, progress=False)
             else:
-                r = run_benchmark(bench, get_ranker(body.ranker or DEFAULT_RANKER, svc.settings),
+                r = run_benchmark(bench, get_ranker(body.ranker or default_ranker(bench.subtask, svc.settings), svc.settings),
                                   svc.settings.semeval_dir, svc.settings.reports_dir,
                                   generation=gen.name if gen else None)
             return {k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "folder")}

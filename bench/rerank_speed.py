@@ -1,6 +1,6 @@
 """Reranking speed per ranker: latency to rerank 10, 30 and 100 candidates of one question, and
 pairs/s, on real SemEval 2016 test subtask C candidates (CPU, or CUDA when present and asked for).
-Prints a JSON object last."""
+Every ranker runs as the service runs it (no score cache). Prints a JSON object last."""
 from __future__ import annotations
 
 import argparse
@@ -17,12 +17,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from indexing.config import Settings  # noqa: E402
 from ranking.candidates import Query  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
-from ranking.rankers import get_ranker, service_reranker  # noqa: E402
+from ranking.rankers import for_serving, get_ranker, service_reranker  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rankers", default="bm25,minilm-cosine,bilstm,service")
+    ap.add_argument("--rankers", default="bm25,minilm-cosine,bilstm,bi-encoder,cross-encoder,cross-encoder-96,"
+                                         "cross-encoder-int8,service")
     ap.add_argument("--sizes", default="10,30,100")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--device", default="cpu")
@@ -30,9 +31,11 @@ def main() -> None:
     settings = Settings(device=args.device)
     xml, _ = BENCHMARKS["semeval2016-test-C"].paths(settings.semeval_dir)
     queries = queries_for(xml, "C")
-    out = {"device": args.device, "machine": platform.machine(), "rankers": {}}
+    import torch
+    out = {"device": args.device, "machine": platform.machine(), "torch_threads": torch.get_num_threads(),
+           "default_ranker": settings.default_ranker, "rankers": {}}
     for name in args.rankers.split(","):
-        ranker = service_reranker(settings) if name == "service" else get_ranker(name, settings)
+        ranker = service_reranker(settings) if name == "service" else for_serving(get_ranker(name, settings))
         rows = {}
         for n in (int(x) for x in args.sizes.split(",")):
             qs = [Query(q.id, q.text, q.candidates[:n]) for q in queries]

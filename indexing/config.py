@@ -28,6 +28,16 @@ class Settings(BaseSettings):
                               description="Corpus used when the SemEval data is absent.")
     bilstm_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bilstm",
                                     description="BiLSTM ranker checkpoint directory (shipped; `cqa train` rebuilds it).")
+    default_ranker: str = Field("cross-encoder+signals", description="Ranker of subtask A benchmarks, "
+                                "`cqa predict` and the service when none is named.")
+    default_ranker_b: str = Field("fusion", description="Default ranker of subtask B (question similarity).")
+    default_ranker_c: str = Field("related-answers", description="Default ranker of subtask C.")
+    cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "cross-encoder",
+                                           description="MiniLM cross-encoder checkpoint directory (shipped; "
+                                           "`cqa train --model cross-encoder` rebuilds it).")
+    bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bi-encoder",
+                                        description="MiniLM bi-encoder checkpoint directory (shipped; "
+                                        "`cqa train --model bi-encoder` rebuilds it).")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")

@@ -103,15 +103,45 @@ def _bilstm(settings):
     return BiLSTMRanker.from_checkpoint(settings.bilstm_checkpoint, settings.device)
 
 
-def _combination(settings):
-    from .combination import load_combination
-    return load_combination(settings)
+def _combination(name: str):
+    def make(settings):
+        from .combination import combination_file, load_combination
+        return load_combination(settings, combination_file(name))
+    return make
+
+
+def _minilm(kind: str, name: str | None = None, quantize: bool = False, max_length: int | None = None):
+    def make(settings, cache: bool = True):
+        from .neural.ranker import MiniLMRanker
+        folder = settings.cross_encoder_checkpoint if kind == "cross-encoder" else settings.bi_encoder_checkpoint
+        return MiniLMRanker.from_checkpoint(folder, settings.device, name=name or kind, quantize=quantize,
+                                            max_length=max_length,
+                                            cache_dir=settings.cache_dir / "scores" if cache else None)
+    return make
+
+
+def _related(settings):
+    from .related import load_related
+    return load_related(settings)
 
 
 RANKERS.update({
     "bilstm+signals": ("logistic regression over bilstm, bm25, the given order and forum signals "
                        "(asker, position, length, URLs, phones, question marks, thanks); trained on training "
-                       "threads, C chosen on dev-A (ranking/combination_A.json)", _combination),
+                       "threads, C chosen on dev-A (ranking/combination_A.json)", _combination("bilstm+signals")),
+    "cross-encoder+signals": ("logistic regression over cross-encoder, bi-encoder, bm25, the given order "
+                              "and the forum signals; trained on the training file the MiniLM rankers never saw, C "
+                              "chosen on dev-A (ranking/combination_cross_A.json)", _combination("cross-encoder+signals")),
+    "cross-encoder": ("all-MiniLM-L6-v2 cross-encoder, [CLS] q [SEP] a, pairwise hinge loss; checkpoint "
+                      "$CQA_CROSS_ENCODER_CHECKPOINT", _minilm("cross-encoder")),
+    "cross-encoder-int8": ("the cross-encoder with int8 dynamic quantisation of its linear layers (CPU)",
+                           _minilm("cross-encoder", "cross-encoder-int8", quantize=True)),
+    "cross-encoder-96": ("the cross-encoder reading at most 96 word pieces per pair",
+                         _minilm("cross-encoder", "cross-encoder-96", max_length=96)),
+    "bi-encoder": ("all-MiniLM-L6-v2 fine-tuned with the cosine hinge loss, cos(q, a); checkpoint "
+                   "$CQA_BI_ENCODER_CHECKPOINT", _minilm("bi-encoder")),
+    "related-answers": ("subtask C: the answer ranker on (new question, comment) and (thread question, comment) "
+                        "with the thread's rank, weights tuned on dev-C (ranking/related_defaults.json)", _related),
     "bilstm": ("BiLSTM with attention (Tan et al. 2016), cosine hinge loss; checkpoint $CQA_BILSTM_CHECKPOINT",
                _bilstm),
     "dense": ("the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)",
@@ -128,9 +158,21 @@ RANKERS.update({
 
 
 def service_reranker(settings) -> Ranker:
-    """The reranker the service uses: the dev-tuned fusion, statistics per request."""
-    ranker = _fusion(settings, per_query=True)
-    ranker.name = "fusion(" + ",".join(r.name for r in ranker.parts) + ")"
+    """The reranker the service uses: the default ranker ($CQA_DEFAULT_RANKER), set up for serving."""
+    return for_serving(get_ranker(settings.default_ranker, settings))
+
+
+def for_serving(ranker: Ranker) -> Ranker:
+    """Lexical statistics taken per request (a request's scores never depend on its batch) and no
+    evaluation score cache, in the ranker and every part of it."""
+    stack = [ranker]
+    while stack:
+        r = stack.pop()
+        if hasattr(r, "per_query"):
+            r.per_query = True
+        if getattr(r, "cache_dir", None) is not None:
+            r.cache_dir = None
+        stack += list(getattr(r, "parts", [])) + [x for x in [getattr(r, "answer_ranker", None)] if x is not None]
     return ranker
 
 

@@ -27,3 +27,23 @@ def test_learned_combination_ranks_without_metadata():
         Candidate("x", "lol"), Candidate("y", "Your company PRO renews the residence permit online with your passport.")))
     s = comb.score([q])[0]
     assert s[1] > s[0]
+
+
+def test_thread_signals_follow_the_dialogue():
+    from ranking.signals import ALL_NAMES, THREAD_NAMES, thread_features
+    meta = lambda author, pos: {"author_id": author, "position": pos, "thread_id": "T"}  # noqa: E731
+    cands = (Candidate("c1", "Try the souq near the corniche.", meta("U2", 1)),
+             Candidate("c2", "Thanks a lot, will do", meta("U1", 2)),
+             Candidate("c3", "me too", meta("U3", 3)),
+             Candidate("c4", "and bring cash", meta("U2", 4)))
+    q = Query("q", "where to buy a cheap bike?", cands, {"author_id": "U1"})
+    f = thread_features(q)
+    assert f.shape == (4, len(THREAD_NAMES))
+    assert f[0].tolist() == [np.log(2), 1.0, 1.0]  # U2 wrote twice; the asker answered next, with thanks
+    assert f[2].tolist() == [0.0, 0.0, 0.0] and f[3, 1] == 0.0  # nobody answered c3 or the last comment
+    assert f[1, 1] == 0.0  # the asker's own comment is not "answered by the asker"
+    full = matrix(q, ALL_NAMES)
+    assert full.shape == (4, len(ALL_NAMES)) and np.allclose(full[:, len(NAMES):], f)
+    assert np.allclose(matrix(q), full[:, : len(NAMES)])  # the base signals are unchanged
+    bare = Query("q", "x", tuple(Candidate(c.id, c.text) for c in cands))
+    assert not thread_features(bare).any()  # no metadata: every thread signal is 0

@@ -57,7 +57,7 @@ def _answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candid
     out = []
     for pos, a in enumerate(t.answers, 1):
         meta = {"thread_id": t.id, "position": pos, "author_id": a.author_id, "created_at": a.created_at,
-                "asker_id": t.author_id, "category": t.category}
+                "asker_id": t.author_id, "category": t.category, "thread_question": t.question_text}
         if thread_rank is not None:
             meta["thread_rank"] = thread_rank
         out.append(Candidate(a.id, a.text, meta))

@@ -10,7 +10,12 @@ from .benchmarks import BENCHMARKS, BenchmarkError, queries_for
 from .measures import paired_randomization, paired_t
 from .scorer import ScoringError, score_files
 
-DEFAULT_RANKER = "minilm-cosine"
+DEFAULT_HELP = "default: $CQA_DEFAULT_RANKER (cross-encoder+signals) for A, fusion for B, related-answers for C"
+
+
+def default_ranker(subtask: str, settings) -> str:
+    """The ranker used when none is named: configurable per subtask (CQA_DEFAULT_RANKER[_B|_C])."""
+    return {"B": settings.default_ranker_b, "C": settings.default_ranker_c}.get(subtask, settings.default_ranker)
 
 
 def add_evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -19,7 +24,7 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", choices=sorted(BENCHMARKS), metavar="NAME",
                    help="run a ranker on a named benchmark (see --list)")
     p.add_argument("--ranker", default=None, metavar="NAME",
-                   help=f"ranker configuration (default: {DEFAULT_RANKER}; see --list)")
+                   help=f"ranker configuration ({DEFAULT_HELP}; see --list)")
     p.add_argument("--compare", metavar="NAME",
                    help="also run this ranker and test the difference in per-question AP "
                         "(paired randomisation and paired t-test)")
@@ -31,7 +36,7 @@ def add_predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subtask", choices=["A", "B", "C"], required=True)
     p.add_argument("--input", type=Path, required=True, help="SemEval-format XML (labels optional)")
     p.add_argument("--output", type=Path, required=True, help="where to write the predictions")
-    p.add_argument("--ranker", default=None, metavar="NAME", help=f"ranker (default: {DEFAULT_RANKER})")
+    p.add_argument("--ranker", default=None, metavar="NAME", help=f"ranker ({DEFAULT_HELP})")
 
 
 def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
@@ -66,7 +71,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             from ..fullcorpus import run_fullcorpus
             report = run_fullcorpus(settings, args.ranker or "fusion", split=bench.split)
         else:
-            ranker = get_ranker(args.ranker or DEFAULT_RANKER, settings)
+            ranker = get_ranker(args.ranker or default_ranker(bench.subtask, settings), settings)
             report = run_benchmark(bench, ranker, settings.semeval_dir, settings.reports_dir)
         out = {"benchmark": bench.name, "ranker": report["ranker"], **report["figures"],
                "report": report["folder"]}
@@ -100,7 +105,7 @@ def predict_command(args: argparse.Namespace, settings, emit) -> int:
     from indexing.loaders import LoadError
     from .runner import predictions, write_predictions
     try:
-        ranker = get_ranker(args.ranker or DEFAULT_RANKER, settings)
+        ranker = get_ranker(args.ranker or default_ranker(args.subtask, settings), settings)
         queries = queries_for(args.input, args.subtask)
         lines = predictions(queries, ranker)
         write_predictions(lines, args.output)

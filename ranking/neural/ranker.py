@@ -63,3 +63,96 @@ def _split(flat: list, queries: list[Query]) -> list[list]:
         out.append(flat[at: at + len(q.candidates)])
         at += len(q.candidates)
     return out
+
+
+@dataclass
+class MiniLMRanker:
+    """A fine-tuned MiniLM (ranking/neural/minilm.py) as a ranker. Pairs are scored in batches sorted by
+    length, so padding stays small; ``quantize`` runs the linear layers in int8 on the CPU. With a
+    ``cache_dir`` (evaluation runs), scores are kept in SQLite keyed by the checkpoint's weights, the
+    settings and the pair's texts, so a benchmark re-run only scores pairs it has not seen."""
+    model: "MiniLMRankerModel"  # noqa: F821
+    device: str = "cpu"
+    batch_size: int = 32
+    name: str = "cross-encoder"
+    cache_key: str | None = None
+    cache_dir: Path | None = None
+
+    @classmethod
+    def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, quantize: bool = False,
+                        max_length: int | None = None, cache_dir: Path | None = None) -> "MiniLMRanker":
+        from indexing.encoder import resolve_device
+        from indexing.loaders import file_digest
+
+        from .minilm import load
+        dev = resolve_device(device)
+        model, config = load(folder, dev)
+        if max_length:
+            model.config.max_length = max_length
+        int8 = quantize and dev == "cpu"
+        if int8:
+            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        key = f"{file_digest(Path(folder) / 'model.safetensors')[:16]}-{model.config.max_length}-{int(int8)}"
+        return cls(model, dev, name=name or config["kind"], cache_key=key, cache_dir=cache_dir)
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        pairs = [(q.text, c.text) for q in queries for c in q.candidates]
+        if not (self.cache_dir and self.cache_key):
+            return _split(self.score_pairs(pairs), queries)
+        import hashlib
+        import sqlite3
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        keys = [hashlib.sha1(f"{q}\0{a}".encode()).hexdigest() for q, a in pairs]
+        with sqlite3.connect(self.cache_dir / f"minilm-scores-{self.cache_key}.sqlite") as db:
+            db.execute("CREATE TABLE IF NOT EXISTS s (k TEXT PRIMARY KEY, v REAL)")
+            known = {}
+            for i in range(0, len(keys), 500):
+                chunk = keys[i: i + 500]
+                known.update(db.execute(f"SELECT k, v FROM s WHERE k IN ({','.join('?' * len(chunk))})", chunk))
+            todo = sorted({i for i, k in enumerate(keys) if k not in known})
+            if todo:
+                fresh = self.score_pairs([pairs[i] for i in todo])
+                db.executemany("INSERT OR REPLACE INTO s VALUES (?, ?)", [(keys[i], v) for i, v in zip(todo, fresh)])
+                known.update({keys[i]: v for i, v in zip(todo, fresh)})
+        return _split([known[k] for k in keys], queries)
+
+    @torch.no_grad()
+    def score_pairs(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """One score per (question, answer) text pair."""
+        from .minilm import word_pieces
+        if not pairs:
+            return []
+        self.model.eval()
+        q_texts = list(dict.fromkeys(q for q, _ in pairs))
+        q_index = {t: i for i, t in enumerate(q_texts)}
+        q_wp = word_pieces(q_texts)
+        a_wp = word_pieces([a for _, a in pairs])
+        owner = [q_index[q] for q, _ in pairs]
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.device == "cuda"):
+            if self.model.config.kind == "cross-encoder":
+                return self._cross(q_wp, a_wp, owner)
+            return self._bi(q_wp, a_wp, owner)
+
+    def _cross(self, q_wp, a_wp, owner) -> list[float]:
+        from .minilm import collate, pair_ids
+        pairs = [pair_ids(q_wp[owner[i]], a, self.model.config) for i, a in enumerate(a_wp)]
+        return self._batched([p[0] for p in pairs], lambda idx: self.model.pair_score(
+            *collate([pairs[i][0] for i in idx], self.device, [pairs[i][1] for i in idx])))
+
+    def _bi(self, q_wp, a_wp, owner) -> list[float]:
+        from .minilm import collate, single_ids
+        seqs = [single_ids(t, self.model.config) for t in q_wp + a_wp]
+        vecs = torch.stack(self._batched(seqs, lambda idx: self.model.text_vector(
+            *collate([seqs[i] for i in idx], self.device)[:2]), stack=True))
+        q, a = vecs[: len(q_wp)], vecs[len(q_wp):]
+        return (a * q[torch.tensor(owner, dtype=torch.long)]).sum(-1).tolist()
+
+    def _batched(self, seqs: list[list[int]], run, stack: bool = False) -> list:
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        out: list = [None] * len(seqs)
+        for s in range(0, len(order), self.batch_size):
+            idx = order[s: s + self.batch_size]
+            res = run(idx).float().cpu()
+            for j, i in enumerate(idx):
+                out[i] = res[j] if stack else float(res[j])
+        return out

@@ -1,0 +1,179 @@
+"""Fine-tuning the MiniLM rankers on (question, good answer, bad answer) triplets of subtask A.
+
+cross-encoder: pairwise hinge loss on raw scores (``--loss hinge``) or BCE (``--loss bce``);
+bi-encoder: the cosine hinge loss on cos(q, a). AdamW with linear warm-up and decay; dev MAP
+(official scorer) at every evaluation point; the best point is kept as a checkpoint directory.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from indexing.encoder import resolve_device
+
+from ..candidates import Query
+from ..evaluation.runner import align_to_gold, predictions
+from ..evaluation.scorer import Line, score
+from .data import Group, triplets
+from .losses import CosineHingeLoss, PairBCELoss, PairwiseHingeLoss
+from .minilm import MiniLMConfig, MiniLMRankerModel, collate, pair_ids, save, single_ids, word_pieces
+from .ranker import MiniLMRanker
+from .train import seed_everything
+
+log = logging.getLogger(__name__)
+
+# The cross-encoder trains on these; the 2015 test file is held out so the learned combination over
+# its scores and the forum signals trains on scores of unseen threads (ranking/combination.py).
+HELD_OUT_FILE = "train2015/SemEval2015-Task3-CQA-QL-test-reformatted-excluding-2016-questions-multiline.xml"
+
+
+@dataclass
+class MiniLMTrainConfig:
+    kind: str = "cross-encoder"
+    loss: str = "hinge"         # cross-encoder: hinge | bce; the bi-encoder always uses the cosine hinge
+    margin: float | None = None  # hinge margin; default 1.0 on raw scores, 0.2 on cosines
+    epochs: int = 1
+    lr: float = 3e-5
+    head_lr: float = 1e-3
+    warmup: float = 0.1
+    batch_size: int = 16        # triplets per step
+    negatives: int = 1
+    max_pairs: int | None = None  # cap on triplets per epoch (CPU budget); None: all
+    eval_every: int | None = None  # steps between dev evaluations besides each epoch's end
+    max_length: int = 128
+    question_max_tokens: int = 64
+    seed: int = 13
+    device: str = "auto"
+    max_steps: int | None = None  # stop early (tests, smoke runs)
+
+
+def dev_map(model: MiniLMRankerModel, queries: list[Query], gold: list[Line], device: str) -> float:
+    ranker = MiniLMRanker(model, device, batch_size=64)
+    m = score(gold, align_to_gold(predictions(queries, ranker), gold)).MAP
+    model.train()
+    return m
+
+
+def _loss_fn(cfg: MiniLMTrainConfig):
+    if cfg.kind == "bi-encoder":
+        return CosineHingeLoss(0.2 if cfg.margin is None else cfg.margin)
+    if cfg.loss == "hinge":
+        return PairwiseHingeLoss(1.0 if cfg.margin is None else cfg.margin)
+    if cfg.loss == "bce":
+        return PairBCELoss()
+    raise ValueError(f"loss must be hinge or bce, not {cfg.loss!r}")
+
+
+def length_batches(data: list, batch_size: int, rng: random.Random, pool: int = 32) -> list[list]:
+    """Batches of similar length (padding is most of the cost on a CPU): sorted within pools of
+    ``pool`` batches of the shuffled data, then the batches shuffled."""
+    out = []
+    for s in range(0, len(data), batch_size * pool):
+        chunk = sorted(data[s: s + batch_size * pool], key=lambda t: sum(map(len, t)))
+        out += [chunk[i: i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(out)
+    return out
+
+
+def _step_scores(model: MiniLMRankerModel, batch, device: str):
+    mc = model.config
+    if mc.kind == "cross-encoder":
+        pos = [pair_ids(q, p, mc) for q, p, _ in batch]
+        neg = [pair_ids(q, n, mc) for q, _, n in batch]
+        both = pos + neg
+        s = model.pair_score(*collate([b[0] for b in both], device, [b[1] for b in both]))
+        return s[: len(batch)], s[len(batch):]
+    seqs = [single_ids(t, mc) for trip in batch for t in trip]
+    v = model.text_vector(*collate(seqs, device)[:2]).view(len(batch), 3, -1)
+    return (v[:, 0] * v[:, 1]).sum(-1), (v[:, 0] * v[:, 2]).sum(-1)
+
+
+def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[Line], out: Path,
+                 cfg: MiniLMTrainConfig, meta: dict | None = None, progress: bool = True) -> dict:
+    seed_everything(cfg.seed)
+    device = resolve_device(cfg.device)
+    model = MiniLMRankerModel(MiniLMConfig(kind=cfg.kind, max_length=cfg.max_length,
+                                                 question_max_tokens=cfg.question_max_tokens)).to(device)
+    head = [p for n, p in model.named_parameters() if n.startswith("head.") and p.requires_grad]
+    body = [p for n, p in model.named_parameters() if not n.startswith("head.") and p.requires_grad]
+    groups_ = [{"params": body, "lr": cfg.lr}] + ([{"params": head, "lr": cfg.head_lr}] if head else [])
+    opt = torch.optim.AdamW(groups_, weight_decay=0.01)
+    rng = random.Random(cfg.seed)
+    per_epoch = min(len(triplets(groups, random.Random(0), cfg.negatives)), cfg.max_pairs or 10**12)
+    total = max(1, cfg.epochs * -(-per_epoch // cfg.batch_size))
+    warm = max(1, int(cfg.warmup * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
+    loss_fn = _loss_fn(cfg)
+    use_amp = device == "cuda"
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "training_log.jsonl"
+    log_path.write_text("")
+    best = {"dev_MAP": -1.0, "at": None, "state": None}
+    history, step, t_start = [], 0, time.perf_counter()
+
+    def checkpoint(epoch: int, losses: list[float]) -> None:
+        nonlocal best
+        m = dev_map(model, dev_queries, dev_gold, device) if dev_queries else float("nan")
+        rec = {"epoch": epoch, "step": step, "loss": float(np.mean(losses[-200:])) if losses else None,
+               "dev_MAP": m, "seconds": round(time.perf_counter() - t_start, 1), "device": device}
+        history.append(rec)
+        with open(log_path, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        log.info("epoch %d step %d: loss %s, dev MAP %.4f", epoch, step, rec["loss"], m)
+        if m > best["dev_MAP"] or best["state"] is None:
+            best = {"dev_MAP": m, "at": {"epoch": epoch, "step": step},
+                    "state": {k: v.detach().clone() for k, v in model.own_state_dict().items()}}
+
+    model.train()
+    for epoch in range(1, cfg.epochs + 1):
+        batches = length_batches(triplets(groups, rng, cfg.negatives)[:per_epoch], cfg.batch_size, rng)
+        losses: list[float] = []
+        bar = tqdm(batches, desc=f"{cfg.kind} epoch {epoch}", unit="batch", disable=not progress)
+        for bi, batch in enumerate(bar):
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
+                pos, neg = _step_scores(model, batch, device)
+                loss = loss_fn(pos.float(), neg.float())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for g in groups_ for p in g["params"]], 1.0)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
+            step += 1
+            if cfg.max_steps and step >= cfg.max_steps:
+                break
+            if cfg.eval_every and step % cfg.eval_every == 0 and bi + 1 < len(batches):
+                checkpoint(epoch, losses)
+        checkpoint(epoch, losses)
+        if cfg.max_steps and step >= cfg.max_steps:
+            break
+    model.load_state_dict(best["state"], strict=False)
+    metrics = {"best": best["at"], "dev_MAP": best["dev_MAP"], "evaluations": history,
+               "train_seconds": round(time.perf_counter() - t_start, 1)}
+    save(out, model.eval(), {"train": cfg.__dict__, **(meta or {})}, metrics)
+    return metrics
+
+
+def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool = True) -> dict:
+    from indexing.loaders import file_digest, load
+
+    from ..evaluation.benchmarks import BENCHMARKS, queries_for
+    from ..evaluation.scorer import read_lines
+    from .data import DEV_BENCHMARK, TRAIN_FILES, groups_from_threads
+    files = [f for f in TRAIN_FILES if f != HELD_OUT_FILE]
+    threads = [t for f in files for t in load(semeval_dir / f).threads]
+    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
+    dev_xml, dev_gold = BENCHMARKS[DEV_BENCHMARK].paths(semeval_dir)
+    meta = {"data": {f: file_digest(semeval_dir / f) for f in files}, "held_out": HELD_OUT_FILE,
+            "dev": DEV_BENCHMARK, "groups": len(groups)}
+    return train_minilm(groups, queries_for(dev_xml, "A"), read_lines(dev_gold), out, cfg, meta, progress)

@@ -1,0 +1,165 @@
+"""The MiniLM cross-encoder and bi-encoder: pair building, losses, training, compact checkpoints, the
+score cache, the committed checkpoints' quality on a dev slice, and the subtask C ranker."""
+import json
+
+import pytest
+import torch
+
+from indexing.config import PROJECT_ROOT, Settings
+from indexing.loaders import load
+from ranking.candidates import Candidate, Query
+from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+from ranking.evaluation.runner import align_to_gold, predictions
+from ranking.evaluation.scorer import Line, read_lines, score
+from ranking.neural.data import groups_from_threads
+from ranking.neural.losses import PairBCELoss, PairwiseHingeLoss
+from ranking.neural.minilm import FROZEN, CheckpointError, MiniLMConfig, load as load_minilm, pair_ids, word_pieces
+from ranking.neural.ranker import MiniLMRanker
+from ranking.neural.train_minilm import MiniLMTrainConfig, length_batches, train_minilm
+from ranking.rankers import IRBaseline, get_ranker, service_reranker
+from ranking.related import RelatedAnswersRanker
+
+
+def test_pair_ids_keep_the_question_head_and_fill_with_the_answer():
+    cfg = MiniLMConfig(max_length=32, question_max_tokens=10)
+    q, a = list(range(1000, 1040)), list(range(2000, 2040))
+    ids, types = pair_ids(q, a, cfg)
+    assert len(ids) == len(types) == 32
+    assert ids[1:11] == q[:10] and ids[12:31] == a[:19]  # question cut at its share, answer fills the rest
+    assert types == [0] * 12 + [1] * 20
+    short_a = list(range(2000, 2005))
+    ids, _ = pair_ids(q, short_a, cfg)  # a short answer leaves the question more room
+    assert ids[1:25] == q[:24] and ids[26:31] == short_a and len(ids) == 32
+    ids, _ = pair_ids(q[:3], a[:4], cfg)
+    assert len(ids) == 3 + 4 + 3  # nothing padded or cut when it fits
+
+
+def test_pairwise_losses_by_hand():
+    pos, neg = torch.tensor([2.0, 0.2]), torch.tensor([0.5, 0.7])
+    assert PairwiseHingeLoss(1.0)(pos, neg).item() == pytest.approx((0.0 + 1.5) / 2)
+    assert PairwiseHingeLoss(1.0)(torch.tensor([3.0]), torch.tensor([1.0])).item() == 0.0
+    bce = PairBCELoss()(pos, neg).item()
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(
+        torch.tensor([2.0, 0.2, 0.5, 0.7]), torch.tensor([1.0, 1.0, 0.0, 0.0])).item()
+    assert bce == pytest.approx(expected)
+
+
+def test_length_batches_group_similar_lengths_and_keep_everything():
+    import random
+    data = [([1] * n, [2], [3]) for n in random.Random(1).sample(range(1, 400), 200)]
+    batches = length_batches(data, 10, random.Random(2), pool=20)
+    assert sorted(len(t[0]) for b in batches for t in b) == sorted(len(t[0]) for t in data)
+    spread = max(max(len(t[0]) for t in b) - min(len(t[0]) for t in b) for b in batches)
+    assert spread < 100  # sorted within the pool: a batch spans a tenth of the range, not all of it
+
+
+@pytest.fixture(scope="module")
+def tiny_cross(tmp_path_factory):
+    threads = load(PROJECT_ROOT / "data/demo/threads.jsonl").threads[:10]
+    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 48, 48)
+    queries = [Query(t.id, t.question_text, tuple(Candidate(a.id, a.text) for a in t.answers)) for t in threads[:3]]
+    gold = [Line(q.id, c.id, 0.0, a.label == "Good") for q, t in zip(queries, threads) for c, a in zip(q.candidates, t.answers)]
+    out = tmp_path_factory.mktemp("cross")
+    metrics = train_minilm(groups, queries, gold, out, MiniLMTrainConfig(
+        max_steps=4, eval_every=2, batch_size=4, max_length=64, device="cpu"), progress=False)
+    return out, metrics, queries
+
+
+def test_training_writes_a_dev_selected_compact_checkpoint(tiny_cross):
+    out, metrics, queries = tiny_cross
+    logged = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in logged] == [2, 4] and all(0 <= e["dev_MAP"] <= 1 for e in logged)
+    best = max(logged, key=lambda e: e["dev_MAP"])
+    assert metrics["dev_MAP"] == best["dev_MAP"] and metrics["best"]["step"] == best["step"]
+    from safetensors import safe_open
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        keys = list(f.keys())
+        assert FROZEN not in keys and "head.weight" in keys  # the token embeddings are read from the package
+        assert all(f.get_tensor(k).dtype == torch.float16 for k in keys)
+    assert (out / "model.safetensors").stat().st_size < 25_000_000
+    config = json.loads((out / "config.json").read_text())
+    assert config["kind"] == "cross-encoder" and config["model"]["max_length"] == 64
+
+
+def test_checkpoint_round_trip_scores_like_the_trained_model(tiny_cross):
+    out, _, queries = tiny_cross
+    model, _ = load_minilm(out, "cpu")
+    a = MiniLMRanker(model).score(queries)
+    b = MiniLMRanker.from_checkpoint(out, "cpu").score(queries)
+    assert a == b and len(a[0]) == len(queries[0].candidates)
+    int8 = MiniLMRanker.from_checkpoint(out, "cpu", quantize=True).score(queries)
+    assert int8 != a and all(abs(x - y) < 0.5 for qa, qb in zip(a, int8) for x, y in zip(qa, qb))
+
+
+def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(CheckpointError, match="not a checkpoint"):
+        load_minilm(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"kind": "bilstm-attention", "format_version": 1}))
+    with pytest.raises(CheckpointError, match="not a MiniLM ranker checkpoint"):
+        load_minilm(tmp_path)
+
+
+def test_score_cache_answers_repeats_without_the_model(tiny_cross, tmp_path):
+    out, _, queries = tiny_cross
+    ranker = MiniLMRanker.from_checkpoint(out, "cpu", cache_dir=tmp_path)
+    first = ranker.score(queries)
+    calls = []
+    original = ranker.score_pairs
+    ranker.score_pairs = lambda pairs: calls.append(len(pairs)) or original(pairs)
+    assert ranker.score(queries) == first and calls == []
+    extra = Query("new", "a question never seen", (Candidate("x", "an answer never seen"),))
+    assert ranker.score(queries + [extra])[:-1] == first and calls == [1]  # only the new pair is scored
+
+
+def _dev_slice(n=24):
+    s = Settings()
+    xml, gold_path = BENCHMARKS["semeval2016-dev-A"].paths(s.semeval_dir)
+    queries = queries_for(xml, "A")[:n]
+    ids = {q.id for q in queries}
+    return queries, [g for g in read_lines(gold_path) if g.qid in ids]
+
+
+@pytest.mark.parametrize("name", ["cross-encoder", "bi-encoder"])
+def test_committed_checkpoint_beats_the_given_order_on_a_dev_slice(name, semeval):
+    queries, gold = _dev_slice()
+    ranker = get_ranker(name, Settings())
+    ours = score(gold, align_to_gold(predictions(queries, ranker), gold)).MAP
+    base = score(gold, align_to_gold(predictions(queries, IRBaseline()), gold)).MAP
+    assert ours > base + 0.03, (ours, base)
+
+
+def test_service_reranker_is_the_default_without_a_cache_and_with_per_request_statistics(semeval, tmp_path):
+    s = Settings(data_dir=tmp_path)
+    ranker = service_reranker(s)
+    assert ranker.name == s.default_ranker
+    parts = ranker.parts
+    assert all(getattr(p, "cache_dir", None) is None for p in parts)
+    assert all(p.per_query for p in parts if hasattr(p, "per_query"))
+
+
+class _Lookup:
+    """An answer ranker that scores a candidate by a table keyed by (question, candidate id)."""
+    name = "lookup"
+
+    def __init__(self, table):
+        self.table = table
+
+    def score(self, queries):
+        return [[self.table.get((q.text, c.id), 0.0) for c in q.candidates] for q in queries]
+
+
+def test_related_answers_combines_new_question_own_question_and_thread_rank():
+    cands = (Candidate("c1", "x", {"thread_question": "t1", "thread_rank": 1}),
+             Candidate("c2", "y", {"thread_question": "t1", "thread_rank": 1}),
+             Candidate("c3", "z", {"thread_question": "t2", "thread_rank": 5}))
+    q = Query("q", "new", cands)
+    table = {("new", "c1"): 0.0, ("new", "c2"): 1.0, ("new", "c3"): 2.0,
+             ("t1", "c1"): 3.0, ("t1", "c2"): -3.0, ("t2", "c3"): 0.0}
+    alone = RelatedAnswersRanker(_Lookup(table), (1.0, 0.0, 0.0)).score([q])[0]
+    assert alone.index(max(alone)) == 2  # the new question alone prefers c3
+    own = RelatedAnswersRanker(_Lookup(table), (1.0, 2.0, 0.0)).score([q])[0]
+    assert own.index(max(own)) == 0  # c1 answers its own thread's question best
+    ranked = RelatedAnswersRanker(_Lookup(table), (1.0, 0.0, 3.0)).score([q])[0]
+    assert ranked[2] < max(ranked[:2])  # c3's thread ranked 5th pulls it down
+    bare = Query("q", "new", tuple(Candidate(c.id, c.text) for c in cands))  # no thread metadata at all
+    assert RelatedAnswersRanker(_Lookup(table), (1.0, 2.0, 3.0)).score([bare])[0] == pytest.approx([-1.2247, 0, 1.2247], abs=1e-3)
