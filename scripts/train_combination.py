@@ -51,7 +51,7 @@ def main() -> None:
     dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-A"].paths(s.semeval_dir)
     dev_q, gold = queries_for(dev_xml, "A"), read_lines(dev_gold)
     results = []
-    for C in (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 10.0):
+    for C in (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 10.0):
         lr = LogisticRegression(C=C, max_iter=2000).fit(X, y)
         comb = LearnedCombination(parts, lr.coef_[0], float(lr.intercept_[0]), signals=SIGNALS)
         m = score(gold, align_to_gold(predictions(dev_q, comb), gold)).MAP
