@@ -148,18 +148,26 @@ class _Lookup:
         return [[self.table.get((q.text, c.id), 0.0) for c in q.candidates] for q in queries]
 
 
-def test_related_answers_combines_new_question_own_question_and_thread_rank():
-    cands = (Candidate("c1", "x", {"thread_question": "t1", "thread_rank": 1}),
-             Candidate("c2", "y", {"thread_question": "t1", "thread_rank": 1}),
-             Candidate("c3", "z", {"thread_question": "t2", "thread_rank": 5}))
+def test_related_answers_combines_new_question_own_question_and_thread_relevance():
+    cands = (Candidate("c1", "x", {"thread_question": "t1", "thread_rank": 1, "thread_id": "T1"}),
+             Candidate("c2", "y", {"thread_question": "t1", "thread_rank": 1, "thread_id": "T1"}),
+             Candidate("c3", "z", {"thread_question": "t2", "thread_rank": 5, "thread_id": "T2"}))
     q = Query("q", "new", cands)
     table = {("new", "c1"): 0.0, ("new", "c2"): 1.0, ("new", "c3"): 2.0,
-             ("t1", "c1"): 3.0, ("t1", "c2"): -3.0, ("t2", "c3"): 0.0}
-    alone = RelatedAnswersRanker(_Lookup(table), (1.0, 0.0, 0.0)).score([q])[0]
+             ("t1", "c1"): 3.0, ("t1", "c2"): -3.0, ("t2", "c3"): 0.0,
+             ("new", "T1"): 0.0, ("new", "T2"): 5.0}  # the thread ranker finds thread T2 the most similar
+
+    def run(weights, query=q, thread=True):
+        return RelatedAnswersRanker(_Lookup(table), weights, thread_ranker=_Lookup(table) if thread else None).score([query])[0]
+
+    alone = run((1.0, 0, 0, 0, 0))
     assert alone.index(max(alone)) == 2  # the new question alone prefers c3
-    own = RelatedAnswersRanker(_Lookup(table), (1.0, 2.0, 0.0)).score([q])[0]
+    own = run((1.0, 2.0, 0, 0, 0))
     assert own.index(max(own)) == 0  # c1 answers its own thread's question best
-    ranked = RelatedAnswersRanker(_Lookup(table), (1.0, 0.0, 3.0)).score([q])[0]
-    assert ranked[2] < max(ranked[:2])  # c3's thread ranked 5th pulls it down
+    ranked = run((0.0, 0, 3.0, 0, 0))
+    assert ranked[2] < ranked[0] == ranked[1]  # c3's thread ranked 5th pulls it down
+    similar = run((0.0, 0, 0, 1.0, 0))
+    assert similar[2] > similar[0] == similar[1]  # ... but its question is the most similar
+    assert run((0.0, 0, 0, 1.0, 0), thread=False) == [0.0, 0.0, 0.0]  # no thread ranker: no similarity term
     bare = Query("q", "new", tuple(Candidate(c.id, c.text) for c in cands))  # no thread metadata at all
-    assert RelatedAnswersRanker(_Lookup(table), (1.0, 2.0, 3.0)).score([bare])[0] == pytest.approx([-1.2247, 0, 1.2247], abs=1e-3)
+    assert run((1.0, 2.0, 3.0, 1.0, 1.0), bare) == pytest.approx([-1.2247, 0, 1.2247], abs=1e-3)
