@@ -171,3 +171,17 @@ def test_related_answers_combines_new_question_own_question_and_thread_relevance
     assert run((0.0, 0, 0, 1.0, 0), thread=False) == [0.0, 0.0, 0.0]  # no thread ranker: no similarity term
     bare = Query("q", "new", tuple(Candidate(c.id, c.text) for c in cands))  # no thread metadata at all
     assert run((1.0, 2.0, 3.0, 1.0, 1.0), bare) == pytest.approx([-1.2247, 0, 1.2247], abs=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("benchmark,target", [("semeval2016-test-A", 0.800), ("semeval2016-test-B", 0.770),
+                                              ("semeval2016-test-C", 0.560)])
+def test_default_rankers_beat_the_2016_winners(benchmark, target, cli_env):
+    """The shipped default of each subtask, run by the CLI from a fresh data folder (no score cache)."""
+    import subprocess
+
+    from .conftest import CQA
+    p = subprocess.run(CQA + ["evaluate", "--benchmark", benchmark, "--json"], env=cli_env,
+                       capture_output=True, text=True, check=True)
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["MAP"] >= target, out
