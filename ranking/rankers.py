@@ -152,8 +152,9 @@ RANKERS.update({
                    "$CQA_BI_ENCODER_CHECKPOINT", _minilm("bi-encoder")),
     "neural-fusion": ("per-question z-score fusion of the cross-encoder and the bi-encoder, equal weights, no "
                       "signals (the ablation's 'with fusion' row)", _neural_fusion),
-    "related-answers": ("subtask C: the answer ranker on (new question, comment) and (thread question, comment) "
-                        "with the thread's rank, weights tuned on dev-C (ranking/related_defaults.json)", _related),
+    "related-answers": ("subtask C: the answer ranker on (new question, comment) and (thread question, comment), "
+                        "the thread's rank and its question's similarity by the B fusion, weights tuned on dev-C "
+                        "(ranking/related_defaults.json)", _related),
     "bilstm": ("BiLSTM with attention (Tan et al. 2016), cosine hinge loss; checkpoint $CQA_BILSTM_CHECKPOINT",
                _bilstm),
     "dense": ("the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)",

@@ -107,7 +107,7 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
     groups_ = [{"params": body, "lr": cfg.lr}] + ([{"params": head, "lr": cfg.head_lr}] if head else [])
     opt = torch.optim.AdamW(groups_, weight_decay=0.01)
     rng = random.Random(cfg.seed)
-    per_epoch = min(len(triplets(groups, random.Random(0), cfg.negatives)), cfg.max_pairs or 10**12)
+    per_epoch = min(sum(len(g.good) for g in groups) * cfg.negatives, cfg.max_pairs or 10**12)
     total = max(1, cfg.epochs * -(-per_epoch // cfg.batch_size))
     warm = max(1, int(cfg.warmup * total))
     sched = torch.optim.lr_scheduler.LambdaLR(
