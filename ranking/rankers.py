@@ -111,12 +111,11 @@ def _combination(name: str, int8: bool = False):
 
 
 def _minilm(kind: str, name: str | None = None, quantize: bool = False, max_length: int | None = None):
-    def make(settings, cache: bool = True):
+    def make(settings):
         from .neural.ranker import MiniLMRanker
         folder = settings.cross_encoder_checkpoint if kind == "cross-encoder" else settings.bi_encoder_checkpoint
         return MiniLMRanker.from_checkpoint(folder, settings.device, name=name or kind, quantize=quantize,
-                                            max_length=max_length,
-                                            cache_dir=settings.cache_dir / "scores" if cache else None)
+                                            max_length=max_length, cache_dir=settings.cache_dir / "scores")
     return make
 
 
@@ -185,7 +184,7 @@ def for_serving(ranker: Ranker) -> Ranker:
             r.per_query = True
         if getattr(r, "cache_dir", None) is not None:
             r.cache_dir = None
-        stack += list(getattr(r, "parts", [])) + [x for x in [getattr(r, "answer_ranker", None)] if x is not None]
+        stack += list(getattr(r, "parts", []))
     return ranker
 
 

@@ -14,62 +14,50 @@ from pathlib import Path
 
 import numpy as np
 
-from .candidates import Query
+from .candidates import Candidate, Query
 from .fusion import zscore
 
 DEFAULTS_FILE = Path(__file__).with_name("related_defaults.json")
 FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", "own_x_similarity")
 
 
-def _thread_similarity(queries: list[Query], thread_ranker) -> list[np.ndarray]:
-    """The thread ranker's score of each candidate's thread question against the new question."""
-    from .candidates import Candidate
-    b_queries, owners = [], []
-    for q in queries:
-        threads: dict[str, int] = {}
-        for c in q.candidates:
-            if c.meta.get("thread_question") and c.meta.get("thread_id") not in threads:
-                threads[c.meta.get("thread_id")] = len(threads)
-        ordered = sorted(threads, key=lambda t: next(c.meta.get("thread_rank", 1) for c in q.candidates
-                                                    if c.meta.get("thread_id") == t))
-        cands = tuple(Candidate(t, next(c.meta["thread_question"] for c in q.candidates if c.meta.get("thread_id") == t),
-                                {"thread_rank": r}) for r, t in enumerate(ordered, 1))
-        b_queries.append(Query(q.id, q.text, cands))
-        owners.append(ordered)
-    scores = thread_ranker.score([b for b in b_queries if b.candidates]) if thread_ranker else []
-    it = iter(scores)
-    out = []
-    for q, b, ordered in zip(queries, b_queries, owners):
-        by_thread = dict(zip(ordered, next(it))) if (b.candidates and thread_ranker) else {}
-        out.append(np.array([by_thread.get(c.meta.get("thread_id"), 0.0) for c in q.candidates], dtype=float))
+def _threads(q: Query) -> dict[str, tuple[int, str, list[int]]]:
+    """thread id -> (search rank, thread question, candidate indices), for candidates that carry their thread."""
+    out: dict[str, tuple[int, str, list[int]]] = {}
+    for i, c in enumerate(q.candidates):
+        if c.meta.get("thread_question"):
+            out.setdefault(c.meta.get("thread_id"), (c.meta.get("thread_rank", 1), c.meta["thread_question"], []))[2].append(i)
     return out
 
 
 def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> list[np.ndarray]:
-    """Per query, a (candidates x 5) matrix of the z-scored features (FEATURES)."""
+    """Per query, a (candidates x 5) matrix of the z-scored features (FEATURES). Each ranker is called
+    once for the whole batch: the answer ranker on the new questions and on the thread questions, the
+    thread ranker on the thread questions in search order."""
     direct = answer_ranker.score(queries)
-    similarity = _thread_similarity(queries, thread_ranker)
-    own_queries, where = [], []
-    for qi, q in enumerate(queries):
-        by_q: dict[str, list[int]] = {}
-        for ci, c in enumerate(q.candidates):
-            if c.meta.get("thread_question"):
-                by_q.setdefault(c.meta["thread_question"], []).append(ci)
-        for text, idx in by_q.items():
-            own_queries.append(Query(f"{q.id}/{idx[0]}", text, tuple(q.candidates[i] for i in idx)))
-            where.append((qi, idx))
-    own_scores = answer_ranker.score(own_queries) if own_queries else []
+    threads = [_threads(q) for q in queries]
+    own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx))
+                   for q, th in zip(queries, threads) for tid, (_, text, idx) in th.items()]
+    own_scores = iter(answer_ranker.score(own_queries) if own_queries else [])
+    in_order = [sorted(th, key=lambda t: th[t][0]) for th in threads]
+    sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r}) for r, t in enumerate(order, 1)))
+                   for q, th, order in zip(queries, threads, in_order) if th and thread_ranker]
+    sim_scores = iter(thread_ranker.score(sim_queries) if sim_queries else [])
     out = []
-    for qi, q in enumerate(queries):
-        own = np.zeros(len(q.candidates))
-        for (wq, idx), sc in zip(where, own_scores):
-            if wq == qi:
-                own[idx] = sc
+    for q, th, order, d in zip(queries, threads, in_order, direct):
+        if not q.candidates:
+            out.append(np.zeros((0, len(FEATURES))))
+            continue
+        own, sim = np.zeros(len(q.candidates)), np.zeros(len(q.candidates))
+        for _, _, idx in th.values():
+            own[idx] = next(own_scores)
+        if th and thread_ranker:
+            for t, value in zip(order, next(sim_scores)):
+                sim[th[t][2]] = value
         rank = np.array([-math.log(c.meta.get("thread_rank", 1)) for c in q.candidates], dtype=float)
-        own_z, sim_z = zscore(own), zscore(similarity[qi])
-        out.append(np.column_stack([zscore(np.asarray(direct[qi], dtype=float)), own_z, zscore(rank), sim_z,
-                                    zscore(own_z * (sim_z - sim_z.min()))])
-                   if q.candidates else np.zeros((0, len(FEATURES))))
+        own_z, sim_z = zscore(own), zscore(sim)
+        out.append(np.column_stack([zscore(np.asarray(d, dtype=float)), own_z, zscore(rank), sim_z,
+                                    zscore(own_z * (sim_z - sim_z.min()))]))
     return out
 
 

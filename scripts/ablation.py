@@ -1,7 +1,7 @@
 """The ablation table: named rankers on one benchmark with the official scorer, sorted by MAP, and a
 paired significance test (randomisation and t-test over per-question AP) of the best against the next.
-An entry LABEL=KIND:CHECKPOINT runs a MiniLM checkpoint that is not the configured one (e.g. the BCE
-cross-encoder). Scores are cached (var/cache/scores), so re-runs are quick.
+An entry LABEL=CHECKPOINT runs a MiniLM checkpoint directory that is not the configured one (e.g. the
+BCE cross-encoder); its kind comes from its config.json. Scores are cached (var/cache/scores), so re-runs are quick.
 Usage: python scripts/ablation.py --benchmark semeval2016-test-A --rankers ir-baseline,bm25,...
 Prints a Markdown table, then one JSON object last."""
 from __future__ import annotations
@@ -24,8 +24,7 @@ def build(entry: str, settings):
     if "=" not in entry:
         return entry, get_ranker(entry, settings)
     from ranking.neural.ranker import MiniLMRanker
-    label, spec = entry.split("=", 1)
-    _, folder = spec.split(":", 1)
+    label, folder = entry.split("=", 1)
     return label, MiniLMRanker.from_checkpoint(Path(folder), settings.device, name=label,
                                                cache_dir=settings.cache_dir / "scores")
 
@@ -33,7 +32,7 @@ def build(entry: str, settings):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", required=True, choices=sorted(b for b in BENCHMARKS if "fullcorpus" not in b))
-    ap.add_argument("--rankers", required=True, help="comma-separated names or LABEL=KIND:CHECKPOINT")
+    ap.add_argument("--rankers", required=True, help="comma-separated names or LABEL=CHECKPOINT")
     args = ap.parse_args()
     settings = Settings()
     bench = BENCHMARKS[args.benchmark]

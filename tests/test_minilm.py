@@ -13,7 +13,8 @@ from ranking.evaluation.runner import align_to_gold, predictions
 from ranking.evaluation.scorer import Line, read_lines, score
 from ranking.neural.data import groups_from_threads
 from ranking.neural.losses import PairBCELoss, PairwiseHingeLoss
-from ranking.neural.minilm import FROZEN, CheckpointError, MiniLMConfig, load as load_minilm, pair_ids, word_pieces
+from ranking.neural.checkpoint import CheckpointError
+from ranking.neural.minilm import FROZEN, MiniLMConfig, load as load_minilm, pair_ids, word_pieces
 from ranking.neural.ranker import MiniLMRanker
 from ranking.neural.train_minilm import MiniLMTrainConfig, length_batches, train_minilm
 from ranking.rankers import IRBaseline, get_ranker, service_reranker

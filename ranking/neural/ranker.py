@@ -3,12 +3,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..candidates import Query
 from .bilstm import BiLSTMAttention, pad
 from .vocab import encode_texts, id_to_token
+
+if TYPE_CHECKING:
+    from .minilm import MiniLMRankerModel
 
 
 @dataclass
@@ -71,7 +75,7 @@ class MiniLMRanker:
     length, so padding stays small; ``quantize`` runs the linear layers in int8 on the CPU. With a
     ``cache_dir`` (evaluation runs), scores are kept in SQLite keyed by the checkpoint's weights, the
     settings and the pair's texts, so a benchmark re-run only scores pairs it has not seen."""
-    model: "MiniLMRankerModel"  # noqa: F821
+    model: "MiniLMRankerModel"
     device: str = "cpu"
     batch_size: int = 32
     name: str = "cross-encoder"
@@ -92,29 +96,16 @@ class MiniLMRanker:
         int8 = quantize and dev == "cpu"
         if int8:
             model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-        key = f"{file_digest(Path(folder) / 'model.safetensors')[:16]}-{model.config.max_length}-{int(int8)}"
+        key = (f"{file_digest(Path(folder) / 'model.safetensors')[:16]}-{model.config.max_length}-{int(int8)}"
+               if cache_dir else None)
         return cls(model, dev, name=name or config["kind"], cache_key=key, cache_dir=cache_dir)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         pairs = [(q.text, c.text) for q in queries for c in q.candidates]
         if not (self.cache_dir and self.cache_key):
             return _split(self.score_pairs(pairs), queries)
-        import hashlib
-        import sqlite3
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        keys = [hashlib.sha1(f"{q}\0{a}".encode()).hexdigest() for q, a in pairs]
-        with sqlite3.connect(self.cache_dir / f"minilm-scores-{self.cache_key}.sqlite") as db:
-            db.execute("CREATE TABLE IF NOT EXISTS s (k TEXT PRIMARY KEY, v REAL)")
-            known = {}
-            for i in range(0, len(keys), 500):
-                chunk = keys[i: i + 500]
-                known.update(db.execute(f"SELECT k, v FROM s WHERE k IN ({','.join('?' * len(chunk))})", chunk))
-            todo = sorted({i for i, k in enumerate(keys) if k not in known})
-            if todo:
-                fresh = self.score_pairs([pairs[i] for i in todo])
-                db.executemany("INSERT OR REPLACE INTO s VALUES (?, ?)", [(keys[i], v) for i, v in zip(todo, fresh)])
-                known.update({keys[i]: v for i, v in zip(todo, fresh)})
-        return _split([known[k] for k in keys], queries)
+        path = self.cache_dir / f"minilm-scores-{self.cache_key}.sqlite"
+        return _split(cached_scores(path, pairs, self.score_pairs), queries)
 
     @torch.no_grad()
     def score_pairs(self, pairs: list[tuple[str, str]]) -> list[float]:
@@ -156,3 +147,23 @@ class MiniLMRanker:
             for j, i in enumerate(idx):
                 out[i] = res[j] if stack else float(res[j])
         return out
+
+
+def cached_scores(path: Path, pairs: list[tuple[str, str]], compute) -> list[float]:
+    """Scores of (question, answer) pairs kept in SQLite by the texts' SHA-1; ``compute`` sees only new pairs."""
+    import hashlib
+    import sqlite3
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys = [hashlib.sha1(f"{q}\0{a}".encode()).hexdigest() for q, a in pairs]
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS s (k TEXT PRIMARY KEY, v REAL)")
+        known: dict[str, float] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i: i + 500]
+            known.update(db.execute(f"SELECT k, v FROM s WHERE k IN ({','.join('?' * len(chunk))})", chunk))
+        todo = sorted({i for i, k in enumerate(keys) if k not in known})
+        if todo:
+            fresh = compute([pairs[i] for i in todo])
+            db.executemany("INSERT OR REPLACE INTO s VALUES (?, ?)", [(keys[i], v) for i, v in zip(todo, fresh)])
+            known.update({keys[i]: v for i, v in zip(todo, fresh)})
+    return [known[k] for k in keys]

@@ -53,11 +53,26 @@ def get_batch(items, device):
     return q, ql, p, pl, n, nl
 
 
-@torch.no_grad()
-def evaluate(model: BiLSTMAttention, queries: list[Query], gold: list[Line], device: str) -> float:
-    ranker = BiLSTMRanker(model, device)
-    pred = align_to_gold(predictions(queries, ranker), gold)
-    return score(gold, pred).MAP
+def dev_map(ranker, queries: list[Query], gold: list[Line]) -> float:
+    """Official MAP of a ranker on the dev questions (the selection criterion of every neural ranker)."""
+    with torch.no_grad():
+        return score(gold, align_to_gold(predictions(queries, ranker), gold)).MAP
+
+
+def optimizer_step(loss: torch.Tensor, opt, params, clip: float, scheduler=None) -> float:
+    """Backward, clip, step (and the scheduler's step); the loss as a float."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, clip)
+    opt.step()
+    if scheduler is not None:
+        scheduler.step()
+    return loss.item()
+
+
+def append_log(path: Path, record: dict) -> None:
+    with open(path, "a") as fh:
+        fh.write(json.dumps(record) + "\n")
 
 
 def train_bilstm(groups: list[Group], dev_queries: list[Query], dev_gold: list[Line], out: Path,
@@ -91,25 +106,20 @@ def train_bilstm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
                 cos_pos = torch.nn.functional.cosine_similarity(o_q, pos, dim=-1)
                 cos_neg = torch.nn.functional.cosine_similarity(o_q, neg, dim=-1)
                 loss = loss_fn(cos_pos.float(), cos_neg.float())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 5.0)
-            opt.step()
-            losses.append(loss.item())
+            losses.append(optimizer_step(loss, opt, params, 5.0))
             bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
             step += 1
             if cfg.max_steps and step >= cfg.max_steps:
                 break
         seconds = time.perf_counter() - t0
-        dev_map = evaluate(model, dev_queries, dev_gold, device) if dev_queries else float("nan")
+        m = dev_map(BiLSTMRanker(model, device), dev_queries, dev_gold) if dev_queries else float("nan")
         rec = {"epoch": epoch, "loss": float(np.mean(losses)), "first_loss": losses[0], "last_loss": losses[-1],
-               "dev_MAP": dev_map, "seconds": round(seconds, 1), "triplets": len(data), "device": device}
+               "dev_MAP": m, "seconds": round(seconds, 1), "triplets": len(data), "device": device}
         history.append(rec)
-        with open(log_path, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
-        log.info("epoch %d: loss %.4f, dev MAP %.4f, %.0f s", epoch, rec["loss"], dev_map, seconds)
-        if dev_map > best["dev_MAP"] or best["state"] is None:
-            best = {"dev_MAP": dev_map, "epoch": epoch,
+        append_log(log_path, rec)
+        log.info("epoch %d: loss %.4f, dev MAP %.4f, %.0f s", epoch, rec["loss"], m, seconds)
+        if m > best["dev_MAP"] or best["state"] is None:
+            best = {"dev_MAP": m, "epoch": epoch,
                     "state": {k: v.detach().clone() for k, v in model.own_state_dict().items()}}
         if cfg.max_steps and step >= cfg.max_steps:
             break

@@ -6,7 +6,6 @@ bi-encoder: the cosine hinge loss on cos(q, a). AdamW with linear warm-up and de
 """
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -20,13 +19,12 @@ from tqdm import tqdm
 from indexing.encoder import resolve_device
 
 from ..candidates import Query
-from ..evaluation.runner import align_to_gold, predictions
-from ..evaluation.scorer import Line, score
+from ..evaluation.scorer import Line
 from .data import Group, triplets
 from .losses import CosineHingeLoss, PairBCELoss, PairwiseHingeLoss
 from .minilm import MiniLMConfig, MiniLMRankerModel, collate, pair_ids, save, single_ids, word_pieces
 from .ranker import MiniLMRanker
-from .train import seed_everything
+from .train import append_log, dev_map, optimizer_step, seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +51,6 @@ class MiniLMTrainConfig:
     seed: int = 13
     device: str = "auto"
     max_steps: int | None = None  # stop early (tests, smoke runs)
-
-
-def dev_map(model: MiniLMRankerModel, queries: list[Query], gold: list[Line], device: str) -> float:
-    ranker = MiniLMRanker(model, device, batch_size=64)
-    m = score(gold, align_to_gold(predictions(queries, ranker), gold)).MAP
-    model.train()
-    return m
 
 
 def _loss_fn(cfg: MiniLMTrainConfig):
@@ -104,8 +95,8 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
                                                  question_max_tokens=cfg.question_max_tokens)).to(device)
     head = [p for n, p in model.named_parameters() if n.startswith("head.") and p.requires_grad]
     body = [p for n, p in model.named_parameters() if not n.startswith("head.") and p.requires_grad]
-    groups_ = [{"params": body, "lr": cfg.lr}] + ([{"params": head, "lr": cfg.head_lr}] if head else [])
-    opt = torch.optim.AdamW(groups_, weight_decay=0.01)
+    opt = torch.optim.AdamW([{"params": body, "lr": cfg.lr}] + ([{"params": head, "lr": cfg.head_lr}] if head else []),
+                            weight_decay=0.01)
     rng = random.Random(cfg.seed)
     per_epoch = min(sum(len(g.good) for g in groups) * cfg.negatives, cfg.max_pairs or 10**12)
     total = max(1, cfg.epochs * -(-per_epoch // cfg.batch_size))
@@ -122,12 +113,12 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
 
     def checkpoint(epoch: int, losses: list[float]) -> None:
         nonlocal best
-        m = dev_map(model, dev_queries, dev_gold, device) if dev_queries else float("nan")
+        m = dev_map(MiniLMRanker(model, device, batch_size=64), dev_queries, dev_gold) if dev_queries else float("nan")
+        model.train()
         rec = {"epoch": epoch, "step": step, "loss": float(np.mean(losses[-200:])) if losses else None,
                "dev_MAP": m, "seconds": round(time.perf_counter() - t_start, 1), "device": device}
         history.append(rec)
-        with open(log_path, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
+        append_log(log_path, rec)
         log.info("epoch %d step %d: loss %s, dev MAP %.4f", epoch, step, rec["loss"], m)
         if m > best["dev_MAP"] or best["state"] is None:
             best = {"dev_MAP": m, "at": {"epoch": epoch, "step": step},
@@ -142,12 +133,7 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
                 pos, neg = _step_scores(model, batch, device)
                 loss = loss_fn(pos.float(), neg.float())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for g in groups_ for p in g["params"]], 1.0)
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
+            losses.append(optimizer_step(loss, opt, body + head, 1.0, sched))
             bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
             step += 1
             if cfg.max_steps and step >= cfg.max_steps:
