@@ -35,10 +35,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", choices=sorted(COMBINATIONS), default="bilstm+signals")
     args = ap.parse_args()
-    _, PARTS, SIGNALS, which = COMBINATIONS[args.name]
+    _, part_names, signal_names, which = COMBINATIONS[args.name]
     files = TRAIN_FILES if which == "train" else (HELD_OUT_FILE,)
     s = Settings()
-    parts = [get_ranker(n, s) for n in PARTS]
+    parts = [get_ranker(n, s) for n in part_names]
     queries, labels = [], []
     for f in files:
         path = s.semeval_dir / f
@@ -46,19 +46,19 @@ def main() -> None:
         for q in queries_for(path, "A"):
             queries.append(q)
             labels.append([label[c.id] for c in q.candidates])
-    X = np.vstack(feature_matrix(queries, parts, SIGNALS))
+    X = np.vstack(feature_matrix(queries, parts, signal_names))
     y = np.concatenate([np.asarray(lab, dtype=int) for lab in labels])
     dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-A"].paths(s.semeval_dir)
     dev_q, gold = queries_for(dev_xml, "A"), read_lines(dev_gold)
     results = []
     for C in (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 10.0):
         lr = LogisticRegression(C=C, max_iter=2000).fit(X, y)
-        comb = LearnedCombination(parts, lr.coef_[0], float(lr.intercept_[0]), signals=SIGNALS)
+        comb = LearnedCombination(parts, lr.coef_[0], float(lr.intercept_[0]), signals=signal_names)
         m = score(gold, align_to_gold(predictions(dev_q, comb), gold)).MAP
         results.append({"C": C, "dev_MAP": m, "coef": lr.coef_[0].tolist(), "intercept": float(lr.intercept_[0])})
         print(json.dumps({"C": C, "dev_MAP": m}), file=sys.stderr, flush=True)
     best = max(results, key=lambda r: r["dev_MAP"])
-    record = {"name": args.name, "parts": list(PARTS), "features": list(PARTS) + list(SIGNALS),
+    record = {"name": args.name, "parts": list(part_names), "features": list(part_names) + list(signal_names),
               "coef": best["coef"], "intercept": best["intercept"], "C": best["C"], "dev_MAP": best["dev_MAP"],
               "grid": [{k: r[k] for k in ("C", "dev_MAP")} for r in results], "train_files": list(files),
               "train_pairs": int(len(y)), "trained_at": datetime.now(timezone.utc).isoformat(),
