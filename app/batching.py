@@ -69,3 +69,16 @@ class MicroBatcher:
                 for it in batch:
                     if not it.future.done():
                         it.future.set_exception(e)
+
+
+class ThreadBatched:
+    """A ranker behind a micro-batcher, for code that runs in a worker thread (the search pipeline): each
+    query joins the event loop's batches and the thread waits for its scores."""
+
+    def __init__(self, batcher: MicroBatcher, loop: asyncio.AbstractEventLoop):
+        self.batcher, self.loop = batcher, loop
+        self.name = batcher.ranker.name
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        futures = [asyncio.run_coroutine_threadsafe(self.batcher.score(q), self.loop) for q in queries]
+        return [f.result() for f in futures]

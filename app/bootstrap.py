@@ -4,26 +4,18 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from indexing.catalog import CORPUS_FILES
 from indexing.config import Settings
 from indexing.ingest import ingest_paths
 from indexing.store import ThreadStore
 
 log = logging.getLogger(__name__)
 
-SEMEVAL_DEFAULT = ("train", "dev", "test")
-
-
 def default_corpus(settings: Settings) -> list[Path]:
-    """The SemEval 2016 English threads when the shared data is there, else the shipped demo."""
-    sem = settings.semeval_dir
-    if sem.exists():
-        files = []
-        for sub in SEMEVAL_DEFAULT:
-            files += sorted(p for p in (sem / sub).glob("*.xml") if "subtaskA" not in p.name)
-        files += sorted((sem / "train").glob("*part1-recovered-subtaskA.xml"))
-        if files:
-            return files
-    return [settings.demo_corpus]
+    """The SemEval 2016 English threads when the shared data is there (the corpus the full-corpus and
+    /search benchmarks index), else the shipped demo."""
+    files = [settings.semeval_dir / f for f in CORPUS_FILES]
+    return files if all(f.exists() for f in files) else [settings.demo_corpus]
 
 
 def bootstrap(settings: Settings, progress: bool = True) -> dict:

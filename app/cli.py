@@ -81,6 +81,56 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- search ---------------------------------------------------------------------------
+def cmd_search(args: argparse.Namespace) -> int:
+    from indexing.generations import IndexFormatError
+    from indexing.searcher import load_current
+    from indexing.store import ThreadStore
+    from ranking.pipeline import SearchRequest, build_pipeline
+    from ranking.rankers import UnknownRanker
+    from ranking.retriever import Filters
+    settings = _settings(args)
+    body = " ".join(args.question).strip()
+    if not (body or args.subject.strip()):
+        print("error: give the question's text (and optionally --subject)", file=sys.stderr)
+        return 2
+    try:
+        gen = load_current(settings.index_root, settings.device)
+    except IndexFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    filters = (Filters(args.category, args.since, args.until)
+               if (args.category or args.since or args.until) else None)
+    req = SearchRequest(f"{args.subject}\n{body}".strip(), k=args.k, target=args.target, filters=filters,
+                        expansion=args.expand, rerank=not args.no_rerank, collapse=not args.no_collapse,
+                        explain=args.explain, subject=args.subject, body=body)
+    attention = None
+    if args.explain and (settings.bilstm_checkpoint / "config.json").exists():
+        from ranking.neural.ranker import BiLSTMRanker
+        attention = BiLSTMRanker.from_checkpoint(settings.bilstm_checkpoint, settings.device)
+    with ThreadStore(settings.store_path) as store:
+        try:
+            rerankers = None if req.rerank else {}
+            out = build_pipeline(settings, gen, store.get, rerankers, attention).search(req)
+        except (UnknownRanker, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(out.model_dump_json())
+        return 0
+    print(f"{len(out.results)} {args.target} from generation {out.generation} "
+          f"(reranker: {out.reranker or 'none'}, {out.collapsed} duplicates collapsed, {out.timings_ms['total']:.0f} ms)")
+    for r in out.results:
+        text = " ".join(r.text.split())
+        print(f"{r.rank:3d}. [{r.score:.3f}] {r.kind} {r.id} (thread {r.thread_id}: {r.thread_title or ''})")
+        print(f"     {text[:300]}{'...' if len(text) > 300 else ''}")
+        if r.duplicates:
+            print(f"     also: {', '.join(r.duplicates)}")
+        if r.stages:
+            print("     stages: " + ", ".join(f"{k}={v:.3f}" for k, v in r.stages.items() if v is not None))
+    return 0
+
+
 # --- train ----------------------------------------------------------------------------
 def cmd_train(args: argparse.Namespace) -> int:
     settings = _settings(args)
@@ -97,10 +147,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         else:
             from ranking.neural.train_minilm import MiniLMTrainConfig, train_minilm_from_semeval
             keys = ("epochs", "margin", "seed", "device", "lr", "batch_size", "negatives", "max_steps", "loss",
-                    "max_pairs", "eval_every", "max_length")
+                    "max_pairs", "eval_every", "max_length", "task")
             cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in keys if k in given})
-            out = args.out or (settings.cross_encoder_checkpoint if args.model == "cross-encoder"
-                               else settings.bi_encoder_checkpoint)
+            out = args.out or {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
+                               ("bi-encoder", "A"): settings.bi_encoder_checkpoint,
+                               ("cross-encoder", "B"): settings.question_cross_encoder_checkpoint,
+                               ("bi-encoder", "B"): settings.question_cross_encoder_checkpoint.with_name(
+                                   "question-bi-encoder")}[(args.model, cfg.task)]
             m = train_minilm_from_semeval(settings.semeval_dir, out, cfg, progress=not args.quiet)
             summary = {"best": m["best"], "dev_MAP": m["dev_MAP"], "evaluations": len(m["evaluations"]),
                        "train_seconds": m["train_seconds"]}
@@ -161,6 +214,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-bootstrap", action="store_true", help="do not ingest or index before starting")
     s.set_defaults(func=cmd_serve)
 
+    s = sub.add_parser("search", help="search the live generation as POST /search does",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Search the live index generation with the same pipeline that serves POST "
+                       "/search: first stage, reranking of the top $CQA_RERANK_DEPTH candidates by the target's "
+                       "reranker, duplicate collapse. Prints the ranked results, or with --json the response "
+                       "of POST /search.",
+                       epilog="example:\n  cqa search --subject 'car insurance' 'Which company gives the cheapest "
+                       "comprehensive car insurance in Doha?'")
+    s.add_argument("question", nargs="*", help="the question's body")
+    s.add_argument("--subject", default="", help="the question's subject line")
+    s.add_argument("-k", "--k", type=int, default=10, choices=range(1, 101), metavar="K",
+                   help="results to return (1-100, default 10)")
+    s.add_argument("--target", choices=["answers", "questions", "threads"], default="answers",
+                   help="answers (default), similar questions, or whole threads")
+    s.add_argument("--no-rerank", action="store_true", help="first stage only")
+    s.add_argument("--no-collapse", action="store_true", help="keep identical and near-identical texts apart")
+    s.add_argument("--expand", choices=["none", "rm3", "translation"], help="query expansion (default: tuned)")
+    s.add_argument("--category", help="only this category")
+    s.add_argument("--since", help="only documents on or after this ISO date")
+    s.add_argument("--until", help="only documents on or before this ISO date")
+    s.add_argument("--explain", action="store_true", help="per-stage scores (and BiLSTM word weights)")
+    s.add_argument("--json", action="store_true", help="print the response as JSON, as POST /search returns it")
+    s.set_defaults(func=cmd_search)
+
     s = sub.add_parser("train", help="train a neural reranker on the SemEval training files",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Train a neural ranker on SemEval subtask A training threads (2016 train, 2015 "
@@ -183,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--epochs", type=int, default=None)
     s.add_argument("--margin", type=float, default=None, help="M in max(0, M - s(q,a+) + s(q,a-))")
     s.add_argument("--loss", choices=["hinge", "bce"], default=None, help="cross-encoder loss (default hinge)")
+    s.add_argument("--task", choices=["A", "B"], default=None,
+                   help="MiniLM: A (default) question-comment pairs of subtask A; B question-question pairs of "
+                        "subtask B (2016 train part 2 and recovered part 1, selected on dev-B)")
     s.add_argument("--seed", type=int, default=None)
     s.add_argument("--lr", type=float, default=None)
     s.add_argument("--batch-size", type=int, default=None, help="triplets per step")

@@ -2,6 +2,7 @@
 never at import; CPU-bound ranking runs off the event loop."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -17,18 +18,22 @@ from indexing.store import StoreError, ThreadStore
 
 from . import errors
 from .auth import require_admin
-from .batching import MicroBatcher
+from ranking.pipeline import SearchPipeline, SearchResponse
+
+from .batching import MicroBatcher, ThreadBatched
 from .jobs import JobManager
 from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
-from .schemas import EvaluationIn, RerankIn, SearchIn, ThreadsIn
+from .schemas import (DeletedOut, EvaluationIn, EvaluationOut, HealthOut, JobOut, JobSubmitted, ReadyOut, RerankIn,
+                      RerankOut, SearchIn, ThreadsIn, ThreadsOut)
 
 log = logging.getLogger(__name__)
 SEARCHABLE_NOTE = "accepted and durable; searchable after the next reindex (POST /reindex)"
 
 
 class Service:
-    """What the app serves from; the generation is swapped atomically after a reindex."""
+    """What the app serves from. The rerankers load once; the search pipeline is rebuilt over each new
+    generation and swapped atomically, so searches in flight finish on the old one."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -37,38 +42,45 @@ class Service:
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
         self.generation = None
-        self.retriever = None
-        self.reranker = None
-        self.batcher: MicroBatcher | None = None
+        self.pipeline: SearchPipeline | None = None
+        self.reranker = None  # POST /rerank: one thread's comments (the subtask A ranker)
+        self.search_rankers: dict = {}  # /search target -> its reranker, behind a micro-batcher
+        self.batchers: list[MicroBatcher] = []
+        self.rerank_batcher: MicroBatcher | None = None
         self.attention = None
+
+    def load_rankers(self, loop) -> None:
+        from ranking.rankers import search_rerankers, service_reranker
+        self.reranker = service_reranker(self.settings)
+        self.rerank_batcher = self._batcher(self.reranker)
+        self.search_rankers = {target: ThreadBatched(self._batcher(r), loop)
+                               for target, r in search_rerankers(self.settings).items()}
+        if (self.settings.bilstm_checkpoint / "config.json").exists():
+            try:  # the BiLSTM: per-word highlights in explain
+                from ranking.neural.ranker import BiLSTMRanker
+                self.attention = BiLSTMRanker.from_checkpoint(self.settings.bilstm_checkpoint, self.settings.device)
+            except Exception as e:  # a broken checkpoint costs the highlights, not the service
+                log.warning("BiLSTM checkpoint not loaded (%s): explain has no highlights", e)
+
+    def _batcher(self, ranker) -> MicroBatcher:
+        b = MicroBatcher(ranker, self.settings.batch_max, self.settings.batch_wait_ms, self.metrics)
+        self.batchers.append(b)
+        return b
 
     def load_generation(self) -> None:
         from indexing.searcher import load_current
-        from ranking.retriever import Retriever
-        from ranking.search import default_config
+        from ranking.pipeline import build_pipeline
         gen = load_current(self.settings.index_root, self.settings.device)
-        retriever = Retriever(gen, default_config(gen))
+        pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers, self.attention)
         with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
-            self.generation, self.retriever = gen, retriever
+            self.generation, self.pipeline = gen, pipeline
         for name, n in gen.sizes().items():
             self.metrics.index_docs.labels(name).set(n)
         log.info("serving index generation %s", gen.name)
 
     def snapshot(self):
         with self._lock:
-            return self.generation, self.retriever
-
-
-def stored_vector(gen, result: dict):
-    """The candidate's embedding as the dense index stores it, so reranking need not encode it again."""
-    if gen.dense is None or result["kind"] == "thread":
-        return None
-    prefix = "q:" if result["kind"] == "question" else "a:"
-    row = gen.row.get(prefix + result["id"])
-    try:
-        return gen.dense.index.index.reconstruct(row) if row is not None else None
-    except RuntimeError:  # an index kind that cannot reconstruct: encode instead
-        return None
+            return self.generation, self.pipeline
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -78,26 +90,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         svc = Service(settings)
         app.state.settings, app.state.service = settings, svc
+        await run_in_threadpool(svc.load_rankers, asyncio.get_running_loop())
+        for b in svc.batchers:
+            b.start()
         try:
             await run_in_threadpool(svc.load_generation)
         except IndexFormatError as e:
             log.warning("no index generation loaded: %s", e)
-        from ranking.rankers import service_reranker
-        svc.reranker = service_reranker(settings)
-        svc.attention = None  # the BiLSTM, when its checkpoint is there: per-word highlights in explain
-        if (settings.bilstm_checkpoint / "config.json").exists():
-            try:
-                from ranking.neural.ranker import BiLSTMRanker
-                svc.attention = await run_in_threadpool(BiLSTMRanker.from_checkpoint, settings.bilstm_checkpoint,
-                                                        settings.device)
-            except Exception as e:  # a broken checkpoint costs the highlights, not the service
-                log.warning("BiLSTM checkpoint not loaded (%s): explain has no highlights", e)
-        svc.batcher = MicroBatcher(svc.reranker, settings.batch_max, settings.batch_wait_ms, svc.metrics)
-        svc.batcher.start()
         try:
             yield
         finally:
-            await svc.batcher.stop()
+            for b in svc.batchers:
+                await b.stop()
             svc.store.close()
 
     app = FastAPI(title="cQA answer ranking", version="0.1.0", lifespan=lifespan,
@@ -123,10 +127,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return request.app.state.service
 
     def ready_generation(svc: Service):
-        gen, retriever = svc.snapshot()
+        gen, pipeline = svc.snapshot()
         if gen is None:
             raise HTTPException(503, detail="no index generation is loaded yet; run `cqa reindex` or POST /reindex")
-        return gen, retriever
+        return gen, pipeline
 
     # --- the search page ------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)
@@ -151,14 +155,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return FileResponse(chart, media_type="image/png")
 
     # --- liveness, readiness, metrics -----------------------------------------------------------
-    @app.get("/health", summary="Liveness: the process answers")
-    def health() -> dict:
+    @app.get("/health", response_model=HealthOut, summary="Liveness: the process answers")
+    def health():
         return {"status": "ok"}
 
-    @app.get("/ready", summary="Readiness: store open, index generation and reranker loaded (503 until then)")
+    @app.get("/ready", response_model=ReadyOut, summary="Readiness: store open, index generation and reranker loaded (503 until then)")
     def ready(svc: Service = Depends(service)):
         gen, _ = ready_generation(svc)
-        return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(), "reranker": svc.reranker.name}
+        return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(), "reranker": svc.reranker.name,
+                "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):
@@ -166,53 +171,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     # --- search and rerank ----------------------------------------------------------------------
-    @app.post("/search", summary="Find the best existing answers, questions or threads for a new question")
-    async def search(body: SearchIn, svc: Service = Depends(service)):
+    @app.post("/search", response_model=SearchResponse,
+              summary="Find the best existing answers, questions or threads for a new question")
+    async def search(body: SearchIn, svc: Service = Depends(service)) -> SearchResponse:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
-        gen, retriever = ready_generation(svc)
-        from ranking.retriever import Filters
-        from ranking.search import search_generation
-        t0 = time.perf_counter()
-        expansion = {True: "rm3", False: "none", None: None}.get(body.expand, body.expand)
-        filters = Filters(**body.filters.model_dump()) if body.filters else None
-        rerank = body.rerank and body.target != "threads"
-        depth = max(body.k, svc.settings.rerank_depth) if rerank else body.k
-        out = await run_in_threadpool(search_generation, retriever, body.question.text, depth, body.target,
-                                      filters, expansion)
-        if rerank and out["results"]:
-            from ranking.candidates import Candidate, Query
-            t1 = time.perf_counter()
-            q = Query("search", body.question.text,
-                      tuple(Candidate(r["id"], r["text"], {"thread_id": r["thread_id"],
-                                                           "vector": stored_vector(gen, r)}) for r in out["results"]))
-            scores = await svc.batcher.score(q)
-            for r, s in zip(out["results"], scores):
-                r["stages"]["first_stage"] = r["score"]
-                r["stages"]["rerank"] = s
-                r["score"] = s
-            out["results"].sort(key=lambda r: -r["score"])
-            out["results"] = out["results"][: body.k]
-            for i, r in enumerate(out["results"], 1):
-                r["rank"] = i
-            out["timings_ms"]["rerank"] = round(1000 * (time.perf_counter() - t1), 3)
-        for stage, ms in out["timings_ms"].items():
+        _, pipeline = ready_generation(svc)
+        out = await run_in_threadpool(pipeline.search, body.request())
+        for stage, ms in out.timings_ms.items():
             svc.metrics.stage.labels(stage).observe(ms / 1000)
-        out["timings_ms"]["total"] = round(1000 * (time.perf_counter() - t0), 3)
-        out["reranker"] = svc.reranker.name if rerank else None
-        if body.explain and svc.attention is not None and out["results"]:
-            from ranking.candidates import Candidate, Query
-            q = Query("explain", body.question.text, tuple(Candidate(r["id"], r["text"]) for r in out["results"]))
-            scores, att = await run_in_threadpool(svc.attention.score_with_attention, [q])
-            for r, s, a in zip(out["results"], scores[0], att[0]):
-                r["stages"]["bilstm"] = s
-                r["attention"] = [[tok, round(w, 4)] for tok, w in a]
-        if not body.explain:
-            out.pop("expansion", None)
-            for r in out["results"]:
-                r.pop("stages", None)
         return out
 
-    @app.post("/rerank", summary="Score and sort given candidates, e.g. a thread's comments")
+    @app.post("/rerank", response_model=RerankOut, summary="Score and sort given candidates, e.g. a thread's comments")
     async def rerank(body: RerankIn, svc: Service = Depends(service)):
         from ranking.candidates import Candidate, Query
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
@@ -222,14 +191,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         q = Query("rerank", body.question.text,
                   tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at,
                                                  "position": i}) for i, c in enumerate(body.candidates, 1)))
-        scores = await svc.batcher.score(q)
+        scores = await svc.rerank_batcher.score(q)
         ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])
         svc.metrics.stage.labels("rerank").observe(time.perf_counter() - t0)
         return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
                 "reranker": svc.reranker.name, "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
 
     # --- threads --------------------------------------------------------------------------------
-    @app.post("/threads", summary="Batch upsert threads (admin); durable before the response",
+    @app.post("/threads", response_model=ThreadsOut, summary="Batch upsert threads (admin); durable before the response",
               dependencies=[Depends(require_admin)])
     async def post_threads(body: ThreadsIn, svc: Service = Depends(service)):
         enforce_count_limit("threads", len(body.threads), svc.settings.max_threads_per_request,
@@ -255,14 +224,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         return t.model_dump()
 
-    @app.delete("/threads/{thread_id}", summary="Delete a thread (admin)", dependencies=[Depends(require_admin)])
+    @app.delete("/threads/{thread_id}", response_model=DeletedOut, summary="Delete a thread (admin)", dependencies=[Depends(require_admin)])
     def delete_thread(thread_id: str, svc: Service = Depends(service)):
         if not svc.store.delete(thread_id):
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         return {"deleted": thread_id, "note": "removed from the store; gone from search after the next reindex"}
 
     # --- jobs -----------------------------------------------------------------------------------
-    @app.post("/reindex", status_code=202, summary="Rebuild the indexes as a job (admin)",
+    @app.post("/reindex", status_code=202, response_model=JobSubmitted, summary="Rebuild the indexes as a job (admin)",
               dependencies=[Depends(require_admin)])
     def post_reindex(response: Response, svc: Service = Depends(service)):
         from indexing.reindex import reindex
@@ -277,7 +246,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"job": job.__dict__, "started": started,
                 "message": "reindex started" if started else "a reindex is already running"}
 
-    @app.get("/jobs/{job_id}", summary="State and progress of a job")
+    @app.get("/jobs/{job_id}", response_model=JobOut, summary="State and progress of a job")
     def get_job(job_id: str, svc: Service = Depends(service)):
         job = svc.jobs.get(job_id)
         if job is None:
@@ -285,16 +254,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return job.__dict__
 
     # --- evaluation -----------------------------------------------------------------------------
-    @app.get("/evaluation", summary="The latest offline evaluation per benchmark (MAP, MRR, P@1)")
+    @app.get("/evaluation", response_model=EvaluationOut,
+             summary="MAP per benchmark: the figures shipped with this release, and the latest run here")
     def evaluation(svc: Service = Depends(service)):
-        from ranking.evaluation.runner import latest_reports
-        out = {}
-        for name, r in latest_reports(svc.settings.reports_dir).items():
-            out[name] = {k: r.get(k) for k in ("MAP", "MRR", "P@1", "ranker", "generation", "created_at",
-                                               "questions", "folder")}
-        return {"benchmarks": out}
+        from ranking.evaluation.runner import latest_reports, shipped_figures
+        return {"shipped": shipped_figures(), "benchmarks": latest_reports(svc.settings.reports_dir)}
 
-    @app.post("/evaluation", status_code=202, summary="Run an offline evaluation as a job (admin)",
+    @app.post("/evaluation", status_code=202, response_model=JobSubmitted, summary="Run an offline evaluation as a job (admin)",
               dependencies=[Depends(require_admin)])
     def post_evaluation(body: EvaluationIn, response: Response, svc: Service = Depends(service)):
         from ranking.evaluation.benchmarks import BENCHMARKS
@@ -302,7 +268,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if body.benchmark not in BENCHMARKS:
             raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}")
         bench = BENCHMARKS[body.benchmark]
-        if bench.subtask != "fullcorpus" and body.ranker and body.ranker not in RANKERS:
+        if (bench.subtask != "fullcorpus" or bench.search_target) and body.ranker and body.ranker not in RANKERS:
             raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(RANKERS))}")
 
         def run(progress):
@@ -310,7 +276,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             from ranking.evaluation.runner import run_benchmark
             from ranking.rankers import get_ranker
             gen, _ = svc.snapshot()
-            if bench.subtask == "fullcorpus":
+            if bench.search_target:
+                from ranking.search_benchmark import run_search_benchmark
+                s = svc.settings.model_copy(update={f"search_ranker_{bench.search_target}": body.ranker}
+                                            if body.ranker else {})
+                r = run_search_benchmark(s, bench.split, bench.search_target, progress=False)
+            elif bench.subtask == "fullcorpus":
                 from ranking.fullcorpus import run_fullcorpus
                 r = run_fullcorpus(svc.settings, body.ranker or "fusion", split=bench.split, progress=False)
             else:

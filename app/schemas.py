@@ -50,6 +50,17 @@ class SearchIn(Strict):
     expand: bool | Literal["rm3", "translation"] | None = Field(
         None, description="query expansion: true = rm3, or name a method; default: the tuned retriever's")
     explain: bool = False
+    collapse: bool = Field(True, description="fold identical or near-identical texts into one result")
+
+    def request(self):
+        from ranking.pipeline import SearchRequest
+        from ranking.retriever import Filters
+        return SearchRequest(
+            text=self.question.text, k=self.k, target=self.target,
+            filters=Filters(**self.filters.model_dump()) if self.filters else None,
+            expansion={True: "rm3", False: "none", None: None}.get(self.expand, self.expand),
+            rerank=self.rerank, collapse=self.collapse, explain=self.explain,
+            subject=self.question.subject, body=self.question.body)
 
 
 class CandidateIn(Strict):
@@ -81,3 +92,88 @@ class ThreadsIn(Strict):
 class EvaluationIn(Strict):
     benchmark: str = Field(..., max_length=100)
     ranker: str | None = Field(None, max_length=100)
+
+
+# --- responses (documented in /openapi.json) --------------------------------------------------------
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+
+
+class ReadyOut(BaseModel):
+    status: Literal["ready"]
+    generation: str
+    sizes: dict[str, int]
+    reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
+    search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
+
+
+class RerankResult(BaseModel):
+    id: str
+    score: float
+    rank: int
+
+
+class RerankOut(BaseModel):
+    results: list[RerankResult]
+    reranker: str
+    timings_ms: dict[str, float]
+
+
+class ThreadsOut(BaseModel):
+    accepted: int
+    inserted: int
+    updated: int
+    unchanged: int
+    note: str
+
+
+class DeletedOut(BaseModel):
+    deleted: str
+    note: str
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    state: Literal["queued", "running", "succeeded", "failed"]
+    stage: str | None = None
+    progress: float = 0.0
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    result: dict | None = None
+    error: str | None = None
+
+
+class JobSubmitted(BaseModel):
+    job: JobOut
+    started: bool
+    message: str | None = None
+
+
+class ShippedFigure(BaseModel):
+    benchmark: str
+    ranker: str
+    figures: dict[str, float]
+    command: str
+    measured_at: str
+    machine: str
+
+
+class LiveFigure(BaseModel):
+    MAP: float | None = None
+    MRR: float | None = None
+    P_at_1: float | None = Field(None, alias="P@1")
+    ranker: str | None = None
+    generation: str | None = None
+    created_at: str | None = None
+    questions: int | None = None
+    folder: str | None = None
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+
+class EvaluationOut(BaseModel):
+    shipped: list[ShippedFigure] = Field(description="figures measured for this release with each preset "
+                                         "(ranking/shipped_figures.json), shown before any run here")
+    benchmarks: dict[str, LiveFigure] = Field(description="the latest run of each benchmark on this service")

@@ -32,16 +32,21 @@ class Settings(BaseSettings):
                                 "`cqa predict` and the service when none is named.")
     default_ranker_b: str = Field("fusion", description="Default ranker of subtask B (question similarity).")
     default_ranker_c: str = Field("related-answers", description="Default ranker of subtask C.")
+    search_ranker_answers: str = Field("search-answers", description="Reranker of POST /search, target answers.")
+    search_ranker_questions: str = Field("search-questions",
+                                         description="Reranker of POST /search, target questions.")
     cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "cross-encoder",
                                            description="MiniLM cross-encoder checkpoint directory (shipped; "
                                            "`cqa train --model cross-encoder` rebuilds it).")
     bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bi-encoder",
                                         description="MiniLM bi-encoder checkpoint directory (shipped; "
                                         "`cqa train --model bi-encoder` rebuilds it).")
+    question_cross_encoder_checkpoint: Path = Field(
+        PROJECT_ROOT / "models" / "question-cross-encoder", description="MiniLM cross-encoder of question-question "
+        "similarity (subtask B; shipped; `cqa train --model cross-encoder --task B` rebuilds it).")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")
-    embedding_model: str = Field("all-MiniLM-L6-v2", description="Name recorded in manifests and caches.")
     embedding_batch_size: int = Field(64, ge=1, le=4096)
     device: str = Field("auto", pattern="^(auto|cpu|cuda)$")
     keep_generations: int = Field(3, ge=1, le=100, description="Index generations kept after a reindex.")
@@ -50,13 +55,17 @@ class Settings(BaseSettings):
     dense_index_kind: str = Field("auto", pattern="^(auto|flat|hnsw|ivf)$")
     bm25_k1: float = Field(1.2, gt=0)
     bm25_b: float = Field(0.75, ge=0, le=1)
-    lm_mu: float = Field(2000.0, gt=0)
-    lm_lambda: float = Field(0.7, gt=0, lt=1)
+    lm_smoothing: str = Field("dirichlet", pattern="^(dirichlet|jelinek-mercer)$",
+                              description="Smoothing of the query-likelihood LM built by reindex.")
+    lm_mu: float = Field(2000.0, gt=0, description="Dirichlet prior (lm_smoothing=dirichlet).")
+    lm_lambda: float = Field(0.7, gt=0, lt=1, description="Collection weight (lm_smoothing=jelinek-mercer).")
     max_request_bytes: int = Field(1_000_000, ge=1024, description="Larger request bodies get 413.")
     max_text_chars: int = Field(20_000, ge=100, description="Longest question, answer or candidate text.")
     max_candidates: int = Field(200, ge=1, description="Most candidates one /rerank request may send.")
     max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")
     rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
+    search_thread_depth: int = Field(10, ge=0, le=50, description="/search answers: the most similar threads "
+                                     "whose comments join the reranked candidates (0: none).")
     batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
     batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
 

@@ -18,6 +18,7 @@ from .config import Settings
 from .dense import DenseIndex, choose_kind
 from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
+from .encoder import MODEL_NAME
 from .generations import FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
 from .lm import LMIndex
 from .store import ThreadStore
@@ -94,7 +95,7 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
         bm25.save(tmp / "bm25")
         timings["bm25"] = _timing(t0, len(docs))
         t0 = time.perf_counter()
-        lm = LMIndex(terms, "dirichlet", mu=settings.lm_mu, lam=settings.lm_lambda)
+        lm = LMIndex(terms, settings.lm_smoothing, mu=settings.lm_mu, lam=settings.lm_lambda)
         lm.save(tmp / "lm")
         timings["lm"] = _timing(t0, len(docs))
 
@@ -114,7 +115,7 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
 
                 def encode_fn(texts):
                     return encode(texts, batch_size=settings.embedding_batch_size, device=settings.device)
-            cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", settings.embedding_model)
+            cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", MODEL_NAME)
             bar = tqdm(total=len(docs), unit="doc", desc="embed", disable=not progress)
             done = [0]
 
@@ -129,7 +130,7 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
                 cache.close()
                 bar.close()
             kind = choose_kind(len(docs), settings.dense_index_kind, settings.dense_exact_max_docs)
-            dense = DenseIndex.build(vecs, kind=kind, model=settings.embedding_model)
+            dense = DenseIndex.build(vecs, kind=kind, model=MODEL_NAME)
             dense.save(tmp / "dense")
             dense_params = dense.params
             timings["dense"] = {**_timing(t0, len(docs)), "encoded": encoded, "from_cache": len(docs) - encoded}
@@ -140,7 +141,7 @@ def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
             "created_at": stamp.isoformat(), "store_fingerprint": fingerprint,
             "threads": n_threads, "documents": docs.counts(), "analyzer": analyzer.to_dict(),
             "indexes": {"bm25": bm25.params, "lm": lm.params, "dense": dense_params},
-            "model": settings.embedding_model if dense_params else None,
+            "model": MODEL_NAME if dense_params else None,
             "build": timings,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,10 +39,21 @@ class DenseSource:
     ids: list[str]
     device: str = "auto"
     name: str = "dense"
+    _recent: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def embed(self, query: str) -> np.ndarray:
+        """The query's embedding; the last few are kept, so a search's later stages reuse the first stage's."""
+        with self._lock:
+            if query in self._recent:
+                return self._recent[query]
         from .encoder import encode
-        return encode([query], device=self.device)[0]
+        v = encode([query], device=self.device)[0]
+        with self._lock:
+            self._recent[query] = v
+            while len(self._recent) > 64:
+                self._recent.pop(next(iter(self._recent)))
+        return v
 
     def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[Hit]:
         return self.index.search_vectors(self.embed(query), k, self.ids, allowed)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from indexing.bm25 import BM25Index
+from indexing.catalog import TRANSLATION_TRAIN_FILES
 from indexing.lm import LMIndex
 from indexing.termmatrix import TermMatrix
 from indexing.text import Analyzer
@@ -36,9 +37,7 @@ def fusion_weights() -> dict[str, float]:
     return {n: 1.0 for n in FUSION_PARTS}
 
 
-TRAIN_FILES = ("train/SemEval2016-Task3-CQA-QL-train-part2.xml",
-               "train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskA.xml",
-               "train2015/SemEval2015-Task3-CQA-QL-train-recovered-subtaskA.xml")
+TRAIN_FILES = TRANSLATION_TRAIN_FILES
 
 
 class _Pool:

@@ -1,8 +1,15 @@
-"""What a reranker sees: a question and the candidates to order for it."""
+"""What a reranker sees: a question and the candidates to order for it.
+
+A candidate's metadata is built here, from a stored thread, and nowhere else: the benchmark loaders
+(SemEval files) and the search pipeline (the store behind an index generation) both call
+``answer_candidates`` / ``question_candidate``, so a forum signal has the same value in evaluation
+as at serving."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from indexing.models import Thread
 
 
 @dataclass(frozen=True)
@@ -18,3 +25,25 @@ class Query:
     text: str
     candidates: tuple[Candidate, ...]
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+def answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candidate]:
+    """Every comment of a thread, in thread order, with its position, author, the thread's asker, its
+    question and category, and its dialogue signals within the whole thread (``thread_rank``: the thread's rank in a search, where there is one)."""
+    from .signals import dialogue
+    talk = dialogue([a.author_id for a in t.answers], [a.text for a in t.answers], t.author_id)
+    out = []
+    for pos, a in enumerate(t.answers, 1):
+        meta = {"thread_id": t.id, "position": pos, "author_id": a.author_id, "created_at": a.created_at,
+                "asker_id": t.author_id, "category": t.category, "thread_question": t.question_text,
+                "dialogue": tuple(float(v) for v in talk[pos - 1])}
+        if thread_rank is not None:
+            meta["thread_rank"] = thread_rank
+        out.append(Candidate(a.id, a.text, meta))
+    return out
+
+
+def question_candidate(t: Thread, thread_rank: int) -> Candidate:
+    """A thread's question as a candidate of question-question similarity (subtask B)."""
+    return Candidate(t.id, t.question_text, {"thread_id": t.id, "category": t.category, "thread_rank": thread_rank,
+                                             "subject": t.subject, "body": t.body})

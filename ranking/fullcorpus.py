@@ -3,16 +3,18 @@ test (or dev, for tuning) is searched against all of it. Relevant: its related q
 PerfectMatch or Relevant and the comments judged Good for it; anything unjudged counts as not relevant."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import replace
 
 from tqdm import tqdm
 
+from indexing.catalog import CORPUS_FILES, split_file
 from indexing.config import Settings
 from indexing.documents import answer_doc_id, question_doc_id
 from indexing.ingest import ingest_paths
-from indexing.loaders import load_semeval
+from indexing.loaders import file_digest, load_semeval
 from indexing.reindex import reindex
 from indexing.searcher import Generation, load_current, manifest_of
 from indexing.store import ThreadStore
@@ -23,11 +25,6 @@ from .retriever import Retriever, RetrieverConfig
 
 log = logging.getLogger(__name__)
 
-CORPUS_FILES = ("train/SemEval2016-Task3-CQA-QL-train-part2.xml",
-                "train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskB.xml",
-                "train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskA.xml",
-                "dev/SemEval2016-Task3-CQA-QL-dev.xml", "test/SemEval2016-Task3-CQA-QL-test.xml")
-QUERY_FILES = {"test": "test/SemEval2016-Task3-CQA-QL-test.xml", "dev": "dev/SemEval2016-Task3-CQA-QL-dev.xml"}
 DEPTH = 100
 _ALL = ("bm25", "lm", "dense")
 
@@ -50,7 +47,7 @@ def named_configs() -> dict[str, RetrieverConfig]:
 
 
 def qrels_and_queries(settings: Settings, split: str = "test") -> tuple[dict[str, dict[str, int]], dict[str, str]]:
-    doc = load_semeval(settings.semeval_dir / QUERY_FILES[split], strict=True)
+    doc = load_semeval(settings.semeval_dir / split_file(split), strict=True)
     qrels: dict[str, dict[str, int]] = {}
     for t in doc.threads:
         judged = qrels.setdefault(t.meta["orgq_id"], {})
@@ -68,8 +65,15 @@ def corpus_settings(settings: Settings) -> Settings:
 def ensure_corpus(settings: Settings, progress: bool = True) -> Generation:
     cs = corpus_settings(settings)
     cs.data_dir.mkdir(parents=True, exist_ok=True)
+    files = [settings.semeval_dir / f for f in CORPUS_FILES]
+    digests = json.dumps({f.name: file_digest(f) for f in files}, sort_keys=True)
+    ingested = cs.data_dir / "corpus-files.json"
     with ThreadStore(cs.store_path) as store:
-        ingest_paths(store, [settings.semeval_dir / f for f in CORPUS_FILES], progress=progress)
+        # Part 1 of train comes as two files sharing thread ids (questions only, then with comments), so
+        # ingesting again rewrites those threads: ingest only when the files changed.
+        if not ingested.exists() or ingested.read_text(encoding="utf-8") != digests:
+            ingest_paths(store, files, progress=progress)
+            ingested.write_text(digests, encoding="utf-8")
         fingerprint = store.fingerprint()
     m = manifest_of(cs.index_root)
     if (m is None or m.get("store_fingerprint") != fingerprint or not m["indexes"].get("dense")

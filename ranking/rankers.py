@@ -43,27 +43,55 @@ class MiniLMCosine:
     name: str = "minilm-cosine"
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        """Candidates that carry their stored embedding (meta "vector", e.g. from the FAISS index)
-        are not encoded again; everything else is encoded in one batch."""
+        """Questions and candidates that carry their embedding (meta "vector": the FAISS index's, or the
+        first stage's of the question) are not encoded again; everything else is encoded in one batch."""
         from indexing.encoder import encode
-        texts = [q.text for q in queries]
+        texts = [q.text for q in queries if q.meta.get("vector") is None]
+        qrow = {}
+        for qi, q in enumerate(queries):
+            if q.meta.get("vector") is None:
+                qrow[qi] = len(qrow)
         slots: list[tuple[int, int, int]] = []  # (query, candidate, row in the encoded batch)
         for qi, q in enumerate(queries):
             for ci, c in enumerate(q.candidates):
                 if c.meta.get("vector") is None:
                     slots.append((qi, ci, len(texts)))
                     texts.append(c.text)
-        emb = encode(texts, batch_size=self.batch_size, device=self.device, progress=len(texts) > 1000)
+        emb = (encode(texts, batch_size=self.batch_size, device=self.device, progress=len(texts) > 1000) if texts
+               else np.zeros((0, 384), dtype=np.float32))
+        qvec = [np.asarray(q.meta["vector"], dtype=np.float32) if qi not in qrow else emb[qrow[qi]]
+                for qi, q in enumerate(queries)]
         out = []
         for qi, q in enumerate(queries):
-            vecs = np.zeros((len(q.candidates), emb.shape[1]), dtype=np.float32)
+            vecs = np.zeros((len(q.candidates), len(qvec[qi])), dtype=np.float32)
             for ci, c in enumerate(q.candidates):
                 if c.meta.get("vector") is not None:
                     vecs[ci] = c.meta["vector"]
             out.append(vecs)
         for qi, ci, row in slots:
             out[qi][ci] = emb[row]
-        return [(out[qi] @ emb[qi]).astype(float).tolist() for qi in range(len(queries))]
+        return [(out[qi] @ qvec[qi]).astype(float).tolist() for qi in range(len(queries))]
+
+
+@dataclass
+class FirstStageScore:
+    """A search candidate's score from one first-stage source (bm25, lm, dense) or the fusion of them
+    ("fused"), computed over the whole corpus; a candidate the source did not return gets the lowest score
+    of its query. Candidates that come from no search score 0."""
+    source: str
+    name: str = ""
+
+    def __post_init__(self):
+        self.name = self.name or f"stage-{self.source}"
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        out = []
+        for q in queries:
+            raw = [(c.meta.get("first_stage") or {}).get(self.source) for c in q.candidates]
+            present = [v for v in raw if v is not None]
+            floor = min(present) if present else 0.0
+            out.append([float(v) if v is not None else floor for v in raw])
+        return out
 
 
 RANKERS: dict[str, tuple[str, Callable[..., Ranker]]] = {
@@ -98,6 +126,20 @@ def _fusion(settings, method: str = "zscore", name: str = "fusion", per_query: b
     return FusedRanker(parts, list(weights.values()), method=method, name=name)
 
 
+def _tuned_fusion(defaults: str):
+    """A z-score fusion whose parts and weights a tuning script wrote to ``defaults`` (beside this file)."""
+    def make(settings):
+        import json
+        from pathlib import Path
+
+        from .candidate_rankers import FusedRanker
+        d = json.loads(Path(__file__).with_name(defaults).read_text(encoding="utf-8"))
+        weights = {n: w for n, w in d["weights"].items() if w}
+        return FusedRanker([get_ranker(n, settings) for n in weights], list(weights.values()), method="zscore",
+                           name=d["name"])
+    return make
+
+
 def _bilstm(settings):
     from .neural.ranker import BiLSTMRanker
     return BiLSTMRanker.from_checkpoint(settings.bilstm_checkpoint, settings.device)
@@ -110,10 +152,11 @@ def _combination(name: str, int8: bool = False):
     return make
 
 
-def _minilm(kind: str, name: str | None = None, quantize: bool = False, max_length: int | None = None):
+def _minilm(kind: str, name: str | None = None, quantize: bool = False, max_length: int | None = None,
+            checkpoint: str | None = None):
     def make(settings):
         from .neural.ranker import MiniLMRanker
-        folder = settings.cross_encoder_checkpoint if kind == "cross-encoder" else settings.bi_encoder_checkpoint
+        folder = getattr(settings, checkpoint or kind.replace("-", "_") + "_checkpoint")
         return MiniLMRanker.from_checkpoint(folder, settings.device, name=name or kind, quantize=quantize,
                                             max_length=max_length, cache_dir=settings.cache_dir / "scores")
     return make
@@ -125,9 +168,11 @@ def _neural_fusion(settings):
                        method="zscore", name="neural-fusion")
 
 
-def _related(settings):
+def _related(settings, defaults: str = "related_defaults.json"):
+    from pathlib import Path
+
     from .related import load_related
-    return load_related(settings)
+    return load_related(settings, Path(__file__).with_name(defaults))
 
 
 RANKERS.update({
@@ -145,6 +190,11 @@ RANKERS.update({
                            _minilm("cross-encoder", "cross-encoder-int8", quantize=True)),
     "cross-encoder-96": ("the cross-encoder reading at most 96 word pieces per pair",
                          _minilm("cross-encoder", "cross-encoder-96", max_length=96)),
+    "question-cross-encoder": ("all-MiniLM-L6-v2 cross-encoder of question-question similarity, pairwise hinge loss on "
+                               "2016 train subtask B pairs, selected on dev-B; checkpoint "
+                               "$CQA_QUESTION_CROSS_ENCODER_CHECKPOINT",
+                               _minilm("cross-encoder", "question-cross-encoder",
+                                       checkpoint="question_cross_encoder_checkpoint")),
     "bi-encoder-int8": ("the bi-encoder with int8 dynamic quantisation of its linear layers (CPU)",
                         _minilm("bi-encoder", "bi-encoder-int8", quantize=True)),
     "bi-encoder": ("all-MiniLM-L6-v2 fine-tuned with the cosine hinge loss, cos(q, a); checkpoint "
@@ -154,6 +204,16 @@ RANKERS.update({
     "related-answers": ("subtask C: the answer ranker on (new question, comment) and (thread question, comment), "
                         "the thread's rank and its question's similarity by the B fusion, weights tuned on dev-C "
                         "(ranking/related_defaults.json)", _related),
+    "search-answers": ("/search, target answers: the related-answers features plus the first-stage rank and the "
+                       "comment's forum-signal quality, weights tuned end to end on semeval2016-dev-search-answers "
+                       "(ranking/search_answers_defaults.json)", lambda s: _related(s, "search_answers_defaults.json")),
+    "search-questions": ("/search, target questions: z-score fusion of the first-stage order and question-question "
+                         "scores, weights tuned end to end on semeval2016-dev-search-questions "
+                         "(ranking/search_questions_defaults.json)", _tuned_fusion("search_questions_defaults.json")),
+    **{f"stage-{src}": (f"a search candidate's {what} over the whole corpus (0 outside /search)",
+                        lambda settings, src=src: FirstStageScore(src))
+       for src, what in (("bm25", "BM25 score"), ("lm", "query-likelihood score"), ("dense", "MiniLM cosine"),
+                         ("fused", "fused first-stage score"))},
     "bilstm": ("BiLSTM with attention (Tan et al. 2016), cosine hinge loss; checkpoint $CQA_BILSTM_CHECKPOINT",
                _bilstm),
     "dense": ("the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)",
@@ -170,8 +230,16 @@ RANKERS.update({
 
 
 def service_reranker(settings) -> Ranker:
-    """The reranker the service uses: the default ranker ($CQA_DEFAULT_RANKER), set up for serving."""
+    """The reranker of POST /rerank (one thread's comments, subtask A): $CQA_DEFAULT_RANKER, set up for serving."""
     return for_serving(get_ranker(settings.default_ranker, settings))
+
+
+def search_rerankers(settings) -> dict[str, Ranker]:
+    """The reranker of each /search target, set up for serving: answers ($CQA_SEARCH_RANKER_ANSWERS,
+    measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS). Threads
+    are not reranked."""
+    return {"answers": for_serving(get_ranker(settings.search_ranker_answers, settings)),
+            "questions": for_serving(get_ranker(settings.search_ranker_questions, settings))}
 
 
 def for_serving(ranker: Ranker) -> Ranker:

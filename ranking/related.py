@@ -4,7 +4,12 @@ the new question (the answer ranker on (new question, comment)), when it answers
 of the thread, and a question-similarity ranker's score of the thread's question, i.e. subtask B), most of
 all when both hold (their product). The features are z-scored per new question and summed with weights
 tuned on 2016 dev-C (ranking/related_defaults.json, written by scripts/tune_related.py). With no thread
-metadata the thread terms drop out and the ranker is the answer ranker alone."""
+metadata the thread terms drop out and the ranker is the answer ranker alone.
+
+For search (ranking/search_answers_defaults.json, tuned end to end on dev by scripts/tune_search.py) two more
+features count: where the first stage put the comment (``retrieval_rank``; a benchmark's given order
+otherwise), its first-stage scores over the whole corpus (``stage_*``), and the comment's own quality, the forum-signal half of the subtask A model (by the asker,
+position, length, URLs, dialogue in its thread...) computed from its whole stored thread."""
 from __future__ import annotations
 
 import json
@@ -16,31 +21,56 @@ import numpy as np
 
 from .candidates import Candidate, Query
 from .fusion import zscore
+from .rankers import FirstStageScore
 
 DEFAULTS_FILE = Path(__file__).with_name("related_defaults.json")
-FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", "own_x_similarity")
+FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", "own_x_similarity",
+            "retrieval_rank", "quality", "stage_bm25", "stage_lm", "stage_dense", "stage_fused")
+STAGES = ("bm25", "lm", "dense", "fused")
 
 
-def _threads(q: Query) -> dict[str, tuple[int, str, list[int]]]:
-    """thread id -> (search rank, thread question, candidate indices), for candidates that carry their thread."""
-    out: dict[str, tuple[int, str, list[int]]] = {}
+def _threads(q: Query) -> dict[str, tuple[int, str, list[int], object]]:
+    """thread id -> (search rank, thread question, candidate indices, the question's stored embedding or
+    None), for candidates that carry their thread."""
+    out: dict[str, tuple[int, str, list[int], object]] = {}
     for i, c in enumerate(q.candidates):
         if c.meta.get("thread_question"):
-            out.setdefault(c.meta.get("thread_id"), (c.meta.get("thread_rank", 1), c.meta["thread_question"], []))[2].append(i)
+            out.setdefault(c.meta.get("thread_id"), (c.meta.get("thread_rank", 1), c.meta["thread_question"], [],
+                                                     c.meta.get("thread_vector")))[2].append(i)
     return out
 
 
+def quality_prior(q: Query) -> np.ndarray:
+    """The forum-signal part of the subtask A model (its signal coefficients over the signals), per candidate."""
+    from .combination import combination_file
+    from .signals import matrix
+    d = _a_model(str(combination_file("cross-encoder+signals")))
+    names = tuple(d["features"][len(d["parts"]):])
+    coef = np.asarray(d["coef"][len(d["parts"]):], dtype=float)
+    return matrix(q, names) @ coef
+
+
+_A_MODELS: dict[str, dict] = {}
+
+
+def _a_model(path: str) -> dict:
+    if path not in _A_MODELS:
+        _A_MODELS[path] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return _A_MODELS[path]
+
+
 def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> list[np.ndarray]:
-    """Per query, a (candidates x 5) matrix of the z-scored features (FEATURES). Each ranker is called
+    """Per query, a (candidates x 11) matrix of the z-scored features (FEATURES). Each ranker is called
     once for the whole batch: the answer ranker on the new questions and on the thread questions, the
     thread ranker on the thread questions in search order."""
     direct = answer_ranker.score(queries)
     threads = [_threads(q) for q in queries]
-    own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx))
-                   for q, th in zip(queries, threads) for tid, (_, text, idx) in th.items()]
+    own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), {"vector": vec})
+                   for q, th in zip(queries, threads) for tid, (_, text, idx, vec) in th.items()]
     own_scores = iter(answer_ranker.score(own_queries) if own_queries else [])
     in_order = [sorted(th, key=lambda t: th[t][0]) for th in threads]
-    sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r}) for r, t in enumerate(order, 1)))
+    sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, "vector": th[t][3]})
+                                             for r, t in enumerate(order, 1)))
                    for q, th, order in zip(queries, threads, in_order) if th and thread_ranker]
     sim_scores = iter(thread_ranker.score(sim_queries) if sim_queries else [])
     out = []
@@ -49,15 +79,18 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> 
             out.append(np.zeros((0, len(FEATURES))))
             continue
         own, sim = np.zeros(len(q.candidates)), np.zeros(len(q.candidates))
-        for _, _, idx in th.values():
+        for _, _, idx, _ in th.values():
             own[idx] = next(own_scores)
         if th and thread_ranker:
             for t, value in zip(order, next(sim_scores)):
                 sim[th[t][2]] = value
         rank = np.array([-math.log(c.meta.get("thread_rank", 1)) for c in q.candidates], dtype=float)
         own_z, sim_z = zscore(own), zscore(sim)
+        retrieved = np.array([-math.log(c.meta.get("retrieval_rank", i + 1)) for i, c in enumerate(q.candidates)])
+        stages = [zscore(np.asarray(FirstStageScore(s).score([q])[0])) for s in STAGES]
         out.append(np.column_stack([zscore(np.asarray(d, dtype=float)), own_z, zscore(rank), sim_z,
-                                    zscore(own_z * (sim_z - sim_z.min()))]))
+                                    zscore(own_z * (sim_z - sim_z.min())), zscore(retrieved),
+                                    zscore(quality_prior(q)), *stages]))
     return out
 
 
@@ -74,7 +107,8 @@ class RelatedAnswersRanker:
         return [r for r in (self.answer_ranker, self.thread_ranker) if r is not None]
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        w = np.asarray(self.weights, dtype=float)
+        w = np.zeros(len(FEATURES))
+        w[:len(self.weights)] = self.weights  # files tuned before a feature existed give it no weight
         return [(X @ w).tolist() for X in feature_columns(queries, self.answer_ranker, self.thread_ranker)]
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .candidates import Candidate, Query
+if TYPE_CHECKING:
+    from .candidates import Candidate, Query
 
 URL = re.compile(r"https?://|www\.", re.I)
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
@@ -37,25 +39,36 @@ def features(query: Query, c: Candidate, index: int) -> list[float]:
             float(n_words < 5)]
 
 
+def dialogue(authors: list[str | None], texts: list[str], asker: str | None) -> np.ndarray:
+    """(comments x 3) for one thread's comments in thread order: log(1 + the author's other comments
+    in the thread), the next comment is by the asker, and that next comment thanks. A comment with no
+    author gets 0 everywhere."""
+    out = np.zeros((len(authors), len(THREAD_NAMES)))
+    for j, author in enumerate(authors):
+        if not author:
+            continue
+        out[j, 0] = math.log1p(sum(a == author for a in authors) - 1)
+        if j + 1 < len(authors) and asker and authors[j + 1] == asker and author != asker:
+            out[j, 1] = 1.0
+            out[j, 2] = float(bool(THANKS.search(texts[j + 1] or "")))
+    return out
+
+
 def thread_features(query: Query) -> np.ndarray:
-    """(candidates x 3): log(1 + the author's other comments in the thread), the next comment of the
-    thread is by the asker, and that next comment thanks. Candidates of one thread are taken in the
-    order given; with no author metadata every value is 0."""
+    """(candidates x 3), the dialogue signals. A candidate built from its whole stored thread carries
+    them in its metadata (``answer_candidates``), so they do not depend on which of its thread's comments
+    a query holds; otherwise they are computed from the candidates of each thread in the order given."""
     out = np.zeros((len(query.candidates), len(THREAD_NAMES)))
     threads: dict[str, list[int]] = {}
     for i, c in enumerate(query.candidates):
-        threads.setdefault(c.meta.get("thread_id", ""), []).append(i)
+        if "dialogue" in c.meta:
+            out[i] = c.meta["dialogue"]
+        else:
+            threads.setdefault(c.meta.get("thread_id", ""), []).append(i)
     for idx in threads.values():
-        authors = [query.candidates[i].meta.get("author_id") for i in idx]
-        for j, i in enumerate(idx):
-            c = query.candidates[i]
-            asker = query.meta.get("author_id") or c.meta.get("asker_id")
-            if not authors[j]:
-                continue
-            out[i, 0] = math.log1p(sum(a == authors[j] for a in authors) - 1)
-            if j + 1 < len(idx) and asker and authors[j + 1] == asker and authors[j] != asker:
-                out[i, 1] = 1.0
-                out[i, 2] = float(bool(THANKS.search(query.candidates[idx[j + 1]].text or "")))
+        cands = [query.candidates[i] for i in idx]
+        asker = query.meta.get("author_id") or cands[0].meta.get("asker_id")
+        out[idx] = dialogue([c.meta.get("author_id") for c in cands], [c.text for c in cands], asker)
     return out
 
 

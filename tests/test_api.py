@@ -72,7 +72,7 @@ def test_search_targets_rerank_explain(client):
     assert [x["rank"] for x in out["results"]] == [1, 2, 3]
     assert {"bm25", "lm", "dense", "first_stage", "rerank"} <= set(out["results"][0]["stages"])
     assert {"bm25", "lm", "dense", "fusion", "rerank", "total"} <= set(out["timings_ms"])
-    assert out["reranker"] == "cross-encoder+signals"  # the default ranker (CQA_DEFAULT_RANKER)
+    assert out["reranker"] == "search-questions"  # the questions target's reranker ($CQA_SEARCH_RANKER_QUESTIONS)
     plain = client.post("/search", json={"question": {"body": "question 7 about visa"}, "k": 3,
                                          "target": "questions", "rerank": False}).json()
     assert plain["results"][0]["id"] == "t7" and "stages" not in plain["results"][0] and plain["reranker"] is None

@@ -73,7 +73,7 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert not browser.find_element(By.ID, "error").is_displayed()
     first = browser.find_elements(By.CSS_SELECTOR, "#results li")[0]
     assert "rank 1" in first.text and "in thread" in first.text
-    assert "reranked by cross-encoder+signals" in browser.find_element(By.ID, "summary").text
+    assert "reranked by search-answers" in browser.find_element(By.ID, "summary").text
     explain = first.find_element(By.CSS_SELECTOR, "button.link")
     explain.send_keys(Keys.ENTER)
     box = first.find_element(By.CSS_SELECTOR, ".explain")

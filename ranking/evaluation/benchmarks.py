@@ -4,10 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from indexing.catalog import gold_file, split_file, split_file_a
 from indexing.loaders import load_semeval
-from indexing.models import Thread
 
-from ..candidates import Candidate, Query
+from ..candidates import Query, answer_candidates, question_candidate
 
 # Published results on the 2016 test set (primary runs, MAP), from the task's result tables.
 PUBLISHED = {
@@ -23,11 +23,18 @@ class BenchmarkError(Exception):
 
 @dataclass(frozen=True)
 class Benchmark:
+    """A SemEval file and how it is run: as given candidates (A, B, C, official scorer), or searched over
+    the whole corpus (first stage alone, or the /search pipeline)."""
     name: str
     split: str
-    subtask: str  # A, B, C or "fullcorpus"
+    subtask: str  # A, B, C, "fullcorpus", "search-answers" or "search-questions"
     xml: str
     gold: str | None
+
+    @property
+    def search_target(self) -> str | None:
+        """answers or questions for the end-to-end /search benchmarks, else None."""
+        return self.subtask.split("-", 1)[1] if self.subtask.startswith("search-") else None
 
     def paths(self, semeval_dir: Path) -> tuple[Path, Path | None]:
         xml = semeval_dir / self.xml
@@ -40,35 +47,24 @@ class Benchmark:
 
 
 BENCHMARKS: dict[str, Benchmark] = {}
-for _split, _xml, _xml_a in (
-        ("dev", "dev/SemEval2016-Task3-CQA-QL-dev.xml", "dev/SemEval2016-Task3-CQA-QL-dev-subtaskA.xml"),
-        ("test", "test/SemEval2016-Task3-CQA-QL-test.xml", "test/SemEval2016-Task3-CQA-QL-test.xml")):
-    _gold_a = (f"{_split}/SemEval2016-Task3-CQA-QL-{_split}-subtaskA.xml.subtaskA.relevancy")
-    BENCHMARKS[f"semeval2016-{_split}-A"] = Benchmark(f"semeval2016-{_split}-A", _split, "A", _xml_a, _gold_a)
-    for _t in "BC":
-        BENCHMARKS[f"semeval2016-{_split}-{_t}"] = Benchmark(
-            f"semeval2016-{_split}-{_t}", _split, _t, _xml, f"{_xml}.subtask{_t}.relevancy")
 for _split in ("dev", "test"):
+    BENCHMARKS[f"semeval2016-{_split}-A"] = Benchmark(f"semeval2016-{_split}-A", _split, "A",
+                                                      split_file_a(_split), gold_file(_split, "A"))
+    for _t in "BC":
+        BENCHMARKS[f"semeval2016-{_split}-{_t}"] = Benchmark(f"semeval2016-{_split}-{_t}", _split, _t,
+                                                             split_file(_split), gold_file(_split, _t))
     BENCHMARKS[f"semeval2016-{_split}-fullcorpus"] = Benchmark(
-        f"semeval2016-{_split}-fullcorpus", _split, "fullcorpus", f"{_split}/SemEval2016-Task3-CQA-QL-{_split}.xml", None)
-
-
-def _answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candidate]:
-    out = []
-    for pos, a in enumerate(t.answers, 1):
-        meta = {"thread_id": t.id, "position": pos, "author_id": a.author_id, "created_at": a.created_at,
-                "asker_id": t.author_id, "category": t.category, "thread_question": t.question_text}
-        if thread_rank is not None:
-            meta["thread_rank"] = thread_rank
-        out.append(Candidate(a.id, a.text, meta))
-    return out
+        f"semeval2016-{_split}-fullcorpus", _split, "fullcorpus", split_file(_split), None)
+    for _target in ("answers", "questions"):  # POST /search end to end (ranking/search_benchmark.py)
+        BENCHMARKS[f"semeval2016-{_split}-search-{_target}"] = Benchmark(
+            f"semeval2016-{_split}-search-{_target}", _split, f"search-{_target}", split_file(_split), None)
 
 
 def queries_for(xml: Path, subtask: str) -> list[Query]:
     """The task's queries in file order, candidates in the IR order the task gives them."""
     doc = load_semeval(xml, strict=True)
     if subtask == "A":
-        return [Query(t.id, t.question_text, tuple(_answer_candidates(t)),
+        return [Query(t.id, t.question_text, tuple(answer_candidates(t)),
                       {"category": t.category, "author_id": t.author_id, "subject": t.subject, "body": t.body})
                 for t in doc.threads if "subtaskA_skip_same_as" not in t.meta]
     threads = {}
@@ -79,11 +75,9 @@ def queries_for(xml: Path, subtask: str) -> list[Query]:
         rel = sorted((threads[(oq.id, tid)] for tid in oq.thread_ids),
                      key=lambda t: t.meta.get("ranking_order", 0))
         if subtask == "B":
-            cands = [Candidate(t.id, t.question_text, {"category": t.category, "thread_rank": r,
-                                                        "subject": t.subject, "body": t.body})
-                     for r, t in enumerate(rel, 1)]
+            cands = [question_candidate(t, r) for r, t in enumerate(rel, 1)]
         elif subtask == "C":
-            cands = [c for r, t in enumerate(rel, 1) for c in _answer_candidates(t, r)]
+            cands = [c for r, t in enumerate(rel, 1) for c in answer_candidates(t, r)]
         else:
             raise BenchmarkError(f"unknown subtask {subtask!r}; expected A, B or C")
         out.append(Query(oq.id, oq.text, tuple(cands), {"subject": oq.subject, "body": oq.body}))

@@ -27,7 +27,8 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                    help=f"ranker configuration ({DEFAULT_HELP}; see --list)")
     p.add_argument("--compare", metavar="NAME",
                    help="also run this ranker and test the difference in per-question AP "
-                        "(paired randomisation and paired t-test)")
+                        "(paired randomisation and paired t-test); on the search benchmarks: first-stage "
+                        "(the same searches without reranking) or no-collapse")
     p.add_argument("--list", action="store_true", help="list benchmarks and rankers")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
 
@@ -43,7 +44,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
     if args.list:
         print("benchmarks:")
         for name, b in BENCHMARKS.items():
-            print(f"  {name:32s} subtask {b.subtask}, 2016 {b.split}")
+            print(f"  {name:36s} {'/search end to end, target ' + b.search_target if b.search_target else 'subtask ' + b.subtask}, 2016 {b.split}")
         print("rankers:")
         for name, (desc, _) in sorted(RANKERS.items()):
             print(f"  {name:32s} {desc}")
@@ -67,6 +68,8 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             raise ScoringError("say what to evaluate: --gold and --pred, or --benchmark NAME (see --list)")
         from .runner import run_benchmark
         bench = BENCHMARKS[args.benchmark]
+        if bench.search_target:
+            return _search_benchmark(args, settings, bench, emit)
         if bench.subtask == "fullcorpus":
             from ..fullcorpus import run_fullcorpus
             report = run_fullcorpus(settings, args.ranker or "fusion", split=bench.split)
@@ -99,6 +102,34 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
     except (ScoringError, BenchmarkError, UnknownRanker, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:
+    """The /search pipeline end to end; --ranker replaces the target's reranker, --compare names another run."""
+    from ..search_benchmark import FIRST_STAGE, SearchRun, run_search_benchmark
+    target = bench.search_target
+    runs = {"first-stage": FIRST_STAGE, "no-collapse": SearchRun("no-collapse", collapse=False)}
+    if args.compare and args.compare not in runs:
+        raise ScoringError(f"--compare on a search benchmark takes one of: {', '.join(runs)}")
+    if args.ranker:
+        if args.ranker not in RANKERS:
+            raise UnknownRanker(f"unknown ranker {args.ranker!r}; known: {', '.join(sorted(RANKERS))}")
+        settings = settings.model_copy(update={f"search_ranker_{target}": args.ranker})
+    report = run_search_benchmark(settings, bench.split, target, compare=runs.get(args.compare))
+    out = {"benchmark": bench.name, "ranker": report["ranker"], **report["figures"],
+           "latency_ms": report["latency_ms"], "report": report["folder"]}
+    for k, v in report["figures"].items():
+        print(f"{k:12s} {v:.4f}")
+    print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per search")
+    if "compare" in report:
+        c = report["compare"]
+        out["compare"] = {k: c[k] for k in ("run", "figures", "latency_ms", "p_randomization", "p_ttest", "questions")}
+        print(f"vs {c['run']['label']}: MAP@10 {c['MAP']:.4f}, P@1 {c['figures']['P@1']:.4f}, paired randomisation "
+              f"p={c['p_randomization']:.4g}, paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions")
+    print(f"report: {report['folder']}")
+    if args.json:
+        emit(out)
+    return 0
 
 
 def predict_command(args: argparse.Namespace, settings, emit) -> int:

@@ -21,6 +21,16 @@ def ir_figures(qrels: Qrels, run: Run, cutoffs: tuple[int, ...] = (10, 100)) -> 
     return {("trec_" + str(m) if str(m).startswith("AP") else str(m)): float(v) for m, v in agg.items()}
 
 
+def per_query(qrels: Qrels, run: Run, measure: str = "AP@10") -> dict[str, float]:
+    """One measure per question of ``qrels`` (0 where the run has nothing for it), for paired tests."""
+    import ir_measures
+    m = ir_measures.parse_measure(measure)
+    out = {q: 0.0 for q in qrels}
+    for r in ir_measures.iter_calc([m], qrels, run):
+        out[r.query_id] = float(r.value)
+    return out
+
+
 def write_trec_run(run: Run, path: Path, tag: str) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for qid, docs in run.items():

@@ -117,6 +117,17 @@ def latest_per_ranker(bench_dir: Path) -> dict[str, dict]:
     return out
 
 
+SHIPPED_FILE = Path(__file__).resolve().parent.parent / "shipped_figures.json"
+
+
+def shipped_figures(path: Path = SHIPPED_FILE) -> list[dict]:
+    """The figures measured for this release (benchmark, ranker, figures, command, date, machine), written
+    by scripts/ship_figures.py from real report folders: what a fresh install shows before any run."""
+    if not path.exists():
+        return []
+    return json.loads(path.read_text(encoding="utf-8"))["figures"]
+
+
 def latest_reports(reports_dir: Path) -> dict[str, dict]:
     """The latest report per benchmark: what the API serves as its MAP."""
     out = {}

@@ -4,16 +4,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from indexing.catalog import NEURAL_TRAIN_FILES as TRAIN_FILES  # subtask A threads; never 2016 dev or test
 from indexing.models import Thread
 
-# SemEval subtask A training threads; never 2016 dev or test.
-TRAIN_FILES = (
-    "train/SemEval2016-Task3-CQA-QL-train-part2-subtaskA.xml",
-    "train/SemEval2016-Task3-CQA-QL-train-part1-recovered-subtaskA.xml",
-    "train2015/SemEval2015-Task3-CQA-QL-train-recovered-subtaskA.xml",
-    "train2015/SemEval2015-Task3-CQA-QL-dev-reformatted-excluding-2016-questions-cleansed.xml",
-    "train2015/SemEval2015-Task3-CQA-QL-test-reformatted-excluding-2016-questions-multiline.xml",
-)
 DEV_BENCHMARK = "semeval2016-dev-A"
 
 

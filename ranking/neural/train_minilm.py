@@ -22,6 +22,8 @@ from ..candidates import Query
 from ..evaluation.scorer import Line
 from .data import Group, triplets
 from .losses import CosineHingeLoss, PairBCELoss, PairwiseHingeLoss
+from indexing.catalog import HELD_OUT_FILE
+
 from .minilm import MiniLMConfig, MiniLMRankerModel, collate, pair_ids, save, single_ids, word_pieces
 from .ranker import MiniLMRanker
 from .train import append_log, dev_map, optimizer_step, seed_everything
@@ -30,12 +32,13 @@ log = logging.getLogger(__name__)
 
 # The cross-encoder trains on these; the 2015 test file is held out so the learned combination over
 # its scores and the forum signals trains on scores of unseen threads (ranking/combination.py).
-HELD_OUT_FILE = "train2015/SemEval2015-Task3-CQA-QL-test-reformatted-excluding-2016-questions-multiline.xml"
+
 
 
 @dataclass
 class MiniLMTrainConfig:
     kind: str = "cross-encoder"
+    task: str = "A"             # A: (question, good comment, bad comment); B: (question, related, unrelated question)
     loss: str = "hinge"         # cross-encoder: hinge | bce; the bi-encoder always uses the cosine hinge
     margin: float | None = None  # hinge margin; default 1.0 on raw scores, 0.2 on cosines
     epochs: int = 1
@@ -150,8 +153,32 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
     return metrics
 
 
+def question_pairs_as_threads(semeval_dir: Path) -> list:
+    """Subtask B training data in the shape of subtask A threads: each original question of 2016 train
+    (part 2 and the recovered part 1) with its related questions as "answers", Good when judged
+    PerfectMatch or Relevant, Bad when Irrelevant."""
+    from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2
+    from indexing.loaders import load_semeval
+    from indexing.models import Answer, Thread
+    out = []
+    for f in (TRAIN_PART2, TRAIN_PART1_B):
+        doc = load_semeval(semeval_dir / f, strict=True)
+        related: dict[str, list] = {}
+        for t in doc.threads:
+            related.setdefault(t.meta.get("orgq_id"), []).append(t)
+        for oq in doc.org_questions.values():
+            answers = {t.id: Answer(id=t.id, text=t.question_text,
+                                    label="Good" if t.meta.get("relevance2orgq") in ("PerfectMatch", "Relevant") else "Bad")
+                       for t in related.get(oq.id, [])}
+            if answers:
+                out.append(Thread(id=oq.id, subject=oq.subject, body=oq.body, answers=list(answers.values())))
+    return out
+
+
 def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool = True) -> dict:
     from indexing.loaders import file_digest, load
+    if cfg.task == "B":
+        return _train_question_pairs(semeval_dir, out, cfg, progress)
 
     from ..evaluation.benchmarks import BENCHMARKS, queries_for
     from ..evaluation.scorer import read_lines
@@ -163,3 +190,19 @@ def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConf
     meta = {"data": {f: file_digest(semeval_dir / f) for f in files}, "held_out": HELD_OUT_FILE,
             "dev": DEV_BENCHMARK, "groups": len(groups)}
     return train_minilm(groups, queries_for(dev_xml, "A"), read_lines(dev_gold), out, cfg, meta, progress)
+
+
+def _train_question_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool) -> dict:
+    """Question-question similarity (subtask B): trained on 2016 train, selected on 2016 dev-B."""
+    from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2
+    from indexing.loaders import file_digest
+
+    from ..evaluation.benchmarks import BENCHMARKS, queries_for
+    from ..evaluation.scorer import read_lines
+    from .data import groups_from_threads
+    threads = question_pairs_as_threads(semeval_dir)
+    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
+    dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-B"].paths(semeval_dir)
+    meta = {"task": "B", "data": {f: file_digest(semeval_dir / f) for f in (TRAIN_PART2, TRAIN_PART1_B)},
+            "dev": "semeval2016-dev-B", "groups": len(groups)}
+    return train_minilm(groups, queries_for(dev_xml, "B"), read_lines(dev_gold), out, cfg, meta, progress)

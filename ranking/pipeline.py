@@ -1,0 +1,387 @@
+"""The search pipeline: first stage -> candidates with their thread's metadata -> duplicate collapse ->
+reranking of the head -> explain. POST /search, ``cqa search`` and the end-to-end benchmarks all call
+``SearchPipeline.search``, so what is measured is what is served."""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from indexing.documents import ANSWER
+from indexing.models import Thread
+from indexing.searcher import Generation
+
+from .candidates import Candidate, Query, answer_candidates, question_candidate
+from .rankers import Ranker
+from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
+
+COLLAPSE_JACCARD = 0.9  # word-shingle overlap at which two texts count as the same text
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    text: str
+    k: int = 10
+    target: str = "answers"  # answers, questions or threads
+    filters: Filters | None = None
+    expansion: str | None = None  # None: the retriever's tuned setting
+    rerank: bool = True
+    collapse: bool = True
+    explain: bool = False
+    subject: str = ""
+    body: str = ""
+
+
+class SearchResult(BaseModel):
+    id: str = Field(description="answer id, or thread id for questions and threads")
+    kind: str = Field(description="answer, question or thread")
+    thread_id: str
+    text: str
+    thread_title: str | None = None
+    score: float = Field(description="the reranker's score in the reranked head, the first stage's below it")
+    rank: int
+    duplicates: list[str] = Field(default_factory=list,
+                                  description="ids of identical or near-identical texts collapsed into this one")
+    stages: dict[str, float | None] | None = Field(None, description="per-stage scores (explain only)",
+                                                   exclude_if=lambda v: v is None)
+    attention: list[tuple[str, float]] | None = Field(None, description="BiLSTM word weights (explain only)",
+                                                      exclude_if=lambda v: v is None)
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchResult]
+    generation: str
+    model: str | None = None
+    target: str
+    reranker: str | None = Field(None, description="the reranker of this target, or null when not reranked")
+    reranked: int = Field(0, description="how many of the first-stage candidates the reranker scored")
+    collapsed: int = Field(0, description="duplicates folded into other results")
+    timings_ms: dict[str, float]
+    expansion: dict | None = Field(None, description="the expansion terms (explain only)",
+                                   exclude_if=lambda v: v is None)
+
+
+@dataclass
+class Retrieved:
+    """The first stage's output for one request. ``candidates`` and ``doc_ids`` are aligned, in the order
+    duplicates were collapsed: the first-stage hits that make the head, the comments of the most similar
+    threads (target answers), then the other hits. ``groups`` index into them, each led by the candidate
+    kept; the first ``n_head`` groups are what the reranker scores. ``first`` is each group's first-stage
+    score (None for a thread comment the first stage did not return)."""
+    retrieval: Retrieval
+    candidates: list[Candidate]
+    doc_ids: list[str]
+    groups: list[list[int]]
+    n_head: int
+    first: list[float | None]
+    timings_ms: dict[str, float]
+
+    @property
+    def kept(self) -> list[Candidate]:
+        return [self.candidates[g[0]] for g in self.groups]
+
+
+class Collapser:
+    """Groups texts as they come: identical after normalising case, punctuation and spacing, or word-trigram
+    sets that overlap by at least ``threshold`` (Jaccard; Broder 1997). Each group is led by its first text.
+    ``threshold`` None groups only identical document ids."""
+
+    def __init__(self, threshold: float | None = COLLAPSE_JACCARD):
+        self.threshold = threshold
+        self.groups: list[list[int]] = []
+        self._exact: dict[str, int] = {}
+        self._shingles: list[tuple[set, int]] = []  # (shingle set, group) of each leader
+        self._ids: dict[str, int] = {}
+
+    def match(self, text: str, doc_id: str | None = None) -> int | None:
+        """The group a text would join, or None."""
+        if doc_id is not None and doc_id in self._ids:
+            return self._ids[doc_id]
+        if self.threshold is None:
+            return None
+        key, sh = self._key(text)
+        if key in self._exact:
+            return self._exact[key]
+        for other, g in self._shingles:
+            small, large = sorted((len(sh), len(other)))
+            if large and small / large >= self.threshold and len(sh & other) / len(sh | other) >= self.threshold:
+                return g
+        return None
+
+    def add(self, i: int, text: str, doc_id: str | None = None) -> int:
+        """Put the i-th text in its group (a new one at the end if none matches); returns the group."""
+        g = self.match(text, doc_id)
+        if g is None:
+            g = len(self.groups)
+            self.groups.append([])
+            if self.threshold is not None:
+                key, sh = self._key(text)
+                self._exact[key] = g
+                self._shingles.append((sh, g))
+        self.groups[g].append(i)
+        if doc_id is not None:
+            self._ids[doc_id] = g
+        return g
+
+    @staticmethod
+    def _key(text: str) -> tuple[str, set]:
+        words = _WORD.findall(text.lower())
+        return " ".join(words), {tuple(words[j:j + 3]) for j in range(max(1, len(words) - 2))}
+
+
+def rerank_order(head_scores, n: int) -> list[int]:
+    """Indices of n candidates: the head by descending score (ties keep first-stage order), then the rest."""
+    head = sorted(range(len(head_scores)), key=lambda i: -head_scores[i])
+    return head + list(range(len(head_scores), n))
+
+
+class SearchPipeline:
+    """One generation's search. ``rerankers`` maps a target (answers, questions) to its reranker;
+    ``threads`` looks up a stored thread by id (the store), so candidates carry their real metadata.
+    ``depth``: first-stage results reranked; ``thread_depth``: for target answers, the most similar threads
+    (a question search) whose comments join the reranked head, at most ``thread_comments`` each."""
+
+    def __init__(self, retriever: Retriever, rerankers: Mapping[str, Ranker],
+                 threads: Callable[[str], Thread | None] | None = None, depth: int = 30, attention=None,
+                 thread_depth: int = 10, thread_comments: int = 20):
+        self.retriever, self.rerankers, self.threads = retriever, dict(rerankers), threads
+        self.depth, self.attention = depth, attention
+        self.thread_depth, self.thread_comments = thread_depth, thread_comments
+        self._answer_rows: dict[str, list[int]] | None = None
+
+    @property
+    def gen(self) -> Generation:
+        return self.retriever.gen
+
+    def search(self, req: SearchRequest) -> SearchResponse:
+        t_all = time.perf_counter()
+        ranker = self.rerankers.get(req.target) if req.rerank else None
+        got = self.retrieve(req)
+        groups, timings = got.groups, got.timings_ms
+        floor = min((f for f in got.first if f is not None), default=0.0)
+        first = [f if f is not None else floor for f in got.first]
+        order, scores, n_head = list(range(len(groups))), list(first), 0
+        if ranker is not None and got.n_head:
+            t0 = time.perf_counter()
+            q = self.head_query(req, got)
+            n_head = len(q.candidates)
+            head_scores = ranker.score([q])[0]
+            order = rerank_order(head_scores, len(groups))
+            scores = [float(s) for s in head_scores] + first[n_head:]
+            timings["rerank"] = _ms(t0)
+        r = got.retrieval
+        results = []
+        for rank, i in enumerate(order[: req.k], 1):
+            lead = groups[i][0]
+            c, did = got.candidates[lead], got.doc_ids[lead]
+            stages = None
+            if req.explain:
+                stages = {name: st.get(did) for name, st in r.stages.items()}
+                stages["first_stage"] = got.first[i]
+                if i < n_head:
+                    stages["rerank"] = scores[i]
+            results.append(SearchResult(
+                id=c.id, kind=_kind(did, self.gen), thread_id=c.meta["thread_id"], text=c.text,
+                thread_title=c.meta.get("thread_title"), score=scores[i], rank=rank,
+                duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages))
+        if req.explain and self.attention is not None and results:
+            t0 = time.perf_counter()
+            q = Query("explain", req.text, tuple(Candidate(x.id, x.text) for x in results))
+            att_scores, att = self.attention.score_with_attention([q])
+            for x, s, a in zip(results, att_scores[0], att[0]):
+                x.stages["bilstm"] = s
+                x.attention = [(tok, round(w, 4)) for tok, w in a]
+            timings["explain"] = _ms(t0)
+        timings["total"] = _ms(t_all)
+        return SearchResponse(
+            results=results, generation=self.gen.name, model=self.gen.manifest.get("model"), target=req.target,
+            reranker=ranker.name if ranker is not None else None, reranked=n_head,
+            collapsed=len(got.candidates) - len(groups), timings_ms=timings,
+            expansion=({"method": r.expansion.method, "terms": r.expansion.terms}
+                       if req.explain and r.expansion else None))
+
+    def retrieve(self, req: SearchRequest) -> Retrieved:
+        """The first stage, its hits as candidates with their metadata, the comments of the most similar threads
+        (answers, when reranking), and the duplicate collapse. Nothing here depends on k beyond how many
+        first-stage hits are fetched, so the first k results are a prefix of the first k + n."""
+        fetch = max(req.k, 2 * self.depth if req.rerank else 0)
+        fetch = min(fetch + (req.k // 2 + 5 if req.collapse else 0), 200)
+        r = self.retriever.search(req.text, fetch, req.target, req.filters, req.expansion)
+        timings = dict(r.timings_ms)
+        hit_ids = [h.doc_id for h in r.hits]
+        thread_ranks: dict[str, int] = {}
+        extra_ids: list[str] = []
+        if req.rerank and req.target == "answers" and self.thread_depth:
+            t0 = time.perf_counter()
+            similar = self.retriever.search(req.text, self.thread_depth, "questions", req.filters, req.expansion)
+            rows = self._thread_answer_rows()
+            seen = set(hit_ids)
+            for h in similar.hits:
+                tid = h.doc_id.split(":", 1)[1]
+                thread_ranks[tid] = len(thread_ranks) + 1
+                extra_ids += [d for d in (self.gen.docs.ids[j] for j in rows.get(tid, [])[: self.thread_comments])
+                              if d not in seen]
+            timings["similar_threads"] = _ms(t0)
+        t0 = time.perf_counter()
+        cands = self.candidates(hit_ids + extra_ids, req.target, thread_ranks)
+        timings["candidates"] = _ms(t0)
+
+        t0 = time.perf_counter()
+        col = Collapser(COLLAPSE_JACCARD if req.collapse else None)
+        seq: list[int] = []  # candidate indices in the order they are collapsed
+        n_hits, j = len(hit_ids), 0
+        head_groups = self.depth if req.rerank else 0
+        # the head: hits until it holds ``depth`` groups, and the later hits that duplicate one of them
+        while j < n_hits and (len(col.groups) < head_groups or
+                              (head_groups and col.match(cands[j].text, hit_ids[j]) is not None)):
+            col.add(len(seq), cands[j].text, hit_ids[j])
+            seq.append(j)
+            j += 1
+        for e in range(n_hits, len(cands)):
+            col.add(len(seq), cands[e].text, extra_ids[e - n_hits])
+            seq.append(e)
+        n_head = len(col.groups) if req.rerank else 0
+        for h in range(j, n_hits):
+            col.add(len(seq), cands[h].text, hit_ids[h])
+            seq.append(h)
+        timings["collapse"] = _ms(t0)
+        candidates = [cands[i] for i in seq]
+        doc_ids = [(hit_ids + extra_ids)[i] for i in seq]
+        scores = {h.doc_id: h.score for h in r.hits}
+        return Retrieved(r, candidates, doc_ids, col.groups, n_head,
+                         [scores.get(doc_ids[g[0]]) for g in col.groups], timings)
+
+    def head_query(self, req: SearchRequest, got: Retrieved) -> Query:
+        """What the reranker scores: the first ``depth`` groups of first-stage hits after collapse and, for
+        answers, the comments of the most similar threads. Below them the first stage's order stands."""
+        r = got.retrieval
+        out, rank = [], 0
+        for g, first in zip(got.groups[: got.n_head], got.first):
+            did = got.doc_ids[g[0]]
+            retrieved = first is not None
+            rank += retrieved
+            stages = {n: st.get(did) for n, st in r.stages.items()} | {"fused": first}
+            out.append(_for_reranking(got.candidates[g[0]], rank if retrieved else self.depth + 1, stages))
+        meta = {"subject": req.subject, "body": req.body}
+        if self.gen.dense is not None and "dense" in self.retriever.config.sources:
+            meta["vector"] = self.gen.dense.embed(req.text)  # the first stage's, from its cache
+        return Query("search", req.text, tuple(out), meta)
+
+    def _thread_answer_rows(self) -> dict[str, list[int]]:
+        """thread id -> its comments' rows in the generation, in thread order (built once per generation)."""
+        if self._answer_rows is None:
+            rows: dict[str, list[int]] = {}
+            for i, (tid, kind) in enumerate(zip(self.gen.docs.thread_ids, self.gen.docs.kinds)):
+                if kind == ANSWER:
+                    rows.setdefault(tid, []).append(i)
+            self._answer_rows = rows
+        return self._answer_rows
+
+    def candidates(self, doc_ids: list[str], target: str, thread_ranks: dict[str, int] | None = None) -> list[Candidate]:
+        """Documents as reranker candidates, each with its thread's metadata from the store (position, author,
+        asker, thread question, category, dialogue signals) as the benchmark loaders give it, plus where the
+        search put it (``thread_rank``: its thread's rank among the similar threads, else in order of first
+        appearance after them) and the stored embeddings of it and of its thread's question."""
+        gen = self.gen
+        stored: dict[str, dict[str, Candidate]] = {}
+        thread_rank = dict(thread_ranks or {})
+        out = []
+        for i, did in enumerate(doc_ids, 1):
+            if did.startswith("t:"):
+                tid = did[2:]
+                qrow = gen.row.get(f"q:{tid}")
+                out.append(Candidate(tid, gen.docs.texts[qrow] if qrow is not None else "",
+                                     {"thread_id": tid, "retrieval_rank": i, "thread_title": _title(gen, tid)}))
+                continue
+            row = gen.row[did]
+            tid = gen.docs.thread_ids[row]
+            rank = thread_rank.setdefault(tid, len(thread_rank) + 1)
+            if tid not in stored:
+                stored[tid] = self._stored(tid, rank, target)
+            c = stored[tid].get(did)
+            if c is None:  # the store changed after this generation was built: what the generation knows
+                c = self._from_generation(did, row, tid, rank)
+            qrow = gen.row.get(f"q:{tid}")
+            out.append(Candidate(c.id, c.text, {**c.meta, "retrieval_rank": i, "thread_title": _title(gen, tid),
+                                                "vector": _vector(gen, row),
+                                                "thread_vector": _vector(gen, qrow) if qrow is not None else None}))
+        return out
+
+    def _stored(self, tid: str, rank: int, target: str) -> dict[str, Candidate]:
+        t = self.threads(tid) if self.threads is not None else None
+        if t is None:
+            return {}
+        if target == "questions":
+            return {f"q:{tid}": question_candidate(t, rank)}
+        return {f"a:{c.id}": c for c in answer_candidates(t, rank)} | {f"q:{tid}": question_candidate(t, rank)}
+
+    def _from_generation(self, did: str, row: int, tid: str, rank: int) -> Candidate:
+        gen = self.gen
+        qrow = gen.row.get(f"q:{tid}")
+        meta = {"thread_id": tid, "category": gen.docs.categories[row], "thread_rank": rank,
+                "created_at": gen.docs.created_at[row]}
+        if gen.docs.kinds[row] == ANSWER:
+            meta["thread_question"] = gen.docs.texts[qrow] if qrow is not None else ""
+        return Candidate(did.split(":", 1)[1], gen.docs.texts[row], meta)
+
+
+def default_config(gen: Generation) -> RetrieverConfig:
+    """The tuned first stage (ranking/retriever_defaults.json), without the dense source where the generation has none."""
+    from .config import load_retriever_defaults
+    cfg = load_retriever_defaults()
+    if "dense" in cfg.sources and gen.dense is None:
+        cfg = replace(cfg, sources=tuple(s for s in cfg.sources if s != "dense"))
+    return cfg
+
+
+def build_pipeline(settings, gen: Generation, threads: Callable[[str], Thread | None] | None,
+                   rerankers: Mapping[str, Ranker] | None = None, attention=None) -> SearchPipeline:
+    """The pipeline the service serves a generation with: the tuned first stage, each target's reranker
+    (``search_rerankers`` unless given, e.g. behind the service's micro-batchers), $CQA_RERANK_DEPTH and
+    $CQA_SEARCH_THREAD_DEPTH."""
+    from .rankers import search_rerankers
+    return SearchPipeline(Retriever(gen, default_config(gen)),
+                          search_rerankers(settings) if rerankers is None else rerankers,
+                          threads, settings.rerank_depth, attention, settings.search_thread_depth)
+
+
+def collapse_duplicates(texts: list[str], threshold: float = COLLAPSE_JACCARD) -> list[list[int]]:
+    """Groups of indices of identical or near-identical texts (see ``Collapser``), in order of their leaders."""
+    col = Collapser(threshold)
+    for i, t in enumerate(texts):
+        col.add(i, t)
+    return col.groups
+
+
+def _for_reranking(c: Candidate, rank: int, stages: dict[str, float | None]) -> Candidate:
+    """The candidate in the reranked head: its retrieval rank after collapse, and its first-stage scores
+    (each source's over the whole corpus, None where a source did not return it, and the fused one)."""
+    return Candidate(c.id, c.text, {**c.meta, "retrieval_rank": rank, "first_stage": stages})
+
+
+def _kind(doc_id: str, gen: Generation) -> str:
+    return "thread" if doc_id.startswith("t:") else gen.docs.kinds[gen.row[doc_id]]
+
+
+def _title(gen: Generation, tid: str) -> str | None:
+    qrow = gen.row.get(f"q:{tid}")
+    return gen.docs.texts[qrow].split("\n", 1)[0][:200] if qrow is not None else None
+
+
+def _vector(gen: Generation, row: int) -> np.ndarray | None:
+    """The embedding the dense index stores for a row, so reranking need not encode it again."""
+    if gen.dense is None:
+        return None
+    try:
+        return gen.dense.index.index.reconstruct(row)
+    except RuntimeError:  # an index kind that cannot reconstruct: the ranker encodes instead
+        return None
+
+
+def _ms(t0: float) -> float:
+    return round(1000 * (time.perf_counter() - t0), 3)

@@ -1,0 +1,117 @@
+"""End-to-end benchmarks of POST /search: the full 2016 corpus indexed (as ``make serve`` indexes it), each
+original question of 2016 dev or test searched through the same ``SearchPipeline`` the service builds,
+with the same rerankers and settings. Relevant, relative to that original question: the comments judged
+Good for it (target answers) or its related questions judged PerfectMatch or Relevant (target questions);
+questions with nothing relevant are left out."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from indexing.catalog import SEARCH_QUERY_FILES
+from indexing.config import Settings
+from indexing.loaders import load_semeval
+from indexing.store import ThreadStore
+
+from .evaluation.measures import ir_figures, paired_randomization, paired_t, per_query, write_trec_qrels, write_trec_run
+from .evaluation.runner import finish_report, report_folder
+from .fullcorpus import corpus_settings, ensure_corpus
+from .pipeline import SearchPipeline, SearchRequest, build_pipeline
+
+K = 100  # results asked for: MAP@10, nDCG@10 and P@1 read the first 10, Recall@100 all of them
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """One configuration of the pipeline over a benchmark's questions."""
+    label: str
+    rerank: bool = True
+    collapse: bool = True
+
+
+FIRST_STAGE = SearchRun("first-stage", rerank=False)
+RERANKED = SearchRun("reranked")
+
+
+def qrels_for(settings: Settings, split: str, target: str) -> tuple[dict[str, dict[str, int]], dict[str, tuple[str, str]]]:
+    """Judgements per original question (only those with something relevant) and each question's
+    (subject, body)."""
+    docs = [load_semeval(settings.semeval_dir / f, strict=True) for f in SEARCH_QUERY_FILES[split]]
+    qrels: dict[str, dict[str, int]] = {}
+    for t in (t for doc in docs for t in doc.threads):
+        judged = qrels.setdefault(t.meta["orgq_id"], {})
+        if target == "questions":
+            judged[t.id] = int(t.meta.get("relevance2orgq") in ("PerfectMatch", "Relevant"))
+        else:
+            for a in t.answers:
+                judged[a.id] = int(a.meta.get("relevance2orgq") == "Good")
+    qrels = {q: j for q, j in qrels.items() if any(j.values())}
+    return qrels, {q.id: (q.subject, q.body) for doc in docs for q in doc.org_questions.values() if q.id in qrels}
+
+
+def search_run(pipeline: SearchPipeline, questions: dict[str, tuple[str, str]], target: str, run: SearchRun,
+               qrels: dict[str, dict[str, int]], progress: bool = False) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """The ranked ids of each question as the pipeline returns them (scores from ranks) and each search's ms.
+
+    A collapsed result shows one text for several identical copies (the corpus holds duplicated threads,
+    each judged only under its own original question), so it is scored by the copy judged relevant, if any."""
+    out, ms = {}, []
+    for qid, (subject, body) in tqdm(questions.items(), desc=f"search {target} {run.label}", disable=not progress):
+        text = f"{subject}\n{body}".strip()
+        t0 = time.perf_counter()
+        resp = pipeline.search(SearchRequest(text, k=K, target=target, rerank=run.rerank, collapse=run.collapse,
+                                             subject=subject, body=body))
+        ms.append(1000 * (time.perf_counter() - t0))
+        judged = qrels.get(qid, {})
+        out[qid] = {next((d for d in (r.id, *r.duplicates) if judged.get(d)), r.id): float(K + 1 - r.rank)
+                    for r in resp.results}
+    return out, ms
+
+
+def figures_of(qrels, run) -> dict[str, float]:
+    fig = ir_figures(qrels, run)
+    return {"MAP@10": fig["trec_AP@10"], "nDCG@10": fig["nDCG@10"], "P@1": fig["P@1"],
+            "Recall@100": fig["R@100"], "MRR": 100 * fig["RR"]}
+
+
+def run_search_benchmark(settings: Settings, split: str, target: str, compare: SearchRun | None = FIRST_STAGE,
+                         run: SearchRun = RERANKED, progress: bool = True, pipeline: SearchPipeline | None = None) -> dict:
+    """Search every question of the split through the serving pipeline; with ``compare``, also run that
+    configuration and test the per-question AP@10 difference (paired randomisation and t-test)."""
+    name = f"semeval2016-{split}-search-{target}"
+    gen = ensure_corpus(settings, progress)
+    qrels, questions = qrels_for(settings, split, target)
+    with ThreadStore(corpus_settings(settings).store_path) as store:
+        pipe = pipeline or build_pipeline(settings, gen, store.get)
+        t0 = time.perf_counter()
+        ranked, ms = search_run(pipe, questions, target, run, qrels, progress)
+        seconds = time.perf_counter() - t0
+        other = search_run(pipe, questions, target, compare, qrels, progress) if compare else None
+    ranker = pipe.rerankers.get(target).name if run.rerank and target in pipe.rerankers else run.label
+    figures = figures_of(qrels, ranked)
+    out, stamp = report_folder(settings.reports_dir, name, ranker)
+    write_trec_run(ranked, out / "run.trec", ranker)
+    write_trec_qrels(qrels, out / "qrels.trec")
+    ap = per_query(qrels, ranked, "AP@10")
+    report = {"benchmark": name, "ranker": ranker, "run": run.__dict__, "generation": gen.name,
+              "created_at": stamp.isoformat(), "questions": len(questions), "documents": gen.manifest["documents"],
+              "k": K, "rerank_depth": pipe.depth, "seconds": round(seconds, 2),
+              "latency_ms": {"p50": round(float(np.percentile(ms, 50)), 1),
+                             "p95": round(float(np.percentile(ms, 95)), 1)},
+              "figures": figures, "MAP": figures["MAP@10"], "MRR": figures["MRR"], "P@1": figures["P@1"],
+              "per_question_ap": ap, "folder": str(out)}
+    if other is not None:
+        run2, ms2 = other
+        ap2 = per_query(qrels, run2, "AP@10")
+        qs = sorted(ap)
+        a, b = [ap[q] for q in qs], [ap2.get(q, 0.0) for q in qs]
+        report["compare"] = {"run": compare.__dict__, "figures": figures_of(qrels, run2),
+                             "MAP": figures_of(qrels, run2)["MAP@10"], "questions": len(qs),
+                             "latency_ms": {"p50": round(float(np.percentile(ms2, 50)), 1),
+                                            "p95": round(float(np.percentile(ms2, 95)), 1)},
+                             "p_randomization": paired_randomization(a, b), "p_ttest": paired_t(a, b)}
+    finish_report(out, report, xlabel="MAP@10 of /search over the whole 2016 corpus")
+    return report

@@ -1,0 +1,57 @@
+"""Write ranking/shipped_figures.json: the figures this release ships with, taken from real report folders
+(`cqa evaluate --benchmark ...` runs), so GET /evaluation and the search page show them on a fresh install.
+
+    python scripts/ship_figures.py semeval2016-test-A=cross-encoder+signals semeval2016-test-search-answers ...
+
+Each argument is a benchmark, optionally =RANKER (default: the latest run of that benchmark, whatever its ranker)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ranking.evaluation.runner import SHIPPED_FILE, latest_per_ranker  # noqa: E402
+
+KEEP = ("MAP", "MAP@10", "MRR", "P@1", "nDCG@10", "Recall@100", "AvgRec")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("entries", nargs="+", metavar="BENCHMARK[=RANKER]")
+    ap.add_argument("--reports", type=Path, default=Path(os.environ.get("CQA_DATA_DIR", "var")) / "reports")
+    ap.add_argument("--out", type=Path, default=SHIPPED_FILE)
+    args = ap.parse_args()
+    machine = f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU, Python {platform.python_version()}"
+    figures = []
+    for entry in args.entries:
+        bench, _, ranker = entry.partition("=")
+        runs = latest_per_ranker(args.reports / bench)
+        if not runs:
+            print(f"error: no report of {bench} under {args.reports}", file=sys.stderr)
+            return 2
+        r = runs[ranker] if ranker else max(runs.values(), key=lambda x: x["created_at"])
+        cmd = f"cqa evaluate --benchmark {bench} --ranker {r['ranker']}"
+        if "compare" in r:
+            cmd += f" --compare {r['compare']['run']['label']}"
+        f = {k: round(float(v), 4) for k, v in r["figures"].items() if k in KEEP}
+        if "compare" in r:
+            f.update({f"{k} ({r['compare']['run']['label']})": round(float(v), 4)
+                      for k, v in r["compare"]["figures"].items() if k in KEEP})
+            f["p (paired randomisation)"] = round(float(r["compare"]["p_randomization"]), 4)
+        if "latency_ms" in r:
+            f["p50 ms per search"] = r["latency_ms"]["p50"]
+        figures.append({"benchmark": bench, "ranker": r["ranker"], "figures": f, "command": cmd,
+                        "measured_at": r["created_at"][:19] + "Z", "machine": machine})
+    args.out.write_text(json.dumps({"figures": figures}, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({"shipped": len(figures), "out": str(args.out)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

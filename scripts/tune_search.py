@@ -1,0 +1,147 @@
+"""Tune a /search reranker end to end on 2016 dev: every dev original question is searched through the
+serving pipeline's first stage and duplicate collapse (ranking/pipeline.py, the service's settings), the
+reranker's features are computed once on the head it would rerank, and a grid of weights is scored by
+MAP@10 of the final list (reranked head, first-stage tail). Weights are fitted on the training questions
+(2016 train part 2 and the recovered part 1, whose related threads the corpus holds) and checked on dev;
+test is never read.
+
+    python scripts/tune_search.py --target answers     # writes ranking/search_answers_defaults.json
+    python scripts/tune_search.py --target questions   # writes ranking/search_questions_defaults.json
+
+answers: the related-answers features (ranking/related.py); questions: a z-score fusion of question-question
+scores (the first-stage order and scores over the corpus, BM25, LM and the MiniLM cosine over the head)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from indexing.config import Settings  # noqa: E402
+from indexing.store import ThreadStore  # noqa: E402
+from ranking.fullcorpus import corpus_settings, ensure_corpus  # noqa: E402
+from ranking.fusion import zscore  # noqa: E402
+from ranking.pipeline import SearchRequest, build_pipeline, rerank_order  # noqa: E402
+from ranking.rankers import for_serving, get_ranker  # noqa: E402
+from ranking.related import FEATURES, feature_columns  # noqa: E402
+from ranking.search_benchmark import K, qrels_for  # noqa: E402
+
+QUESTION_PARTS = ("ir-baseline", "bm25", "lm", "minilm-cosine", "stage-bm25", "stage-lm", "stage-dense", "stage-fused")
+STEPS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, -0.25, -0.5)
+
+
+def ap_at_10(ranked: list[str], judged: dict[str, int]) -> float:
+    """trec_eval's map_cut_10 (what ir_measures' AP@10 reads): precision at each relevant rank <= 10, over
+    all relevant judged candidates."""
+    total, found = 0.0, 0
+    for i, d in enumerate(ranked[:10], 1):
+        if judged.get(d):
+            found += 1
+            total += found / i
+    n = sum(judged.values())
+    return total / n if n else 0.0
+
+
+def features(settings, target: str, split: str, answer_ranker: str):
+    """Per question of the split: (feature matrix of the reranked head, evaluated id of every kept result,
+    judgements). A collapsed group is scored by its copy judged relevant, if any (as the benchmark does)."""
+    gen = ensure_corpus(settings)
+    qrels, questions = qrels_for(settings, split, target)
+    rows = []
+    with ThreadStore(corpus_settings(settings).store_path) as store:
+        pipe = build_pipeline(settings, gen, store.get, rerankers={})
+        if target == "answers":
+            answer = for_serving(get_ranker(answer_ranker, settings))
+            thread = for_serving(get_ranker("fusion", settings))
+        else:
+            parts = [for_serving(get_ranker(n, settings)) for n in QUESTION_PARTS]
+        for qid, (subject, body) in tqdm(questions.items(), desc=f"features {split} {target}"):
+            req = SearchRequest(f"{subject}\n{body}".strip(), k=K, target=target, subject=subject, body=body)
+            got = pipe.retrieve(req)
+            head = pipe.head_query(req, got)
+            if target == "answers":
+                X = feature_columns([head], answer, thread)[0]
+            else:
+                X = np.column_stack([zscore(np.asarray(p.score([head])[0], dtype=float)) for p in parts])
+            judged = qrels[qid]
+            ids = [next((got.candidates[j].id for j in g if judged.get(got.candidates[j].id)), got.candidates[g[0]].id)
+                   for g in got.groups]
+            rows.append((X, ids, judged))
+    return rows, pipe.depth
+
+
+def mean_ap(rows, w: np.ndarray | None) -> float:
+    """MAP@10 of the final lists: the head reranked by X @ w (None: the first stage's order), then the tail."""
+    out = []
+    for X, ids, judged in rows:
+        order = list(range(len(ids))) if w is None else rerank_order((X @ w).tolist(), len(ids))
+        out.append(ap_at_10([ids[i] for i in order], judged))
+    return float(np.mean(out))
+
+
+def coordinate_ascent(rows, n: int, rounds: int = 4) -> np.ndarray:
+    """Metzler and Croft (2007): one weight at a time over STEPS, keeping what raises MAP@10, from the best
+    single feature; ties keep the current (smaller) change."""
+    singles = [mean_ap(rows, np.eye(n)[i]) for i in range(n)]
+    w = np.eye(n)[int(np.argmax(singles))]
+    best = mean_ap(rows, w)
+    for _ in range(rounds):
+        improved = False
+        for i in range(n):
+            for v in STEPS:
+                trial = w.copy()
+                trial[i] = v
+                if not trial.any():
+                    continue
+                m = mean_ap(rows, trial)
+                if m > best + 1e-9:
+                    best, w, improved = m, trial, True
+        if not improved:
+            break
+    return w
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", choices=["answers", "questions"], required=True)
+    ap.add_argument("--fit", choices=["train", "dev"], default="train",
+                    help="where the weights are fitted (default: the training questions; dev then checks them)")
+    ap.add_argument("--answer-ranker", default="minilm-cosine", help="answers: the ranker of (question, comment)")
+    ap.add_argument("--out", type=Path, help="defaults file to write (default: ranking/search_<target>_defaults.json)")
+    args = ap.parse_args()
+    settings = Settings()
+    t0 = time.perf_counter()
+    data = {split: features(settings, args.target, split, args.answer_ranker)[0] for split in ("train", "dev")}
+    depth = settings.rerank_depth
+    feature_seconds = time.perf_counter() - t0
+    names = FEATURES if args.target == "answers" else QUESTION_PARTS
+    w = coordinate_ascent(data[args.fit], len(names))
+    figures = {split: {"first_stage": mean_ap(rows, None), "reranked": mean_ap(rows, w),
+                       "single_features": {n: mean_ap(rows, np.eye(len(names))[i]) for i, n in enumerate(names)},
+                       "questions": len(rows)} for split, rows in data.items()}
+    weights = [float(x) for x in w]
+    if args.target == "answers":
+        d = {"name": "search-answers", "answer_ranker": args.answer_ranker, "thread_ranker": "fusion",
+             "features": list(FEATURES), "weights": weights}
+    else:
+        d = {"name": "search-questions", "weights": dict(zip(names, weights))}
+    d.update({"fitted_on": f"semeval2016-{args.fit}-search-{args.target} questions (coordinate ascent on MAP@10)",
+              "MAP@10": figures, "rerank_depth": depth, "feature_seconds": round(feature_seconds, 1),
+              "command": f"python scripts/tune_search.py --target {args.target} --fit {args.fit}"})
+    out = args.out or ROOT / "ranking" / f"search_{args.target}_defaults.json"
+    out.write_text(json.dumps(d, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({"target": args.target, "fit": args.fit, "weights": dict(zip(names, weights)),
+                      **{f"{s}_MAP@10": {"first_stage": round(f["first_stage"], 4), "reranked": round(f["reranked"], 4)}
+                         for s, f in figures.items()}, "out": str(out)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The search pipeline: duplicate collapse, the reranked head, and candidates that carry the same metadata
+(hence the same features) through POST /search as through the benchmark loaders."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from indexing.ingest import ingest_paths
+from indexing.reindex import reindex
+from indexing.store import ThreadStore
+from ranking.candidates import Candidate, Query
+from ranking.evaluation.benchmarks import queries_for
+from ranking.pipeline import SearchRequest, build_pipeline, collapse_duplicates, rerank_order
+from ranking.rankers import RANKERS, register
+from ranking.signals import ALL_NAMES, matrix
+
+from .test_indexes import fake_encode
+
+DEV = "dev/SemEval2016-Task3-CQA-QL-dev.xml"
+CONTEXT = {"thread_rank", "retrieval_rank", "vector", "thread_vector", "thread_title", "first_stage"}  # the search
+
+
+def test_collapse_exact_and_near_duplicates():
+    texts = ["Try Qatar Insurance, they are cheap!",            # 0
+             "try qatar insurance   they are CHEAP",             # 1: same words, other case and punctuation
+             "Call the embassy in the morning.",                 # 2
+             "QIC is the cheapest for comprehensive cover on a new car in Doha, I paid 2000 last year "
+             "and the claim was quick",                          # 3
+             "QIC is the cheapest for comprehensive cover on a new car in Doha, I paid 2000 last year "
+             "and the claim was quick!!",                        # 4: a copy with trailing noise
+             "QIC is the cheapest for third party cover on an old car in Wakra, I paid 900 this year "
+             "and the claim was slow",                           # 5: the same template, another answer
+             ""]                                                 # 6
+    assert collapse_duplicates(texts) == [[0, 1], [2], [3, 4], [5], [6]]
+    assert collapse_duplicates(texts, threshold=1.01) == [[0, 1], [2], [3, 4], [5], [6]]  # 4 is exact after normalising
+    assert collapse_duplicates([]) == []
+
+
+def test_collapse_near_duplicate_by_shingles():
+    base = "the residence permit renewal needs a medical test fingerprints and the company letter " * 3
+    near = base + "ok"
+    assert collapse_duplicates([base, near]) == [[0, 1]]
+    assert collapse_duplicates([base, near], threshold=0.999) == [[0], [1]]
+
+
+def test_rerank_order_keeps_the_tail_and_breaks_ties_by_first_stage():
+    assert rerank_order([0.1, 0.9, 0.5], 5) == [1, 2, 0, 3, 4]
+    assert rerank_order([0.3, 0.3, 0.7], 3) == [2, 0, 1]
+
+
+class Recorder:
+    """Records what a reranker receives; scores a candidate by its text length."""
+    name = "recorder"
+    seen: list[Query] = []
+
+    def score(self, queries):
+        Recorder.seen.extend(queries)
+        return [[float(len(c.text)) for c in q.candidates] for q in queries]
+
+
+@pytest.fixture(scope="module")
+def dev_service(tmp_path_factory, semeval):
+    from indexing.config import Settings
+    if "recorder" not in RANKERS:
+        register("recorder", "test: records its queries", lambda s: Recorder())
+    settings = Settings(data_dir=tmp_path_factory.mktemp("dev") / "var", shared_data_dir=semeval.parent,
+                        search_ranker_answers="recorder", search_ranker_questions="recorder")
+    with ThreadStore(settings.store_path) as store:
+        ingest_paths(store, [semeval / DEV], progress=False)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    return settings
+
+
+def test_search_candidates_get_the_benchmark_features(dev_service, semeval, monkeypatch):
+    """A comment that reaches the reranker through POST /search has the metadata and forum-signal features
+    it has in the subtask C benchmark loader (the same thread read from the SemEval file)."""
+    import indexing.encoder as enc
+    monkeypatch.setattr(enc, "encode", lambda texts, **kw: fake_encode(texts))
+    c_queries = queries_for(semeval / DEV, "C")
+    loaded = {c.id: (q, i) for q in c_queries for i, c in enumerate(q.candidates)}
+    org = c_queries[3]
+    Recorder.seen.clear()
+    with TestClient(create_app(dev_service)) as client:
+        r = client.post("/search", json={"question": {"subject": org.meta["subject"], "body": org.meta["body"]},
+                                         "k": 10, "target": "answers"})
+    assert r.status_code == 200, r.text
+    assert r.json()["reranker"] == "recorder" and r.json()["reranked"] == len(Recorder.seen[0].candidates)
+    head = Recorder.seen[0]
+    # the first-stage head, then the comments of the most similar threads (retrieval rank depth + 1)
+    retrieved = [c for c in head.candidates if c.meta["retrieval_rank"] <= dev_service.rerank_depth]
+    assert [c.meta["retrieval_rank"] for c in retrieved] == list(range(1, dev_service.rerank_depth + 1))
+    extra = [c for c in head.candidates if c.meta["retrieval_rank"] == dev_service.rerank_depth + 1]
+    assert len(retrieved) + len(extra) == len(head.candidates) and extra
+    assert {c.meta["thread_rank"] for c in extra} <= set(range(1, dev_service.search_thread_depth + 1))
+    served = matrix(head, ALL_NAMES)
+    compared = 0
+    for i, c in enumerate(head.candidates):
+        q, j = loaded[c.id]
+        ref = q.candidates[j]
+        assert c.text == ref.text
+        assert {k: v for k, v in c.meta.items() if k not in CONTEXT} == \
+               {k: v for k, v in ref.meta.items() if k not in CONTEXT}
+        np.testing.assert_allclose(served[i], matrix(q, ALL_NAMES)[j])
+        compared += 1
+    # the dialogue signals are those of the whole thread, though the head holds only some of its comments
+    assert compared == len(head.candidates)
+    assert any(any(c.meta["dialogue"]) for c in head.candidates)
+
+
+def test_pipeline_prefix_property_and_collapse(dev_service):
+    """The first k results do not depend on how many more were asked for; no text appears twice."""
+    from indexing.searcher import load_current
+    gen = load_current(dev_service.index_root)
+    with ThreadStore(dev_service.store_path) as store:
+        pipe = build_pipeline(dev_service, gen, store.get)
+        text = "Where can I buy cheap furniture in Doha?"
+        for target in ("answers", "questions"):
+            few = pipe.search(SearchRequest(text, k=10, target=target))
+            many = pipe.search(SearchRequest(text, k=60, target=target))
+            assert [x.id for x in few.results] == [x.id for x in many.results[:10]]
+            assert many.reranked >= dev_service.rerank_depth
+            norm = [" ".join(x.text.lower().split()) for x in many.results]
+            assert len(set(norm)) == len(norm)
+
+
+def test_candidate_without_store_falls_back_to_the_generation(dev_service):
+    from indexing.searcher import load_current
+    gen = load_current(dev_service.index_root)
+    pipe = build_pipeline(dev_service, gen, threads=lambda tid: None, rerankers={})
+    got = pipe.retrieve(SearchRequest("visa renewal office hours", k=5, rerank=False))
+    c = got.kept[0]
+    assert isinstance(c, Candidate) and c.meta["thread_question"] and "position" not in c.meta
