@@ -32,8 +32,9 @@ def gold_file(split: str, subtask: str) -> str:
 # what the full-corpus and /search benchmarks index. Part 1 comes as questions only (B), then with comments (A).
 CORPUS_FILES = (TRAIN_PART2, TRAIN_PART1_B, TRAIN_PART1_A, split_file("dev"), split_file("test"))
 # Original questions with judged related threads: the search benchmarks' splits (train for fitting only).
-SEARCH_QUERY_FILES = {"train": (TRAIN_PART2, TRAIN_PART1_B), "dev": (split_file("dev"),),
-                      "test": (split_file("test"),)}
+# train-part2: the training questions whose related threads the corpus holds with their comments.
+SEARCH_QUERY_FILES = {"train": (TRAIN_PART2, TRAIN_PART1_B), "train-part2": (TRAIN_PART2,),
+                      "dev": (split_file("dev"),), "test": (split_file("test"),)}
 # Subtask A training threads of the neural rankers; never 2016 dev or test.
 NEURAL_TRAIN_FILES = (TRAIN_PART2_A, TRAIN_PART1_A, TRAIN_2015, DEV_2015, TEST_2015)
 # Held out from the cross-encoder's training: the learned combination trains on its scores of unseen threads.

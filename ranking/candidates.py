@@ -44,6 +44,8 @@ def answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candida
 
 
 def question_candidate(t: Thread, thread_rank: int) -> Candidate:
-    """A thread's question as a candidate of question-question similarity (subtask B)."""
+    """A thread's question as a candidate of question-question similarity (subtask B), with its thread's
+    comments (what answered it)."""
     return Candidate(t.id, t.question_text, {"thread_id": t.id, "category": t.category, "thread_rank": thread_rank,
-                                             "subject": t.subject, "body": t.body})
+                                             "subject": t.subject, "body": t.body,
+                                             "comments": tuple(a.text for a in t.answers)})

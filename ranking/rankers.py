@@ -94,6 +94,38 @@ class FirstStageScore:
         return out
 
 
+@dataclass
+class AnswersCosine:
+    """A question candidate scored by what answered it: the MiniLM cosine of the question and each comment
+    of the candidate's thread (meta "comments"; stored embeddings in "comment_vectors" when a search
+    gives them), reduced by ``how``: the best one, or the mean of the best three. 0 without comments."""
+    how: str = "max"
+    device: str = "auto"
+    name: str = ""
+
+    def __post_init__(self):
+        self.name = self.name or f"answers-cosine-{self.how}"
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        from indexing.encoder import encode
+        todo = [q.text for q in queries if q.meta.get("vector") is None]
+        todo += [t for q in queries for c in q.candidates if c.meta.get("comment_vectors") is None
+                 for t in c.meta.get("comments", ())]
+        emb = iter(encode(todo, device=self.device, progress=len(todo) > 1000) if todo else [])
+        qv = [np.asarray(q.meta["vector"]) if q.meta.get("vector") is not None else next(emb) for q in queries]
+        out = []
+        for q, v in zip(queries, qv):
+            row = []
+            for c in q.candidates:
+                vecs = c.meta.get("comment_vectors")
+                if vecs is None:
+                    vecs = [next(emb) for _ in c.meta.get("comments", ())]
+                cos = sorted((float(np.dot(v, x)) for x in vecs), reverse=True)
+                row.append(0.0 if not cos else cos[0] if self.how == "max" else float(np.mean(cos[:3])))
+            out.append(row)
+        return out
+
+
 RANKERS: dict[str, tuple[str, Callable[..., Ranker]]] = {
     "ir-baseline": ("the given order (the official IR baseline)", lambda settings: IRBaseline()),
     "minilm-cosine": ("zero-shot all-MiniLM-L6-v2 cosine similarity",
@@ -214,6 +246,10 @@ RANKERS.update({
                         lambda settings, src=src: FirstStageScore(src))
        for src, what in (("bm25", "BM25 score"), ("lm", "query-likelihood score"), ("dense", "MiniLM cosine"),
                          ("fused", "fused first-stage score"))},
+    "answers-cosine-max": ("a question candidate's best MiniLM cosine between the question and its thread's comments",
+                           lambda settings: AnswersCosine("max", settings.device)),
+    "answers-cosine-top3": ("the mean of a question candidate's three best question-comment MiniLM cosines",
+                            lambda settings: AnswersCosine("top3", settings.device)),
     "bilstm": ("BiLSTM with attention (Tan et al. 2016), cosine hinge loss; checkpoint $CQA_BILSTM_CHECKPOINT",
                _bilstm),
     "dense": ("the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)",

@@ -33,7 +33,8 @@ from ranking.rankers import for_serving, get_ranker  # noqa: E402
 from ranking.related import FEATURES, feature_columns  # noqa: E402
 from ranking.search_benchmark import K, qrels_for  # noqa: E402
 
-QUESTION_PARTS = ("ir-baseline", "bm25", "lm", "minilm-cosine", "stage-bm25", "stage-lm", "stage-dense", "stage-fused")
+QUESTION_PARTS = ("ir-baseline", "bm25", "lm", "minilm-cosine", "stage-bm25", "stage-lm", "stage-dense", "stage-fused",
+                  "answers-cosine-max", "answers-cosine-top3")
 STEPS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, -0.25, -0.5)
 
 
@@ -111,14 +112,17 @@ def coordinate_ascent(rows, n: int, rounds: int = 4) -> np.ndarray:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", choices=["answers", "questions"], required=True)
-    ap.add_argument("--fit", choices=["train", "dev"], default="train",
-                    help="where the weights are fitted (default: the training questions; dev then checks them)")
+    ap.add_argument("--fit", choices=["train", "train-part2", "dev"], default="dev",
+                    help="where the weights are fitted (default: dev)")
+    ap.add_argument("--check", choices=["train", "train-part2", "dev"], default="train-part2",
+                    help="the other split the fitted weights are checked on (default: the training questions of "
+                         "part 2, whose related threads the corpus holds with their comments)")
     ap.add_argument("--answer-ranker", default="minilm-cosine", help="answers: the ranker of (question, comment)")
     ap.add_argument("--out", type=Path, help="defaults file to write (default: ranking/search_<target>_defaults.json)")
     args = ap.parse_args()
     settings = Settings()
     t0 = time.perf_counter()
-    data = {split: features(settings, args.target, split, args.answer_ranker)[0] for split in ("train", "dev")}
+    data = {split: features(settings, args.target, split, args.answer_ranker)[0] for split in {args.fit, args.check}}
     depth = settings.rerank_depth
     feature_seconds = time.perf_counter() - t0
     names = FEATURES if args.target == "answers" else QUESTION_PARTS
@@ -134,7 +138,7 @@ def main() -> int:
         d = {"name": "search-questions", "weights": dict(zip(names, weights))}
     d.update({"fitted_on": f"semeval2016-{args.fit}-search-{args.target} questions (coordinate ascent on MAP@10)",
               "MAP@10": figures, "rerank_depth": depth, "feature_seconds": round(feature_seconds, 1),
-              "command": f"python scripts/tune_search.py --target {args.target} --fit {args.fit}"})
+              "command": f"python scripts/tune_search.py --target {args.target} --fit {args.fit} --check {args.check}"})
     out = args.out or ROOT / "ranking" / f"search_{args.target}_defaults.json"
     out.write_text(json.dumps(d, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"target": args.target, "fit": args.fit, "weights": dict(zip(names, weights)),

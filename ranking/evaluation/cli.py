@@ -28,7 +28,7 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare", metavar="NAME",
                    help="also run this ranker and test the difference in per-question AP "
                         "(paired randomisation and paired t-test); on the search benchmarks: first-stage "
-                        "(the same searches without reranking) or no-collapse")
+                        "(the same searches without reranking), no-collapse or first-stage-no-collapse")
     p.add_argument("--list", action="store_true", help="list benchmarks and rankers")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
 
@@ -108,7 +108,8 @@ def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:
     """The /search pipeline end to end; --ranker replaces the target's reranker, --compare names another run."""
     from ..search_benchmark import FIRST_STAGE, SearchRun, run_search_benchmark
     target = bench.search_target
-    runs = {"first-stage": FIRST_STAGE, "no-collapse": SearchRun("no-collapse", collapse=False)}
+    runs = {"first-stage": FIRST_STAGE, "no-collapse": SearchRun("no-collapse", collapse=False),
+            "first-stage-no-collapse": SearchRun("first-stage-no-collapse", rerank=False, collapse=False)}
     if args.compare and args.compare not in runs:
         raise ScoringError(f"--compare on a search benchmark takes one of: {', '.join(runs)}")
     if args.ranker:
