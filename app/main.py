@@ -51,10 +51,11 @@ class Service:
 
     def load_rankers(self, loop) -> None:
         from ranking.rankers import search_rerankers, service_reranker
-        self.reranker = service_reranker(self.settings)
+        built: dict = {}  # a model two rerankers share loads once
+        self.reranker = service_reranker(self.settings, built)
         self.rerank_batcher = self._batcher(self.reranker)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop)
-                               for target, r in search_rerankers(self.settings).items()}
+                               for target, r in search_rerankers(self.settings, built).items()}
         if (self.settings.bilstm_checkpoint / "config.json").exists():
             try:  # the BiLSTM: per-word highlights in explain
                 from ranking.neural.ranker import BiLSTMRanker
@@ -264,12 +265,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               dependencies=[Depends(require_admin)])
     def post_evaluation(body: EvaluationIn, response: Response, svc: Service = Depends(service)):
         from ranking.evaluation.benchmarks import BENCHMARKS
-        from ranking.rankers import RANKERS
+        from ranking.presets import PRESETS
         if body.benchmark not in BENCHMARKS:
             raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}")
         bench = BENCHMARKS[body.benchmark]
-        if (bench.subtask != "fullcorpus" or bench.search_target) and body.ranker and body.ranker not in RANKERS:
-            raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(RANKERS))}")
+        if body.ranker and body.ranker not in PRESETS:
+            raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
 
         def run(progress):
             from ranking.evaluation.cli import default_ranker
@@ -283,7 +284,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 r = run_search_benchmark(s, bench.split, bench.search_target, progress=False)
             elif bench.subtask == "fullcorpus":
                 from ranking.fullcorpus import run_fullcorpus
-                r = run_fullcorpus(svc.settings, body.ranker or "fusion", split=bench.split, progress=False)
+                r = run_fullcorpus(svc.settings, body.ranker or "first-stage", split=bench.split, progress=False)
             else:
                 r = run_benchmark(bench, get_ranker(body.ranker or default_ranker(bench.subtask, svc.settings), svc.settings),
                                   svc.settings.semeval_dir, svc.settings.reports_dir,

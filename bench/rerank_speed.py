@@ -17,13 +17,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from indexing.config import Settings  # noqa: E402
 from ranking.candidates import Query  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
-from ranking.rankers import for_serving, get_ranker, service_reranker  # noqa: E402
+from ranking.presets import build_label  # noqa: E402
+from ranking.rankers import for_serving, service_reranker  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rankers", default="bm25,minilm-cosine,bilstm,bi-encoder,cross-encoder,cross-encoder-96,"
-                                         "cross-encoder-int8,service")
+    ap.add_argument("--rankers", default="bm25,minilm-cosine,bilstm,bi-encoder,cross-encoder,cross-encoder[len96],"
+                                         "cross-encoder[int8],service",
+                    help="presets, with variants as NAME[int8] or NAME[lenN]; service: the /rerank reranker")
     ap.add_argument("--sizes", default="10,30,100")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--device", default="cpu")
@@ -35,7 +37,7 @@ def main() -> None:
     out = {"device": args.device, "machine": platform.machine(), "torch_threads": torch.get_num_threads(),
            "default_ranker": settings.default_ranker, "rankers": {}}
     for name in args.rankers.split(","):
-        ranker = service_reranker(settings) if name == "service" else for_serving(get_ranker(name, settings))
+        ranker = service_reranker(settings) if name == "service" else for_serving(build_label(name, settings))
         rows = {}
         for n in (int(x) for x in args.sizes.split(",")):
             qs = [Query(q.id, q.text, q.candidates[:n]) for q in queries]

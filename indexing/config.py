@@ -41,9 +41,6 @@ class Settings(BaseSettings):
     bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bi-encoder",
                                         description="MiniLM bi-encoder checkpoint directory (shipped; "
                                         "`cqa train --model bi-encoder` rebuilds it).")
-    question_cross_encoder_checkpoint: Path = Field(
-        PROJECT_ROOT / "models" / "question-cross-encoder", description="MiniLM cross-encoder of question-question "
-        "similarity (subtask B; shipped; `cqa train --model cross-encoder --task B` rebuilds it).")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")

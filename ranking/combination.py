@@ -46,13 +46,3 @@ class LearnedCombination:
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         return [(X @ self.coef + self.intercept).tolist() for X in feature_matrix(queries, self.parts, self.signals)]
-
-
-def load_combination(settings, path: Path = COMBINATION_FILE, int8: bool = False) -> LearnedCombination:
-    """``int8``: the parts that have an int8 variant (the MiniLM rankers) run it."""
-    from .rankers import RANKERS, get_ranker
-    d = json.loads(path.read_text(encoding="utf-8"))
-    parts = [get_ranker(f"{n}-int8" if int8 and f"{n}-int8" in RANKERS else n, settings) for n in d["parts"]]
-    signals = tuple(d["features"][len(d["parts"]):])
-    name = d["name"] + ("-int8" if int8 else "")
-    return LearnedCombination(parts, np.asarray(d["coef"], dtype=float), d["intercept"], name, d, signals)

@@ -26,24 +26,6 @@ from .retriever import Retriever, RetrieverConfig
 log = logging.getLogger(__name__)
 
 DEPTH = 100
-_ALL = ("bm25", "lm", "dense")
-
-
-def named_configs() -> dict[str, RetrieverConfig]:
-    from .config import load_retriever_defaults
-    out = {
-        "bm25": RetrieverConfig(("bm25",)), "lm": RetrieverConfig(("lm",)), "dense": RetrieverConfig(("dense",)),
-        "bm25+rm3": RetrieverConfig(("bm25",), expansion="rm3"),
-        "lm+rm3": RetrieverConfig(("lm",), expansion="rm3"),
-        "bm25+translation": RetrieverConfig(("bm25",), expansion="translation"),
-        "lm+translation": RetrieverConfig(("lm",), expansion="translation"),
-        "fusion-rrf": RetrieverConfig(_ALL, "rrf"),
-        "fusion-combsum": RetrieverConfig(_ALL, "combsum"),
-        "fusion-combmnz": RetrieverConfig(_ALL, "combmnz"),
-        "fusion-lexical": RetrieverConfig(("bm25", "lm"), "rrf"),
-    }
-    out["fusion"] = load_retriever_defaults()
-    return out
 
 
 def qrels_and_queries(settings: Settings, split: str = "test") -> tuple[dict[str, dict[str, int]], dict[str, str]]:
@@ -97,21 +79,21 @@ def figures_of(qrels, run) -> dict[str, float]:
             "P@1": fig["P@1"], "MRR": 100 * fig["RR"]}
 
 
-def run_fullcorpus(settings: Settings, ranker: str = "fusion", split: str = "test", progress: bool = True) -> dict:
-    configs = named_configs()
-    if ranker not in configs:
-        raise ValueError(f"unknown full-corpus ranker {ranker!r}; known: {', '.join(configs)}")
+def run_fullcorpus(settings: Settings, ranker: str = "first-stage", split: str = "test", progress: bool = True) -> dict:
+    """``ranker``: a retriever preset (ranking/presets.py, kind "retriever")."""
+    from .presets import retriever_config
+    config = retriever_config(ranker)
     gen = ensure_corpus(settings, progress)
     qrels, queries = qrels_and_queries(settings, split)
     t0 = time.perf_counter()
-    run = search_all(gen, replace(configs[ranker], depth=DEPTH), queries, progress, ranker)
+    run = search_all(gen, replace(config, depth=DEPTH), queries, progress, ranker)
     seconds = time.perf_counter() - t0
     figures = figures_of(qrels, run)
     name = f"semeval2016-{split}-fullcorpus"
     out, stamp = report_folder(settings.reports_dir, name, ranker)
     write_trec_run(run, out / "run.trec", ranker)
     write_trec_qrels(qrels, out / "qrels.trec")
-    report = {"benchmark": name, "ranker": ranker, "config": configs[ranker].__dict__, "generation": gen.name,
+    report = {"benchmark": name, "ranker": ranker, "config": config.__dict__, "generation": gen.name,
               "created_at": stamp.isoformat(), "questions": len(queries), "documents": gen.manifest["documents"],
               "seconds": round(seconds, 2), "figures": figures, "MAP": figures["MAP@10"], "MRR": figures["MRR"],
               "P@1": figures["P@1"], "folder": str(out)}

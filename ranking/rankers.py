@@ -1,17 +1,14 @@
-"""Named rankers for ``cqa evaluate --ranker`` and ``cqa predict --ranker``.
-
-A ranker scores the candidates of each query; higher is better. Rankers are built by name
-from a mapping, so adding one is one entry, never a flag.
-"""
+"""The ranker protocol and the small rankers of given candidates. A ranker scores the candidates of each
+query; higher is better. Named presets and the one builder live in ranking/presets.py."""
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from .candidates import Query
+from .presets import UnknownRanker  # noqa: F401  (what get_ranker raises)
 
 
 class Ranker(Protocol):
@@ -20,10 +17,6 @@ class Ranker(Protocol):
     def score(self, queries: list[Query]) -> list[list[float]]:
         """One list of scores per query, aligned with its candidates."""
         ...
-
-
-class UnknownRanker(Exception):
-    pass
 
 
 @dataclass
@@ -126,156 +119,17 @@ class AnswersCosine:
         return out
 
 
-RANKERS: dict[str, tuple[str, Callable[..., Ranker]]] = {
-    "ir-baseline": ("the given order (the official IR baseline)", lambda settings: IRBaseline()),
-    "minilm-cosine": ("zero-shot all-MiniLM-L6-v2 cosine similarity",
-                      lambda settings: MiniLMCosine(device=settings.device,
-                                                    batch_size=settings.embedding_batch_size)),
-}
-
-
-def _lexical(model):
-    def make(settings):
-        from .candidate_rankers import LexicalRanker
-        return LexicalRanker(model=model, name=model)
-    return make
-
-
-def _translation(settings):
-    from .candidate_rankers import TranslationLMRanker
-    return TranslationLMRanker(semeval_dir=settings.semeval_dir, cache_dir=settings.cache_dir)
-
-
-def _fusion(settings, method: str = "zscore", name: str = "fusion", per_query: bool = False):
-    """The dev-tuned fusion of the given-candidate rankers; ``per_query`` takes lexical statistics from
-    each question's own candidates, so a service request's scores do not depend on its batch."""
-    from .candidate_rankers import FusedRanker, LexicalRanker, fusion_weights
-    weights = {n: w for n, w in fusion_weights().items() if w > 0}
-    parts = [get_ranker(n, settings) for n in weights]
-    for r in parts:
-        if isinstance(r, LexicalRanker):
-            r.per_query = per_query
-    return FusedRanker(parts, list(weights.values()), method=method, name=name)
-
-
-def _tuned_fusion(defaults: str):
-    """A z-score fusion whose parts and weights a tuning script wrote to ``defaults`` (beside this file)."""
-    def make(settings):
-        import json
-        from pathlib import Path
-
-        from .candidate_rankers import FusedRanker
-        d = json.loads(Path(__file__).with_name(defaults).read_text(encoding="utf-8"))
-        weights = {n: w for n, w in d["weights"].items() if w}
-        return FusedRanker([get_ranker(n, settings) for n in weights], list(weights.values()), method="zscore",
-                           name=d["name"])
-    return make
-
-
-def _bilstm(settings):
-    from .neural.ranker import BiLSTMRanker
-    return BiLSTMRanker.from_checkpoint(settings.bilstm_checkpoint, settings.device)
-
-
-def _combination(name: str, int8: bool = False):
-    def make(settings):
-        from .combination import combination_file, load_combination
-        return load_combination(settings, combination_file(name), int8=int8)
-    return make
-
-
-def _minilm(kind: str, name: str | None = None, quantize: bool = False, max_length: int | None = None,
-            checkpoint: str | None = None):
-    def make(settings):
-        from .neural.ranker import MiniLMRanker
-        folder = getattr(settings, checkpoint or kind.replace("-", "_") + "_checkpoint")
-        return MiniLMRanker.from_checkpoint(folder, settings.device, name=name or kind, quantize=quantize,
-                                            max_length=max_length, cache_dir=settings.cache_dir / "scores")
-    return make
-
-
-def _neural_fusion(settings):
-    from .candidate_rankers import FusedRanker
-    return FusedRanker([get_ranker("cross-encoder", settings), get_ranker("bi-encoder", settings)], [1.0, 1.0],
-                       method="zscore", name="neural-fusion")
-
-
-def _related(settings, defaults: str = "related_defaults.json"):
-    from pathlib import Path
-
-    from .related import load_related
-    return load_related(settings, Path(__file__).with_name(defaults))
-
-
-RANKERS.update({
-    "bilstm+signals": ("logistic regression over bilstm, bm25, the given order and forum signals "
-                       "(asker, position, length, URLs, phones, question marks, thanks); trained on training "
-                       "threads, C chosen on dev-A (ranking/combination_A.json)", _combination("bilstm+signals")),
-    "cross-encoder+signals": ("logistic regression over cross-encoder, bi-encoder, bm25, the given order "
-                              "and the forum signals; trained on the training file the MiniLM rankers never saw, C "
-                              "chosen on dev-A (ranking/combination_cross_A.json)", _combination("cross-encoder+signals")),
-    "cross-encoder+signals-int8": ("cross-encoder+signals with its MiniLM parts in int8 on the CPU (2x faster; "
-                                   "dev-A MAP 0.0051 lower, so not the default)", _combination("cross-encoder+signals", True)),
-    "cross-encoder": ("all-MiniLM-L6-v2 cross-encoder, [CLS] q [SEP] a, pairwise hinge loss; checkpoint "
-                      "$CQA_CROSS_ENCODER_CHECKPOINT", _minilm("cross-encoder")),
-    "cross-encoder-int8": ("the cross-encoder with int8 dynamic quantisation of its linear layers (CPU)",
-                           _minilm("cross-encoder", "cross-encoder-int8", quantize=True)),
-    "cross-encoder-96": ("the cross-encoder reading at most 96 word pieces per pair",
-                         _minilm("cross-encoder", "cross-encoder-96", max_length=96)),
-    "question-cross-encoder": ("all-MiniLM-L6-v2 cross-encoder of question-question similarity, pairwise hinge loss on "
-                               "2016 train subtask B pairs, selected on dev-B; checkpoint "
-                               "$CQA_QUESTION_CROSS_ENCODER_CHECKPOINT",
-                               _minilm("cross-encoder", "question-cross-encoder",
-                                       checkpoint="question_cross_encoder_checkpoint")),
-    "bi-encoder-int8": ("the bi-encoder with int8 dynamic quantisation of its linear layers (CPU)",
-                        _minilm("bi-encoder", "bi-encoder-int8", quantize=True)),
-    "bi-encoder": ("all-MiniLM-L6-v2 fine-tuned with the cosine hinge loss, cos(q, a); checkpoint "
-                   "$CQA_BI_ENCODER_CHECKPOINT", _minilm("bi-encoder")),
-    "neural-fusion": ("per-question z-score fusion of the cross-encoder and the bi-encoder, equal weights, no "
-                      "signals (the ablation's 'with fusion' row)", _neural_fusion),
-    "related-answers": ("subtask C: the answer ranker on (new question, comment) and (thread question, comment), "
-                        "the thread's rank and its question's similarity by the B fusion, weights tuned on dev-C "
-                        "(ranking/related_defaults.json)", _related),
-    "search-answers": ("/search, target answers: the related-answers features plus the first-stage rank and the "
-                       "comment's forum-signal quality, weights tuned end to end on semeval2016-dev-search-answers "
-                       "(ranking/search_answers_defaults.json)", lambda s: _related(s, "search_answers_defaults.json")),
-    "search-questions": ("/search, target questions: z-score fusion of the first-stage order and question-question "
-                         "scores, weights tuned end to end on semeval2016-dev-search-questions "
-                         "(ranking/search_questions_defaults.json)", _tuned_fusion("search_questions_defaults.json")),
-    **{f"stage-{src}": (f"a search candidate's {what} over the whole corpus (0 outside /search)",
-                        lambda settings, src=src: FirstStageScore(src))
-       for src, what in (("bm25", "BM25 score"), ("lm", "query-likelihood score"), ("dense", "MiniLM cosine"),
-                         ("fused", "fused first-stage score"))},
-    "answers-cosine-max": ("a question candidate's best MiniLM cosine between the question and its thread's comments",
-                           lambda settings: AnswersCosine("max", settings.device)),
-    "answers-cosine-top3": ("the mean of a question candidate's three best question-comment MiniLM cosines",
-                            lambda settings: AnswersCosine("top3", settings.device)),
-    "bilstm": ("BiLSTM with attention (Tan et al. 2016), cosine hinge loss; checkpoint $CQA_BILSTM_CHECKPOINT",
-               _bilstm),
-    "dense": ("the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)",
-              lambda settings: MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size,
-                                            name="dense")),
-    "bm25": ("BM25 of the question against each given candidate", _lexical("bm25")),
-    "lm": ("Dirichlet query likelihood of the question for each candidate", _lexical("lm")),
-    "translation-lm": ("translation-based LM (Xue et al. 2008), IBM Model 1 learned on the training files",
-                       _translation),
-    "fusion": ("per-question z-score fusion of ir-baseline, bm25, lm, translation-lm and minilm-cosine, "
-               "weights tuned on dev (ranking/candidate_fusion_defaults.json)", _fusion),
-    "fusion-rrf": ("reciprocal rank fusion of the same parts and weights", lambda s: _fusion(s, "rrf", "fusion-rrf")),
-})
-
-
-def service_reranker(settings) -> Ranker:
+def service_reranker(settings, built: dict | None = None) -> Ranker:
     """The reranker of POST /rerank (one thread's comments, subtask A): $CQA_DEFAULT_RANKER, set up for serving."""
-    return for_serving(get_ranker(settings.default_ranker, settings))
+    return for_serving(get_ranker(settings.default_ranker, settings, built))
 
 
-def search_rerankers(settings) -> dict[str, Ranker]:
+def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
     """The reranker of each /search target, set up for serving: answers ($CQA_SEARCH_RANKER_ANSWERS,
     measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS). Threads
-    are not reranked."""
-    return {"answers": for_serving(get_ranker(settings.search_ranker_answers, settings)),
-            "questions": for_serving(get_ranker(settings.search_ranker_questions, settings))}
+    are not reranked. Rankers they share (``built``) load once."""
+    return {"answers": for_serving(get_ranker(settings.search_ranker_answers, settings, built)),
+            "questions": for_serving(get_ranker(settings.search_ranker_questions, settings, built))}
 
 
 def for_serving(ranker: Ranker) -> Ranker:
@@ -292,14 +146,11 @@ def for_serving(ranker: Ranker) -> Ranker:
     return ranker
 
 
-def register(name: str, description: str, factory: Callable[..., Ranker]) -> None:
-    RANKERS[name] = (description, factory)
-
-
-def get_ranker(name: str, settings) -> Ranker:
-    if name not in RANKERS:
-        raise UnknownRanker(f"unknown ranker {name!r}; known: {', '.join(sorted(RANKERS))}")
-    return RANKERS[name][1](settings)
+def get_ranker(name: str, settings, built: dict | None = None) -> Ranker:
+    """The ranker of a preset (ranking/presets.py), built with its parts; ``name`` may carry variants
+    (``cross-encoder+signals[int8]``)."""
+    from .presets import build_label
+    return build_label(name, settings, built)
 
 
 def labels_from_scores(scores: list[float]) -> list[bool]:

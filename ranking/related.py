@@ -23,7 +23,6 @@ from .candidates import Candidate, Query
 from .fusion import zscore
 from .rankers import FirstStageScore
 
-DEFAULTS_FILE = Path(__file__).with_name("related_defaults.json")
 FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", "own_x_similarity",
             "retrieval_rank", "quality", "stage_bm25", "stage_lm", "stage_dense", "stage_fused")
 STAGES = ("bm25", "lm", "dense", "fused")
@@ -42,9 +41,9 @@ def _threads(q: Query) -> dict[str, tuple[int, str, list[int], object]]:
 
 def quality_prior(q: Query) -> np.ndarray:
     """The forum-signal part of the subtask A model (its signal coefficients over the signals), per candidate."""
-    from .combination import combination_file
+    from .presets import HERE, PRESETS
     from .signals import matrix
-    d = _a_model(str(combination_file("cross-encoder+signals")))
+    d = _a_model(str(HERE / PRESETS["cross-encoder+signals"].file))
     names = tuple(d["features"][len(d["parts"]):])
     coef = np.asarray(d["coef"][len(d["parts"]):], dtype=float)
     return matrix(q, names) @ coef
@@ -110,10 +109,3 @@ class RelatedAnswersRanker:
         w = np.zeros(len(FEATURES))
         w[:len(self.weights)] = self.weights  # files tuned before a feature existed give it no weight
         return [(X @ w).tolist() for X in feature_columns(queries, self.answer_ranker, self.thread_ranker)]
-
-
-def load_related(settings, path: Path = DEFAULTS_FILE) -> RelatedAnswersRanker:
-    from .rankers import get_ranker
-    d = json.loads(path.read_text(encoding="utf-8"))
-    thread = get_ranker(d["thread_ranker"], settings) if d.get("thread_ranker") else None
-    return RelatedAnswersRanker(get_ranker(d["answer_ranker"], settings), tuple(d["weights"]), d["name"], d, thread)

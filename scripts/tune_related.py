@@ -22,7 +22,8 @@ from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.runner import align_to_gold  # noqa: E402
 from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
-from ranking.related import DEFAULTS_FILE, FEATURES, feature_columns  # noqa: E402
+from ranking.presets import HERE, PRESETS  # noqa: E402
+from ranking.related import FEATURES, feature_columns  # noqa: E402
 
 GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 3.0)
 
@@ -43,7 +44,7 @@ def main() -> None:
     results = []
     for w in itertools.product((1.0,), GRID, GRID, GRID, GRID):
         lines = [Line(q.id, c.id, float(s), False) for q, x in zip(queries, X)
-                 for c, s in zip(q.candidates, x @ np.asarray(w))]
+                 for c, s in zip(q.candidates, x[:, :len(w)] @ np.asarray(w))]
         results.append({"weights": list(w), "dev_MAP": score(gold, align_to_gold(lines, gold)).MAP})
     results.sort(key=lambda r: -r["dev_MAP"])
     record = {"name": "related-answers", "answer_ranker": args.answer_ranker, "features": list(FEATURES),
@@ -53,7 +54,7 @@ def main() -> None:
               "top5": results[:5], "grid_size": len(results), "tuned_at": datetime.now(timezone.utc).isoformat(),
               "command": f"python scripts/tune_related.py --answer-ranker {args.answer_ranker} "
                          f"--thread-ranker {args.thread_ranker}"}
-    DEFAULTS_FILE.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (HERE / PRESETS["related-answers"].file).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({k: record[k] for k in ("answer_ranker", "weights", "dev_MAP", "answer_ranker_alone_dev_MAP")}))
 
 

@@ -121,9 +121,9 @@ def _dev_slice(n=24):
 
 
 @pytest.mark.parametrize("name", ["cross-encoder", "bi-encoder"])
-def test_committed_checkpoint_beats_the_given_order_on_a_dev_slice(name, semeval):
+def test_committed_checkpoint_beats_the_given_order_on_a_dev_slice(name, semeval, tmp_path):
     queries, gold = _dev_slice()
-    ranker = get_ranker(name, Settings())
+    ranker = get_ranker(name, Settings(data_dir=tmp_path))
     ours = score(gold, align_to_gold(predictions(queries, ranker), gold)).MAP
     base = score(gold, align_to_gold(predictions(queries, IRBaseline()), gold)).MAP
     assert ours > base + 0.03, (ours, base)

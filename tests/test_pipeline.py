@@ -13,7 +13,7 @@ from indexing.store import ThreadStore
 from ranking.candidates import Candidate, Query
 from ranking.evaluation.benchmarks import queries_for
 from ranking.pipeline import SearchRequest, build_pipeline, collapse_duplicates, rerank_order
-from ranking.rankers import RANKERS, register
+from ranking.presets import PRESETS, RankerSpec, register
 from ranking.signals import ALL_NAMES, matrix
 
 from .test_indexes import fake_encode
@@ -63,8 +63,8 @@ class Recorder:
 @pytest.fixture(scope="module")
 def dev_service(tmp_path_factory, semeval):
     from indexing.config import Settings
-    if "recorder" not in RANKERS:
-        register("recorder", "test: records its queries", lambda s: Recorder())
+    if "recorder" not in PRESETS:
+        register("recorder", RankerSpec("factory", "test: records its queries", options={"factory": lambda s: Recorder()}))
     settings = Settings(data_dir=tmp_path_factory.mktemp("dev") / "var", shared_data_dir=semeval.parent,
                         search_ranker_answers="recorder", search_ranker_questions="recorder")
     with ThreadStore(settings.store_path) as store:

@@ -2,7 +2,7 @@ import numpy as np
 
 from indexing.config import Settings
 from ranking.candidates import Candidate, Query
-from ranking.combination import load_combination
+from ranking.presets import build
 from ranking.signals import NAMES, features, matrix
 
 
@@ -21,7 +21,7 @@ def test_signals_with_and_without_metadata():
 
 
 def test_learned_combination_ranks_without_metadata():
-    comb = load_combination(Settings())
+    comb = build("bilstm+signals", Settings())
     assert comb.info["parts"] == ["bilstm", "bm25", "ir-baseline"] and len(comb.coef) == 3 + len(NAMES)
     q = Query("q", "How can I renew my residence permit?", (
         Candidate("x", "lol"), Candidate("y", "Your company PRO renews the residence permit online with your passport.")))

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..rankers import RANKERS, UnknownRanker, get_ranker
+from ..presets import PRESETS, UnknownRanker, build, build_label, spec_of
 from .benchmarks import BENCHMARKS, BenchmarkError, queries_for
 from .measures import paired_randomization, paired_t
 from .scorer import ScoringError, score_files
@@ -16,6 +16,13 @@ DEFAULT_HELP = "default: $CQA_DEFAULT_RANKER (cross-encoder+signals) for A, fusi
 def default_ranker(subtask: str, settings) -> str:
     """The ranker used when none is named: configurable per subtask (CQA_DEFAULT_RANKER[_B|_C])."""
     return {"B": settings.default_ranker_b, "C": settings.default_ranker_c}.get(subtask, settings.default_ranker)
+
+
+def _build(label: str, settings, args: argparse.Namespace):
+    """A preset, by name or with its variants (``NAME[int8]``), and --quantize / --max-length on top."""
+    if args.quantize or args.max_length:
+        return build(label, settings, args.quantize, args.max_length)
+    return build_label(label, settings)
 
 
 def add_evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -29,7 +36,11 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                    help="also run this ranker and test the difference in per-question AP "
                         "(paired randomisation and paired t-test); on the search benchmarks: first-stage "
                         "(the same searches without reranking), no-collapse or first-stage-no-collapse")
-    p.add_argument("--list", action="store_true", help="list benchmarks and rankers")
+    p.add_argument("--quantize", choices=["int8"], default=None,
+                   help="run the ranker's MiniLM parts with int8 linear layers (CPU)")
+    p.add_argument("--max-length", type=int, default=None, metavar="N",
+                   help="the ranker's MiniLM parts read at most N word pieces per input")
+    p.add_argument("--list", action="store_true", help="list benchmarks and ranker presets")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
 
 
@@ -38,6 +49,8 @@ def add_predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", type=Path, required=True, help="SemEval-format XML (labels optional)")
     p.add_argument("--output", type=Path, required=True, help="where to write the predictions")
     p.add_argument("--ranker", default=None, metavar="NAME", help=f"ranker ({DEFAULT_HELP})")
+    p.add_argument("--quantize", choices=["int8"], default=None, help="MiniLM parts in int8 (CPU)")
+    p.add_argument("--max-length", type=int, default=None, metavar="N", help="MiniLM word pieces per input")
 
 
 def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
@@ -45,13 +58,12 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         print("benchmarks:")
         for name, b in BENCHMARKS.items():
             print(f"  {name:36s} {'/search end to end, target ' + b.search_target if b.search_target else 'subtask ' + b.subtask}, 2016 {b.split}")
-        print("rankers:")
-        for name, (desc, _) in sorted(RANKERS.items()):
-            print(f"  {name:32s} {desc}")
-        from ..fullcorpus import named_configs
-        print("rankers of the fullcorpus benchmarks (first-stage retrieval over the whole corpus):")
-        for name, cfg in named_configs().items():
-            print(f"  {name:32s} sources={'+'.join(cfg.sources)} fusion={cfg.fusion} expansion={cfg.expansion}")
+        for title, retriever in (("rankers (presets: kind, weights, parts):", False),
+                                 ("first-stage retrievers (the fullcorpus benchmarks):", True)):
+            print(title)
+            for name, spec in sorted(PRESETS.items()):
+                if (spec.kind == "retriever") == retriever:
+                    print(f"  {name:30s} {spec.summary()}\n  {'':30s} {spec.description}")
         return 0
     try:
         if args.gold or args.pred:
@@ -72,14 +84,14 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             return _search_benchmark(args, settings, bench, emit)
         if bench.subtask == "fullcorpus":
             from ..fullcorpus import run_fullcorpus
-            report = run_fullcorpus(settings, args.ranker or "fusion", split=bench.split)
+            report = run_fullcorpus(settings, args.ranker or "first-stage", split=bench.split)
         else:
-            ranker = get_ranker(args.ranker or default_ranker(bench.subtask, settings), settings)
+            ranker = _build(args.ranker or default_ranker(bench.subtask, settings), settings, args)
             report = run_benchmark(bench, ranker, settings.semeval_dir, settings.reports_dir)
         out = {"benchmark": bench.name, "ranker": report["ranker"], **report["figures"],
                "report": report["folder"]}
         if args.compare:
-            other = get_ranker(args.compare, settings)
+            other = _build(args.compare, settings, args)
             if bench.subtask == "fullcorpus":
                 raise ScoringError("--compare works on the A, B and C benchmarks")
             r2 = run_benchmark(bench, other, settings.semeval_dir, settings.reports_dir)
@@ -113,8 +125,7 @@ def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:
     if args.compare and args.compare not in runs:
         raise ScoringError(f"--compare on a search benchmark takes one of: {', '.join(runs)}")
     if args.ranker:
-        if args.ranker not in RANKERS:
-            raise UnknownRanker(f"unknown ranker {args.ranker!r}; known: {', '.join(sorted(RANKERS))}")
+        spec_of(args.ranker)
         settings = settings.model_copy(update={f"search_ranker_{target}": args.ranker})
     report = run_search_benchmark(settings, bench.split, target, compare=runs.get(args.compare))
     out = {"benchmark": bench.name, "ranker": report["ranker"], **report["figures"],
@@ -137,7 +148,7 @@ def predict_command(args: argparse.Namespace, settings, emit) -> int:
     from indexing.loaders import LoadError
     from .runner import predictions, write_predictions
     try:
-        ranker = get_ranker(args.ranker or default_ranker(args.subtask, settings), settings)
+        ranker = _build(args.ranker or default_ranker(args.subtask, settings), settings, args)
         queries = queries_for(args.input, args.subtask)
         lines = predictions(queries, ranker)
         write_predictions(lines, args.output)

@@ -1,0 +1,266 @@
+"""Ranker presets as typed specs, and the one builder that turns a spec into a ranker.
+
+A preset names what a ranker is (its kind), where its weights live (a checkpoint setting, or a file of
+learned/tuned parameters beside this module) and which other presets it combines. Variants are fields
+(``quantize``, ``max_length``), never suffixes in a name; composite rankers receive their built parts.
+First-stage retriever configurations of the full-corpus benchmarks are presets too (kind "retriever")."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+class UnknownRanker(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class RankerSpec:
+    kind: str  # a key of BUILDERS, or "retriever"
+    description: str
+    checkpoint: str | None = None  # the setting that holds the checkpoint directory (MiniLM, BiLSTM)
+    quantize: str | None = None  # None: the checkpoint's precision; "int8": dynamic int8 linear layers (CPU)
+    max_length: int | None = None  # MiniLM word pieces per input; None: the checkpoint's
+    parts: tuple[str, ...] = ()  # presets this one combines (or read from ``file``)
+    weights: tuple[float, ...] = ()
+    method: str = "zscore"  # fusion: zscore, minmax or rrf
+    file: str | None = None  # learned or tuned parameters, beside ranking/
+    options: dict[str, Any] = field(default_factory=dict)  # kind-specific: lexical model, first-stage source...
+
+    def params(self) -> dict:
+        """The parameters file, read."""
+        return json.loads((HERE / self.file).read_text(encoding="utf-8")) if self.file else {}
+
+    def part_names(self) -> tuple[str, ...]:
+        """The presets it combines: given, or named by its parameters file."""
+        if self.parts or not self.file:
+            return self.parts
+        p = self.params()
+        if self.kind == "combination":
+            return tuple(p["parts"])
+        if self.kind == "fusion":
+            return tuple(n for n, w in p["weights"].items() if w)
+        if self.kind == "related":
+            return tuple(n for n in (p["answer_ranker"], p.get("thread_ranker")) if n)
+        return ()
+
+    def summary(self) -> str:
+        bits = [f"kind={self.kind}"]
+        for name in ("checkpoint", "quantize", "max_length", "file"):
+            if getattr(self, name) is not None:
+                bits.append(f"{name}={getattr(self, name)}")
+        if self.part_names():
+            bits.append("parts=" + "+".join(self.part_names()))
+        bits += [f"{k}={v}" for k, v in self.options.items()]
+        return " ".join(bits)
+
+
+def _lexical(model: str, what: str) -> RankerSpec:
+    return RankerSpec("lexical", what, options={"model": model})
+
+
+def _retriever(what: str, sources: tuple[str, ...], fusion: str = "rrf", expansion: str = "none") -> RankerSpec:
+    return RankerSpec("retriever", what, options={"sources": sources, "fusion": fusion, "expansion": expansion})
+
+
+PRESETS: dict[str, RankerSpec] = {
+    "ir-baseline": RankerSpec("ir-baseline", "the given order (the official IR baseline)"),
+    "minilm-cosine": RankerSpec("minilm-cosine", "zero-shot all-MiniLM-L6-v2 cosine similarity"),
+    "dense": RankerSpec("minilm-cosine", "the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)"),
+    "bm25": _lexical("bm25", "BM25 of the question against each given candidate"),
+    "lm": _lexical("lm", "Dirichlet query likelihood of the question for each candidate"),
+    "translation-lm": RankerSpec("translation-lm", "translation-based LM (Xue et al. 2008), IBM Model 1 learned "
+                                 "on the training files"),
+    "fusion": RankerSpec("fusion", "per-question z-score fusion of ir-baseline, bm25, lm, translation-lm and "
+                         "minilm-cosine, weights tuned on dev-B", file="candidate_fusion_defaults.json"),
+    "fusion-rrf": RankerSpec("fusion", "reciprocal rank fusion of the same parts and weights",
+                             method="rrf", file="candidate_fusion_defaults.json"),
+    "bilstm": RankerSpec("bilstm", "BiLSTM with attention (Tan et al. 2016), cosine hinge loss",
+                         checkpoint="bilstm_checkpoint"),
+    "cross-encoder": RankerSpec("minilm", "all-MiniLM-L6-v2 cross-encoder, [CLS] q [SEP] a, pairwise hinge loss "
+                                "on subtask A", checkpoint="cross_encoder_checkpoint"),
+    "bi-encoder": RankerSpec("minilm", "all-MiniLM-L6-v2 fine-tuned with the cosine hinge loss on subtask A, "
+                             "cos(q, a)", checkpoint="bi_encoder_checkpoint"),
+    "neural-fusion": RankerSpec("fusion", "per-question z-score fusion of the cross-encoder and the bi-encoder, "
+                                "equal weights, no signals (the ablation's 'with fusion' row)",
+                                parts=("cross-encoder", "bi-encoder"), weights=(1.0, 1.0)),
+    "bilstm+signals": RankerSpec("combination", "logistic regression over bilstm, bm25, the given order and forum "
+                                 "signals; trained on training threads, C chosen on dev-A",
+                                 file="combination_A.json"),
+    "cross-encoder+signals": RankerSpec("combination", "logistic regression over cross-encoder, bi-encoder, bm25, "
+                                        "the given order and the forum signals; trained on the training file the "
+                                        "MiniLM rankers never saw, C chosen on dev-A (the subtask A default, "
+                                        "POST /rerank)", file="combination_cross_A.json"),
+    "related-answers": RankerSpec("related", "subtask C: the answer ranker on (new question, comment) and (thread "
+                                  "question, comment), the thread's rank and its question's similarity by the B "
+                                  "fusion, weights tuned on dev-C", file="related_defaults.json"),
+    "search-answers": RankerSpec("related", "POST /search answers: the related-answers features over the first "
+                                 "stage's comments and the similar threads' comments, with first-stage scores and "
+                                 "the comment's forum-signal quality; weights tuned end to end on "
+                                 "semeval2016-dev-search-answers", file="search_answers_defaults.json"),
+    "search-questions": RankerSpec("fusion", "POST /search questions: z-score fusion of the first-stage scores and "
+                                   "what answered each thread (question-comment cosines); weights tuned end to end "
+                                   "on semeval2016-dev-search-questions", file="search_questions_defaults.json"),
+    **{f"stage-{src}": RankerSpec("first-stage-score", f"a search candidate's {what} over the whole corpus "
+                                  "(0 outside /search)", options={"source": src})
+       for src, what in (("bm25", "BM25 score"), ("lm", "query-likelihood score"), ("dense", "MiniLM cosine"),
+                         ("fused", "fused first-stage score"))},
+    "answers-cosine-max": RankerSpec("answers-cosine", "a question candidate's best MiniLM cosine between the "
+                                     "question and its thread's comments", options={"how": "max"}),
+    "answers-cosine-top3": RankerSpec("answers-cosine", "the mean of a question candidate's three best "
+                                      "question-comment MiniLM cosines", options={"how": "top3"}),
+    # first-stage retrievers over a whole corpus (the full-corpus benchmarks)
+    "first-stage": RankerSpec("retriever", "the tuned first stage of the service (ranking/retriever_defaults.json)",
+                              file="retriever_defaults.json"),
+    "first-stage-bm25": _retriever("BM25 over the corpus", ("bm25",)),
+    "first-stage-lm": _retriever("query likelihood over the corpus", ("lm",)),
+    "first-stage-dense": _retriever("FAISS MiniLM over the corpus", ("dense",)),
+    "first-stage-bm25+rm3": _retriever("BM25 with RM3 expansion", ("bm25",), expansion="rm3"),
+    "first-stage-lm+rm3": _retriever("query likelihood with RM3 expansion", ("lm",), expansion="rm3"),
+    "first-stage-bm25+translation": _retriever("BM25 with translation expansion", ("bm25",), expansion="translation"),
+    "first-stage-lm+translation": _retriever("query likelihood with translation expansion", ("lm",),
+                                             expansion="translation"),
+    "first-stage-rrf": _retriever("RRF of bm25, lm and dense", ("bm25", "lm", "dense")),
+    "first-stage-combsum": _retriever("CombSUM of bm25, lm and dense", ("bm25", "lm", "dense"), "combsum"),
+    "first-stage-combmnz": _retriever("CombMNZ of bm25, lm and dense", ("bm25", "lm", "dense"), "combmnz"),
+    "first-stage-lexical": _retriever("RRF of bm25 and lm", ("bm25", "lm")),
+}
+
+
+def spec_of(name: str) -> RankerSpec:
+    if name not in PRESETS:
+        raise UnknownRanker(f"unknown ranker {name!r}; known: {', '.join(sorted(PRESETS))}")
+    return PRESETS[name]
+
+
+def register(name: str, spec: RankerSpec) -> None:
+    """Add a preset (tests, plug-ins); its kind must be one the builder knows, or ``factory`` in options."""
+    PRESETS[name] = spec
+
+
+def retriever_config(name: str):
+    """The RetrieverConfig of a "retriever" preset."""
+    from .config import load_retriever_defaults
+    from .retriever import RetrieverConfig
+    spec = spec_of(name)
+    if spec.kind != "retriever":
+        raise UnknownRanker(f"{name!r} is a {spec.kind} ranker of given candidates, not a first-stage retriever; "
+                            f"retrievers: {', '.join(n for n, s in PRESETS.items() if s.kind == 'retriever')}")
+    if spec.file:
+        return load_retriever_defaults(HERE / spec.file)
+    o = spec.options
+    return RetrieverConfig(tuple(o["sources"]), o["fusion"], expansion=o["expansion"])
+
+
+def build(name: str, settings, quantize: str | None = None, max_length: int | None = None,
+          built: dict | None = None):
+    """The ranker of a preset, its parts built first (each once per ``built`` cache). ``quantize`` and
+    ``max_length`` apply to every MiniLM ranker in it; the ranker's name then says so (``name[int8]``)."""
+    built = {} if built is None else built
+    spec = spec_of(name)
+    if spec.kind == "retriever":
+        raise UnknownRanker(f"{name!r} is a first-stage retriever; run it with a fullcorpus benchmark")
+    key = (name, quantize, max_length)
+    if key in built:
+        return built[key]
+    if spec.kind == "minilm":
+        spec = replace(spec, quantize=quantize or spec.quantize, max_length=max_length or spec.max_length)
+    parts = [build(p, settings, quantize, max_length, built) for p in spec.part_names()]
+    label = name + "".join(f"[{v}]" for v in (quantize, max_length and f"len{max_length}")
+                           if v and _has_minilm(name))
+    built[key] = BUILDERS[spec.kind](spec, settings, parts, label)
+    return built[key]
+
+
+def build_label(label: str, settings, built: dict | None = None):
+    """A preset by the name its built ranker carries: ``cross-encoder+signals[int8]``, ``cross-encoder[len96]``."""
+    name, _, rest = label.partition("[")
+    variants = [v.rstrip("]") for v in rest.split("[")] if rest else []
+    quantize = next((v for v in variants if v == "int8"), None)
+    length = next((int(v[3:]) for v in variants if v.startswith("len") and v[3:].isdigit()), None)
+    if len(variants) != bool(quantize) + bool(length):
+        raise UnknownRanker(f"unknown variant in {label!r}; variants: [int8], [lenN]")
+    return build(name, settings, quantize, length, built)
+
+
+def _has_minilm(name: str) -> bool:
+    spec = PRESETS[name]
+    return spec.kind == "minilm" or any(_has_minilm(p) for p in spec.part_names())
+
+
+# --- one builder per kind: (spec, settings, built parts, name) -> ranker -------------------------------
+def _ir_baseline(spec, settings, parts, name):
+    from .rankers import IRBaseline
+    return IRBaseline(name=name)
+
+
+def _minilm_cosine(spec, settings, parts, name):
+    from .rankers import MiniLMCosine
+    return MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size, name=name)
+
+
+def _lexical_ranker(spec, settings, parts, name):
+    from .candidate_rankers import LexicalRanker
+    return LexicalRanker(model=spec.options["model"], name=name)
+
+
+def _translation(spec, settings, parts, name):
+    from .candidate_rankers import TranslationLMRanker
+    return TranslationLMRanker(semeval_dir=settings.semeval_dir, cache_dir=settings.cache_dir, name=name)
+
+
+def _minilm(spec, settings, parts, name):
+    from .neural.ranker import MiniLMRanker
+    return MiniLMRanker.from_checkpoint(getattr(settings, spec.checkpoint), settings.device, name=name,
+                                        quantize=spec.quantize == "int8", max_length=spec.max_length,
+                                        cache_dir=settings.cache_dir / "scores")
+
+
+def _bilstm(spec, settings, parts, name):
+    from .neural.ranker import BiLSTMRanker
+    return BiLSTMRanker.from_checkpoint(getattr(settings, spec.checkpoint), settings.device)
+
+
+def _fusion(spec, settings, parts, name):
+    from .candidate_rankers import FusedRanker
+    weights = list(spec.weights) if spec.weights else [w for w in spec.params()["weights"].values() if w]
+    return FusedRanker(parts, weights, method=spec.method, name=name)
+
+
+def _combination(spec, settings, parts, name):
+    import numpy as np
+
+    from .combination import LearnedCombination
+    d = spec.params()
+    signals = tuple(d["features"][len(d["parts"]):])
+    return LearnedCombination(parts, np.asarray(d["coef"], dtype=float), d["intercept"], name, d, signals)
+
+
+def _related(spec, settings, parts, name):
+    from .related import RelatedAnswersRanker
+    d = spec.params()
+    return RelatedAnswersRanker(parts[0], tuple(d["weights"]), name, d, parts[1] if len(parts) > 1 else None)
+
+
+def _first_stage_score(spec, settings, parts, name):
+    from .rankers import FirstStageScore
+    return FirstStageScore(spec.options["source"], name=name)
+
+
+def _answers_cosine(spec, settings, parts, name):
+    from .rankers import AnswersCosine
+    return AnswersCosine(spec.options["how"], settings.device, name=name)
+
+
+def _factory(spec, settings, parts, name):
+    return spec.options["factory"](settings)
+
+
+BUILDERS = {"ir-baseline": _ir_baseline, "minilm-cosine": _minilm_cosine, "lexical": _lexical_ranker,
+            "translation-lm": _translation, "minilm": _minilm, "bilstm": _bilstm, "fusion": _fusion,
+            "combination": _combination, "related": _related, "first-stage-score": _first_stage_score,
+            "answers-cosine": _answers_cosine, "factory": _factory}

@@ -1,0 +1,64 @@
+"""Every ranker preset builds from its typed spec and scores; variants are fields, not names."""
+from __future__ import annotations
+
+import pytest
+
+from ranking.candidates import Candidate, Query
+from ranking.presets import PRESETS, RankerSpec, UnknownRanker, build, retriever_config, spec_of
+from ranking.retriever import RetrieverConfig
+
+QUERY = Query("q1", "How do I renew my residence permit in Doha?", (
+    Candidate("a1", "Your company PRO renews the residence permit online; bring your passport.",
+              {"thread_id": "t1", "position": 1, "author_id": "u2", "asker_id": "u1",
+               "thread_question": "Residence permit renewal\nHow long does it take?"}),
+    Candidate("a2", "lol", {"thread_id": "t1", "position": 2, "author_id": "u1", "asker_id": "u1",
+                            "thread_question": "Residence permit renewal\nHow long does it take?"}),
+    Candidate("a3", "Go to the immigration office at Al Gharafa early in the morning.",
+              {"thread_id": "t2", "position": 1, "thread_question": "Immigration office hours?"}),
+))
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory):
+    from indexing.config import Settings
+    from tests.conftest import SEMEVAL
+    return Settings(data_dir=tmp_path_factory.mktemp("presets") / "var", shared_data_dir=SEMEVAL.parent)
+
+
+@pytest.fixture(scope="module")
+def built():
+    return {}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in PRESETS.items() if s.kind not in ("retriever", "factory")))
+def test_every_preset_builds_and_scores(name, settings, built):
+    ranker = build(name, settings, built=built)
+    scores = ranker.score([QUERY])
+    assert len(scores) == 1 and len(scores[0]) == len(QUERY.candidates)
+    assert all(isinstance(s, float) for s in scores[0])
+    assert ranker.name == name
+    # composite presets receive their built parts: each part once, shared through the cache
+    for part in PRESETS[name].part_names():
+        assert any(r is built[(part, None, None)] for r in getattr(ranker, "parts", []))
+
+
+def test_retriever_presets_are_configs_not_rankers(settings):
+    for name, spec in PRESETS.items():
+        if spec.kind == "retriever":
+            assert isinstance(retriever_config(name), RetrieverConfig)
+            with pytest.raises(UnknownRanker, match="first-stage retriever"):
+                build(name, settings)
+    with pytest.raises(UnknownRanker, match="not a first-stage retriever"):
+        retriever_config("bm25")
+    with pytest.raises(UnknownRanker, match="unknown ranker 'nope'"):
+        spec_of("nope")
+
+
+def test_quantize_is_a_field_that_reaches_every_minilm_part(settings):
+    r = build("cross-encoder+signals", settings, quantize="int8", built={})
+    assert r.name == "cross-encoder+signals[int8]"
+    minilm = [p for p in r.parts if PRESETS.get(p.name.split("[")[0], RankerSpec("x", "")).kind == "minilm"]
+    assert {p.name for p in minilm} == {"cross-encoder[int8]", "bi-encoder[int8]"}
+    assert all(p.cache_key.endswith("-1") for p in minilm)  # the int8 flag is part of the score-cache key
+    plain = build("bm25", settings, quantize="int8", built={})
+    assert plain.name == "bm25"  # nothing to quantise: the name does not pretend
