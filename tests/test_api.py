@@ -168,12 +168,20 @@ def test_threads_upsert_delete_and_reindex_job(client):
 
 
 def test_evaluation_job_and_report(client):
-    assert client.get("/evaluation").json() == {"benchmarks": {}}
+    from ranking.evaluation.runner import shipped_figures
+    fresh = client.get("/evaluation").json()
+    assert fresh["benchmarks"] == {}  # nothing has run on this service yet
+    # ... but a fresh install shows the figures this release was measured with, each with its command
+    assert fresh["shipped"] == shipped_figures() and len(fresh["shipped"]) >= 4
+    assert {"semeval2016-test-A", "semeval2016-test-search-answers", "semeval2016-test-search-questions"} <= \
+        {f["benchmark"] for f in fresh["shipped"]}
+    assert all(f["command"].startswith("cqa evaluate --benchmark ") and f["measured_at"] for f in fresh["shipped"])
     r = client.post("/evaluation", json={"benchmark": "semeval2016-test-B", "ranker": "ir-baseline"}, headers=ADMIN)
     assert r.status_code == 202
     job = wait_job(client, r.json()["job"]["id"])
     assert job["state"] == "succeeded" and round(job["result"]["MAP"], 4) == 0.7475
     ev = client.get("/evaluation").json()["benchmarks"]["semeval2016-test-B"]
+    assert client.get("/evaluation").json()["shipped"] == fresh["shipped"]
     assert ev["ranker"] == "ir-baseline" and round(ev["MAP"], 4) == 0.7475 and ev["generation"].startswith("gen-")
     r = client.post("/evaluation", json={"benchmark": "nope"}, headers=ADMIN)
     assert r.status_code == 422 and "unknown benchmark" in r.json()["error"]["message"]
