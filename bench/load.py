@@ -1,5 +1,5 @@
 """Load test of POST /search on a real uvicorn process over loopback: throughput and p50/p95/p99
-latency at several concurrencies, with reranking on and off. Bounded by request count and time.
+latency at several concurrencies, per target, with reranking on and off (side by side in one run). Bounded by request count and time.
 Defaults to the SemEval full corpus built by the fullcorpus benchmark. Prints a JSON object last.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ def post(url: str, body: dict) -> tuple[int, float]:
 
 
 def run_level(url: str, questions: list[str], concurrency: int, rerank: bool, requests: int,
-              max_seconds: float) -> dict:
+              max_seconds: float, target: str = "answers") -> dict:
     lat: list[float] = []
     failed = [0]
     lock = threading.Lock()
@@ -56,7 +56,8 @@ def run_level(url: str, questions: list[str], concurrency: int, rerank: bool, re
                 i = next(counter, None)
             if i is None:
                 return
-            status, dt = post(url, {"question": {"body": questions[i % len(questions)]}, "k": 10, "rerank": rerank})
+            status, dt = post(url, {"question": {"body": questions[i % len(questions)]}, "k": 10, "rerank": rerank,
+                                    "target": target})
             with lock:
                 if status == 200:
                     lat.append(dt)
@@ -71,7 +72,7 @@ def run_level(url: str, questions: list[str], concurrency: int, rerank: bool, re
         t.join()
     wall = time.perf_counter() - t0
     a = np.asarray(lat) * 1000 if lat else np.zeros(1)
-    return {"concurrency": concurrency, "rerank": rerank, "requests": len(lat), "failed": failed[0],
+    return {"target": target, "concurrency": concurrency, "rerank": rerank, "requests": len(lat), "failed": failed[0],
             "throughput_rps": round(len(lat) / wall, 2), "p50_ms": round(float(np.percentile(a, 50)), 1),
             "p95_ms": round(float(np.percentile(a, 95)), 1), "p99_ms": round(float(np.percentile(a, 99)), 1)}
 
@@ -83,6 +84,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=100, help="requests per level")
     ap.add_argument("--max-seconds", type=float, default=60, help="time cap per level")
     ap.add_argument("--levels", default="1,4,16")
+    ap.add_argument("--targets", default="answers,questions", help="POST /search targets to load")
     args = ap.parse_args()
     from indexing.config import Settings
     from ranking.fullcorpus import qrels_and_queries
@@ -106,16 +108,17 @@ def main() -> None:
         for rerank in (False, True):  # warm-up: load the encoder
             post(base + "/search", {"question": {"body": "warm up"}, "rerank": rerank})
         levels = []
-        for rerank in (False, True):
-            for c in (int(x) for x in args.levels.split(",")):
-                r = run_level(base + "/search", questions, c, rerank, args.requests, args.max_seconds)
-                print(json.dumps(r), file=sys.stderr, flush=True)
-                levels.append(r)
+        for target in args.targets.split(","):
+            for rerank in (False, True):
+                for c in (int(x) for x in args.levels.split(",")):
+                    r = run_level(base + "/search", questions, c, rerank, args.requests, args.max_seconds, target)
+                    print(json.dumps(r), file=sys.stderr, flush=True)
+                    levels.append(r)
     finally:
         server.terminate()
         server.wait(timeout=30)
     print(json.dumps({"documents": ready["sizes"]["documents"], "generation": ready["generation"],
-                      "levels": levels, "cpus": os.cpu_count()}))
+                      "rerankers": ready["search_rerankers"], "levels": levels, "cpus": os.cpu_count()}))
 
 
 if __name__ == "__main__":
