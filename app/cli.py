@@ -119,7 +119,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(out.model_dump_json())
         return 0
     print(f"{len(out.results)} {args.target} from generation {out.generation} "
-          f"(reranker: {out.reranker or 'none'}, {out.collapsed} duplicates collapsed, {out.timings_ms['total']:.0f} ms)")
+          f"(reranker: {out.reranker or 'none'}, {out.collapsed} duplicates collapsed, "
+          f"{out.timings_ms['total']:.0f} ms)")
     for r in out.results:
         text = " ".join(r.text.split())
         print(f"{r.rank:3d}. [{r.score:.3f}] {r.kind} {r.id} (thread {r.thread_id}: {r.thread_title or ''})")

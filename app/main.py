@@ -160,7 +160,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def health():
         return {"status": "ok"}
 
-    @app.get("/ready", response_model=ReadyOut, summary="Readiness: store open, index generation and reranker loaded (503 until then)")
+    @app.get("/ready", response_model=ReadyOut,
+             summary="Readiness: store open, index generation and rerankers loaded (503 until then)")
     def ready(svc: Service = Depends(service)):
         gen, _ = ready_generation(svc)
         return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(), "reranker": svc.reranker.name,

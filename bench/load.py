@@ -1,5 +1,6 @@
 """Load test of POST /search on a real uvicorn process over loopback: throughput and p50/p95/p99
-latency at several concurrencies, per target, with reranking on and off (side by side in one run). Bounded by request count and time.
+latency at several concurrencies, per target, with reranking on and off (side by side in one run).
+Bounded by request count and time.
 Defaults to the SemEval full corpus built by the fullcorpus benchmark. Prints a JSON object last.
 """
 from __future__ import annotations

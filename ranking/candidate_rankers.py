@@ -37,7 +37,6 @@ def fusion_weights() -> dict[str, float]:
     return {n: 1.0 for n in FUSION_PARTS}
 
 
-TRAIN_FILES = TRANSLATION_TRAIN_FILES
 
 
 class _Pool:
@@ -116,12 +115,12 @@ class TranslationLMRanker:
 
         from indexing.loaders import file_digest, load
         from indexing.translation import qa_pairs
-        key = hashlib.sha256(json.dumps([[file_digest(self.semeval_dir / f) for f in TRAIN_FILES],
+        key = hashlib.sha256(json.dumps([[file_digest(self.semeval_dir / f) for f in TRANSLATION_TRAIN_FILES],
                                          self.analyzer.to_dict()]).encode()).hexdigest()[:16]
         cached = self.cache_dir / f"translation-aq-{key}" if self.cache_dir else None
         if cached is not None and (cached / "manifest.json").exists():
             return TranslationTable.load(cached)
-        threads = [t for f in TRAIN_FILES for t in load(self.semeval_dir / f).threads]
+        threads = [t for f in TRANSLATION_TRAIN_FILES for t in load(self.semeval_dir / f).threads]
         # answer -> question: the direction that scores a candidate (document) for a question (query)
         table = TranslationTable.train([(a, q) for q, a in qa_pairs(threads, self.analyzer)])
         if cached is not None:

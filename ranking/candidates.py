@@ -29,7 +29,8 @@ class Query:
 
 def answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candidate]:
     """Every comment of a thread, in thread order, with its position, author, the thread's asker, its
-    question and category, and its dialogue signals within the whole thread (``thread_rank``: the thread's rank in a search, where there is one)."""
+    question and category, and its dialogue signals within the whole thread (``thread_rank``: the thread's
+    rank in a search, where there is one)."""
     from .signals import dialogue
     talk = dialogue([a.author_id for a in t.answers], [a.text for a in t.answers], t.author_id)
     out = []

@@ -2,7 +2,6 @@
 its regularisation chosen by dev MAP. Ranker scores are z-scored within each question."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -282,7 +282,8 @@ class SearchPipeline:
             self._answer_rows = rows
         return self._answer_rows
 
-    def candidates(self, doc_ids: list[str], target: str, thread_ranks: dict[str, int] | None = None) -> list[Candidate]:
+    def candidates(self, doc_ids: list[str], target: str,
+                   thread_ranks: dict[str, int] | None = None) -> list[Candidate]:
         """Documents as reranker candidates, each with its thread's metadata from the store (position, author,
         asker, thread question, category, dialogue signals) as the benchmark loaders give it, plus where the
         search put it (``thread_rank``: its thread's rank among the similar threads, else in order of first
@@ -335,7 +336,8 @@ class SearchPipeline:
 
 
 def default_config(gen: Generation) -> RetrieverConfig:
-    """The tuned first stage (ranking/retriever_defaults.json), without the dense source where the generation has none."""
+    """The tuned first stage (ranking/retriever_defaults.json), without the dense source where the generation
+    has none."""
     from .config import load_retriever_defaults
     cfg = load_retriever_defaults()
     if "dense" in cfg.sources and gen.dense is None:

@@ -8,7 +8,8 @@ metadata the thread terms drop out and the ranker is the answer ranker alone.
 
 For search (ranking/search_answers_defaults.json, tuned end to end on dev by scripts/tune_search.py) two more
 features count: where the first stage put the comment (``retrieval_rank``; a benchmark's given order
-otherwise), its first-stage scores over the whole corpus (``stage_*``), and the comment's own quality, the forum-signal half of the subtask A model (by the asker,
+otherwise), its first-stage scores over the whole corpus (``stage_*``), and the comment's own quality, the
+forum-signal half of the subtask A model (by the asker,
 position, length, URLs, dialogue in its thread...) computed from its whole stored thread."""
 from __future__ import annotations
 

@@ -36,7 +36,11 @@ FIRST_STAGE = SearchRun("first-stage", rerank=False)
 RERANKED = SearchRun("reranked")
 
 
-def qrels_for(settings: Settings, split: str, target: str) -> tuple[dict[str, dict[str, int]], dict[str, tuple[str, str]]]:
+Qrels = dict[str, dict[str, int]]
+Run = dict[str, dict[str, float]]
+
+
+def qrels_for(settings: Settings, split: str, target: str) -> tuple[Qrels, dict[str, tuple[str, str]]]:
     """Judgements per original question (only those with something relevant) and each question's
     (subject, body)."""
     docs = [load_semeval(settings.semeval_dir / f, strict=True) for f in SEARCH_QUERY_FILES[split]]
@@ -53,7 +57,7 @@ def qrels_for(settings: Settings, split: str, target: str) -> tuple[dict[str, di
 
 
 def search_run(pipeline: SearchPipeline, questions: dict[str, tuple[str, str]], target: str, run: SearchRun,
-               qrels: dict[str, dict[str, int]], progress: bool = False) -> tuple[dict[str, dict[str, float]], list[float]]:
+               qrels: Qrels, progress: bool = False) -> tuple[Run, list[float]]:
     """The ranked ids of each question as the pipeline returns them (scores from ranks) and each search's ms.
 
     A collapsed result shows one text for several identical copies (the corpus holds duplicated threads,
@@ -78,7 +82,8 @@ def figures_of(qrels, run) -> dict[str, float]:
 
 
 def run_search_benchmark(settings: Settings, split: str, target: str, compare: SearchRun | None = FIRST_STAGE,
-                         run: SearchRun = RERANKED, progress: bool = True, pipeline: SearchPipeline | None = None) -> dict:
+                         run: SearchRun = RERANKED, progress: bool = True,
+                         pipeline: SearchPipeline | None = None) -> dict:
     """Search every question of the split through the serving pipeline; with ``compare``, also run that
     configuration and test the per-question AP@10 difference (paired randomisation and t-test)."""
     name = f"semeval2016-{split}-search-{target}"

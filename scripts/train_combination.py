@@ -21,7 +21,7 @@ from ranking.combination import COMBINATIONS, LearnedCombination, combination_fi
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.runner import align_to_gold, predictions  # noqa: E402
 from ranking.evaluation.scorer import read_lines, score  # noqa: E402
-from ranking.neural.data import TRAIN_FILES  # noqa: E402
+from indexing.catalog import NEURAL_TRAIN_FILES as TRAIN_FILES  # noqa: E402
 from ranking.neural.train_minilm import HELD_OUT_FILE  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
 

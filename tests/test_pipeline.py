@@ -64,7 +64,8 @@ class Recorder:
 def dev_service(tmp_path_factory, semeval):
     from indexing.config import Settings
     if "recorder" not in PRESETS:
-        register("recorder", RankerSpec("factory", "test: records its queries", options={"factory": lambda s: Recorder()}))
+        register("recorder", RankerSpec("factory", "test: records its queries",
+                                        options={"factory": lambda s: Recorder()}))
     settings = Settings(data_dir=tmp_path_factory.mktemp("dev") / "var", shared_data_dir=semeval.parent,
                         search_ranker_answers="recorder", search_ranker_questions="recorder")
     with ThreadStore(settings.store_path) as store:
@@ -153,7 +154,8 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     assert text.returncode == 0, text.stderr
     assert "3 answers from generation gen-" in text.stdout and "reranker: search-answers" in text.stdout
     assert "  1. [" in text.stdout and "  3. [" in text.stdout
-    out = cqa("search", "How do I renew my residence visa?", "--target", "questions", "--no-rerank", "--json", "-k", "4")
+    out = cqa("search", "How do I renew my residence visa?", "--target", "questions", "--no-rerank", "--json",
+              "-k", "4")
     assert out.returncode == 0, out.stderr
     resp = SearchResponse.model_validate(json.loads(out.stdout))
     assert resp.target == "questions" and resp.reranker is None and [r.rank for r in resp.results] == [1, 2, 3, 4]

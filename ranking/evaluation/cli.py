@@ -57,7 +57,8 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
     if args.list:
         print("benchmarks:")
         for name, b in BENCHMARKS.items():
-            print(f"  {name:36s} {'/search end to end, target ' + b.search_target if b.search_target else 'subtask ' + b.subtask}, 2016 {b.split}")
+            what = f"/search end to end, target {b.search_target}" if b.search_target else f"subtask {b.subtask}"
+            print(f"  {name:36s} {what}, 2016 {b.split}")
         for title, retriever in (("rankers (presets: kind, weights, parts):", False),
                                  ("first-stage retrievers (the fullcorpus benchmarks):", True)):
             print(title)

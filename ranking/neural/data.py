@@ -4,7 +4,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from indexing.catalog import NEURAL_TRAIN_FILES as TRAIN_FILES  # subtask A threads; never 2016 dev or test
 from indexing.models import Thread
 
 DEV_BENCHMARK = "semeval2016-dev-A"

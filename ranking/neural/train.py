@@ -134,7 +134,9 @@ def train_from_semeval(semeval_dir: Path, out: Path, cfg: TrainConfig, progress:
 
     from ..evaluation.benchmarks import BENCHMARKS, queries_for
     from ..evaluation.scorer import read_lines
-    from .data import DEV_BENCHMARK, TRAIN_FILES, groups_from_threads
+    from indexing.catalog import NEURAL_TRAIN_FILES as TRAIN_FILES
+
+    from .data import DEV_BENCHMARK, groups_from_threads
     from .vocab import encode_texts
     model_cfg = BiLSTMConfig()
     threads = [t for f in TRAIN_FILES for t in load(semeval_dir / f).threads]

@@ -182,8 +182,10 @@ def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConf
 
     from ..evaluation.benchmarks import BENCHMARKS, queries_for
     from ..evaluation.scorer import read_lines
-    from .data import DEV_BENCHMARK, TRAIN_FILES, groups_from_threads
-    files = [f for f in TRAIN_FILES if f != HELD_OUT_FILE]
+    from indexing.catalog import NEURAL_TRAIN_FILES
+
+    from .data import DEV_BENCHMARK, groups_from_threads
+    files = [f for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE]
     threads = [t for f in files for t in load(semeval_dir / f).threads]
     groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
     dev_xml, dev_gold = BENCHMARKS[DEV_BENCHMARK].paths(semeval_dir)
