@@ -5,9 +5,10 @@ import logging
 from pathlib import Path
 
 from indexing.catalog import CORPUS_FILES
-from indexing.config import Settings
 from indexing.ingest import ingest_paths
 from indexing.store import ThreadStore
+
+from .settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ log = logging.getLogger("cqa")
 
 
 def _settings(args: argparse.Namespace):
-    from indexing.config import Settings
+    from .settings import Settings
     overrides = {}
     if getattr(args, "data_dir", None):
         overrides["data_dir"] = args.data_dir
@@ -146,7 +146,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             summary = {"best_epoch": m["best_epoch"], "dev_MAP": m["dev_MAP"], "epochs": len(m["epochs"]),
                        "seconds_per_epoch": [e["seconds"] for e in m["epochs"]]}
         else:
-            from ranking.neural.train_minilm import MiniLMTrainConfig, train_minilm_from_semeval
+            from ranking.neural.train_minilm import (
+                MiniLMTrainConfig,
+                train_minilm_from_semeval,
+            )
             keys = ("epochs", "margin", "seed", "device", "lr", "batch_size", "negatives", "max_steps", "loss",
                     "max_pairs", "eval_every", "max_length", "task")
             cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in keys if k in given})

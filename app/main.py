@@ -12,20 +12,31 @@ from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from indexing.config import Settings, get_settings
 from indexing.generations import IndexFormatError
 from indexing.store import StoreError, ThreadStore
+from ranking.pipeline import SearchPipeline, SearchResponse
 
 from . import errors
 from .auth import require_admin
-from ranking.pipeline import SearchPipeline, SearchResponse
-
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import JobManager
 from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
-from .schemas import (DeletedOut, EvaluationIn, EvaluationOut, HealthOut, JobOut, JobSubmitted, ReadyOut, RerankIn,
-                      RerankOut, SearchIn, ThreadsIn, ThreadsOut)
+from .schemas import (
+    DeletedOut,
+    EvaluationIn,
+    EvaluationOut,
+    HealthOut,
+    JobOut,
+    JobSubmitted,
+    ReadyOut,
+    RerankIn,
+    RerankOut,
+    SearchIn,
+    ThreadsIn,
+    ThreadsOut,
+)
+from .settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 SEARCHABLE_NOTE = "accepted and durable; searchable after the next reindex (POST /reindex)"

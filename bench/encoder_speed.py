@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from indexing.config import Settings  # noqa: E402
+from app.settings import Settings  # noqa: E402
 from indexing.encoder import encode, load_encoder, resolve_device  # noqa: E402
 from indexing.loaders import load  # noqa: E402
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from indexing.config import Settings  # noqa: E402
+from app.settings import Settings  # noqa: E402
 from indexing.loaders import load  # noqa: E402
 from indexing.reindex import reindex  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402

@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--levels", default="1,4,16")
     ap.add_argument("--targets", default="answers,questions", help="POST /search targets to load")
     args = ap.parse_args()
-    from indexing.config import Settings
+    from app.settings import Settings
     from ranking.fullcorpus import qrels_and_queries
     _, queries = qrels_and_queries(Settings(), "test")
     questions = list(queries.values())

@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from indexing.config import Settings  # noqa: E402
+from app.settings import Settings  # noqa: E402
 from indexing.generations import current_generation  # noqa: E402
 from indexing.models import Answer, Thread  # noqa: E402
 from indexing.reindex import reindex  # noqa: E402

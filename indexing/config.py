@@ -1,11 +1,10 @@
-"""All settings of the service in one place (pydantic-settings).
-
-Every path, port, model name and limit has a default and an environment variable
-(``CQA_`` + the field name in upper case); the README lists them.
+"""The settings of the indexing room (pydantic-settings). Each room declares the settings it reads:
+``IndexSettings`` here, ``ranking.settings.RankingSettings`` on top of it, and the service's
+``app.settings.Settings`` on top of that, one object in the end. Every path, port, model name and limit has
+a default and an environment variable (``CQA_`` + the field name in upper case); the README lists them.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field
@@ -18,7 +17,9 @@ def _default_shared_data() -> Path:
     return PROJECT_ROOT.parent / "shared" / "data"
 
 
-class Settings(BaseSettings):
+class IndexSettings(BaseSettings):
+    """What building and reading indexes needs: folders, the encoder, index parameters."""
+
     model_config = SettingsConfigDict(env_prefix="CQA_", extra="ignore")
 
     data_dir: Path = Field(Path("./var"), description="Store, index generations, caches, reports.")
@@ -26,24 +27,6 @@ class Settings(BaseSettings):
                                   description="The SemEval data folder (../shared/data).")
     demo_corpus: Path = Field(PROJECT_ROOT / "data" / "demo" / "threads.jsonl",
                               description="Corpus used when the SemEval data is absent.")
-    bilstm_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bilstm",
-                                    description="BiLSTM ranker checkpoint directory (shipped; `cqa train` rebuilds it).")
-    default_ranker: str = Field("cross-encoder+signals", description="Ranker of subtask A benchmarks, "
-                                "`cqa predict` and the service when none is named.")
-    default_ranker_b: str = Field("fusion", description="Default ranker of subtask B (question similarity).")
-    default_ranker_c: str = Field("related-answers", description="Default ranker of subtask C.")
-    search_ranker_answers: str = Field("search-answers", description="Reranker of POST /search, target answers.")
-    search_ranker_questions: str = Field("search-questions",
-                                         description="Reranker of POST /search, target questions.")
-    cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "cross-encoder",
-                                           description="MiniLM cross-encoder checkpoint directory (shipped; "
-                                           "`cqa train --model cross-encoder` rebuilds it).")
-    bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bi-encoder",
-                                        description="MiniLM bi-encoder checkpoint directory (shipped; "
-                                        "`cqa train --model bi-encoder` rebuilds it).")
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
-    api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")
     embedding_batch_size: int = Field(64, ge=1, le=4096)
     device: str = Field("auto", pattern="^(auto|cpu|cuda)$")
     keep_generations: int = Field(3, ge=1, le=100, description="Index generations kept after a reindex.")
@@ -56,15 +39,6 @@ class Settings(BaseSettings):
                               description="Smoothing of the query-likelihood LM built by reindex.")
     lm_mu: float = Field(2000.0, gt=0, description="Dirichlet prior (lm_smoothing=dirichlet).")
     lm_lambda: float = Field(0.7, gt=0, lt=1, description="Collection weight (lm_smoothing=jelinek-mercer).")
-    max_request_bytes: int = Field(1_000_000, ge=1024, description="Larger request bodies get 413.")
-    max_text_chars: int = Field(20_000, ge=100, description="Longest question, answer or candidate text.")
-    max_candidates: int = Field(200, ge=1, description="Most candidates one /rerank request may send.")
-    max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")
-    rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
-    search_thread_depth: int = Field(10, ge=0, le=50, description="/search answers: the most similar threads "
-                                     "whose comments join the reranked candidates (0: none).")
-    batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
-    batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
 
     @property
     def store_path(self) -> Path:
@@ -85,8 +59,3 @@ class Settings(BaseSettings):
     @property
     def semeval_dir(self) -> Path:
         return self.shared_data_dir / "semeval2016"
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return Settings()

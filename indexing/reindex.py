@@ -14,7 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .bm25 import BM25Index
-from .config import Settings
+from .config import IndexSettings
 from .dense import DenseIndex, choose_kind
 from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
@@ -53,7 +53,7 @@ class _Lock:
         self.fh.close()
 
 
-def reindex(settings: Settings, progress: bool = True, skip_dense: bool = False,
+def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = False,
             on_progress: Progress | None = None, analyzer: Analyzer | None = None,
             encode_fn=None) -> dict:
     """Build every index from the store into a new generation and make it live. Returns a summary."""

@@ -43,7 +43,8 @@ class DenseSource:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def embed(self, query: str) -> np.ndarray:
-        """The query's embedding; the last few are kept, so a search's later stages reuse the first stage's."""
+        """The query's embedding; the last few are kept (as many as requests in flight, not a result cache),
+        so a search's later stages reuse the first stage's."""
         with self._lock:
             if query in self._recent:
                 return self._recent[query]
@@ -51,7 +52,7 @@ class DenseSource:
         v = encode([query], device=self.device)[0]
         with self._lock:
             self._recent[query] = v
-            while len(self._recent) > 64:
+            while len(self._recent) > 16:
                 self._recent.pop(next(iter(self._recent)))
         return v
 

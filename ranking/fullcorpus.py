@@ -11,7 +11,6 @@ from dataclasses import replace
 from tqdm import tqdm
 
 from indexing.catalog import CORPUS_FILES, split_file
-from indexing.config import Settings
 from indexing.documents import answer_doc_id, question_doc_id
 from indexing.ingest import ingest_paths
 from indexing.loaders import file_digest, load_semeval
@@ -22,13 +21,14 @@ from indexing.store import ThreadStore
 from .evaluation.measures import ir_figures, write_trec_qrels, write_trec_run
 from .evaluation.runner import finish_report, report_folder
 from .retriever import Retriever, RetrieverConfig
+from .settings import RankingSettings
 
 log = logging.getLogger(__name__)
 
 DEPTH = 100
 
 
-def qrels_and_queries(settings: Settings, split: str = "test") -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+def qrels_and_queries(settings: RankingSettings, split: str = "test") -> tuple[dict[str, dict[str, int]], dict[str, str]]:
     doc = load_semeval(settings.semeval_dir / split_file(split), strict=True)
     qrels: dict[str, dict[str, int]] = {}
     for t in doc.threads:
@@ -39,12 +39,12 @@ def qrels_and_queries(settings: Settings, split: str = "test") -> tuple[dict[str
     return qrels, {q.id: q.text for q in doc.org_questions.values()}
 
 
-def corpus_settings(settings: Settings) -> Settings:
+def corpus_settings(settings: RankingSettings) -> RankingSettings:
     """Its own store and indexes under the data folder."""
     return settings.model_copy(update={"data_dir": settings.data_dir / "benchmarks" / "fullcorpus-2016"})
 
 
-def ensure_corpus(settings: Settings, progress: bool = True) -> Generation:
+def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generation:
     cs = corpus_settings(settings)
     cs.data_dir.mkdir(parents=True, exist_ok=True)
     files = [settings.semeval_dir / f for f in CORPUS_FILES]
@@ -79,7 +79,7 @@ def figures_of(qrels, run) -> dict[str, float]:
             "P@1": fig["P@1"], "MRR": 100 * fig["RR"]}
 
 
-def run_fullcorpus(settings: Settings, ranker: str = "first-stage", split: str = "test", progress: bool = True) -> dict:
+def run_fullcorpus(settings: RankingSettings, ranker: str = "first-stage", split: str = "test", progress: bool = True) -> dict:
     """``ranker``: a retriever preset (ranking/presets.py, kind "retriever")."""
     from .presets import retriever_config
     config = retriever_config(ranker)

@@ -12,14 +12,21 @@ import numpy as np
 from tqdm import tqdm
 
 from indexing.catalog import SEARCH_QUERY_FILES
-from indexing.config import Settings
 from indexing.loaders import load_semeval
 from indexing.store import ThreadStore
 
-from .evaluation.measures import ir_figures, paired_randomization, paired_t, per_query, write_trec_qrels, write_trec_run
+from .evaluation.measures import (
+    ir_figures,
+    paired_randomization,
+    paired_t,
+    per_query,
+    write_trec_qrels,
+    write_trec_run,
+)
 from .evaluation.runner import finish_report, report_folder
 from .fullcorpus import corpus_settings, ensure_corpus
 from .pipeline import SearchPipeline, SearchRequest, build_pipeline
+from .settings import RankingSettings
 
 K = 100  # results asked for: MAP@10, nDCG@10 and P@1 read the first 10, Recall@100 all of them
 
@@ -40,7 +47,7 @@ Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
 
 
-def qrels_for(settings: Settings, split: str, target: str) -> tuple[Qrels, dict[str, tuple[str, str]]]:
+def qrels_for(settings: RankingSettings, split: str, target: str) -> tuple[Qrels, dict[str, tuple[str, str]]]:
     """Judgements per original question (only those with something relevant) and each question's
     (subject, body)."""
     docs = [load_semeval(settings.semeval_dir / f, strict=True) for f in SEARCH_QUERY_FILES[split]]
@@ -81,7 +88,7 @@ def figures_of(qrels, run) -> dict[str, float]:
             "Recall@100": fig["R@100"], "MRR": 100 * fig["RR"]}
 
 
-def run_search_benchmark(settings: Settings, split: str, target: str, compare: SearchRun | None = FIRST_STAGE,
+def run_search_benchmark(settings: RankingSettings, split: str, target: str, compare: SearchRun | None = FIRST_STAGE,
                          run: SearchRun = RERANKED, progress: bool = True,
                          pipeline: SearchPipeline | None = None) -> dict:
     """Search every question of the split through the serving pipeline; with ``compare``, also run that

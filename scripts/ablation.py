@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from indexing.config import Settings  # noqa: E402
+from app.settings import Settings  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS  # noqa: E402
 from ranking.evaluation.measures import paired_randomization, paired_t  # noqa: E402
 from ranking.evaluation.runner import run_benchmark  # noqa: E402

@@ -16,22 +16,27 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from indexing.config import Settings  # noqa: E402
-from ranking.combination import COMBINATIONS, LearnedCombination, combination_file, feature_matrix  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from indexing.catalog import NEURAL_TRAIN_FILES as TRAIN_FILES  # noqa: E402
+from ranking.combination import (  # noqa: E402
+    COMBINATIONS,
+    LearnedCombination,
+    combination_file,
+    feature_matrix,
+)
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.runner import align_to_gold, predictions  # noqa: E402
 from ranking.evaluation.scorer import read_lines, score  # noqa: E402
-from indexing.catalog import NEURAL_TRAIN_FILES as TRAIN_FILES  # noqa: E402
 from ranking.neural.train_minilm import HELD_OUT_FILE  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
-
 
 
 def main() -> None:
     import argparse
 
-    from indexing.loaders import load
     from sklearn.linear_model import LogisticRegression
+
+    from indexing.loaders import load
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", choices=sorted(COMBINATIONS), default="bilstm+signals")
     args = ap.parse_args()

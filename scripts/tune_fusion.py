@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from indexing.config import Settings  # noqa: E402
+from app.settings import Settings  # noqa: E402
 from ranking.config import DEFAULTS_FILE  # noqa: E402
 from ranking.fullcorpus import DEPTH, ensure_corpus, figures_of, qrels_and_queries  # noqa: E402
 from ranking.fusion import FUSIONS  # noqa: E402

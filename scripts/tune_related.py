@@ -17,12 +17,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from indexing.config import Settings  # noqa: E402
+from app.settings import Settings  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.runner import align_to_gold  # noqa: E402
 from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
-from ranking.rankers import get_ranker  # noqa: E402
 from ranking.presets import HERE, PRESETS  # noqa: E402
+from ranking.rankers import get_ranker  # noqa: E402
 from ranking.related import FEATURES, feature_columns  # noqa: E402
 
 GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 3.0)

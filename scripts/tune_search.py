@@ -24,7 +24,7 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from indexing.config import Settings  # noqa: E402
+from app.settings import Settings  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 from ranking.fullcorpus import corpus_settings, ensure_corpus  # noqa: E402
 from ranking.fusion import zscore  # noqa: E402

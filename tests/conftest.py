@@ -23,7 +23,7 @@ def semeval() -> Path:
 
 @pytest.fixture()
 def settings(tmp_path):
-    from indexing.config import Settings
+    from app.settings import Settings
     return Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent)
 
 

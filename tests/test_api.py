@@ -200,7 +200,8 @@ def test_metrics(client):
 def test_openapi_fuzz_no_5xx(client):
     """Schemathesis against the app's own OpenAPI schema: no server errors (bounded examples)."""
     import schemathesis
-    from hypothesis import HealthCheck, given, settings as hsettings
+    from hypothesis import HealthCheck, given
+    from hypothesis import settings as hsettings
 
     schema = schemathesis.openapi.from_asgi("/openapi.json", client.app)
     failures, calls = [], []

@@ -75,7 +75,7 @@ def test_unknown_checkpoint_is_refused(tmp_path):
 
 
 def test_shipped_checkpoint_loads_and_scores():
-    from indexing.config import Settings
+    from app.settings import Settings
     s = Settings()
     config = json.loads((s.bilstm_checkpoint / "config.json").read_text())
     assert config["kind"] == "bilstm-attention" and config["dev"] == "semeval2016-dev-A"

@@ -35,8 +35,9 @@ def test_ir_baseline_reproduces_official(cli_env, subtask, expected, tmp_path):
 
 
 def test_trec_export_is_readable_by_ir_measures(cli_env):
-    import ir_measures
     from pathlib import Path
+
+    import ir_measures
     out = run_cli(["evaluate", "--benchmark", "semeval2016-dev-B", "--ranker", "ir-baseline", "--json"], cli_env)
     f = Path(out["report"])
     qrels = list(ir_measures.read_trec_qrels(str(f / "qrels.trec")))

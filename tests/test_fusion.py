@@ -1,8 +1,8 @@
+import numpy as np
 import pytest
 
 from indexing.hits import Hit
 from ranking.fusion import comb, minmax, rrf, zscore
-import numpy as np
 
 
 def test_rrf_by_hand():

@@ -163,3 +163,16 @@ def test_killed_reindex_leaves_live_generation(settings, cli_env):
     nxt = reindex(settings, progress=False, skip_dense=True)  # cleans the debris and publishes
     assert not any(x.name.startswith(".tmp-") for x in settings.index_root.iterdir())
     assert current_generation(settings.index_root) == nxt["generation"]
+
+
+def test_lm_smoothing_setting_reaches_the_built_index(settings):
+    """CQA_LM_SMOOTHING / CQA_LM_LAMBDA are read by reindex: Jelinek-Mercer scores differ from Dirichlet."""
+    fill_store(settings)
+    reindex(settings, progress=False, skip_dense=True)
+    dirichlet = load_current(settings.index_root)
+    assert dirichlet.lm.index.params == {"smoothing": "dirichlet", "mu": 2000.0, "lambda": 0.7}
+    jm = settings.model_copy(update={"lm_smoothing": "jelinek-mercer", "lm_lambda": 0.3})
+    reindex(jm, progress=False, skip_dense=True)
+    g = load_current(settings.index_root)
+    assert g.lm.index.params == {"smoothing": "jelinek-mercer", "mu": 2000.0, "lambda": 0.3}
+    assert not np.allclose(g.lm.index.scores(["visa", "rent"]), dirichlet.lm.index.scores(["visa", "rent"]))

@@ -5,16 +5,18 @@ import json
 import pytest
 import torch
 
-from indexing.config import PROJECT_ROOT, Settings
+from app.settings import Settings
+from indexing.config import PROJECT_ROOT
 from indexing.loaders import load
 from ranking.candidates import Candidate, Query
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
 from ranking.evaluation.runner import align_to_gold, predictions
 from ranking.evaluation.scorer import Line, read_lines, score
+from ranking.neural.checkpoint import CheckpointError
 from ranking.neural.data import groups_from_threads
 from ranking.neural.losses import PairBCELoss, PairwiseHingeLoss
-from ranking.neural.checkpoint import CheckpointError
-from ranking.neural.minilm import FROZEN, MiniLMConfig, load as load_minilm, pair_ids, word_pieces
+from ranking.neural.minilm import FROZEN, MiniLMConfig, pair_ids, word_pieces
+from ranking.neural.minilm import load as load_minilm
 from ranking.neural.ranker import MiniLMRanker
 from ranking.neural.train_minilm import MiniLMTrainConfig, length_batches, train_minilm
 from ranking.rankers import IRBaseline, get_ranker, service_reranker

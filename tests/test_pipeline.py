@@ -12,7 +12,12 @@ from indexing.reindex import reindex
 from indexing.store import ThreadStore
 from ranking.candidates import Candidate, Query
 from ranking.evaluation.benchmarks import queries_for
-from ranking.pipeline import SearchRequest, build_pipeline, collapse_duplicates, rerank_order
+from ranking.pipeline import (
+    SearchRequest,
+    build_pipeline,
+    collapse_duplicates,
+    rerank_order,
+)
 from ranking.presets import PRESETS, RankerSpec, register
 from ranking.signals import ALL_NAMES, matrix
 
@@ -62,7 +67,7 @@ class Recorder:
 
 @pytest.fixture(scope="module")
 def dev_service(tmp_path_factory, semeval):
-    from indexing.config import Settings
+    from app.settings import Settings
     if "recorder" not in PRESETS:
         register("recorder", RankerSpec("factory", "test: records its queries",
                                         options={"factory": lambda s: Recorder()}))
@@ -190,7 +195,7 @@ def fresh_data(tmp_path_factory):
 def test_search_benchmark_reproduces_the_documented_figures(target, documented, fresh_data):
     """The end-to-end /search benchmark on 2016 test, from a fresh data folder: the documented MAP@10, above
     the first stage by at least 0.03 with P@1 not lower, p < 0.05 (docs/BENCHMARKS.md)."""
-    from indexing.config import Settings
+    from app.settings import Settings
     from ranking.search_benchmark import run_search_benchmark
     from tests.conftest import SEMEVAL
     r = run_search_benchmark(Settings(data_dir=fresh_data, shared_data_dir=SEMEVAL.parent), "test", target,

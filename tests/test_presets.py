@@ -4,7 +4,14 @@ from __future__ import annotations
 import pytest
 
 from ranking.candidates import Candidate, Query
-from ranking.presets import PRESETS, RankerSpec, UnknownRanker, build, retriever_config, spec_of
+from ranking.presets import (
+    PRESETS,
+    RankerSpec,
+    UnknownRanker,
+    build,
+    retriever_config,
+    spec_of,
+)
 from ranking.retriever import RetrieverConfig
 
 QUERY = Query("q1", "How do I renew my residence permit in Doha?", (
@@ -20,7 +27,7 @@ QUERY = Query("q1", "How do I renew my residence permit in Doha?", (
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory):
-    from indexing.config import Settings
+    from app.settings import Settings
     from tests.conftest import SEMEVAL
     return Settings(data_dir=tmp_path_factory.mktemp("presets") / "var", shared_data_dir=SEMEVAL.parent)
 

@@ -4,8 +4,15 @@ import subprocess
 
 import pytest
 
-from ranking.evaluation.scorer import (Line, ScoringError, average_precision, parse_score_report, read_lines,
-                                       score, score_files)
+from ranking.evaluation.scorer import (
+    Line,
+    ScoringError,
+    average_precision,
+    parse_score_report,
+    read_lines,
+    score,
+    score_files,
+)
 
 from .conftest import CQA, SEMEVAL
 

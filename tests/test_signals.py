@@ -1,6 +1,6 @@
 import numpy as np
 
-from indexing.config import Settings
+from app.settings import Settings
 from ranking.candidates import Candidate, Query
 from ranking.presets import build
 from ranking.signals import NAMES, features, matrix

@@ -1,0 +1,26 @@
+"""The service's settings: everything the indexing and ranking rooms read, and where it listens, who may
+administer it, request limits and micro-batching."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+
+from ranking.settings import RankingSettings
+
+
+class Settings(RankingSettings):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")
+    max_request_bytes: int = Field(1_000_000, ge=1024, description="Larger request bodies get 413.")
+    max_text_chars: int = Field(20_000, ge=100, description="Longest question, answer or candidate text.")
+    max_candidates: int = Field(200, ge=1, description="Most candidates one /rerank request may send.")
+    max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")
+    batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
+    batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

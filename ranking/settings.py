@@ -1,0 +1,29 @@
+"""The settings the ranking room reads: checkpoints, the ranker of each task and target, reranking depths."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from indexing.config import PROJECT_ROOT, IndexSettings
+
+
+class RankingSettings(IndexSettings):
+    bilstm_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bilstm",
+                                    description="BiLSTM ranker checkpoint directory (shipped; `cqa train` rebuilds it).")
+    default_ranker: str = Field("cross-encoder+signals", description="Ranker of subtask A benchmarks, "
+                                "`cqa predict` and the service when none is named.")
+    default_ranker_b: str = Field("fusion", description="Default ranker of subtask B (question similarity).")
+    default_ranker_c: str = Field("related-answers", description="Default ranker of subtask C.")
+    search_ranker_answers: str = Field("search-answers", description="Reranker of POST /search, target answers.")
+    search_ranker_questions: str = Field("search-questions",
+                                         description="Reranker of POST /search, target questions.")
+    cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "cross-encoder",
+                                           description="MiniLM cross-encoder checkpoint directory (shipped; "
+                                           "`cqa train --model cross-encoder` rebuilds it).")
+    bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bi-encoder",
+                                        description="MiniLM bi-encoder checkpoint directory (shipped; "
+                                        "`cqa train --model bi-encoder` rebuilds it).")
+    rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
+    search_thread_depth: int = Field(10, ge=0, le=50, description="/search answers: the most similar threads "
+                                     "whose comments join the reranked candidates (0: none).")
