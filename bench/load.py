@@ -91,6 +91,8 @@ def main() -> None:
     from ranking.fullcorpus import qrels_and_queries
     _, queries = qrels_and_queries(Settings(), "test")
     questions = list(queries.values())
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still stop the server (finally below)
     port = free_port()
     env = {**os.environ, "CQA_DATA_DIR": str(args.data_dir), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-bootstrap", "--port", str(port)],

@@ -70,7 +70,7 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> 
     own_scores = iter(answer_ranker.score(own_queries) if own_queries else [])
     in_order = [sorted(th, key=lambda t: th[t][0]) for th in threads]
     sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, "vector": th[t][3]})
-                                             for r, t in enumerate(order, 1)))
+                                             for r, t in enumerate(order, 1)), q.meta)
                    for q, th, order in zip(queries, threads, in_order) if th and thread_ranker]
     sim_scores = iter(thread_ranker.score(sim_queries) if sim_queries else [])
     out = []
