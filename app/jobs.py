@@ -75,9 +75,14 @@ class JobManager:
         if job is not None:
             return job
         path = self.folder / f"{job_id}.json"
-        if job_id.isalnum() and path.exists():
-            return Job(**json.loads(path.read_text()))
-        return None
+        if not (job_id.isalnum() and path.exists()):
+            return None
+        job = Job(**json.loads(path.read_text()))
+        if job.state in ("queued", "running"):  # on disk, not in this process: the process that ran it stopped
+            job.state, job.finished_at = "failed", job.finished_at or time.time()
+            job.error = "interrupted: the service stopped before this job finished; submit it again"
+            self._save(job)
+        return job
 
     def _save(self, job: Job) -> None:
         tmp = self.folder / f".{job.id}.tmp"

@@ -70,7 +70,13 @@ class DenseIndex:
             if len(allowed) == 0:
                 return []
             sel = faiss.IDSelectorBatch(np.asarray(allowed, dtype=np.int64))
-            params = faiss.SearchParameters(sel=sel)
+            # each index kind takes its own parameter type (a plain one makes IVF refuse the search)
+            if isinstance(self.index, faiss.IndexIVF):
+                params = faiss.SearchParametersIVF(sel=sel, nprobe=self.index.nprobe)
+            elif isinstance(self.index, faiss.IndexHNSW):
+                params = faiss.SearchParametersHNSW(sel=sel, efSearch=self.index.hnsw.efSearch)
+            else:
+                params = faiss.SearchParameters(sel=sel)
             k = min(k, len(allowed))
         scores, rows = self.index.search(q, k, params=params)
         return [Hit(ids[int(r)], float(s)) for s, r in zip(scores[0], rows[0]) if r >= 0]

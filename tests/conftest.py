@@ -33,3 +33,45 @@ def cli_env(tmp_path) -> dict:
     env["CQA_DATA_DIR"] = str(tmp_path / "var")
     env["PYTHONPATH"] = str(ROOT)
     return env
+
+
+def _files_under(folder: Path) -> dict[str, float]:
+    return {str(p): p.stat().st_mtime for p in folder.rglob("*") if p.is_file()} if folder.exists() else {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_written_under_var(tmp_path_factory):
+    """No test writes into the checkout's ./var (a developer's data folder): a Settings() that names no
+    folder lands in a temporary one, and the run fails if ./var changed anyway."""
+    var = ROOT / "var"
+    before = _files_under(var)
+    os.environ["CQA_DATA_DIR"] = str(tmp_path_factory.mktemp("default-data-dir"))
+    yield
+    after = _files_under(var)
+    changed = sorted(p for p in after if before.get(p) != after[p]) + sorted(set(before) - set(after))
+    assert not changed, f"tests wrote under {var}: {changed[:5]}"
+
+
+class OverlapRanker:
+    """The API tests' reranker: a candidate scores the question words it shares (fast, no model). The real
+    rerankers are tested in their own modules (test_presets, test_pipeline, test_minilm)."""
+    name = "stub-overlap"
+
+    def score(self, queries):
+        out = []
+        for q in queries:
+            words = set(q.text.lower().split())
+            out.append([float(len(words & set(c.text.lower().split()))) for c in q.candidates])
+        return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stub_ranker_preset():
+    from ranking.presets import PRESETS, RankerSpec, register
+    if "stub-overlap" not in PRESETS:
+        register("stub-overlap", RankerSpec("factory", "tests: shared question words",
+                                            options={"factory": lambda settings: OverlapRanker()}))
+
+
+STUB_RANKERS = {"default_ranker": "stub-overlap", "search_ranker_answers": "stub-overlap",
+                "search_ranker_questions": "stub-overlap"}

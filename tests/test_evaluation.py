@@ -1,5 +1,6 @@
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -63,9 +64,18 @@ def test_predict_on_blind_xml(semeval, cli_env, tmp_path):
 
 
 def test_compare_reports_p_values(cli_env):
-    out = run_cli(["evaluate", "--benchmark", "semeval2016-dev-A", "--ranker", "ir-baseline",
+    """--compare runs the second ranker as its own run would and tests the per-question AP difference."""
+    out = run_cli(["evaluate", "--benchmark", "semeval2016-dev-A", "--ranker", "bm25",
                    "--compare", "ir-baseline", "--json"], cli_env)
-    assert out["compare"]["p_randomization"] == 1.0 and out["compare"]["p_ttest"] == 1.0
+    alone = run_cli(["evaluate", "--benchmark", "semeval2016-dev-A", "--ranker", "ir-baseline", "--json"], cli_env)
+    assert out["compare"]["ranker"] == "ir-baseline" and out["compare"]["MAP"] == alone["MAP"] != out["MAP"]
+    ap = json.loads((Path(out["report"]) / "report.json").read_text())["per_question_ap"]
+    base = json.loads((Path(alone["report"]) / "report.json").read_text())["per_question_ap"]
+    qs = sorted(set(ap) & set(base))
+    assert out["compare"]["questions"] == len(qs) > 200
+    a, b = [ap[q] for q in qs], [base[q] for q in qs]
+    assert out["compare"]["p_randomization"] == paired_randomization(a, b)
+    assert out["compare"]["p_ttest"] == paired_t(a, b) < 1.0
 
 
 def test_significance_tests():
@@ -92,3 +102,40 @@ def test_zero_shot_minilm_on_test_a(cli_env):
 def test_fullcorpus_bm25(cli_env):
     out = run_cli(["evaluate", "--benchmark", "semeval2016-test-fullcorpus", "--ranker", "bm25", "--json"], cli_env)
     assert 0 < out["MAP@10"] < 1 and 0 < out["Recall@100"] <= 1
+
+
+@pytest.mark.parametrize("subtask,xml,gold,keep", [
+    ("A", "dev/SemEval2016-Task3-CQA-QL-dev-subtaskA.xml",
+     "dev/SemEval2016-Task3-CQA-QL-dev-subtaskA.xml.subtaskA.relevancy", 12),
+    ("B", "dev/SemEval2016-Task3-CQA-QL-dev.xml", "dev/SemEval2016-Task3-CQA-QL-dev.xml.subtaskB.relevancy", 60),
+    ("C", "dev/SemEval2016-Task3-CQA-QL-dev.xml", "dev/SemEval2016-Task3-CQA-QL-dev.xml.subtaskC.relevancy", 30),
+])
+def test_default_ranker_on_a_text_only_blind_file(subtask, xml, gold, keep, semeval, cli_env, tmp_path):
+    """Each subtask's default ranker on a slice of dev with every user id, name, date and label removed
+    (text only, as a blind test set comes): a prediction for every candidate, above the given order."""
+    from indexing.loaders import load_semeval
+    tree = etree.parse(str(semeval / xml))
+    root = tree.getroot()
+    for el in list(root)[keep:]:
+        root.remove(el)
+    for el in root.iter():
+        for attr in list(el.attrib):
+            if any(w in attr for w in ("RELEVANCE", "USER", "DATE")):
+                del el.attrib[attr]
+    blind = tmp_path / "blind.xml"
+    tree.write(str(blind), encoding="utf-8", xml_declaration=True)
+    doc = load_semeval(blind, strict=True)
+    assert all(t.author_id is None and not any(a.author_id or a.label for a in t.answers) for t in doc.threads)
+    qids = {t.id for t in doc.threads} if subtask == "A" else set(doc.org_questions)
+    gold_slice = tmp_path / "gold.txt"
+    gold_slice.write_text("".join(ln for ln in (semeval / gold).read_text().splitlines(keepends=True)
+                                  if ln.split("\t")[0] in qids))
+    preds = {}
+    for ranker in (None, "ir-baseline"):
+        pred = tmp_path / f"pred-{ranker}.txt"
+        args = ["predict", "--subtask", subtask, "--input", str(blind), "--output", str(pred)]
+        out = run_cli(args + (["--ranker", ranker] if ranker else []), cli_env)
+        assert out["lines"] == len(gold_slice.read_text().splitlines())
+        preds[out["ranker"]] = score_files(gold_slice, pred).MAP
+    default, given = (v for k, v in preds.items() if k != "ir-baseline"), preds["ir-baseline"]
+    assert next(default) > given, preds

@@ -131,6 +131,35 @@ def test_committed_checkpoint_beats_the_given_order_on_a_dev_slice(name, semeval
     assert ours > base + 0.03, (ours, base)
 
 
+def test_score_cache_misses_when_config_code_device_or_precision_change(tiny_cross, tmp_path, monkeypatch):
+    import shutil
+
+    from ranking.neural import ranker as R
+    out, _, queries = tiny_cross
+    base = R.score_cache_key(out, "cpu", 128, False)
+    assert base == R.score_cache_key(out, "cpu", 128, False)
+    assert len({base, R.score_cache_key(out, "cuda", 128, False), R.score_cache_key(out, "cpu", 96, False),
+                R.score_cache_key(out, "cpu", 128, True)}) == 4
+    changed = tmp_path / "changed"
+    shutil.copytree(out, changed)
+    cfg = json.loads((changed / "config.json").read_text())
+    cfg["note"] = "same weights, another config"
+    (changed / "config.json").write_text(json.dumps(cfg))
+    assert R.score_cache_key(changed, "cpu", 128, False) != base
+    monkeypatch.setattr(R, "SCORING_CODE_VERSION", R.SCORING_CODE_VERSION + 1)
+    assert R.score_cache_key(out, "cpu", 128, False) != base
+    # a new code version reads no score the old one cached
+    monkeypatch.undo()
+    MiniLMRanker.from_checkpoint(out, "cpu", cache_dir=tmp_path / "c").score(queries)
+    monkeypatch.setattr(R, "SCORING_CODE_VERSION", R.SCORING_CODE_VERSION + 1)
+    again = MiniLMRanker.from_checkpoint(out, "cpu", cache_dir=tmp_path / "c")
+    calls = []
+    original = again.score_pairs
+    again.score_pairs = lambda pairs: calls.append(len(pairs)) or original(pairs)
+    again.score(queries)
+    assert calls == [sum(len(q.candidates) for q in queries)]
+
+
 def test_service_reranker_is_the_default_without_a_cache_and_with_per_request_statistics(semeval, tmp_path):
     s = Settings(data_dir=tmp_path)
     ranker = service_reranker(s)

@@ -68,6 +68,9 @@ while True:
     print(i, flush=True)
     i += 1
 """
+    with ThreadStore(db) as s:  # what makes an acknowledged write survive a power cut, not only a kill
+        assert s._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     acked = -1
     for line in p.stdout:

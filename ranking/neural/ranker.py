@@ -86,7 +86,6 @@ class MiniLMRanker:
     def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, quantize: bool = False,
                         max_length: int | None = None, cache_dir: Path | None = None) -> "MiniLMRanker":
         from indexing.encoder import resolve_device
-        from indexing.loaders import file_digest
 
         from .minilm import load
         dev = resolve_device(device)
@@ -96,8 +95,7 @@ class MiniLMRanker:
         int8 = quantize and dev == "cpu"
         if int8:
             model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-        key = (f"{file_digest(Path(folder) / 'model.safetensors')[:16]}-{model.config.max_length}-{int(int8)}"
-               if cache_dir else None)
+        key = score_cache_key(Path(folder), dev, model.config.max_length, int8) if cache_dir else None
         return cls(model, dev, name=name or config["kind"], cache_key=key, cache_dir=cache_dir)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
@@ -147,6 +145,22 @@ class MiniLMRanker:
             for j, i in enumerate(idx):
                 out[i] = res[j] if stack else float(res[j])
         return out
+
+
+# Bump when the code that turns a (question, answer) pair into a score changes (word pieces, pair layout,
+# pooling, the head): cached scores of the old code are then never read.
+SCORING_CODE_VERSION = 2
+
+
+def score_cache_key(folder: Path, device: str, max_length: int, int8: bool) -> str:
+    """What a cached score depends on: the weights, the checkpoint's config, the scoring code, the device
+    (CUDA runs in bf16), the precision and the input length."""
+    import hashlib
+
+    from indexing.loaders import file_digest
+    parts = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json"),
+             f"code{SCORING_CODE_VERSION}", device, "int8" if int8 else "fp32", f"len{max_length}"]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
 def cached_scores(path: Path, pairs: list[tuple[str, str]], compute) -> list[float]:
