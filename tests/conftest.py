@@ -75,3 +75,9 @@ def stub_ranker_preset():
 
 STUB_RANKERS = {"default_ranker": "stub-overlap", "search_ranker_answers": "stub-overlap",
                 "search_ranker_questions": "stub-overlap"}
+
+
+@pytest.fixture(scope="session")
+def fresh_corpus_dir(tmp_path_factory) -> Path:
+    """One fresh data folder for the slow full-corpus tests: the 2016 corpus is embedded once per run."""
+    return tmp_path_factory.mktemp("fresh-corpus") / "var"

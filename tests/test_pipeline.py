@@ -185,20 +185,15 @@ def test_openapi_documents_the_search_response(dev_service, monkeypatch):
         assert "$ref" in op["responses"][next(iter(op["responses"]))]["content"]["application/json"]["schema"]
 
 
-@pytest.fixture(scope="module")
-def fresh_data(tmp_path_factory):
-    return tmp_path_factory.mktemp("fresh") / "var"  # one corpus index for both targets
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("target,documented", [("answers", 0.2254), ("questions", 0.6115)])
-def test_search_benchmark_reproduces_the_documented_figures(target, documented, fresh_data):
+def test_search_benchmark_reproduces_the_documented_figures(target, documented, fresh_corpus_dir):
     """The end-to-end /search benchmark on 2016 test, from a fresh data folder: the documented MAP@10, above
     the first stage by at least 0.03 with P@1 not lower, p < 0.05 (docs/BENCHMARKS.md)."""
     from app.settings import Settings
     from ranking.search_benchmark import run_search_benchmark
     from tests.conftest import SEMEVAL
-    r = run_search_benchmark(Settings(data_dir=fresh_data, shared_data_dir=SEMEVAL.parent), "test", target,
+    r = run_search_benchmark(Settings(data_dir=fresh_corpus_dir, shared_data_dir=SEMEVAL.parent), "test", target,
                              progress=False)
     assert abs(r["MAP"] - documented) < 0.005, r["figures"]
     assert r["MAP"] >= r["compare"]["MAP"] + 0.03 and r["P@1"] >= r["compare"]["figures"]["P@1"]
