@@ -6,11 +6,12 @@ all when both hold (their product). The features are z-scored per new question a
 tuned on 2016 dev-C (ranking/related_defaults.json, written by scripts/tune_related.py). With no thread
 metadata the thread terms drop out and the ranker is the answer ranker alone.
 
-For search (ranking/search_answers_defaults.json, tuned end to end on dev by scripts/tune_search.py) two more
+For search (ranking/search_answers_defaults.json, tuned end to end on dev by scripts/tune_search.py) more
 features count: where the first stage put the comment (``retrieval_rank``; a benchmark's given order
-otherwise), its first-stage scores over the whole corpus (``stage_*``), and the comment's own quality, the
-forum-signal half of the subtask A model (by the asker,
-position, length, URLs, dialogue in its thread...) computed from its whole stored thread."""
+otherwise), its first-stage scores over the whole corpus (``stage_*``; 0 outside a search), and the
+comment's own quality, the forum-signal half of the subtask A model (by the asker, position, length, URLs,
+dialogue in its thread...) computed from its whole stored thread. Files tuned before a feature existed
+give it no weight."""
 from __future__ import annotations
 
 import json
