@@ -280,27 +280,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from ranking.presets import PRESETS
         if body.benchmark not in BENCHMARKS:
             raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}")
-        bench = BENCHMARKS[body.benchmark]
-        if body.ranker and body.ranker not in PRESETS:
+        if body.ranker and body.ranker.split("[", 1)[0] not in PRESETS:
             raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
 
         def run(progress):
-            from ranking.evaluation.cli import default_ranker
-            from ranking.evaluation.runner import run_benchmark
-            from ranking.rankers import get_ranker
+            from ranking.evaluation.runner import run_named
             gen, _ = svc.snapshot()
-            if bench.search_target:
-                from ranking.search_benchmark import run_search_benchmark
-                s = svc.settings.model_copy(update={f"search_ranker_{bench.search_target}": body.ranker}
-                                            if body.ranker else {})
-                r = run_search_benchmark(s, bench.split, bench.search_target, progress=False)
-            elif bench.subtask == "fullcorpus":
-                from ranking.fullcorpus import run_fullcorpus
-                r = run_fullcorpus(svc.settings, body.ranker or "first-stage", split=bench.split, progress=False)
-            else:
-                r = run_benchmark(bench, get_ranker(body.ranker or default_ranker(bench.subtask, svc.settings), svc.settings),
-                                  svc.settings.semeval_dir, svc.settings.reports_dir,
-                                  generation=gen.name if gen else None)
+            r = run_named(svc.settings, body.benchmark, body.ranker, gen.name if gen else None, progress=False)
             return {k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "folder")}
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
         if not started:

@@ -8,14 +8,10 @@ from pathlib import Path
 from ..presets import PRESETS, UnknownRanker, build, build_label, spec_of
 from .benchmarks import BENCHMARKS, BenchmarkError, queries_for
 from .measures import paired_randomization, paired_t
+from .runner import default_ranker
 from .scorer import ScoringError, score_files
 
 DEFAULT_HELP = "default: $CQA_DEFAULT_RANKER (cross-encoder+signals) for A, fusion for B, related-answers for C"
-
-
-def default_ranker(subtask: str, settings) -> str:
-    """The ranker used when none is named: configurable per subtask (CQA_DEFAULT_RANKER[_B|_C])."""
-    return {"B": settings.default_ranker_b, "C": settings.default_ranker_c}.get(subtask, settings.default_ranker)
 
 
 def _build(label: str, settings, args: argparse.Namespace):
@@ -79,13 +75,12 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             return 0
         if not args.benchmark:
             raise ScoringError("say what to evaluate: --gold and --pred, or --benchmark NAME (see --list)")
-        from .runner import run_benchmark
+        from .runner import run_benchmark, run_named
         bench = BENCHMARKS[args.benchmark]
         if bench.search_target:
             return _search_benchmark(args, settings, bench, emit)
-        if bench.subtask == "fullcorpus":
-            from ..fullcorpus import run_fullcorpus
-            report = run_fullcorpus(settings, args.ranker or "first-stage", split=bench.split)
+        if bench.subtask == "fullcorpus" or not (args.quantize or args.max_length):
+            report = run_named(settings, bench.name, args.ranker)
         else:
             ranker = _build(args.ranker or default_ranker(bench.subtask, settings), settings, args)
             report = run_benchmark(bench, ranker, settings.semeval_dir, settings.reports_dir)

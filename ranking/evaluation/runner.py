@@ -87,6 +87,36 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
     return report
 
 
+def default_ranker(subtask: str, settings) -> str:
+    """The ranker used when none is named: configurable per subtask (CQA_DEFAULT_RANKER[_B|_C])."""
+    return {"B": settings.default_ranker_b, "C": settings.default_ranker_c}.get(subtask, settings.default_ranker)
+
+
+def run_named(settings, benchmark: str, ranker: str | None = None, generation: str | None = None,
+              progress: bool = True) -> dict:
+    """Run any named benchmark with its default ranker unless one is named, as ``cqa evaluate`` and
+    POST /evaluation do: given candidates (A, B, C, official scorer), the first stage over the whole corpus,
+    or the /search pipeline end to end (``ranker`` replaces the target's reranker)."""
+    from ..presets import build_label, spec_of
+    from .benchmarks import BENCHMARKS
+    if benchmark not in BENCHMARKS:
+        raise BenchmarkError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
+    bench = BENCHMARKS[benchmark]
+    if ranker:
+        spec_of(ranker.split("[", 1)[0])  # an unknown name is refused before any work
+    if bench.search_target:
+        from ..search_benchmark import run_search_benchmark
+        if ranker:
+            settings = settings.model_copy(update={f"search_ranker_{bench.search_target}": ranker})
+        return run_search_benchmark(settings, bench.split, bench.search_target, compare=None, progress=progress)
+    if bench.subtask == "fullcorpus":
+        from ..fullcorpus import run_fullcorpus
+        return run_fullcorpus(settings, ranker or "first-stage", split=bench.split, progress=progress)
+    return run_benchmark(bench, build_label(ranker or default_ranker(bench.subtask, settings), settings),
+                         settings.semeval_dir,
+                         settings.reports_dir, generation=generation)
+
+
 def report_folder(reports_dir: Path, benchmark: str, ranker: str) -> tuple[Path, datetime]:
     """A new, time-stamped folder for one evaluation run; kept, never overwritten."""
     stamp = datetime.now(timezone.utc)
