@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import threading
+import uuid
 import time
 from contextlib import asynccontextmanager
 
@@ -59,6 +62,23 @@ class Service:
         self.batchers: list[MicroBatcher] = []
         self.rerank_batcher: MicroBatcher | None = None
         self.attention = None
+        self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
+
+    def lease_ttl(self) -> float:
+        return max(30.0, 5 * self.settings.generation_poll_s)
+
+    def follow_current(self) -> bool:
+        """Go live on the generation the ``current`` pointer names, if it is not the one served (any process
+        may publish one), and renew this process's lease on what it serves. True when it switched."""
+        from indexing.generations import current_generation, write_lease
+        live = current_generation(self.settings.index_root)
+        switched = False
+        if live is not None and (self.generation is None or live != self.generation.name):
+            self.load_generation()
+            switched = True
+        if self.generation is not None:
+            write_lease(self.settings.index_root, self.holder, self.generation.name, self.lease_ttl())
+        return switched
 
     def load_rankers(self, loop) -> None:
         from ranking.rankers import search_rerankers, service_reranker
@@ -82,17 +102,35 @@ class Service:
     def load_generation(self) -> None:
         from indexing.searcher import load_current
         from ranking.pipeline import build_pipeline
+        from indexing.generations import write_lease
         gen = load_current(self.settings.index_root, self.settings.device)
+        # claim it before serving it, so a concurrent reindex cannot prune it under us
+        write_lease(self.settings.index_root, self.holder, gen.name, self.lease_ttl())
         pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers, self.attention)
         with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
-            self.generation, self.pipeline = gen, pipeline
+            old, self.generation, self.pipeline = self.generation, gen, pipeline
         for name, n in gen.sizes().items():
             self.metrics.index_docs.labels(name).set(n)
+        if old is not None and old.name != gen.name:
+            self.metrics.generation.remove(old.name)
+        self.metrics.generation.labels(gen.name).set(1)
         log.info("serving index generation %s", gen.name)
 
     def snapshot(self):
         with self._lock:
             return self.generation, self.pipeline
+
+
+async def follow(svc: Service) -> None:
+    """Every $CQA_GENERATION_POLL_S: go live on a generation published by any process (a `cqa reindex`,
+    another replica's POST /reindex), and renew the lease on the one served."""
+    while True:
+        await asyncio.sleep(svc.settings.generation_poll_s)
+        try:
+            if await run_in_threadpool(svc.follow_current):
+                log.info("went live on index generation %s", svc.generation.name)
+        except Exception as e:  # a half-written or broken generation: keep serving the current one
+            log.warning("could not follow the current generation: %s", e)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -109,11 +147,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await run_in_threadpool(svc.load_generation)
         except IndexFormatError as e:
             log.warning("no index generation loaded: %s", e)
+        follower = asyncio.create_task(follow(svc), name="generation-follower")
         try:
             yield
         finally:
+            follower.cancel()
             for b in svc.batchers:
                 await b.stop()
+            from indexing.generations import drop_lease
+            drop_lease(settings.index_root, svc.holder)
             svc.store.close()
 
     app = FastAPI(title="cQA answer ranking", version="0.1.0", lifespan=lifespan,

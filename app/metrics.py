@@ -19,6 +19,8 @@ class Metrics:
                                registry=self.registry)
         self.index_docs = Gauge("cqa_index_documents", "documents in the live index generation", ["index"],
                                 registry=self.registry)
+        self.generation = Gauge("cqa_generation_served", "1 for the index generation this process serves",
+                                ["generation"], registry=self.registry)
         self.store_threads = Gauge("cqa_store_threads", "threads in the store", registry=self.registry)
         self.batch_size = Histogram("cqa_rerank_batch_size", "requests per reranker batch",
                                     buckets=(1, 2, 4, 8, 16, 32), registry=self.registry)

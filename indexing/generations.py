@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 FORMAT = "cqa-index-generation"
@@ -93,13 +94,49 @@ def list_generations(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("gen-"))
 
 
+LEASES = ".leases"
+
+
+def write_lease(root: Path, holder: str, generation: str, ttl_s: float) -> None:
+    """A reader's claim on the generation it serves, until ``ttl_s`` from now: prune leaves it alone. A
+    reader renews it while it lives; one killed with kill -9 stops renewing, and its lease expires."""
+    folder = root / LEASES
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{holder}.tmp"
+    tmp.write_text(json.dumps({"generation": generation, "pid": os.getpid(), "expires_at": time.time() + ttl_s}),
+                   encoding="utf-8")
+    os.replace(tmp, folder / f"{holder}.json")
+
+
+def drop_lease(root: Path, holder: str) -> None:
+    (root / LEASES / f"{holder}.json").unlink(missing_ok=True)
+
+
+def leased_generations(root: Path, now: float | None = None) -> set[str]:
+    """Generations some reader holds an unexpired lease on (expired lease files are removed)."""
+    now = time.time() if now is None else now
+    out = set()
+    folder = root / LEASES
+    for p in folder.glob("*.json") if folder.exists() else ():
+        try:
+            lease = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue  # being replaced right now: its holder is alive
+        if lease.get("expires_at", 0) > now:
+            out.add(lease["generation"])
+        else:
+            p.unlink(missing_ok=True)
+    return out
+
+
 def prune(root: Path, keep: int) -> list[str]:
-    """Remove all but the newest ``keep`` generations; never the live one."""
+    """Remove all but the newest ``keep`` generations; never the live one, nor one a reader still serves."""
     live = current_generation(root)
+    leased = leased_generations(root)
     gens = list_generations(root)
     removed = []
     for name in gens[: max(0, len(gens) - keep)]:
-        if name != live:
+        if name != live and name not in leased:
             shutil.rmtree(root / name, ignore_errors=True)
             removed.append(name)
     return removed
