@@ -19,6 +19,7 @@ from .candidates import Candidate, Query, answer_candidates, question_candidate
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 
+RERANKED_TARGETS = ("answers", "questions")  # threads are listed as the first stage groups them
 COLLAPSE_JACCARD = 0.9  # word-shingle overlap at which two texts count as the same text
 _WORD = re.compile(r"\w+")
 
@@ -209,14 +210,15 @@ class SearchPipeline:
         """The first stage, its hits as candidates with their metadata, the comments of the most similar threads
         (answers, when reranking), and the duplicate collapse. Nothing here depends on k beyond how many
         first-stage hits are fetched, so the first k results are a prefix of the first k + n."""
-        fetch = max(req.k, 2 * self.depth if req.rerank else 0)
+        rerank = req.rerank and req.target in RERANKED_TARGETS
+        fetch = max(req.k, 2 * self.depth if rerank else 0)
         fetch = min(fetch + (req.k // 2 + 5 if req.collapse else 0), 200)
         r = self.retriever.search(req.text, fetch, req.target, req.filters, req.expansion)
         timings = dict(r.timings_ms)
         hit_ids = [h.doc_id for h in r.hits]
-        thread_ranks: dict[str, int] = {}
+        thread_ranks: dict[str, int] = {}  # thread id -> its rank among the similar threads
         extra_ids: list[str] = []
-        if req.rerank and req.target == "answers" and self.thread_depth:
+        if rerank and req.target == "answers" and self.thread_depth:
             t0 = time.perf_counter()
             similar = self.retriever.search(req.text, self.thread_depth, "questions", req.filters, req.expansion)
             rows = self._thread_answer_rows()
@@ -227,31 +229,39 @@ class SearchPipeline:
                 extra_ids += [d for d in (self.gen.docs.ids[j] for j in rows.get(tid, [])[: self.thread_comments])
                               if d not in seen]
             timings["similar_threads"] = _ms(t0)
+        ids = hit_ids + extra_ids
         t0 = time.perf_counter()
-        cands = self.candidates(hit_ids + extra_ids, req.target, thread_ranks)
-        timings["candidates"] = _ms(t0)
-
-        t0 = time.perf_counter()
+        texts = [self._text(d) for d in ids]
         col = Collapser(COLLAPSE_JACCARD if req.collapse else None)
-        seq: list[int] = []  # candidate indices in the order they are collapsed
+        seq: list[int] = []  # indices into ids, in the order they are collapsed
         n_hits, j = len(hit_ids), 0
-        head_groups = self.depth if req.rerank else 0
+        head_groups = self.depth if rerank else 0
         # the head: hits until it holds ``depth`` groups, and the later hits that duplicate one of them
         while j < n_hits and (len(col.groups) < head_groups or
-                              (head_groups and col.match(cands[j].text, hit_ids[j]) is not None)):
-            col.add(len(seq), cands[j].text, hit_ids[j])
+                              (head_groups and col.match(texts[j], ids[j]) is not None)):
+            col.add(len(seq), texts[j], ids[j])
             seq.append(j)
             j += 1
-        for e in range(n_hits, len(cands)):
-            col.add(len(seq), cands[e].text, extra_ids[e - n_hits])
+        for e in range(n_hits, len(ids)):
+            col.add(len(seq), texts[e], ids[e])
             seq.append(e)
-        n_head = len(col.groups) if req.rerank else 0
+        n_head = len(col.groups) if rerank else 0
         for h in range(j, n_hits):
-            col.add(len(seq), cands[h].text, hit_ids[h])
+            col.add(len(seq), texts[h], ids[h])
             seq.append(h)
         timings["collapse"] = _ms(t0)
-        candidates = [cands[i] for i in seq]
-        doc_ids = [(hit_ids + extra_ids)[i] for i in seq]
+
+        # Only what the reranker reads gets the store's metadata and stored vectors; the rest is listed as
+        # the generation has it.
+        t0 = time.perf_counter()
+        doc_ids = [ids[i] for i in seq]
+        leaders = [g[0] for g in col.groups[:n_head]]
+        for d in doc_ids:  # threads not among the similar ones: ranked by first appearance
+            if not d.startswith("t:"):
+                thread_ranks.setdefault(self.gen.docs.thread_ids[self.gen.row[d]], len(thread_ranks) + 1)
+        full = dict(zip(leaders, self.candidates([doc_ids[i] for i in leaders], req.target, thread_ranks)))
+        candidates = [full.get(i) or self._light(d) for i, d in enumerate(doc_ids)]
+        timings["candidates"] = _ms(t0)
         scores = {h.doc_id: h.score for h in r.hits}
         return Retrieved(r, candidates, doc_ids, col.groups, n_head,
                          [scores.get(doc_ids[g[0]]) for g in col.groups], timings)
@@ -284,7 +294,7 @@ class SearchPipeline:
 
     def candidates(self, doc_ids: list[str], target: str,
                    thread_ranks: dict[str, int] | None = None) -> list[Candidate]:
-        """Documents as reranker candidates, each with its thread's metadata from the store (position, author,
+        """Questions or answers as reranker candidates, each with its thread's metadata from the store (position, author,
         asker, thread question, category, dialogue signals) as the benchmark loaders give it, plus where the
         search put it (``thread_rank``: its thread's rank among the similar threads, else in order of first
         appearance after them) and the stored embeddings of it and of its thread's question."""
@@ -293,12 +303,6 @@ class SearchPipeline:
         thread_rank = dict(thread_ranks or {})
         out = []
         for i, did in enumerate(doc_ids, 1):
-            if did.startswith("t:"):
-                tid = did[2:]
-                qrow = gen.row.get(f"q:{tid}")
-                out.append(Candidate(tid, gen.docs.texts[qrow] if qrow is not None else "",
-                                     {"thread_id": tid, "retrieval_rank": i, "thread_title": _title(gen, tid)}))
-                continue
             row = gen.row[did]
             tid = gen.docs.thread_ids[row]
             rank = thread_rank.setdefault(tid, len(thread_rank) + 1)
@@ -325,14 +329,25 @@ class SearchPipeline:
             return {f"q:{tid}": question_candidate(t, rank)}
         return {f"a:{c.id}": c for c in answer_candidates(t, rank)} | {f"q:{tid}": question_candidate(t, rank)}
 
+    def _text(self, did: str) -> str:
+        """A document's text as this generation indexed it (a thread: its question)."""
+        row = self.gen.row.get(f"q:{did[2:]}" if did.startswith("t:") else did)
+        return self.gen.docs.texts[row] if row is not None else ""
+
+    def _light(self, did: str) -> Candidate:
+        """A result the reranker does not read: its id, text, thread and title, from the generation."""
+        tid = did[2:] if did.startswith("t:") else self.gen.docs.thread_ids[self.gen.row[did]]
+        return Candidate(did.split(":", 1)[1], self._text(did),
+                         {"thread_id": tid, "thread_title": _title(self.gen, tid)})
+
     def _from_generation(self, did: str, row: int, tid: str, rank: int) -> Candidate:
-        gen = self.gen
-        qrow = gen.row.get(f"q:{tid}")
-        meta = {"thread_id": tid, "category": gen.docs.categories[row], "thread_rank": rank,
+        """A reranker candidate whose thread the store no longer has as indexed: what the generation knows."""
+        gen, light = self.gen, self._light(did)
+        meta = {**light.meta, "category": gen.docs.categories[row], "thread_rank": rank,
                 "created_at": gen.docs.created_at[row]}
         if gen.docs.kinds[row] == ANSWER:
-            meta["thread_question"] = gen.docs.texts[qrow] if qrow is not None else ""
-        return Candidate(did.split(":", 1)[1], gen.docs.texts[row], meta)
+            meta["thread_question"] = self._text(f"t:{tid}")
+        return Candidate(light.id, light.text, meta)
 
 
 def default_config(gen: Generation) -> RetrieverConfig:

@@ -135,7 +135,7 @@ def test_candidate_without_store_falls_back_to_the_generation(dev_service):
     from indexing.searcher import load_current
     gen = load_current(dev_service.index_root)
     pipe = build_pipeline(dev_service, gen, threads=lambda tid: None, rerankers={})
-    got = pipe.retrieve(SearchRequest("visa renewal office hours", k=5, rerank=False))
+    got = pipe.retrieve(SearchRequest("visa renewal office hours", k=5))  # the head: what a reranker reads
     c = got.kept[0]
     assert isinstance(c, Candidate) and c.meta["thread_question"] and "position" not in c.meta
 
