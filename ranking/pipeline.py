@@ -312,8 +312,8 @@ class SearchPipeline:
             if c is None:  # the store changed after this generation was built: what the generation knows
                 c = self._from_generation(did, row, tid, rank)
             qrow = gen.row.get(f"q:{tid}")
-            meta = {**c.meta, "retrieval_rank": i, "thread_title": _title(gen, tid), "vector": _vector(gen, row),
-                    "thread_vector": _vector(gen, qrow) if qrow is not None else None}
+            meta = {**c.meta, "retrieval_rank": i, "thread_title": _title(gen, tid),
+                    "vector": _vector(gen, row), "thread_vector": _vector(gen, qrow) if qrow is not None else None}
             if "comments" in meta and gen.dense is not None:  # a question: its comments' stored embeddings
                 rows = self._thread_answer_rows().get(tid, [])
                 if [gen.docs.texts[j] for j in rows] == list(meta["comments"]):

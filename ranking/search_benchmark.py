@@ -16,7 +16,6 @@ from indexing.loaders import load_semeval
 from indexing.store import ThreadStore
 
 from .evaluation.measures import (
-    ir_figures,
     paired_randomization,
     paired_t,
     per_query,
@@ -24,7 +23,7 @@ from .evaluation.measures import (
     write_trec_run,
 )
 from .evaluation.runner import finish_report, report_folder
-from .fullcorpus import corpus_settings, ensure_corpus
+from .fullcorpus import corpus_settings, ensure_corpus, figures_of
 from .pipeline import SearchPipeline, SearchRequest, build_pipeline
 from .settings import RankingSettings
 
@@ -41,6 +40,8 @@ class SearchRun:
 
 FIRST_STAGE = SearchRun("first-stage", rerank=False)
 RERANKED = SearchRun("reranked")
+COMPARE_RUNS = {r.label: r for r in (FIRST_STAGE, SearchRun("no-collapse", collapse=False),
+                                     SearchRun("first-stage-no-collapse", rerank=False, collapse=False))}
 
 
 Qrels = dict[str, dict[str, int]]
@@ -77,15 +78,17 @@ def search_run(pipeline: SearchPipeline, questions: dict[str, tuple[str, str]], 
                                              subject=subject, body=body))
         ms.append(1000 * (time.perf_counter() - t0))
         judged = qrels.get(qid, {})
-        out[qid] = {next((d for d in (r.id, *r.duplicates) if judged.get(d)), r.id): float(K + 1 - r.rank)
-                    for r in resp.results}
+        out[qid] = {scored_id([r.id, *r.duplicates], judged): float(K + 1 - r.rank) for r in resp.results}
     return out, ms
 
 
-def figures_of(qrels, run) -> dict[str, float]:
-    fig = ir_figures(qrels, run)
-    return {"MAP@10": fig["trec_AP@10"], "nDCG@10": fig["nDCG@10"], "P@1": fig["P@1"],
-            "Recall@100": fig["R@100"], "MRR": 100 * fig["RR"]}
+def scored_id(copies: list[str], judged: dict[str, int]) -> str:
+    """The id a collapsed result is scored by: the first of its copies judged relevant, else the one shown."""
+    return next((d for d in copies if judged.get(d)), copies[0])
+
+
+def _latency(ms: list[float]) -> dict[str, float]:
+    return {"p50": round(float(np.percentile(ms, 50)), 1), "p95": round(float(np.percentile(ms, 95)), 1)}
 
 
 def run_search_benchmark(settings: RankingSettings, split: str, target: str, compare: SearchRun | None = FIRST_STAGE,
@@ -111,8 +114,7 @@ def run_search_benchmark(settings: RankingSettings, split: str, target: str, com
     report = {"benchmark": name, "ranker": ranker, "run": run.__dict__, "generation": gen.name,
               "created_at": stamp.isoformat(), "questions": len(questions), "documents": gen.manifest["documents"],
               "k": K, "rerank_depth": pipe.depth, "seconds": round(seconds, 2),
-              "latency_ms": {"p50": round(float(np.percentile(ms, 50)), 1),
-                             "p95": round(float(np.percentile(ms, 95)), 1)},
+              "latency_ms": _latency(ms),
               "figures": figures, "MAP": figures["MAP@10"], "MRR": figures["MRR"], "P@1": figures["P@1"],
               "per_question_ap": ap, "folder": str(out)}
     if other is not None:
@@ -120,10 +122,9 @@ def run_search_benchmark(settings: RankingSettings, split: str, target: str, com
         ap2 = per_query(qrels, run2, "AP@10")
         qs = sorted(ap)
         a, b = [ap[q] for q in qs], [ap2.get(q, 0.0) for q in qs]
-        report["compare"] = {"run": compare.__dict__, "figures": figures_of(qrels, run2),
-                             "MAP": figures_of(qrels, run2)["MAP@10"], "questions": len(qs),
-                             "latency_ms": {"p50": round(float(np.percentile(ms2, 50)), 1),
-                                            "p95": round(float(np.percentile(ms2, 95)), 1)},
+        fig2 = figures_of(qrels, run2)
+        report["compare"] = {"run": compare.__dict__, "figures": fig2, "MAP": fig2["MAP@10"], "questions": len(qs),
+                             "latency_ms": _latency(ms2),
                              "p_randomization": paired_randomization(a, b), "p_ttest": paired_t(a, b)}
     finish_report(out, report, xlabel="MAP@10 of /search over the whole 2016 corpus")
     return report

@@ -31,23 +31,12 @@ from ranking.fusion import zscore  # noqa: E402
 from ranking.pipeline import SearchRequest, build_pipeline, rerank_order  # noqa: E402
 from ranking.rankers import for_serving, get_ranker  # noqa: E402
 from ranking.related import FEATURES, feature_columns  # noqa: E402
-from ranking.search_benchmark import K, qrels_for  # noqa: E402
+from ranking.evaluation.measures import per_query  # noqa: E402
+from ranking.search_benchmark import K, qrels_for, scored_id  # noqa: E402
 
 QUESTION_PARTS = ("ir-baseline", "bm25", "lm", "minilm-cosine", "stage-bm25", "stage-lm", "stage-dense", "stage-fused",
                   "answers-cosine-max", "answers-cosine-top3")
 STEPS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, -0.25, -0.5)
-
-
-def ap_at_10(ranked: list[str], judged: dict[str, int]) -> float:
-    """trec_eval's map_cut_10 (what ir_measures' AP@10 reads): precision at each relevant rank <= 10, over
-    all relevant judged candidates."""
-    total, found = 0.0, 0
-    for i, d in enumerate(ranked[:10], 1):
-        if judged.get(d):
-            found += 1
-            total += found / i
-    n = sum(judged.values())
-    return total / n if n else 0.0
 
 
 def features(settings, target: str, split: str, answer_ranker: str):
@@ -72,19 +61,20 @@ def features(settings, target: str, split: str, answer_ranker: str):
             else:
                 X = np.column_stack([zscore(np.asarray(p.score([head])[0], dtype=float)) for p in parts])
             judged = qrels[qid]
-            ids = [next((got.candidates[j].id for j in g if judged.get(got.candidates[j].id)), got.candidates[g[0]].id)
-                   for g in got.groups]
+            ids = [scored_id([got.candidates[j].id for j in g], judged) for g in got.groups]
             rows.append((X, ids, judged))
     return rows, pipe.depth
 
 
 def mean_ap(rows, w: np.ndarray | None) -> float:
-    """MAP@10 of the final lists: the head reranked by X @ w (None: the first stage's order), then the tail."""
-    out = []
-    for X, ids, judged in rows:
+    """MAP@10 of the final lists, as the search benchmarks measure it (ir_measures' AP@10): the head reranked by
+    X @ w (None: the first stage's order), then the tail."""
+    qrels, run = {}, {}
+    for qi, (X, ids, judged) in enumerate(rows):
         order = list(range(len(ids))) if w is None else rerank_order((X @ w).tolist(), len(ids))
-        out.append(ap_at_10([ids[i] for i in order], judged))
-    return float(np.mean(out))
+        qrels[str(qi)] = judged
+        run[str(qi)] = {ids[i]: float(len(order) - r) for r, i in enumerate(order)}
+    return float(np.mean(list(per_query(qrels, run, "AP@10").values())))
 
 
 def coordinate_ascent(rows, n: int, rounds: int = 4) -> np.ndarray:

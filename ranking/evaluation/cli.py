@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..presets import PRESETS, UnknownRanker, build, build_label, spec_of
+from ..presets import PRESETS, UnknownRanker, build, build_label
 from .benchmarks import BENCHMARKS, BenchmarkError, queries_for
 from .measures import paired_randomization, paired_t
 from .runner import default_ranker
@@ -114,16 +114,8 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
 
 def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:
     """The /search pipeline end to end; --ranker replaces the target's reranker, --compare names another run."""
-    from ..search_benchmark import FIRST_STAGE, SearchRun, run_search_benchmark
-    target = bench.search_target
-    runs = {"first-stage": FIRST_STAGE, "no-collapse": SearchRun("no-collapse", collapse=False),
-            "first-stage-no-collapse": SearchRun("first-stage-no-collapse", rerank=False, collapse=False)}
-    if args.compare and args.compare not in runs:
-        raise ScoringError(f"--compare on a search benchmark takes one of: {', '.join(runs)}")
-    if args.ranker:
-        spec_of(args.ranker)
-        settings = settings.model_copy(update={f"search_ranker_{target}": args.ranker})
-    report = run_search_benchmark(settings, bench.split, target, compare=runs.get(args.compare))
+    from .runner import run_named
+    report = run_named(settings, bench.name, args.ranker, search_compare=args.compare)
     out = {"benchmark": bench.name, "ranker": report["ranker"], **report["figures"],
            "latency_ms": report["latency_ms"], "report": report["folder"]}
     for k, v in report["figures"].items():

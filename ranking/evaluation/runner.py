@@ -93,10 +93,11 @@ def default_ranker(subtask: str, settings) -> str:
 
 
 def run_named(settings, benchmark: str, ranker: str | None = None, generation: str | None = None,
-              progress: bool = True) -> dict:
+              progress: bool = True, search_compare: str | None = None) -> dict:
     """Run any named benchmark with its default ranker unless one is named, as ``cqa evaluate`` and
     POST /evaluation do: given candidates (A, B, C, official scorer), the first stage over the whole corpus,
-    or the /search pipeline end to end (``ranker`` replaces the target's reranker)."""
+    or the /search pipeline end to end (``ranker`` replaces the target's reranker; ``search_compare`` names
+    another run of the same searches to test against, see search_benchmark.COMPARE_RUNS)."""
     from ..presets import build_label, spec_of
     from .benchmarks import BENCHMARKS
     if benchmark not in BENCHMARKS:
@@ -105,10 +106,13 @@ def run_named(settings, benchmark: str, ranker: str | None = None, generation: s
     if ranker:
         spec_of(ranker.split("[", 1)[0])  # an unknown name is refused before any work
     if bench.search_target:
-        from ..search_benchmark import run_search_benchmark
+        from ..search_benchmark import COMPARE_RUNS, run_search_benchmark
+        if search_compare and search_compare not in COMPARE_RUNS:
+            raise BenchmarkError(f"--compare on a search benchmark takes one of: {', '.join(COMPARE_RUNS)}")
         if ranker:
             settings = settings.model_copy(update={f"search_ranker_{bench.search_target}": ranker})
-        return run_search_benchmark(settings, bench.split, bench.search_target, compare=None, progress=progress)
+        return run_search_benchmark(settings, bench.split, bench.search_target,
+                                    compare=COMPARE_RUNS.get(search_compare), progress=progress)
     if bench.subtask == "fullcorpus":
         from ..fullcorpus import run_fullcorpus
         return run_fullcorpus(settings, ranker or "first-stage", split=bench.split, progress=progress)
