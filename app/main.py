@@ -72,13 +72,12 @@ class Service:
         may publish one), and renew this process's lease on what it serves. True when it switched."""
         from indexing.generations import current_generation, write_lease
         live = current_generation(self.settings.index_root)
-        switched = False
         if live is not None and (self.generation is None or live != self.generation.name):
-            self.load_generation()
-            switched = True
+            self.load_generation()  # leases what it loads
+            return True
         if self.generation is not None:
             write_lease(self.settings.index_root, self.holder, self.generation.name, self.lease_ttl())
-        return switched
+        return False
 
     def load_rankers(self, loop) -> None:
         from ranking.rankers import search_rerankers, service_reranker

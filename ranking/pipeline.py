@@ -294,8 +294,8 @@ class SearchPipeline:
 
     def candidates(self, doc_ids: list[str], target: str,
                    thread_ranks: dict[str, int] | None = None) -> list[Candidate]:
-        """Questions or answers as reranker candidates, each with its thread's metadata from the store (position, author,
-        asker, thread question, category, dialogue signals) as the benchmark loaders give it, plus where the
+        """Questions or answers as reranker candidates, each with its thread's metadata from the store (position,
+        author, asker, thread question, category, dialogue signals) as the benchmark loaders give it, plus where the
         search put it (``thread_rank``: its thread's rank among the similar threads, else in order of first
         appearance after them) and the stored embeddings of it and of its thread's question."""
         gen = self.gen

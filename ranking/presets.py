@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,8 @@ class RankerSpec:
     options: dict[str, Any] = field(default_factory=dict)  # kind-specific: lexical model, first-stage source...
 
     def params(self) -> dict:
-        """The parameters file, read."""
-        return json.loads((HERE / self.file).read_text(encoding="utf-8")) if self.file else {}
+        """The parameters file, read (once per process)."""
+        return _read_params(self.file) if self.file else {}
 
     def part_names(self) -> tuple[str, ...]:
         """The presets it combines: given, or named by its parameters file."""
@@ -57,6 +58,11 @@ class RankerSpec:
             bits.append("parts=" + "+".join(self.part_names()))
         bits += [f"{k}={v}" for k, v in self.options.items()]
         return " ".join(bits)
+
+
+@lru_cache(maxsize=None)
+def _read_params(file: str) -> dict:
+    return json.loads((HERE / file).read_text(encoding="utf-8"))
 
 
 def _lexical(model: str, what: str) -> RankerSpec:

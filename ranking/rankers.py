@@ -38,32 +38,23 @@ class MiniLMCosine:
     def score(self, queries: list[Query]) -> list[list[float]]:
         """Questions and candidates that carry their embedding (meta "vector": the FAISS index's, or the
         first stage's of the question) are not encoded again; everything else is encoded in one batch."""
-        from indexing.encoder import encode
-        texts = [q.text for q in queries if q.meta.get("vector") is None]
-        qrow = {}
-        for qi, q in enumerate(queries):
-            if q.meta.get("vector") is None:
-                qrow[qi] = len(qrow)
-        slots: list[tuple[int, int, int]] = []  # (query, candidate, row in the encoded batch)
-        for qi, q in enumerate(queries):
-            for ci, c in enumerate(q.candidates):
-                if c.meta.get("vector") is None:
-                    slots.append((qi, ci, len(texts)))
-                    texts.append(c.text)
-        emb = (encode(texts, batch_size=self.batch_size, device=self.device, progress=len(texts) > 1000) if texts
-               else np.zeros((0, 384), dtype=np.float32))
-        qvec = [np.asarray(q.meta["vector"], dtype=np.float32) if qi not in qrow else emb[qrow[qi]]
-                for qi, q in enumerate(queries)]
+        items = [(q.text, q.meta.get("vector")) for q in queries]
+        items += [(c.text, c.meta.get("vector")) for q in queries for c in q.candidates]
+        vecs = iter(embed_missing(items, self.device, self.batch_size))
+        qvecs = [next(vecs) for _ in queries]
         out = []
-        for qi, q in enumerate(queries):
-            vecs = np.zeros((len(q.candidates), len(qvec[qi])), dtype=np.float32)
-            for ci, c in enumerate(q.candidates):
-                if c.meta.get("vector") is not None:
-                    vecs[ci] = c.meta["vector"]
-            out.append(vecs)
-        for qi, ci, row in slots:
-            out[qi][ci] = emb[row]
-        return [(out[qi] @ qvec[qi]).astype(float).tolist() for qi in range(len(queries))]
+        for q, qv in zip(queries, qvecs):
+            cand = np.stack([next(vecs) for _ in q.candidates]) if q.candidates else np.zeros((0, len(qv)))
+            out.append((cand.astype(np.float32) @ qv).astype(float).tolist())
+        return out
+
+
+def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_size: int = 64) -> list[np.ndarray]:
+    """A vector per (text, vector-or-None): the given vector, or the text encoded (all such in one batch)."""
+    from indexing.encoder import encode
+    todo = [t for t, v in items if v is None]
+    fresh = iter(encode(todo, batch_size=batch_size, device=device, progress=len(todo) > 1000) if todo else [])
+    return [np.asarray(v, dtype=np.float32) if v is not None else next(fresh) for _, v in items]
 
 
 @dataclass
@@ -100,20 +91,18 @@ class AnswersCosine:
         self.name = self.name or f"answers-cosine-{self.how}"
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        from indexing.encoder import encode
-        todo = [q.text for q in queries if q.meta.get("vector") is None]
-        todo += [t for q in queries for c in q.candidates if c.meta.get("comment_vectors") is None
-                 for t in c.meta.get("comments", ())]
-        emb = iter(encode(todo, device=self.device, progress=len(todo) > 1000) if todo else [])
-        qv = [np.asarray(q.meta["vector"]) if q.meta.get("vector") is not None else next(emb) for q in queries]
+        items = [(q.text, q.meta.get("vector")) for q in queries]
+        for q in queries:
+            for c in q.candidates:
+                given = c.meta.get("comment_vectors") or [None] * len(c.meta.get("comments", ()))
+                items += list(zip(c.meta.get("comments", ()), given))
+        vecs = iter(embed_missing(items, self.device))
+        qv = [next(vecs) for _ in queries]
         out = []
         for q, v in zip(queries, qv):
             row = []
             for c in q.candidates:
-                vecs = c.meta.get("comment_vectors")
-                if vecs is None:
-                    vecs = [next(emb) for _ in c.meta.get("comments", ())]
-                cos = sorted((float(np.dot(v, x)) for x in vecs), reverse=True)
+                cos = sorted((float(np.dot(v, next(vecs))) for _ in c.meta.get("comments", ())), reverse=True)
                 row.append(0.0 if not cos else cos[0] if self.how == "max" else float(np.mean(cos[:3])))
             out.append(row)
         return out

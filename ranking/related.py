@@ -14,10 +14,8 @@ dialogue in its thread...) computed from its whole stored thread. Files tuned be
 give it no weight."""
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -43,21 +41,12 @@ def _threads(q: Query) -> dict[str, tuple[int, str, list[int], object]]:
 
 def quality_prior(q: Query) -> np.ndarray:
     """The forum-signal part of the subtask A model (its signal coefficients over the signals), per candidate."""
-    from .presets import HERE, PRESETS
+    from .presets import PRESETS
     from .signals import matrix
-    d = _a_model(str(HERE / PRESETS["cross-encoder+signals"].file))
+    d = PRESETS["cross-encoder+signals"].params()
     names = tuple(d["features"][len(d["parts"]):])
     coef = np.asarray(d["coef"][len(d["parts"]):], dtype=float)
     return matrix(q, names) @ coef
-
-
-_A_MODELS: dict[str, dict] = {}
-
-
-def _a_model(path: str) -> dict:
-    if path not in _A_MODELS:
-        _A_MODELS[path] = json.loads(Path(path).read_text(encoding="utf-8"))
-    return _A_MODELS[path]
 
 
 def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> list[np.ndarray]:
