@@ -76,8 +76,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.no_bootstrap:
         from app.bootstrap import bootstrap
         bootstrap(settings)
+    if args.workers < 1:
+        print("error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    # each worker is its own process with its own models and lease; all follow the same `current` pointer
     uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
-                port=args.port or settings.port, log_level="info")
+                port=args.port or settings.port, workers=args.workers, log_level="info")
     return 0
 
 
@@ -211,10 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("serve", help="run the HTTP API under uvicorn",
                        description="Start the API. Unless --no-bootstrap, first ingest the default corpus "
-                       "if the store is empty and build the indexes if there is no live generation.")
+                       "if the store is empty and build the indexes if there is no live generation. With "
+                       "--workers N, N processes share the port; each loads the models, follows the `current` "
+                       "generation pointer every $CQA_GENERATION_POLL_S seconds and holds its own lease on what it "
+                       "serves, so a reindex by any process goes live in all of them without a restart.")
     s.add_argument("--host", help="bind address (default: $CQA_HOST or 127.0.0.1)")
     s.add_argument("--port", type=int, help="port (default: $CQA_PORT or 8000)")
     s.add_argument("--no-bootstrap", action="store_true", help="do not ingest or index before starting")
+    s.add_argument("--workers", type=int, default=int(os.environ.get("CQA_WORKERS", "1")), metavar="N",
+                   help="serving processes sharing the port (default: $CQA_WORKERS or 1); each holds its own "
+                   "copy of the models, about 0.5 GB")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("search", help="search the live generation as POST /search does",

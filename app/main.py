@@ -217,7 +217,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def ready(svc: Service = Depends(service)):
         gen, _ = ready_generation(svc)
         return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(), "reranker": svc.reranker.name,
-                "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}}
+                "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):

@@ -105,6 +105,8 @@ class ReadyOut(BaseModel):
     sizes: dict[str, int]
     reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
+    worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
+                        "each has its own and holds its own lease on the generation it serves")
 
 
 class RerankResult(BaseModel):

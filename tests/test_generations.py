@@ -15,7 +15,7 @@ from indexing.generations import (LEASES, current_generation, drop_lease, leased
 from indexing.reindex import reindex
 
 from .conftest import CQA, ROOT, STUB_RANKERS
-from .test_api import free_port, start_server, wait_ready
+from .test_api import free_port, http, start_server, wait_ready
 from .test_indexes import fake_encode, fill_store
 
 
@@ -96,3 +96,52 @@ def test_a_killed_servers_lease_expires(tmp_path):
     # no process renews it now: held for the lease's lifetime (30 s at this poll interval), then free
     assert leased_generations(root) == {ready["generation"]}
     assert leased_generations(root, now=time.time() + 31) == set()
+
+
+def _leases(root) -> dict[str, str]:
+    """holder -> the generation it leases, for every lease file (expired or not)."""
+    return {p.stem: json.loads(p.read_text())["generation"] for p in (root / LEASES).glob("*.json")}
+
+
+def test_two_workers_both_go_live_on_a_reindex_by_another_process(tmp_path, cli_env):
+    """`cqa serve --workers 2`: two uvicorn worker processes on one port, each with its own lease; a `cqa reindex`
+    in another shell goes live in both without a restart, and the old generation is free once both moved on."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    p = start_server(tmp_path, port, {"CQA_GENERATION_POLL_S": "0.5", "CQA_WORKERS": "2"})
+    root = tmp_path / "var" / "indexes"
+    try:
+        first = wait_ready(p, base)["generation"]
+        deadline = time.time() + 120
+        while len(_leases(root)) < 2:  # the second worker may still be loading its models
+            assert time.time() < deadline, f"two workers never both served: leases {_leases(root)}"
+            time.sleep(0.5)
+        workers = set(_leases(root))
+        assert len(workers) == 2 and set(_leases(root).values()) == {first}
+        r = subprocess.run(CQA + ["reindex", "-q"], env={**cli_env, "CQA_DATA_DIR": str(tmp_path / "var")},
+                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert r.returncode == 0, r.stderr
+        published = json.loads(r.stdout.strip().splitlines()[-1])["generation"]
+        assert published != first
+        deadline = time.time() + 30
+        while set(_leases(root).values()) != {published}:
+            assert time.time() < deadline, f"not every worker went live: {_leases(root)}"
+            time.sleep(0.2)
+        assert set(_leases(root)) == workers  # the same two processes, no restart
+        seen = set()
+        for _ in range(20):  # every answer, whichever worker gives it, is on the new generation
+            status, ready = http("GET", base + "/ready")
+            assert status == 200 and ready["generation"] == published
+            seen.add(ready["worker"])
+        assert seen <= workers
+        status, out = http("POST", base + "/search", {"question": {"body": "How do I renew my residence permit?"},
+                                                      "k": 3})
+        assert status == 200 and out["generation"] == published and len(out["results"]) == 3
+        assert first not in leased_generations(root)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    assert _leases(root) == {}  # both workers dropped their leases on a clean stop
