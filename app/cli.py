@@ -58,11 +58,29 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from indexing.reindex import ReindexError, reindex
     settings = _settings(args)
+    if args.engine == "local" and (args.address or args.ray_workers):
+        print("error: --address and --ray-workers go with --engine ray", file=sys.stderr)
+        return 2
+    engine = None
+    if args.engine == "ray":
+        from indexing.engines import RayEngine, RayOptions
+        if args.ray_workers is not None and args.ray_workers < 1:
+            print("error: --ray-workers must be at least 1", file=sys.stderr)
+            return 2
+        options = RayOptions(address=args.address, workers=args.ray_workers or 2, cpus_per_worker=args.cpus_per_worker)
+        try:
+            engine = RayEngine(options, device=settings.device, encoder_batch=settings.embedding_batch_size)
+        except (RuntimeError, ConnectionError) as e:
+            print(f"error: could not start the Ray engine: {e}", file=sys.stderr)
+            return 2
     try:
-        summary = reindex(settings, progress=not args.quiet, skip_dense=args.no_dense)
+        summary = reindex(settings, progress=not args.quiet, skip_dense=args.no_dense, engine=engine)
     except ReindexError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    finally:
+        if engine is not None:
+            engine.close()
     _emit(summary)
     return 0
 
@@ -210,6 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
                        "new generation, publish it atomically, and prune old generations. A reindex that "
                        "fails or is killed leaves the live generation untouched.")
     s.add_argument("--no-dense", action="store_true", help="skip the embedding index (lexical only)")
+    s.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="where analysis and embedding run: this process (default) or a Ray cluster through Ray Data "
+                   "(needs pip install -e '.[ray]'); the generation is the same, its manifest names the engine")
+    s.add_argument("--address", help="the Ray cluster to join ('auto', or ray://HOST:10001); default: start a local "
+                   "one on this machine's CPUs for the job")
+    s.add_argument("--ray-workers", type=int, metavar="N",
+                   help="embedding actors and concurrent analysis tasks on Ray (default 2); one GPU each where "
+                   "the cluster has GPUs")
+    s.add_argument("--cpus-per-worker", type=float, default=0.5, metavar="C",
+                   help="CPUs each Ray worker reserves (default 0.5, which leaves Ray Data's read tasks room on a "
+                   "small machine; use 1 or more on a real cluster)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_reindex)
 

@@ -39,9 +39,10 @@ class EmbeddingCache:
         self._conn.execute("COMMIT")
 
 
-def embed_with_cache(texts: list[str], cache: EmbeddingCache, encode_fn, batch_size: int = 256,
-                     progress=None) -> tuple[np.ndarray, int]:
-    """Rows for ``texts``: cached ones read back, the rest encoded (in batches) and stored.
+def embed_with_cache(texts: list[str], cache: EmbeddingCache, embed, progress=None) -> tuple[np.ndarray, int]:
+    """Rows for ``texts``: cached ones read back, the rest embedded by ``embed`` (an engine's: distinct missing
+    texts -> (positions, vectors) batches in any order) and stored as each batch arrives, so a killed reindex
+    keeps what it had embedded.
 
     Returns the matrix and how many texts were encoded."""
     keys = [text_key(cache.model, t) for t in texts]
@@ -54,12 +55,15 @@ def embed_with_cache(texts: list[str], cache: EmbeddingCache, encode_fn, batch_s
         else:
             missing.setdefault(k, []).append(i)
     todo = list(missing)
-    for s in range(0, len(todo), batch_size):
-        chunk = todo[s:s + batch_size]
-        vecs = encode_fn([texts[missing[k][0]] for k in chunk])
+    done = 0
+    for pos, vecs in embed([texts[missing[k][0]] for k in todo]):
+        chunk = [todo[int(p)] for p in pos]
         cache.put_many(chunk, vecs)
         for k, v in zip(chunk, vecs):
             out[missing[k]] = v
+        done += len(chunk)
         if progress is not None:
             progress(len(chunk))
+    if done != len(todo):
+        raise RuntimeError(f"the encoder returned {done} of {len(todo)} embeddings")
     return out, len(todo)

@@ -19,6 +19,7 @@ from .dense import DenseIndex, choose_kind
 from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
 from .encoder import MODEL_NAME
+from .engines import EncodeFn, Engine, LocalEngine
 from .generations import FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
 from .lm import LMIndex
 from .store import ThreadStore
@@ -53,11 +54,25 @@ class _Lock:
         self.fh.close()
 
 
+def local_engine(settings: IndexSettings, encode_fn: EncodeFn | None = None) -> LocalEngine:
+    """The in-process engine, with the real encoder unless a test gives another ``encode_fn``."""
+    if encode_fn is None:
+        from .encoder import encode
+
+        def encode_fn(texts):
+            return encode(texts, batch_size=settings.embedding_batch_size, device=settings.device)
+    return LocalEngine(encode_fn, batch_size=max(settings.embedding_batch_size * 4, 64))
+
+
 def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = False,
             on_progress: Progress | None = None, analyzer: Analyzer | None = None,
-            encode_fn=None) -> dict:
-    """Build every index from the store into a new generation and make it live. Returns a summary."""
+            encode_fn: EncodeFn | None = None, engine: Engine | None = None) -> dict:
+    """Build every index from the store into a new generation and make it live. Returns a summary.
+
+    ``engine`` does the analysis and the embedding (default: this process, see ``indexing.engines``); whatever
+    the engine, this function merges its output and writes and publishes the generation."""
     analyzer = analyzer or Analyzer()
+    engine = engine or local_engine(settings, encode_fn)
     root = settings.index_root
     report = on_progress or (lambda stage, frac: None)
     with _Lock(root):
@@ -86,7 +101,9 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
 
         report("lexical", 0.1)
         t0 = time.perf_counter()
-        tokens = [analyzer(t) for t in tqdm(docs.texts, unit="doc", desc="analyse", disable=not progress)]
+        tokens = engine.analyse(docs.texts, analyzer, progress)
+        timings["analyse"] = _timing(t0, len(docs))
+        t0 = time.perf_counter()
         terms = TermMatrix.build(tokens)
         terms.save(tmp / "terms")
         timings["terms"] = _timing(t0, len(docs))
@@ -110,11 +127,6 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         if not skip_dense:
             report("embed", 0.3)
             t0 = time.perf_counter()
-            if encode_fn is None:
-                from .encoder import encode
-
-                def encode_fn(texts):
-                    return encode(texts, batch_size=settings.embedding_batch_size, device=settings.device)
             cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", MODEL_NAME)
             bar = tqdm(total=len(docs), unit="doc", desc="embed", disable=not progress)
             done = [0]
@@ -124,8 +136,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
                 bar.update(n)
                 report("embed", 0.3 + 0.6 * done[0] / max(len(docs), 1))
             try:
-                vecs, encoded = embed_with_cache(docs.texts, cache, encode_fn,
-                                                 batch_size=max(settings.embedding_batch_size * 4, 64), progress=tick)
+                vecs, encoded = embed_with_cache(docs.texts, cache, engine.embed, progress=tick)
             finally:
                 cache.close()
                 bar.close()
@@ -142,6 +153,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             "threads": n_threads, "documents": docs.counts(), "analyzer": analyzer.to_dict(),
             "indexes": {"bm25": bm25.params, "lm": lm.params, "dense": dense_params},
             "model": MODEL_NAME if dense_params else None,
+            "engine": engine.describe(),
             "build": timings,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
@@ -150,7 +162,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         publish(root, tmp, name)
         removed = prune(root, settings.keep_generations)
         report("done", 1.0)
-    return {"generation": name, "threads": n_threads, "documents": docs.counts(),
+    return {"generation": name, "engine": engine.name, "threads": n_threads, "documents": docs.counts(),
             "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
 
 
