@@ -15,8 +15,10 @@ COPY data ./data
 COPY models ./models
 # Pass the PyTorch CPU wheel index as TORCH_INDEX to avoid the CUDA build (see README).
 ARG TORCH_INDEX=""
+# EXTRAS=ray adds Ray for `cqa reindex --engine ray`
+ARG EXTRAS=""
 RUN pip install ${TORCH_INDEX:+--index-url "$TORCH_INDEX"} torch==2.13.0 \
- && pip install .
+ && pip install ".${EXTRAS:+[$EXTRAS]}"
 RUN useradd --create-home --uid 10001 cqa && mkdir -p /data && chown cqa /data
 USER cqa
 VOLUME /data

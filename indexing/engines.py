@@ -76,8 +76,8 @@ class RayOptions:
     workers: int = 2            # embedding actors (and concurrent analysis tasks)
     cpus_per_worker: float = 0.5  # below 1 on small machines: Ray Data's read tasks need CPU left over
     local_cpus: int | None = None  # CPUs of a local cluster (default: this machine's)
-    block_size: int = 1024      # texts per block and per analysis batch
-    embed_batch: int = 256      # texts per embedding call in an actor
+    block_size: int = 1024      # texts per block and per batch of analysis
+    embed_batch: int = 256      # texts per block and per batch of embedding (one actor call)
 
 
 def _analyse_batch(batch: dict, spec: dict) -> dict:
@@ -128,17 +128,19 @@ class RayEngine:
                  "local" if self._owns_cluster else options.address, ray.cluster_resources().get("CPU"),
                  self.gpus, options.workers, self.device)
 
-    def _dataset(self, texts: list[str]):
+    @staticmethod
+    def _dataset(texts: list[str], block: int):
+        """The texts in blocks of ``block``: the unit a task or an actor takes, so small blocks keep every
+        worker of the pool busy to the end."""
         import ray.data
-        o = self.options
         items = [{"pos": i, "text": t} for i, t in enumerate(texts)]
-        return ray.data.from_items(items, override_num_blocks=max(1, -(-len(items) // o.block_size)))
+        return ray.data.from_items(items, override_num_blocks=max(1, -(-len(items) // block)))
 
     def analyse(self, texts, analyzer, progress):
         import ray.data
         o = self.options
         out: list[list[str] | None] = [None] * len(texts)
-        ds = self._dataset(texts).map_batches(
+        ds = self._dataset(texts, o.block_size).map_batches(
             _analyse_batch, fn_kwargs={"spec": analyzer.to_dict()}, batch_size=o.block_size, batch_format="numpy",
             compute=ray.data.TaskPoolStrategy(size=o.workers), num_cpus=o.cpus_per_worker)
         with tqdm(total=len(texts), unit="doc", desc="analyse (ray)", disable=not progress) as bar:
@@ -157,7 +159,7 @@ class RayEngine:
         if not texts:
             return
         gpu = self.device == "cuda"
-        ds = self._dataset(texts).map_batches(
+        ds = self._dataset(texts, o.embed_batch).map_batches(
             _Embedder, fn_constructor_kwargs={"device": self.device, "batch_size": self.encoder_batch},
             batch_size=o.embed_batch, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=o.workers),
             num_cpus=0 if gpu else o.cpus_per_worker, num_gpus=1 if gpu else 0)

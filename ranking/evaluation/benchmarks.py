@@ -1,11 +1,13 @@
 """Named SemEval-2016 benchmarks: the queries and candidates of a file, and its official gold."""
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from indexing.catalog import gold_file, split_file, split_file_a
 from indexing.loaders import load_semeval
+from indexing.models import Thread
 
 from ..candidates import Query, answer_candidates, question_candidate
 
@@ -30,6 +32,7 @@ class Benchmark:
     subtask: str  # A, B, C, "fullcorpus", "search-answers" or "search-questions"
     xml: str
     gold: str | None
+    variant: str | None = None  # None, or one of VARIANTS: the same file as input without forum metadata
 
     @property
     def search_target(self) -> str | None:
@@ -46,6 +49,12 @@ class Benchmark:
         return xml, gold
 
 
+# Input variants of subtask A (what a ranker meets outside SemEval): "nometa-shuffled" removes every user id
+# (asker and commenters) and shuffles each thread's comments with a fixed seed, so neither who wrote a comment
+# nor its position in the thread carries information.
+VARIANTS = ("nometa-shuffled",)
+SHUFFLE_SEED = 2016
+
 BENCHMARKS: dict[str, Benchmark] = {}
 for _split in ("dev", "test"):
     BENCHMARKS[f"semeval2016-{_split}-A"] = Benchmark(f"semeval2016-{_split}-A", _split, "A",
@@ -53,6 +62,9 @@ for _split in ("dev", "test"):
     for _t in "BC":
         BENCHMARKS[f"semeval2016-{_split}-{_t}"] = Benchmark(f"semeval2016-{_split}-{_t}", _split, _t,
                                                              split_file(_split), gold_file(_split, _t))
+    for _v in VARIANTS:
+        BENCHMARKS[f"semeval2016-{_split}-A-{_v}"] = Benchmark(f"semeval2016-{_split}-A-{_v}", _split, "A",
+                                                              split_file_a(_split), gold_file(_split, "A"), _v)
     BENCHMARKS[f"semeval2016-{_split}-fullcorpus"] = Benchmark(
         f"semeval2016-{_split}-fullcorpus", _split, "fullcorpus", split_file(_split), None)
     for _target in ("answers", "questions"):  # POST /search end to end (ranking/search_benchmark.py)
@@ -60,13 +72,27 @@ for _split in ("dev", "test"):
             f"semeval2016-{_split}-search-{_target}", _split, f"search-{_target}", split_file(_split), None)
 
 
-def queries_for(xml: Path, subtask: str) -> list[Query]:
-    """The task's queries in file order, candidates in the IR order the task gives them."""
+def without_metadata(t: Thread, seed: int = SHUFFLE_SEED) -> Thread:
+    """The thread as a source without forum metadata gives it: no user ids, its comments in an order that is
+    not the thread's (shuffled, the same way on every run)."""
+    answers = [a.model_copy(update={"author_id": None}) for a in t.answers]
+    random.Random(f"{seed}:{t.id}").shuffle(answers)
+    return t.model_copy(update={"author_id": None, "answers": answers})
+
+
+def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Query]:
+    """The task's queries in file order, candidates in the IR order the task gives them (``variant``: see
+    VARIANTS; subtask A only)."""
     doc = load_semeval(xml, strict=True)
+    if variant is not None and (variant not in VARIANTS or subtask != "A"):
+        raise BenchmarkError(f"unknown variant {variant!r} of subtask {subtask}; subtask A has {VARIANTS}")
     if subtask == "A":
+        threads = [t for t in doc.threads if "subtaskA_skip_same_as" not in t.meta]
+        if variant == "nometa-shuffled":
+            threads = [without_metadata(t) for t in threads]
         return [Query(t.id, t.question_text, tuple(answer_candidates(t)),
                       {"category": t.category, "author_id": t.author_id, "subject": t.subject, "body": t.body})
-                for t in doc.threads if "subtaskA_skip_same_as" not in t.meta]
+                for t in threads]
     threads = {}
     for t in doc.threads:
         threads[(t.meta.get("orgq_id"), t.id)] = t

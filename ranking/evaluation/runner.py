@@ -61,7 +61,7 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
         raise BenchmarkError("use run_fullcorpus for the full-corpus benchmark")
     xml, gold_path = bench.paths(semeval_dir)
     t0 = time.perf_counter()
-    queries = queries_for(xml, bench.subtask)
+    queries = queries_for(xml, bench.subtask, bench.variant)
     gold = read_lines(gold_path)
     pred = align_to_gold(predictions(queries, ranker), gold)
     seconds = time.perf_counter() - t0
