@@ -1,5 +1,11 @@
 """A small learned layer over ranker scores and forum signals: logistic regression on training data,
-its regularisation chosen by dev MAP. Ranker scores are z-scored within each question."""
+its regularisation chosen by dev MAP. Ranker scores are z-scored within each question.
+
+Forum metadata is not always there. Each question is scored in the regime its input allows: who wrote each
+comment is known ("users"), and the candidates come in their thread's order ("order": the caller says so, or
+every candidate has a timestamp and they never go back in time). A regime has its own weights, trained on the
+training threads with that metadata removed and chosen on dev-A with it removed, and the features it lacks
+(NEEDS) weigh nothing; so input without user ids or in a foreign order is ranked by what it does carry."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,6 +24,44 @@ COMBINATIONS = {
     "cross-encoder+signals": ("combination_cross_A.json", ("cross-encoder", "bi-encoder", "bm25", "ir-baseline"),
                               ALL_NAMES, "held-out"),
 }
+
+
+# What each feature means only with: the thread's order, known users, or both.
+NEEDS: dict[str, frozenset[str]] = {
+    "ir-baseline": frozenset({"order"}), "position": frozenset({"order"}),
+    "by_asker": frozenset({"users"}), "asker_unknown": frozenset({"users"}), "author_comments": frozenset({"users"}),
+    "asker_next": frozenset({"users", "order"}), "asker_thanks_next": frozenset({"users", "order"}),
+}
+# regime -> the metadata it has, and the benchmark variant that removes the rest (for training and selection)
+REGIMES: dict[str, tuple[frozenset[str], str | None]] = {
+    "full": (frozenset({"users", "order"}), None),
+    "no-users": (frozenset({"order"}), "nometa"),
+    "no-order": (frozenset({"users"}), "shuffled"),
+    "none": (frozenset(), "nometa-shuffled"),
+}
+
+
+def in_thread_order(q: Query) -> bool:
+    """The candidates come in their thread's order: ``thread_order`` in the query's metadata says so, or else
+    every candidate has a timestamp and none is earlier than the one before."""
+    said = q.meta.get("thread_order")
+    if said is not None:
+        return bool(said)
+    stamps = [c.meta.get("created_at") for c in q.candidates]
+    return all(stamps) and all(a <= b for a, b in zip(stamps, stamps[1:]))
+
+
+def regime_of(q: Query) -> str:
+    asker = q.meta.get("author_id") or any(c.meta.get("asker_id") for c in q.candidates)
+    users = bool(asker) and all(c.meta.get("author_id") for c in q.candidates)
+    order = in_thread_order(q)
+    return {(True, True): "full", (False, True): "no-users", (True, False): "no-order"}.get((users, order), "none")
+
+
+def regime_mask(features: list[str] | tuple[str, ...], regime: str) -> np.ndarray:
+    """1 for the features a regime has, 0 for those it lacks."""
+    has = REGIMES[regime][0]
+    return np.array([float(NEEDS.get(f, frozenset()) <= has) for f in features])
 
 
 def combination_file(name: str) -> Path:
@@ -42,6 +86,16 @@ class LearnedCombination:
     name: str = "combination"
     info: dict = field(default_factory=dict)
     signals: tuple[str, ...] = NAMES
+    # regime -> its (weights, intercept); a regime not listed uses ``coef`` and ``intercept``
+    regimes: dict[str, tuple[np.ndarray, float]] = field(default_factory=dict)
+
+    def weights_for(self, q: Query) -> tuple[np.ndarray, float]:
+        r = regime_of(q) if self.regimes else "full"
+        return self.regimes.get(r, (self.coef, self.intercept))
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        return [(X @ self.coef + self.intercept).tolist() for X in feature_matrix(queries, self.parts, self.signals)]
+        out = []
+        for q, X in zip(queries, feature_matrix(queries, self.parts, self.signals)):
+            w, b = self.weights_for(q)
+            out.append((X @ w + b).tolist())
+        return out

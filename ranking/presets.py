@@ -243,7 +243,8 @@ def _combination(spec, settings, parts, name):
     from .combination import LearnedCombination
     d = spec.params()
     signals = tuple(d["features"][len(d["parts"]):])
-    return LearnedCombination(parts, np.asarray(d["coef"], dtype=float), d["intercept"], name, d, signals)
+    regimes = {r: (np.asarray(w["coef"], dtype=float), float(w["intercept"])) for r, w in d.get("regimes", {}).items()}
+    return LearnedCombination(parts, np.asarray(d["coef"], dtype=float), d["intercept"], name, d, signals, regimes)
 
 
 def _related(spec, settings, parts, name):

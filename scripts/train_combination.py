@@ -3,7 +3,9 @@ scores and forum signals; the regularisation C chosen by 2016 dev-A MAP. Which p
 threads are in ranking/combination.py (COMBINATIONS): bilstm+signals trains on the training files,
 cross-encoder+signals on the training file the MiniLM rankers held out, so its ranker scores are those of
 unseen threads. Writes the combination's JSON file. JSON object last.
-Usage: python scripts/train_combination.py [--name bilstm+signals|cross-encoder+signals]
+With --regimes, also one set of weights per metadata regime (ranking/combination.py REGIMES): the training
+threads and dev-A with user ids removed, shuffled, or both, the features a regime lacks held at zero.
+Usage: python scripts/train_combination.py [--name bilstm+signals|cross-encoder+signals] [--regimes]
 """
 from __future__ import annotations
 
@@ -20,9 +22,11 @@ from app.settings import Settings  # noqa: E402
 from indexing.catalog import NEURAL_TRAIN_FILES as TRAIN_FILES  # noqa: E402
 from ranking.combination import (  # noqa: E402
     COMBINATIONS,
+    REGIMES,
     LearnedCombination,
     combination_file,
     feature_matrix,
+    regime_mask,
 )
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.runner import align_to_gold, predictions  # noqa: E402
@@ -39,38 +43,51 @@ def main() -> None:
     from indexing.loaders import load
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", choices=sorted(COMBINATIONS), default="bilstm+signals")
+    ap.add_argument("--regimes", action="store_true", help="also weights for input without user ids or thread order")
     args = ap.parse_args()
     _, part_names, signal_names, which = COMBINATIONS[args.name]
     files = TRAIN_FILES if which == "train" else (HELD_OUT_FILE,)
+    features = list(part_names) + list(signal_names)
     s = Settings()
     parts = [get_ranker(n, s) for n in part_names]
-    queries, labels = [], []
-    for f in files:
-        path = s.semeval_dir / f
-        label = {a.id: a.label == "Good" for t in load(path).threads for a in t.answers}
-        for q in queries_for(path, "A"):
-            queries.append(q)
-            labels.append([label[c.id] for c in q.candidates])
-    X = np.vstack(feature_matrix(queries, parts, signal_names))
-    y = np.concatenate([np.asarray(lab, dtype=int) for lab in labels])
     dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-A"].paths(s.semeval_dir)
-    dev_q, gold = queries_for(dev_xml, "A"), read_lines(dev_gold)
-    results = []
-    for C in (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 10.0):
-        lr = LogisticRegression(C=C, max_iter=2000).fit(X, y)
-        comb = LearnedCombination(parts, lr.coef_[0], float(lr.intercept_[0]), signals=signal_names)
-        m = score(gold, align_to_gold(predictions(dev_q, comb), gold)).MAP
-        results.append({"C": C, "dev_MAP": m, "coef": lr.coef_[0].tolist(), "intercept": float(lr.intercept_[0])})
-        print(json.dumps({"C": C, "dev_MAP": m}), file=sys.stderr, flush=True)
-    best = max(results, key=lambda r: r["dev_MAP"])
-    record = {"name": args.name, "parts": list(part_names), "features": list(part_names) + list(signal_names),
-              "coef": best["coef"], "intercept": best["intercept"], "C": best["C"], "dev_MAP": best["dev_MAP"],
-              "grid": [{k: r[k] for k in ("C", "dev_MAP")} for r in results], "train_files": list(files),
-              "train_pairs": int(len(y)), "trained_at": datetime.now(timezone.utc).isoformat(),
-              "command": f"python scripts/train_combination.py --name {args.name}"}
+    gold = read_lines(dev_gold)
+    labels_of = {}
+    for f in files:
+        labels_of.update({a.id: a.label == "Good" for t in load(s.semeval_dir / f).threads for a in t.answers})
+
+    def fit(regime: str) -> dict:
+        """Train on the training threads as that regime sees them, pick C by dev-A seen the same way."""
+        variant = REGIMES[regime][1]
+        queries = [q for f in files for q in queries_for(s.semeval_dir / f, "A", variant)]
+        mask = regime_mask(features, regime)
+        X = np.vstack(feature_matrix(queries, parts, signal_names)) * mask
+        y = np.concatenate([np.asarray([labels_of[c.id] for c in q.candidates], dtype=int) for q in queries])
+        dev_q = queries_for(dev_xml, "A", variant)
+        results = []
+        for C in (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 10.0):
+            lr = LogisticRegression(C=C, max_iter=2000).fit(X, y)
+            coef, b = lr.coef_[0] * mask, float(lr.intercept_[0])
+            comb = LearnedCombination(parts, coef, b, signals=signal_names)
+            m = score(gold, align_to_gold(predictions(dev_q, comb), gold)).MAP
+            results.append({"C": C, "dev_MAP": m, "coef": coef.tolist(), "intercept": b})
+            print(json.dumps({"regime": regime, "C": C, "dev_MAP": m}), file=sys.stderr, flush=True)
+        best = max(results, key=lambda r: r["dev_MAP"])
+        return {**best, "variant": variant, "train_pairs": int(len(y)),
+                "grid": [{k: r[k] for k in ("C", "dev_MAP")} for r in results]}
+
+    full = fit("full")
+    record = {"name": args.name, "parts": list(part_names), "features": features,
+              "coef": full["coef"], "intercept": full["intercept"], "C": full["C"], "dev_MAP": full["dev_MAP"],
+              "grid": full["grid"], "train_files": list(files),
+              "train_pairs": full["train_pairs"], "trained_at": datetime.now(timezone.utc).isoformat(),
+              "command": f"python scripts/train_combination.py --name {args.name}{' --regimes' if args.regimes else ''}"}
+    if args.regimes:
+        record["regimes"] = {r: {k: v for k, v in fit(r).items() if k != "train_pairs"} for r in REGIMES if r != "full"}
     combination_file(args.name).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({k: record[k] for k in ("C", "dev_MAP", "train_pairs")} |
-                     {"weights": dict(zip(record["features"], np.round(best["coef"], 3).tolist()))}))
+                     {"weights": dict(zip(features, np.round(full["coef"], 3).tolist()))} |
+                     {"regimes": {r: {"C": v["C"], "dev_MAP": v["dev_MAP"]} for r, v in record.get("regimes", {}).items()}}))
 
 
 if __name__ == "__main__":

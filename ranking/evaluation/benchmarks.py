@@ -49,10 +49,10 @@ class Benchmark:
         return xml, gold
 
 
-# Input variants of subtask A (what a ranker meets outside SemEval): "nometa-shuffled" removes every user id
-# (asker and commenters) and shuffles each thread's comments with a fixed seed, so neither who wrote a comment
-# nor its position in the thread carries information.
-VARIANTS = ("nometa-shuffled",)
+# Input variants of subtask A (what a ranker meets outside SemEval): "nometa" removes every user id (asker and
+# commenters), "shuffled" shuffles each thread's comments with a fixed seed (the order is not the thread's),
+# "nometa-shuffled" does both, so neither who wrote a comment nor its place in the thread carries information.
+VARIANTS = ("nometa", "shuffled", "nometa-shuffled")
 SHUFFLE_SEED = 2016
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -72,12 +72,15 @@ for _split in ("dev", "test"):
             f"semeval2016-{_split}-search-{_target}", _split, f"search-{_target}", split_file(_split), None)
 
 
-def without_metadata(t: Thread, seed: int = SHUFFLE_SEED) -> Thread:
-    """The thread as a source without forum metadata gives it: no user ids, its comments in an order that is
-    not the thread's (shuffled, the same way on every run)."""
-    answers = [a.model_copy(update={"author_id": None}) for a in t.answers]
-    random.Random(f"{seed}:{t.id}").shuffle(answers)
-    return t.model_copy(update={"author_id": None, "answers": answers})
+def as_variant(t: Thread, variant: str, seed: int = SHUFFLE_SEED) -> Thread:
+    """The thread as a source without that metadata gives it: no user ids ("nometa"), its comments in an order
+    that is not the thread's ("shuffled", the same way on every run), or both."""
+    answers, asker = list(t.answers), t.author_id
+    if "nometa" in variant:
+        answers, asker = [a.model_copy(update={"author_id": None}) for a in answers], None
+    if "shuffled" in variant:
+        random.Random(f"{seed}:{t.id}").shuffle(answers)
+    return t.model_copy(update={"author_id": asker, "answers": answers})
 
 
 def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Query]:
@@ -88,8 +91,8 @@ def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Que
         raise BenchmarkError(f"unknown variant {variant!r} of subtask {subtask}; subtask A has {VARIANTS}")
     if subtask == "A":
         threads = [t for t in doc.threads if "subtaskA_skip_same_as" not in t.meta]
-        if variant == "nometa-shuffled":
-            threads = [without_metadata(t) for t in threads]
+        if variant is not None:
+            threads = [as_variant(t, variant) for t in threads]
         return [Query(t.id, t.question_text, tuple(answer_candidates(t)),
                       {"category": t.category, "author_id": t.author_id, "subject": t.subject, "body": t.body})
                 for t in threads]
