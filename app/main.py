@@ -238,18 +238,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.post("/rerank", response_model=RerankOut, summary="Score and sort given candidates, e.g. a thread's comments")
     async def rerank(body: RerankIn, svc: Service = Depends(service)):
         from ranking.candidates import Candidate, Query
+        from ranking.combination import regime_of
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [(f"candidates.{i}.text", c.text) for i, c in enumerate(body.candidates)])
         t0 = time.perf_counter()
         q = Query("rerank", body.question.text,
                   tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at,
-                                                 "position": i}) for i, c in enumerate(body.candidates, 1)))
+                                                 "position": i}) for i, c in enumerate(body.candidates, 1)),
+                  {"author_id": body.asker_id, "thread_order": body.thread_order})
         scores = await svc.rerank_batcher.score(q)
         ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])
         svc.metrics.stage.labels("rerank").observe(time.perf_counter() - t0)
         return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
-                "reranker": svc.reranker.name, "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
+                "reranker": svc.reranker.name, "metadata": regime_of(q), "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
 
     # --- threads --------------------------------------------------------------------------------
     @app.post("/threads", response_model=ThreadsOut, summary="Batch upsert threads (admin); durable before the response",

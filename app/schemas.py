@@ -73,6 +73,11 @@ class CandidateIn(Strict):
 class RerankIn(Strict):
     question: QuestionIn
     candidates: list[CandidateIn] = Field(..., min_length=1, description="at most CQA_MAX_CANDIDATES")
+    asker_id: str | None = Field(None, max_length=200, description="who asked the question; with every candidate's "
+                                 "author_id, the ranker uses who wrote what (e.g. the asker's own comments)")
+    thread_order: bool | None = Field(None, description="true: the candidates come in their thread's order; false: "
+                                      "they do not (e.g. another search's order); unset: judged from created_at "
+                                      "(every candidate has one and none goes back in time)")
 
     @field_validator("candidates")
     @classmethod
@@ -118,6 +123,9 @@ class RerankResult(BaseModel):
 class RerankOut(BaseModel):
     results: list[RerankResult]
     reranker: str
+    metadata: Literal["full", "no-users", "no-order", "none"] = Field(
+        description="what forum metadata the input carried, and so which weights ranked it: user ids and thread "
+        "order (full), thread order only (no-users), user ids only (no-order), neither (none)")
     timings_ms: dict[str, float]
 
 

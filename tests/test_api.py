@@ -90,6 +90,12 @@ def test_rerank_sorts_candidates(client):
     res = r.json()["results"]
     assert [x["rank"] for x in res] == [1, 2, 3] and res[-1]["id"] == "a"
     assert res[0]["score"] >= res[1]["score"] >= res[2]["score"]
+    assert r.json()["metadata"] == "none"  # no asker, two comments without authors, no timestamps
+    cands = [{**c, "author_id": f"u{i}", "created_at": f"2024-01-0{i + 1} 10:00"} for i, c in enumerate(body["candidates"])]
+    said = client.post("/rerank", json={**body, "candidates": cands, "asker_id": "u9"}).json()
+    assert said["metadata"] == "full"  # users known, timestamps in order: the thread's order
+    assert client.post("/rerank", json={**body, "candidates": cands[::-1], "asker_id": "u9"}).json()["metadata"] == "no-order"
+    assert client.post("/rerank", json={**body, "thread_order": True}).json()["metadata"] == "no-users"
 
 
 @pytest.mark.parametrize("payload,status,needle", [

@@ -218,3 +218,18 @@ def test_default_rankers_beat_the_2016_winners(benchmark, target, documented, cl
                        capture_output=True, text=True, check=True)
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["MAP"] >= target and out["MAP"] == pytest.approx(documented, abs=0.002), out
+
+
+@pytest.mark.slow
+def test_default_A_ranker_holds_up_without_metadata(settings):
+    """On test-A without user ids and in a shuffled order, the default subtask A ranker stays above each of its neural
+    parts alone and reproduces the documented figure (docs/BENCHMARKS.md, robustness table). Its figures on the
+    normal file are checked above."""
+    from ranking.evaluation.runner import run_named
+    bench = "semeval2016-test-A-nometa-shuffled"
+    default = run_named(settings, bench, progress=False)
+    parts = {r: run_named(settings, bench, r, progress=False)["MAP"] for r in ("cross-encoder", "bi-encoder")}
+    assert default["ranker"] == "cross-encoder+signals"
+    assert default["MAP"] > max(parts.values()), (default["MAP"], parts)
+    assert default["MAP"] == pytest.approx(0.7949, abs=0.002)
+    assert parts == pytest.approx({"cross-encoder": 0.7638, "bi-encoder": 0.7761}, abs=0.002)

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from app.settings import Settings
 from ranking.candidates import Candidate, Query
@@ -47,3 +48,43 @@ def test_thread_signals_follow_the_dialogue():
     assert np.allclose(matrix(q), full[:, : len(NAMES)])  # the base signals are unchanged
     bare = Query("q", "x", tuple(Candidate(c.id, c.text) for c in cands))
     assert not thread_features(bare).any()  # no metadata: every thread signal is 0
+
+
+def test_metadata_regime_of_a_question():
+    from ranking.combination import in_thread_order, regime_of
+    c = lambda i, author=None, at=None: Candidate(f"c{i}", "text", {"author_id": author, "created_at": at})  # noqa: E731
+    timed = (c(1, "u1", "2016-01-01 10:00"), c(2, "u2", "2016-01-01 10:00"), c(3, "u1", "2016-01-02 09:00"))
+    assert regime_of(Query("q", "x", timed, {"author_id": "u0"})) == "full"  # ties do not go back in time
+    assert regime_of(Query("q", "x", timed[::-1], {"author_id": "u0"})) == "no-order"
+    assert regime_of(Query("q", "x", timed)) == "no-users"
+    assert regime_of(Query("q", "x", (c(1), c(2)))) == "none"
+    assert regime_of(Query("q", "x", (c(1), c(2)), {"thread_order": True})) == "no-users"
+    assert not in_thread_order(Query("q", "x", timed, {"thread_order": False}))  # the caller's word wins
+    half = (c(1, "u1", "2016-01-01"), c(2, None, "2016-01-02"))
+    assert regime_of(Query("q", "x", half, {"author_id": "u0"})) == "no-users"  # one author missing
+
+
+def test_shipped_regimes_weigh_nothing_they_lack_and_ignore_a_foreign_order():
+    """The default subtask A ranker: each regime's weights are zero on the features it lacks, and with neither user
+    ids nor thread order a question's candidates score the same whatever order they come in."""
+    from ranking.combination import NEEDS, REGIMES, regime_mask
+    comb = build("cross-encoder+signals", Settings())
+    features = comb.info["features"]
+    assert set(comb.regimes) == set(REGIMES) - {"full"}
+    for regime, (w, _) in comb.regimes.items():
+        lacks = [f for f, m in zip(features, regime_mask(features, regime)) if not m]
+        assert lacks and all(w[features.index(f)] == 0 for f in lacks), regime
+        assert any(w[features.index(f)] != 0 for f in features if f not in NEEDS)
+    texts = ["Go to the immigration office in Al Rayyan with your passport.", "lol", "Me too, any news?",
+             "Your sponsor's PRO renews it online; it takes two days.", "Thanks!"]
+    cands = tuple(Candidate(f"c{i}", t, {"position": i + 1}) for i, t in enumerate(texts))
+    q = Query("q", "How do I renew my residence permit?", cands)
+    order = [3, 0, 4, 1, 2]
+    shuffled = Query("q", q.text, tuple(Candidate(cands[i].id, cands[i].text, {"position": p + 1})
+                                        for p, i in enumerate(order)))
+    a = dict(zip([c.id for c in cands], comb.score([q])[0]))
+    b = dict(zip([c.id for c in shuffled.candidates], comb.score([shuffled])[0]))
+    assert a == pytest.approx(b, abs=1e-9)
+    assert max(a, key=a.get) in ("c0", "c3")
+    said = Query("q", q.text, cands, {"thread_order": True})  # the same candidates, said to be in thread order
+    assert comb.score([said])[0] != pytest.approx(comb.score([q])[0])
