@@ -29,7 +29,7 @@ class Benchmark:
     the whole corpus (first stage alone, or the /search pipeline)."""
     name: str
     split: str
-    subtask: str  # A, B, C, "fullcorpus", "search-answers" or "search-questions"
+    subtask: str  # A, B, C, D, "fullcorpus", "search-answers" or "search-questions"
     xml: str
     gold: str | None
     variant: str | None = None  # None, or one of VARIANTS: the same file as input without forum metadata
@@ -70,6 +70,12 @@ for _split in ("dev", "test"):
     for _target in ("answers", "questions"):  # POST /search end to end (ranking/search_benchmark.py)
         BENCHMARKS[f"semeval2016-{_split}-search-{_target}"] = Benchmark(
             f"semeval2016-{_split}-search-{_target}", _split, f"search-{_target}", split_file(_split), None)
+
+
+# Subtask D (Arabic): the dev file only, run by 5-fold cross-validation (ranking/arabic.py)
+BENCHMARKS["semeval2016-dev-D"] = Benchmark("semeval2016-dev-D", "dev", "D",
+                                            "arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.gz",
+                                            "arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.relevancy")
 
 
 def as_variant(t: Thread, variant: str, seed: int = SHUFFLE_SEED) -> Thread:

@@ -77,6 +77,8 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             raise ScoringError("say what to evaluate: --gold and --pred, or --benchmark NAME (see --list)")
         from .runner import run_benchmark, run_named
         bench = BENCHMARKS[args.benchmark]
+        if args.compare and bench.subtask in ("fullcorpus", "D"):
+            raise ScoringError("--compare works on the A, B and C benchmarks and the search benchmarks")
         if bench.search_target:
             return _search_benchmark(args, settings, bench, emit)
         if bench.subtask == "fullcorpus" or not (args.quantize or args.max_length):
@@ -86,9 +88,15 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             report = run_benchmark(bench, ranker, settings.semeval_dir, settings.reports_dir)
         out = {"benchmark": bench.name, "ranker": report["ranker"], **report["figures"],
                "report": report["folder"]}
+        if bench.subtask == "D":
+            for name, r in report["rankers"].items():
+                p = "" if r["p_vs_ir_baseline"] is None else f"   p vs ir-baseline {r['p_vs_ir_baseline']:.4g}"
+                print(f"{name:16s} MAP {r['MAP']:.4f}   MRR {r['MRR']:.2f}{p}")
+            print(f"({report['protocol']}; {report['note']})")
+            out["rankers"] = report["rankers"]
         if args.compare:
             other = _build(args.compare, settings, args)
-            if bench.subtask == "fullcorpus":
+            if bench.subtask in ("fullcorpus", "D"):
                 raise ScoringError("--compare works on the A, B and C benchmarks")
             r2 = run_benchmark(bench, other, settings.semeval_dir, settings.reports_dir)
             qs = sorted(set(report["per_question_ap"]) & set(r2["per_question_ap"]))

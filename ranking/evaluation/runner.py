@@ -116,9 +116,30 @@ def run_named(settings, benchmark: str, ranker: str | None = None, generation: s
     if bench.subtask == "fullcorpus":
         from ..fullcorpus import run_fullcorpus
         return run_fullcorpus(settings, ranker or "first-stage", split=bench.split, progress=progress)
+    if bench.subtask == "D":
+        if ranker:
+            raise BenchmarkError(f"{benchmark} runs every Arabic ranker by cross-validation; it takes no --ranker")
+        return run_arabic(settings, bench, progress)
     return run_benchmark(bench, build_label(ranker or default_ranker(bench.subtask, settings), settings),
                          settings.semeval_dir,
                          settings.reports_dir, generation=generation)
+
+
+def run_arabic(settings, bench: Benchmark, progress: bool = True) -> dict:
+    """Subtask D by 5-fold cross-validation (ranking/arabic.py); the report carries every ranker's figures, and
+    its headline figures are the best ranker's by cross-validated MAP."""
+    from ..arabic import run_cross_validation
+    bench.paths(settings.semeval_dir)  # a missing file is named before any work
+    t0 = time.perf_counter()
+    cv = run_cross_validation(settings.semeval_dir, progress=progress)
+    best = max(cv["rankers"], key=lambda n: cv["rankers"][n]["MAP"])
+    out, stamp = report_folder(settings.reports_dir, bench.name, "cross-validation")
+    figures = {k: v for k, v in cv["rankers"][best].items() if k != "p_vs_ir_baseline"}
+    report = {**cv, "ranker": best, "created_at": stamp.isoformat(), "seconds": round(time.perf_counter() - t0, 2),
+              "figures": figures, "MAP": figures["MAP"], "folder": str(out)}
+    _atomic_json(out / "report.json", report)
+    _atomic_json(out.parent / "latest.json", report)
+    return report
 
 
 def report_folder(reports_dir: Path, benchmark: str, ranker: str) -> tuple[Path, datetime]:

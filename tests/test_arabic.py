@@ -1,0 +1,47 @@
+"""Subtask D (Arabic): the dev file as queries, folds by original question, a translation table that never sees a
+test fold's pairs, and the CLI's refusal of options that do not apply."""
+from __future__ import annotations
+
+import subprocess
+
+from ranking.arabic import ARABIC, DEV_D, DEV_D_GOLD, d_queries, folds_of, translation_table
+from ranking.candidates import Candidate, Query
+from ranking.evaluation.scorer import read_lines
+
+from .conftest import CQA, ROOT
+
+
+def test_dev_d_queries_match_the_gold(semeval):
+    queries = d_queries(semeval / DEV_D)
+    assert len(queries) == 250 and sum(len(q.candidates) for q in queries) == 7384
+    gold = {(g.qid, g.cid) for g in read_lines(semeval / DEV_D_GOLD)}
+    assert {(q.id, c.id) for q in queries for c in q.candidates} == gold
+    first = queries[0]
+    assert [c.meta["position"] for c in first.candidates] == list(range(1, len(first.candidates) + 1))
+    assert first.candidates[0].meta["question"] and first.candidates[0].meta["answer"]
+    assert ARABIC("والعلاجات المضادة") and all(t.isalpha() for t in ARABIC("والعلاجات المضادة"))
+
+
+def test_folds_split_by_question_and_repeat():
+    queries = [Query(str(i), "q", ()) for i in range(23)]
+    folds = folds_of(queries)
+    assert len(folds) == 5 and sorted(i for f in folds for i in f) == list(range(23))
+    assert {len(f) for f in folds} <= {4, 5}
+    assert folds == folds_of(queries) and folds != folds_of(queries, seed=1)
+
+
+def test_translation_table_never_sees_a_test_folds_pair():
+    def q(i, pairs):
+        return Query(f"q{i}", "x", tuple(Candidate(cid, f"{a} {b}", {"question": a, "answer": b}) for cid, a, b in pairs))
+    shared = ("p1", "ضغط الدم المرتفع", "دواء الضغط يومي")
+    train = [q(1, [shared] * 3 + [("p2", "ضغط الدم المرتفع", "دواء الضغط يومي")] * 3),
+             q(2, [("p3", "ضغط الدم المرتفع", "دواء الضغط يومي")])]
+    full = translation_table(train, exclude=set())
+    held = translation_table(train, exclude={"p1", "p2", "p3"})
+    assert full.params.get("pairs", 0) == 3 and held.params.get("pairs", 0) == 0  # each pair id once
+
+
+def test_cli_refuses_a_ranker_for_dev_d(tmp_path, cli_env):
+    p = subprocess.run(CQA + ["evaluate", "--benchmark", "semeval2016-dev-D", "--ranker", "bm25"], env=cli_env,
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2 and "cross-validation" in p.stderr
