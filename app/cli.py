@@ -178,7 +178,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             out = args.out or {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
                                ("bi-encoder", "A"): settings.bi_encoder_checkpoint,
                                ("cross-encoder", "B"): Path("models/question-cross-encoder"),
-                               ("bi-encoder", "B"): Path("models/question-bi-encoder")}[(args.model, cfg.task)]
+                               ("bi-encoder", "B"): settings.question_bi_encoder_checkpoint}[(args.model, cfg.task)]
             m = train_minilm_from_semeval(settings.semeval_dir, out, cfg, progress=not args.quiet)
             summary = {"best": m["best"], "dev_MAP": m["dev_MAP"], "evaluations": len(m["evaluations"]),
                        "train_seconds": m["train_seconds"]}

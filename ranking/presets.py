@@ -91,6 +91,12 @@ PRESETS: dict[str, RankerSpec] = {
                                 "on subtask A", checkpoint="cross_encoder_checkpoint"),
     "bi-encoder": RankerSpec("minilm", "all-MiniLM-L6-v2 fine-tuned with the cosine hinge loss on subtask A, "
                              "cos(q, a)", checkpoint="bi_encoder_checkpoint"),
+    "question-bi-encoder": RankerSpec("minilm", "all-MiniLM-L6-v2 fine-tuned with the cosine hinge loss on subtask B "
+                                      "question-question pairs (2016 train), cos(q, q')",
+                                      checkpoint="question_bi_encoder_checkpoint"),
+    "question-fusion": RankerSpec("fusion", "subtask B: per-question z-score fusion of the IR order, lexical scores, "
+                                  "the zero-shot cosine, the question-question bi-encoder and the A-trained models, "
+                                  "weights tuned on dev-B", file="question_fusion_defaults.json"),
     "neural-fusion": RankerSpec("fusion", "per-question z-score fusion of the cross-encoder and the bi-encoder, "
                                 "equal weights, no signals (the ablation's 'with fusion' row)",
                                 parts=("cross-encoder", "bi-encoder"), weights=(1.0, 1.0)),

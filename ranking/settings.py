@@ -24,6 +24,9 @@ class RankingSettings(IndexSettings):
     bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bi-encoder",
                                         description="MiniLM bi-encoder checkpoint directory (shipped; "
                                         "`cqa train --model bi-encoder` rebuilds it).")
+    question_bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "question-bi-encoder",
+                                                 description="MiniLM bi-encoder trained on subtask B question-question "
+                                                 "pairs (shipped; `cqa train --model bi-encoder --task B` rebuilds it).")
     rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
     search_thread_depth: int = Field(10, ge=0, le=50, description="/search answers: the most similar threads "
                                      "whose comments join the reranked candidates (0: none).")

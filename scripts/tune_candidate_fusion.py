@@ -1,9 +1,11 @@
 """Tune the given-candidate fusion on a dev benchmark only and store the weights, with the numbers
 that chose them, in ranking/candidate_fusion_defaults.json.
 
-Parts: the task's own IR order, BM25, query likelihood, translation LM, MiniLM cosine; per question
-z-scored and summed with weights from {0, 0.5, 1}^5. Selection by official dev MAP.
-Usage: python scripts/tune_candidate_fusion.py [--benchmark semeval2016-dev-B]  (JSON object last)
+Parts: by default the task's own IR order, BM25, query likelihood, translation LM, MiniLM cosine (the `fusion`
+preset); `--parts` names others (`question-fusion`: with the question-question bi-encoder and the A-trained
+models). Per question z-scored and summed with weights from {0, 0.5, 1}^n. Selection by official dev MAP.
+Usage: python scripts/tune_candidate_fusion.py [--benchmark semeval2016-dev-B] [--parts a,b,...] [--out FILE]
+(JSON object last)
 """
 from __future__ import annotations
 
@@ -31,7 +33,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--benchmark", default="semeval2016-dev-B")
     ap.add_argument("--out", type=Path, default=FUSION_DEFAULTS)
+    ap.add_argument("--parts", default=",".join(FUSION_PARTS), help="the presets to fuse, comma-separated")
     args = ap.parse_args()
+    parts = tuple(args.parts.split(","))
     bench = BENCHMARKS[args.benchmark]
     if bench.split != "dev":
         raise SystemExit("tune on a dev benchmark only")
@@ -39,25 +43,26 @@ def main() -> None:
     xml, gold_path = bench.paths(settings.semeval_dir)
     queries = queries_for(xml, bench.subtask)
     gold = read_lines(gold_path)
-    per_part = {name: get_ranker(name, settings).score(queries) for name in FUSION_PARTS}
+    per_part = {name: get_ranker(name, settings).score(queries) for name in parts}
     z = {n: [zscore(np.asarray(s, dtype=float)) for s in scores] for n, scores in per_part.items()}
     results = []
-    for w in itertools.product((0.0, 0.5, 1.0), repeat=len(FUSION_PARTS)):
+    for w in itertools.product((0.0, 0.5, 1.0), repeat=len(parts)):
         if not any(w):
             continue
         lines = []
         for qi, q in enumerate(queries):
-            total = sum(wi * z[n][qi] for wi, n in zip(w, FUSION_PARTS))
+            total = sum(wi * z[n][qi] for wi, n in zip(w, parts))
             lines += [Line(q.id, c.id, float(s), False) for c, s in zip(q.candidates, total)]
         m = score(gold, align_to_gold(lines, gold)).MAP
-        results.append({"weights": dict(zip(FUSION_PARTS, w)), "dev_MAP": m})
+        results.append({"weights": dict(zip(parts, w)), "dev_MAP": m})
     results.sort(key=lambda r: (-round(r["dev_MAP"], 6), sum(v > 0 for v in r["weights"].values())))
     singles = {n: next(r["dev_MAP"] for r in results if r["weights"][n] == 1.0 and
-                       sum(v > 0 for v in r["weights"].values()) == 1) for n in FUSION_PARTS}
+                       sum(v > 0 for v in r["weights"].values()) == 1) for n in parts}
     record = {"weights": results[0]["weights"], "dev_MAP": results[0]["dev_MAP"], "benchmark": bench.name,
               "dev_single_parts": singles, "top10": results[:10], "grid_size": len(results),
               "tuned_at": datetime.now(timezone.utc).isoformat(),
-              "command": f"python scripts/tune_candidate_fusion.py --benchmark {bench.name}"}
+              "command": f"python scripts/tune_candidate_fusion.py --benchmark {bench.name}"
+                         + ("" if parts == FUSION_PARTS else f" --parts {args.parts} --out ranking/{args.out.name}")}
     args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"weights": record["weights"], "dev_MAP": record["dev_MAP"], "dev_single_parts": singles}))
 
