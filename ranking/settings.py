@@ -13,7 +13,7 @@ class RankingSettings(IndexSettings):
                                     description="BiLSTM ranker checkpoint directory (shipped; `cqa train` rebuilds it).")
     default_ranker: str = Field("cross-encoder+signals", description="Ranker of subtask A benchmarks, "
                                 "`cqa predict` and the service when none is named.")
-    default_ranker_b: str = Field("fusion", description="Default ranker of subtask B (question similarity).")
+    default_ranker_b: str = Field("question-fusion", description="Default ranker of subtask B (question similarity).")
     default_ranker_c: str = Field("related-answers", description="Default ranker of subtask C.")
     search_ranker_answers: str = Field("search-answers", description="Reranker of POST /search, target answers.")
     search_ranker_questions: str = Field("search-questions",

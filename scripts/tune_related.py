@@ -47,7 +47,8 @@ def main() -> None:
                  for c, s in zip(q.candidates, x[:, :len(w)] @ np.asarray(w))]
         results.append({"weights": list(w), "dev_MAP": score(gold, align_to_gold(lines, gold)).MAP})
     results.sort(key=lambda r: -r["dev_MAP"])
-    record = {"name": "related-answers", "answer_ranker": args.answer_ranker, "features": list(FEATURES),
+    tuned = 1 + 4  # the new-question score (weight 1) and the four thread features of the grid
+    record = {"name": "related-answers", "answer_ranker": args.answer_ranker, "features": list(FEATURES[:tuned]),
               "weights": results[0]["weights"], "dev_MAP": results[0]["dev_MAP"], "benchmark": bench.name,
               "thread_ranker": args.thread_ranker,
               "answer_ranker_alone_dev_MAP": next(r["dev_MAP"] for r in results if r["weights"] == [1.0, 0, 0, 0, 0]),
