@@ -112,7 +112,8 @@ def test_fullcorpus_first_stage(cli_env, fresh_corpus_dir):
 @pytest.mark.parametrize("subtask,xml,gold,keep", [
     ("A", "dev/SemEval2016-Task3-CQA-QL-dev-subtaskA.xml",
      "dev/SemEval2016-Task3-CQA-QL-dev-subtaskA.xml.subtaskA.relevancy", 12),
-    ("B", "dev/SemEval2016-Task3-CQA-QL-dev.xml", "dev/SemEval2016-Task3-CQA-QL-dev.xml.subtaskB.relevancy", 60),
+    # B: the whole dev file (50 questions); a few questions cannot tell two rankers near 0.94 MAP apart
+    ("B", "dev/SemEval2016-Task3-CQA-QL-dev.xml", "dev/SemEval2016-Task3-CQA-QL-dev.xml.subtaskB.relevancy", 500),
     ("C", "dev/SemEval2016-Task3-CQA-QL-dev.xml", "dev/SemEval2016-Task3-CQA-QL-dev.xml.subtaskC.relevancy", 30),
 ])
 def test_default_ranker_on_a_text_only_blind_file(subtask, xml, gold, keep, semeval, cli_env, tmp_path):
