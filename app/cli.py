@@ -94,12 +94,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.no_bootstrap:
         from app.bootstrap import bootstrap
         bootstrap(settings)
-    if args.workers < 1:
+    workers = args.workers or settings.workers
+    if workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
     # each worker is its own process with its own models and lease; all follow the same `current` pointer
     uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
-                port=args.port or settings.port, workers=args.workers, log_level="info")
+                port=args.port or settings.port, workers=workers, log_level="info")
     return 0
 
 
@@ -251,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", help="bind address (default: $CQA_HOST or 127.0.0.1)")
     s.add_argument("--port", type=int, help="port (default: $CQA_PORT or 8000)")
     s.add_argument("--no-bootstrap", action="store_true", help="do not ingest or index before starting")
-    s.add_argument("--workers", type=int, default=int(os.environ.get("CQA_WORKERS", "1")), metavar="N",
+    s.add_argument("--workers", type=int, metavar="N",
                    help="serving processes sharing the port (default: $CQA_WORKERS or 1); each holds its own "
                    "copy of the models, about 0.5 GB")
     s.set_defaults(func=cmd_serve)

@@ -251,7 +251,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])
         svc.metrics.stage.labels("rerank").observe(time.perf_counter() - t0)
         return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
-                "reranker": svc.reranker.name, "metadata": regime_of(q), "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
+                "reranker": svc.reranker.name, "metadata": regime_of(q),
+                "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
 
     # --- threads --------------------------------------------------------------------------------
     @app.post("/threads", response_model=ThreadsOut, summary="Batch upsert threads (admin); durable before the response",

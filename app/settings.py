@@ -19,6 +19,8 @@ class Settings(RankingSettings):
     max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")
     batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
     batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
+    workers: int = Field(1, ge=1, le=64, description="Serving processes of `cqa serve` sharing the port; each "
+                         "loads its own models and follows the `current` generation.")
     generation_poll_s: float = Field(2.0, gt=0, le=3600, description="How often the service checks the "
                                      "`current` pointer and goes live on a generation another process published.")
 

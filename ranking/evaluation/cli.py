@@ -11,7 +11,8 @@ from .measures import paired_randomization, paired_t
 from .runner import default_ranker
 from .scorer import ScoringError, score_files
 
-DEFAULT_HELP = "default: $CQA_DEFAULT_RANKER (cross-encoder+signals) for A, fusion for B, related-answers for C"
+DEFAULT_HELP = ("default: $CQA_DEFAULT_RANKER (cross-encoder+signals) for A, $CQA_DEFAULT_RANKER_B (question-fusion) "
+                "for B, $CQA_DEFAULT_RANKER_C (related-answers) for C")
 
 
 def _build(label: str, settings, args: argparse.Namespace):
@@ -96,8 +97,6 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             out["rankers"] = report["rankers"]
         if args.compare:
             other = _build(args.compare, settings, args)
-            if bench.subtask in ("fullcorpus", "D"):
-                raise ScoringError("--compare works on the A, B and C benchmarks")
             r2 = run_benchmark(bench, other, settings.semeval_dir, settings.reports_dir)
             qs = sorted(set(report["per_question_ap"]) & set(r2["per_question_ap"]))
             a = [report["per_question_ap"][q] for q in qs]
