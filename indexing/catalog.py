@@ -12,6 +12,11 @@ DEV_2015 = "train2015/SemEval2015-Task3-CQA-QL-dev-reformatted-excluding-2016-qu
 TEST_2015 = "train2015/SemEval2015-Task3-CQA-QL-test-reformatted-excluding-2016-questions-multiline.xml"
 
 
+# Subtask D (Arabic medical cQA): the dev file and its gold; the test questions' text was never released.
+ARABIC_DEV_D = "arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.gz"
+ARABIC_DEV_D_GOLD = "arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.relevancy"
+
+
 def split_file(split: str) -> str:
     """The full 2016 file of dev or test (original questions, related threads, comments, all labels)."""
     return f"{split}/{_2016}-{split}.xml"

@@ -47,6 +47,12 @@ class Engine(Protocol):
 EncodeFn = Callable[[list[str]], np.ndarray]
 
 
+def embed_block(encoder_batch: int) -> int:
+    """Texts per embedding call (and per Ray block): the same for every engine, so each encodes the same
+    batches and their vectors agree."""
+    return max(encoder_batch * 4, 64)
+
+
 class LocalEngine:
     """Everything in this process: the analyzer in a loop, the encoder in batches."""
     name = "local"
@@ -77,7 +83,7 @@ class RayOptions:
     cpus_per_worker: float = 0.5  # below 1 on small machines: Ray Data's read tasks need CPU left over
     local_cpus: int | None = None  # CPUs of a local cluster (default: this machine's)
     block_size: int = 1024      # texts per block and per batch of analysis
-    embed_batch: int = 256      # texts per block and per batch of embedding (one actor call)
+    embed_batch: int | None = None  # texts per block and per embedding call (default: embed_block())
 
 
 def _analyse_batch(batch: dict, spec: dict) -> dict:
@@ -159,16 +165,18 @@ class RayEngine:
         if not texts:
             return
         gpu = self.device == "cuda"
-        ds = self._dataset(texts, o.embed_batch).map_batches(
+        block = o.embed_batch or embed_block(self.encoder_batch)
+        ds = self._dataset(texts, block).map_batches(
             _Embedder, fn_constructor_kwargs={"device": self.device, "batch_size": self.encoder_batch},
-            batch_size=o.embed_batch, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=o.workers),
+            batch_size=block, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=o.workers),
             num_cpus=0 if gpu else o.cpus_per_worker, num_gpus=1 if gpu else 0)
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
             yield np.asarray(batch["pos"], dtype=np.int64), np.asarray(batch["vec"], dtype=np.float32)
 
     def describe(self) -> dict:
         o = asdict(self.options)
-        return {"name": self.name, **o, "address": o["address"] or "local", "device": self.device}
+        return {"name": self.name, **o, "address": o["address"] or "local", "device": self.device,
+                "embed_batch": o["embed_batch"] or embed_block(self.encoder_batch)}
 
     def close(self) -> None:
         if self._owns_cluster:

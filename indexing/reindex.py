@@ -19,7 +19,7 @@ from .dense import DenseIndex, choose_kind
 from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
 from .encoder import MODEL_NAME
-from .engines import EncodeFn, Engine, LocalEngine
+from .engines import EncodeFn, Engine, LocalEngine, embed_block
 from .generations import FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
 from .lm import LMIndex
 from .store import ThreadStore
@@ -61,7 +61,7 @@ def local_engine(settings: IndexSettings, encode_fn: EncodeFn | None = None) -> 
 
         def encode_fn(texts):
             return encode(texts, batch_size=settings.embedding_batch_size, device=settings.device)
-    return LocalEngine(encode_fn, batch_size=max(settings.embedding_batch_size * 4, 64))
+    return LocalEngine(encode_fn, batch_size=embed_block(settings.embedding_batch_size))
 
 
 def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = False,

@@ -14,12 +14,9 @@ fusion with weights chosen on the training folds.
 """
 from __future__ import annotations
 
-import itertools
 import random
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from indexing.loaders import load_semeval
 from indexing.text import Analyzer
@@ -28,12 +25,10 @@ from indexing.translation import TranslationTable
 from .candidate_rankers import LexicalRanker, TranslationLMRanker
 from .candidates import Candidate, Query
 from .evaluation.measures import paired_randomization
-from .evaluation.runner import align_to_gold, predictions
+from .evaluation.runner import align_to_gold
 from .evaluation.scorer import Line, per_question_ap, read_lines, score
-from .fusion import zscore
+from .evaluation.tuning import fused_scores, grid_search
 
-DEV_D = "arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.gz"
-DEV_D_GOLD = "arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.relevancy"
 # Arabic light normalisation (indexing/text.py) and Snowball's Arabic stemmer; English stopwords stay out too.
 ARABIC = Analyzer(stemmer="arabic")
 FOLDS, FOLD_SEED = 5, 2016
@@ -89,80 +84,44 @@ def translation_table(train: list[Query], exclude: set[str], analyzer: Analyzer 
     return TranslationTable.train(pairs)
 
 
-def _map(queries: list[Query], scores: list[list[float]], gold: list[Line]) -> float:
-    ids = {q.id for q in queries}
-    g = [x for x in gold if x.qid in ids]
-    return score(g, align_to_gold(_pred(queries, scores), g)).MAP
-
-
-def _pred(queries: list[Query], scores: list[list[float]]) -> list[Line]:
-    class _Given:
-        name = "given"
-
-        def score(self, qs):
-            by_id = {q.id: s for q, s in zip(queries, scores)}
-            return [by_id[q.id] for q in qs]
-    return predictions(queries, _Given())
-
-
-def tune_fusion(queries: list[Query], part_scores: dict[str, list[list[float]]], gold: list[Line]) -> dict:
-    """The weights (from WEIGHT_GRID, at least one non-zero) with the best MAP on these queries."""
-    z = {p: [zscore(np.asarray(s, dtype=float)) for s in part_scores[p]] for p in PARTS}
-    best, best_w = -1.0, None
-    for w in itertools.product(WEIGHT_GRID, repeat=len(PARTS)):
-        if not any(w):
-            continue
-        fused = [sum(wi * z[p][i] for wi, p in zip(w, PARTS)).tolist() for i in range(len(queries))]
-        m = _map(queries, fused, gold)
-        if m > best + 1e-12:
-            best, best_w = m, w
-    return {"weights": dict(zip(PARTS, best_w)), "train_MAP": best}
-
-
-def run_cross_validation(semeval_dir: Path, progress: bool = False) -> dict:
-    """Every ranker's MAP on all 250 dev questions, each question scored by what was fitted without its fold,
+def run_cross_validation(xml: Path, gold_path: Path, progress: bool = False) -> dict:
+    """Every ranker's MAP on all the dev questions, each question scored by what was fitted without its fold,
     with paired randomisation tests against the IR baseline. JSON-ready."""
-    queries = d_queries(semeval_dir / DEV_D)
-    gold = read_lines(semeval_dir / DEV_D_GOLD)
-    lexical = {"bm25": LexicalRanker("bm25", "bm25", ARABIC), "lm": LexicalRanker("lm", "lm", ARABIC),
-               "bm25-question": _QuestionField(LexicalRanker("bm25", "bm25-question", ARABIC))}
-    # lexical scores need no training: term statistics from every candidate of the file (no labels)
-    fixed = {name: r.score(queries) for name, r in lexical.items()}
-    fixed["ir-baseline"] = [[-float(c.meta["position"]) for c in q.candidates] for q in queries]
-    scores = {p: [None] * len(queries) for p in (*PARTS, "fusion")}
-    for p, s in fixed.items():
-        scores[p] = s
+    queries, gold = d_queries(xml), read_lines(gold_path)
+    # no training: term statistics from every candidate of the file (no labels), and the given order
+    fixed = {"ir-baseline": [[-float(c.meta["position"]) for c in q.candidates] for q in queries],
+             "bm25": LexicalRanker("bm25", "bm25", ARABIC).score(queries),
+             "lm": LexicalRanker("lm", "lm", ARABIC).score(queries),
+             "bm25-question": _QuestionField(LexicalRanker("bm25", "bm25-question", ARABIC)).score(queries)}
+    scores = {**fixed, "translation-lm": [None] * len(queries), "fusion": [None] * len(queries)}
     fold_info = []
     for k, test_idx in enumerate(folds_of(queries)):
         test_set = set(test_idx)
         train_idx = [i for i in range(len(queries)) if i not in test_set]
         train_q = [queries[i] for i in train_idx]
-        test_ids = {c.id for i in test_idx for c in queries[i].candidates}
-        table = translation_table(train_q, test_ids)
-        tlm = TranslationLMRanker(semeval_dir=semeval_dir, analyzer=ARABIC, _table=table)
-        # the translation LM's collection statistics: the whole pool, as for the lexical rankers
-        t_scores = tlm.score(queries)
-        for i in test_idx:
-            scores["translation-lm"][i] = t_scores[i]
-        train_parts = {p: [fixed[p][i] if p in fixed else t_scores[i] for i in train_idx] for p in PARTS}
-        tuned = tune_fusion(train_q, train_parts, gold)
-        for i in test_idx:
-            scores["fusion"][i] = sum(w * zscore(np.asarray(fixed[p][i] if p in fixed else t_scores[i], dtype=float))
-                                      for p, w in tuned["weights"].items()).tolist()
+        table = translation_table(train_q, {c.id for i in test_idx for c in queries[i].candidates})
+        # its collection statistics come from the whole pool, as the lexical rankers'
+        parts = {**fixed, "translation-lm": TranslationLMRanker(semeval_dir=xml.parent, analyzer=ARABIC,
+                                                                _table=table).score(queries)}
+        best = grid_search(train_q, {p: [parts[p][i] for i in train_idx] for p in PARTS}, gold, WEIGHT_GRID)[0]
+        fused = fused_scores({p: [parts[p][i] for i in test_idx] for p in PARTS}, best["weights"])
+        for i, f in zip(test_idx, fused):
+            scores["translation-lm"][i], scores["fusion"][i] = parts["translation-lm"][i], f
         fold_info.append({"fold": k, "questions": len(test_idx), "translation_pairs": table.params.get("pairs", 0),
-                          **tuned})
+                          "weights": best["weights"], "train_MAP": best["dev_MAP"]})
         if progress:
-            print(f"fold {k + 1}/{FOLDS}: weights {tuned['weights']}", flush=True)
-    base_ap = per_question_ap(gold, align_to_gold(_pred(queries, scores["ir-baseline"]), gold))
+            print(f"fold {k + 1}/{FOLDS}: weights {best['weights']}", flush=True)
+    lines = {name: [Line(q.id, c.id, float(v), False) for q, row in zip(queries, s) for c, v in zip(q.candidates, row)]
+             for name, s in scores.items()}
+    base_ap = per_question_ap(gold, align_to_gold(lines["ir-baseline"], gold))
     rankers = {}
     for name in (*PARTS, "fusion"):
-        pred = align_to_gold(_pred(queries, scores[name]), gold)
-        official = score(gold, pred)
-        ap = per_question_ap(gold, pred)
+        pred = align_to_gold(lines[name], gold)
+        official, ap = score(gold, pred), per_question_ap(gold, pred)
         keys = sorted(ap)
-        rankers[name] = {"MAP": round(official.MAP, 4), "MRR": round(official.MRR, 3), "AvgRec": round(official.AvgRec, 4),
-                         "p_vs_ir_baseline": None if name == "ir-baseline" else
-                         round(paired_randomization([ap[q] for q in keys], [base_ap[q] for q in keys]), 4)}
+        p = None if name == "ir-baseline" else paired_randomization([ap[q] for q in keys], [base_ap[q] for q in keys])
+        rankers[name] = {"MAP": round(official.MAP, 4), "MRR": round(official.MRR, 3),
+                         "AvgRec": round(official.AvgRec, 4), "p_vs_ir_baseline": None if p is None else round(p, 4)}
     return {"benchmark": "semeval2016-dev-D", "protocol": f"{FOLDS}-fold cross-validation by original question "
             f"(seed {FOLD_SEED}) on the 2016 dev file", "questions": len(queries),
             "pairs": sum(len(q.candidates) for q in queries), "rankers": rankers, "folds": fold_info,

@@ -10,22 +10,18 @@ Usage: python scripts/tune_candidate_fusion.py [--benchmark semeval2016-dev-B] [
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
 from ranking.candidate_rankers import FUSION_DEFAULTS, FUSION_PARTS  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
-from ranking.evaluation.runner import align_to_gold  # noqa: E402
-from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
-from ranking.fusion import zscore  # noqa: E402
+from ranking.evaluation.scorer import read_lines  # noqa: E402
+from ranking.evaluation.tuning import grid_search  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
 
 
@@ -44,18 +40,7 @@ def main() -> None:
     queries = queries_for(xml, bench.subtask)
     gold = read_lines(gold_path)
     per_part = {name: get_ranker(name, settings).score(queries) for name in parts}
-    z = {n: [zscore(np.asarray(s, dtype=float)) for s in scores] for n, scores in per_part.items()}
-    results = []
-    for w in itertools.product((0.0, 0.5, 1.0), repeat=len(parts)):
-        if not any(w):
-            continue
-        lines = []
-        for qi, q in enumerate(queries):
-            total = sum(wi * z[n][qi] for wi, n in zip(w, parts))
-            lines += [Line(q.id, c.id, float(s), False) for c, s in zip(q.candidates, total)]
-        m = score(gold, align_to_gold(lines, gold)).MAP
-        results.append({"weights": dict(zip(parts, w)), "dev_MAP": m})
-    results.sort(key=lambda r: (-round(r["dev_MAP"], 6), sum(v > 0 for v in r["weights"].values())))
+    results = grid_search(queries, per_part, gold, grid=(0.0, 0.5, 1.0))
     singles = {n: next(r["dev_MAP"] for r in results if r["weights"][n] == 1.0 and
                        sum(v > 0 for v in r["weights"].values()) == 1) for n in parts}
     record = {"weights": results[0]["weights"], "dev_MAP": results[0]["dev_MAP"], "benchmark": bench.name,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 
-from ranking.arabic import ARABIC, DEV_D, DEV_D_GOLD, d_queries, folds_of, translation_table
+from indexing.catalog import ARABIC_DEV_D as DEV_D
+from indexing.catalog import ARABIC_DEV_D_GOLD as DEV_D_GOLD
+from ranking.arabic import ARABIC, d_queries, folds_of, translation_table
 from ranking.candidates import Candidate, Query
 from ranking.evaluation.scorer import read_lines
 

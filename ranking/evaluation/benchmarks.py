@@ -5,7 +5,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexing.catalog import gold_file, split_file, split_file_a
+from indexing.catalog import ARABIC_DEV_D, ARABIC_DEV_D_GOLD, gold_file, split_file, split_file_a
 from indexing.loaders import load_semeval
 from indexing.models import Thread
 
@@ -73,9 +73,7 @@ for _split in ("dev", "test"):
 
 
 # Subtask D (Arabic): the dev file only, run by 5-fold cross-validation (ranking/arabic.py)
-BENCHMARKS["semeval2016-dev-D"] = Benchmark("semeval2016-dev-D", "dev", "D",
-                                            "arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.gz",
-                                            "arabic/SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.relevancy")
+BENCHMARKS["semeval2016-dev-D"] = Benchmark("semeval2016-dev-D", "dev", "D", ARABIC_DEV_D, ARABIC_DEV_D_GOLD)
 
 
 def as_variant(t: Thread, variant: str, seed: int = SHUFFLE_SEED) -> Thread:

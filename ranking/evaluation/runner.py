@@ -129,9 +129,9 @@ def run_arabic(settings, bench: Benchmark, progress: bool = True) -> dict:
     """Subtask D by 5-fold cross-validation (ranking/arabic.py); the report carries every ranker's figures, and
     its headline figures are the best ranker's by cross-validated MAP."""
     from ..arabic import run_cross_validation
-    bench.paths(settings.semeval_dir)  # a missing file is named before any work
+    xml, gold = bench.paths(settings.semeval_dir)
     t0 = time.perf_counter()
-    cv = run_cross_validation(settings.semeval_dir, progress=progress)
+    cv = run_cross_validation(xml, gold, progress=progress)
     best = max(cv["rankers"], key=lambda n: cv["rankers"][n]["MAP"])
     out, stamp = report_folder(settings.reports_dir, bench.name, "cross-validation")
     figures = {k: v for k, v in cv["rankers"][best].items() if k != "p_vs_ir_baseline"}

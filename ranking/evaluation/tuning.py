@@ -1,0 +1,43 @@
+"""Weights for a per-question z-score fusion, chosen by official MAP over a grid: what the given-candidate
+fusions (`scripts/tune_candidate_fusion.py`) and the Arabic cross-validation (`ranking/arabic.py`) tune."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..candidates import Query
+from ..fusion import zscore
+from .runner import align_to_gold
+from .scorer import Line, score
+
+
+def fused_scores(part_scores: dict[str, list[list[float]]], weights: dict[str, float]) -> list[list[float]]:
+    """Per query, the weighted sum of each part's z-scored scores."""
+    n = len(next(iter(part_scores.values())))
+    return [sum(w * zscore(np.asarray(part_scores[p][i], dtype=float)) for p, w in weights.items()).tolist()
+            for i in range(n)]
+
+
+def map_of(queries: list[Query], scores: list[list[float]], gold: list[Line]) -> float:
+    """Official MAP of these scores against the gold lines of these queries."""
+    ids = {q.id for q in queries}
+    g = [x for x in gold if x.qid in ids]
+    lines = [Line(q.id, c.id, float(s), False) for q, row in zip(queries, scores) for c, s in zip(q.candidates, row)]
+    return score(g, align_to_gold(lines, g)).MAP
+
+
+def grid_search(queries: list[Query], part_scores: dict[str, list[list[float]]], gold: list[Line],
+                grid: tuple[float, ...] = (0.0, 0.5, 1.0)) -> list[dict]:
+    """Every weight setting of ``grid`` per part (not all zero) with its MAP, best first; between equal MAPs
+    the one with fewer parts first."""
+    parts = tuple(part_scores)
+    z = {p: [zscore(np.asarray(s, dtype=float)) for s in part_scores[p]] for p in parts}
+    results = []
+    for w in itertools.product(grid, repeat=len(parts)):
+        if not any(w):
+            continue
+        fused = [sum(wi * z[p][i] for wi, p in zip(w, parts)) for i in range(len(queries))]
+        results.append({"weights": dict(zip(parts, w)), "dev_MAP": map_of(queries, fused, gold)})
+    results.sort(key=lambda r: (-round(r["dev_MAP"], 6), sum(v > 0 for v in r["weights"].values())))
+    return results
