@@ -59,6 +59,7 @@ class Service:
         self.pipeline: SearchPipeline | None = None
         self.reranker = None  # POST /rerank: one thread's comments (the subtask A ranker)
         self.search_rankers: dict = {}  # /search target -> its reranker, behind a micro-batcher
+        self.inference: list[dict] = []  # the MiniLM models loaded and how each runs (GET /ready)
         self.batchers: list[MicroBatcher] = []
         self.rerank_batcher: MicroBatcher | None = None
         self.attention = None
@@ -80,12 +81,13 @@ class Service:
         return False
 
     def load_rankers(self, loop) -> None:
-        from ranking.rankers import search_rerankers, service_reranker
+        from ranking.rankers import inference_report, search_rerankers, service_reranker
         built: dict = {}  # a model two rerankers share loads once
         self.reranker = service_reranker(self.settings, built)
         self.rerank_batcher = self._batcher(self.reranker)
-        self.search_rankers = {target: ThreadBatched(self._batcher(r), loop)
-                               for target, r in search_rerankers(self.settings, built).items()}
+        searchers = search_rerankers(self.settings, built)
+        self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
+        self.inference = inference_report([self.reranker, *searchers.values()])
         if (self.settings.bilstm_checkpoint / "config.json").exists():
             try:  # the BiLSTM: per-word highlights in explain
                 from ranking.neural.ranker import BiLSTMRanker
@@ -217,7 +219,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def ready(svc: Service = Depends(service)):
         gen, _ = ready_generation(svc)
         return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(), "reranker": svc.reranker.name,
-                "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder}
+                "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
+                "inference": svc.inference}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):

@@ -104,12 +104,20 @@ class HealthOut(BaseModel):
     status: Literal["ok"]
 
 
+class InferenceOut(BaseModel):
+    model: str = Field(description="a MiniLM ranker the rerankers run")
+    variant: str = Field(description="how it runs: torch-fp32, torch-bf16, onnx-fp32 or onnx-int8")
+    device: str
+    note: str = Field("", description="why it differs from what $CQA_INFERENCE asked for, if it does")
+
+
 class ReadyOut(BaseModel):
     status: Literal["ready"]
     generation: str
     sizes: dict[str, int]
     reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
+    inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
                         "each has its own and holds its own lease on the generation it serves")
 

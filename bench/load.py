@@ -1,11 +1,17 @@
-"""Load test of POST /search on a real uvicorn process over loopback: throughput and p50/p95/p99
-latency at several concurrencies, per target, with reranking on and off (side by side in one run).
+"""Load test of a real uvicorn process over loopback: throughput and p50/p95/p99 latency at several
+concurrencies. POST /search per target with reranking on and off (side by side in one run); with
+--rerank-configs, POST /rerank with each 2016 test-A thread's question and comments (asker, authors, thread
+order: what a forum sends to sort a thread) for each configuration in turn, one server each, in one run.
 Bounded by request count and time.
 Defaults to the SemEval full corpus built by the fullcorpus benchmark. Prints a JSON object last.
+
+    python bench/load.py --requests 60 --max-seconds 45
+    python bench/load.py --targets none --rerank-configs "before=cross-encoder+signals@torch-fp32,default"
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -43,8 +49,7 @@ def post(url: str, body: dict) -> tuple[int, float]:
     return status, time.perf_counter() - t0
 
 
-def run_level(url: str, questions: list[str], concurrency: int, rerank: bool, requests: int,
-              max_seconds: float, target: str = "answers") -> dict:
+def run_level(url: str, bodies: list[dict], concurrency: int, requests: int, max_seconds: float, **labels) -> dict:
     lat: list[float] = []
     failed = [0]
     lock = threading.Lock()
@@ -57,8 +62,7 @@ def run_level(url: str, questions: list[str], concurrency: int, rerank: bool, re
                 i = next(counter, None)
             if i is None:
                 return
-            status, dt = post(url, {"question": {"body": questions[i % len(questions)]}, "k": 10, "rerank": rerank,
-                                    "target": target})
+            status, dt = post(url, bodies[i % len(bodies)])
             with lock:
                 if status == 200:
                     lat.append(dt)
@@ -73,30 +77,18 @@ def run_level(url: str, questions: list[str], concurrency: int, rerank: bool, re
         t.join()
     wall = time.perf_counter() - t0
     a = np.asarray(lat) * 1000 if lat else np.zeros(1)
-    return {"target": target, "concurrency": concurrency, "rerank": rerank, "requests": len(lat), "failed": failed[0],
+    return {**labels, "concurrency": concurrency, "requests": len(lat), "failed": failed[0],
             "throughput_rps": round(len(lat) / wall, 2), "p50_ms": round(float(np.percentile(a, 50)), 1),
             "p95_ms": round(float(np.percentile(a, 95)), 1), "p99_ms": round(float(np.percentile(a, 99)), 1)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
-                    help="a data folder with a store and a live index generation")
-    ap.add_argument("--requests", type=int, default=100, help="requests per level")
-    ap.add_argument("--max-seconds", type=float, default=60, help="time cap per level")
-    ap.add_argument("--levels", default="1,4,16")
-    ap.add_argument("--targets", default="answers,questions", help="POST /search targets to load")
-    args = ap.parse_args()
-    from app.settings import Settings
-    from ranking.fullcorpus import qrels_and_queries
-    _, queries = qrels_and_queries(Settings(), "test")
-    questions = list(queries.values())
-    import signal
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still stop the server (finally below)
+@contextlib.contextmanager
+def server(data_dir: Path, env_extra: dict[str, str]):
+    """A real ``cqa serve`` on a free port with ``env_extra`` set; yields (base URL, GET /ready)."""
     port = free_port()
-    env = {**os.environ, "CQA_DATA_DIR": str(args.data_dir), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-bootstrap", "--port", str(port)],
-                              env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "CQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **env_extra}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-bootstrap", "--port", str(port)],
+                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -105,23 +97,105 @@ def main() -> None:
                     ready = json.loads(r.read())
                     break
             except Exception:
+                if proc.poll() is not None:
+                    raise SystemExit(f"the server stopped (exit {proc.returncode}) with {env_extra}")
                 time.sleep(1)
         else:
             raise SystemExit("server did not become ready")
-        for rerank in (False, True):  # warm-up: load the encoder
-            post(base + "/search", {"question": {"body": "warm up"}, "rerank": rerank})
-        levels = []
-        for target in args.targets.split(","):
-            for rerank in (False, True):
-                for c in (int(x) for x in args.levels.split(",")):
-                    r = run_level(base + "/search", questions, c, rerank, args.requests, args.max_seconds, target)
-                    print(json.dumps(r), file=sys.stderr, flush=True)
-                    levels.append(r)
+        yield base, ready
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-    print(json.dumps({"documents": ready["sizes"]["documents"], "generation": ready["generation"],
-                      "rerankers": ready["search_rerankers"], "levels": levels, "cpus": os.cpu_count()}))
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def thread_bodies(settings) -> list[dict]:
+    """POST /rerank bodies: each 2016 test-A thread's question and its comments, as a forum sends them."""
+    from indexing.catalog import split_file
+    from indexing.loaders import load
+    bodies = []
+    for t in load(settings.semeval_dir / split_file("test")).threads:
+        if t.answers:
+            bodies.append({"question": {"subject": t.subject, "body": t.body}, "asker_id": t.author_id,
+                           "thread_order": True,
+                           "candidates": [{"id": a.id, "text": a.text, "author_id": a.author_id} for a in t.answers]})
+    return bodies
+
+
+def related_bodies(settings, n: int = 30) -> list[dict]:
+    """POST /rerank bodies of n candidates: each 2016 test-C question with the first n comments of its related
+    threads (several threads, so not one thread's order): a long list to sort."""
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    xml, _ = BENCHMARKS["semeval2016-test-C"].paths(settings.semeval_dir)
+    return [{"question": {"body": q.text}, "thread_order": False,
+             "candidates": [{"id": c.id, "text": c.text} for c in q.candidates[:n]]} for q in queries_for(xml, "C")]
+
+
+def parse_configs(text: str) -> list[tuple[str, dict[str, str]]]:
+    """``label=RANKER@INFERENCE`` entries (either part may be left out; ``default``: the settings' own)."""
+    out = []
+    for entry in filter(None, text.split(",")):
+        label, _, spec = entry.partition("=")
+        ranker, _, inference = spec.partition("@")
+        env = {k: v for k, v in (("CQA_DEFAULT_RANKER", ranker), ("CQA_INFERENCE", inference)) if v}
+        out.append((label, env))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
+                    help="a data folder with a store and a live index generation")
+    ap.add_argument("--requests", type=int, default=100, help="requests per level")
+    ap.add_argument("--max-seconds", type=float, default=60, help="time cap per level")
+    ap.add_argument("--levels", default="1,4,16")
+    ap.add_argument("--targets", default="answers,questions", help="POST /search targets to load ('none': skip)")
+    ap.add_argument("--rerank-inputs", default="threads,related30",
+                    help="POST /rerank bodies: threads (each test-A thread's 10 comments with their metadata), "
+                         "related30 (each test-C question with 30 comments of its related threads)")
+    ap.add_argument("--rerank-configs", default="",
+                    help="POST /rerank under each LABEL=RANKER@INFERENCE in turn (comma-separated; an empty part "
+                         "keeps the default, e.g. 'before=cross-encoder+signals@torch-fp32,default')")
+    args = ap.parse_args()
+    from app.settings import Settings
+    from ranking.fullcorpus import qrels_and_queries
+    settings = Settings()
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still stop the servers (finally above)
+    levels_ = [int(x) for x in args.levels.split(",")]
+    levels, out = [], {"cpus": os.cpu_count()}
+    targets = [t for t in args.targets.split(",") if t and t != "none"]
+    if targets:
+        _, queries = qrels_and_queries(settings, "test")
+        questions = list(queries.values())
+        with server(args.data_dir, {}) as (base, ready):
+            for rerank in (False, True):  # warm-up: load the encoder
+                post(base + "/search", {"question": {"body": "warm up"}, "rerank": rerank})
+            for target in targets:
+                for rerank in (False, True):
+                    bodies = [{"question": {"body": q}, "k": 10, "rerank": rerank, "target": target} for q in questions]
+                    for c in levels_:
+                        r = run_level(base + "/search", bodies, c, args.requests, args.max_seconds,
+                                      endpoint="search", target=target, rerank=rerank)
+                        print(json.dumps(r), file=sys.stderr, flush=True)
+                        levels.append(r)
+        out.update(documents=ready["sizes"]["documents"], generation=ready["generation"],
+                   rerankers=ready["search_rerankers"])
+    if args.rerank_configs:
+        inputs = {"threads": thread_bodies, "related30": related_bodies}
+        bodies = {name: inputs[name](settings) for name in args.rerank_inputs.split(",")}
+        out["rerank"] = {}
+        for label, env in parse_configs(args.rerank_configs):
+            with server(args.data_dir, env) as (base, ready):
+                out["rerank"][label] = {"reranker": ready["reranker"], "inference": ready.get("inference"), "env": env}
+                for name, items in bodies.items():
+                    post(base + "/rerank", items[0])  # warm-up
+                    for c in levels_:
+                        r = run_level(base + "/rerank", items, c, args.requests, args.max_seconds, endpoint="rerank",
+                                      config=label, reranker=ready["reranker"], input=name)
+                        print(json.dumps(r), file=sys.stderr, flush=True)
+                        levels.append(r)
+    out["levels"] = levels
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

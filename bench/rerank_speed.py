@@ -1,9 +1,14 @@
 """Reranking speed per ranker: latency to rerank 10, 30 and 100 candidates of one question, and
 pairs/s, on real SemEval 2016 test subtask C candidates (CPU, or CUDA when present and asked for).
-Every ranker runs as the service runs it (no score cache). Prints a JSON object last."""
+Every ranker runs as the service runs it (no score cache), and they take turns on each request. Prints a
+JSON object last.
+
+    python bench/rerank_speed.py --sizes 10,30 --rankers cross-encoder[torch-fp32],cross-encoder[onnx-int8],...
+"""
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import sys
@@ -17,17 +22,61 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.settings import Settings  # noqa: E402
 from ranking.candidates import Query  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
+from ranking.neural.inference import cpu_flags  # noqa: E402
 from ranking.presets import build_label  # noqa: E402
 from ranking.rankers import for_serving, service_reranker  # noqa: E402
 
 
+def torch_ao_int8(label: str, settings):
+    """The int8 path this project used before ONNX Runtime, kept here as the reference it is compared with:
+    torch's deprecated dynamic quantisation of the linear layers (``MODEL[torch-ao-int8]``)."""
+    import warnings
+
+    import torch
+
+    from ranking.neural.ranker import MiniLMRanker
+    name = label.split("[")[0]
+    r = MiniLMRanker.from_checkpoint(getattr(settings, name.replace("-", "_") + "_checkpoint"), "cpu",
+                                     name=label, inference="torch-fp32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r.model = torch.ao.quantization.quantize_dynamic(r.model, {torch.nn.Linear}, dtype=torch.qint8)
+    return r
+
+
+def latencies(rankers: list, queries: list[Query], size: int, repeats: int) -> list[dict]:
+    """p50/p95 ms and pairs/s of each ranker on one request of ``size`` candidates at a time. The rankers take
+    turns on the same request, so a noisy moment of the machine costs them all alike."""
+    qs = [Query(q.id, q.text, q.candidates[:size], q.meta) for q in queries]
+    for r in rankers:
+        r.score(qs[:1])  # warm-up: loads models
+    lat = [[] for _ in rankers]
+    for i in range(repeats):
+        q = qs[i % len(qs)]
+        for j, r in enumerate(rankers):
+            t0 = time.perf_counter()
+            r.score([q])
+            lat[j].append(time.perf_counter() - t0)
+    out = []
+    for a in lat:
+        ms = np.asarray(a) * 1000
+        out.append({"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
+                    "pairs_per_s": round(size / float(np.median(a)), 1)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rankers", default="bm25,minilm-cosine,bilstm,bi-encoder,cross-encoder,cross-encoder[len96],"
-                                         "cross-encoder[int8],service",
-                    help="presets, with variants as NAME[int8] or NAME[lenN]; service: the /rerank reranker")
+    ap.add_argument("--rankers", default="bm25,bilstm,bi-encoder,cross-encoder,cross-encoder[onnx-int8],"
+                                         "cross-encoder[torch-ao-int8],service",
+                    help="presets, with variants as NAME[VARIANT] (onnx-int8, onnx-fp32, torch-fp32, torch-bf16) or "
+                         "NAME[lenN]; MODEL[torch-ao-int8]: torch's deprecated dynamic int8, for comparison; "
+                         "service: the /rerank reranker")
     ap.add_argument("--sizes", default="10,30,100")
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--batch-sizes", default="",
+                    help="also run each MiniLM ranker with these inputs per model call (e.g. 32,8); "
+                         "default: as the service runs it")
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     settings = Settings(device=args.device)
@@ -35,24 +84,23 @@ def main() -> None:
     queries = queries_for(xml, "C")
     import torch
     out = {"device": args.device, "machine": platform.machine(), "torch_threads": torch.get_num_threads(),
-           "default_ranker": settings.default_ranker, "rankers": {}}
+           "default_ranker": settings.default_ranker, "inference": settings.inference, "cpu_flags": cpu_flags(),
+           "rankers": {}}
+    rankers = []
     for name in args.rankers.split(","):
-        ranker = service_reranker(settings) if name == "service" else for_serving(build_label(name, settings))
-        rows = {}
-        for n in (int(x) for x in args.sizes.split(",")):
-            qs = [Query(q.id, q.text, q.candidates[:n]) for q in queries]
-            ranker.score(qs[:1])  # warm-up: loads models
-            lat = []
-            for i in range(args.repeats):
-                q = qs[i % len(qs)]
-                t0 = time.perf_counter()
-                ranker.score([q])
-                lat.append(time.perf_counter() - t0)
-            a = np.asarray(lat) * 1000
-            rows[n] = {"p50_ms": round(float(np.percentile(a, 50)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2),
-                       "pairs_per_s": round(n / float(np.median(lat)), 1)}
-        out["rankers"][getattr(ranker, "name", name)] = rows
-        print(json.dumps({name: rows}), file=sys.stderr, flush=True)
+        if name.endswith("[torch-ao-int8]"):
+            ranker = torch_ao_int8(name, settings)
+        else:
+            ranker = service_reranker(settings) if name == "service" else for_serving(build_label(name, settings))
+        rankers.append((getattr(ranker, "name", name), ranker))
+        for b in filter(None, args.batch_sizes.split(",")):
+            if hasattr(ranker, "batch_size") and hasattr(ranker, "inference"):
+                rankers.append((f"{ranker.name}@batch{b}", copy.copy(ranker)))
+                rankers[-1][1].batch_size = int(b)
+    for n in (int(x) for x in args.sizes.split(",")):
+        for (label, _), row in zip(rankers, latencies([r for _, r in rankers], queries, n, args.repeats)):
+            out["rankers"].setdefault(label, {})[n] = row
+            print(json.dumps({label: {n: row}}), file=sys.stderr, flush=True)
     print(json.dumps(out))
 
 

@@ -2,7 +2,7 @@
 
 A preset names what a ranker is (its kind), where its weights live (a checkpoint setting, or a file of
 learned/tuned parameters beside this module) and which other presets it combines. Variants are fields
-(``quantize``, ``max_length``), never suffixes in a name; composite rankers receive their built parts.
+(``inference``, ``max_length``), never suffixes in a name; composite rankers receive their built parts.
 First-stage retriever configurations of the full-corpus benchmarks are presets too (kind "retriever")."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class RankerSpec:
     kind: str  # a key of BUILDERS, or "retriever"
     description: str
     checkpoint: str | None = None  # the setting that holds the checkpoint directory (MiniLM, BiLSTM)
-    quantize: str | None = None  # None: the checkpoint's precision; "int8": dynamic int8 linear layers (CPU)
+    inference: str | None = None  # MiniLM: a variant of ranking/neural/inference.py; None: the setting (auto)
     max_length: int | None = None  # MiniLM word pieces per input; None: the checkpoint's
     parts: tuple[str, ...] = ()  # presets this one combines (or read from ``file``)
     weights: tuple[float, ...] = ()
@@ -51,7 +51,7 @@ class RankerSpec:
 
     def summary(self) -> str:
         bits = [f"kind={self.kind}"]
-        for name in ("checkpoint", "quantize", "max_length", "file"):
+        for name in ("checkpoint", "inference", "max_length", "file"):
             if getattr(self, name) is not None:
                 bits.append(f"{name}={getattr(self, name)}")
         if self.part_names():
@@ -107,6 +107,9 @@ PRESETS: dict[str, RankerSpec] = {
                                         "the given order and the forum signals; trained on the training file the "
                                         "MiniLM rankers never saw, C chosen on dev-A (the subtask A default, "
                                         "POST /rerank)", file="combination_cross_A.json"),
+    "cascade": RankerSpec("cascade", "bilstm+signals orders every candidate, cross-encoder+signals rescores its "
+                          "top $CQA_CASCADE_TOP (N chosen on dev-A from the MAP-against-latency curve)",
+                          parts=("bilstm+signals", "cross-encoder+signals")),
     "related-answers": RankerSpec("related", "subtask C: the answer ranker on (new question, comment) and (thread "
                                   "question, comment), the thread's rank and its question's similarity by the B "
                                   "fusion, weights tuned on dev-C", file="related_defaults.json"),
@@ -168,35 +171,49 @@ def retriever_config(name: str):
     return RetrieverConfig(tuple(o["sources"]), o["fusion"], expansion=o["expansion"])
 
 
-def build(name: str, settings, quantize: str | None = None, max_length: int | None = None,
+def build(name: str, settings, inference: str | None = None, max_length: int | None = None,
           built: dict | None = None):
-    """The ranker of a preset, its parts built first (each once per ``built`` cache). ``quantize`` and
-    ``max_length`` apply to every MiniLM ranker in it; the ranker's name then says so (``name[int8]``)."""
+    """The ranker of a preset, its parts built first (each once per ``built`` cache). ``inference`` (a
+    variant of ranking/neural/inference.py, or an alias such as ``int8``) and ``max_length`` apply to every
+    MiniLM ranker in it; the ranker's name then says so (``name[onnx-int8]``). Without ``inference`` the
+    MiniLM rankers run ``settings.inference`` (``auto``: what the device runs best)."""
     built = {} if built is None else built
     spec = spec_of(name)
     if spec.kind == "retriever":
         raise UnknownRanker(f"{name!r} is a first-stage retriever; run it with a fullcorpus benchmark")
-    key = (name, quantize, max_length)
+    if inference is not None:
+        inference = _variant(inference, name)
+    key = (name, inference, max_length)
     if key in built:
         return built[key]
     if spec.kind == "minilm":
-        spec = replace(spec, quantize=quantize or spec.quantize, max_length=max_length or spec.max_length)
-    parts = [build(p, settings, quantize, max_length, built) for p in spec.part_names()]
-    label = name + "".join(f"[{v}]" for v in (quantize, max_length and f"len{max_length}")
+        spec = replace(spec, inference=inference or spec.inference, max_length=max_length or spec.max_length)
+    parts = [build(p, settings, inference, max_length, built) for p in spec.part_names()]
+    label = name + "".join(f"[{v}]" for v in (inference, max_length and f"len{max_length}")
                            if v and _has_minilm(name))
     built[key] = BUILDERS[spec.kind](spec, settings, parts, label)
     return built[key]
 
 
+def _variant(text: str, label: str) -> str:
+    from .neural.inference import Inference, InferenceError
+    try:
+        return Inference.parse(text).label
+    except InferenceError as e:
+        raise UnknownRanker(f"in {label!r}: {e}") from None
+
+
 def build_label(label: str, settings, built: dict | None = None):
-    """A preset by the name its built ranker carries: ``cross-encoder+signals[int8]``, ``cross-encoder[len96]``."""
+    """A preset by the name its built ranker carries: ``cross-encoder+signals[int8]``, ``cross-encoder[len96]``,
+    ``bi-encoder[onnx-int8][len128]``."""
     name, _, rest = label.partition("[")
     variants = [v.rstrip("]") for v in rest.split("[")] if rest else []
-    quantize = next((v for v in variants if v == "int8"), None)
     length = next((int(v[3:]) for v in variants if v.startswith("len") and v[3:].isdigit()), None)
-    if len(variants) != bool(quantize) + bool(length):
-        raise UnknownRanker(f"unknown variant in {label!r}; variants: [int8], [lenN]")
-    return build(name, settings, quantize, length, built)
+    others = [v for v in variants if not (v.startswith("len") and v[3:].isdigit())]
+    if len(others) > 1:
+        raise UnknownRanker(f"more than one inference variant in {label!r}")
+    inference = _variant(others[0], label) if others else None
+    return build(name, settings, inference, length, built)
 
 
 def _has_minilm(name: str) -> bool:
@@ -228,8 +245,8 @@ def _translation(spec, settings, parts, name):
 def _minilm(spec, settings, parts, name):
     from .neural.ranker import MiniLMRanker
     return MiniLMRanker.from_checkpoint(getattr(settings, spec.checkpoint), settings.device, name=name,
-                                        quantize=spec.quantize == "int8", max_length=spec.max_length,
-                                        cache_dir=settings.cache_dir / "scores")
+                                        inference=spec.inference or settings.inference, max_length=spec.max_length,
+                                        cache_dir=settings.cache_dir / "scores", export_dir=settings.cache_dir)
 
 
 def _bilstm(spec, settings, parts, name):
@@ -269,6 +286,11 @@ def _answers_cosine(spec, settings, parts, name):
     return AnswersCosine(spec.options["how"], settings.device, name=name)
 
 
+def _cascade(spec, settings, parts, name):
+    from .cascade import Cascade
+    return Cascade(parts, settings.cascade_top, name)
+
+
 def _factory(spec, settings, parts, name):
     return spec.options["factory"](settings)
 
@@ -276,4 +298,4 @@ def _factory(spec, settings, parts, name):
 BUILDERS = {"ir-baseline": _ir_baseline, "minilm-cosine": _minilm_cosine, "lexical": _lexical_ranker,
             "translation-lm": _translation, "minilm": _minilm, "bilstm": _bilstm, "fusion": _fusion,
             "combination": _combination, "related": _related, "first-stage-score": _first_stage_score,
-            "answers-cosine": _answers_cosine, "factory": _factory}
+            "answers-cosine": _answers_cosine, "cascade": _cascade, "factory": _factory}

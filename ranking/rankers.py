@@ -135,6 +135,19 @@ def for_serving(ranker: Ranker) -> Ranker:
     return ranker
 
 
+def inference_report(rankers: list[Ranker]) -> list[dict]:
+    """Each MiniLM model inside ``rankers`` (parts included), once: its name, inference variant, device and
+    the reason it differs from the variant asked for."""
+    seen, out, stack = set(), [], list(rankers)
+    while stack:
+        r = stack.pop(0)
+        if hasattr(r, "inference") and id(r) not in seen:
+            seen.add(id(r))
+            out.append({"model": r.name, "variant": r.inference.label, "device": r.device, "note": r.note})
+        stack += list(getattr(r, "parts", []))
+    return out
+
+
 def get_ranker(name: str, settings, built: dict | None = None) -> Ranker:
     """The ranker of a preset (ranking/presets.py), built with its parts; ``name`` may carry variants
     (``cross-encoder+signals[int8]``)."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from indexing.config import PROJECT_ROOT, IndexSettings
 
@@ -11,7 +11,7 @@ from indexing.config import PROJECT_ROOT, IndexSettings
 class RankingSettings(IndexSettings):
     bilstm_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bilstm",
                                     description="BiLSTM ranker checkpoint directory (shipped; `cqa train` rebuilds it).")
-    default_ranker: str = Field("cross-encoder+signals", description="Ranker of subtask A benchmarks, "
+    default_ranker: str = Field("cascade", description="Ranker of subtask A benchmarks, "
                                 "`cqa predict` and the service when none is named.")
     default_ranker_b: str = Field("question-fusion", description="Default ranker of subtask B (question similarity).")
     default_ranker_c: str = Field("related-answers", description="Default ranker of subtask C.")
@@ -27,6 +27,17 @@ class RankingSettings(IndexSettings):
     question_bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "question-bi-encoder",
                                                  description="MiniLM bi-encoder trained on subtask B question-question "
                                                  "pairs (shipped; `cqa train --model bi-encoder --task B` rebuilds it).")
+    inference: str = Field("auto", description="How the MiniLM rankers run: auto (what this device runs best: "
+                           "torch-bf16 on CUDA or on a CPU with bf16 instructions, else the measured CPU default), "
+                           "torch-fp32, torch-bf16, onnx-fp32 or onnx-int8 (ranking/neural/inference.py).")
+    cascade_top: int = Field(10, ge=0, le=100, description="The cascade ranker: how many of the cheap stage's "
+                             "top candidates the cross-encoder rescores (0: none).")
     rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
     search_thread_depth: int = Field(10, ge=0, le=50, description="/search answers: the most similar threads "
                                      "whose comments join the reranked candidates (0: none).")
+
+    @field_validator("inference")
+    @classmethod
+    def _known_inference(cls, v: str) -> str:
+        from .neural.inference import Inference
+        return v if v == "auto" else Inference.parse(v).label

@@ -25,8 +25,8 @@ def build(entry: str, settings):
         return entry, get_ranker(entry, settings)
     from ranking.neural.ranker import MiniLMRanker
     label, folder = entry.split("=", 1)
-    return label, MiniLMRanker.from_checkpoint(Path(folder), settings.device, name=label,
-                                               cache_dir=settings.cache_dir / "scores")
+    return label, MiniLMRanker.from_checkpoint(Path(folder), settings.device, name=label, inference=settings.inference,
+                                               cache_dir=settings.cache_dir / "scores", export_dir=settings.cache_dir)
 
 
 def main() -> None:

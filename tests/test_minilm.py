@@ -90,7 +90,7 @@ def test_checkpoint_round_trip_scores_like_the_trained_model(tiny_cross):
     a = MiniLMRanker(model).score(queries)
     b = MiniLMRanker.from_checkpoint(out, "cpu").score(queries)
     assert a == b and len(a[0]) == len(queries[0].candidates)
-    int8 = MiniLMRanker.from_checkpoint(out, "cpu", quantize=True).score(queries)
+    int8 = MiniLMRanker.from_checkpoint(out, "cpu", inference="onnx-int8", export_dir=out.parent / "x").score(queries)
     assert int8 != a and all(abs(x - y) < 0.5 for qa, qb in zip(a, int8) for x, y in zip(qa, qb))
 
 
@@ -135,19 +135,21 @@ def test_score_cache_misses_when_config_code_device_or_precision_change(tiny_cro
     import shutil
 
     from ranking.neural import ranker as R
+    from ranking.neural.inference import Inference
     out, _, queries = tiny_cross
-    base = R.score_cache_key(out, "cpu", 128, False)
-    assert base == R.score_cache_key(out, "cpu", 128, False)
-    assert len({base, R.score_cache_key(out, "cuda", 128, False), R.score_cache_key(out, "cpu", 96, False),
-                R.score_cache_key(out, "cpu", 128, True)}) == 4
+    fp32, int8 = Inference(), Inference("onnx", "int8")
+    base = R.score_cache_key(out, "cpu", 128, fp32)
+    assert base == R.score_cache_key(out, "cpu", 128, fp32)
+    assert len({base, R.score_cache_key(out, "cuda", 128, fp32), R.score_cache_key(out, "cpu", 96, fp32),
+                R.score_cache_key(out, "cpu", 128, int8)}) == 4
     changed = tmp_path / "changed"
     shutil.copytree(out, changed)
     cfg = json.loads((changed / "config.json").read_text())
     cfg["note"] = "same weights, another config"
     (changed / "config.json").write_text(json.dumps(cfg))
-    assert R.score_cache_key(changed, "cpu", 128, False) != base
+    assert R.score_cache_key(changed, "cpu", 128, fp32) != base
     monkeypatch.setattr(R, "SCORING_CODE_VERSION", R.SCORING_CODE_VERSION + 1)
-    assert R.score_cache_key(out, "cpu", 128, False) != base
+    assert R.score_cache_key(out, "cpu", 128, fp32) != base
     # a new code version reads no score the old one cached
     monkeypatch.undo()
     MiniLMRanker.from_checkpoint(out, "cpu", cache_dir=tmp_path / "c").score(queries)
@@ -163,8 +165,12 @@ def test_score_cache_misses_when_config_code_device_or_precision_change(tiny_cro
 def test_service_reranker_is_the_default_without_a_cache_and_with_per_request_statistics(semeval, tmp_path):
     s = Settings(data_dir=tmp_path)
     ranker = service_reranker(s)
-    assert ranker.name == s.default_ranker
-    parts = ranker.parts
+    assert ranker.name == s.default_ranker == "cascade"
+    parts, stack = [], list(ranker.parts)
+    while stack:  # every part, parts of parts included
+        parts.append(stack.pop())
+        stack += list(getattr(parts[-1], "parts", []))
+    assert {p.name for p in parts} >= {"bilstm+signals", "cross-encoder+signals", "cross-encoder", "bi-encoder", "bm25"}
     assert all(getattr(p, "cache_dir", None) is None for p in parts)
     assert all(p.per_query for p in parts if hasattr(p, "per_query"))
 
@@ -229,7 +235,7 @@ def test_default_A_ranker_holds_up_without_metadata(settings):
     bench = "semeval2016-test-A-nometa-shuffled"
     default = run_named(settings, bench, progress=False)
     parts = {r: run_named(settings, bench, r, progress=False)["MAP"] for r in ("cross-encoder", "bi-encoder")}
-    assert default["ranker"] == "cross-encoder+signals"
+    assert default["ranker"] == "cascade"
     assert default["MAP"] > max(parts.values()), (default["MAP"], parts)
     assert default["MAP"] == pytest.approx(0.7949, abs=0.002)
     assert parts == pytest.approx({"cross-encoder": 0.7638, "bi-encoder": 0.7761}, abs=0.002)

@@ -9,6 +9,7 @@ from ranking.presets import (
     RankerSpec,
     UnknownRanker,
     build,
+    build_label,
     retriever_config,
     spec_of,
 )
@@ -61,12 +62,16 @@ def test_retriever_presets_are_configs_not_rankers(settings):
         spec_of("nope")
 
 
-def test_quantize_is_a_field_that_reaches_every_minilm_part(settings):
-    r = build("cross-encoder+signals", settings, quantize="int8", built={})
-    assert r.name == "cross-encoder+signals[int8]"
+def test_inference_is_a_field_that_reaches_every_minilm_part(settings):
+    r = build("cross-encoder+signals", settings, inference="int8", built={})
+    assert r.name == "cross-encoder+signals[onnx-int8]"
     minilm = [p for p in r.parts if PRESETS.get(p.name.split("[")[0], RankerSpec("x", "")).kind == "minilm"]
-    assert {p.name for p in minilm} == {"cross-encoder[int8]", "bi-encoder[int8]"}
+    assert {p.name for p in minilm} == {"cross-encoder[onnx-int8]", "bi-encoder[onnx-int8]"}
+    assert {p.inference.label for p in minilm} == {"onnx-int8"}
+    assert build_label("cross-encoder[int8][len96]", settings, built={}).name == "cross-encoder[onnx-int8][len96]"
+    with pytest.raises(UnknownRanker, match="unknown inference variant 'fp8'"):
+        build_label("cross-encoder[fp8]", settings, built={})
     fp32 = build("cross-encoder", settings, built={})
     assert fp32.cache_key != next(p for p in minilm if p.name.startswith("cross-encoder")).cache_key  # own cache
-    plain = build("bm25", settings, quantize="int8", built={})
+    plain = build("bm25", settings, inference="int8", built={})
     assert plain.name == "bm25"  # nothing to quantise: the name does not pretend

@@ -5,20 +5,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..neural.inference import ALIASES, VARIANTS
 from ..presets import PRESETS, UnknownRanker, build, build_label
 from .benchmarks import BENCHMARKS, BenchmarkError, queries_for
 from .measures import paired_randomization, paired_t
 from .runner import default_ranker
 from .scorer import ScoringError, score_files
 
-DEFAULT_HELP = ("default: $CQA_DEFAULT_RANKER (cross-encoder+signals) for A, $CQA_DEFAULT_RANKER_B (question-fusion) "
+DEFAULT_HELP = ("default: $CQA_DEFAULT_RANKER (cascade) for A, $CQA_DEFAULT_RANKER_B (question-fusion) "
                 "for B, $CQA_DEFAULT_RANKER_C (related-answers) for C")
 
 
 def _build(label: str, settings, args: argparse.Namespace):
-    """A preset, by name or with its variants (``NAME[int8]``), and --quantize / --max-length on top."""
-    if args.quantize or args.max_length:
-        return build(label, settings, args.quantize, args.max_length)
+    """A preset, by name or with its variants (``NAME[int8]``), and --inference / --max-length on top."""
+    if args.inference or args.max_length:
+        return build(label, settings, args.inference, args.max_length)
     return build_label(label, settings)
 
 
@@ -33,8 +34,9 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                    help="also run this ranker and test the difference in per-question AP "
                         "(paired randomisation and paired t-test); on the search benchmarks: first-stage "
                         "(the same searches without reranking), no-collapse or first-stage-no-collapse")
-    p.add_argument("--quantize", choices=["int8"], default=None,
-                   help="run the ranker's MiniLM parts with int8 linear layers (CPU)")
+    p.add_argument("--inference", choices=VARIANTS + tuple(ALIASES), default=None, metavar="VARIANT",
+                   help=f"run the ranker's MiniLM parts as VARIANT ({', '.join(VARIANTS)}; int8 = onnx-int8); "
+                        "default: $CQA_INFERENCE (auto)")
     p.add_argument("--max-length", type=int, default=None, metavar="N",
                    help="the ranker's MiniLM parts read at most N word pieces per input")
     p.add_argument("--list", action="store_true", help="list benchmarks and ranker presets")
@@ -46,7 +48,8 @@ def add_predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", type=Path, required=True, help="SemEval-format XML (labels optional)")
     p.add_argument("--output", type=Path, required=True, help="where to write the predictions")
     p.add_argument("--ranker", default=None, metavar="NAME", help=f"ranker ({DEFAULT_HELP})")
-    p.add_argument("--quantize", choices=["int8"], default=None, help="MiniLM parts in int8 (CPU)")
+    p.add_argument("--inference", choices=VARIANTS + tuple(ALIASES), default=None, metavar="VARIANT",
+                   help=f"MiniLM parts run as VARIANT ({', '.join(VARIANTS)}); default: $CQA_INFERENCE (auto)")
     p.add_argument("--max-length", type=int, default=None, metavar="N", help="MiniLM word pieces per input")
 
 
@@ -82,7 +85,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             raise ScoringError("--compare works on the A, B and C benchmarks and the search benchmarks")
         if bench.search_target:
             return _search_benchmark(args, settings, bench, emit)
-        if bench.subtask == "fullcorpus" or not (args.quantize or args.max_length):
+        if bench.subtask == "fullcorpus" or not (args.inference or args.max_length):
             report = run_named(settings, bench.name, args.ranker)
         else:
             ranker = _build(args.ranker or default_ranker(bench.subtask, settings), settings, args)

@@ -1,7 +1,7 @@
 """The BiLSTM as a ranker: cos(o_q, o_a) for each candidate, with per-token attention kept."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,6 +9,7 @@ import torch
 
 from ..candidates import Query
 from .bilstm import BiLSTMAttention, pad
+from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
 from .vocab import encode_texts, id_to_token
 
 if TYPE_CHECKING:
@@ -72,31 +73,43 @@ def _split(flat: list, queries: list[Query]) -> list[list]:
 @dataclass
 class MiniLMRanker:
     """A fine-tuned MiniLM (ranking/neural/minilm.py) as a ranker. Pairs are scored in batches sorted by
-    length, so padding stays small; ``quantize`` runs the linear layers in int8 on the CPU. With a
-    ``cache_dir`` (evaluation runs), scores are kept in SQLite keyed by the checkpoint's weights, the
-    settings and the pair's texts, so a benchmark re-run only scores pairs it has not seen."""
+    length, so padding stays small. ``inference`` says how it runs (ranking/neural/inference.py: torch or
+    an ONNX Runtime export, fp32, bf16 or int8); ``model`` is then the torch module or the ONNX session,
+    both called the same way. With a ``cache_dir`` (evaluation runs), scores are kept in SQLite keyed by
+    the checkpoint's weights, the settings and the pair's texts, so a benchmark re-run only scores pairs
+    it has not seen."""
     model: "MiniLMRankerModel"
     device: str = "cpu"
     batch_size: int = 32
     name: str = "cross-encoder"
     cache_key: str | None = None
     cache_dir: Path | None = None
+    inference: Inference = field(default_factory=Inference)
+    note: str = ""  # why the variant run differs from the one asked for, if it does
 
     @classmethod
-    def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, quantize: bool = False,
-                        max_length: int | None = None, cache_dir: Path | None = None) -> "MiniLMRanker":
+    def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, inference: str = "auto",
+                        max_length: int | None = None, cache_dir: Path | None = None,
+                        export_dir: Path | None = None) -> "MiniLMRanker":
+        """``inference``: ``auto`` or a variant (``torch-fp32``, ``torch-bf16``, ``onnx-fp32``, ``onnx-int8``);
+        ONNX exports are written once under ``export_dir`` (default: the system's temporary folder)."""
+        import tempfile
+
         from indexing.encoder import resolve_device
 
         from .minilm import load
         dev = resolve_device(device)
+        resolved = resolve(inference, dev)
         model, config = load(folder, dev)
         if max_length:
             model.config.max_length = max_length
-        int8 = quantize and dev == "cpu"
-        if int8:
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-        key = score_cache_key(Path(folder), dev, model.config.max_length, int8) if cache_dir else None
-        return cls(model, dev, name=name or config["kind"], cache_key=key, cache_dir=cache_dir)
+        runner = model
+        if resolved.inference.backend == "onnx":
+            export_dir = export_dir or Path(tempfile.gettempdir()) / "cqa"
+            runner = onnx_runner(model, checkpoint_digest(Path(folder)), resolved.inference, export_dir)
+        key = score_cache_key(Path(folder), dev, model.config.max_length, resolved.inference) if cache_dir else None
+        return cls(runner, dev, batch_size=CPU_BATCH if dev == "cpu" else 32, name=name or config["kind"],
+                   cache_key=key, cache_dir=cache_dir, inference=resolved.inference, note=resolved.note)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         pairs = [(q.text, c.text) for q in queries for c in q.candidates]
@@ -117,7 +130,8 @@ class MiniLMRanker:
         q_wp = word_pieces(q_texts)
         a_wp = word_pieces([a for _, a in pairs])
         owner = [q_index[q] for q, _ in pairs]
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.device == "cuda"):
+        bf16 = self.inference.backend == "torch" and self.inference.precision == "bf16"
+        with torch.autocast(device_type=self.device, dtype=torch.bfloat16, enabled=bf16):
             if self.model.config.kind == "cross-encoder":
                 return self._cross(q_wp, a_wp, owner)
             return self._bi(q_wp, a_wp, owner)
@@ -147,19 +161,37 @@ class MiniLMRanker:
         return out
 
 
+# Inputs per model call on a CPU. Batches hold texts of similar length (sorted), and smaller ones pad less:
+# 30 candidates took 629 ms in batches of 8 against 819 ms in one batch of 30 (cross-encoder, 2 threads;
+# bench/rerank_speed.py --batch-sizes).
+CPU_BATCH = 8
+
 # Bump when the code that turns a (question, answer) pair into a score changes (word pieces, pair layout,
 # pooling, the head): cached scores of the old code are then never read.
 SCORING_CODE_VERSION = 2
 
 
-def score_cache_key(folder: Path, device: str, max_length: int, int8: bool) -> str:
-    """What a cached score depends on: the weights, the checkpoint's config, the scoring code, the device
-    (CUDA runs in bf16), the precision and the input length."""
+def checkpoint_digest(folder: Path) -> str:
+    """The weights and the config of a checkpoint, hashed."""
     import hashlib
 
     from indexing.loaders import file_digest
+    parts = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json")]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+def score_cache_key(folder: Path, device: str, max_length: int, inference: Inference) -> str:
+    """What a cached score depends on: the weights, the checkpoint's config, the scoring code, the device
+    (CUDA runs torch in bf16), the inference variant (backend, precision, export) and the input length.
+    torch-fp32 and CUDA keep the key they had before there were variants, so their caches stay valid."""
+    import hashlib
+
+    from indexing.loaders import file_digest
+    variant = "fp32" if device == "cuda" or inference.label == "torch-fp32" else inference.label
+    if inference.backend == "onnx":
+        variant += f"-export{EXPORT_VERSION}"
     parts = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json"),
-             f"code{SCORING_CODE_VERSION}", device, "int8" if int8 else "fp32", f"len{max_length}"]
+             f"code{SCORING_CODE_VERSION}", device, variant, f"len{max_length}"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 

@@ -1,0 +1,214 @@
+"""How the MiniLM rankers run at inference: a backend (torch, or an ONNX Runtime export) and a precision
+(fp32, bf16, int8), chosen from what the device supports.
+
+Torch stays the training and GPU path. On a CPU the choices are measured in ``bench/rerank_speed.py``
+(docs/BENCHMARKS.md, "Inference backends"):
+
+- ``torch-fp32``: the reference every other variant is tested against.
+- ``torch-bf16``: bf16 autocast. Fast only where the CPU has bf16 matrix instructions (AVX512-BF16 or
+  AMX); elsewhere it is emulated and several times slower than fp32, so it falls back to fp32 there.
+- ``onnx-fp32``: the same graph exported to ONNX and run by ONNX Runtime.
+- ``onnx-int8``: the ONNX export with dynamic int8 weights (per channel) and int8 activations quantised
+  at run time by ONNX Runtime. It replaces torch's deprecated ``torch.ao`` dynamic quantisation, whose
+  scores were further from fp32 (rank correlation 0.969 against 0.997 on 90 dev pairs).
+
+``auto`` picks, on CUDA, torch with bf16 autocast (as training does); on a CPU with bf16 matrix
+instructions, torch-bf16; on any other CPU, ``CPU_DEFAULT`` (chosen by dev MAP and latency, see
+BENCHMARKS). A variant the machine cannot run falls back to one it can, and the reason is logged and
+kept in ``Resolved.note``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("torch", "onnx")
+PRECISIONS = ("fp32", "bf16", "int8")
+VARIANTS = ("torch-fp32", "torch-bf16", "onnx-fp32", "onnx-int8")
+ALIASES = {"fp32": "torch-fp32", "bf16": "torch-bf16", "int8": "onnx-int8", "onnx": "onnx-fp32"}
+CPU_DEFAULT = "torch-fp32"
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+# Bump when the exported graph or its quantisation changes: older exports are then never read.
+EXPORT_VERSION = 1
+
+
+class InferenceError(ValueError):
+    """An inference variant that does not exist."""
+
+
+@dataclass(frozen=True)
+class Inference:
+    backend: str = "torch"
+    precision: str = "fp32"
+
+    def __post_init__(self):
+        if f"{self.backend}-{self.precision}" not in VARIANTS:
+            raise InferenceError(f"no inference variant {self.backend}-{self.precision}; known: {', '.join(VARIANTS)}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}-{self.precision}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Inference":
+        """``torch-fp32``, ``onnx-int8``... or a short alias (``int8``, ``bf16``, ``fp32``, ``onnx``)."""
+        name = ALIASES.get(text, text)
+        if name not in VARIANTS:
+            raise InferenceError(f"unknown inference variant {text!r}; known: auto, {', '.join(VARIANTS)} "
+                                 f"(aliases: {', '.join(f'{a}={v}' for a, v in ALIASES.items())})")
+        backend, _, precision = name.partition("-")
+        return cls(backend, precision)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a ranker will run: the variant, on which device, and why, when it is not what was asked for."""
+    inference: Inference
+    device: str
+    requested: str
+    note: str = ""
+
+
+def cpu_flags() -> dict[str, bool]:
+    """The x86 features that decide whether bf16 and int8 have hardware behind them (Linux /proc/cpuinfo)."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    return {f: f in flags for f in CPU_FLAGS}
+
+
+def has_bf16(flags: dict[str, bool]) -> bool:
+    return bool(flags.get("avx512_bf16") or flags.get("amx_bf16"))
+
+
+def onnx_available() -> bool:
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve(requested: str = "auto", device: str = "cpu", flags: dict[str, bool] | None = None) -> Resolved:
+    """The variant to run for ``requested`` (``auto`` or a variant) on ``device`` (``cpu`` or ``cuda``)."""
+    flags = cpu_flags() if flags is None else flags
+    if device == "cuda":
+        # CUDA always runs torch with bf16 autocast; the ONNX variants are CPU variants.
+        note = "" if requested in ("auto", "torch-bf16", "bf16") else f"{requested} is a CPU variant; CUDA runs torch-bf16"
+        if requested != "auto":
+            Inference.parse(requested)
+        return _noted(Resolved(Inference("torch", "bf16"), device, requested, note))
+    if requested == "auto":
+        want = Inference("torch", "bf16") if has_bf16(flags) else Inference.parse(CPU_DEFAULT)
+    else:
+        want = Inference.parse(requested)
+    note = ""
+    if want.precision == "bf16" and not has_bf16(flags):
+        note = "this CPU has no bf16 instructions (avx512_bf16 or amx_bf16), where bf16 is emulated and slow: torch-fp32"
+        want = Inference("torch", "fp32")
+    if want.backend == "onnx" and not onnx_available():
+        note = f"{want.label} needs the onnx and onnxruntime packages, which are not installed: torch-fp32"
+        want = Inference("torch", "fp32")
+    return _noted(Resolved(want, device, requested, note))
+
+
+def _noted(r: Resolved) -> Resolved:
+    if r.note:
+        log.warning("inference %s on %s: %s", r.requested, r.device, r.note)
+    return r
+
+
+# --- ONNX Runtime ------------------------------------------------------------------------------------
+def export_path(cache_dir: Path, digest: str, inference: Inference) -> Path:
+    return cache_dir / "onnx" / f"minilm-{digest}-v{EXPORT_VERSION}-{inference.precision}.onnx"
+
+
+def export(model, path: Path, inference: Inference) -> Path:
+    """Write the ONNX graph of a MiniLM ranker (its kind decides inputs and output) to ``path``, quantised
+    to int8 for ``onnx-int8``. Written under a temporary name and renamed, so a reader (another worker)
+    never sees half a file."""
+    import tempfile
+    import warnings
+
+    import torch
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cross = model.config.kind == "cross-encoder"
+
+    class Graph(torch.nn.Module):  # what is exported: the score (cross-encoder) or the vector (bi-encoder)
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, ids, mask, types=None):
+            return self.m.pair_score(ids, mask, types) if cross else self.m.text_vector(ids, mask)
+
+    wrapper = Graph(model).eval()
+    ids = torch.tensor([[101, 2054, 2003, 102, 1037, 3231, 102]] * 2)
+    mask = torch.ones_like(ids)
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1]] * 2)
+    names = ["ids", "mask", "types"] if cross else ["ids", "mask"]
+    axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"out": {0: "batch"}}
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        fp32 = Path(tmp) / "fp32.onnx"
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(wrapper, (ids, mask, types) if cross else (ids, mask), str(fp32), input_names=names,
+                              output_names=["out"], dynamic_axes=axes, opset_version=17, dynamo=False)
+        out = fp32
+        if inference.precision == "int8":
+            import onnx
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+            out = Path(tmp) / "int8.onnx"
+            logging.disable(logging.WARNING)  # its advice to pre-process is for static (calibrated) quantisation
+            try:
+                quantize_dynamic(str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True,
+                                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+            finally:
+                logging.disable(logging.NOTSET)
+        os.replace(out, path)
+    return path
+
+
+class OnnxRunner:
+    """An ONNX Runtime session over an exported MiniLM ranker, with the torch model's calling convention:
+    ``pair_score(ids, mask, types)`` for a cross-encoder, ``text_vector(ids, mask)`` for a bi-encoder,
+    tensors in and out."""
+
+    def __init__(self, path: Path, config, threads: int | None = None):
+        import onnxruntime as ort
+        import torch
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads or torch.get_num_threads()
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        self.config = config
+        self.path = path
+
+    def _run(self, feeds: dict):
+        import torch
+        return torch.from_numpy(self.session.run(None, {k: v.cpu().numpy() for k, v in feeds.items()})[0])
+
+    def pair_score(self, ids, mask, types):
+        return self._run({"ids": ids, "mask": mask, "types": types})
+
+    def text_vector(self, ids, mask):
+        return self._run({"ids": ids, "mask": mask})
+
+    def eval(self):
+        return self
+
+
+def onnx_runner(model, digest: str, inference: Inference, cache_dir: Path) -> OnnxRunner:
+    """The cached export of ``model`` for ``inference`` (exported on first use), opened in ONNX Runtime."""
+    path = export_path(cache_dir, digest, inference)
+    if not path.exists():
+        log.info("exporting %s to ONNX (%s) at %s", model.config.kind, inference.label, path)
+        export(model, path, inference)
+    return OnnxRunner(path, model.config)

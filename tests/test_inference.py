@@ -1,0 +1,134 @@
+"""Inference variants of the MiniLM rankers (ranking/neural/inference.py): what ``auto`` resolves to on
+which hardware, the fallbacks, and every variant's scores against torch fp32 on fixed inputs with the
+shipped weights."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from app.settings import Settings
+from ranking.neural import inference as inf
+from ranking.neural.inference import CPU_DEFAULT, Inference, InferenceError, resolve
+from ranking.neural.ranker import MiniLMRanker, checkpoint_digest, score_cache_key
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_BF16 = {"avx2": True, "avx512f": True, "avx512_vnni": True, "avx512_bf16": False, "amx_bf16": False}
+AMX = {**NO_BF16, "amx_tile": True, "amx_bf16": True, "amx_int8": True}
+
+
+def test_auto_follows_the_hardware():
+    assert resolve("auto", "cpu", NO_BF16).inference.label == CPU_DEFAULT
+    assert resolve("auto", "cpu", AMX).inference.label == "torch-bf16"
+    assert resolve("auto", "cpu", {"avx512_bf16": True}).inference.label == "torch-bf16"
+    assert resolve("auto", "cuda", NO_BF16).inference.label == "torch-bf16"
+
+
+def test_a_variant_the_machine_cannot_run_falls_back_and_says_why(monkeypatch):
+    r = resolve("torch-bf16", "cpu", NO_BF16)
+    assert r.inference.label == "torch-fp32" and "no bf16 instructions" in r.note
+    assert resolve("torch-bf16", "cpu", AMX).note == ""
+    r = resolve("onnx-int8", "cuda", NO_BF16)
+    assert r.inference.label == "torch-bf16" and "CPU variant" in r.note
+    monkeypatch.setattr(inf, "onnx_available", lambda: False)
+    r = resolve("onnx-int8", "cpu", AMX)
+    assert r.inference.label == "torch-fp32" and "onnxruntime" in r.note
+
+
+def test_unknown_variants_are_refused_with_the_known_ones():
+    with pytest.raises(InferenceError, match="known: auto, torch-fp32"):
+        Inference.parse("fp8")
+    with pytest.raises(InferenceError):
+        Inference("onnx", "bf16")
+    assert Inference.parse("int8").label == "onnx-int8" and Inference.parse("bf16").label == "torch-bf16"
+    with pytest.raises(ValidationError, match="unknown inference variant"):
+        Settings(inference="fp8")
+    assert Settings(inference="int8").inference == "onnx-int8"
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    """Fixed inputs: three 2016 dev questions and their comments."""
+    from indexing.catalog import split_file
+    from indexing.loaders import load
+    from ranking.candidates import Candidate, Query
+    threads = load(Settings().semeval_dir / split_file("dev")).threads[:3]
+    return [Query(t.id, t.question_text, tuple(Candidate(a.id, a.text) for a in t.answers)) for t in threads]
+
+
+def _variants(kind: str, tmp: Path) -> dict[str, MiniLMRanker]:
+    folder = ROOT / "models" / kind
+    fp32 = MiniLMRanker.from_checkpoint(folder, "cpu", inference="torch-fp32")
+    out = {"torch-fp32": fp32,
+           # bf16 numerics are checked whatever the CPU: the ranker is built directly, without the fallback
+           "torch-bf16": MiniLMRanker(fp32.model, "cpu", inference=Inference("torch", "bf16"))}
+    for v in ("onnx-fp32", "onnx-int8"):
+        out[v] = MiniLMRanker.from_checkpoint(folder, "cpu", inference=v, export_dir=tmp)
+    return out
+
+
+def _spearman(a, b) -> float:
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+@pytest.mark.parametrize("kind", ["cross-encoder", "bi-encoder"])
+def test_every_variant_scores_like_fp32(kind, pairs, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("onnx")
+    rankers = _variants(kind, tmp)
+    assert {v: r.inference.label for v, r in rankers.items()} == {v: v for v in rankers}
+    ref = np.concatenate([np.asarray(s) for s in rankers["torch-fp32"].score(pairs)])
+    assert len(ref) >= 20
+    # how close each variant must be: onnx-fp32 is the same arithmetic; bf16 and int8 round
+    bounds = {"onnx-fp32": (1e-3, 0.9999), "torch-bf16": (0.15, 0.97), "onnx-int8": (0.5, 0.95)}
+    if kind == "bi-encoder":  # cosines, in [-1, 1]
+        bounds = {"onnx-fp32": (1e-4, 0.9999), "torch-bf16": (0.03, 0.97), "onnx-int8": (0.08, 0.95)}
+    for v, (max_diff, min_rho) in bounds.items():
+        got = rankers[v].score(pairs)
+        flat = np.concatenate([np.asarray(s) for s in got])
+        assert [len(s) for s in got] == [len(q.candidates) for q in pairs]
+        diff = float(np.abs(flat - ref).max())
+        assert diff <= max_diff, f"{kind} {v}: max |score - fp32| = {diff}"
+        rho = min(_spearman(np.asarray(g), np.asarray(r)) for g, r in
+                  zip(got, rankers["torch-fp32"].score(pairs)))
+        assert rho >= min_rho, f"{kind} {v}: rank correlation with fp32 {rho}"
+    assert not np.allclose(np.concatenate([np.asarray(s) for s in rankers["onnx-int8"].score(pairs)]), ref,
+                           atol=1e-6)  # int8 really ran
+
+
+def test_onnx_exports_are_made_once_per_checkpoint_and_variant(tmp_path):
+    folder = ROOT / "models" / "bi-encoder"
+    MiniLMRanker.from_checkpoint(folder, "cpu", inference="onnx-int8", export_dir=tmp_path)
+    files = sorted((tmp_path / "onnx").glob("*.onnx"))
+    assert len(files) == 1 and checkpoint_digest(folder) in files[0].name and "int8" in files[0].name
+    stamp = files[0].stat().st_mtime_ns
+    again = MiniLMRanker.from_checkpoint(folder, "cpu", inference="onnx-int8", export_dir=tmp_path)
+    assert files[0].stat().st_mtime_ns == stamp and again.model.path == files[0]  # read, not exported again
+    assert not list((tmp_path / "onnx").glob("tmp*"))  # no half-written export left behind
+
+
+def test_each_variant_has_its_own_score_cache_and_fp32_keeps_its_old_key():
+    import hashlib
+
+    from indexing.loaders import file_digest
+    folder = ROOT / "models" / "cross-encoder"
+    keys = {v: score_cache_key(folder, "cpu", 192, Inference.parse(v)) for v in inf.VARIANTS}
+    assert len(set(keys.values())) == len(keys)
+    legacy = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json"), "code2", "cpu",
+              "fp32", "len192"]  # the key before there were variants: fp32 caches stay valid
+    assert keys["torch-fp32"] == hashlib.sha256("|".join(legacy).encode()).hexdigest()[:24]
+
+
+def test_the_service_reports_how_each_model_runs(tmp_path, monkeypatch):
+    """GET /ready lists every MiniLM model of the rerankers once, with its variant and the reason for a fallback."""
+    from ranking.presets import build
+    from ranking.rankers import inference_report
+    from tests.conftest import SEMEVAL
+    monkeypatch.setattr(inf, "cpu_flags", lambda: NO_BF16)
+    s = Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent, inference="torch-bf16", device="cpu")
+    built: dict = {}
+    report = inference_report([build("cascade", s, built=built), build("cross-encoder+signals", s, built=built)])
+    assert sorted(r["model"] for r in report) == ["bi-encoder", "cross-encoder"]
+    assert all(r["variant"] == "torch-fp32" and "no bf16 instructions" in r["note"] for r in report)
