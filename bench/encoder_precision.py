@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
 from indexing.catalog import split_file  # noqa: E402
-from indexing.encoder import load_encoder  # noqa: E402
+from indexing.encoder import load_reference  # noqa: E402
 from indexing.loaders import load  # noqa: E402
 
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
@@ -46,7 +46,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     s = Settings()
     texts = [a.text for t in load(s.semeval_dir / split_file("test")).threads for a in t.answers][: args.docs]
-    base = load_encoder("cpu")
+    base = load_reference("cpu")
 
     def run(model, ctx=contextlib.nullcontext):
         times = []

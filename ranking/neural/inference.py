@@ -13,9 +13,11 @@ Torch stays the training and GPU path. On a CPU the choices are measured in ``be
   scores were further from fp32 (rank correlation 0.969 against 0.997 on 90 dev pairs).
 
 ``auto`` picks, on CUDA, torch with bf16 autocast (as training does); on a CPU with bf16 matrix
-instructions, torch-bf16; on any other CPU, ``CPU_DEFAULT`` (chosen by dev MAP and latency, see
-BENCHMARKS). A variant the machine cannot run falls back to one it can, and the reason is logged and
-kept in ``Resolved.note``.
+instructions, torch-bf16; on any other CPU, ``CPU_DEFAULT``. That choice was measured on a 2-core CPU
+without bf16 (docs/BENCHMARKS.md, "Inference variants"): onnx-int8 was 1.25x (cross-encoder) to 1.37x
+(bi-encoder) faster than torch-fp32 at 30 candidates and cost 0.0016 dev-A MAP, but it cost 0.011 dev-B
+and 0.018 dev-C, where the bi-encoders' cosines carry the ranking; so torch-fp32. A variant the machine
+cannot run falls back to one it can, and the reason is logged and kept in ``Resolved.note``.
 """
 from __future__ import annotations
 
