@@ -54,7 +54,9 @@ def embed_with_cache(texts: list[str], cache: EmbeddingCache, embed, progress=No
             out[i] = found[k]
         else:
             missing.setdefault(k, []).append(i)
-    todo = list(missing)
+    # longest first: each block the engine encodes holds texts of similar length (less padding), and the
+    # slowest blocks come first, so the progress bar's estimate only gets better
+    todo = sorted(missing, key=lambda k: -len(texts[missing[k][0]]))
     done = 0
     for pos, vecs in embed([texts[missing[k][0]] for k in todo]):
         chunk = [todo[int(p)] for p in pos]

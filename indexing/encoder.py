@@ -52,8 +52,14 @@ class TextEncoder:
         pooling = json.loads((root / "1_Pooling" / "config.json").read_text())
         if not pooling.get("pooling_mode_mean_tokens"):
             raise RuntimeError(f"{root} does not mean-pool its tokens; this encoder only does that")
+        from transformers.utils import logging as hf_logging
         self.tokenizer = AutoTokenizer.from_pretrained(str(root))
-        self.model = BertModel.from_pretrained(str(root), add_pooling_layer=False).to(device).eval()
+        level = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the checkpoint's unused pooler weights are expected, not news
+        try:
+            self.model = BertModel.from_pretrained(str(root), add_pooling_layer=False).to(device).eval()
+        finally:
+            hf_logging.set_verbosity(level)
         self.device = device
 
     def encode(self, texts: list[str], batch_size: int, progress: bool = False) -> np.ndarray:
