@@ -162,8 +162,8 @@ class MiniLMRanker:
 
 
 # Inputs per model call on a CPU. Batches hold texts of similar length (sorted), and smaller ones pad less:
-# 30 candidates took 629 ms in batches of 8 against 819 ms in one batch of 30 (cross-encoder, 2 threads;
-# bench/rerank_speed.py --batch-sizes).
+# at 30 candidates, p50 311 against 629 ms (bi-encoder) and 472 against 533 ms (cross-encoder) in batches
+# of 8 against 32 (docs/BENCHMARKS.md, "Inference variants"; bench/rerank_speed.py --batch-sizes 32).
 CPU_BATCH = 8
 
 # Bump when the code that turns a (question, answer) pair into a score changes (word pieces, pair layout,
