@@ -10,7 +10,7 @@ Torch stays the training and GPU path. On a CPU the choices are measured in ``be
 - ``onnx-fp32``: the same graph exported to ONNX and run by ONNX Runtime.
 - ``onnx-int8``: the ONNX export with dynamic int8 weights (per channel) and int8 activations quantised
   at run time by ONNX Runtime. It replaces torch's deprecated ``torch.ao`` dynamic quantisation, whose
-  scores were further from fp32 (rank correlation 0.969 against 0.997 on 90 dev pairs).
+  scores were further from fp32 (rank correlation 0.969 against 0.997 on 90 dev pairs in a trial run).
 
 ``auto`` picks, on CUDA, torch with bf16 autocast (as training does); on a CPU with bf16 matrix
 instructions, torch-bf16; on any other CPU, ``CPU_DEFAULT``. That choice was measured on a 2-core CPU
