@@ -25,16 +25,7 @@ from app.settings import Settings  # noqa: E402
 from indexing.catalog import split_file  # noqa: E402
 from indexing.encoder import load_reference  # noqa: E402
 from indexing.loaders import load  # noqa: E402
-
-CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
-
-
-def cpu_flags() -> dict[str, bool]:
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        flags = set()
-    return {f: f in flags for f in CPU_FLAGS}
+from ranking.neural.inference import cpu_flags  # noqa: E402  (what `auto` reads too)
 
 
 def main() -> None:

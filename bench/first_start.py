@@ -10,17 +10,15 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from load import free_port  # noqa: E402  (bench/, beside this file)
+from load import server  # noqa: E402  (bench/, beside this file)
 
 
 def main() -> None:
@@ -31,27 +29,9 @@ def main() -> None:
     data = args.data_dir or Path(tempfile.mkdtemp(prefix="cqa-first-start-"))
     if data.exists() and any(data.iterdir()):
         raise SystemExit(f"{data} is not empty")
-    port = free_port()
-    env = {**os.environ, "CQA_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while time.perf_counter() - t0 < args.timeout:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as r:
-                    ready = json.loads(r.read())
-                    break
-            except Exception:
-                if proc.poll() is not None:
-                    raise SystemExit(f"cqa serve stopped (exit {proc.returncode})")
-                time.sleep(1)
-        else:
-            raise SystemExit("not ready in time")
+    with server(data, {}, bootstrap=True, timeout=args.timeout) as (_, ready):
         seconds = time.perf_counter() - t0
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     manifest = json.loads(next((data / "indexes").glob("*/manifest.json")).read_text())
     print(json.dumps({"bench": "first_start", "seconds_to_ready": round(seconds, 1), "documents": ready["sizes"]["documents"],
                       "reindex_seconds": {k: v.get("seconds") for k, v in manifest.get("build", {}).items()}, "cpus": os.cpu_count()}))

@@ -83,15 +83,17 @@ def run_level(url: str, bodies: list[dict], concurrency: int, requests: int, max
 
 
 @contextlib.contextmanager
-def server(data_dir: Path, env_extra: dict[str, str]):
-    """A real ``cqa serve`` on a free port with ``env_extra`` set; yields (base URL, GET /ready)."""
+def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, timeout: float = 300):
+    """A real ``cqa serve`` on a free port with ``env_extra`` set (``bootstrap``: an empty data folder gets
+    the default corpus and a first index, as ``make serve`` does); yields (base URL, GET /ready)."""
     port = free_port()
     env = {**os.environ, "CQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **env_extra}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-bootstrap", "--port", str(port)],
-                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)] + ([] if bootstrap else ["--no-bootstrap"])
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
+    deadline = time.perf_counter() + timeout
     try:
-        for _ in range(300):
+        while True:
             try:
                 with urllib.request.urlopen(base + "/ready", timeout=2) as r:
                     ready = json.loads(r.read())
@@ -99,9 +101,9 @@ def server(data_dir: Path, env_extra: dict[str, str]):
             except Exception:
                 if proc.poll() is not None:
                     raise SystemExit(f"the server stopped (exit {proc.returncode}) with {env_extra}")
+                if time.perf_counter() > deadline:
+                    raise SystemExit("server did not become ready")
                 time.sleep(1)
-        else:
-            raise SystemExit("server did not become ready")
         yield base, ready
     finally:
         proc.terminate()

@@ -121,31 +121,33 @@ def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
             "questions": for_serving(get_ranker(settings.search_ranker_questions, settings, built))}
 
 
+def walk(rankers: list[Ranker]):
+    """Each ranker and every part of it (parts of parts included), once."""
+    seen, stack = set(), list(rankers)
+    while stack:
+        r = stack.pop(0)
+        if id(r) not in seen:
+            seen.add(id(r))
+            yield r
+            stack += list(getattr(r, "parts", []))
+
+
 def for_serving(ranker: Ranker) -> Ranker:
     """Lexical statistics taken per request (a request's scores never depend on its batch) and no
     evaluation score cache, in the ranker and every part of it."""
-    stack = [ranker]
-    while stack:
-        r = stack.pop()
+    for r in walk([ranker]):
         if hasattr(r, "per_query"):
             r.per_query = True
         if getattr(r, "cache_dir", None) is not None:
             r.cache_dir = None
-        stack += list(getattr(r, "parts", []))
     return ranker
 
 
 def inference_report(rankers: list[Ranker]) -> list[dict]:
     """Each MiniLM model inside ``rankers`` (parts included), once: its name, inference variant, device and
     the reason it differs from the variant asked for."""
-    seen, out, stack = set(), [], list(rankers)
-    while stack:
-        r = stack.pop(0)
-        if hasattr(r, "inference") and id(r) not in seen:
-            seen.add(id(r))
-            out.append({"model": r.name, "variant": r.inference.label, "device": r.device, "note": r.note})
-        stack += list(getattr(r, "parts", []))
-    return out
+    return [{"model": r.name, "variant": r.inference.label, "device": r.device, "note": r.note}
+            for r in walk(rankers) if hasattr(r, "inference")]
 
 
 def get_ranker(name: str, settings, built: dict | None = None) -> Ranker:

@@ -19,7 +19,7 @@ from ranking.neural.minilm import FROZEN, MiniLMConfig, pair_ids, word_pieces
 from ranking.neural.minilm import load as load_minilm
 from ranking.neural.ranker import MiniLMRanker
 from ranking.neural.train_minilm import MiniLMTrainConfig, length_batches, train_minilm
-from ranking.rankers import IRBaseline, get_ranker, service_reranker
+from ranking.rankers import IRBaseline, get_ranker, service_reranker, walk
 from ranking.related import RelatedAnswersRanker
 
 
@@ -166,10 +166,7 @@ def test_service_reranker_is_the_default_without_a_cache_and_with_per_request_st
     s = Settings(data_dir=tmp_path)
     ranker = service_reranker(s)
     assert ranker.name == s.default_ranker == "cascade"
-    parts, stack = [], list(ranker.parts)
-    while stack:  # every part, parts of parts included
-        parts.append(stack.pop())
-        stack += list(getattr(parts[-1], "parts", []))
+    parts = list(walk(ranker.parts))  # every part, parts of parts included
     assert {p.name for p in parts} >= {"bilstm+signals", "cross-encoder+signals", "cross-encoder", "bi-encoder", "bm25"}
     assert all(getattr(p, "cache_dir", None) is None for p in parts)
     assert all(p.per_query for p in parts if hasattr(p, "per_query"))
