@@ -32,7 +32,26 @@ def bootstrap(settings: Settings, progress: bool = True) -> dict:
         from indexing.reindex import reindex
     except ImportError:  # indexes not built in this version
         return out
-    if current_generation(settings.index_root) is None:
+    name = current_generation(settings.index_root)
+    if name is None:
         log.info("no live index generation: building one")
         out["reindex"] = reindex(settings, progress=progress)
+    elif (problem := _unsearchable(settings.index_root / name)) is not None:
+        log.warning("the live generation %s cannot be searched (%s): building a new one", name, problem)
+        out["reindex"] = reindex(settings, progress=progress)
     return out
+
+
+def _unsearchable(folder: Path) -> str | None:
+    """Why a generation's dense index can no longer be searched: the bi-encoder that built it is gone or
+    retrained, so new queries would not match its vectors (None when it can)."""
+    import json
+
+    from indexing.encoder import EncoderError, EncoderSpec
+    try:
+        EncoderSpec.from_manifest(json.loads((folder / "manifest.json").read_text(encoding="utf-8")))
+    except EncoderError as e:
+        return str(e)
+    except (OSError, ValueError):
+        return None  # not this check's business: loading reports it with its own message
+    return None

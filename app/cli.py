@@ -69,7 +69,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             return 2
         options = RayOptions(address=args.address, workers=args.ray_workers or 2, cpus_per_worker=args.cpus_per_worker)
         try:
-            engine = RayEngine(options, device=settings.device, encoder_batch=settings.embedding_batch_size)
+            engine = RayEngine(options, device=settings.device, encoder_batch=settings.embedding_batch_size,
+                               encoder=settings.encoder)
         except (RuntimeError, ConnectionError) as e:
             print(f"error: could not start the Ray engine: {e}", file=sys.stderr)
             return 2

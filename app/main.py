@@ -218,7 +218,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
              summary="Readiness: store open, index generation and rerankers loaded (503 until then)")
     def ready(svc: Service = Depends(service)):
         gen, _ = ready_generation(svc)
-        return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(), "reranker": svc.reranker.name,
+        return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(),
+                "dense_encoder": gen.dense.encoder.id if gen.dense is not None else None, "reranker": svc.reranker.name,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
                 "inference": svc.inference}
 

@@ -115,6 +115,9 @@ class ReadyOut(BaseModel):
     status: Literal["ready"]
     generation: str
     sizes: dict[str, int]
+    dense_encoder: str | None = Field(None, description="the encoder of the generation's dense index and of the "
+                                      "question at /search (its id: the packaged model's name, or the fine-tuned "
+                                      "bi-encoder's digest and input length); null without a dense index")
     reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
     inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +27,11 @@ class IndexSettings(BaseSettings):
                                   description="The SemEval data folder (../shared/data).")
     demo_corpus: Path = Field(PROJECT_ROOT / "data" / "demo" / "threads.jsonl",
                               description="Corpus used when the SemEval data is absent.")
+    dense_encoder: str = Field("models/question-bi-encoder", description="What encodes texts for the dense (FAISS) "
+                               "index and the question at /search: a fine-tuned MiniLM bi-encoder checkpoint folder "
+                               "(relative to the project; default the subtask B question-question model, chosen on "
+                               "dev, docs/BENCHMARKS.md) or base (the packaged all-MiniLM-L6-v2). Each generation "
+                               "records it with its digest; queries and the /search cosines use the same one.")
     embedding_batch_size: int = Field(64, ge=1, le=4096)
     device: str = Field("auto", pattern="^(auto|cpu|cuda)$")
     keep_generations: int = Field(3, ge=1, le=100, description="Index generations kept after a reindex.")
@@ -39,6 +44,22 @@ class IndexSettings(BaseSettings):
                               description="Smoothing of the query-likelihood LM built by reindex.")
     lm_mu: float = Field(2000.0, gt=0, description="Dirichlet prior (lm_smoothing=dirichlet).")
     lm_lambda: float = Field(0.7, gt=0, lt=1, description="Collection weight (lm_smoothing=jelinek-mercer).")
+
+    @field_validator("dense_encoder")
+    @classmethod
+    def _known_encoder(cls, v: str) -> str:
+        from .encoder import EncoderError, encoder_spec
+        try:
+            encoder_spec(v)
+        except EncoderError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @property
+    def encoder(self):
+        """The dense index's encoder (indexing.encoder.EncoderSpec) this setting names."""
+        from .encoder import encoder_spec
+        return encoder_spec(self.dense_encoder)
 
     @property
     def store_path(self) -> Path:

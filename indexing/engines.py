@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 from tqdm import tqdm
 
+from .encoder import EncoderSpec
 from .text import Analyzer
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ _SEP = "\x1f"  # joins one document's tokens for the trip back from a Ray worker
 
 class Engine(Protocol):
     name: str
+    encoder: EncoderSpec | None  # whose vectors ``embed`` gives (None: a test's own encode function)
 
     def analyse(self, texts: list[str], analyzer: Analyzer, progress: bool) -> list[list[str]]:
         """Each text's tokens, in the order given."""
@@ -57,8 +59,8 @@ class LocalEngine:
     """Everything in this process: the analyzer in a loop, the encoder in batches."""
     name = "local"
 
-    def __init__(self, encode_fn: EncodeFn, batch_size: int = 256):
-        self.encode_fn, self.batch_size = encode_fn, batch_size
+    def __init__(self, encode_fn: EncodeFn, batch_size: int = 256, encoder: EncoderSpec | None = None):
+        self.encode_fn, self.batch_size, self.encoder = encode_fn, batch_size, encoder
 
     def analyse(self, texts, analyzer, progress):
         return [analyzer(t) for t in tqdm(texts, unit="doc", desc="analyse", disable=not progress)]
@@ -95,15 +97,16 @@ def _analyse_batch(batch: dict, spec: dict) -> dict:
 class _Embedder:
     """One per actor: loads the sentence encoder once, then embeds every batch it is given."""
 
-    def __init__(self, device: str, batch_size: int):
+    def __init__(self, device: str, batch_size: int, encoder: EncoderSpec):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from .encoder import load_encoder
-        self.device, self.batch_size = device, batch_size
-        load_encoder(device)
+        self.device, self.batch_size, self.encoder = device, batch_size, encoder
+        load_encoder(device, encoder)
 
     def __call__(self, batch: dict) -> dict:
         from .encoder import encode
-        vecs = encode([str(t) for t in batch["text"]], batch_size=self.batch_size, device=self.device)
+        vecs = encode([str(t) for t in batch["text"]], batch_size=self.batch_size, device=self.device,
+                      spec=self.encoder)
         return {"pos": batch["pos"], "vec": vecs}
 
 
@@ -111,12 +114,13 @@ class RayEngine:
     """Analysis and embedding on a Ray cluster through Ray Data."""
     name = "ray"
 
-    def __init__(self, options: RayOptions, device: str = "auto", encoder_batch: int = 64):
+    def __init__(self, options: RayOptions, device: str = "auto", encoder_batch: int = 64,
+                 encoder: EncoderSpec = EncoderSpec()):
         try:
             import ray
         except ImportError:
             raise RuntimeError("the Ray engine needs Ray: pip install -e '.[ray]'") from None
-        self.options, self.encoder_batch = options, encoder_batch
+        self.options, self.encoder_batch, self.encoder = options, encoder_batch, encoder
         self._owns_cluster = False
         if not ray.is_initialized():
             env = {"env_vars": {k: os.environ.get(k, "1") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}}
@@ -167,7 +171,8 @@ class RayEngine:
         gpu = self.device == "cuda"
         block = o.embed_batch or embed_block(self.encoder_batch)
         ds = self._dataset(texts, block).map_batches(
-            _Embedder, fn_constructor_kwargs={"device": self.device, "batch_size": self.encoder_batch},
+            _Embedder, fn_constructor_kwargs={"device": self.device, "batch_size": self.encoder_batch,
+                                             "encoder": self.encoder},
             batch_size=block, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=o.workers),
             num_cpus=0 if gpu else o.cpus_per_worker, num_gpus=1 if gpu else 0)
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):

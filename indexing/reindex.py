@@ -18,7 +18,6 @@ from .config import IndexSettings
 from .dense import DenseIndex, choose_kind
 from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
-from .encoder import MODEL_NAME
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
 from .generations import FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
 from .lm import LMIndex
@@ -55,12 +54,15 @@ class _Lock:
 
 
 def local_engine(settings: IndexSettings, encode_fn: EncodeFn | None = None) -> LocalEngine:
-    """The in-process engine, with the real encoder unless a test gives another ``encode_fn``."""
+    """The in-process engine, with the real encoder ($CQA_DENSE_ENCODER) unless a test gives another
+    ``encode_fn``."""
     if encode_fn is None:
         from .encoder import encode
+        spec = settings.encoder
 
         def encode_fn(texts):
-            return encode(texts, batch_size=settings.embedding_batch_size, device=settings.device)
+            return encode(texts, batch_size=settings.embedding_batch_size, device=settings.device, spec=spec)
+        return LocalEngine(encode_fn, batch_size=embed_block(settings.embedding_batch_size), encoder=spec)
     return LocalEngine(encode_fn, batch_size=embed_block(settings.embedding_batch_size))
 
 
@@ -123,11 +125,15 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         timings["translation"] = {**_timing(t0, len(docs)), "pairs": qa.params.get("pairs", 0)}
         del tokens
 
-        dense_params = None
+        dense_params, encoder = None, settings.encoder
+        made_by = getattr(engine, "encoder", None)
+        if not skip_dense and made_by is not None and made_by.id != encoder.id:
+            raise ReindexError(f"the {engine.name} engine encodes with {made_by.id}, but this data "
+                               f"directory's dense encoder is {encoder.id} ($CQA_DENSE_ENCODER)")
         if not skip_dense:
             report("embed", 0.3)
             t0 = time.perf_counter()
-            cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", MODEL_NAME)
+            cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", encoder.id)
             bar = tqdm(total=len(docs), unit="doc", desc="embed", disable=not progress)
             done = [0]
 
@@ -141,7 +147,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
                 cache.close()
                 bar.close()
             kind = choose_kind(len(docs), settings.dense_index_kind, settings.dense_exact_max_docs)
-            dense = DenseIndex.build(vecs, kind=kind, model=MODEL_NAME)
+            dense = DenseIndex.build(vecs, kind=kind, model=encoder.id)
             dense.save(tmp / "dense")
             dense_params = dense.params
             timings["dense"] = {**_timing(t0, len(docs)), "encoded": encoded, "from_cache": len(docs) - encoded}
@@ -152,7 +158,8 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             "created_at": stamp.isoformat(), "store_fingerprint": fingerprint,
             "threads": n_threads, "documents": docs.counts(), "analyzer": analyzer.to_dict(),
             "indexes": {"bm25": bm25.params, "lm": lm.params, "dense": dense_params},
-            "model": MODEL_NAME if dense_params else None,
+            "model": encoder.id if dense_params else None,
+            "encoder": encoder.to_dict() if dense_params else None,
             "engine": engine.describe(),
             "build": timings,
         }

@@ -11,6 +11,7 @@ import numpy as np
 from .bm25 import BM25Index
 from .dense import DenseIndex
 from .documents import Documents
+from .encoder import EncoderError, EncoderSpec
 from .generations import FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, read_manifest
 from .hits import Hit
 from .lm import LMIndex
@@ -35,10 +36,12 @@ class LexicalSource:
 
 @dataclass
 class DenseSource:
+    """The FAISS index, searched with the encoder that built it (``encoder``, from the manifest)."""
     index: DenseIndex
     ids: list[str]
     device: str = "auto"
     name: str = "dense"
+    encoder: EncoderSpec = field(default_factory=EncoderSpec)
     _recent: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -49,7 +52,7 @@ class DenseSource:
             if query in self._recent:
                 return self._recent[query]
         from .encoder import encode
-        v = encode([query], device=self.device)[0]
+        v = encode([query], device=self.device, spec=self.encoder)[0]
         with self._lock:
             self._recent[query] = v
             while len(self._recent) > 16:
@@ -73,8 +76,13 @@ class Generation:
         self.terms = TermMatrix.load(folder / "terms")
         self.bm25 = LexicalSource("bm25", BM25Index.load(folder / "bm25", self.terms), self.analyzer, self.docs.ids)
         self.lm = LexicalSource("lm", LMIndex.load(folder / "lm", self.terms), self.analyzer, self.docs.ids)
-        self.dense = (DenseSource(DenseIndex.load(folder / "dense"), self.docs.ids, device)
-                      if (folder / "dense").exists() else None)
+        self.dense = None
+        if (folder / "dense").exists():
+            try:
+                encoder = EncoderSpec.from_manifest(self.manifest)
+            except EncoderError as e:
+                raise IndexFormatError(f"{folder}: {e}") from None
+            self.dense = DenseSource(DenseIndex.load(folder / "dense"), self.docs.ids, device, encoder=encoder)
         self.translation_qa = (TranslationTable.load(folder / "translation_qa")
                                if (folder / "translation_qa").exists() else None)
 

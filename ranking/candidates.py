@@ -12,6 +12,24 @@ from typing import Any
 from indexing.models import Thread
 
 
+# A query's or candidate's stored embeddings (meta "vector", "thread_vector", "comment_vectors", from the dense
+# index, or the first stage's of the question) are the vectors of the encoder in meta VECTOR_ENCODER (an
+# indexing.encoder.EncoderSpec; absent: the packaged all-MiniLM-L6-v2). A ranker reuses them only when they are
+# its own model's.
+VECTOR_ENCODER = "vector_encoder"
+
+
+def encoder_of(meta: dict[str, Any]):
+    """The EncoderSpec whose vectors ``meta`` carries (the packaged model's when it says none)."""
+    from indexing.encoder import EncoderSpec
+    return meta.get(VECTOR_ENCODER) or EncoderSpec()
+
+
+def stored(meta: dict[str, Any], key: str, encoder_id: str) -> Any:
+    """``meta[key]`` when it holds ``encoder_id``'s vectors, else None (the ranker encodes the text itself)."""
+    return meta.get(key) if encoder_of(meta).id == encoder_id else None
+
+
 @dataclass(frozen=True)
 class Candidate:
     id: str

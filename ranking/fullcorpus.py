@@ -59,7 +59,8 @@ def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generatio
         fingerprint = store.fingerprint()
     m = manifest_of(cs.index_root)
     if (m is None or m.get("store_fingerprint") != fingerprint or not m["indexes"].get("dense")
-            or "translation" not in m.get("build", {})):
+            or "translation" not in m.get("build", {})
+            or (m.get("encoder") or {}).get("id", m.get("model")) != cs.encoder.id):  # $CQA_DENSE_ENCODER changed
         reindex(cs, progress=progress)
     return load_current(cs.index_root, settings.device)
 

@@ -15,7 +15,7 @@ from indexing.documents import ANSWER
 from indexing.models import Thread
 from indexing.searcher import Generation
 
-from .candidates import Candidate, Query, answer_candidates, question_candidate
+from .candidates import VECTOR_ENCODER, Candidate, Query, answer_candidates, question_candidate
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 
@@ -280,6 +280,7 @@ class SearchPipeline:
         meta = {"subject": req.subject, "body": req.body}
         if self.gen.dense is not None and "dense" in self.retriever.config.sources:
             meta["vector"] = self.gen.dense.embed(req.text)  # the first stage's, from its cache
+            meta[VECTOR_ENCODER] = self.gen.dense.encoder
         return Query("search", req.text, tuple(out), meta)
 
     def _thread_answer_rows(self) -> dict[str, list[int]]:
@@ -314,6 +315,8 @@ class SearchPipeline:
             qrow = gen.row.get(f"q:{tid}")
             meta = {**c.meta, "retrieval_rank": i, "thread_title": _title(gen, tid),
                     "vector": _vector(gen, row), "thread_vector": _vector(gen, qrow) if qrow is not None else None}
+            if gen.dense is not None:
+                meta[VECTOR_ENCODER] = gen.dense.encoder
             if "comments" in meta and gen.dense is not None:  # a question: its comments' stored embeddings
                 rows = self._thread_answer_rows().get(tid, [])
                 if [gen.docs.texts[j] for j in rows] == list(meta["comments"]):

@@ -75,8 +75,9 @@ def _retriever(what: str, sources: tuple[str, ...], fusion: str = "rrf", expansi
 
 PRESETS: dict[str, RankerSpec] = {
     "ir-baseline": RankerSpec("ir-baseline", "the given order (the official IR baseline)"),
-    "minilm-cosine": RankerSpec("minilm-cosine", "zero-shot all-MiniLM-L6-v2 cosine similarity"),
-    "dense": RankerSpec("minilm-cosine", "the dense source alone: all-MiniLM-L6-v2 cosine (same as minilm-cosine)"),
+    "minilm-cosine": RankerSpec("minilm-cosine", "zero-shot all-MiniLM-L6-v2 cosine similarity (at /search: the "
+                                "cosine of the generation's dense encoder, $CQA_DENSE_ENCODER)"),
+    "dense": RankerSpec("minilm-cosine", "the dense source alone: the dense encoder's cosine (same as minilm-cosine)"),
     "bm25": _lexical("bm25", "BM25 of the question against each given candidate"),
     "lm": _lexical("lm", "Dirichlet query likelihood of the question for each candidate"),
     "translation-lm": RankerSpec("translation-lm", "translation-based LM (Xue et al. 2008), IBM Model 1 learned "

@@ -7,7 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .candidates import Query
+from .candidates import Query, encoder_of, stored
 from .presets import UnknownRanker  # noqa: F401  (what get_ranker raises)
 
 
@@ -30,30 +30,44 @@ class IRBaseline:
 
 @dataclass
 class MiniLMCosine:
-    """Zero-shot: cosine of all-MiniLM-L6-v2 embeddings of the question and each candidate."""
+    """Cosine of the dense index's MiniLM embeddings of the question and each candidate: the packaged
+    all-MiniLM-L6-v2 (zero-shot), or at /search the encoder of the generation searched ($CQA_DENSE_ENCODER,
+    named by the query's meta), so one encoder serves retrieval and reranking."""
     device: str = "auto"
     batch_size: int = 64
     name: str = "minilm-cosine"
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        """Questions and candidates that carry their embedding (meta "vector": the FAISS index's, or the
-        first stage's of the question) are not encoded again; everything else is encoded in one batch."""
-        items = [(q.text, q.meta.get("vector")) for q in queries]
-        items += [(c.text, c.meta.get("vector")) for q in queries for c in q.candidates]
-        vecs = iter(embed_missing(items, self.device, self.batch_size))
-        qvecs = [next(vecs) for _ in queries]
+        """Questions and candidates that carry that encoder's embedding (meta "vector": the FAISS index's, or
+        the first stage's of the question) are not encoded again; everything else is encoded in one batch."""
         out = []
-        for q, qv in zip(queries, qvecs):
-            cand = np.stack([next(vecs) for _ in q.candidates]) if q.candidates else np.zeros((0, len(qv)))
-            out.append((cand.astype(np.float32) @ qv).astype(float).tolist())
-        return out
+        for spec, group in _by_encoder(queries).items():
+            items = [(q.text, stored(q.meta, "vector", spec.id)) for _, q in group]
+            items += [(c.text, stored(c.meta, "vector", spec.id)) for _, q in group for c in q.candidates]
+            vecs = iter(embed_missing(items, self.device, self.batch_size, spec))
+            qvecs = [next(vecs) for _ in group]
+            for (i, q), qv in zip(group, qvecs):
+                cand = np.stack([next(vecs) for _ in q.candidates]) if q.candidates else np.zeros((0, len(qv)))
+                out.append((i, (cand.astype(np.float32) @ qv).astype(float).tolist()))
+        return [s for _, s in sorted(out, key=lambda x: x[0])]
 
 
-def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_size: int = 64) -> list[np.ndarray]:
-    """A vector per (text, vector-or-None): the given vector, or the text encoded (all such in one batch)."""
-    from indexing.encoder import encode
+def _by_encoder(queries: list[Query]) -> dict:
+    """(position, query) grouped by the encoder of the query's vectors (encoder_of its meta)."""
+    out: dict = {}
+    for i, q in enumerate(queries):
+        out.setdefault(encoder_of(q.meta), []).append((i, q))
+    return out
+
+
+def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_size: int = 64,
+                  spec=None) -> list[np.ndarray]:
+    """A vector per (text, vector-or-None): the given vector, or the text encoded by ``spec`` (an
+    indexing.encoder.EncoderSpec; default the packaged model), all such in one batch."""
+    from indexing.encoder import EncoderSpec, encode
     todo = [t for t, v in items if v is None]
-    fresh = iter(encode(todo, batch_size=batch_size, device=device, progress=len(todo) > 1000) if todo else [])
+    fresh = iter(encode(todo, batch_size=batch_size, device=device, progress=len(todo) > 1000,
+                        spec=spec or EncoderSpec()) if todo else [])
     return [np.asarray(v, dtype=np.float32) if v is not None else next(fresh) for _, v in items]
 
 
@@ -91,21 +105,23 @@ class AnswersCosine:
         self.name = self.name or f"answers-cosine-{self.how}"
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        items = [(q.text, q.meta.get("vector")) for q in queries]
-        for q in queries:
-            for c in q.candidates:
-                given = c.meta.get("comment_vectors") or [None] * len(c.meta.get("comments", ()))
-                items += list(zip(c.meta.get("comments", ()), given))
-        vecs = iter(embed_missing(items, self.device))
-        qv = [next(vecs) for _ in queries]
+        """With the encoder of the query's vectors, as MiniLMCosine."""
         out = []
-        for q, v in zip(queries, qv):
-            row = []
-            for c in q.candidates:
-                cos = sorted((float(np.dot(v, next(vecs))) for _ in c.meta.get("comments", ())), reverse=True)
-                row.append(0.0 if not cos else cos[0] if self.how == "max" else float(np.mean(cos[:3])))
-            out.append(row)
-        return out
+        for spec, group in _by_encoder(queries).items():
+            items = [(q.text, stored(q.meta, "vector", spec.id)) for _, q in group]
+            for _, q in group:
+                for c in q.candidates:
+                    given = stored(c.meta, "comment_vectors", spec.id) or [None] * len(c.meta.get("comments", ()))
+                    items += list(zip(c.meta.get("comments", ()), given))
+            vecs = iter(embed_missing(items, self.device, spec=spec))
+            qv = [next(vecs) for _ in group]
+            for (i, q), v in zip(group, qv):
+                row = []
+                for c in q.candidates:
+                    cos = sorted((float(np.dot(v, next(vecs))) for _ in c.meta.get("comments", ())), reverse=True)
+                    row.append(0.0 if not cos else cos[0] if self.how == "max" else float(np.mean(cos[:3])))
+                out.append((i, row))
+        return [s for _, s in sorted(out, key=lambda x: x[0])]
 
 
 def service_reranker(settings, built: dict | None = None) -> Ranker:

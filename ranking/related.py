@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .candidates import Candidate, Query
+from .candidates import VECTOR_ENCODER, Candidate, Query
 from .fusion import zscore
 from .rankers import FirstStageScore
 
@@ -28,14 +28,16 @@ FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", 
 STAGES = ("bm25", "lm", "dense", "fused")
 
 
-def _threads(q: Query) -> dict[str, tuple[int, str, list[int], object]]:
-    """thread id -> (search rank, thread question, candidate indices, the question's stored embedding or
-    None), for candidates that carry their thread."""
-    out: dict[str, tuple[int, str, list[int], object]] = {}
+def _threads(q: Query) -> dict[str, tuple[int, str, list[int], dict]]:
+    """thread id -> (search rank, thread question, candidate indices, the question's stored embedding as
+    meta: "vector" and the encoder that made it, or nothing), for candidates that carry their thread."""
+    out: dict[str, tuple[int, str, list[int], dict]] = {}
     for i, c in enumerate(q.candidates):
         if c.meta.get("thread_question"):
+            vec = {k: v for k, v in (("vector", c.meta.get("thread_vector")),
+                                     (VECTOR_ENCODER, c.meta.get(VECTOR_ENCODER))) if v is not None}
             out.setdefault(c.meta.get("thread_id"), (c.meta.get("thread_rank", 1), c.meta["thread_question"], [],
-                                                     c.meta.get("thread_vector")))[2].append(i)
+                                                     vec))[2].append(i)
     return out
 
 
@@ -55,11 +57,11 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> 
     thread ranker on the thread questions in search order."""
     direct = answer_ranker.score(queries)
     threads = [_threads(q) for q in queries]
-    own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), {"vector": vec})
+    own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), vec)
                    for q, th in zip(queries, threads) for tid, (_, text, idx, vec) in th.items()]
     own_scores = iter(answer_ranker.score(own_queries) if own_queries else [])
     in_order = [sorted(th, key=lambda t: th[t][0]) for th in threads]
-    sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, "vector": th[t][3]})
+    sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, **th[t][3]})
                                              for r, t in enumerate(order, 1)), q.meta)
                    for q, th, order in zip(queries, threads, in_order) if th and thread_ranker]
     sim_scores = iter(thread_ranker.score(sim_queries) if sim_queries else [])

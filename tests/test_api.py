@@ -51,6 +51,7 @@ def test_health_ready_threads(client):
     assert client.get("/health").json() == {"status": "ok"}
     r = client.get("/ready")
     assert r.status_code == 200 and r.json()["sizes"]["documents"] == 160
+    assert r.json()["dense_encoder"].startswith("bi-encoder@")  # the generation's: the default, a fine-tuned one
     t = client.get("/threads/t3").json()
     assert t["id"] == "t3" and len(t["answers"]) == 3
     r = client.get("/threads/nope")

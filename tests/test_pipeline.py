@@ -24,7 +24,7 @@ from ranking.signals import ALL_NAMES, matrix
 from .test_indexes import fake_encode
 
 DEV = "dev/SemEval2016-Task3-CQA-QL-dev.xml"
-CONTEXT = {"thread_rank", "retrieval_rank", "vector", "thread_vector", "thread_title", "first_stage"}  # the search
+CONTEXT = {"thread_rank", "retrieval_rank", "vector", "thread_vector", "thread_title", "first_stage", "vector_encoder"}  # the search
 
 
 def test_collapse_exact_and_near_duplicates():

@@ -5,9 +5,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
-from ..candidates import Query
+from indexing.encoder import bi_encoder_id, checkpoint_digest
+
+from ..candidates import Query, stored
 from .bilstm import BiLSTMAttention, pad
 from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
 from .vocab import encode_texts, id_to_token
@@ -86,6 +89,7 @@ class MiniLMRanker:
     cache_dir: Path | None = None
     inference: Inference = field(default_factory=Inference)
     note: str = ""  # why the variant run differs from the one asked for, if it does
+    vector_id: str | None = None  # a bi-encoder: the id of its vectors (indexing.encoder.EncoderSpec.id)
 
     @classmethod
     def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, inference: str = "auto",
@@ -108,10 +112,32 @@ class MiniLMRanker:
             export_dir = export_dir or Path(tempfile.gettempdir()) / "cqa"
             runner = onnx_runner(model, checkpoint_digest(Path(folder)), resolved.inference, export_dir)
         key = score_cache_key(Path(folder), dev, model.config.max_length, resolved.inference) if cache_dir else None
+        vector_id = (bi_encoder_id(checkpoint_digest(Path(folder)), model.config.max_length)
+                     if config["kind"] == "bi-encoder" else None)
         return cls(runner, dev, batch_size=CPU_BATCH if dev == "cpu" else 32, name=name or config["kind"],
-                   cache_key=key, cache_dir=cache_dir, inference=resolved.inference, note=resolved.note)
+                   cache_key=key, cache_dir=cache_dir, inference=resolved.inference, note=resolved.note,
+                   vector_id=vector_id)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
+        """A bi-encoder reuses the vectors a query and its candidates carry when they are its own (a dense
+        index built with this checkpoint: ``$CQA_DENSE_ENCODER``); everything else is encoded here."""
+        given = [self._given(q) for q in queries]
+        todo = [q for q, g in zip(queries, given) if g is None]
+        fresh = iter(self._score_texts(todo) if todo else [])
+        return [g if g is not None else next(fresh) for g in given]
+
+    def _given(self, q: Query) -> list[float] | None:
+        if self.vector_id is None:
+            return None
+        qv = stored(q.meta, "vector", self.vector_id)
+        cv = [stored(c.meta, "vector", self.vector_id) for c in q.candidates]
+        if qv is None or any(v is None for v in cv):
+            return None
+        if not cv:
+            return []
+        return (np.stack(cv).astype(np.float32) @ np.asarray(qv, dtype=np.float32)).astype(float).tolist()
+
+    def _score_texts(self, queries: list[Query]) -> list[list[float]]:
         pairs = [(q.text, c.text) for q in queries for c in q.candidates]
         if not (self.cache_dir and self.cache_key):
             return _split(self.score_pairs(pairs), queries)
@@ -169,15 +195,6 @@ CPU_BATCH = 8
 # Bump when the code that turns a (question, answer) pair into a score changes (word pieces, pair layout,
 # pooling, the head): cached scores of the old code are then never read.
 SCORING_CODE_VERSION = 2
-
-
-def checkpoint_digest(folder: Path) -> str:
-    """The weights and the config of a checkpoint, hashed."""
-    import hashlib
-
-    from indexing.loaders import file_digest
-    parts = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json")]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
 def score_cache_key(folder: Path, device: str, max_length: int, inference: Inference) -> str:

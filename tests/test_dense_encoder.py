@@ -1,0 +1,173 @@
+"""One encoder per generation ($CQA_DENSE_ENCODER): a dense index built with the fine-tuned bi-encoder, its
+digest in the manifest, queries encoded with the generation's encoder, and rankers that reuse stored vectors
+only when they are their own model's."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from indexing.encoder import MODEL_NAME, EncoderSpec, encode, encoder_spec
+from indexing.engines import LocalEngine
+from indexing.generations import IndexFormatError
+from indexing.reindex import ReindexError, reindex
+from indexing.searcher import load_current
+from ranking.candidates import VECTOR_ENCODER, Candidate, Query
+from ranking.pipeline import SearchRequest, build_pipeline
+from ranking.rankers import MiniLMCosine
+
+from .test_indexes import fake_encode, fill_store
+
+ROOT = Path(__file__).resolve().parent.parent
+BI = ROOT / "models" / "bi-encoder"
+TEXTS = ["Where can I renew my residence permit in Doha?",
+         "Go to the immigration office in Al Gharrafa early in the morning, bring your passport and photos.",
+         "no idea", "Try Qatar Insurance, they were the cheapest for my car last year " * 12]
+
+
+@pytest.fixture(scope="module")
+def bi_ranker():
+    from ranking.neural.ranker import MiniLMRanker
+    return MiniLMRanker.from_checkpoint(BI, device="cpu", inference="torch-fp32")
+
+
+def test_the_setting_names_the_package_or_a_bi_encoder_and_refuses_anything_else(settings, tmp_path):
+    assert encoder_spec("base") == encoder_spec(MODEL_NAME) == EncoderSpec()
+    from indexing.config import IndexSettings
+    assert IndexSettings().encoder.checkpoint == ROOT / "models" / "question-bi-encoder"  # the default, chosen on dev
+    assert EncoderSpec().id == MODEL_NAME and EncoderSpec().to_dict()["checkpoint"] is None
+    spec = encoder_spec("models/bi-encoder")  # relative to the project
+    assert spec.checkpoint == BI and spec.max_length == 128 and len(spec.digest) == 24
+    assert spec.id == f"bi-encoder@{spec.digest}-len128"
+    with pytest.raises(ValueError, match="holds a 'cross-encoder' checkpoint"):
+        encoder_spec("models/cross-encoder")
+    with pytest.raises(ValueError, match="not a checkpoint folder"):
+        encoder_spec(tmp_path)
+    from app.settings import Settings
+    with pytest.raises(ValidationError, match="dense_encoder"):
+        Settings(data_dir=tmp_path, dense_encoder="models/cross-encoder")
+    assert Settings(data_dir=tmp_path, dense_encoder=str(BI)).encoder == spec
+
+
+def test_the_index_encoder_gives_the_bi_encoder_rankers_vectors(bi_ranker):
+    """The reindex path (plain transformers graph over the checkpoint) and the ranker's own torch module
+    agree: a score from stored vectors is the score the ranker computes from the texts."""
+    spec = encoder_spec(str(BI))
+    v = encode(TEXTS, device="cpu", spec=spec)
+    base = encode(TEXTS, device="cpu")
+    assert v.shape == base.shape and float(np.abs(v - base).max()) > 0.05  # really other weights
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    q = Query("q", TEXTS[0], tuple(Candidate(str(i), t) for i, t in enumerate(TEXTS[1:])))
+    from_texts = bi_ranker.score([q])[0]
+    assert np.allclose(from_texts, v[1:] @ v[0], atol=1e-5)
+
+
+def test_a_bi_encoder_reuses_only_its_own_vectors(bi_ranker, monkeypatch):
+    spec = encoder_spec(str(BI))
+    v = encode(TEXTS, device="cpu", spec=spec)
+    fake = np.zeros_like(v)
+    fake[:, 0] = 1.0  # vectors no model gives: a ranker that uses them scores every candidate 1.0
+
+    def query(vectors, encoder):
+        meta = lambda i: {"vector": vectors[i], VECTOR_ENCODER: encoder}  # noqa: E731
+        return Query("q", TEXTS[0], tuple(Candidate(str(i), t, meta(i)) for i, t in enumerate(TEXTS[1:], 1)), meta(0))
+
+    calls = []
+    real = bi_ranker._score_texts
+    monkeypatch.setattr(bi_ranker, "_score_texts", lambda qs: calls.append(len(qs)) or real(qs))
+    assert bi_ranker.score([query(fake, spec)])[0] == [1.0, 1.0, 1.0] and calls == []
+    # the packaged model's vectors (or none said) are not the bi-encoder's: it encodes the texts
+    got = bi_ranker.score([query(fake, EncoderSpec()), Query("q2", TEXTS[0], (Candidate("1", TEXTS[1], {"vector": fake[1]}),),
+                                                             {"vector": fake[0]})])
+    assert calls == [2] and np.allclose(got[0], v[1:] @ v[0], atol=1e-5)
+
+
+def test_the_cosine_rankers_follow_the_encoder_of_the_query():
+    """minilm-cosine (and answers-cosine) score with the encoder whose vectors the query carries: the index's
+    at /search, the packaged model's elsewhere; they never mix one model's vectors with another's."""
+    spec = encoder_spec(str(BI))
+    v, base = encode(TEXTS, device="cpu", spec=spec), encode(TEXTS, device="cpu")
+    fake = np.zeros_like(v)
+    fake[:, 0] = 1.0
+    cos = MiniLMCosine(device="cpu")
+
+    def query(qmeta, cmeta):
+        return Query("q", TEXTS[0], tuple(Candidate(str(i), t, cmeta(i)) for i, t in enumerate(TEXTS[1:], 1)), qmeta)
+
+    tagged = lambda enc: lambda i: {"vector": fake[i], VECTOR_ENCODER: enc}  # noqa: E731
+    assert cos.score([query(tagged(spec)(0), tagged(spec))])[0] == [1.0, 1.0, 1.0]  # reused
+    # the query says the bi-encoder; candidates' vectors of the packaged model are not reused: encoded by it
+    assert np.allclose(cos.score([query({VECTOR_ENCODER: spec}, tagged(EncoderSpec()))])[0], v[1:] @ v[0], atol=1e-5)
+    # no encoder said: the packaged model, and bi-encoder vectors are not taken for its own
+    assert np.allclose(cos.score([query({}, tagged(spec))])[0], base[1:] @ base[0], atol=1e-5)
+    both = cos.score([query({}, lambda i: {}), query({VECTOR_ENCODER: spec}, lambda i: {})])  # one batch, two encoders
+    assert np.allclose(both[0], base[1:] @ base[0], atol=1e-5) and np.allclose(both[1], v[1:] @ v[0], atol=1e-5)
+    from ranking.rankers import AnswersCosine
+    thread = Candidate("t", "a thread", {"comments": tuple(TEXTS[1:]), "comment_vectors": list(fake[1:]),
+                                         VECTOR_ENCODER: EncoderSpec()})
+    got = AnswersCosine("max", device="cpu").score([Query("q", TEXTS[0], (thread,), {VECTOR_ENCODER: spec})])
+    assert np.isclose(got[0][0], float((v[1:] @ v[0]).max()), atol=1e-5)
+
+
+def test_reindex_with_the_bi_encoder_records_it_and_searches_with_it(settings, tmp_path):
+    ckpt = tmp_path / "my-bi-encoder"
+    shutil.copytree(BI, ckpt)
+    fill_store(settings, 6)
+    first = reindex(settings.model_copy(update={"dense_encoder": "base"}), progress=False)  # the package's model
+    bi = settings.model_copy(update={"dense_encoder": str(ckpt)})
+    summary = reindex(bi, progress=False)
+    # its own cache entries: every text encoded again, nothing read from the package model's
+    assert summary["indexes"]["dense"]["encoded"] == first["indexes"]["dense"]["encoded"] == 24
+    g = load_current(settings.index_root, "cpu")
+    spec = encoder_spec(str(ckpt))
+    assert g.manifest["encoder"] == spec.to_dict() and g.manifest["model"] == spec.id
+    assert g.dense.encoder == spec
+    text = "question 3 about visa 0"
+    assert np.allclose(g.dense.embed(text), encode([text], device="cpu", spec=spec)[0], atol=1e-6)
+    stored = g.dense.index.index.reconstruct(g.row["q:t3"])
+    assert np.allclose(stored, encode([g.docs.texts[g.row["q:t3"]]], device="cpu", spec=spec)[0], atol=1e-5)
+
+    # /search hands the reranker the generation's vectors, labelled with its encoder
+    seen = []
+
+    class Spy:
+        name = "spy"
+
+        def score(self, queries):
+            seen.extend(queries)
+            return [[0.0] * len(q.candidates) for q in queries]
+    pipe = build_pipeline(bi, g, None, rerankers={"answers": Spy(), "questions": Spy()})
+    pipe.search(SearchRequest(text=text, target="answers", k=5))
+    q = seen[0]
+    assert q.meta[VECTOR_ENCODER] == spec and np.allclose(q.meta["vector"], g.dense.embed(text))
+    assert q.candidates and all(c.meta[VECTOR_ENCODER] == spec for c in q.candidates)
+
+    # weights changed after the build: the generation refuses to serve vectors queries no longer match
+    cfg = ckpt / "config.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "note": "retrained"}))
+    with pytest.raises(IndexFormatError, match="run `cqa reindex`"):
+        load_current(settings.index_root, "cpu")
+    # `cqa serve` rebuilds such a generation at start instead of serving nothing
+    from app.bootstrap import bootstrap
+    out = bootstrap(bi, progress=False)
+    assert out["reindex"]["indexes"]["dense"]["encoded"] == 24  # new weights: nothing cached
+    assert load_current(settings.index_root, "cpu").dense.encoder == encoder_spec(str(ckpt))
+    assert "reindex" not in bootstrap(bi, progress=False)  # and only then
+
+
+def test_an_engine_with_another_encoder_is_refused(settings):
+    fill_store(settings, 2)
+    bi = settings.model_copy(update={"dense_encoder": str(BI)})
+    engine = LocalEngine(fake_encode, encoder=EncoderSpec())
+    with pytest.raises(ReindexError, match="dense encoder is bi-encoder@"):
+        reindex(bi, progress=False, engine=engine)
+    old = reindex(settings, progress=False, encode_fn=fake_encode)  # a generation from before the setting
+    m = settings.index_root / old["generation"] / "manifest.json"
+    d = json.loads(m.read_text())
+    d.pop("encoder")
+    m.write_text(json.dumps(d))
+    assert load_current(settings.index_root).dense.encoder == EncoderSpec()
