@@ -1,11 +1,13 @@
 """Load test of a real uvicorn process over loopback: throughput and p50/p95/p99 latency at several
-concurrencies. POST /search per target with reranking on and off (side by side in one run); with
+concurrencies. POST /search per target with reranking on and off (side by side in one run), over each
+--search-configs data folder in turn (e.g. generations built with two dense encoders); with
 --rerank-configs, POST /rerank with each 2016 test-A thread's question and comments (asker, authors, thread
 order: what a forum sends to sort a thread) for each configuration in turn, one server each, in one run.
 Bounded by request count and time.
 Defaults to the SemEval full corpus built by the fullcorpus benchmark. Prints a JSON object last.
 
     python bench/load.py --requests 60 --max-seconds 45
+    python bench/load.py --search-configs "base=var/benchmarks/fullcorpus-2016-base,default=var/benchmarks/fullcorpus-2016"
     python bench/load.py --targets none --rerank-configs "before=cross-encoder+signals@torch-fp32,default"
 """
 from __future__ import annotations
@@ -143,6 +145,12 @@ def parse_configs(text: str) -> list[tuple[str, dict[str, str]]]:
     return out
 
 
+def parse_search_configs(text: str, default: Path) -> list[tuple[str, Path]]:
+    """``label=DATA_DIR`` entries; none given: the --data-dir folder, labelled ``default``."""
+    out = [(label, Path(folder)) for label, _, folder in (e.partition("=") for e in filter(None, text.split(",")))]
+    return out or [("default", default)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
@@ -154,6 +162,10 @@ def main() -> None:
     ap.add_argument("--rerank-inputs", default="threads,related30",
                     help="POST /rerank bodies: threads (each test-A thread's 10 comments with their metadata), "
                          "related30 (each test-C question with 30 comments of its related threads)")
+    ap.add_argument("--search-configs", default="",
+                    help="POST /search against each LABEL=DATA_DIR in turn (comma-separated), each folder served with "
+                         "its own live generation (e.g. one built with CQA_DENSE_ENCODER=base); default: "
+                         "default=--data-dir")
     ap.add_argument("--rerank-configs", default="",
                     help="POST /rerank under each LABEL=RANKER@INFERENCE in turn (comma-separated; an empty part "
                          "keeps the default, e.g. 'before=cross-encoder+signals@torch-fp32,default')")
@@ -169,19 +181,24 @@ def main() -> None:
     if targets:
         _, queries = qrels_and_queries(settings, "test")
         questions = list(queries.values())
-        with server(args.data_dir, {}) as (base, ready):
-            for rerank in (False, True):  # warm-up: load the encoder
-                post(base + "/search", {"question": {"body": "warm up"}, "rerank": rerank})
-            for target in targets:
-                for rerank in (False, True):
-                    bodies = [{"question": {"body": q}, "k": 10, "rerank": rerank, "target": target} for q in questions]
-                    for c in levels_:
-                        r = run_level(base + "/search", bodies, c, args.requests, args.max_seconds,
-                                      endpoint="search", target=target, rerank=rerank)
-                        print(json.dumps(r), file=sys.stderr, flush=True)
-                        levels.append(r)
-        out.update(documents=ready["sizes"]["documents"], generation=ready["generation"],
-                   rerankers=ready["search_rerankers"])
+        folders = parse_search_configs(args.search_configs, args.data_dir)
+        out["search"] = {}
+        for label, folder in folders:
+            with server(folder, {}) as (base, ready):
+                out["search"][label] = {"data_dir": str(folder), "generation": ready["generation"],
+                                        "dense_encoder": ready.get("dense_encoder"), "documents": ready["sizes"]["documents"],
+                                        "rerankers": ready["search_rerankers"]}
+                for rerank in (False, True):  # warm-up: load the encoder
+                    post(base + "/search", {"question": {"body": "warm up"}, "rerank": rerank})
+                for target in targets:
+                    for rerank in (False, True):
+                        bodies = [{"question": {"body": q}, "k": 10, "rerank": rerank, "target": target}
+                                  for q in questions]
+                        for c in levels_:
+                            r = run_level(base + "/search", bodies, c, args.requests, args.max_seconds,
+                                          endpoint="search", config=label, target=target, rerank=rerank)
+                            print(json.dumps(r), file=sys.stderr, flush=True)
+                            levels.append(r)
     if args.rerank_configs:
         inputs = {"threads": thread_bodies, "related30": related_bodies}
         bodies = {name: inputs[name](settings) for name in args.rerank_inputs.split(",")}

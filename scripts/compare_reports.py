@@ -1,0 +1,53 @@
+"""Compare two report folders of the same benchmark question by question: the mean of a measure in each and
+the paired randomization test of the difference (10,000 sign flips). For runs that ``--compare`` cannot pair
+because they need different data folders or settings, e.g. /search over generations built with two dense
+encoders (each report folder keeps its run.trec and qrels.trec).
+
+    python scripts/compare_reports.py var/reports/semeval2016-test-search-answers/A var/reports/.../B
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ranking.evaluation.measures import paired_randomization, per_query  # noqa: E402
+
+
+def read(folder: Path) -> tuple[dict, dict]:
+    import ir_measures
+    qrels: dict[str, dict[str, int]] = {}
+    for q in ir_measures.read_trec_qrels(str(folder / "qrels.trec")):
+        qrels.setdefault(q.query_id, {})[q.doc_id] = int(q.relevance)
+    run: dict[str, dict[str, float]] = {}
+    for r in ir_measures.read_trec_run(str(folder / "run.trec")):
+        run.setdefault(r.query_id, {})[r.doc_id] = float(r.score)
+    return qrels, run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("a", type=Path, help="report folder A")
+    ap.add_argument("b", type=Path, help="report folder B")
+    ap.add_argument("--measures", default="AP@10,P@1,nDCG@10,R@100", help="ir_measures names, comma-separated")
+    args = ap.parse_args()
+    (qa, ra), (qb, rb) = read(args.a), read(args.b)
+    if qa != qb:
+        print("error: the two reports were judged against different qrels; not the same benchmark", file=sys.stderr)
+        return 2
+    out = {"a": str(args.a), "b": str(args.b), "questions": len(qa), "measures": {}}
+    for m in filter(None, args.measures.split(",")):
+        pa, pb = per_query(qa, ra, m), per_query(qa, rb, m)
+        a, b = [pa[q] for q in qa], [pb[q] for q in qa]
+        out["measures"][m] = {"a": round(sum(a) / len(a), 4), "b": round(sum(b) / len(b), 4),
+                              "b_minus_a": round((sum(b) - sum(a)) / len(a), 4), "p": paired_randomization(b, a)}
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
