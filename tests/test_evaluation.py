@@ -106,7 +106,8 @@ def test_fullcorpus_first_stage(cli_env, fresh_corpus_dir):
                     "--json"], env)
     assert bm25["MAP@10"] == pytest.approx(0.1956, abs=0.0005) and bm25["Recall@100"] == pytest.approx(0.3953, abs=5e-4)
     tuned = run_cli(["evaluate", "--benchmark", "semeval2016-test-fullcorpus", "--json"], env)
-    assert tuned["ranker"] == "first-stage" and tuned["MAP@10"] == pytest.approx(0.2062, abs=0.003)
+    # with the default dense encoder, the question bi-encoder ("One encoder per generation")
+    assert tuned["ranker"] == "first-stage" and tuned["MAP@10"] == pytest.approx(0.2231, abs=0.003)
 
 
 @pytest.mark.parametrize("subtask,xml,gold,keep", [
