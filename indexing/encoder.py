@@ -48,10 +48,16 @@ class EncoderError(ValueError):
 
 
 def checkpoint_digest(folder: Path) -> str:
-    """A fine-tuned checkpoint's weights and config, hashed: what names its vectors and cached scores."""
+    """A fine-tuned checkpoint's weights and config, hashed: what names its vectors and cached scores. Read
+    again only when a file's size or modification time changed (settings validate it on every load)."""
+    files = [Path(folder) / "model.safetensors", Path(folder) / "config.json"]
+    return _digest(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+@lru_cache(maxsize=32)
+def _digest(files: tuple[tuple[str, int, int], ...]) -> str:
     from .loaders import file_digest
-    parts = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json")]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+    return hashlib.sha256("|".join(file_digest(Path(f)) for f, _, _ in files).encode()).hexdigest()[:24]
 
 
 def bi_encoder_id(digest: str, max_length: int) -> str:
