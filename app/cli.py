@@ -58,6 +58,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from indexing.reindex import ReindexError, reindex
     settings = _settings(args)
+    if args.dense_encoder:
+        from indexing.encoder import EncoderError, encoder_spec
+        try:
+            encoder_spec(args.dense_encoder)
+        except EncoderError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        settings = settings.model_copy(update={"dense_encoder": args.dense_encoder})
     if args.engine == "local" and (args.address or args.ray_workers):
         print("error: --address and --ray-workers go with --engine ray", file=sys.stderr)
         return 2
@@ -179,7 +187,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in keys if k in given})
             out = args.out or {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
                                ("bi-encoder", "A"): settings.bi_encoder_checkpoint,
-                               ("cross-encoder", "B"): Path("models/question-cross-encoder"),
+                               ("cross-encoder", "B"): settings.question_cross_encoder_checkpoint,
                                ("bi-encoder", "B"): settings.question_bi_encoder_checkpoint}[(args.model, cfg.task)]
             m = train_minilm_from_semeval(settings.semeval_dir, out, cfg, progress=not args.quiet)
             summary = {"best": m["best"], "dev_MAP": m["dev_MAP"], "evaluations": len(m["evaluations"]),
@@ -230,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "new generation, publish it atomically, and prune old generations. A reindex that "
                        "fails or is killed leaves the live generation untouched.")
     s.add_argument("--no-dense", action="store_true", help="skip the embedding index (lexical only)")
+    s.add_argument("--dense-encoder", metavar="ENC", help="what encodes the FAISS index (and, once live, the queries "
+                   "searching it): base (the packaged all-MiniLM-L6-v2) or a fine-tuned bi-encoder checkpoint folder; "
+                   "default $CQA_DENSE_ENCODER (models/question-bi-encoder)")
     s.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="where analysis and embedding run: this process (default) or a Ray cluster through Ray Data "
                    "(needs pip install -e '.[ray]'); the generation is the same, its manifest names the engine")

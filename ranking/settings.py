@@ -27,6 +27,10 @@ class RankingSettings(IndexSettings):
     question_bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "question-bi-encoder",
                                                  description="MiniLM bi-encoder trained on subtask B question-question "
                                                  "pairs (shipped; `cqa train --model bi-encoder --task B` rebuilds it).")
+    question_cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "question-cross-encoder",
+                                                    description="Where `cqa train --model cross-encoder --task B` writes a "
+                                                    "MiniLM cross-encoder of subtask B question pairs (not shipped: "
+                                                    "dev-B 0.6263, weight 0 in the dev-tuned question fusion).")
     inference: str = Field("auto", description="How the MiniLM rankers run: auto (what this device runs best: "
                            "torch-bf16 on CUDA or on a CPU with bf16 instructions, else the measured CPU default), "
                            "torch-fp32, torch-bf16, onnx-fp32 or onnx-int8 (ranking/neural/inference.py).")

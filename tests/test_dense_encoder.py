@@ -171,3 +171,17 @@ def test_an_engine_with_another_encoder_is_refused(settings):
     d.pop("encoder")
     m.write_text(json.dumps(d))
     assert load_current(settings.index_root).dense.encoder == EncoderSpec()
+
+
+def test_cqa_reindex_takes_the_encoder_and_refuses_a_wrong_one(settings, cli_env):
+    import subprocess
+    import sys
+    fill_store(settings, 2)
+    env = {**cli_env, "CQA_DATA_DIR": str(settings.data_dir)}
+    cqa = [sys.executable, "-m", "app.cli", "reindex", "--quiet"]
+    bad = subprocess.run(cqa + ["--dense-encoder", "models/cross-encoder"], env=env, capture_output=True, text=True,
+                         cwd=ROOT)
+    assert bad.returncode == 2 and "holds a 'cross-encoder' checkpoint" in bad.stderr
+    ok = subprocess.run(cqa + ["--dense-encoder", "base"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0, ok.stderr
+    assert load_current(settings.index_root).manifest["encoder"] == EncoderSpec().to_dict()
