@@ -44,7 +44,6 @@ BI_ENCODER_KIND, BI_ENCODER_FORMAT = "bi-encoder", 1  # the checkpoints ranking/
 
 class EncoderError(ValueError):
     """A dense encoder setting or a generation's recorded encoder that cannot be used."""
-    pass
 
 
 def checkpoint_digest(folder: Path) -> str:
@@ -132,7 +131,9 @@ class TextEncoder:
     """all-MiniLM-L6-v2 as sentence-transformers runs it (the package's BERT, mean pooling over the tokens,
     L2 normalisation, at most ``max_seq_length`` word pieces) in one plain transformers graph: texts sorted by
     length and batched, so padding stays small. Its vectors equal sentence-transformers' (the reference in
-    tests/test_indexes.py) to float precision, at about twice its speed on a CPU (docs/BENCHMARKS.md)."""
+    tests/test_encoder.py) to float precision, at about twice its speed on a CPU (docs/BENCHMARKS.md). With a
+    fine-tuned bi-encoder ``spec``, its weights replace the package's and its input length applies: the
+    vectors are then the bi-encoder ranker's own (tests/test_dense_encoder.py)."""
 
     def __init__(self, device: str, spec: EncoderSpec = EncoderSpec()):
         from transformers import AutoTokenizer, BertModel
