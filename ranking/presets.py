@@ -230,7 +230,8 @@ def _ir_baseline(spec, settings, parts, name):
 
 def _minilm_cosine(spec, settings, parts, name):
     from .rankers import MiniLMCosine
-    return MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size, name=name)
+    return MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size, name=name,
+                        cache_dir=settings.cache_dir)
 
 
 def _lexical_ranker(spec, settings, parts, name):
@@ -284,7 +285,7 @@ def _first_stage_score(spec, settings, parts, name):
 
 def _answers_cosine(spec, settings, parts, name):
     from .rankers import AnswersCosine
-    return AnswersCosine(spec.options["how"], settings.device, name=name)
+    return AnswersCosine(spec.options["how"], settings.device, name=name, cache_dir=settings.cache_dir)
 
 
 def _cascade(spec, settings, parts, name):

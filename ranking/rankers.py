@@ -3,6 +3,7 @@ query; higher is better. Named presets and the one builder live in ranking/prese
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -36,6 +37,7 @@ class MiniLMCosine:
     device: str = "auto"
     batch_size: int = 64
     name: str = "minilm-cosine"
+    cache_dir: Path | None = None  # evaluation runs: the texts' embeddings kept (the reindex's cache)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         """Questions and candidates that carry that encoder's embedding (meta "vector": the FAISS index's, or
@@ -44,7 +46,7 @@ class MiniLMCosine:
         for spec, group in _by_encoder(queries).items():
             items = [(q.text, stored(q.meta, "vector", spec.id)) for _, q in group]
             items += [(c.text, stored(c.meta, "vector", spec.id)) for _, q in group for c in q.candidates]
-            vecs = iter(embed_missing(items, self.device, self.batch_size, spec))
+            vecs = iter(embed_missing(items, self.device, self.batch_size, spec, self.cache_dir))
             qvecs = [next(vecs) for _ in group]
             for (i, q), qv in zip(group, qvecs):
                 cand = np.stack([next(vecs) for _ in q.candidates]) if q.candidates else np.zeros((0, len(qv)))
@@ -61,14 +63,31 @@ def _by_encoder(queries: list[Query]) -> dict:
 
 
 def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_size: int = 64,
-                  spec=None) -> list[np.ndarray]:
+                  spec=None, cache_dir: Path | None = None) -> list[np.ndarray]:
     """A vector per (text, vector-or-None): the given vector, or the text encoded by ``spec`` (an
-    indexing.encoder.EncoderSpec; default the packaged model), all such in one batch."""
+    indexing.encoder.EncoderSpec; default the packaged model), all such in one batch. With ``cache_dir``,
+    encoded texts are kept in (and read back from) the embedding cache the reindex uses."""
     from indexing.encoder import EncoderSpec, encode
-    todo = [t for t, v in items if v is None]
-    fresh = iter(encode(todo, batch_size=batch_size, device=device, progress=len(todo) > 1000,
-                        spec=spec or EncoderSpec()) if todo else [])
-    return [np.asarray(v, dtype=np.float32) if v is not None else next(fresh) for _, v in items]
+    spec = spec or EncoderSpec()
+    todo = list(dict.fromkeys(t for t, v in items if v is None))
+    known: dict[str, np.ndarray] = {}
+    cache = None
+    if cache_dir is not None and todo:
+        from indexing.embcache import EmbeddingCache, text_key
+        cache = EmbeddingCache(Path(cache_dir) / "embeddings.sqlite3", spec.id)
+        found = cache.get_many([text_key(spec.id, t) for t in todo])
+        known = {t: found[k] for t in todo if (k := text_key(spec.id, t)) in found}
+        todo = [t for t in todo if t not in known]
+    try:
+        if todo:
+            fresh = encode(todo, batch_size=batch_size, device=device, progress=len(todo) > 1000, spec=spec)
+            known.update(zip(todo, fresh))
+            if cache is not None:
+                cache.put_many([text_key(spec.id, t) for t in todo], fresh)
+    finally:
+        if cache is not None:
+            cache.close()
+    return [np.asarray(v if v is not None else known[t], dtype=np.float32) for t, v in items]
 
 
 @dataclass
@@ -100,6 +119,7 @@ class AnswersCosine:
     how: str = "max"
     device: str = "auto"
     name: str = ""
+    cache_dir: Path | None = None  # as MiniLMCosine
 
     def __post_init__(self):
         self.name = self.name or f"answers-cosine-{self.how}"
@@ -113,7 +133,7 @@ class AnswersCosine:
                 for c in q.candidates:
                     given = stored(c.meta, "comment_vectors", spec.id) or [None] * len(c.meta.get("comments", ()))
                     items += list(zip(c.meta.get("comments", ()), given))
-            vecs = iter(embed_missing(items, self.device, spec=spec))
+            vecs = iter(embed_missing(items, self.device, spec=spec, cache_dir=self.cache_dir))
             qv = [next(vecs) for _ in group]
             for (i, q), v in zip(group, qv):
                 row = []

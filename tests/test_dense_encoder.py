@@ -185,3 +185,25 @@ def test_cqa_reindex_takes_the_encoder_and_refuses_a_wrong_one(settings, cli_env
     ok = subprocess.run(cqa + ["--dense-encoder", "base"], env=env, capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr
     assert load_current(settings.index_root).manifest["encoder"] == EncoderSpec().to_dict()
+
+
+def test_evaluation_cosines_keep_their_embeddings_in_the_reindex_cache(tmp_path, monkeypatch):
+    """With a cache folder (evaluation runs; serving clears it), minilm-cosine encodes a text once: a second
+    run reads every vector back, keyed by the encoder, and scores the same."""
+    import indexing.encoder as enc
+    from indexing.embcache import EmbeddingCache, text_key
+    q = Query("q", TEXTS[0], tuple(Candidate(str(i), t) for i, t in enumerate(TEXTS[1:])))
+    cos = MiniLMCosine(device="cpu", cache_dir=tmp_path)
+    first = cos.score([q])
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite3", MODEL_NAME)
+    stored_vecs = cache.get_many([text_key(MODEL_NAME, t) for t in TEXTS])
+    cache.close()
+    assert len(stored_vecs) == len(TEXTS)
+    assert np.allclose(stored_vecs[text_key(MODEL_NAME, TEXTS[1])], encode([TEXTS[1]], device="cpu")[0], atol=1e-6)
+
+    def no_model(*a, **kw):
+        raise AssertionError("encoded again")
+    monkeypatch.setattr(enc, "encode", no_model)
+    assert cos.score([q]) == first
+    from ranking.rankers import for_serving
+    assert for_serving(cos).cache_dir is None  # a request never writes to the cache
