@@ -79,8 +79,15 @@ class EncoderSpec:
         return MODEL_NAME if self.checkpoint is None else bi_encoder_id(self.digest, self.max_length)
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "name": self.name, "checkpoint": str(self.checkpoint) if self.checkpoint else None,
-                "digest": self.digest, "max_length": self.max_length}
+        """What a manifest records; a checkpoint inside the project is recorded relative to it, so a data folder
+        served from another checkout (or a container) still finds its encoder."""
+        from .config import PROJECT_ROOT
+        where = None
+        if self.checkpoint is not None:
+            where = (str(self.checkpoint.relative_to(PROJECT_ROOT)) if self.checkpoint.is_relative_to(PROJECT_ROOT)
+                     else str(self.checkpoint))
+        return {"id": self.id, "name": self.name, "checkpoint": where, "digest": self.digest,
+                "max_length": self.max_length}
 
     @classmethod
     def from_manifest(cls, manifest: dict) -> "EncoderSpec":
@@ -88,7 +95,10 @@ class EncoderSpec:
         d = manifest.get("encoder")
         if not d or d.get("checkpoint") is None:
             return cls()
-        spec = cls(d["name"], Path(d["checkpoint"]), d["digest"], d["max_length"])
+        from .config import PROJECT_ROOT
+        folder = Path(d["checkpoint"])
+        spec = cls(d["name"], folder if folder.is_absolute() else (PROJECT_ROOT / folder).resolve(), d["digest"],
+                   d["max_length"])
         folder = spec.checkpoint
         if not (folder / "config.json").exists():
             raise EncoderError(f"this index generation was built with the bi-encoder {folder}, which is gone; "

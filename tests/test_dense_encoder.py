@@ -43,6 +43,9 @@ def test_the_setting_names_the_package_or_a_bi_encoder_and_refuses_anything_else
     spec = encoder_spec("models/bi-encoder")  # relative to the project
     assert spec.checkpoint == BI and spec.max_length == 128 and len(spec.digest) == 24
     assert spec.id == f"bi-encoder@{spec.digest}-len128"
+    # recorded relative to the project, so another checkout of it (or a container) finds it again
+    assert spec.to_dict()["checkpoint"] == "models/bi-encoder"
+    assert EncoderSpec.from_manifest({"encoder": spec.to_dict()}) == spec
     with pytest.raises(ValueError, match="holds a 'cross-encoder' checkpoint"):
         encoder_spec("models/cross-encoder")
     with pytest.raises(ValueError, match="not a checkpoint folder"):
