@@ -36,20 +36,19 @@ def bootstrap(settings: Settings, progress: bool = True) -> dict:
     if name is None:
         log.info("no live index generation: building one")
         out["reindex"] = reindex(settings, progress=progress)
-    elif (problem := _unsearchable(settings.index_root / name)) is not None:
+    elif (problem := _unsearchable(settings)) is not None:
         log.warning("the live generation %s cannot be searched (%s): building a new one", name, problem)
         out["reindex"] = reindex(settings, progress=progress)
     return out
 
 
-def _unsearchable(folder: Path) -> str | None:
-    """Why a generation's dense index can no longer be searched: the bi-encoder that built it is gone or
-    retrained, so new queries would not match its vectors (None when it can)."""
-    import json
-
+def _unsearchable(settings: Settings) -> str | None:
+    """Why the live generation's dense index can no longer be searched: the bi-encoder that built it is gone
+    or retrained, so new queries would not match its vectors (None when it can)."""
     from indexing.encoder import EncoderError, EncoderSpec
+    from indexing.searcher import manifest_of
     try:
-        EncoderSpec.from_manifest(json.loads((folder / "manifest.json").read_text(encoding="utf-8")))
+        EncoderSpec.from_manifest(manifest_of(settings.index_root) or {})
     except EncoderError as e:
         return str(e)
     except (OSError, ValueError):

@@ -18,11 +18,18 @@ log = logging.getLogger("cqa")
 
 
 def _settings(args: argparse.Namespace):
+    """The settings, with the command's options over the environment; a bad value (an option or a CQA_
+    variable) ends the command with its message and exit code 2."""
+    from pydantic import ValidationError
+
     from .settings import Settings
-    overrides = {}
-    if getattr(args, "data_dir", None):
-        overrides["data_dir"] = args.data_dir
-    return Settings(**overrides)
+    overrides = {k: v for k in ("data_dir", "dense_encoder") if (v := getattr(args, k, None))}
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        for err in e.errors():
+            print(f"error: {'.'.join(map(str, err['loc']))}: {err['msg']}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _emit(obj: dict) -> None:
@@ -57,15 +64,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 # --- reindex --------------------------------------------------------------------------
 def cmd_reindex(args: argparse.Namespace) -> int:
     from indexing.reindex import ReindexError, reindex
-    settings = _settings(args)
-    if args.dense_encoder:
-        from indexing.encoder import EncoderError, encoder_spec
-        try:
-            encoder_spec(args.dense_encoder)
-        except EncoderError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        settings = settings.model_copy(update={"dense_encoder": args.dense_encoder})
+    settings = _settings(args)  # with --dense-encoder, validated as $CQA_DENSE_ENCODER is
     if args.engine == "local" and (args.address or args.ray_workers):
         print("error: --address and --ray-workers go with --engine ray", file=sys.stderr)
         return 2

@@ -151,6 +151,25 @@ def parse_search_configs(text: str, default: Path) -> list[tuple[str, Path]]:
     return out or [("default", default)]
 
 
+def load_search(folder: Path, label: str, questions: list[str], targets: list[str], concurrencies: list[int],
+                args, levels: list[dict]) -> dict:
+    """POST /search on a real server over ``folder``: each target, reranking off then on, at each concurrency
+    (rows appended to ``levels``); returns what the server said it serves."""
+    with server(folder, {}) as (base, ready):
+        for rerank in (False, True):  # warm-up: load the encoder
+            post(base + "/search", {"question": {"body": "warm up"}, "rerank": rerank})
+        for target in targets:
+            for rerank in (False, True):
+                bodies = [{"question": {"body": q}, "k": 10, "rerank": rerank, "target": target} for q in questions]
+                for c in concurrencies:
+                    r = run_level(base + "/search", bodies, c, args.requests, args.max_seconds,
+                                  endpoint="search", config=label, target=target, rerank=rerank)
+                    print(json.dumps(r), file=sys.stderr, flush=True)
+                    levels.append(r)
+    return {"data_dir": str(folder), "generation": ready["generation"], "dense_encoder": ready.get("dense_encoder"),
+            "documents": ready["sizes"]["documents"], "rerankers": ready["search_rerankers"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
@@ -181,24 +200,8 @@ def main() -> None:
     if targets:
         _, queries = qrels_and_queries(settings, "test")
         questions = list(queries.values())
-        folders = parse_search_configs(args.search_configs, args.data_dir)
-        out["search"] = {}
-        for label, folder in folders:
-            with server(folder, {}) as (base, ready):
-                out["search"][label] = {"data_dir": str(folder), "generation": ready["generation"],
-                                        "dense_encoder": ready.get("dense_encoder"), "documents": ready["sizes"]["documents"],
-                                        "rerankers": ready["search_rerankers"]}
-                for rerank in (False, True):  # warm-up: load the encoder
-                    post(base + "/search", {"question": {"body": "warm up"}, "rerank": rerank})
-                for target in targets:
-                    for rerank in (False, True):
-                        bodies = [{"question": {"body": q}, "k": 10, "rerank": rerank, "target": target}
-                                  for q in questions]
-                        for c in levels_:
-                            r = run_level(base + "/search", bodies, c, args.requests, args.max_seconds,
-                                          endpoint="search", config=label, target=target, rerank=rerank)
-                            print(json.dumps(r), file=sys.stderr, flush=True)
-                            levels.append(r)
+        out["search"] = {label: load_search(folder, label, questions, targets, levels_, args, levels)
+                         for label, folder in parse_search_configs(args.search_configs, args.data_dir)}
     if args.rerank_configs:
         inputs = {"threads": thread_bodies, "related30": related_bodies}
         bodies = {name: inputs[name](settings) for name in args.rerank_inputs.split(",")}

@@ -126,11 +126,11 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         del tokens
 
         dense_params, encoder = None, settings.encoder
-        made_by = getattr(engine, "encoder", None)
-        if not skip_dense and made_by is not None and made_by.id != encoder.id:
-            raise ReindexError(f"the {engine.name} engine encodes with {made_by.id}, but this data "
-                               f"directory's dense encoder is {encoder.id} ($CQA_DENSE_ENCODER)")
         if not skip_dense:
+            made_by = getattr(engine, "encoder", None)
+            if made_by is not None and made_by.id != encoder.id:
+                raise ReindexError(f"the {engine.name} engine encodes with {made_by.id}, but this data "
+                                   f"directory's dense encoder is {encoder.id} ($CQA_DENSE_ENCODER)")
             report("embed", 0.3)
             t0 = time.perf_counter()
             cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", encoder.id)

@@ -60,7 +60,7 @@ def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generatio
     m = manifest_of(cs.index_root)
     if (m is None or m.get("store_fingerprint") != fingerprint or not m["indexes"].get("dense")
             or "translation" not in m.get("build", {})
-            or (m.get("encoder") or {}).get("id", m.get("model")) != cs.encoder.id):  # $CQA_DENSE_ENCODER changed
+            or m.get("model") != cs.encoder.id):  # the manifest's "model" is its encoder's id
         reindex(cs, progress=progress)
     return load_current(cs.index_root, settings.device)
 

@@ -42,23 +42,29 @@ class MiniLMCosine:
     def score(self, queries: list[Query]) -> list[list[float]]:
         """Questions and candidates that carry that encoder's embedding (meta "vector": the FAISS index's, or
         the first stage's of the question) are not encoded again; everything else is encoded in one batch."""
-        out = []
-        for spec, group in _by_encoder(queries).items():
-            items = [(q.text, stored(q.meta, "vector", spec.id)) for _, q in group]
-            items += [(c.text, stored(c.meta, "vector", spec.id)) for _, q in group for c in q.candidates]
+        def group_scores(spec, group: list[Query]) -> list[list[float]]:
+            items = [(q.text, stored(q.meta, "vector", spec.id)) for q in group]
+            items += [(c.text, stored(c.meta, "vector", spec.id)) for q in group for c in q.candidates]
             vecs = iter(embed_missing(items, self.device, self.batch_size, spec, self.cache_dir))
             qvecs = [next(vecs) for _ in group]
-            for (i, q), qv in zip(group, qvecs):
+            rows = []
+            for q, qv in zip(group, qvecs):
                 cand = np.stack([next(vecs) for _ in q.candidates]) if q.candidates else np.zeros((0, len(qv)))
-                out.append((i, (cand.astype(np.float32) @ qv).astype(float).tolist()))
-        return [s for _, s in sorted(out, key=lambda x: x[0])]
+                rows.append((cand.astype(np.float32) @ qv).astype(float).tolist())
+            return rows
+        return per_encoder(queries, group_scores)
 
 
-def _by_encoder(queries: list[Query]) -> dict:
-    """(position, query) grouped by the encoder of the query's vectors (encoder_of its meta)."""
-    out: dict = {}
+def per_encoder(queries: list[Query], group_scores) -> list[list[float]]:
+    """``group_scores(spec, queries)`` once per encoder of the queries' vectors (encoder_of their meta), the
+    rows put back in the order given."""
+    groups: dict = {}
     for i, q in enumerate(queries):
-        out.setdefault(encoder_of(q.meta), []).append((i, q))
+        groups.setdefault(encoder_of(q.meta), []).append(i)
+    out: list = [None] * len(queries)
+    for spec, idx in groups.items():
+        for i, row in zip(idx, group_scores(spec, [queries[i] for i in idx])):
+            out[i] = row
     return out
 
 
@@ -66,28 +72,26 @@ def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_s
                   spec=None, cache_dir: Path | None = None) -> list[np.ndarray]:
     """A vector per (text, vector-or-None): the given vector, or the text encoded by ``spec`` (an
     indexing.encoder.EncoderSpec; default the packaged model), all such in one batch. With ``cache_dir``,
-    encoded texts are kept in (and read back from) the embedding cache the reindex uses."""
+    they go through the reindex's embedding cache (indexing.embcache.embed_with_cache)."""
     from indexing.encoder import EncoderSpec, encode
     spec = spec or EncoderSpec()
-    todo = list(dict.fromkeys(t for t, v in items if v is None))
-    known: dict[str, np.ndarray] = {}
-    cache = None
-    if cache_dir is not None and todo:
-        from indexing.embcache import EmbeddingCache, text_key
+    todo = [t for t, v in items if v is None]
+
+    def run(texts: list[str]) -> np.ndarray:
+        return encode(texts, batch_size=batch_size, device=device, progress=len(texts) > 1000, spec=spec)
+    if not todo:
+        fresh = iter(())
+    elif cache_dir is None:
+        fresh = iter(run(todo))
+    else:
+        from indexing.embcache import EmbeddingCache, embed_with_cache
         cache = EmbeddingCache(Path(cache_dir) / "embeddings.sqlite3", spec.id)
-        found = cache.get_many([text_key(spec.id, t) for t in todo])
-        known = {t: found[k] for t in todo if (k := text_key(spec.id, t)) in found}
-        todo = [t for t in todo if t not in known]
-    try:
-        if todo:
-            fresh = encode(todo, batch_size=batch_size, device=device, progress=len(todo) > 1000, spec=spec)
-            known.update(zip(todo, fresh))
-            if cache is not None:
-                cache.put_many([text_key(spec.id, t) for t in todo], fresh)
-    finally:
-        if cache is not None:
+        try:
+            batches = lambda texts: [(np.arange(len(texts)), run(texts))] if texts else []  # noqa: E731
+            fresh = iter(embed_with_cache(todo, cache, batches)[0])
+        finally:
             cache.close()
-    return [np.asarray(v if v is not None else known[t], dtype=np.float32) for t, v in items]
+    return [np.asarray(v, dtype=np.float32) if v is not None else next(fresh) for _, v in items]
 
 
 @dataclass
@@ -126,22 +130,23 @@ class AnswersCosine:
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         """With the encoder of the query's vectors, as MiniLMCosine."""
-        out = []
-        for spec, group in _by_encoder(queries).items():
-            items = [(q.text, stored(q.meta, "vector", spec.id)) for _, q in group]
-            for _, q in group:
+        def group_scores(spec, group: list[Query]) -> list[list[float]]:
+            items = [(q.text, stored(q.meta, "vector", spec.id)) for q in group]
+            for q in group:
                 for c in q.candidates:
                     given = stored(c.meta, "comment_vectors", spec.id) or [None] * len(c.meta.get("comments", ()))
                     items += list(zip(c.meta.get("comments", ()), given))
             vecs = iter(embed_missing(items, self.device, spec=spec, cache_dir=self.cache_dir))
-            qv = [next(vecs) for _ in group]
-            for (i, q), v in zip(group, qv):
+            qvecs = [next(vecs) for _ in group]
+            rows = []
+            for q, v in zip(group, qvecs):
                 row = []
                 for c in q.candidates:
                     cos = sorted((float(np.dot(v, next(vecs))) for _ in c.meta.get("comments", ())), reverse=True)
                     row.append(0.0 if not cos else cos[0] if self.how == "max" else float(np.mean(cos[:3])))
-                out.append((i, row))
-        return [s for _, s in sorted(out, key=lambda x: x[0])]
+                rows.append(row)
+            return rows
+        return per_encoder(queries, group_scores)
 
 
 def service_reranker(settings, built: dict | None = None) -> Ranker:

@@ -15,18 +15,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ranking.evaluation.measures import paired_randomization, per_query  # noqa: E402
+from ranking.evaluation.measures import (  # noqa: E402
+    paired_randomization,
+    per_query,
+    read_trec_qrels,
+    read_trec_run,
+)
 
 
 def read(folder: Path) -> tuple[dict, dict]:
-    import ir_measures
-    qrels: dict[str, dict[str, int]] = {}
-    for q in ir_measures.read_trec_qrels(str(folder / "qrels.trec")):
-        qrels.setdefault(q.query_id, {})[q.doc_id] = int(q.relevance)
-    run: dict[str, dict[str, float]] = {}
-    for r in ir_measures.read_trec_run(str(folder / "run.trec")):
-        run.setdefault(r.query_id, {})[r.doc_id] = float(r.score)
-    return qrels, run
+    return read_trec_qrels(folder / "qrels.trec"), read_trec_run(folder / "run.trec")
 
 
 def main() -> int:

@@ -46,6 +46,24 @@ def write_trec_qrels(qrels: Qrels, path: Path) -> None:
                 fh.write(f"{qid} 0 {did} {rel}\n")
 
 
+def read_trec_run(path: Path) -> Run:
+    """What write_trec_run wrote."""
+    import ir_measures
+    run: Run = {}
+    for r in ir_measures.read_trec_run(str(path)):
+        run.setdefault(r.query_id, {})[r.doc_id] = float(r.score)
+    return run
+
+
+def read_trec_qrels(path: Path) -> Qrels:
+    """What write_trec_qrels wrote."""
+    import ir_measures
+    qrels: Qrels = {}
+    for q in ir_measures.read_trec_qrels(str(path)):
+        qrels.setdefault(q.query_id, {})[q.doc_id] = int(q.relevance)
+    return qrels
+
+
 def paired_randomization(a: list[float], b: list[float], trials: int = 10000, seed: int = 0) -> float:
     """Two-sided p-value of mean(a - b) under random sign flips (Smucker, Allan and Carterette 2007)."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
