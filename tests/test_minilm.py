@@ -209,9 +209,9 @@ def test_related_answers_combines_new_question_own_question_and_thread_relevance
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("benchmark,target,documented", [("semeval2016-test-A", 0.800, 0.8095),
+@pytest.mark.parametrize("benchmark,target,documented", [("semeval2016-test-A", 0.800, 0.8115),
                                                          ("semeval2016-test-B", 0.770, 0.7947),
-                                                         ("semeval2016-test-C", 0.560, 0.5699)])
+                                                         ("semeval2016-test-C", 0.560, 0.5665)])
 def test_default_rankers_beat_the_2016_winners(benchmark, target, documented, cli_env):
     """The shipped default of each subtask, run by the CLI from a fresh data folder (no score cache)."""
     import subprocess
@@ -227,12 +227,14 @@ def test_default_rankers_beat_the_2016_winners(benchmark, target, documented, cl
 def test_default_A_ranker_holds_up_without_metadata(settings):
     """On test-A without user ids and in a shuffled order, the default subtask A ranker stays above each of its neural
     parts alone and reproduces the documented figure (docs/BENCHMARKS.md, robustness table). Its figures on the
-    normal file are checked above."""
+    normal file are checked above; here it must also lose at most 0.01 MAP against the full-metadata file."""
     from ranking.evaluation.runner import run_named
     bench = "semeval2016-test-A-nometa-shuffled"
     default = run_named(settings, bench, progress=False)
     parts = {r: run_named(settings, bench, r, progress=False)["MAP"] for r in ("cross-encoder", "bi-encoder")}
     assert default["ranker"] == "cascade"
     assert default["MAP"] > max(parts.values()), (default["MAP"], parts)
-    assert default["MAP"] == pytest.approx(0.7949, abs=0.002)
-    assert parts == pytest.approx({"cross-encoder": 0.7638, "bi-encoder": 0.7761}, abs=0.002)
+    assert default["MAP"] == pytest.approx(0.8034, abs=0.002)
+    assert parts == pytest.approx({"cross-encoder": 0.7638, "bi-encoder": 0.7940}, abs=0.002)
+    full = run_named(settings, "semeval2016-test-A", progress=False)["MAP"]
+    assert full - default["MAP"] <= 0.01, (full, default["MAP"])  # the issue's budget for losing the metadata
