@@ -14,7 +14,6 @@ fusion with weights chosen on the training folds.
 """
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,13 +24,13 @@ from indexing.translation import TranslationTable
 from .candidate_rankers import LexicalRanker, TranslationLMRanker
 from .candidates import Candidate, Query
 from .evaluation.measures import paired_randomization
+from .evaluation.tuning import FOLD_SEED, FOLDS, folds_of
 from .evaluation.runner import align_to_gold
 from .evaluation.scorer import Line, per_question_ap, read_lines, score
 from .evaluation.tuning import fused_scores, grid_search
 
 # Arabic light normalisation (indexing/text.py) and Snowball's Arabic stemmer; English stopwords stay out too.
 ARABIC = Analyzer(stemmer="arabic")
-FOLDS, FOLD_SEED = 5, 2016
 PARTS = ("ir-baseline", "bm25", "lm", "bm25-question", "translation-lm")
 WEIGHT_GRID = (0.0, 0.5, 1.0, 2.0)
 
@@ -51,13 +50,6 @@ def d_queries(xml: Path) -> list[Query]:
                                                                              "answer": answer}))
         out.append(Query(oq.id, oq.body, tuple(cands)))
     return out
-
-
-def folds_of(queries: list[Query], k: int = FOLDS, seed: int = FOLD_SEED) -> list[list[int]]:
-    """Query indexes of each fold: the questions shuffled with a fixed seed, then dealt round robin."""
-    order = list(range(len(queries)))
-    random.Random(seed).shuffle(order)
-    return [sorted(order[i::k]) for i in range(k)]
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """Weights for a per-question z-score fusion, chosen by official MAP over a grid: what the given-candidate
-fusions (`scripts/tune_candidate_fusion.py`) and the Arabic cross-validation (`ranking/arabic.py`) tune."""
+fusions (`scripts/tune_candidate_fusion.py`) and the cross-validations (Arabic, `ranking/arabic.py`; subtask B
+over the training questions, `scripts/cv_question_model.py`) tune, and the folds those deal questions into."""
 from __future__ import annotations
 
 import itertools
+import random
 
 import numpy as np
 
@@ -10,6 +12,16 @@ from ..candidates import Query
 from ..fusion import zscore
 from .runner import align_to_gold
 from .scorer import Line, score
+
+
+FOLDS, FOLD_SEED = 5, 2016
+
+
+def folds_of(queries: list[Query], k: int = FOLDS, seed: int = FOLD_SEED) -> list[list[int]]:
+    """Query indexes of each fold: the questions shuffled with a fixed seed, then dealt round robin."""
+    order = list(range(len(queries)))
+    random.Random(seed).shuffle(order)
+    return [sorted(order[i::k]) for i in range(k)]
 
 
 def fused_scores(part_scores: dict[str, list[list[float]]], weights: dict[str, float]) -> list[list[float]]:

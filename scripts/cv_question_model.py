@@ -1,0 +1,129 @@
+"""Cross-validation of the subtask B ranker over the training questions (issue 16): dev-B has 50 questions, so
+the question model and the question-fusion weights are also judged on the 267 original questions of 2016 train
+part 2 and the recovered part 1, which the shipped question bi-encoder was trained on.
+
+The training questions are dealt into K folds (`ranking.evaluation.tuning.folds_of`, seed 2016, as the Arabic
+cross-validation deals its questions). For each fold a question bi-encoder is trained on the
+other folds with the shipped recipe (the `train` section of models/question-bi-encoder/config.json: the cosine
+hinge loss, a 3-epoch schedule kept at the end of epoch 1, the epoch dev-B chose) and scores the fold's questions,
+so every training question gets the score of a model that never saw it. With these out-of-fold scores and the
+untrained parts (the given IR order, BM25, the zero-shot MiniLM cosine) the fusion weights are searched over the
+grid the dev-B tuning uses ({0, 0.5, 1} per part), and three choices are compared: by dev-B (the shipped
+weights), by the training folds, and by both pooled (MAP over the 267 + 50 questions). Dev-B figures use the
+shipped question bi-encoder, trained on all training questions. Test is not read.
+
+    python scripts/cv_question_model.py [--folds 5] [--out var/reports/cv-question-model]
+
+Writes OUT/report.json (the folds' dev-B MAP and training time, each part's cross-validated MAP, the three
+choices with their training-fold and dev-B MAP) and the folds' checkpoints under OUT/fold-K. JSON object last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.settings import Settings  # noqa: E402
+from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2  # noqa: E402
+from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
+from ranking.evaluation.scorer import Line, read_lines  # noqa: E402
+from ranking.evaluation.tuning import FOLD_SEED, folds_of, fused_scores, grid_search, map_of  # noqa: E402
+from ranking.neural.data import groups_from_threads  # noqa: E402
+from ranking.neural.ranker import MiniLMRanker  # noqa: E402
+from ranking.neural.train_minilm import (  # noqa: E402
+    MiniLMTrainConfig,
+    question_pairs_as_threads,
+    train_minilm,
+    word_pieces,
+)
+from ranking.rankers import get_ranker  # noqa: E402
+
+UNTRAINED = ("ir-baseline", "bm25", "minilm-cosine")
+MODEL = "question-bi-encoder"
+
+
+def shipped_recipe(settings: Settings, groups: list, max_steps: int | None = None) -> MiniLMTrainConfig:
+    """The shipped question model's training settings, stopped at the end of its first epoch (or ``max_steps``)."""
+    cfg = json.loads((settings.question_bi_encoder_checkpoint / "config.json").read_text())["train"]
+    cfg = MiniLMTrainConfig(**{k: v for k, v in cfg.items() if k in MiniLMTrainConfig.__dataclass_fields__})
+    one_epoch = math.ceil(sum(len(g.good) for g in groups) * cfg.negatives / cfg.batch_size)
+    cfg.eval_every, cfg.device, cfg.max_steps = None, settings.device, min(one_epoch, max_steps or one_epoch)
+    return cfg
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path("var/reports/cv-question-model"))
+    ap.add_argument("--max-steps", type=int, help="stop each fold's training after this many steps (smoke runs)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    args = ap.parse_args()
+    s = Settings()
+    threads = {t.id: t for t in question_pairs_as_threads(s.semeval_dir)}
+    queries = [q for f in (TRAIN_PART2, TRAIN_PART1_B) for q in queries_for(s.semeval_dir / f, "B") if q.id in threads]
+    good = {(tid, a.id): a.label == "Good" for tid, t in threads.items() for a in t.answers}
+    gold = [Line(q.id, c.id, 0.0, good[(q.id, c.id)]) for q in queries for c in q.candidates]
+    dev_xml, dev_gold_path = BENCHMARKS["semeval2016-dev-B"].paths(s.semeval_dir)
+    dev_q, dev_gold = queries_for(dev_xml, "B"), read_lines(dev_gold_path)
+    folds = [[queries[i].id for i in fold] for fold in folds_of(queries, args.folds)]
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    oof: dict[str, list[float]] = {}
+    fold_log = []
+    for k, held in enumerate(folds):
+        held_set = set(held)
+        train_threads = [t for tid, t in threads.items() if tid not in held_set]
+        groups = groups_from_threads(train_threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
+        cfg = shipped_recipe(s, groups, args.max_steps)
+        t0 = time.perf_counter()
+        metrics = train_minilm(groups, dev_q, dev_gold, args.out / f"fold-{k}", cfg,
+                               {"task": "B", "cv_fold": k, "held_out_questions": sorted(held)}, not args.quiet)
+        ranker = MiniLMRanker.from_checkpoint(args.out / f"fold-{k}", s.device, name=f"{MODEL}-fold{k}")
+        fq = [q for q in queries if q.id in held_set]
+        oof.update({q.id: row for q, row in zip(fq, ranker.score(fq))})
+        fold_log.append({"fold": k, "train_questions": len(train_threads), "held_out_questions": len(held),
+                         "steps": cfg.max_steps, "dev_B_MAP": metrics["dev_MAP"],
+                         "held_out_MAP": map_of(fq, oof_rows(fq, oof), gold),
+                         "seconds": round(time.perf_counter() - t0, 1)})
+        print(json.dumps(fold_log[-1]), file=sys.stderr, flush=True)
+
+    train_parts = {n: get_ranker(n, s).score(queries) for n in UNTRAINED}
+    train_parts[MODEL] = oof_rows(queries, oof)
+    dev_parts = {n: get_ranker(n, s).score(dev_q) for n in (*UNTRAINED, MODEL)}
+    by_train = grid_search(queries, train_parts, gold)
+    by_dev = grid_search(dev_q, dev_parts, dev_gold)
+    pooled_q, pooled_gold = queries + dev_q, gold + dev_gold
+    by_both = grid_search(pooled_q, {n: train_parts[n] + dev_parts[n] for n in train_parts}, pooled_gold)
+    shipped = json.loads((Path(__file__).resolve().parent.parent / "ranking" / "question_fusion_defaults.json")
+                         .read_text())["weights"]
+    shipped = {n: shipped.get(n, 0.0) for n in train_parts}
+
+    def judged(weights: dict[str, float]) -> dict:
+        w = {n: v for n, v in weights.items() if v}
+        return {"weights": weights,
+                "train_cv_MAP": map_of(queries, fused_scores({n: train_parts[n] for n in w}, w), gold),
+                "dev_B_MAP": map_of(dev_q, fused_scores({n: dev_parts[n] for n in w}, w), dev_gold)}
+    report = {
+        "folds": fold_log, "questions": {"train": len(queries), "dev": len(dev_q)},
+        "single_parts": {n: {"train_cv_MAP": map_of(queries, train_parts[n], gold),
+                             "dev_B_MAP": map_of(dev_q, dev_parts[n], dev_gold)} for n in train_parts},
+        "chosen": {"shipped (by dev-B)": judged(shipped), "by training folds": judged(by_train[0]["weights"]),
+                   "by both, pooled": judged(by_both[0]["weights"]),
+                   "by dev-B over these parts": judged(by_dev[0]["weights"])},
+        "fold_seed": FOLD_SEED, "command": "python scripts/cv_question_model.py " + " ".join(sys.argv[1:]),
+    }
+    (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: report[k] for k in ("single_parts", "chosen")}))
+
+
+def oof_rows(queries, scores: dict[str, list[float]]) -> list[list[float]]:
+    return [scores[q.id] for q in queries]
+
+
+if __name__ == "__main__":
+    main()
