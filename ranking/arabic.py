@@ -24,10 +24,9 @@ from indexing.translation import TranslationTable
 from .candidate_rankers import LexicalRanker, TranslationLMRanker
 from .candidates import Candidate, Query
 from .evaluation.measures import paired_randomization
-from .evaluation.tuning import FOLD_SEED, FOLDS, folds_of
 from .evaluation.runner import align_to_gold
 from .evaluation.scorer import Line, per_question_ap, read_lines, score
-from .evaluation.tuning import fused_scores, grid_search
+from .evaluation.tuning import FOLD_SEED, FOLDS, folds_of, fused_scores, grid_search
 
 # Arabic light normalisation (indexing/text.py) and Snowball's Arabic stemmer; English stopwords stay out too.
 ARABIC = Analyzer(stemmer="arabic")

@@ -33,14 +33,14 @@ from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.scorer import Line, read_lines  # noqa: E402
 from ranking.evaluation.tuning import FOLD_SEED, folds_of, fused_scores, grid_search, map_of  # noqa: E402
-from ranking.neural.data import groups_from_threads  # noqa: E402
 from ranking.neural.ranker import MiniLMRanker  # noqa: E402
 from ranking.neural.train_minilm import (  # noqa: E402
     MiniLMTrainConfig,
+    minilm_groups,
     question_pairs_as_threads,
     train_minilm,
-    word_pieces,
 )
+from ranking.presets import PRESETS  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
 
 UNTRAINED = ("ir-baseline", "bm25", "minilm-cosine")
@@ -78,7 +78,7 @@ def main() -> None:
     for k, held in enumerate(folds):
         held_set = set(held)
         train_threads = [t for tid, t in threads.items() if tid not in held_set]
-        groups = groups_from_threads(train_threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
+        groups = minilm_groups(train_threads)
         cfg = shipped_recipe(s, groups, args.max_steps)
         t0 = time.perf_counter()
         metrics = train_minilm(groups, dev_q, dev_gold, args.out / f"fold-{k}", cfg,
@@ -88,19 +88,20 @@ def main() -> None:
         oof.update({q.id: row for q, row in zip(fq, ranker.score(fq))})
         fold_log.append({"fold": k, "train_questions": len(train_threads), "held_out_questions": len(held),
                          "steps": cfg.max_steps, "dev_B_MAP": metrics["dev_MAP"],
-                         "held_out_MAP": map_of(fq, oof_rows(fq, oof), gold),
+                         "held_out_MAP": map_of(fq, [oof[q.id] for q in fq], gold),
                          "seconds": round(time.perf_counter() - t0, 1)})
         print(json.dumps(fold_log[-1]), file=sys.stderr, flush=True)
 
     train_parts = {n: get_ranker(n, s).score(queries) for n in UNTRAINED}
-    train_parts[MODEL] = oof_rows(queries, oof)
+    train_parts[MODEL] = [oof[q.id] for q in queries]
     dev_parts = {n: get_ranker(n, s).score(dev_q) for n in (*UNTRAINED, MODEL)}
     by_train = grid_search(queries, train_parts, gold)
     by_dev = grid_search(dev_q, dev_parts, dev_gold)
     pooled_q, pooled_gold = queries + dev_q, gold + dev_gold
     by_both = grid_search(pooled_q, {n: train_parts[n] + dev_parts[n] for n in train_parts}, pooled_gold)
-    shipped = json.loads((Path(__file__).resolve().parent.parent / "ranking" / "question_fusion_defaults.json")
-                         .read_text())["weights"]
+    shipped = PRESETS["question-fusion"].params()["weights"]
+    if any(w for n, w in shipped.items() if n not in train_parts):
+        raise SystemExit(f"question-fusion weighs parts this cross-validation does not score: {shipped}")
     shipped = {n: shipped.get(n, 0.0) for n in train_parts}
 
     def judged(weights: dict[str, float]) -> dict:
@@ -110,8 +111,7 @@ def main() -> None:
                 "dev_B_MAP": map_of(dev_q, fused_scores({n: dev_parts[n] for n in w}, w), dev_gold)}
     report = {
         "folds": fold_log, "questions": {"train": len(queries), "dev": len(dev_q)},
-        "single_parts": {n: {"train_cv_MAP": map_of(queries, train_parts[n], gold),
-                             "dev_B_MAP": map_of(dev_q, dev_parts[n], dev_gold)} for n in train_parts},
+        "single_parts": {n: judged({n: 1.0}) for n in train_parts},
         "chosen": {"shipped (by dev-B)": judged(shipped), "by training folds": judged(by_train[0]["weights"]),
                    "by both, pooled": judged(by_both[0]["weights"]),
                    "by dev-B over these parts": judged(by_dev[0]["weights"])},
@@ -119,10 +119,6 @@ def main() -> None:
     }
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: report[k] for k in ("single_parts", "chosen")}))
-
-
-def oof_rows(queries, scores: dict[str, list[float]]) -> list[list[float]]:
-    return [scores[q.id] for q in queries]
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from indexing.encoder import resolve_device
 
 from ..candidates import Query
 from ..evaluation.scorer import Line
-from .data import Group, triplets
+from .data import Group, groups_from_threads, triplets
 from .losses import CosineHingeLoss, PairBCELoss, PairwiseHingeLoss
 from indexing.catalog import HELD_OUT_FILE
 
@@ -153,6 +153,11 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
     return metrics
 
 
+def minilm_groups(threads: list) -> list[Group]:
+    """Training groups of threads (question, good and bad answers) in MiniLM word pieces, cut at collation."""
+    return groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
+
+
 def question_pairs_as_threads(semeval_dir: Path) -> list:
     """Subtask B training data in the shape of subtask A threads: each original question of 2016 train
     (part 2 and the recovered part 1) with its related questions as "answers", Good when judged
@@ -184,10 +189,10 @@ def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConf
     from ..evaluation.scorer import read_lines
     from indexing.catalog import NEURAL_TRAIN_FILES
 
-    from .data import DEV_BENCHMARK, groups_from_threads
+    from .data import DEV_BENCHMARK
     files = [f for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE]
     threads = [t for f in files for t in load(semeval_dir / f).threads]
-    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
+    groups = minilm_groups(threads)
     dev_xml, dev_gold = BENCHMARKS[DEV_BENCHMARK].paths(semeval_dir)
     meta = {"data": {f: file_digest(semeval_dir / f) for f in files}, "held_out": HELD_OUT_FILE,
             "dev": DEV_BENCHMARK, "groups": len(groups)}
@@ -201,9 +206,8 @@ def _train_question_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, 
 
     from ..evaluation.benchmarks import BENCHMARKS, queries_for
     from ..evaluation.scorer import read_lines
-    from .data import groups_from_threads
     threads = question_pairs_as_threads(semeval_dir)
-    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
+    groups = minilm_groups(threads)
     dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-B"].paths(semeval_dir)
     meta = {"task": "B", "data": {f: file_digest(semeval_dir / f) for f in (TRAIN_PART2, TRAIN_PART1_B)},
             "dev": "semeval2016-dev-B", "groups": len(groups)}
