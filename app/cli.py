@@ -169,6 +169,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     given = {k: v for k, v in vars(args).items() if v is not None}
     try:
         if args.model == "bilstm":
+            if args.init_from:
+                raise ValueError("--init-from is for the MiniLM models (cross-encoder, bi-encoder)")
             from ranking.neural.train import TrainConfig, train_from_semeval
             cfg = TrainConfig(**{k: given[k] for k in ("epochs", "margin", "seed", "device", "lr", "batch_size",
                                                        "negatives", "max_steps") if k in given})
@@ -182,7 +184,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 train_minilm_from_semeval,
             )
             keys = ("epochs", "margin", "seed", "device", "lr", "batch_size", "negatives", "max_steps", "loss",
-                    "max_pairs", "eval_every", "max_length", "task")
+                    "max_pairs", "eval_every", "max_length", "task", "init_from")
             cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in keys if k in given})
             out = args.out or {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
                                ("bi-encoder", "A"): settings.bi_encoder_checkpoint,
@@ -326,6 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--eval-every", type=int, default=None, help="MiniLM: also evaluate on dev every N steps")
     s.add_argument("--max-length", type=int, default=None, help="MiniLM: word pieces per input (default 128)")
     s.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (smoke runs)")
+    s.add_argument("--init-from", type=str, default=None, metavar="CHECKPOINT",
+                   help="MiniLM: start from this checkpoint directory of the same --model instead of "
+                        "all-MiniLM-L6-v2 (a further epoch with fresh negatives, or the A model as the start of "
+                        "the B model); the learning-rate schedule starts over")
     s.add_argument("--out", type=Path, default=None,
                    help="checkpoint directory (default: the configured checkpoint of that model)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

@@ -47,10 +47,14 @@ UNTRAINED = ("ir-baseline", "bm25", "minilm-cosine")
 MODEL = "question-bi-encoder"
 
 
-def shipped_recipe(settings: Settings, groups: list, max_steps: int | None = None) -> MiniLMTrainConfig:
-    """The shipped question model's training settings, stopped at the end of its first epoch (or ``max_steps``)."""
+def shipped_recipe(settings: Settings, groups: list, max_steps: int | None = None,
+                   init_from: str | None = None) -> MiniLMTrainConfig:
+    """The shipped question model's training settings, stopped at the end of its first epoch (or ``max_steps``),
+    started from ``init_from`` when given (instead of whatever the shipped model started from)."""
     cfg = json.loads((settings.question_bi_encoder_checkpoint / "config.json").read_text())["train"]
     cfg = MiniLMTrainConfig(**{k: v for k, v in cfg.items() if k in MiniLMTrainConfig.__dataclass_fields__})
+    if init_from:
+        cfg.init_from = init_from
     one_epoch = math.ceil(sum(len(g.good) for g in groups) * cfg.negatives / cfg.batch_size)
     cfg.eval_every, cfg.device, cfg.max_steps = None, settings.device, min(one_epoch, max_steps or one_epoch)
     return cfg
@@ -61,6 +65,9 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("var/reports/cv-question-model"))
     ap.add_argument("--max-steps", type=int, help="stop each fold's training after this many steps (smoke runs)")
+    ap.add_argument("--init-from", metavar="CHECKPOINT",
+                    help="start each fold's model from this bi-encoder checkpoint (e.g. the subtask A bi-encoder) "
+                         "instead of the shipped recipe's start")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args()
     s = Settings()
@@ -79,7 +86,7 @@ def main() -> None:
         held_set = set(held)
         train_threads = [t for tid, t in threads.items() if tid not in held_set]
         groups = minilm_groups(train_threads)
-        cfg = shipped_recipe(s, groups, args.max_steps)
+        cfg = shipped_recipe(s, groups, args.max_steps, args.init_from)
         t0 = time.perf_counter()
         metrics = train_minilm(groups, dev_q, dev_gold, args.out / f"fold-{k}", cfg,
                                {"task": "B", "cv_fold": k, "held_out_questions": sorted(held)}, not args.quiet)
@@ -87,7 +94,7 @@ def main() -> None:
         fq = [q for q in queries if q.id in held_set]
         oof.update({q.id: row for q, row in zip(fq, ranker.score(fq))})
         fold_log.append({"fold": k, "train_questions": len(train_threads), "held_out_questions": len(held),
-                         "steps": cfg.max_steps, "dev_B_MAP": metrics["dev_MAP"],
+                         "steps": cfg.max_steps, "init_from": cfg.init_from, "dev_B_MAP": metrics["dev_MAP"],
                          "held_out_MAP": map_of(fq, [oof[q.id] for q in fq], gold),
                          "seconds": round(time.perf_counter() - t0, 1)})
         print(json.dumps(fold_log[-1]), file=sys.stderr, flush=True)

@@ -94,6 +94,26 @@ def test_checkpoint_round_trip_scores_like_the_trained_model(tiny_cross):
     assert int8 != a and all(abs(x - y) < 0.5 for qa, qb in zip(a, int8) for x, y in zip(qa, qb))
 
 
+def test_training_can_start_from_a_checkpoint_of_the_same_kind(tiny_cross, tmp_path):
+    out, _, queries = tiny_cross
+    threads = load(PROJECT_ROOT / "data/demo/threads.jsonl").threads[:4]
+    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 48, 48)
+    gold = [Line(q.id, c.id, 0.0, True) for q in queries for c in q.candidates]
+    # lr 0: one step changes nothing, so the new checkpoint must score exactly as the one it started from
+    cfg = MiniLMTrainConfig(max_steps=1, batch_size=2, max_length=64, device="cpu", lr=0.0, head_lr=0.0,
+                            init_from=str(out))
+    train_minilm(groups, queries, gold, tmp_path / "next", cfg, progress=False)
+    assert MiniLMRanker.from_checkpoint(tmp_path / "next", "cpu").score(queries) == \
+        MiniLMRanker.from_checkpoint(out, "cpu").score(queries)
+    assert json.loads((tmp_path / "next" / "config.json").read_text())["train"]["init_from"] == str(out)
+    with pytest.raises(ValueError, match="is a cross-encoder, not a bi-encoder"):
+        train_minilm(groups, queries, gold, tmp_path / "bi", MiniLMTrainConfig(
+            kind="bi-encoder", max_steps=1, max_length=64, device="cpu", init_from=str(out)), progress=False)
+    with pytest.raises(ValueError, match="the same directory"):
+        train_minilm(groups, queries, gold, out, cfg, progress=False)
+    assert MiniLMRanker.from_checkpoint(out, "cpu").score(queries)  # the refused run left its start intact
+
+
 def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(CheckpointError, match="not a checkpoint"):
         load_minilm(tmp_path)

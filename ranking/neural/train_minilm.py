@@ -24,7 +24,7 @@ from .data import Group, groups_from_threads, triplets
 from .losses import CosineHingeLoss, PairBCELoss, PairwiseHingeLoss
 from indexing.catalog import HELD_OUT_FILE
 
-from .minilm import MiniLMConfig, MiniLMRankerModel, collate, pair_ids, save, single_ids, word_pieces
+from .minilm import MiniLMConfig, MiniLMRankerModel, collate, load, pair_ids, save, single_ids, word_pieces
 from .ranker import MiniLMRanker
 from .train import append_log, dev_map, optimizer_step, seed_everything
 
@@ -54,6 +54,20 @@ class MiniLMTrainConfig:
     seed: int = 13
     device: str = "auto"
     max_steps: int | None = None  # stop early (tests, smoke runs)
+    init_from: str | None = None  # start from this checkpoint of the same kind instead of all-MiniLM-L6-v2
+
+
+def _initial_model(cfg: MiniLMTrainConfig, device: str) -> MiniLMRankerModel:
+    """all-MiniLM-L6-v2, or a checkpoint of the same kind (a further epoch with new negatives and a new
+    learning-rate cycle, or a model trained on one task as the start of the other)."""
+    mc = MiniLMConfig(kind=cfg.kind, max_length=cfg.max_length, question_max_tokens=cfg.question_max_tokens)
+    if not cfg.init_from:
+        return MiniLMRankerModel(mc).to(device)
+    model, _ = load(Path(cfg.init_from), device)
+    if model.config.kind != cfg.kind:
+        raise ValueError(f"--init-from {cfg.init_from} is a {model.config.kind}, not a {cfg.kind}")
+    model.config = mc
+    return model
 
 
 def _loss_fn(cfg: MiniLMTrainConfig):
@@ -92,10 +106,11 @@ def _step_scores(model: MiniLMRankerModel, batch, device: str):
 
 def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[Line], out: Path,
                  cfg: MiniLMTrainConfig, meta: dict | None = None, progress: bool = True) -> dict:
+    if cfg.init_from and Path(cfg.init_from).resolve() == out.resolve():
+        raise ValueError(f"--init-from and --out are the same directory ({out}); write to another and copy it over")
     seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
-    model = MiniLMRankerModel(MiniLMConfig(kind=cfg.kind, max_length=cfg.max_length,
-                                                 question_max_tokens=cfg.question_max_tokens)).to(device)
+    model = _initial_model(cfg, device)
     head = [p for n, p in model.named_parameters() if n.startswith("head.") and p.requires_grad]
     body = [p for n, p in model.named_parameters() if not n.startswith("head.") and p.requires_grad]
     opt = torch.optim.AdamW([{"params": body, "lr": cfg.lr}] + ([{"params": head, "lr": cfg.head_lr}] if head else []),
