@@ -105,7 +105,9 @@ def test_training_can_start_from_a_checkpoint_of_the_same_kind(tiny_cross, tmp_p
     train_minilm(groups, queries, gold, tmp_path / "next", cfg, progress=False)
     assert MiniLMRanker.from_checkpoint(tmp_path / "next", "cpu").score(queries) == \
         MiniLMRanker.from_checkpoint(out, "cpu").score(queries)
-    assert json.loads((tmp_path / "next" / "config.json").read_text())["train"]["init_from"] == str(out)
+    written = json.loads((tmp_path / "next" / "config.json").read_text())
+    assert written["train"]["init_from"] == str(out)
+    assert written["init"]["train"]["kind"] == "cross-encoder" and written["init"]["dev_MAP"] == tiny_cross[1]["dev_MAP"]
     with pytest.raises(ValueError, match="is a cross-encoder, not a bi-encoder"):
         train_minilm(groups, queries, gold, tmp_path / "bi", MiniLMTrainConfig(
             kind="bi-encoder", max_steps=1, max_length=64, device="cpu", init_from=str(out)), progress=False)

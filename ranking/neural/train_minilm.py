@@ -6,6 +6,7 @@ bi-encoder: the cosine hinge loss on cos(q, a). AdamW with linear warm-up and de
 """
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -57,17 +58,22 @@ class MiniLMTrainConfig:
     init_from: str | None = None  # start from this checkpoint of the same kind instead of all-MiniLM-L6-v2
 
 
-def _initial_model(cfg: MiniLMTrainConfig, device: str) -> MiniLMRankerModel:
+def _initial_model(cfg: MiniLMTrainConfig, device: str) -> tuple[MiniLMRankerModel, dict]:
     """all-MiniLM-L6-v2, or a checkpoint of the same kind (a further epoch with new negatives and a new
-    learning-rate cycle, or a model trained on one task as the start of the other)."""
+    learning-rate cycle, or a model trained on one task as the start of the other), with what the new
+    checkpoint records of its start: how that was trained and where it stood on dev."""
     mc = MiniLMConfig(kind=cfg.kind, max_length=cfg.max_length, question_max_tokens=cfg.question_max_tokens)
     if not cfg.init_from:
-        return MiniLMRankerModel(mc).to(device)
-    model, _ = load(Path(cfg.init_from), device)
+        return MiniLMRankerModel(mc).to(device), {}
+    model, config = load(Path(cfg.init_from), device)
     if model.config.kind != cfg.kind:
         raise ValueError(f"--init-from {cfg.init_from} is a {model.config.kind}, not a {cfg.kind}")
     model.config = mc
-    return model
+    metrics = Path(cfg.init_from) / "metrics.json"
+    start = {"from": cfg.init_from, "train": config.get("train"), "init": config.get("init"),
+             "code_version": config.get("code_version"),
+             "dev_MAP": json.loads(metrics.read_text()).get("dev_MAP") if metrics.exists() else None}
+    return model, {"init": {k: v for k, v in start.items() if v is not None}}
 
 
 def _loss_fn(cfg: MiniLMTrainConfig):
@@ -110,7 +116,7 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
         raise ValueError(f"--init-from and --out are the same directory ({out}); write to another and copy it over")
     seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
-    model = _initial_model(cfg, device)
+    model, start = _initial_model(cfg, device)
     head = [p for n, p in model.named_parameters() if n.startswith("head.") and p.requires_grad]
     body = [p for n, p in model.named_parameters() if not n.startswith("head.") and p.requires_grad]
     opt = torch.optim.AdamW([{"params": body, "lr": cfg.lr}] + ([{"params": head, "lr": cfg.head_lr}] if head else []),
@@ -164,7 +170,7 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
     model.load_state_dict(best["state"], strict=False)
     metrics = {"best": best["at"], "dev_MAP": best["dev_MAP"], "evaluations": history,
                "train_seconds": round(time.perf_counter() - t_start, 1)}
-    save(out, model.eval(), {"train": cfg.__dict__, **(meta or {})}, metrics)
+    save(out, model.eval(), {"train": cfg.__dict__, **start, **(meta or {})}, metrics)
     return metrics
 
 
