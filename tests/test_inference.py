@@ -91,9 +91,12 @@ def test_every_variant_scores_like_fp32(kind, pairs, tmp_path_factory):
         assert [len(s) for s in got] == [len(q.candidates) for q in pairs]
         diff = float(np.abs(flat - ref).max())
         assert diff <= max_diff, f"{kind} {v}: max |score - fp32| = {diff}"
-        rho = min(_spearman(np.asarray(g), np.asarray(r)) for g, r in
-                  zip(got, rankers["torch-fp32"].score(pairs)))
-        assert rho >= min_rho, f"{kind} {v}: rank correlation with fp32 {rho}"
+        # Rank correlation per question (10 comments each): on average at least min_rho, and no question below
+        # min_rho - 0.05. One int8 rounding that swaps two near-tied comments two places apart costs a 10-comment
+        # question 0.048, and dynamic int8 quantizes activations per batch, so a single question's figure moves
+        # with what it is batched with; the benchmarks measure the effect on MAP (docs/BENCHMARKS.md, int8 rows).
+        rhos = [_spearman(np.asarray(g), np.asarray(r)) for g, r in zip(got, rankers["torch-fp32"].score(pairs))]
+        assert np.mean(rhos) >= min_rho and min(rhos) >= min_rho - 0.05, f"{kind} {v}: rank correlations with fp32 {rhos}"
     assert not np.allclose(np.concatenate([np.asarray(s) for s in rankers["onnx-int8"].score(pairs)]), ref,
                            atol=1e-6)  # int8 really ran
 
