@@ -35,6 +35,12 @@ def write(folder: Path, state: dict[str, torch.Tensor], config: dict, metrics: d
     (folder / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
 
 
+def read_metrics(folder: Path) -> dict:
+    """metrics.json of a checkpoint directory ({} when it has none)."""
+    path = folder / "metrics.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def read(folder: Path, kinds: tuple[str, ...], version: int, what: str) -> tuple[dict, dict[str, torch.Tensor]]:
     """config.json and the weights of a checkpoint of one of ``kinds``; a clear error otherwise."""
     path = Path(folder) / "config.json"

@@ -6,7 +6,6 @@ bi-encoder: the cosine hinge loss on cos(q, a). AdamW with linear warm-up and de
 """
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -26,6 +25,7 @@ from .losses import CosineHingeLoss, PairBCELoss, PairwiseHingeLoss
 from indexing.catalog import HELD_OUT_FILE
 
 from .minilm import MiniLMConfig, MiniLMRankerModel, collate, load, pair_ids, save, single_ids, word_pieces
+from .checkpoint import read_metrics
 from .ranker import MiniLMRanker
 from .train import append_log, dev_map, optimizer_step, seed_everything
 
@@ -69,10 +69,8 @@ def _initial_model(cfg: MiniLMTrainConfig, device: str) -> tuple[MiniLMRankerMod
     if model.config.kind != cfg.kind:
         raise ValueError(f"--init-from {cfg.init_from} is a {model.config.kind}, not a {cfg.kind}")
     model.config = mc
-    metrics = Path(cfg.init_from) / "metrics.json"
     start = {"from": cfg.init_from, "train": config.get("train"), "init": config.get("init"),
-             "code_version": config.get("code_version"),
-             "dev_MAP": json.loads(metrics.read_text()).get("dev_MAP") if metrics.exists() else None}
+             "code_version": config.get("code_version"), "dev_MAP": read_metrics(Path(cfg.init_from)).get("dev_MAP")}
     return model, {"init": {k: v for k, v in start.items() if v is not None}}
 
 
