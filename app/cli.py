@@ -164,13 +164,21 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 # --- train ----------------------------------------------------------------------------
+def _minilm_checkpoint(settings, model: str, task: str) -> Path:
+    """Where a MiniLM model of ``task`` is written unless --out says otherwise: the configured checkpoint."""
+    return {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
+            ("bi-encoder", "A"): settings.bi_encoder_checkpoint,
+            ("cross-encoder", "B"): settings.question_cross_encoder_checkpoint,
+            ("bi-encoder", "B"): settings.question_bi_encoder_checkpoint}[(model, task)]
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     settings = _settings(args)
     given = {k: v for k, v in vars(args).items() if v is not None}
     try:
         if args.model == "bilstm":
-            if args.init_from:
-                raise ValueError("--init-from is for the MiniLM models (cross-encoder, bi-encoder)")
+            if args.init_from or args.average_of:
+                raise ValueError("--init-from and --average-of are for the MiniLM models (cross-encoder, bi-encoder)")
             from ranking.neural.train import TrainConfig, train_from_semeval
             cfg = TrainConfig(**{k: given[k] for k in ("epochs", "margin", "seed", "device", "lr", "batch_size",
                                                        "negatives", "max_steps") if k in given})
@@ -178,6 +186,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             m = train_from_semeval(settings.semeval_dir, out, cfg, progress=not args.quiet)
             summary = {"best_epoch": m["best_epoch"], "dev_MAP": m["dev_MAP"], "epochs": len(m["epochs"]),
                        "seconds_per_epoch": [e["seconds"] for e in m["epochs"]]}
+        elif args.average_of:
+            from ranking.neural.train_minilm import average_from_semeval
+            task = args.task or "A"
+            out = args.out or _minilm_checkpoint(settings, args.model, task)
+            m = average_from_semeval(settings.semeval_dir, args.average_of, out, task, args.model)
+            summary = {"dev_MAP": m["dev_MAP"], "ingredients_dev_MAP": m["ingredients_dev_MAP"],
+                       "seconds": m["seconds"]}
         else:
             from ranking.neural.train_minilm import (
                 MiniLMTrainConfig,
@@ -186,10 +201,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             keys = ("epochs", "margin", "seed", "device", "lr", "batch_size", "negatives", "max_steps", "loss",
                     "max_pairs", "eval_every", "max_length", "task", "init_from")
             cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in keys if k in given})
-            out = args.out or {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
-                               ("bi-encoder", "A"): settings.bi_encoder_checkpoint,
-                               ("cross-encoder", "B"): settings.question_cross_encoder_checkpoint,
-                               ("bi-encoder", "B"): settings.question_bi_encoder_checkpoint}[(args.model, cfg.task)]
+            out = args.out or _minilm_checkpoint(settings, args.model, cfg.task)
             m = train_minilm_from_semeval(settings.semeval_dir, out, cfg, progress=not args.quiet)
             summary = {"best": m["best"], "dev_MAP": m["dev_MAP"], "evaluations": len(m["evaluations"]),
                        "train_seconds": m["train_seconds"]}
@@ -332,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MiniLM: start from this checkpoint directory of the same --model instead of "
                         "all-MiniLM-L6-v2 (a further epoch with fresh negatives, or the A model as the start of "
                         "the B model); the learning-rate schedule starts over")
+    s.add_argument("--average-of", type=Path, nargs="+", default=None, metavar="CHECKPOINT",
+                   help="MiniLM: train nothing; write the mean of these checkpoints' weights (a model soup: like "
+                        "models of this --model and --task from the same start, such as the fold models of "
+                        "scripts/cv_question_model.py beside the shipped one) and score it on the task's dev set")
     s.add_argument("--out", type=Path, default=None,
                    help="checkpoint directory (default: the configured checkpoint of that model)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

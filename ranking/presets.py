@@ -46,7 +46,7 @@ class RankerSpec:
         if self.kind == "fusion":
             return tuple(n for n, w in p["weights"].items() if w)
         if self.kind == "related":
-            return tuple(n for n in (p["answer_ranker"], p.get("thread_ranker")) if n)
+            return tuple(p[k] for k in RELATED_PARTS if p.get(k))
         return ()
 
     def summary(self) -> str:
@@ -58,6 +58,10 @@ class RankerSpec:
             bits.append("parts=" + "+".join(self.part_names()))
         bits += [f"{k}={v}" for k, v in self.options.items()]
         return " ".join(bits)
+
+
+# a related-answers parameters file names its parts under these keys, in this order (the last two optional)
+RELATED_PARTS = ("answer_ranker", "thread_ranker", "quality_ranker")
 
 
 @lru_cache(maxsize=None)
@@ -113,7 +117,8 @@ PRESETS: dict[str, RankerSpec] = {
                           parts=("bilstm+signals", "cross-encoder+signals")),
     "related-answers": RankerSpec("related", "subtask C: the answer ranker on (new question, comment) and (thread "
                                   "question, comment), the thread's rank and its question's similarity by the B "
-                                  "fusion, weights tuned on dev-C", file="related_defaults.json"),
+                                  "fusion, the comment's quality in its own thread by an A ranker with forum "
+                                  "signals, weights tuned on dev-C", file="related_defaults.json"),
     "search-answers": RankerSpec("related", "POST /search answers: the related-answers features over the first "
                                  "stage's comments and the similar threads' comments, with first-stage scores and "
                                  "the comment's forum-signal quality; weights tuned end to end on "
@@ -275,7 +280,9 @@ def _combination(spec, settings, parts, name):
 def _related(spec, settings, parts, name):
     from .related import RelatedAnswersRanker
     d = spec.params()
-    return RelatedAnswersRanker(parts[0], tuple(d["weights"]), name, d, parts[1] if len(parts) > 1 else None)
+    by = dict(zip((k for k in RELATED_PARTS if d.get(k)), parts))
+    return RelatedAnswersRanker(by["answer_ranker"], tuple(d["weights"]), name, d, by.get("thread_ranker"),
+                                by.get("quality_ranker"))
 
 
 def _first_stage_score(spec, settings, parts, name):

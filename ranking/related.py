@@ -2,7 +2,9 @@
 the new question (the answer ranker on (new question, comment)), when it answers its own thread's question
 (the same ranker on (thread question, comment)) and when its thread is related (the search engine's rank
 of the thread, and a question-similarity ranker's score of the thread's question, i.e. subtask B), most of
-all when both hold (their product). The features are z-scored per new question and summed with weights
+all when both hold (their product), and when it stands out in its own thread by a subtask A ranker with
+forum signals (``own_quality``: the thread's question, its comments in thread order with their authors and
+positions). The features are z-scored per new question and summed with weights
 tuned on 2016 dev-C (ranking/related_defaults.json, written by scripts/tune_related.py). With no thread
 metadata the thread terms drop out and the ranker is the answer ranker alone.
 
@@ -24,7 +26,7 @@ from .fusion import zscore
 from .rankers import FirstStageScore
 
 FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", "own_x_similarity",
-            "retrieval_rank", "quality", "stage_bm25", "stage_lm", "stage_dense", "stage_fused")
+            "retrieval_rank", "quality", "stage_bm25", "stage_lm", "stage_dense", "stage_fused", "own_quality")
 STAGES = ("bm25", "lm", "dense", "fused")
 
 
@@ -51,15 +53,18 @@ def quality_prior(q: Query) -> np.ndarray:
     return matrix(q, names) @ coef
 
 
-def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> list[np.ndarray]:
-    """Per query, a (candidates x 11) matrix of the z-scored features (FEATURES). Each ranker is called
+def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, quality_ranker=None) -> list[np.ndarray]:
+    """Per query, a (candidates x 12) matrix of the z-scored features (FEATURES). Each ranker is called
     once for the whole batch: the answer ranker on the new questions and on the thread questions, the
-    thread ranker on the thread questions in search order."""
+    thread ranker on the thread questions in search order, the quality ranker (a subtask A ranker with
+    forum signals) on each thread's question and its comments as the thread gives them (``own_quality``;
+    0 without one)."""
     direct = answer_ranker.score(queries)
     threads = [_threads(q) for q in queries]
     own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), vec)
                    for q, th in zip(queries, threads) for tid, (_, text, idx, vec) in th.items()]
     own_scores = iter(answer_ranker.score(own_queries) if own_queries else [])
+    quality_scores = iter(quality_ranker.score(own_queries) if own_queries and quality_ranker else [])
     in_order = [sorted(th, key=lambda t: th[t][0]) for th in threads]
     sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, **th[t][3]})
                                              for r, t in enumerate(order, 1)), q.meta)
@@ -70,9 +75,11 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> 
         if not q.candidates:
             out.append(np.zeros((0, len(FEATURES))))
             continue
-        own, sim = np.zeros(len(q.candidates)), np.zeros(len(q.candidates))
+        own, sim, own_quality = (np.zeros(len(q.candidates)) for _ in range(3))
         for _, _, idx, _ in th.values():
             own[idx] = next(own_scores)
+            if quality_ranker:
+                own_quality[idx] = next(quality_scores)
         if th and thread_ranker:
             for t, value in zip(order, next(sim_scores)):
                 sim[th[t][2]] = value
@@ -82,7 +89,7 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None) -> 
         stages = [zscore(np.asarray(FirstStageScore(s).score([q])[0])) for s in STAGES]
         out.append(np.column_stack([zscore(np.asarray(d, dtype=float)), own_z, zscore(rank), sim_z,
                                     zscore(own_z * (sim_z - sim_z.min())), zscore(retrieved),
-                                    zscore(quality_prior(q)), *stages]))
+                                    zscore(quality_prior(q)), *stages, zscore(own_quality)]))
     return out
 
 
@@ -93,12 +100,14 @@ class RelatedAnswersRanker:
     name: str = "related-answers"
     info: dict = field(default_factory=dict)
     thread_ranker: object = None
+    quality_ranker: object = None
 
     @property
     def parts(self) -> list:
-        return [r for r in (self.answer_ranker, self.thread_ranker) if r is not None]
+        return [r for r in (self.answer_ranker, self.thread_ranker, self.quality_ranker) if r is not None]
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         w = np.zeros(len(FEATURES))
         w[:len(self.weights)] = self.weights  # files tuned before a feature existed give it no weight
-        return [(X @ w).tolist() for X in feature_columns(queries, self.answer_ranker, self.thread_ranker)]
+        return [(X @ w).tolist() for X in feature_columns(queries, self.answer_ranker, self.thread_ranker,
+                                                          self.quality_ranker)]

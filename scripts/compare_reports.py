@@ -1,5 +1,6 @@
 """Compare two report folders of the same benchmark question by question: the mean of a measure in each and
-the paired randomization test of the difference (10,000 sign flips). For runs that ``--compare`` cannot pair
+the paired randomization test of the difference (10,000 sign flips), for the official MAP (from each
+report.json's per-question AP, when both have it) and the ir_measures of --measures. For runs that ``--compare`` cannot pair
 because they need different data folders or settings, e.g. /search over generations built with two dense
 encoders (each report folder keeps its run.trec and qrels.trec).
 
@@ -38,6 +39,15 @@ def main() -> int:
         print("error: the two reports were judged against different qrels; not the same benchmark", file=sys.stderr)
         return 2
     out = {"a": str(args.a), "b": str(args.b), "questions": len(qa), "measures": {}}
+    official = [json.loads((f / "report.json").read_text()).get("per_question_ap") if (f / "report.json").exists()
+                else None for f in (args.a, args.b)]
+    if all(official) and set(official[0]) == set(official[1]):
+        # the official scorer's per-question AP (report.json): its MAP normalises by the relevant candidates
+        # found in the top 10, which trec AP@10 does not, so on subtask C the two can disagree
+        a, b = ([o[q] for q in official[0]] for o in official)
+        out["measures"]["official_MAP"] = {"a": round(sum(a) / len(a), 4), "b": round(sum(b) / len(b), 4),
+                                           "b_minus_a": round((sum(b) - sum(a)) / len(a), 4),
+                                           "p": paired_randomization(b, a)}
     for m in filter(None, args.measures.split(",")):
         pa, pb = per_query(qa, ra, m), per_query(qa, rb, m)
         a, b = [pa[q] for q in qa], [pb[q] for q in qa]

@@ -1,8 +1,11 @@
 """Tune the subtask C ranker (ranking/related.py) on 2016 dev-C only: the weights of its z-scored
 features (answer ranker on the new question, answer ranker on the comment's own thread question, the
-thread's rank, the thread question's similarity by a subtask B ranker, own x similarity) over a grid,
-chosen by official dev-C MAP, stored in ranking/related_defaults.json.
-Usage: python scripts/tune_related.py [--answer-ranker bi-encoder] [--thread-ranker fusion]  (JSON object last)
+thread's rank, the thread question's similarity by a subtask B ranker, own x similarity, and with
+--quality-ranker the comment's quality in its own thread by a subtask A ranker with forum signals) over a
+grid, chosen by official dev-C MAP, stored in ranking/related_defaults.json. The quality ranker is named in
+the file only when it gets a weight.
+Usage: python scripts/tune_related.py [--answer-ranker bi-encoder] [--thread-ranker fusion]
+       [--quality-ranker bilstm+signals]  (JSON object last)
 """
 from __future__ import annotations
 
@@ -26,12 +29,16 @@ from ranking.rankers import get_ranker  # noqa: E402
 from ranking.related import FEATURES, feature_columns  # noqa: E402
 
 GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 3.0)
+# own_quality: finer below 0.25, since the answer ranker's own z-score weighs 1
+QUALITY_GRID = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--answer-ranker", default="bi-encoder")
     ap.add_argument("--thread-ranker", default="fusion", help="subtask B ranker for the thread question")
+    ap.add_argument("--quality-ranker", default=None,
+                    help="subtask A ranker for the comment within its own thread (own_quality), e.g. bilstm+signals")
     ap.add_argument("--benchmark", default="semeval2016-dev-C")
     args = ap.parse_args()
     bench = BENCHMARKS[args.benchmark]
@@ -40,23 +47,36 @@ def main() -> None:
     settings = Settings()
     xml, gold_path = bench.paths(settings.semeval_dir)
     queries, gold = queries_for(xml, "C"), read_lines(gold_path)
-    X = feature_columns(queries, get_ranker(args.answer_ranker, settings), get_ranker(args.thread_ranker, settings))
+    quality = get_ranker(args.quality_ranker, settings) if args.quality_ranker else None
+    X = feature_columns(queries, get_ranker(args.answer_ranker, settings), get_ranker(args.thread_ranker, settings),
+                        quality)
+    # the new-question score (weight 1), the four thread features of the grid, and own_quality when asked for
+    columns = list(range(5)) + ([FEATURES.index("own_quality")] if quality else [])
+    X = [x[:, columns] for x in X]
     results = []
-    for w in itertools.product((1.0,), GRID, GRID, GRID, GRID):
+    for w in itertools.product((1.0,), GRID, GRID, GRID, GRID, *([QUALITY_GRID] if quality else [])):
         lines = [Line(q.id, c.id, float(s), False) for q, x in zip(queries, X)
-                 for c, s in zip(q.candidates, x[:, :len(w)] @ np.asarray(w))]
+                 for c, s in zip(q.candidates, x @ np.asarray(w))]
         results.append({"weights": list(w), "dev_MAP": score(gold, align_to_gold(lines, gold)).MAP})
     results.sort(key=lambda r: -r["dev_MAP"])
-    tuned = 1 + 4  # the new-question score (weight 1) and the four thread features of the grid
-    record = {"name": "related-answers", "answer_ranker": args.answer_ranker, "features": list(FEATURES[:tuned]),
-              "weights": results[0]["weights"], "dev_MAP": results[0]["dev_MAP"], "benchmark": bench.name,
-              "thread_ranker": args.thread_ranker,
-              "answer_ranker_alone_dev_MAP": next(r["dev_MAP"] for r in results if r["weights"] == [1.0, 0, 0, 0, 0]),
+    alone = next(r["dev_MAP"] for r in results if r["weights"][0] == 1.0 and not any(r["weights"][1:]))
+    best = results[0]["weights"]
+    used = columns if quality and best[-1] else columns[:5]  # a quality ranker of weight 0 is not named
+    weights = [0.0] * (max(used) + 1)
+    for col, w in zip(used, best):
+        weights[col] = w
+    record = {"name": "related-answers", "answer_ranker": args.answer_ranker,
+              "features": list(FEATURES[:len(weights)]), "weights": weights, "dev_MAP": results[0]["dev_MAP"],
+              "benchmark": bench.name, "thread_ranker": args.thread_ranker,
+              **({"quality_ranker": args.quality_ranker} if len(used) > 5 else {}),
+              "answer_ranker_alone_dev_MAP": alone, "tuned_features": [FEATURES[c] for c in columns],
               "top5": results[:5], "grid_size": len(results), "tuned_at": datetime.now(timezone.utc).isoformat(),
               "command": f"python scripts/tune_related.py --answer-ranker {args.answer_ranker} "
-                         f"--thread-ranker {args.thread_ranker}"}
+                         f"--thread-ranker {args.thread_ranker}"
+                         + (f" --quality-ranker {args.quality_ranker}" if quality else "")}
     (HERE / PRESETS["related-answers"].file).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps({k: record[k] for k in ("answer_ranker", "weights", "dev_MAP", "answer_ranker_alone_dev_MAP")}))
+    print(json.dumps({k: record.get(k) for k in ("answer_ranker", "quality_ranker", "weights", "dev_MAP",
+                                                 "answer_ranker_alone_dev_MAP")}))
 
 
 if __name__ == "__main__":

@@ -172,6 +172,46 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
     return metrics
 
 
+def average_checkpoints(sources: list[Path], dev_queries: list[Query], dev_gold: list[Line], out: Path,
+                        meta: dict | None = None, task: str | None = None, kind: str | None = None) -> dict:
+    """One checkpoint whose weights are the mean of the ``sources``' (a "model soup", Wortsman et al. 2022):
+    MiniLM checkpoints of one kind, shape and task, fine-tuned from the same start (the fold models of a
+    cross-validation beside the model trained on every fold, or the links of an --init-from chain). It is
+    scored on dev as a training run's evaluation points are, and serves at the cost of one model. Each
+    ingredient's training settings, start and dev MAP are recorded under ``average_of``."""
+    sources = [Path(s) for s in sources]
+    if len(sources) < 2:
+        raise ValueError("--average-of needs at least two checkpoints")
+    if any(s.resolve() == out.resolve() for s in sources):
+        raise ValueError(f"--out {out} is one of the checkpoints to average; write to another and copy it over")
+    t_start = time.perf_counter()
+    loaded = [load(s) for s in sources]
+    model, config = loaded[0]
+    task = task or (config.get("train") or {}).get("task", "A")
+    if kind and model.config.kind != kind:
+        raise ValueError(f"{sources[0]} is a {model.config.kind}, not a {kind}")
+    for s, (m, c) in zip(sources, loaded):
+        if m.config != model.config or (c.get("train") or {}).get("task", "A") != task:
+            raise ValueError(f"{s} ({m.config}, task {(c.get('train') or {}).get('task', 'A')}) is not the same "
+                             f"kind of model as {sources[0]} ({model.config}, task {task}); only like models average")
+    states = [m.own_state_dict() for m, _ in loaded]
+    # rounded to the fp16 the checkpoint stores, so the dev MAP recorded is the saved model's
+    model.load_state_dict({k: torch.stack([st[k].float() for st in states]).mean(0).half().float() for k in states[0]},
+                          strict=False)
+    device = resolve_device("auto")
+    model.to(device).eval()
+    dev = dev_map(MiniLMRanker(model, device, batch_size=64), dev_queries, dev_gold) if dev_queries else float("nan")
+    ingredients = [{"from": str(s), "train": c.get("train"), "init": c.get("init"), "code_version": c.get("code_version"),
+                    "dev_MAP": read_metrics(s).get("dev_MAP")} for s, (_, c) in zip(sources, loaded)]
+    metrics = {"dev_MAP": dev, "ingredients_dev_MAP": [i["dev_MAP"] for i in ingredients],
+               "seconds": round(time.perf_counter() - t_start, 1)}
+    save(out, model, {"train": config.get("train"), "average_of": [{k: v for k, v in i.items() if v is not None}
+                                                                 for i in ingredients], **(meta or {})}, metrics)
+    log.info("average of %d checkpoints: dev MAP %.4f (ingredients %s)", len(sources), dev,
+             ", ".join(f"{x:.4f}" for x in metrics["ingredients_dev_MAP"] if x is not None))
+    return metrics
+
+
 def minilm_groups(threads: list) -> list[Group]:
     """Training groups of threads (question, good and bad answers) in MiniLM word pieces, cut at collation."""
     return groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
@@ -199,23 +239,30 @@ def question_pairs_as_threads(semeval_dir: Path) -> list:
     return out
 
 
+def _dev_set(semeval_dir: Path, task: str) -> tuple[list[Query], list[Line]]:
+    """The dev questions and gold a MiniLM model of ``task`` is selected on: 2016 dev-A, or dev-B for B."""
+    from ..evaluation.benchmarks import BENCHMARKS, queries_for
+    from ..evaluation.scorer import read_lines
+    from .data import DEV_BENCHMARK
+    name = "semeval2016-dev-B" if task == "B" else DEV_BENCHMARK
+    dev_xml, dev_gold = BENCHMARKS[name].paths(semeval_dir)
+    return queries_for(dev_xml, "B" if task == "B" else "A"), read_lines(dev_gold)
+
+
 def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool = True) -> dict:
     from indexing.loaders import file_digest, load
     if cfg.task == "B":
         return _train_question_pairs(semeval_dir, out, cfg, progress)
 
-    from ..evaluation.benchmarks import BENCHMARKS, queries_for
-    from ..evaluation.scorer import read_lines
     from indexing.catalog import NEURAL_TRAIN_FILES
 
     from .data import DEV_BENCHMARK
     files = [f for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE]
     threads = [t for f in files for t in load(semeval_dir / f).threads]
     groups = minilm_groups(threads)
-    dev_xml, dev_gold = BENCHMARKS[DEV_BENCHMARK].paths(semeval_dir)
     meta = {"data": {f: file_digest(semeval_dir / f) for f in files}, "held_out": HELD_OUT_FILE,
             "dev": DEV_BENCHMARK, "groups": len(groups)}
-    return train_minilm(groups, queries_for(dev_xml, "A"), read_lines(dev_gold), out, cfg, meta, progress)
+    return train_minilm(groups, *_dev_set(semeval_dir, "A"), out, cfg, meta, progress)
 
 
 def _train_question_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool) -> dict:
@@ -223,11 +270,15 @@ def _train_question_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, 
     from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2
     from indexing.loaders import file_digest
 
-    from ..evaluation.benchmarks import BENCHMARKS, queries_for
-    from ..evaluation.scorer import read_lines
     threads = question_pairs_as_threads(semeval_dir)
     groups = minilm_groups(threads)
-    dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-B"].paths(semeval_dir)
     meta = {"task": "B", "data": {f: file_digest(semeval_dir / f) for f in (TRAIN_PART2, TRAIN_PART1_B)},
             "dev": "semeval2016-dev-B", "groups": len(groups)}
-    return train_minilm(groups, queries_for(dev_xml, "B"), read_lines(dev_gold), out, cfg, meta, progress)
+    return train_minilm(groups, *_dev_set(semeval_dir, "B"), out, cfg, meta, progress)
+
+
+def average_from_semeval(semeval_dir: Path, sources: list[Path], out: Path, task: str, kind: str) -> dict:
+    """`cqa train --average-of`: the mean of like checkpoints of ``task``, scored on that task's dev set."""
+    from .data import DEV_BENCHMARK
+    return average_checkpoints(sources, *_dev_set(semeval_dir, task), out,
+                               {"dev": "semeval2016-dev-B" if task == "B" else DEV_BENCHMARK}, task=task, kind=kind)
