@@ -188,6 +188,12 @@ def cmd_train(args: argparse.Namespace) -> int:
                        "seconds_per_epoch": [e["seconds"] for e in m["epochs"]]}
         elif args.average_of:
             from ranking.neural.train_minilm import average_from_semeval
+            training = [f"--{k.replace('_', '-')}" for k in ("epochs", "margin", "seed", "device", "lr", "batch_size",
+                        "negatives", "max_steps", "loss", "max_pairs", "eval_every", "max_length", "init_from")
+                        if k in given]
+            if training:
+                raise ValueError(f"--average-of trains nothing, so {', '.join(training)} would be ignored; "
+                                 "leave them out")
             task = args.task or "A"
             out = args.out or _minilm_checkpoint(settings, args.model, task)
             m = average_from_semeval(settings.semeval_dir, args.average_of, out, task, args.model)

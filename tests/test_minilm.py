@@ -165,6 +165,9 @@ def test_like_checkpoints_average_into_one_scored_on_dev(tiny_cross, tmp_path):
     p = subprocess.run(CQA + ["train", "--model", "bilstm", "--average-of", str(out), str(other)], capture_output=True,
                        text=True, cwd=PROJECT_ROOT)
     assert p.returncode == 2 and "--average-of are for the MiniLM models" in p.stderr
+    p = subprocess.run(CQA + ["train", "--model", "cross-encoder", "--average-of", str(out), str(other), "--epochs", "2",
+                              "--out", str(tmp_path / "cli")], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert p.returncode == 2 and "--epochs would be ignored" in p.stderr and not (tmp_path / "cli").exists()
 
 
 def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
