@@ -164,6 +164,11 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 # --- train ----------------------------------------------------------------------------
+# `cqa train` flags that become MiniLMTrainConfig fields (all but --task mean nothing to --average-of)
+MINILM_TRAIN_FLAGS = ("epochs", "margin", "seed", "device", "lr", "batch_size", "negatives", "max_steps", "loss",
+                      "max_pairs", "eval_every", "max_length", "task", "init_from")
+
+
 def _minilm_checkpoint(settings, model: str, task: str) -> Path:
     """Where a MiniLM model of ``task`` is written unless --out says otherwise: the configured checkpoint."""
     return {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
@@ -188,9 +193,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                        "seconds_per_epoch": [e["seconds"] for e in m["epochs"]]}
         elif args.average_of:
             from ranking.neural.train_minilm import average_from_semeval
-            training = [f"--{k.replace('_', '-')}" for k in ("epochs", "margin", "seed", "device", "lr", "batch_size",
-                        "negatives", "max_steps", "loss", "max_pairs", "eval_every", "max_length", "init_from")
-                        if k in given]
+            training = [f"--{k.replace('_', '-')}" for k in MINILM_TRAIN_FLAGS if k in given and k != "task"]
             if training:
                 raise ValueError(f"--average-of trains nothing, so {', '.join(training)} would be ignored; "
                                  "leave them out")
@@ -204,9 +207,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 MiniLMTrainConfig,
                 train_minilm_from_semeval,
             )
-            keys = ("epochs", "margin", "seed", "device", "lr", "batch_size", "negatives", "max_steps", "loss",
-                    "max_pairs", "eval_every", "max_length", "task", "init_from")
-            cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in keys if k in given})
+            cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in MINILM_TRAIN_FLAGS if k in given})
             out = args.out or _minilm_checkpoint(settings, args.model, cfg.task)
             m = train_minilm_from_semeval(settings.semeval_dir, out, cfg, progress=not args.quiet)
             summary = {"best": m["best"], "dev_MAP": m["dev_MAP"], "evaluations": len(m["evaluations"]),

@@ -28,6 +28,12 @@ def read(folder: Path) -> tuple[dict, dict]:
     return read_trec_qrels(folder / "qrels.trec"), read_trec_run(folder / "run.trec")
 
 
+def paired(a: list[float], b: list[float]) -> dict:
+    """Both means, their difference and its paired randomization p, over per-question values in one order."""
+    return {"a": round(sum(a) / len(a), 4), "b": round(sum(b) / len(b), 4),
+            "b_minus_a": round((sum(b) - sum(a)) / len(a), 4), "p": paired_randomization(b, a)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a", type=Path, help="report folder A")
@@ -44,15 +50,10 @@ def main() -> int:
     if all(official) and set(official[0]) == set(official[1]):
         # the official scorer's per-question AP (report.json): its MAP normalises by the relevant candidates
         # found in the top 10, which trec AP@10 does not, so on subtask C the two can disagree
-        a, b = ([o[q] for q in official[0]] for o in official)
-        out["measures"]["official_MAP"] = {"a": round(sum(a) / len(a), 4), "b": round(sum(b) / len(b), 4),
-                                           "b_minus_a": round((sum(b) - sum(a)) / len(a), 4),
-                                           "p": paired_randomization(b, a)}
+        out["measures"]["official_MAP"] = paired(*([o[q] for q in official[0]] for o in official))
     for m in filter(None, args.measures.split(",")):
         pa, pb = per_query(qa, ra, m), per_query(qa, rb, m)
-        a, b = [pa[q] for q in qa], [pb[q] for q in qa]
-        out["measures"][m] = {"a": round(sum(a) / len(a), 4), "b": round(sum(b) / len(b), 4),
-                              "b_minus_a": round((sum(b) - sum(a)) / len(a), 4), "p": paired_randomization(b, a)}
+        out["measures"][m] = paired([pa[q] for q in qa], [pb[q] for q in qa])
     print(json.dumps(out))
     return 0
 

@@ -20,7 +20,7 @@ from indexing.encoder import resolve_device
 
 from ..candidates import Query
 from ..evaluation.scorer import Line
-from .data import Group, groups_from_threads, triplets
+from .data import DEV_BENCHMARK, Group, groups_from_threads, triplets
 from .losses import CosineHingeLoss, PairBCELoss, PairwiseHingeLoss
 from indexing.catalog import HELD_OUT_FILE
 
@@ -69,9 +69,20 @@ def _initial_model(cfg: MiniLMTrainConfig, device: str) -> tuple[MiniLMRankerMod
     if model.config.kind != cfg.kind:
         raise ValueError(f"--init-from {cfg.init_from} is a {model.config.kind}, not a {cfg.kind}")
     model.config = mc
-    start = {"from": cfg.init_from, "train": config.get("train"), "init": config.get("init"),
-             "code_version": config.get("code_version"), "dev_MAP": read_metrics(Path(cfg.init_from)).get("dev_MAP")}
-    return model, {"init": {k: v for k, v in start.items() if v is not None}}
+    return model, {"init": _provenance(Path(cfg.init_from), config)}
+
+
+def _provenance(folder: Path, config: dict) -> dict:
+    """What a new checkpoint records of one it was made from (its start, or an averaged ingredient): where it
+    was, how it was trained and from what, its code version and its dev MAP."""
+    record = {"from": str(folder), "train": config.get("train"), "init": config.get("init"),
+              "code_version": config.get("code_version"), "dev_MAP": read_metrics(folder).get("dev_MAP")}
+    return {k: v for k, v in record.items() if v is not None}
+
+
+def _task_of(config: dict) -> str:
+    """The task a MiniLM checkpoint was trained for (A unless its training settings say B)."""
+    return (config.get("train") or {}).get("task", "A")
 
 
 def _loss_fn(cfg: MiniLMTrainConfig):
@@ -187,13 +198,13 @@ def average_checkpoints(sources: list[Path], dev_queries: list[Query], dev_gold:
     t_start = time.perf_counter()
     loaded = [load(s) for s in sources]
     model, config = loaded[0]
-    task = task or (config.get("train") or {}).get("task", "A")
+    task = task or _task_of(config)
     if kind and model.config.kind != kind:
         raise ValueError(f"{sources[0]} is a {model.config.kind}, not a {kind}")
     for s, (m, c) in zip(sources, loaded):
-        if m.config != model.config or (c.get("train") or {}).get("task", "A") != task:
-            raise ValueError(f"{s} ({m.config}, task {(c.get('train') or {}).get('task', 'A')}) is not the same "
-                             f"kind of model as {sources[0]} ({model.config}, task {task}); only like models average")
+        if m.config != model.config or _task_of(c) != task:
+            raise ValueError(f"{s} ({m.config}, task {_task_of(c)}) is not the same kind of model as {sources[0]} "
+                             f"({model.config}, task {task}); only like models average")
     states = [m.own_state_dict() for m, _ in loaded]
     # rounded to the fp16 the checkpoint stores, so the dev MAP recorded is the saved model's
     model.load_state_dict({k: torch.stack([st[k].float() for st in states]).mean(0).half().float() for k in states[0]},
@@ -201,12 +212,10 @@ def average_checkpoints(sources: list[Path], dev_queries: list[Query], dev_gold:
     device = resolve_device("auto")
     model.to(device).eval()
     dev = dev_map(MiniLMRanker(model, device, batch_size=64), dev_queries, dev_gold) if dev_queries else float("nan")
-    ingredients = [{"from": str(s), "train": c.get("train"), "init": c.get("init"), "code_version": c.get("code_version"),
-                    "dev_MAP": read_metrics(s).get("dev_MAP")} for s, (_, c) in zip(sources, loaded)]
-    metrics = {"dev_MAP": dev, "ingredients_dev_MAP": [i["dev_MAP"] for i in ingredients],
+    ingredients = [_provenance(s, c) for s, (_, c) in zip(sources, loaded)]
+    metrics = {"dev_MAP": dev, "ingredients_dev_MAP": [i.get("dev_MAP") for i in ingredients],
                "seconds": round(time.perf_counter() - t_start, 1)}
-    save(out, model, {"train": config.get("train"), "average_of": [{k: v for k, v in i.items() if v is not None}
-                                                                 for i in ingredients], **(meta or {})}, metrics)
+    save(out, model, {"train": config.get("train"), "average_of": ingredients, **(meta or {})}, metrics)
     log.info("average of %d checkpoints: dev MAP %.4f (ingredients %s)", len(sources), dev,
              ", ".join(f"{x:.4f}" for x in metrics["ingredients_dev_MAP"] if x is not None))
     return metrics
@@ -239,14 +248,16 @@ def question_pairs_as_threads(semeval_dir: Path) -> list:
     return out
 
 
+# task -> the benchmark a MiniLM model of that task is selected on
+DEV_BENCHMARKS = {"A": DEV_BENCHMARK, "B": "semeval2016-dev-B"}
+
+
 def _dev_set(semeval_dir: Path, task: str) -> tuple[list[Query], list[Line]]:
-    """The dev questions and gold a MiniLM model of ``task`` is selected on: 2016 dev-A, or dev-B for B."""
+    """The dev questions and gold a MiniLM model of ``task`` is selected on (DEV_BENCHMARKS)."""
     from ..evaluation.benchmarks import BENCHMARKS, queries_for
     from ..evaluation.scorer import read_lines
-    from .data import DEV_BENCHMARK
-    name = "semeval2016-dev-B" if task == "B" else DEV_BENCHMARK
-    dev_xml, dev_gold = BENCHMARKS[name].paths(semeval_dir)
-    return queries_for(dev_xml, "B" if task == "B" else "A"), read_lines(dev_gold)
+    dev_xml, dev_gold = BENCHMARKS[DEV_BENCHMARKS[task]].paths(semeval_dir)
+    return queries_for(dev_xml, task), read_lines(dev_gold)
 
 
 def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool = True) -> dict:
@@ -256,12 +267,11 @@ def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConf
 
     from indexing.catalog import NEURAL_TRAIN_FILES
 
-    from .data import DEV_BENCHMARK
     files = [f for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE]
     threads = [t for f in files for t in load(semeval_dir / f).threads]
     groups = minilm_groups(threads)
     meta = {"data": {f: file_digest(semeval_dir / f) for f in files}, "held_out": HELD_OUT_FILE,
-            "dev": DEV_BENCHMARK, "groups": len(groups)}
+            "dev": DEV_BENCHMARKS["A"], "groups": len(groups)}
     return train_minilm(groups, *_dev_set(semeval_dir, "A"), out, cfg, meta, progress)
 
 
@@ -273,12 +283,11 @@ def _train_question_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, 
     threads = question_pairs_as_threads(semeval_dir)
     groups = minilm_groups(threads)
     meta = {"task": "B", "data": {f: file_digest(semeval_dir / f) for f in (TRAIN_PART2, TRAIN_PART1_B)},
-            "dev": "semeval2016-dev-B", "groups": len(groups)}
+            "dev": DEV_BENCHMARKS["B"], "groups": len(groups)}
     return train_minilm(groups, *_dev_set(semeval_dir, "B"), out, cfg, meta, progress)
 
 
 def average_from_semeval(semeval_dir: Path, sources: list[Path], out: Path, task: str, kind: str) -> dict:
     """`cqa train --average-of`: the mean of like checkpoints of ``task``, scored on that task's dev set."""
-    from .data import DEV_BENCHMARK
-    return average_checkpoints(sources, *_dev_set(semeval_dir, task), out,
-                               {"dev": "semeval2016-dev-B" if task == "B" else DEV_BENCHMARK}, task=task, kind=kind)
+    return average_checkpoints(sources, *_dev_set(semeval_dir, task), out, {"dev": DEV_BENCHMARKS[task]},
+                               task=task, kind=kind)
