@@ -39,7 +39,20 @@ def bootstrap(settings: Settings, progress: bool = True) -> dict:
     elif (problem := _unsearchable(settings)) is not None:
         log.warning("the live generation %s cannot be searched (%s): building a new one", name, problem)
         out["reindex"] = reindex(settings, progress=progress)
+    elif (lacking := _lacks_answer_vectors(settings)) is not None:
+        log.warning("the live generation %s stores no comment vectors of %s ($CQA_ANSWER_ENCODER): /search "
+                    "answers encode the comments they rerank on each request, which is slower; run `cqa reindex`",
+                    name, lacking)
     return out
+
+
+def _lacks_answer_vectors(settings: Settings) -> str | None:
+    """The answer encoder whose vectors the live generation should store and does not (None when it does)."""
+    from indexing.searcher import manifest_of, stored_answer_encoder
+    spec = settings.answer_spec
+    if spec is None or stored_answer_encoder(manifest_of(settings.index_root) or {}) == spec.id:
+        return None
+    return spec.id
 
 
 def _unsearchable(settings: Settings) -> str | None:

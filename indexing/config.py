@@ -32,6 +32,10 @@ class IndexSettings(BaseSettings):
                                "(relative to the project; default the subtask B question-question model, chosen on "
                                "dev, docs/BENCHMARKS.md) or base (the packaged all-MiniLM-L6-v2). Each generation "
                                "records it with its digest; queries and the /search cosines use the same one.")
+    answer_encoder: str = Field("models/bi-encoder", description="A second bi-encoder whose vectors of every comment "
+                                "reindex stores in the generation, so /search can rerank answers with it without "
+                                "encoding them per request: default the subtask A question-comment model; none: "
+                                "store none (the answers reranker then encodes the comments it scores).")
     embedding_batch_size: int = Field(64, ge=1, le=4096)
     device: str = Field("auto", pattern="^(auto|cpu|cuda)$")
     keep_generations: int = Field(3, ge=1, le=100, description="Index generations kept after a reindex.")
@@ -48,12 +52,24 @@ class IndexSettings(BaseSettings):
     @field_validator("dense_encoder")
     @classmethod
     def _known_encoder(cls, v: str) -> str:
-        from .encoder import EncoderError, encoder_spec
-        try:
-            encoder_spec(v)
-        except EncoderError as e:
-            raise ValueError(str(e)) from None
-        return v
+        return _checked_encoder(v)
+
+    @field_validator("answer_encoder")
+    @classmethod
+    def _known_answer_encoder(cls, v: str) -> str:
+        if v.strip().lower() == "none":
+            return "none"
+        from .encoder import BASE, MODEL_NAME
+        if v in (BASE, MODEL_NAME):
+            raise ValueError("answer encoder: name a fine-tuned bi-encoder checkpoint folder (the packaged model's "
+                             "vectors are the dense index's already) or none")
+        return _checked_encoder(v)
+
+    @property
+    def answer_spec(self):
+        """The answer encoder (indexing.encoder.EncoderSpec) whose comment vectors a generation stores, or None."""
+        from .encoder import encoder_spec
+        return None if self.answer_encoder == "none" else encoder_spec(self.answer_encoder)
 
     @property
     def encoder(self):
@@ -80,3 +96,13 @@ class IndexSettings(BaseSettings):
     @property
     def semeval_dir(self) -> Path:
         return self.shared_data_dir / "semeval2016"
+
+
+def _checked_encoder(v: str) -> str:
+    """The setting as given, or a ValueError that says why no encoder goes by that name."""
+    from .encoder import EncoderError, encoder_spec
+    try:
+        encoder_spec(v)
+    except EncoderError as e:
+        raise ValueError(str(e)) from None
+    return v

@@ -11,15 +11,16 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from .bm25 import BM25Index
 from .config import IndexSettings
 from .dense import DenseIndex, choose_kind
-from .documents import QUESTION, Documents
+from .documents import ANSWER, QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
-from .generations import FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
+from .generations import ANSWER_VECTORS, FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
 from .lm import LMIndex
 from .store import ThreadStore
 from .termmatrix import TermMatrix
@@ -152,6 +153,14 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             dense_params = dense.params
             timings["dense"] = {**_timing(t0, len(docs)), "encoded": encoded, "from_cache": len(docs) - encoded}
 
+        answer_spec = None if skip_dense or encode_fn is not None else settings.answer_spec
+        if answer_spec is not None:
+            report("embed answers", 0.9)
+            t0 = time.perf_counter()
+            encoded = store_answer_vectors(docs, settings, answer_spec, tmp / ANSWER_VECTORS, progress)
+            timings["answer_vectors"] = {**_timing(t0, len(docs)), "answers": docs.counts()["answers"],
+                                         "encoded": encoded}
+
         report("publish", 0.95)
         manifest = {
             "kind": FORMAT, "format_version": FORMAT_VERSION, "generation": name,
@@ -160,6 +169,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             "indexes": {"bm25": bm25.params, "lm": lm.params, "dense": dense_params},
             "model": encoder.id if dense_params else None,
             "encoder": encoder.to_dict() if dense_params else None,
+            "answer_encoder": answer_spec.to_dict() if answer_spec is not None else None,
             "engine": engine.describe(),
             "build": timings,
         }
@@ -171,6 +181,30 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         report("done", 1.0)
     return {"generation": name, "engine": engine.name, "threads": n_threads, "documents": docs.counts(),
             "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
+
+
+def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool) -> int:
+    """The answer encoder's vector of every comment (``$CQA_ANSWER_ENCODER``), one row per document (questions'
+    rows zero), saved at ``path`` for /search to rerank answers without encoding them. Through the embedding cache,
+    so a reindex encodes only new or changed comments, in this process whatever the engine. Returns how many
+    comments it encoded."""
+    from .encoder import encode
+    rows = [i for i, k in enumerate(docs.kinds) if k == ANSWER]
+    texts = [docs.texts[i] for i in rows]
+    engine = LocalEngine(lambda chunk: encode(chunk, batch_size=settings.embedding_batch_size,
+                                              device=settings.device, spec=spec),
+                         batch_size=embed_block(settings.embedding_batch_size), encoder=spec)
+    cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", spec.id)
+    bar = tqdm(total=len(texts), unit="comment", desc="embed answers", disable=not progress)
+    try:
+        vecs, encoded = embed_with_cache(texts, cache, engine.embed, progress=bar.update)
+    finally:
+        cache.close()
+        bar.close()
+    out = np.zeros((len(docs), vecs.shape[1] if len(vecs) else 384), dtype=np.float32)
+    out[rows] = vecs
+    np.save(path, out)
+    return encoded
 
 
 def train_translation(docs: Documents, tokens: list[list[str]]) -> TranslationTable:

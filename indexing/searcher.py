@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,12 +13,21 @@ from .bm25 import BM25Index
 from .dense import DenseIndex
 from .documents import Documents
 from .encoder import EncoderError, EncoderSpec
-from .generations import FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, read_manifest
+from .generations import (
+    ANSWER_VECTORS,
+    FORMAT,
+    FORMAT_VERSION,
+    IndexFormatError,
+    current_generation,
+    read_manifest,
+)
 from .hits import Hit
 from .lm import LMIndex
 from .termmatrix import TermMatrix
 from .text import Analyzer
 from .translation import TranslationTable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -85,6 +95,21 @@ class Generation:
             self.dense = DenseSource(DenseIndex.load(folder / "dense"), self.docs.ids, device, encoder=encoder)
         self.translation_qa = (TranslationTable.load(folder / "translation_qa")
                                if (folder / "translation_qa").exists() else None)
+        self.answer_vectors, self.answer_encoder = self._answer_vectors(folder)
+
+    def _answer_vectors(self, folder: Path) -> tuple[np.ndarray | None, EncoderSpec | None]:
+        """The answer encoder's stored comment vectors (memory-mapped, rows as the documents) and that encoder;
+        (None, None) when the generation has none or its checkpoint changed since (then they would not match
+        the model's own vectors, and the answers reranker encodes the comments it scores instead)."""
+        d = self.manifest.get("answer_encoder")
+        if not d or not (folder / ANSWER_VECTORS).exists():
+            return None, None
+        try:
+            spec = EncoderSpec.from_manifest({"encoder": d})
+        except EncoderError as e:
+            log.warning("%s: stored answer vectors not used: %s", folder.name, e)
+            return None, None
+        return np.load(folder / ANSWER_VECTORS, mmap_mode="r"), spec
 
     @property
     def sources(self) -> dict[str, LexicalSource | DenseSource]:
@@ -103,6 +128,11 @@ def load_current(root: Path, device: str = "auto") -> Generation:
     if name is None:
         raise IndexFormatError(f"no live index generation under {root}; run `cqa reindex`")
     return Generation(root / name, device)
+
+
+def stored_answer_encoder(manifest: dict) -> str | None:
+    """The id of the answer encoder whose comment vectors a generation stores (None: it stores none)."""
+    return (manifest.get("answer_encoder") or {}).get("id")
 
 
 def manifest_of(root: Path) -> dict | None:

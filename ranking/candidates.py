@@ -30,6 +30,19 @@ def stored(meta: dict[str, Any], key: str, encoder_id: str) -> Any:
     return meta.get(key) if encoder_of(meta).id == encoder_id else None
 
 
+# A search's comment candidates also carry the answer encoder's stored vector (``$CQA_ANSWER_ENCODER``, stored by
+# reindex): meta ANSWER_VECTOR, made by the encoder whose id is meta ANSWER_ENCODER.
+ANSWER_VECTOR, ANSWER_ENCODER = "answer_vector", "answer_encoder_id"
+
+
+def stored_vector(meta: dict[str, Any], encoder_id: str) -> Any:
+    """A candidate's own stored embedding by ``encoder_id``: the dense index's, or the answer encoder's; else None."""
+    v = stored(meta, "vector", encoder_id)
+    if v is None and meta.get(ANSWER_ENCODER) == encoder_id:
+        v = meta.get(ANSWER_VECTOR)
+    return v
+
+
 @dataclass(frozen=True)
 class Candidate:
     id: str

@@ -15,7 +15,7 @@ from indexing.documents import answer_doc_id, question_doc_id
 from indexing.ingest import ingest_paths
 from indexing.loaders import file_digest, load_semeval
 from indexing.reindex import reindex
-from indexing.searcher import Generation, load_current, manifest_of
+from indexing.searcher import Generation, load_current, manifest_of, stored_answer_encoder
 from indexing.store import ThreadStore
 
 from .evaluation.measures import ir_figures, write_trec_qrels, write_trec_run
@@ -60,7 +60,8 @@ def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generatio
     m = manifest_of(cs.index_root)
     if (m is None or m.get("store_fingerprint") != fingerprint or not m["indexes"].get("dense")
             or "translation" not in m.get("build", {})
-            or m.get("model") != cs.encoder.id):  # the manifest's "model" is its encoder's id
+            or m.get("model") != cs.encoder.id  # the manifest's "model" is its encoder's id
+            or stored_answer_encoder(m) != (cs.answer_spec.id if cs.answer_spec else None)):
         reindex(cs, progress=progress)
     return load_current(cs.index_root, settings.device)
 

@@ -15,7 +15,15 @@ from indexing.documents import ANSWER
 from indexing.models import Thread
 from indexing.searcher import Generation
 
-from .candidates import VECTOR_ENCODER, Candidate, Query, answer_candidates, question_candidate
+from .candidates import (
+    ANSWER_ENCODER,
+    ANSWER_VECTOR,
+    VECTOR_ENCODER,
+    Candidate,
+    Query,
+    answer_candidates,
+    question_candidate,
+)
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 
@@ -317,6 +325,9 @@ class SearchPipeline:
                     "vector": _vector(gen, row), "thread_vector": _vector(gen, qrow) if qrow is not None else None}
             if gen.dense is not None:
                 meta[VECTOR_ENCODER] = gen.dense.encoder
+            if gen.answer_vectors is not None and gen.docs.kinds[row] == ANSWER:
+                meta[ANSWER_VECTOR] = np.asarray(gen.answer_vectors[row])
+                meta[ANSWER_ENCODER] = gen.answer_encoder.id
             if "comments" in meta and gen.dense is not None:  # a question: its comments' stored embeddings
                 rows = self._thread_answer_rows().get(tid, [])
                 if [gen.docs.texts[j] for j in rows] == list(meta["comments"]):

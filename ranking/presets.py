@@ -60,8 +60,8 @@ class RankerSpec:
         return " ".join(bits)
 
 
-# a related-answers parameters file names its parts under these keys, in this order (the last two optional)
-RELATED_PARTS = ("answer_ranker", "thread_ranker", "quality_ranker")
+# a related-answers parameters file names its parts under these keys, in this order (the last three optional)
+RELATED_PARTS = ("answer_ranker", "thread_ranker", "quality_ranker", "answer_model")
 
 
 @lru_cache(maxsize=None)
@@ -282,7 +282,7 @@ def _related(spec, settings, parts, name):
     d = spec.params()
     by = dict(zip((k for k in RELATED_PARTS if d.get(k)), parts))
     return RelatedAnswersRanker(by["answer_ranker"], tuple(d["weights"]), name, d, by.get("thread_ranker"),
-                                by.get("quality_ranker"))
+                                by.get("quality_ranker"), by.get("answer_model"))
 
 
 def _first_stage_score(spec, settings, parts, name):

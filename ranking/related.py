@@ -12,8 +12,9 @@ For search (ranking/search_answers_defaults.json, tuned end to end on dev by scr
 features count: where the first stage put the comment (``retrieval_rank``; a benchmark's given order
 otherwise), its first-stage scores over the whole corpus (``stage_*``; 0 outside a search), and the
 comment's own quality, the forum-signal half of the subtask A model (by the asker, position, length, URLs,
-dialogue in its thread...) computed from its whole stored thread. Files tuned before a feature existed
-give it no weight."""
+dialogue in its thread...) computed from its whole stored thread, and a second answer ranker on (new question,
+comment) (``answer_model``: the subtask A bi-encoder, which reads the comment vectors each generation stores, so
+only the question is encoded per search). Files tuned before a feature existed give it no weight."""
 from __future__ import annotations
 
 import math
@@ -26,7 +27,8 @@ from .fusion import zscore
 from .rankers import FirstStageScore
 
 FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", "own_x_similarity",
-            "retrieval_rank", "quality", "stage_bm25", "stage_lm", "stage_dense", "stage_fused", "own_quality")
+            "retrieval_rank", "quality", "stage_bm25", "stage_lm", "stage_dense", "stage_fused", "own_quality",
+            "answer_model")
 STAGES = ("bm25", "lm", "dense", "fused")
 
 
@@ -53,13 +55,15 @@ def quality_prior(q: Query) -> np.ndarray:
     return matrix(q, names) @ coef
 
 
-def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, quality_ranker=None) -> list[np.ndarray]:
-    """Per query, a (candidates x 12) matrix of the z-scored features (FEATURES). Each ranker is called
+def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, quality_ranker=None,
+                    answer_model=None) -> list[np.ndarray]:
+    """Per query, a (candidates x 13) matrix of the z-scored features (FEATURES). Each ranker is called
     once for the whole batch: the answer ranker on the new questions and on the thread questions, the
     thread ranker on the thread questions in search order, the quality ranker (a subtask A ranker with
     forum signals) on each thread's question and its comments as the thread gives them (``own_quality``;
-    0 without one)."""
+    0 without one), and a second answer ranker on the new questions (``answer_model``; 0 without one)."""
     direct = answer_ranker.score(queries)
+    second = answer_model.score(queries) if answer_model is not None else [np.zeros(len(q.candidates)) for q in queries]
     threads = [_threads(q) for q in queries]
     own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), vec)
                    for q, th in zip(queries, threads) for tid, (_, text, idx, vec) in th.items()]
@@ -71,7 +75,7 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
                    for q, th, order in zip(queries, threads, in_order) if th and thread_ranker]
     sim_scores = iter(thread_ranker.score(sim_queries) if sim_queries else [])
     out = []
-    for q, th, order, d in zip(queries, threads, in_order, direct):
+    for q, th, order, d, d2 in zip(queries, threads, in_order, direct, second):
         if not q.candidates:
             out.append(np.zeros((0, len(FEATURES))))
             continue
@@ -89,7 +93,8 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
         stages = [zscore(np.asarray(FirstStageScore(s).score([q])[0])) for s in STAGES]
         out.append(np.column_stack([zscore(np.asarray(d, dtype=float)), own_z, zscore(rank), sim_z,
                                     zscore(own_z * (sim_z - sim_z.min())), zscore(retrieved),
-                                    zscore(quality_prior(q)), *stages, zscore(own_quality)]))
+                                    zscore(quality_prior(q)), *stages, zscore(own_quality),
+                                    zscore(np.asarray(d2, dtype=float))]))
     return out
 
 
@@ -101,13 +106,15 @@ class RelatedAnswersRanker:
     info: dict = field(default_factory=dict)
     thread_ranker: object = None
     quality_ranker: object = None
+    answer_model: object = None
 
     @property
     def parts(self) -> list:
-        return [r for r in (self.answer_ranker, self.thread_ranker, self.quality_ranker) if r is not None]
+        return [r for r in (self.answer_ranker, self.thread_ranker, self.quality_ranker, self.answer_model)
+                if r is not None]
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         w = np.zeros(len(FEATURES))
         w[:len(self.weights)] = self.weights  # files tuned before a feature existed give it no weight
         return [(X @ w).tolist() for X in feature_columns(queries, self.answer_ranker, self.thread_ranker,
-                                                          self.quality_ranker)]
+                                                          self.quality_ranker, self.answer_model)]

@@ -7,6 +7,8 @@ test is never read.
 
     python scripts/tune_search.py --target answers     # writes ranking/search_answers_defaults.json
     python scripts/tune_search.py --target questions   # writes ranking/search_questions_defaults.json
+    python scripts/tune_search.py --target answers --answer-model bi-encoder --sweep answer_model
+        # keeps the shipped answers weights and chooses only the added feature's
 
 answers: the related-answers features (ranking/related.py); questions: a z-score fusion of question-question
 scores (the first-stage order and scores over the corpus, BM25, LM and the MiniLM cosine over the head)."""
@@ -37,9 +39,10 @@ from ranking.search_benchmark import K, qrels_for, scored_id  # noqa: E402
 QUESTION_PARTS = ("ir-baseline", "bm25", "lm", "minilm-cosine", "stage-bm25", "stage-lm", "stage-dense", "stage-fused",
                   "answers-cosine-max", "answers-cosine-top3")
 STEPS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, -0.25, -0.5)
+SWEEP = (0.1, 0.25, 0.5, 1.0, 2.0)  # --sweep: one added feature's weight, the shipped ones kept
 
 
-def features(settings, target: str, split: str, answer_ranker: str):
+def features(settings, target: str, split: str, answer_ranker: str, answer_model: str | None = None):
     """Per question of the split: (feature matrix of the reranked head, evaluated id of every kept result,
     judgements). A collapsed group is scored by its copy judged relevant, if any (as the benchmark does)."""
     gen = ensure_corpus(settings)
@@ -50,6 +53,7 @@ def features(settings, target: str, split: str, answer_ranker: str):
         if target == "answers":
             answer = for_serving(get_ranker(answer_ranker, settings))
             thread = for_serving(get_ranker("fusion", settings))
+            second = for_serving(get_ranker(answer_model, settings)) if answer_model else None
         else:
             parts = [for_serving(get_ranker(n, settings)) for n in QUESTION_PARTS]
         for qid, (subject, body) in tqdm(questions.items(), desc=f"features {split} {target}"):
@@ -57,7 +61,7 @@ def features(settings, target: str, split: str, answer_ranker: str):
             got = pipe.retrieve(req)
             head = pipe.head_query(req, got)
             if target == "answers":
-                X = feature_columns([head], answer, thread)[0]
+                X = feature_columns([head], answer, thread, answer_model=second)[0]
             else:
                 X = np.column_stack([zscore(np.asarray(p.score([head])[0], dtype=float)) for p in parts])
             judged = qrels[qid]
@@ -75,6 +79,21 @@ def mean_ap(rows, w: np.ndarray | None) -> float:
         qrels[str(qi)] = judged
         run[str(qi)] = {ids[i]: float(len(order) - r) for r, i in enumerate(order)}
     return float(np.mean(list(per_query(qrels, run, "AP@10").values())))
+
+
+def sweep(rows, shipped: list[float], i: int) -> np.ndarray:
+    """The shipped weights (a feature the file predates weighs 0) with feature ``i``'s weight chosen over SWEEP
+    by MAP@10; ties keep the smaller weight."""
+    base = np.zeros(len(FEATURES))
+    base[:len(shipped)] = shipped
+    best, w = -1.0, base
+    for v in (0.0, *SWEEP):
+        trial = base.copy()
+        trial[i] = v
+        m = mean_ap(rows, trial)
+        if m > best + 1e-9:
+            best, w = m, trial
+    return w
 
 
 def coordinate_ascent(rows, n: int, rounds: int = 4) -> np.ndarray:
@@ -108,27 +127,43 @@ def main() -> int:
                     help="the other split the fitted weights are checked on (default: the training questions of "
                          "part 2, whose related threads the corpus holds with their comments)")
     ap.add_argument("--answer-ranker", default="minilm-cosine", help="answers: the ranker of (question, comment)")
+    ap.add_argument("--answer-model", help="answers: a second ranker of (question, comment), the feature answer_model "
+                    "(e.g. bi-encoder, which reads the comment vectors a generation stores)")
+    ap.add_argument("--sweep", choices=FEATURES, help="answers: keep the shipped weights and choose only this "
+                    "feature's weight, over SWEEP, on the --fit questions (coordinate ascent otherwise)")
     ap.add_argument("--out", type=Path, help="defaults file to write (default: ranking/search_<target>_defaults.json)")
     args = ap.parse_args()
     settings = Settings()
     t0 = time.perf_counter()
-    data = {split: features(settings, args.target, split, args.answer_ranker)[0] for split in {args.fit, args.check}}
+    if args.sweep and args.target != "answers":
+        ap.error("--sweep tunes one weight of the answers reranker: use it with --target answers")
+    data = {split: features(settings, args.target, split, args.answer_ranker, args.answer_model)[0]
+            for split in {args.fit, args.check}}
     depth = settings.rerank_depth
     feature_seconds = time.perf_counter() - t0
     names = FEATURES if args.target == "answers" else QUESTION_PARTS
-    w = coordinate_ascent(data[args.fit], len(names))
+    shipped = json.loads((ROOT / "ranking" / "search_answers_defaults.json").read_text()) if args.sweep else None
+    w = (sweep(data[args.fit], shipped["weights"], names.index(args.sweep)) if args.sweep
+         else coordinate_ascent(data[args.fit], len(names)))
     figures = {split: {"first_stage": mean_ap(rows, None), "reranked": mean_ap(rows, w),
                        "single_features": {n: mean_ap(rows, np.eye(len(names))[i]) for i, n in enumerate(names)},
                        "questions": len(rows)} for split, rows in data.items()}
     weights = [float(x) for x in w]
     if args.target == "answers":
         d = {"name": "search-answers", "answer_ranker": args.answer_ranker, "thread_ranker": "fusion",
+             **({"answer_model": args.answer_model} if args.answer_model else {}),
              "features": list(FEATURES), "weights": weights}
     else:
         d = {"name": "search-questions", "weights": dict(zip(names, weights))}
     d.update({"fitted_on": f"semeval2016-{args.fit}-search-{args.target} questions (coordinate ascent on MAP@10)",
               "MAP@10": figures, "rerank_depth": depth, "feature_seconds": round(feature_seconds, 1),
-              "command": f"python scripts/tune_search.py --target {args.target} --fit {args.fit} --check {args.check}"})
+              "command": f"python scripts/tune_search.py --target {args.target} --fit {args.fit} --check {args.check}"
+                         + (f" --answer-ranker {args.answer_ranker}" if args.answer_ranker != "minilm-cosine" else "")
+                         + (f" --answer-model {args.answer_model}" if args.answer_model else "")
+                         + (f" --sweep {args.sweep}" if args.sweep else "")})
+    if args.sweep:
+        d["fitted_on"] = (f"semeval2016-{args.fit}-search-{args.target} questions: the weight of {args.sweep} over "
+                          f"{list(SWEEP)}, the others as shipped")
     out = args.out or ROOT / "ranking" / f"search_{args.target}_defaults.json"
     out.write_text(json.dumps(d, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"target": args.target, "fit": args.fit, "weights": dict(zip(names, weights)),

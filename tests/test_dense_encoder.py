@@ -120,6 +120,9 @@ def test_reindex_with_the_bi_encoder_records_it_and_searches_with_it(settings, t
     ckpt = tmp_path / "my-bi-encoder"
     shutil.copytree(BI, ckpt)
     fill_store(settings, 6)
+    # no answer vectors here: they are this checkpoint's vectors too (the same weights), so the embedding cache would
+    # rightly hand them to the dense stage below (the next test covers them)
+    settings = settings.model_copy(update={"answer_encoder": "none"})
     first = reindex(settings.model_copy(update={"dense_encoder": "base"}), progress=False)  # the package's model
     bi = settings.model_copy(update={"dense_encoder": str(ckpt)})
     summary = reindex(bi, progress=False)
@@ -210,3 +213,79 @@ def test_evaluation_cosines_keep_their_embeddings_in_the_reindex_cache(tmp_path,
     assert cos.score([q]) == first
     from ranking.rankers import for_serving
     assert for_serving(cos).cache_dir is None  # a request never writes to the cache
+
+
+def test_reindex_stores_the_answer_encoders_comment_vectors_and_search_scores_with_them(settings, tmp_path, bi_ranker,
+                                                                                          monkeypatch):
+    """$CQA_ANSWER_ENCODER: reindex stores the A bi-encoder's vector of every comment in the generation; /search
+    hands them to the reranker, labelled, and the bi-encoder then encodes only the question, with the scores it
+    would compute from the texts."""
+    from app.settings import Settings
+    from indexing.generations import ANSWER_VECTORS
+    with pytest.raises(ValidationError, match="answer_encoder"):
+        Settings(data_dir=tmp_path, answer_encoder="base")  # the dense index's vectors already
+    with pytest.raises(ValidationError, match="holds a 'cross-encoder' checkpoint"):
+        Settings(data_dir=tmp_path, answer_encoder="models/cross-encoder")
+    assert Settings(data_dir=tmp_path, answer_encoder="None").answer_spec is None
+    assert settings.answer_spec == encoder_spec("models/bi-encoder")  # the default: the subtask A model
+
+    fill_store(settings, 6)
+    plain = settings.model_copy(update={"dense_encoder": "base"})
+    summary = reindex(plain, progress=False)
+    assert summary["indexes"]["answer_vectors"]["answers"] == summary["indexes"]["answer_vectors"]["encoded"] == 18
+    g = load_current(settings.index_root, "cpu")
+    spec = settings.answer_spec
+    assert g.manifest["answer_encoder"] == spec.to_dict() and g.answer_encoder == spec
+    rows = [i for i, k in enumerate(g.docs.kinds) if k == "answer"]
+    want = bi_ranker.text_vectors([g.docs.texts[i] for i in rows])
+    assert np.allclose(g.answer_vectors[rows], want, atol=1e-5)
+    assert not np.asarray(g.answer_vectors[[i for i in range(len(g.docs)) if i not in rows]]).any()
+    assert np.allclose(want, encode([g.docs.texts[i] for i in rows], device="cpu", spec=spec), atol=1e-5)
+    # a second reindex reads every comment vector from the embedding cache
+    assert reindex(plain, progress=False)["indexes"]["answer_vectors"]["encoded"] == 0
+
+    # /search: the comments carry their stored vectors; the bi-encoder encodes the question only
+    seen = []
+
+    class Spy:
+        name = "spy"
+
+        def score(self, queries):
+            seen.extend(queries)
+            return [[0.0] * len(q.candidates) for q in queries]
+    g = load_current(settings.index_root, "cpu")
+    build_pipeline(plain, g, None, rerankers={"answers": Spy(), "questions": Spy()}).search(
+        SearchRequest(text="answer on rent 3", target="answers", k=5))
+    q = seen[0]
+    assert q.candidates and all(c.meta["answer_encoder_id"] == spec.id for c in q.candidates)
+    expected = bi_ranker._score_texts([q])[0]
+
+    def no_pairs(*a, **k):
+        raise AssertionError("the stored comment vectors were not used")
+    monkeypatch.setattr(bi_ranker, "_score_texts", no_pairs)
+    assert np.allclose(bi_ranker.score([q])[0], expected, atol=1e-5)
+    monkeypatch.undo()
+    # another model's stored vectors are not its own: the ranker encodes the texts itself
+    other = Query(q.id, q.text, tuple(Candidate(c.id, c.text, {**c.meta, "answer_encoder_id": "another"})
+                                      for c in q.candidates), q.meta)
+    assert np.allclose(bi_ranker.score([other])[0], expected, atol=1e-5)
+
+    # with none, nothing is stored, and `cqa serve` says why /search would be slower rather than failing
+    none = plain.model_copy(update={"answer_encoder": "none"})
+    summary = reindex(none, progress=False)
+    g = load_current(settings.index_root, "cpu")
+    assert "answer_vectors" not in summary["indexes"] and g.manifest["answer_encoder"] is None
+    assert g.answer_vectors is None and not (g.folder / ANSWER_VECTORS).exists()
+    from app.bootstrap import _lacks_answer_vectors
+    assert _lacks_answer_vectors(Settings(data_dir=settings.data_dir, dense_encoder="base")) == spec.id
+    assert _lacks_answer_vectors(Settings(data_dir=settings.data_dir, dense_encoder="base", answer_encoder="none")) is None
+
+    # the answer checkpoint retrained after the build: its stored vectors are no longer used, the rest serves
+    ckpt = tmp_path / "my-bi-encoder"
+    shutil.copytree(BI, ckpt)
+    mine = plain.model_copy(update={"answer_encoder": str(ckpt)})
+    reindex(mine, progress=False)
+    cfg = ckpt / "config.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "note": "retrained"}))
+    g = load_current(settings.index_root, "cpu")
+    assert g.answer_vectors is None and g.answer_encoder is None and g.dense is not None

@@ -186,7 +186,7 @@ def test_openapi_documents_the_search_response(dev_service, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target,documented", [("answers", 0.2566), ("questions", 0.6487)])
+@pytest.mark.parametrize("target,documented", [("answers", 0.2843), ("questions", 0.6487)])
 def test_search_benchmark_reproduces_the_documented_figures(target, documented, fresh_corpus_dir):
     """The end-to-end /search benchmark on 2016 test, from a fresh data folder: the documented MAP@10, above
     the first stage by at least 0.03 with P@1 not lower, p < 0.05 (docs/BENCHMARKS.md)."""

@@ -10,7 +10,7 @@ import torch
 
 from indexing.encoder import bi_encoder_id, checkpoint_digest
 
-from ..candidates import Query, stored
+from ..candidates import Query, stored, stored_vector
 from .bilstm import BiLSTMAttention, pad
 from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
 from .vocab import encode_texts, id_to_token
@@ -120,7 +120,9 @@ class MiniLMRanker:
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         """A bi-encoder reuses the vectors a query and its candidates carry when they are its own (a dense
-        index built with this checkpoint: ``$CQA_DENSE_ENCODER``); everything else is encoded here."""
+        index built with this checkpoint, ``$CQA_DENSE_ENCODER``, or the comment vectors a generation stores for
+        ``$CQA_ANSWER_ENCODER``); when every candidate has its vector, only the question is encoded here, and
+        otherwise everything is."""
         given = [self._given(q) for q in queries]
         todo = [q for q, g in zip(queries, given) if g is None]
         fresh = iter(self._score_texts(todo) if todo else [])
@@ -129,13 +131,24 @@ class MiniLMRanker:
     def _given(self, q: Query) -> list[float] | None:
         if self.vector_id is None:
             return None
-        qv = stored(q.meta, "vector", self.vector_id)
-        cv = [stored(c.meta, "vector", self.vector_id) for c in q.candidates]
-        if qv is None or any(v is None for v in cv):
+        cv = [stored_vector(c.meta, self.vector_id) for c in q.candidates]
+        if any(v is None for v in cv):
             return None
         if not cv:
             return []
+        qv = stored(q.meta, "vector", self.vector_id)
+        if qv is None:
+            qv = self.text_vectors([q.text])[0]
         return (np.stack(cv).astype(np.float32) @ np.asarray(qv, dtype=np.float32)).astype(float).tolist()
+
+    @torch.no_grad()
+    def text_vectors(self, texts: list[str]) -> np.ndarray:
+        """A bi-encoder's vector of each text, as its scores use them (and as the index's encoder makes them)."""
+        from .minilm import collate, single_ids, word_pieces
+        self.model.eval()
+        seqs = [single_ids(t, self.model.config) for t in word_pieces(texts)]
+        return torch.stack(self._batched(seqs, lambda idx: self.model.text_vector(
+            *collate([seqs[i] for i in idx], self.device)[:2]), stack=True)).numpy()
 
     def _score_texts(self, queries: list[Query]) -> list[list[float]]:
         pairs = [(q.text, c.text) for q in queries for c in q.candidates]
