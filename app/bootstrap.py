@@ -19,7 +19,17 @@ def default_corpus(settings: Settings) -> list[Path]:
     return files if all(f.exists() for f in files) else [settings.demo_corpus]
 
 
-def bootstrap(settings: Settings, progress: bool = True) -> dict:
+# A first build stores the answer encoder's comment vectors at once up to this many comments (seconds of encoding);
+# above it, it leaves them out, so the service is ready sooner, and `cqa serve` adds them with a background reindex
+# (the SemEval corpus: 19,680 comments, about 2 minutes on 2 cores).
+ANSWERS_NOW_MAX = 2000
+
+
+def bootstrap(settings: Settings, progress: bool = True, answers_now_max: int = ANSWERS_NOW_MAX) -> dict:
+    """Ingest the default corpus into an empty store and build a generation if none can serve. The result says
+    what it did; ``answer_vectors_pending`` names the answer encoder whose comment vectors the live generation
+    lacks (a first build above ``answers_now_max`` comments leaves them out; a generation built before the setting,
+    or with another encoder, has none), which `cqa serve` then adds with a background reindex."""
     out: dict = {}
     with ThreadStore(settings.store_path) as store:
         if store.counts()["threads"] == 0:
@@ -34,16 +44,32 @@ def bootstrap(settings: Settings, progress: bool = True) -> dict:
         return out
     name = current_generation(settings.index_root)
     if name is None:
-        log.info("no live index generation: building one")
-        out["reindex"] = reindex(settings, progress=progress)
+        first = settings
+        if settings.answer_spec is not None and out["store"]["answers"] > answers_now_max:
+            log.info("no live index generation: building one without the answer vectors of its %d comments, "
+                     "which come with the next reindex", out["store"]["answers"])
+            first = settings.model_copy(update={"answer_encoder": "none"})
+        else:
+            log.info("no live index generation: building one")
+        out["reindex"] = reindex(first, progress=progress)
     elif (problem := _unsearchable(settings)) is not None:
         log.warning("the live generation %s cannot be searched (%s): building a new one", name, problem)
         out["reindex"] = reindex(settings, progress=progress)
-    elif (lacking := _lacks_answer_vectors(settings)) is not None:
-        log.warning("the live generation %s stores no comment vectors of %s ($CQA_ANSWER_ENCODER): /search "
-                    "answers encode the comments they rerank on each request, which is slower; run `cqa reindex`",
-                    name, lacking)
+    if (lacking := _lacks_answer_vectors(settings)) is not None:
+        out["answer_vectors_pending"] = lacking
     return out
+
+
+def reindex_in_background(settings: Settings):
+    """A ``cqa reindex`` of this data folder in a child process (its log lines on this process's stderr). A
+    service follows the generation it publishes, so it switches over without a restart."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "CQA_DATA_DIR": str(settings.data_dir), "CQA_ANSWER_ENCODER": settings.answer_encoder,
+           "CQA_DENSE_ENCODER": settings.dense_encoder}
+    return subprocess.Popen([sys.executable, "-m", "app.cli", "reindex", "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL)
 
 
 def _lacks_answer_vectors(settings: Settings) -> str | None:

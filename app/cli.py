@@ -99,16 +99,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.data_dir:
         os.environ["CQA_DATA_DIR"] = str(args.data_dir)
-    if not args.no_bootstrap:
-        from app.bootstrap import bootstrap
-        bootstrap(settings)
     workers = args.workers or settings.workers
     if workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
-    # each worker is its own process with its own models and lease; all follow the same `current` pointer
-    uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
-                port=args.port or settings.port, workers=workers, log_level="info")
+    background = None
+    if not args.no_bootstrap:
+        from app.bootstrap import bootstrap, reindex_in_background
+        out = bootstrap(settings)
+        if "answer_vectors_pending" in out:
+            background = reindex_in_background(settings)
+            print(f"the service starts now; a background `cqa reindex` (pid {background.pid}) adds the comment vectors of "
+                  f"{out['answer_vectors_pending']}, and the service switches to its generation when it is published "
+                  "(until then /search answers encode the comments they rerank)", file=sys.stderr)
+    try:
+        # each worker is its own process with its own models and lease; all follow the same `current` pointer
+        uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
+                    port=args.port or settings.port, workers=workers, log_level="info")
+    finally:
+        if background is not None and background.poll() is None:
+            background.terminate()  # what it encoded stays in the embedding cache for the next reindex
     return 0
 
 
@@ -255,9 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("reindex", help="build a new index generation and make it live",
                        description="Build BM25, query-likelihood LM and FAISS indexes from the store into a "
-                       "new generation, publish it atomically, and prune old generations. A reindex that "
-                       "fails or is killed leaves the live generation untouched.")
-    s.add_argument("--no-dense", action="store_true", help="skip the embedding index (lexical only)")
+                       "new generation, with the comment vectors of $CQA_ANSWER_ENCODER (the /search answers "
+                       "reranker's second model; 'none' to skip), publish it atomically, and prune old generations. "
+                       "A reindex that fails or is killed leaves the live generation untouched, and what it "
+                       "encoded stays in the embedding cache.")
+    s.add_argument("--no-dense", action="store_true", help="skip the embedding index and the comment vectors "
+                   "(lexical only)")
     s.add_argument("--dense-encoder", metavar="ENC", help="what encodes the FAISS index (and, once live, the queries "
                    "searching it): base (the packaged all-MiniLM-L6-v2) or a fine-tuned bi-encoder checkpoint folder; "
                    "default $CQA_DENSE_ENCODER (models/question-bi-encoder)")

@@ -120,7 +120,8 @@ class Generation:
 
     def sizes(self) -> dict[str, int]:
         return {"documents": len(self.docs), "terms": len(self.terms.vocab),
-                "dense": self.dense.index.n_docs if self.dense else 0}
+                "dense": self.dense.index.n_docs if self.dense else 0,
+                "answer_vectors": self.docs.counts()["answers"] if self.answer_vectors is not None else 0}
 
 
 def load_current(root: Path, device: str = "auto") -> Generation:

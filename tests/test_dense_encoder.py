@@ -236,6 +236,7 @@ def test_reindex_stores_the_answer_encoders_comment_vectors_and_search_scores_wi
     g = load_current(settings.index_root, "cpu")
     spec = settings.answer_spec
     assert g.manifest["answer_encoder"] == spec.to_dict() and g.answer_encoder == spec
+    assert g.sizes()["answer_vectors"] == 18  # GET /ready and the index-size gauge say they are there
     rows = [i for i, k in enumerate(g.docs.kinds) if k == "answer"]
     want = bi_ranker.text_vectors([g.docs.texts[i] for i in rows])
     assert np.allclose(g.answer_vectors[rows], want, atol=1e-5)
@@ -275,7 +276,7 @@ def test_reindex_stores_the_answer_encoders_comment_vectors_and_search_scores_wi
     summary = reindex(none, progress=False)
     g = load_current(settings.index_root, "cpu")
     assert "answer_vectors" not in summary["indexes"] and g.manifest["answer_encoder"] is None
-    assert g.answer_vectors is None and not (g.folder / ANSWER_VECTORS).exists()
+    assert g.answer_vectors is None and not (g.folder / ANSWER_VECTORS).exists() and g.sizes()["answer_vectors"] == 0
     from app.bootstrap import _lacks_answer_vectors
     assert _lacks_answer_vectors(Settings(data_dir=settings.data_dir, dense_encoder="base")) == spec.id
     assert _lacks_answer_vectors(Settings(data_dir=settings.data_dir, dense_encoder="base", answer_encoder="none")) is None
@@ -289,3 +290,25 @@ def test_reindex_stores_the_answer_encoders_comment_vectors_and_search_scores_wi
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "note": "retrained"}))
     g = load_current(settings.index_root, "cpu")
     assert g.answer_vectors is None and g.answer_encoder is None and g.dense is not None
+
+
+def test_a_large_first_build_leaves_the_answer_vectors_to_a_background_reindex(settings):
+    """`cqa serve` on a big empty data folder is ready before the answer vectors are: the first build leaves them
+    out, and a background `cqa reindex` (a real child process) publishes a generation that has them."""
+    from app.bootstrap import bootstrap, reindex_in_background
+    fill_store(settings, 6)
+    plain = settings.model_copy(update={"dense_encoder": "base"})
+    out = bootstrap(plain, progress=False, answers_now_max=10)  # 18 comments: more than it builds at once
+    g = load_current(settings.index_root, "cpu")
+    assert "answer_vectors" not in out["reindex"]["indexes"] and g.answer_vectors is None
+    assert out["answer_vectors_pending"] == plain.answer_spec.id
+    child = reindex_in_background(plain)
+    assert child.wait(timeout=300) == 0
+    g = load_current(settings.index_root, "cpu")
+    assert g.answer_vectors is not None and g.answer_encoder == plain.answer_spec
+    assert "answer_vectors_pending" not in bootstrap(plain, progress=False, answers_now_max=10)
+    # a small first build stores them at once
+    fresh = plain.model_copy(update={"data_dir": settings.data_dir.parent / "small"})
+    fill_store(fresh, 2)
+    out = bootstrap(fresh, progress=False)
+    assert out["reindex"]["indexes"]["answer_vectors"]["answers"] == 6 and "answer_vectors_pending" not in out
