@@ -75,10 +75,10 @@ def reindex_in_background(settings: Settings):
 def _lacks_answer_vectors(settings: Settings) -> str | None:
     """The answer encoder whose vectors the live generation should store and does not (None when it does)."""
     from indexing.searcher import manifest_of, stored_answer_encoder
-    spec = settings.answer_spec
-    if spec is None or stored_answer_encoder(manifest_of(settings.index_root) or {}) == spec.id:
+    want = settings.answer_encoder_id
+    if want is None or stored_answer_encoder(manifest_of(settings.index_root) or {}) == want:
         return None
-    return spec.id
+    return want
 
 
 def _unsearchable(settings: Settings) -> str | None:

@@ -109,9 +109,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         out = bootstrap(settings)
         if "answer_vectors_pending" in out:
             background = reindex_in_background(settings)
-            print(f"the service starts now; a background `cqa reindex` (pid {background.pid}) adds the comment vectors of "
-                  f"{out['answer_vectors_pending']}, and the service switches to its generation when it is published "
-                  "(until then /search answers encode the comments they rerank)", file=sys.stderr)
+            print(f"the service starts now; a background `cqa reindex` (pid {background.pid}) adds the comment "
+                  f"vectors of {out['answer_vectors_pending']}, and the service switches to its generation when it "
+                  "is published (until then /search answers encode the comments they rerank)", file=sys.stderr)
     try:
         # each worker is its own process with its own models and lease; all follow the same `current` pointer
         uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,

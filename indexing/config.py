@@ -72,6 +72,12 @@ class IndexSettings(BaseSettings):
         return None if self.answer_encoder == "none" else encoder_spec(self.answer_encoder)
 
     @property
+    def answer_encoder_id(self) -> str | None:
+        """The id of the answer encoder's vectors a generation built now stores (None: none)."""
+        spec = self.answer_spec
+        return spec.id if spec is not None else None
+
+    @property
     def encoder(self):
         """The dense index's encoder (indexing.encoder.EncoderSpec) this setting names."""
         from .encoder import encoder_spec

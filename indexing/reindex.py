@@ -54,12 +54,12 @@ class _Lock:
         self.fh.close()
 
 
-def local_engine(settings: IndexSettings, encode_fn: EncodeFn | None = None) -> LocalEngine:
-    """The in-process engine, with the real encoder ($CQA_DENSE_ENCODER) unless a test gives another
-    ``encode_fn``."""
+def local_engine(settings: IndexSettings, encode_fn: EncodeFn | None = None, spec=None) -> LocalEngine:
+    """The in-process engine, with the real encoder (``spec``, default $CQA_DENSE_ENCODER) unless a test gives
+    another ``encode_fn``."""
     if encode_fn is None:
         from .encoder import encode
-        spec = settings.encoder
+        spec = spec or settings.encoder
 
         def encode_fn(texts):
             return encode(texts, batch_size=settings.embedding_batch_size, device=settings.device, spec=spec)
@@ -134,25 +134,15 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
                                    f"directory's dense encoder is {encoder.id} ($CQA_DENSE_ENCODER)")
             report("embed", 0.3)
             t0 = time.perf_counter()
-            cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", encoder.id)
-            bar = tqdm(total=len(docs), unit="doc", desc="embed", disable=not progress)
-            done = [0]
-
-            def tick(n):
-                done[0] += n
-                bar.update(n)
-                report("embed", 0.3 + 0.6 * done[0] / max(len(docs), 1))
-            try:
-                vecs, encoded = embed_with_cache(docs.texts, cache, engine.embed, progress=tick)
-            finally:
-                cache.close()
-                bar.close()
+            vecs, encoded = embed_cached(settings, encoder.id, docs.texts, engine.embed, "embed", "doc", progress,
+                                         lambda done: report("embed", 0.3 + 0.6 * done / max(len(docs), 1)))
             kind = choose_kind(len(docs), settings.dense_index_kind, settings.dense_exact_max_docs)
             dense = DenseIndex.build(vecs, kind=kind, model=encoder.id)
             dense.save(tmp / "dense")
             dense_params = dense.params
             timings["dense"] = {**_timing(t0, len(docs)), "encoded": encoded, "from_cache": len(docs) - encoded}
 
+        # a test's stand-in encode_fn encodes the dense index only: it must not pass for the answer encoder's vectors
         answer_spec = None if skip_dense or encode_fn is not None else settings.answer_spec
         if answer_spec is not None:
             report("embed answers", 0.9)
@@ -183,24 +173,36 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
 
 
+def embed_cached(settings: IndexSettings, model_id: str, texts: list[str], embed, desc: str, unit: str,
+                 progress: bool, on_done: Callable[[int], None] | None = None) -> tuple[np.ndarray, int]:
+    """``texts``' vectors through the data folder's embedding cache (``model_id``'s entries), the missing ones
+    embedded by ``embed`` (an engine's), under a progress bar; ``on_done(texts done)`` after each batch. Returns the
+    matrix and how many texts were encoded."""
+    cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", model_id)
+    bar = tqdm(total=len(texts), unit=unit, desc=desc, disable=not progress)
+    done = [0]
+
+    def tick(n):
+        done[0] += n
+        bar.update(n)
+        if on_done is not None:
+            on_done(done[0])
+    try:
+        return embed_with_cache(texts, cache, embed, progress=tick)
+    finally:
+        cache.close()
+        bar.close()
+
+
 def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool) -> int:
     """The answer encoder's vector of every comment (``$CQA_ANSWER_ENCODER``), one row per document (questions'
     rows zero), saved at ``path`` for /search to rerank answers without encoding them. Through the embedding cache,
     so a reindex encodes only new or changed comments, in this process whatever the engine. Returns how many
     comments it encoded."""
-    from .encoder import encode
     rows = [i for i, k in enumerate(docs.kinds) if k == ANSWER]
     texts = [docs.texts[i] for i in rows]
-    engine = LocalEngine(lambda chunk: encode(chunk, batch_size=settings.embedding_batch_size,
-                                              device=settings.device, spec=spec),
-                         batch_size=embed_block(settings.embedding_batch_size), encoder=spec)
-    cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", spec.id)
-    bar = tqdm(total=len(texts), unit="comment", desc="embed answers", disable=not progress)
-    try:
-        vecs, encoded = embed_with_cache(texts, cache, engine.embed, progress=bar.update)
-    finally:
-        cache.close()
-        bar.close()
+    vecs, encoded = embed_cached(settings, spec.id, texts, local_engine(settings, spec=spec).embed, "embed answers",
+                                 "comment", progress)
     out = np.zeros((len(docs), vecs.shape[1] if len(vecs) else 384), dtype=np.float32)
     out[rows] = vecs
     np.save(path, out)

@@ -61,7 +61,7 @@ def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generatio
     if (m is None or m.get("store_fingerprint") != fingerprint or not m["indexes"].get("dense")
             or "translation" not in m.get("build", {})
             or m.get("model") != cs.encoder.id  # the manifest's "model" is its encoder's id
-            or stored_answer_encoder(m) != (cs.answer_spec.id if cs.answer_spec else None)):
+            or stored_answer_encoder(m) != cs.answer_encoder_id):
         reindex(cs, progress=progress)
     return load_current(cs.index_root, settings.device)
 

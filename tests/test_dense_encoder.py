@@ -35,6 +35,21 @@ def bi_ranker():
     return MiniLMRanker.from_checkpoint(BI, device="cpu", inference="torch-fp32")
 
 
+def reranked_answers(settings, gen, text: str) -> Query:
+    """What /search hands its answers reranker for ``text`` over ``gen`` (a spy reranker keeps the query)."""
+    seen = []
+
+    class Spy:
+        name = "spy"
+
+        def score(self, queries):
+            seen.extend(queries)
+            return [[0.0] * len(q.candidates) for q in queries]
+    build_pipeline(settings, gen, None, rerankers={"answers": Spy(), "questions": Spy()}).search(
+        SearchRequest(text=text, target="answers", k=5))
+    return seen[0]
+
+
 def test_the_setting_names_the_package_or_a_bi_encoder_and_refuses_anything_else(settings, tmp_path):
     assert encoder_spec("base") == encoder_spec(MODEL_NAME) == EncoderSpec()
     from indexing.config import IndexSettings
@@ -138,17 +153,7 @@ def test_reindex_with_the_bi_encoder_records_it_and_searches_with_it(settings, t
     assert np.allclose(stored, encode([g.docs.texts[g.row["q:t3"]]], device="cpu", spec=spec)[0], atol=1e-5)
 
     # /search hands the reranker the generation's vectors, labelled with its encoder
-    seen = []
-
-    class Spy:
-        name = "spy"
-
-        def score(self, queries):
-            seen.extend(queries)
-            return [[0.0] * len(q.candidates) for q in queries]
-    pipe = build_pipeline(bi, g, None, rerankers={"answers": Spy(), "questions": Spy()})
-    pipe.search(SearchRequest(text=text, target="answers", k=5))
-    q = seen[0]
+    q = reranked_answers(bi, g, text)
     assert q.meta[VECTOR_ENCODER] == spec and np.allclose(q.meta["vector"], g.dense.embed(text))
     assert q.candidates and all(c.meta[VECTOR_ENCODER] == spec for c in q.candidates)
 
@@ -246,18 +251,7 @@ def test_reindex_stores_the_answer_encoders_comment_vectors_and_search_scores_wi
     assert reindex(plain, progress=False)["indexes"]["answer_vectors"]["encoded"] == 0
 
     # /search: the comments carry their stored vectors; the bi-encoder encodes the question only
-    seen = []
-
-    class Spy:
-        name = "spy"
-
-        def score(self, queries):
-            seen.extend(queries)
-            return [[0.0] * len(q.candidates) for q in queries]
-    g = load_current(settings.index_root, "cpu")
-    build_pipeline(plain, g, None, rerankers={"answers": Spy(), "questions": Spy()}).search(
-        SearchRequest(text="answer on rent 3", target="answers", k=5))
-    q = seen[0]
+    q = reranked_answers(plain, load_current(settings.index_root, "cpu"), "answer on rent 3")
     assert q.candidates and all(c.meta["answer_encoder_id"] == spec.id for c in q.candidates)
     expected = bi_ranker._score_texts([q])[0]
 

@@ -144,11 +144,9 @@ class MiniLMRanker:
     @torch.no_grad()
     def text_vectors(self, texts: list[str]) -> np.ndarray:
         """A bi-encoder's vector of each text, as its scores use them (and as the index's encoder makes them)."""
-        from .minilm import collate, single_ids, word_pieces
+        from .minilm import word_pieces
         self.model.eval()
-        seqs = [single_ids(t, self.model.config) for t in word_pieces(texts)]
-        return torch.stack(self._batched(seqs, lambda idx: self.model.text_vector(
-            *collate([seqs[i] for i in idx], self.device)[:2]), stack=True)).numpy()
+        return self._vectors(word_pieces(texts)).numpy()
 
     def _score_texts(self, queries: list[Query]) -> list[list[float]]:
         pairs = [(q.text, c.text) for q in queries for c in q.candidates]
@@ -182,12 +180,16 @@ class MiniLMRanker:
             *collate([pairs[i][0] for i in idx], self.device, [pairs[i][1] for i in idx])))
 
     def _bi(self, q_wp, a_wp, owner) -> list[float]:
-        from .minilm import collate, single_ids
-        seqs = [single_ids(t, self.model.config) for t in q_wp + a_wp]
-        vecs = torch.stack(self._batched(seqs, lambda idx: self.model.text_vector(
-            *collate([seqs[i] for i in idx], self.device)[:2]), stack=True))
+        vecs = self._vectors(q_wp + a_wp)
         q, a = vecs[: len(q_wp)], vecs[len(q_wp):]
         return (a * q[torch.tensor(owner, dtype=torch.long)]).sum(-1).tolist()
+
+    def _vectors(self, wps: list[list[int]]) -> torch.Tensor:
+        """A bi-encoder's vector of each text given as word pieces, in batches of similar length."""
+        from .minilm import collate, single_ids
+        seqs = [single_ids(t, self.model.config) for t in wps]
+        return torch.stack(self._batched(seqs, lambda idx: self.model.text_vector(
+            *collate([seqs[i] for i in idx], self.device)[:2]), stack=True))
 
     def _batched(self, seqs: list[list[int]], run, stack: bool = False) -> list:
         order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
