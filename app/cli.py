@@ -275,8 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "searching it): base (the packaged all-MiniLM-L6-v2) or a fine-tuned bi-encoder checkpoint folder; "
                    "default $CQA_DENSE_ENCODER (models/question-bi-encoder)")
     s.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="where analysis and embedding run: this process (default) or a Ray cluster through Ray Data "
-                   "(needs pip install -e '.[ray]'); the generation is the same, its manifest names the engine")
+                   help="where analysis and embedding (the dense index's and the comment vectors') run: this process "
+                   "(default) or a Ray cluster through Ray Data (needs pip install -e '.[ray]'; pays off on a cluster "
+                   "bigger than this machine, see docs/scale-out.md); the generation is the same, its manifest names "
+                   "the engine")
     s.add_argument("--address", help="the Ray cluster to join ('auto', or ray://HOST:10001); default: start a local "
                    "one on this machine's CPUs for the job")
     s.add_argument("--ray-workers", type=int, metavar="N",

@@ -1,5 +1,6 @@
 """Reindex throughput per stage: the local engine against the Ray engine with 1 and 2 workers, side by side in
-one run, on the same threads, each run from an empty embedding cache (every text encoded).
+one run, on the same threads, each run from an empty embedding cache (every text encoded, and every comment again
+by the answer encoder, $CQA_ANSWER_ENCODER, on the engine's workers).
 
 Each run is a real `reindex` (the code `cqa reindex` runs) into its own data folder. The Ray runs share one
 local cluster, started once (its start-up time is reported apart). Also reports the on-disk bytes per document
@@ -31,7 +32,7 @@ from indexing.loaders import load  # noqa: E402
 from indexing.reindex import reindex  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 
-STAGES = ("documents", "analyse", "terms", "bm25", "lm", "translation", "dense")
+STAGES = ("documents", "analyse", "terms", "bm25", "lm", "translation", "dense", "answer_vectors")
 
 
 def _store(folder: Path, threads) -> IndexSettings:
@@ -43,7 +44,7 @@ def _store(folder: Path, threads) -> IndexSettings:
 
 def _sizes(gen: Path, n_docs: int) -> dict:
     out = {}
-    for part in ("documents.json", "terms", "bm25", "lm", "translation_qa", "dense"):
+    for part in ("documents.json", "terms", "bm25", "lm", "translation_qa", "dense", "answer_vectors.npy"):
         files = [gen / part] if (gen / part).is_file() else [p for p in (gen / part).rglob("*") if p.is_file()]
         b = sum(p.stat().st_size for p in files)
         out[part] = {"bytes": b, "bytes_per_doc": round(b / n_docs, 1)}
@@ -90,7 +91,8 @@ def main() -> None:
         out["ray_version"] = ray.__version__
         try:
             for w in (int(x) for x in args.workers.split(",")):
-                engine = RayEngine(RayOptions(workers=w, cpus_per_worker=args.cpus_per_worker))
+                engine = RayEngine(RayOptions(workers=w, cpus_per_worker=args.cpus_per_worker), device=base.device,
+                                   encoder_batch=base.embedding_batch_size, encoder=base.encoder)  # as cqa reindex
                 out["runs"].append(_run(f"ray-{w}", _store(work / f"ray-{w}", threads), engine))
         finally:
             ray.shutdown()
@@ -98,6 +100,9 @@ def main() -> None:
         for r in out["runs"]:
             r["embed_speedup_vs_local"] = round(r["stages"]["dense"]["docs_per_s"]
                                                 / local["stages"]["dense"]["docs_per_s"], 2)
+            if "answer_vectors" in local["stages"]:
+                r["answer_vectors_speedup_vs_local"] = round(r["stages"]["answer_vectors"]["docs_per_s"]
+                                                             / local["stages"]["answer_vectors"]["docs_per_s"], 2)
             r["wall_speedup_vs_local"] = round(local["wall_s"] / r["wall_s"], 2)
     finally:
         if args.keep:

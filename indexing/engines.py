@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 # (positions in the list given, their vectors): what an engine yields as embeddings arrive, in any order
 EmbeddedBatch = tuple[np.ndarray, np.ndarray]
+EmbedFn = Callable[[list[str]], Iterator[EmbeddedBatch]]
 _SEP = "\x1f"  # joins one document's tokens for the trip back from a Ray worker (tokens never contain it)
 
 
@@ -39,6 +40,10 @@ class Engine(Protocol):
 
     def embed(self, texts: list[str]) -> Iterator[EmbeddedBatch]:
         """L2-normalised embeddings of ``texts``, batch by batch as they are ready."""
+
+    def embedder(self, encoder: EncoderSpec) -> EmbedFn | None:
+        """``embed`` with another encoder (the answer encoder's comment vectors), on this engine's workers;
+        None where this engine cannot load it, and the caller encodes in its own process."""
 
     def describe(self) -> dict:
         """What the manifest records about the engine."""
@@ -69,6 +74,10 @@ class LocalEngine:
         for s in range(0, len(texts), self.batch_size):
             chunk = texts[s:s + self.batch_size]
             yield np.arange(s, s + len(chunk)), self.encode_fn(chunk)
+
+    def embedder(self, encoder):
+        """Only its own encoder: another one is loaded by ``indexing.reindex.local_engine``."""
+        return self.embed if encoder == self.encoder else None
 
     def describe(self) -> dict:
         return {"name": self.name}
@@ -164,6 +173,13 @@ class RayEngine:
         return out
 
     def embed(self, texts):
+        return self._embed(texts, self.encoder)
+
+    def embedder(self, encoder):
+        """Any encoder the cluster's workers can load: its own actor pool, like the dense encoder's."""
+        return lambda texts: self._embed(texts, encoder)
+
+    def _embed(self, texts: list[str], encoder: EncoderSpec) -> Iterator[EmbeddedBatch]:
         import ray.data
         o = self.options
         if not texts:
@@ -172,7 +188,7 @@ class RayEngine:
         block = o.embed_batch or embed_block(self.encoder_batch)
         ds = self._dataset(texts, block).map_batches(
             _Embedder, fn_constructor_kwargs={"device": self.device, "batch_size": self.encoder_batch,
-                                             "encoder": self.encoder},
+                                             "encoder": encoder},
             batch_size=block, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=o.workers),
             num_cpus=0 if gpu else o.cpus_per_worker, num_gpus=1 if gpu else 0)
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):

@@ -147,9 +147,9 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         if answer_spec is not None:
             report("embed answers", 0.9)
             t0 = time.perf_counter()
-            encoded = store_answer_vectors(docs, settings, answer_spec, tmp / ANSWER_VECTORS, progress)
+            encoded, where = store_answer_vectors(docs, settings, answer_spec, tmp / ANSWER_VECTORS, progress, engine)
             timings["answer_vectors"] = {**_timing(t0, len(docs)), "answers": docs.counts()["answers"],
-                                         "encoded": encoded}
+                                         "encoded": encoded, "engine": where}
 
         report("publish", 0.95)
         manifest = {
@@ -194,19 +194,22 @@ def embed_cached(settings: IndexSettings, model_id: str, texts: list[str], embed
         bar.close()
 
 
-def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool) -> int:
+def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool,
+                         engine: Engine | None = None) -> tuple[int, str]:
     """The answer encoder's vector of every comment (``$CQA_ANSWER_ENCODER``), one row per document (questions'
     rows zero), saved at ``path`` for /search to rerank answers without encoding them. Through the embedding cache,
-    so a reindex encodes only new or changed comments, in this process whatever the engine. Returns how many
-    comments it encoded."""
+    so a reindex encodes only new or changed comments; on ``engine``'s workers where it can load the encoder (Ray),
+    else in this process. Returns how many comments it encoded and the engine that encoded them."""
     rows = [i for i, k in enumerate(docs.kinds) if k == ANSWER]
     texts = [docs.texts[i] for i in rows]
-    vecs, encoded = embed_cached(settings, spec.id, texts, local_engine(settings, spec=spec).embed, "embed answers",
-                                 "comment", progress)
+    embed = engine.embedder(spec) if engine is not None else None
+    where = engine.name if embed is not None else "local"
+    embed = embed or local_engine(settings, spec=spec).embed
+    vecs, encoded = embed_cached(settings, spec.id, texts, embed, f"embed answers ({where})", "comment", progress)
     out = np.zeros((len(docs), vecs.shape[1] if len(vecs) else 384), dtype=np.float32)
     out[rows] = vecs
     np.save(path, out)
-    return encoded
+    return encoded, where
 
 
 def train_translation(docs: Documents, tokens: list[list[str]]) -> TranslationTable:

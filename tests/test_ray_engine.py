@@ -1,5 +1,6 @@
 """`cqa reindex --engine ray` builds the same generation as the local engine: lexical indexes byte for byte, dense
-vectors within 1e-5, the manifest naming the engine. The test starts its own local Ray cluster (two workers)
+vectors and the answer encoder's comment vectors (encoded on the cluster too) within 1e-5, the manifest naming the
+engine. The test starts its own local Ray cluster (two workers)
 through the CLI, as an operator would, with the real encoder."""
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def _vectors(gen: Path) -> np.ndarray:
 
 
 def assert_same_generation(local: Path, ray: Path) -> dict:
-    """Every lexical file identical, dense vectors within 1e-5; returns the ray manifest."""
+    """Every lexical file identical, dense and answer vectors within 1e-5, the answer vectors encoded by the Ray
+    engine's workers; returns the ray manifest."""
     compared = 0
     for part in LEXICAL:
         files = [local / part] if (local / part).is_file() else sorted(p for p in (local / part).rglob("*") if p.is_file())
@@ -49,10 +51,18 @@ def assert_same_generation(local: Path, ray: Path) -> dict:
     a, b = _vectors(local), _vectors(ray)
     assert a.shape == b.shape and a.shape[0] > 0
     assert float(np.abs(a - b).max()) <= 1e-5
+    a, b = np.load(local / "answer_vectors.npy"), np.load(ray / "answer_vectors.npy")
+    assert a.shape == b.shape and np.count_nonzero(np.abs(a).sum(axis=1)) > 0
+    assert float(np.abs(a - b).max()) <= 1e-5
     m_local = json.loads((local / "manifest.json").read_text())
     m_ray = json.loads((ray / "manifest.json").read_text())
     assert m_local["engine"]["name"] == "local" and m_ray["engine"]["name"] == "ray"
     assert m_ray["documents"] == m_local["documents"] and m_ray["indexes"] == m_local["indexes"]
+    assert m_ray["answer_encoder"] == m_local["answer_encoder"] and m_ray["answer_encoder"] is not None
+    where = m_local["build"]["answer_vectors"]["engine"], m_ray["build"]["answer_vectors"]["engine"]
+    assert where == ("local", "ray")
+    # each data folder's cache started empty, so the cluster encoded every distinct comment the local engine did
+    assert m_ray["build"]["answer_vectors"]["encoded"] == m_local["build"]["answer_vectors"]["encoded"] > 0
     return m_ray
 
 
