@@ -1,0 +1,47 @@
+"""The benchmarks in bench/ keep running as the code under them changes: each is run here on a tiny input, as a
+user runs it, and must end with its JSON object and the fields docs/BENCHMARKS.md reports. No timing is asserted
+(speed lives in the benchmarks' own runs). bench/reindex_scale.py had stopped working unnoticed when the default
+dense encoder changed; this file is why that cannot happen again."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT
+
+
+def run_bench(script: str, *args: str, env: dict, timeout: int = 600) -> dict:
+    p = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_bm25_speed_bench_compares_with_rank_bm25(cli_env):
+    out = run_bench("bm25_speed.py", "--docs", "300", "--queries", "5", env=cli_env)
+    assert out["docs"] == 300 and out["parity"] is True
+    assert out["ours_query_ms"] > 0 and out["rank_bm25_query_ms"] > 0 and out["ratio"] > 0
+
+
+def test_index_scale_bench_reports_every_index(cli_env):
+    out = run_bench("index_scale.py", "--sizes", "300", "--queries", "5", env=cli_env)
+    (row,) = out["sizes"]
+    assert row["docs"] == 300
+    for index in ("bm25", "lm", "dense"):
+        assert row[index]["bytes_per_doc"] > 0 and row[index]["p95_ms"] >= row[index]["p50_ms"] >= 0
+
+
+@pytest.mark.slow
+def test_reindex_scale_bench_runs_both_engines_with_the_answer_vectors(cli_env, semeval):
+    """The local engine and a one-worker local Ray cluster each index three dev threads from an empty cache."""
+    out = run_bench("reindex_scale.py", "--max-threads", "3", "--workers", "1", env=cli_env, timeout=900)
+    assert [r["engine"] for r in out["runs"]] == ["local", "ray-1"]
+    for run in out["runs"]:
+        assert run["documents"] > 3 and run["embed_speedup_vs_local"] > 0
+        dense, answers = run["stages"]["dense"], run["stages"]["answer_vectors"]
+        assert dense["encoded"] > 0 and answers["encoded"] > 0
+        assert answers["engine"] == ("ray" if run["engine"].startswith("ray") else "local")
+        assert run["index_sizes"]["answer_vectors.npy"]["bytes"] > 0
