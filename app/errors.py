@@ -15,10 +15,16 @@ CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_fo
          429: "too_many_requests", 500: "internal_error", 503: "not_ready"}
 
 
+def _text(s: str) -> str:
+    """A message as UTF-8 can carry it: text a client sent with unpaired surrogates (in a field name, say) is
+    echoed as \\udXXX escapes instead of failing the response."""
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_body(status: int, message: str, details: list | None = None) -> dict:
-    err = {"status": status, "code": CODES.get(status, "error"), "message": message}
+    err = {"status": status, "code": CODES.get(status, "error"), "message": _text(message)}
     if details:
-        err["details"] = details
+        err["details"] = [{k: _text(v) if isinstance(v, str) else v for k, v in d.items()} for d in details]
     return {"error": err}
 
 

@@ -5,13 +5,22 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from indexing.models import Thread
+from indexing.models import Thread, invalid_unicode
 
 DATE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$"
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*")
+    @classmethod
+    def _valid_unicode(cls, v, info):
+        """A 422 for text no UTF-8 can carry (a JSON \\ud800 escape), before it reaches an analyzer or the store."""
+        bad = invalid_unicode(v, info.field_name)
+        if bad:
+            raise ValueError(f"{bad}: not valid Unicode text; send UTF-8 text")
+        return v
 
 
 # Text lengths and list sizes are limited by the settings (CQA_MAX_TEXT_CHARS, CQA_MAX_CANDIDATES,

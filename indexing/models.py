@@ -7,6 +7,29 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+def invalid_unicode(value: Any, path: str) -> str | None:
+    """Where ``value`` (a string, or dicts and lists of them, keys included) holds text that is not valid Unicode:
+    an unpaired surrogate, which a JSON escape such as \\ud800 can carry but no UTF-8 text (the store, the
+    analyzers, a response) can. None when it is all valid; else the path and the offending code point."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return f"{path} has an unpaired surrogate (U+{ord(value[e.start]):04X} at character {e.start})"
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            bad = invalid_unicode(k, f"{path} key") or invalid_unicode(v, f"{path}.{ascii(k)[1:-1]}")
+            if bad:
+                return bad
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            bad = invalid_unicode(v, f"{path}[{i}]")
+            if bad:
+                return bad
+    return None
+
+
 # Labels as the SemEval sources spell them; kept verbatim.
 ANSWER_LABELS = ("Good", "PotentiallyUseful", "Bad")
 QUESTION_LABELS = ("PerfectMatch", "Relevant", "Irrelevant")
@@ -54,6 +77,9 @@ class Thread(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "Thread":
+        bad = invalid_unicode(self.model_dump(), "thread")
+        if bad:
+            raise ValueError(f"{bad}: not valid Unicode text; send UTF-8 text (thread {ascii(self.id)})")
         if not (self.subject.strip() or self.body.strip()):
             raise ValueError(f"thread {self.id!r} has neither subject nor body")
         seen: set[str] = set()

@@ -31,7 +31,8 @@ def stored(meta: dict[str, Any], key: str, encoder_id: str) -> Any:
 
 
 # A search's comment candidates also carry the answer encoder's stored vector (``$CQA_ANSWER_ENCODER``, stored by
-# reindex): meta ANSWER_VECTOR, made by the encoder whose id is meta ANSWER_ENCODER.
+# reindex): meta ANSWER_VECTOR, made by the encoder whose id is meta ANSWER_ENCODER; its question candidates carry
+# their thread's comments' ones (meta "comment_answer_vectors", in the order of meta "comments").
 ANSWER_VECTOR, ANSWER_ENCODER = "answer_vector", "answer_encoder_id"
 
 

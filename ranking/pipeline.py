@@ -328,10 +328,15 @@ class SearchPipeline:
             if gen.answer_vectors is not None and gen.docs.kinds[row] == ANSWER:
                 meta[ANSWER_VECTOR] = np.asarray(gen.answer_vectors[row])
                 meta[ANSWER_ENCODER] = gen.answer_encoder.id
-            if "comments" in meta and gen.dense is not None:  # a question: its comments' stored embeddings
+            if "comments" in meta and (gen.dense is not None or gen.answer_vectors is not None):
+                # a question: its comments' stored embeddings, the dense index's and the answer encoder's
                 rows = self._thread_answer_rows().get(tid, [])
                 if [gen.docs.texts[j] for j in rows] == list(meta["comments"]):
-                    meta["comment_vectors"] = [_vector(gen, j) for j in rows]
+                    if gen.dense is not None:
+                        meta["comment_vectors"] = [_vector(gen, j) for j in rows]
+                    if gen.answer_vectors is not None:
+                        meta["comment_answer_vectors"] = np.asarray(gen.answer_vectors[rows])  # one read
+                        meta[ANSWER_ENCODER] = gen.answer_encoder.id
             out.append(Candidate(c.id, c.text, meta))
         return out
 

@@ -134,6 +134,10 @@ PRESETS: dict[str, RankerSpec] = {
                                      "question and its thread's comments", options={"how": "max"}),
     "answers-cosine-top3": RankerSpec("answers-cosine", "the mean of a question candidate's three best "
                                       "question-comment MiniLM cosines", options={"how": "top3"}),
+    **{f"answers-model-{how}": RankerSpec("answers-model", f"{what} subtask A bi-encoder cosine between the question "
+                                          "and a question candidate's thread comments (at /search from the comment "
+                                          "vectors the generation stores)", parts=("bi-encoder",), options={"how": how})
+       for how, what in (("max", "a question candidate's best"), ("top3", "the mean of the three best"))},
     # first-stage retrievers over a whole corpus (the full-corpus benchmarks)
     "first-stage": RankerSpec("retriever", "the tuned first stage of the service (ranking/retriever_defaults.json)",
                               file="retriever_defaults.json"),
@@ -295,6 +299,11 @@ def _answers_cosine(spec, settings, parts, name):
     return AnswersCosine(spec.options["how"], settings.device, name=name, cache_dir=settings.cache_dir)
 
 
+def _answers_model(spec, settings, parts, name):
+    from .rankers import AnswersModel
+    return AnswersModel(parts[0], spec.options["how"], name=name)
+
+
 def _cascade(spec, settings, parts, name):
     from .cascade import Cascade
     return Cascade(parts, settings.cascade_top, name)
@@ -307,4 +316,5 @@ def _factory(spec, settings, parts, name):
 BUILDERS = {"ir-baseline": _ir_baseline, "minilm-cosine": _minilm_cosine, "lexical": _lexical_ranker,
             "translation-lm": _translation, "minilm": _minilm, "bilstm": _bilstm, "fusion": _fusion,
             "combination": _combination, "related": _related, "first-stage-score": _first_stage_score,
-            "answers-cosine": _answers_cosine, "cascade": _cascade, "factory": _factory}
+            "answers-cosine": _answers_cosine, "answers-model": _answers_model, "cascade": _cascade,
+            "factory": _factory}

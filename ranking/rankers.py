@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -115,6 +115,62 @@ class FirstStageScore:
         return out
 
 
+def best_of(cosines: list[float], how: str) -> float:
+    """A thread's comment cosines reduced to one score: the best ("max") or the mean of the best three ("top3");
+    0 for a thread without comments."""
+    cos = sorted(cosines, reverse=True)
+    return 0.0 if not cos else cos[0] if how == "max" else float(np.mean(cos[:3]))
+
+
+@dataclass
+class AnswersModel:
+    """A question candidate scored by how well its thread's comments answer the question, as a subtask A
+    bi-encoder judges it: its cosine of the question and each comment (meta "comments"), reduced by ``how`` as
+    AnswersCosine does. At /search the comments' vectors are the ones the generation stores for that encoder
+    (meta "comment_answer_vectors", ``$CQA_ANSWER_ENCODER``), so only the question is encoded; others are encoded
+    here. 0 without comments."""
+    model: Any  # a bi-encoder MiniLMRanker (its vector_id names its vectors)
+    how: str = "max"
+    name: str = ""
+
+    def __post_init__(self):
+        if getattr(self.model, "vector_id", None) is None:
+            raise ValueError(f"{self.name or 'answers-model'} needs a bi-encoder, not {self.model.name}")
+        self.name = self.name or f"answers-model-{self.how}"
+
+    @property
+    def parts(self) -> tuple:
+        """Its model, as a composite ranker's parts (walk, for_serving, inference_report see it)."""
+        return (self.model,)
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        from .candidates import ANSWER_ENCODER
+        vid = self.model.vector_id
+        todo: list[str] = []
+        plans = []  # per query, per candidate: a list of stored vectors or positions in todo
+        for q in queries:
+            row = []
+            for c in q.candidates:
+                comments = list(c.meta.get("comments", ()))
+                given = c.meta.get("comment_answer_vectors") if c.meta.get(ANSWER_ENCODER) == vid else None
+                if given is None or len(given) != len(comments):
+                    given = [len(todo) + i for i in range(len(comments))]
+                    todo += comments
+                row.append(given)
+            plans.append(row)
+        texts = [q.text for q in queries] + todo
+        vecs = self.model.text_vectors(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        qvecs, fresh = vecs[: len(queries)], vecs[len(queries):]
+        out = []
+        for qv, row in zip(qvecs, plans):
+            scores = []
+            for given in row:
+                cv = [fresh[v] if isinstance(v, int) else np.asarray(v, dtype=np.float32) for v in given]
+                scores.append(best_of([float(np.dot(qv, v)) for v in cv], self.how))
+            out.append(scores)
+        return out
+
+
 @dataclass
 class AnswersCosine:
     """A question candidate scored by what answered it: the MiniLM cosine of the question and each comment
@@ -142,8 +198,7 @@ class AnswersCosine:
             for q, v in zip(group, qvecs):
                 row = []
                 for c in q.candidates:
-                    cos = sorted((float(np.dot(v, next(vecs))) for _ in c.meta.get("comments", ())), reverse=True)
-                    row.append(0.0 if not cos else cos[0] if self.how == "max" else float(np.mean(cos[:3])))
+                    row.append(best_of([float(np.dot(v, next(vecs))) for _ in c.meta.get("comments", ())], self.how))
                 rows.append(row)
             return rows
         return per_encoder(queries, group_scores)

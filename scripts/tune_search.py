@@ -8,7 +8,8 @@ test is never read.
     python scripts/tune_search.py --target answers     # writes ranking/search_answers_defaults.json
     python scripts/tune_search.py --target questions   # writes ranking/search_questions_defaults.json
     python scripts/tune_search.py --target answers --answer-model bi-encoder --sweep answer_model
-        # keeps the shipped answers weights and chooses only the added feature's
+    python scripts/tune_search.py --target questions --sweep answers-model-max
+        # keep the shipped weights and choose only the added feature's
 
 answers: the related-answers features (ranking/related.py); questions: a z-score fusion of question-question
 scores (the first-stage order and scores over the corpus, BM25, LM and the MiniLM cosine over the head)."""
@@ -37,7 +38,7 @@ from ranking.evaluation.measures import per_query  # noqa: E402
 from ranking.search_benchmark import K, qrels_for, scored_id  # noqa: E402
 
 QUESTION_PARTS = ("ir-baseline", "bm25", "lm", "minilm-cosine", "stage-bm25", "stage-lm", "stage-dense", "stage-fused",
-                  "answers-cosine-max", "answers-cosine-top3")
+                  "answers-cosine-max", "answers-cosine-top3", "answers-model-max", "answers-model-top3")
 STEPS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, -0.25, -0.5)
 SWEEP = (0.1, 0.25, 0.5, 1.0, 2.0)  # --sweep: one added feature's weight, the shipped ones kept
 
@@ -81,11 +82,16 @@ def mean_ap(rows, w: np.ndarray | None) -> float:
     return float(np.mean(list(per_query(qrels, run, "AP@10").values())))
 
 
+def shipped_weights(target: str, names) -> list[float]:
+    """The target's shipped weights in the order of ``names``; a feature the file predates weighs 0."""
+    w = json.loads((ROOT / "ranking" / f"search_{target}_defaults.json").read_text())["weights"]
+    return [float(w.get(n, 0.0)) for n in names] if isinstance(w, dict) else list(w) + [0.0] * (len(names) - len(w))
+
+
 def sweep(rows, shipped: list[float], i: int) -> np.ndarray:
-    """The shipped weights (a feature the file predates weighs 0) with feature ``i``'s weight chosen over SWEEP
-    by MAP@10; ties keep the smaller weight."""
-    base = np.zeros(len(FEATURES))
-    base[:len(shipped)] = shipped
+    """The shipped weights with feature ``i``'s weight chosen over SWEEP by MAP@10; ties keep the smaller
+    weight."""
+    base = np.asarray(shipped, dtype=float)
     best, w = -1.0, base
     for v in (0.0, *SWEEP):
         trial = base.copy()
@@ -129,21 +135,21 @@ def main() -> int:
     ap.add_argument("--answer-ranker", default="minilm-cosine", help="answers: the ranker of (question, comment)")
     ap.add_argument("--answer-model", help="answers: a second ranker of (question, comment), the feature answer_model "
                     "(e.g. bi-encoder, which reads the comment vectors a generation stores)")
-    ap.add_argument("--sweep", choices=FEATURES, help="answers: keep the shipped weights and choose only this "
-                    "feature's weight, over SWEEP, on the --fit questions (coordinate ascent otherwise)")
+    ap.add_argument("--sweep", choices=FEATURES + QUESTION_PARTS, help="keep the shipped weights of the target and "
+                    "choose only this feature's weight, over SWEEP, on the --fit questions (coordinate ascent "
+                    "otherwise)")
     ap.add_argument("--out", type=Path, help="defaults file to write (default: ranking/search_<target>_defaults.json)")
     args = ap.parse_args()
     settings = Settings()
     t0 = time.perf_counter()
-    if args.sweep and args.target != "answers":
-        ap.error("--sweep tunes one weight of the answers reranker: use it with --target answers")
+    names = FEATURES if args.target == "answers" else QUESTION_PARTS
+    if args.sweep and args.sweep not in names:
+        ap.error(f"--sweep {args.sweep} is not a feature of the {args.target} reranker: one of {', '.join(names)}")
     data = {split: features(settings, args.target, split, args.answer_ranker, args.answer_model)[0]
             for split in {args.fit, args.check}}
     depth = settings.rerank_depth
     feature_seconds = time.perf_counter() - t0
-    names = FEATURES if args.target == "answers" else QUESTION_PARTS
-    shipped = json.loads((ROOT / "ranking" / "search_answers_defaults.json").read_text()) if args.sweep else None
-    w = (sweep(data[args.fit], shipped["weights"], names.index(args.sweep)) if args.sweep
+    w = (sweep(data[args.fit], shipped_weights(args.target, names), names.index(args.sweep)) if args.sweep
          else coordinate_ascent(data[args.fit], len(names)))
     figures = {split: {"first_stage": mean_ap(rows, None), "reranked": mean_ap(rows, w),
                        "single_features": {n: mean_ap(rows, np.eye(len(names))[i]) for i, n in enumerate(names)},

@@ -205,6 +205,31 @@ def test_metrics(client):
     assert 'cqa_index_documents{index="documents"} 160.0' in text
 
 
+def test_unpaired_surrogates_are_a_clear_422_and_store_nothing(client):
+    """JSON can escape half a UTF-16 pair (\\ud800), which no UTF-8 text can hold: once that crashed the store's
+    hash of a thread (a 500). Now every body field, field name and thread field is checked first."""
+    def post(path, body):
+        raw = json.dumps(body).encode()  # ensure_ascii: a lone surrogate goes out as the escape \ud800
+        return client.post(path, content=raw, headers={"Content-Type": "application/json", **ADMIN})
+
+    thread = {"id": "sur1", "subject": "ok", "body": "ok",
+              "answers": [{"id": "sur1_a", "text": "fine", "author_id": "u\ud800"}]}
+    r = post("/threads", {"threads": [thread]})
+    assert r.status_code == 422, r.text
+    msg = r.json()["error"]["message"]
+    assert "answers[0].author_id" in msg and "unpaired surrogate (U+D800" in msg
+    assert client.get("/threads/sur1").status_code == 404  # the request was refused whole: nothing stored
+    r = post("/search", {"question": {"body": "visa\udfff"}})
+    assert r.status_code == 422 and "question.body" in r.json()["error"]["message"]
+    r = post("/rerank", {"question": {"body": "q"}, "candidates": [{"id": "a", "text": "x\ud83d"}]})
+    assert r.status_code == 422 and "unpaired surrogate" in r.json()["error"]["message"]
+    r = post("/search", {"question": {"body": "x"}, "\ud800": 1})  # in a field name: the error echoes it escaped
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    r = post("/threads", {"threads": [{**thread, "answers": [], "meta": {"k\ud800": 1}}]})
+    assert r.status_code == 422 and "meta key" in r.json()["error"]["message"]
+    assert post("/threads", {"threads": [{**thread, "answers": []}]}).status_code == 200  # the rest was fine
+
+
 def test_openapi_fuzz_no_5xx(client):
     """Schemathesis against the app's own OpenAPI schema: no server errors (bounded examples)."""
     import schemathesis

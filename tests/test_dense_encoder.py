@@ -35,8 +35,8 @@ def bi_ranker():
     return MiniLMRanker.from_checkpoint(BI, device="cpu", inference="torch-fp32")
 
 
-def reranked_answers(settings, gen, text: str) -> Query:
-    """What /search hands its answers reranker for ``text`` over ``gen`` (a spy reranker keeps the query)."""
+def reranked_query(settings, gen, text: str, target: str = "answers") -> Query:
+    """What /search hands its ``target``'s reranker for ``text`` over ``gen`` (a spy reranker keeps the query)."""
     seen = []
 
     class Spy:
@@ -45,8 +45,10 @@ def reranked_answers(settings, gen, text: str) -> Query:
         def score(self, queries):
             seen.extend(queries)
             return [[0.0] * len(q.candidates) for q in queries]
-    build_pipeline(settings, gen, None, rerankers={"answers": Spy(), "questions": Spy()}).search(
-        SearchRequest(text=text, target="answers", k=5))
+    from indexing.store import ThreadStore
+    with ThreadStore(settings.store_path) as store:  # the threads' metadata, as the service reads it
+        build_pipeline(settings, gen, store.get, rerankers={"answers": Spy(), "questions": Spy()}).search(
+            SearchRequest(text=text, target=target, k=5))
     return seen[0]
 
 
@@ -153,7 +155,7 @@ def test_reindex_with_the_bi_encoder_records_it_and_searches_with_it(settings, t
     assert np.allclose(stored, encode([g.docs.texts[g.row["q:t3"]]], device="cpu", spec=spec)[0], atol=1e-5)
 
     # /search hands the reranker the generation's vectors, labelled with its encoder
-    q = reranked_answers(bi, g, text)
+    q = reranked_query(bi, g, text)
     assert q.meta[VECTOR_ENCODER] == spec and np.allclose(q.meta["vector"], g.dense.embed(text))
     assert q.candidates and all(c.meta[VECTOR_ENCODER] == spec for c in q.candidates)
 
@@ -251,7 +253,7 @@ def test_reindex_stores_the_answer_encoders_comment_vectors_and_search_scores_wi
     assert reindex(plain, progress=False)["indexes"]["answer_vectors"]["encoded"] == 0
 
     # /search: the comments carry their stored vectors; the bi-encoder encodes the question only
-    q = reranked_answers(plain, load_current(settings.index_root, "cpu"), "answer on rent 3")
+    q = reranked_query(plain, load_current(settings.index_root, "cpu"), "answer on rent 3")
     assert q.candidates and all(c.meta["answer_encoder_id"] == spec.id for c in q.candidates)
     expected = bi_ranker._score_texts([q])[0]
 
@@ -284,6 +286,39 @@ def test_reindex_stores_the_answer_encoders_comment_vectors_and_search_scores_wi
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "note": "retrained"}))
     g = load_current(settings.index_root, "cpu")
     assert g.answer_vectors is None and g.answer_encoder is None and g.dense is not None
+
+
+def test_search_questions_score_threads_by_their_comments_stored_answer_vectors(settings, bi_ranker, monkeypatch):
+    """answers-model-max/top3: a question candidate scored by the A bi-encoder's cosines of the question and its
+    thread's comments. /search hands each question candidate its comments' stored answer vectors, so only the
+    question is encoded, with the scores the texts give."""
+    from ranking.candidates import ANSWER_ENCODER
+    from ranking.rankers import AnswersModel, get_ranker
+    fill_store(settings, 6)
+    plain = settings.model_copy(update={"dense_encoder": "base"})
+    reindex(plain, progress=False)
+    q = reranked_query(plain, load_current(settings.index_root, "cpu"), "answer on rent 3", "questions")
+    assert q.candidates
+    for c in q.candidates:
+        assert c.meta[ANSWER_ENCODER] == plain.answer_spec.id
+        assert len(c.meta["comment_answer_vectors"]) == len(c.meta["comments"]) == 3
+    bare = Query(q.id, q.text, tuple(Candidate(c.id, c.text, {"comments": c.meta["comments"]}) for c in q.candidates)
+                 + (Candidate("empty", "a thread nobody answered", {}),))
+    cos = [bi_ranker.text_vectors(list(c.meta.get("comments", ()))) @ bi_ranker.text_vectors([q.text])[0]
+           if c.meta.get("comments") else np.zeros(0) for c in bare.candidates]
+    top, top3 = AnswersModel(bi_ranker, "max"), AnswersModel(bi_ranker, "top3")
+    assert np.allclose(top.score([bare])[0], [float(v.max()) if len(v) else 0.0 for v in cos], atol=1e-5)
+    assert np.allclose(top3.score([bare])[0], [float(np.sort(v)[::-1][:3].mean()) if len(v) else 0.0 for v in cos],
+                       atol=1e-5)
+    encoded = []
+    real = bi_ranker.text_vectors
+    monkeypatch.setattr(bi_ranker, "text_vectors", lambda texts: encoded.append(list(texts)) or real(texts))
+    assert np.allclose(top.score([q])[0], top.score([bare])[0][:-1], atol=1e-5)
+    assert encoded[0] == [q.text]  # with the stored vectors: the question alone
+    monkeypatch.undo()
+    assert get_ranker("answers-model-max", plain).model.vector_id == plain.answer_spec.id  # the preset: the A model
+    with pytest.raises(ValueError, match="needs a bi-encoder"):
+        AnswersModel(type("CrossEncoder", (), {"name": "cross-encoder", "vector_id": None})())
 
 
 def test_a_large_first_build_leaves_the_answer_vectors_to_a_background_reindex(settings):

@@ -101,6 +101,18 @@ def test_jsonl_bad_lines(tmp_path):
     assert "line 5" in msgs[3] and "invalid JSON" in msgs[3]
 
 
+def test_jsonl_unpaired_surrogate_is_named_and_skipped(tmp_path):
+    """A JSON escape of half a UTF-16 pair decodes to text no UTF-8 store can hold: that record is skipped with
+    the field named, the rest of the file is loaded."""
+    f = tmp_path / "s.jsonl"
+    f.write_text(json.dumps({"id": "s1", "subject": "s", "answers": [{"id": "s1a", "text": "bad \ud800"}]}) + "\n"
+                 + json.dumps({"id": "s2", "subject": "fine"}) + "\n", encoding="ascii")
+    r = load(f)
+    assert [t.id for t in r.threads] == ["s2"]
+    (err,) = [str(e) for e in r.errors]
+    assert "line 1" in err and "answers[0].text has an unpaired surrogate (U+D800 at character 4)" in err
+
+
 def test_strict_failure_writes_nothing(tmp_path):
     f = tmp_path / "t.jsonl"
     f.write_text(json.dumps({"id": "ok", "subject": "s"}) + "\n42\n")
