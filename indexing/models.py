@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+
 def invalid_unicode(value: Any, path: str) -> str | None:
     """Where ``value`` (a string, or dicts and lists of them, keys included) holds text that is not valid Unicode:
     an unpaired surrogate, which a JSON escape such as \\ud800 can carry but no UTF-8 text (the store, the
