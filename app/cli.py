@@ -70,14 +70,14 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         return 2
     engine = None
     if args.engine == "ray":
-        from indexing.engines import RayEngine, RayOptions
+        from indexing.engines import RayOptions
+        from indexing.reindex import ray_engine
         if args.ray_workers is not None and args.ray_workers < 1:
             print("error: --ray-workers must be at least 1", file=sys.stderr)
             return 2
         options = RayOptions(address=args.address, workers=args.ray_workers or 2, cpus_per_worker=args.cpus_per_worker)
         try:
-            engine = RayEngine(options, device=settings.device, encoder_batch=settings.embedding_batch_size,
-                               encoder=settings.encoder)
+            engine = ray_engine(settings, options)
         except (RuntimeError, ConnectionError) as e:
             print(f"error: could not start the Ray engine: {e}", file=sys.stderr)
             return 2

@@ -29,7 +29,7 @@ from indexing.catalog import split_file  # noqa: E402
 from indexing.config import IndexSettings  # noqa: E402
 from indexing.generations import current_generation  # noqa: E402
 from indexing.loaders import load  # noqa: E402
-from indexing.reindex import reindex  # noqa: E402
+from indexing.reindex import ray_engine, reindex  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 
 STAGES = ("documents", "analyse", "terms", "bm25", "lm", "translation", "dense", "answer_vectors")
@@ -83,7 +83,7 @@ def main() -> None:
            "threads": len(threads), "runs": []}
     try:
         out["runs"].append(_run("local", _store(work / "local", threads)))
-        from indexing.engines import RayEngine, RayOptions
+        from indexing.engines import RayOptions
         import ray
         t0 = time.perf_counter()
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
@@ -91,8 +91,7 @@ def main() -> None:
         out["ray_version"] = ray.__version__
         try:
             for w in (int(x) for x in args.workers.split(",")):
-                engine = RayEngine(RayOptions(workers=w, cpus_per_worker=args.cpus_per_worker), device=base.device,
-                                   encoder_batch=base.embedding_batch_size, encoder=base.encoder)  # as cqa reindex
+                engine = ray_engine(base, RayOptions(workers=w, cpus_per_worker=args.cpus_per_worker))
                 out["runs"].append(_run(f"ray-{w}", _store(work / f"ray-{w}", threads), engine))
         finally:
             ray.shutdown()

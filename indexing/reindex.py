@@ -67,6 +67,14 @@ def local_engine(settings: IndexSettings, encode_fn: EncodeFn | None = None, spe
     return LocalEngine(encode_fn, batch_size=embed_block(settings.embedding_batch_size))
 
 
+def ray_engine(settings: IndexSettings, options):
+    """The Ray engine (``indexing.engines.RayOptions``) for this data folder: its dense encoder, device and batch
+    size, as ``cqa reindex --engine ray`` and bench/reindex_scale.py make it."""
+    from .engines import RayEngine
+    return RayEngine(options, device=settings.device, encoder_batch=settings.embedding_batch_size,
+                     encoder=settings.encoder)
+
+
 def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = False,
             on_progress: Progress | None = None, analyzer: Analyzer | None = None,
             encode_fn: EncodeFn | None = None, engine: Engine | None = None) -> dict:
@@ -195,14 +203,14 @@ def embed_cached(settings: IndexSettings, model_id: str, texts: list[str], embed
 
 
 def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool,
-                         engine: Engine | None = None) -> tuple[int, str]:
+                         engine: Engine) -> tuple[int, str]:
     """The answer encoder's vector of every comment (``$CQA_ANSWER_ENCODER``), one row per document (questions'
     rows zero), saved at ``path`` for /search to rerank answers without encoding them. Through the embedding cache,
     so a reindex encodes only new or changed comments; on ``engine``'s workers where it can load the encoder (Ray),
     else in this process. Returns how many comments it encoded and the engine that encoded them."""
     rows = [i for i, k in enumerate(docs.kinds) if k == ANSWER]
     texts = [docs.texts[i] for i in rows]
-    embed = engine.embedder(spec) if engine is not None else None
+    embed = engine.embedder(spec)
     where = engine.name if embed is not None else "local"
     embed = embed or local_engine(settings, spec=spec).embed
     vecs, encoded = embed_cached(settings, spec.id, texts, embed, f"embed answers ({where})", "comment", progress)

@@ -335,7 +335,10 @@ class SearchPipeline:
                     if gen.dense is not None:
                         meta["comment_vectors"] = [_vector(gen, j) for j in rows]
                     if gen.answer_vectors is not None:
-                        meta["comment_answer_vectors"] = np.asarray(gen.answer_vectors[rows])  # one read
+                        # a thread's comments are consecutive rows (Documents.from_threads): a view of the
+                        # memory-mapped file, read only if a ranker uses it
+                        meta["comment_answer_vectors"] = (
+                            gen.answer_vectors[rows[0]:rows[-1] + 1] if rows else gen.answer_vectors[:0])
                         meta[ANSWER_ENCODER] = gen.answer_encoder.id
             out.append(Candidate(c.id, c.text, meta))
         return out

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .candidates import Query, encoder_of, stored
+from .candidates import ANSWER_ENCODER, Query, encoder_of, stored
 from .presets import UnknownRanker  # noqa: F401  (what get_ranker raises)
 
 
@@ -144,31 +144,20 @@ class AnswersModel:
         return (self.model,)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        from .candidates import ANSWER_ENCODER
+        if not queries:
+            return []
         vid = self.model.vector_id
-        todo: list[str] = []
-        plans = []  # per query, per candidate: a list of stored vectors or positions in todo
-        for q in queries:
-            row = []
-            for c in q.candidates:
-                comments = list(c.meta.get("comments", ()))
-                given = c.meta.get("comment_answer_vectors") if c.meta.get(ANSWER_ENCODER) == vid else None
-                if given is None or len(given) != len(comments):
-                    given = [len(todo) + i for i in range(len(comments))]
-                    todo += comments
-                row.append(given)
-            plans.append(row)
-        texts = [q.text for q in queries] + todo
-        vecs = self.model.text_vectors(texts) if texts else np.zeros((0, 0), dtype=np.float32)
-        qvecs, fresh = vecs[: len(queries)], vecs[len(queries):]
-        out = []
-        for qv, row in zip(qvecs, plans):
-            scores = []
-            for given in row:
-                cv = [fresh[v] if isinstance(v, int) else np.asarray(v, dtype=np.float32) for v in given]
-                scores.append(best_of([float(np.dot(qv, v)) for v in cv], self.how))
-            out.append(scores)
-        return out
+        cands = [c for q in queries for c in q.candidates]
+        comments = [list(c.meta.get("comments", ())) for c in cands]
+        given = [c.meta.get("comment_answer_vectors") if c.meta.get(ANSWER_ENCODER) == vid else None for c in cands]
+        given = [g if g is not None and len(g) == len(t) else None for g, t in zip(given, comments)]
+        todo = [x for g, t in zip(given, comments) if g is None for x in t]
+        vecs = self.model.text_vectors([q.text for q in queries] + todo)  # one batch: questions, unstored comments
+        fresh = iter(vecs[len(queries):])
+        cvecs = iter([np.asarray(g, dtype=np.float32) if g is not None else [next(fresh) for _ in t]
+                      for g, t in zip(given, comments)])
+        return [[best_of([float(np.dot(qv, v)) for v in next(cvecs)], self.how) for _ in q.candidates]
+                for q, qv in zip(queries, vecs)]
 
 
 @dataclass
