@@ -10,6 +10,8 @@ import threading
 import uuid
 import time
 from contextlib import asynccontextmanager
+from functools import partial
+from typing import Callable
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -60,6 +62,7 @@ class Service:
         self.reranker = None  # POST /rerank: one thread's comments (the subtask A ranker)
         self.search_rankers: dict = {}  # /search target -> its reranker, behind a micro-batcher
         self.inference: list[dict] = []  # the MiniLM models loaded and how each runs (GET /ready)
+        self.score_memos: Callable[[], dict[str, dict]] = dict  # their score memos' counts (GET /ready, /metrics)
         self.batchers: list[MicroBatcher] = []
         self.rerank_batcher: MicroBatcher | None = None
         self.attention = None
@@ -81,13 +84,15 @@ class Service:
         return False
 
     def load_rankers(self, loop) -> None:
-        from ranking.rankers import inference_report, search_rerankers, service_reranker
+        from ranking.rankers import inference_report, score_memos, search_rerankers, service_reranker
         built: dict = {}  # a model two rerankers share loads once
         self.reranker = service_reranker(self.settings, built)
         self.rerank_batcher = self._batcher(self.reranker)
         searchers = search_rerankers(self.settings, built)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
         self.inference = inference_report([self.reranker, *searchers.values()])
+        self.score_memos = partial(score_memos, [self.reranker, *searchers.values()])
+        self.metrics.watch_memos(self.score_memos)
         if (self.settings.bilstm_checkpoint / "config.json").exists():
             try:  # the BiLSTM: per-word highlights in explain
                 from ranking.neural.ranker import BiLSTMRanker
@@ -221,7 +226,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(),
                 "dense_encoder": gen.dense.encoder.id if gen.dense is not None else None, "reranker": svc.reranker.name,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
-                "inference": svc.inference}
+                "inference": svc.inference, "score_memos": svc.score_memos()}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):

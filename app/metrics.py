@@ -1,7 +1,11 @@
-"""Prometheus metrics: requests, errors, latency per endpoint and per ranking stage, index sizes."""
+"""Prometheus metrics: requests, errors, latency per endpoint and per ranking stage, index sizes, the MiniLM
+models' score memos."""
 from __future__ import annotations
 
+from typing import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -24,3 +28,26 @@ class Metrics:
         self.store_threads = Gauge("cqa_store_threads", "threads in the store", registry=self.registry)
         self.batch_size = Histogram("cqa_rerank_batch_size", "requests per reranker batch",
                                     buckets=(1, 2, 4, 8, 16, 32), registry=self.registry)
+        self.memo_stats: Callable[[], dict[str, dict]] = dict
+        self.registry.register(_MemoCollector(lambda: self.memo_stats()))
+
+    def watch_memos(self, stats: Callable[[], dict[str, dict]]) -> None:
+        """Export the score memos ``stats()`` reports (model -> ScoreMemo.stats()) at each scrape."""
+        self.memo_stats = stats
+
+
+class _MemoCollector:
+    def __init__(self, stats: Callable[[], dict[str, dict]]) -> None:
+        self.stats = stats
+
+    def collect(self):
+        hits = CounterMetricFamily("cqa_score_memo_hits", "(question, answer) pairs scored from the memory of a "
+                                   "neural model's recent scores, without a model call", labels=["model"])
+        misses = CounterMetricFamily("cqa_score_memo_misses", "(question, answer) pairs a neural model scored",
+                                     labels=["model"])
+        pairs = GaugeMetricFamily("cqa_score_memo_pairs", "pairs a neural model's score memo holds", labels=["model"])
+        for model, st in self.stats().items():
+            hits.add_metric([model], st["hits"])
+            misses.add_metric([model], st["misses"])
+            pairs.add_metric([model], st["pairs"])
+        yield from (hits, misses, pairs)

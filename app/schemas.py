@@ -120,6 +120,13 @@ class InferenceOut(BaseModel):
     note: str = Field("", description="why it differs from what $CQA_INFERENCE asked for, if it does")
 
 
+class ScoreMemoOut(BaseModel):
+    pairs: int = Field(description="(question, answer) pairs whose scores it holds")
+    capacity: int = Field(description="the most it holds ($CQA_SCORE_MEMO_PAIRS); the least recently used go first")
+    hits: int = Field(description="pairs answered from it since the start, without a model call")
+    misses: int = Field(description="pairs the model scored since the start")
+
+
 class ReadyOut(BaseModel):
     status: Literal["ready"]
     generation: str
@@ -130,6 +137,9 @@ class ReadyOut(BaseModel):
     reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
     inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")
+    score_memos: dict[str, ScoreMemoOut] = Field(default_factory=dict, description="each neural model's memory of "
+                                                 "recent pair scores, by model: a thread sorted again costs the model "
+                                                 "only its new comments")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
                         "each has its own and holds its own lease on the generation it serves")
 

@@ -9,6 +9,8 @@ Defaults to the SemEval full corpus built by the fullcorpus benchmark. Prints a 
     python bench/load.py --requests 60 --max-seconds 45
     python bench/load.py --search-configs "base=var/benchmarks/fullcorpus-2016-base,default=var/benchmarks/fullcorpus-2016"
     python bench/load.py --targets none --rerank-configs "before=cross-encoder+signals@torch-fp32,default"
+    python bench/load.py --targets none --levels 1 --rerank-inputs revisits \
+        --rerank-configs "no-memo=;CQA_SCORE_MEMO_PAIRS=0,default"
 """
 from __future__ import annotations
 
@@ -134,13 +136,25 @@ def related_bodies(settings, n: int = 30) -> list[dict]:
              "candidates": [{"id": c.id, "text": c.text} for c in q.candidates[:n]]} for q in queries_for(xml, "C")]
 
 
+def revisit_bodies(settings) -> dict[str, list[dict]]:
+    """A forum showing its threads again: POST /rerank bodies of the 2016 test-A threads with two or more comments,
+    in three rounds: each thread without its last comment (a first view), with it (one new comment), and the same
+    again (a view with nothing new). Run the rounds in this order, over the same threads."""
+    threads = [b for b in thread_bodies(settings) if len(b["candidates"]) >= 2]
+    return {"revisit-first": [{**b, "candidates": b["candidates"][:-1]} for b in threads],
+            "revisit-new-comment": threads, "revisit-same": threads}
+
+
 def parse_configs(text: str) -> list[tuple[str, dict[str, str]]]:
-    """``label=RANKER@INFERENCE`` entries (either part may be left out; ``default``: the settings' own)."""
+    """``label=RANKER@INFERENCE;VAR=VALUE;...`` entries (each part may be left out; ``default``: the settings'
+    own; the ``VAR=VALUE`` parts set more of the server's environment, e.g. ``CQA_SCORE_MEMO_PAIRS=0``)."""
     out = []
     for entry in filter(None, text.split(",")):
         label, _, spec = entry.partition("=")
+        spec, *extra = spec.split(";")
         ranker, _, inference = spec.partition("@")
         env = {k: v for k, v in (("CQA_DEFAULT_RANKER", ranker), ("CQA_INFERENCE", inference)) if v}
+        env.update(e.split("=", 1) for e in extra if e)
         out.append((label, env))
     return out
 
@@ -180,7 +194,9 @@ def main() -> None:
     ap.add_argument("--targets", default="answers,questions", help="POST /search targets to load ('none': skip)")
     ap.add_argument("--rerank-inputs", default="threads,related30",
                     help="POST /rerank bodies: threads (each test-A thread's 10 comments with their metadata), "
-                         "related30 (each test-C question with 30 comments of its related threads)")
+                         "related30 (each test-C question with 30 comments of its related threads), revisits (test-A "
+                         "threads shown again: first without their last comment, then with it, then the same again; "
+                         "what the score memos, CQA_SCORE_MEMO_PAIRS, are for)")
     ap.add_argument("--search-configs", default="",
                     help="POST /search against each LABEL=DATA_DIR in turn (comma-separated), each folder served with "
                          "its own live generation (e.g. one built with CQA_DENSE_ENCODER=base); default: "
@@ -203,19 +219,34 @@ def main() -> None:
         out["search"] = {label: load_search(folder, label, questions, targets, levels_, args, levels)
                          for label, folder in parse_search_configs(args.search_configs, args.data_dir)}
     if args.rerank_configs:
-        inputs = {"threads": thread_bodies, "related30": related_bodies}
-        bodies = {name: inputs[name](settings) for name in args.rerank_inputs.split(",")}
+        if {"threads", "revisits"} <= set(args.rerank_inputs.split(",")):
+            raise SystemExit("--rerank-inputs: threads and revisits send the same test-A threads, so the score memos "
+                             "would answer the second from the first; run them one at a time")
+        inputs = {"threads": lambda s: {"threads": thread_bodies(s)}, "related30": lambda s: {"related30": related_bodies(s)},
+                  "revisits": revisit_bodies}
+        bodies = {k: v for name in args.rerank_inputs.split(",") for k, v in inputs[name](settings).items()}
         out["rerank"] = {}
         for label, env in parse_configs(args.rerank_configs):
             with server(args.data_dir, env) as (base, ready):
                 out["rerank"][label] = {"reranker": ready["reranker"], "inference": ready.get("inference"), "env": env}
-                for name, items in bodies.items():
-                    post(base + "/rerank", items[0])  # warm-up
-                    for c in levels_:
-                        r = run_level(base + "/rerank", items, c, args.requests, args.max_seconds, endpoint="rerank",
+                post(base + "/rerank", {"question": {"body": "warm up"}, "candidates": [{"id": "w", "text": "warm up"}]})
+                # Each level takes the next bodies of its input, never ones sent before, so a server's score memos
+                # never answer a request that stands for a first view (the revisit rounds share their threads).
+                start: dict[str, int] = {}
+                for c in levels_:
+                    for name, items in bodies.items():
+                        group = name.split("-")[0]
+                        at = start.get(group, 0)
+                        chunk = items[at: at + args.requests]
+                        if not chunk:
+                            print(f"{name}: no bodies left for concurrency {c}", file=sys.stderr)
+                            continue
+                        r = run_level(base + "/rerank", chunk, c, len(chunk), args.max_seconds, endpoint="rerank",
                                       config=label, reranker=ready["reranker"], input=name)
                         print(json.dumps(r), file=sys.stderr, flush=True)
                         levels.append(r)
+                    for name in bodies:
+                        start[name.split("-")[0]] = start.get(name.split("-")[0], 0) + args.requests
     out["levels"] = levels
     print(json.dumps(out))
 

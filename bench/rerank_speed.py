@@ -1,7 +1,8 @@
 """Reranking speed per ranker: latency to rerank 10, 30 and 100 candidates of one question, and
 pairs/s, on real SemEval 2016 test subtask C candidates (CPU, or CUDA when present and asked for).
-Every ranker runs as the service runs it (no score cache), and they take turns on each request. Prints a
-JSON object last.
+Every ranker runs as the service runs it (no score cache), but without the serving score memos
+(CQA_SCORE_MEMO_PAIRS), so that every request costs the models what a first view of a thread costs; they take
+turns on each request. Prints a JSON object last.
 
     python bench/rerank_speed.py --sizes 10,30 --rankers cross-encoder[torch-fp32],cross-encoder[onnx-int8],...
 """
@@ -91,7 +92,7 @@ def main() -> None:
         if name.endswith("[torch-ao-int8]"):
             ranker = torch_ao_int8(name, settings)
         else:
-            ranker = service_reranker(settings) if name == "service" else for_serving(build_label(name, settings))
+            ranker = service_reranker(settings.model_copy(update={"score_memo_pairs": 0})) if name == "service" else for_serving(build_label(name, settings))
         rankers.append((getattr(ranker, "name", name), ranker))
         for b in filter(None, args.batch_sizes.split(",")):
             if hasattr(ranker, "batch_size") and hasattr(ranker, "inference"):

@@ -195,15 +195,16 @@ class AnswersCosine:
 
 def service_reranker(settings, built: dict | None = None) -> Ranker:
     """The reranker of POST /rerank (one thread's comments, subtask A): $CQA_DEFAULT_RANKER, set up for serving."""
-    return for_serving(get_ranker(settings.default_ranker, settings, built))
+    return for_serving(get_ranker(settings.default_ranker, settings, built), settings.score_memo_pairs)
 
 
 def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
     """The reranker of each /search target, set up for serving: answers ($CQA_SEARCH_RANKER_ANSWERS,
     measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS). Threads
     are not reranked. Rankers they share (``built``) load once."""
-    return {"answers": for_serving(get_ranker(settings.search_ranker_answers, settings, built)),
-            "questions": for_serving(get_ranker(settings.search_ranker_questions, settings, built))}
+    return {"answers": for_serving(get_ranker(settings.search_ranker_answers, settings, built), settings.score_memo_pairs),
+            "questions": for_serving(get_ranker(settings.search_ranker_questions, settings, built),
+                                     settings.score_memo_pairs)}
 
 
 def walk(rankers: list[Ranker]):
@@ -217,15 +218,25 @@ def walk(rankers: list[Ranker]):
             stack += list(getattr(r, "parts", []))
 
 
-def for_serving(ranker: Ranker) -> Ranker:
+def for_serving(ranker: Ranker, memo_pairs: int = 0) -> Ranker:
     """Lexical statistics taken per request (a request's scores never depend on its batch) and no
-    evaluation score cache, in the ranker and every part of it."""
+    evaluation score cache, in the ranker and every part of it. With ``memo_pairs``, each neural model (the
+    BiLSTM, the MiniLM models) keeps the scores of that many recent (question, answer) pairs in memory
+    (ranking/neural/memo.py); a model that two serving rankers share keeps one memo."""
+    from .neural.memo import ScoreMemo
     for r in walk([ranker]):
         if hasattr(r, "per_query"):
             r.per_query = True
         if getattr(r, "cache_dir", None) is not None:
             r.cache_dir = None
+        if memo_pairs and hasattr(r, "memo") and r.memo is None:
+            r.memo = ScoreMemo(memo_pairs)
     return ranker
+
+
+def score_memos(rankers: list[Ranker]) -> dict[str, dict]:
+    """Each neural model's score memo inside ``rankers``, once: its name and the memo's counts."""
+    return {r.name: r.memo.stats() for r in walk(rankers) if getattr(r, "memo", None) is not None}
 
 
 def inference_report(rankers: list[Ranker]) -> list[dict]:

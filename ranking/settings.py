@@ -32,10 +32,14 @@ class RankingSettings(IndexSettings):
                                                     "MiniLM cross-encoder of subtask B question pairs (not shipped: "
                                                     "dev-B 0.6263, weight 0 in the dev-tuned question fusion).")
     inference: str = Field("auto", description="How the MiniLM rankers run: auto (what this device runs best: "
-                           "torch-bf16 on CUDA or on a CPU with bf16 instructions, else the measured CPU default), "
+                           "torch-bf16 on CUDA, torch-fp32 on any CPU, as measured on dev), "
                            "torch-fp32, torch-bf16, onnx-fp32 or onnx-int8 (ranking/neural/inference.py).")
     cascade_top: int = Field(10, ge=0, le=100, description="The cascade ranker: how many of the cheap stage's "
                              "top candidates the cross-encoder rescores (0: none).")
+    score_memo_pairs: int = Field(100_000, ge=0, description="Serving: the (question, answer) pairs whose scores "
+                                  "each neural model (the BiLSTM and the MiniLM models) keeps in memory, least "
+                                  "recently used dropped first, so a thread sorted again costs the models only its "
+                                  "new comments (about 180 bytes a pair, 18 MB per model at the default; 0: none).")
     rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
     search_thread_depth: int = Field(10, ge=0, le=50, description="/search answers: the most similar threads "
                                      "whose comments join the reranked candidates (0: none).")

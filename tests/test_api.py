@@ -305,10 +305,20 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
                                                       "k": 5})
         assert status == 200 and len(out["results"]) == 5
         assert "demo003" in {x["thread_id"] for x in out["results"]}  # the residence-permit thread
-        status, out = http("POST", base + "/rerank", {"question": {"body": "cheap furniture"}, "candidates": [
+        body = {"question": {"body": "cheap furniture"}, "candidates": [
             {"id": "x", "text": "The Friday market sells cheap second-hand furniture"},
-            {"id": "y", "text": "I love the beach"}]})
+            {"id": "y", "text": "I love the beach"}]}
+        status, out = http("POST", base + "/rerank", body)
         assert status == 200 and out["results"][0]["id"] == "x"
+        memos = http("GET", base + "/ready")[1]["score_memos"]
+        assert {"cross-encoder", "bi-encoder"} <= set(memos)
+        status, again = http("POST", base + "/rerank", body)  # the same thread again: from the score memos
+        assert status == 200 and again["results"] == out["results"]
+        after = http("GET", base + "/ready")[1]["score_memos"]
+        for model in ("cross-encoder", "bi-encoder"):
+            assert after[model]["misses"] == memos[model]["misses"] and after[model]["hits"] == memos[model]["hits"] + 2
+        with urllib.request.urlopen(base + "/metrics") as r:
+            assert f'cqa_score_memo_hits_total{{model="cross-encoder"}} {after["cross-encoder"]["hits"]}.0' in r.read().decode()
         acked = []
         for i in range(20):
             status, _ = http("POST", base + "/threads", {"threads": [{"id": f"k{i}", "subject": f"kill test {i}"}]},

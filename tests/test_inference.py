@@ -20,9 +20,11 @@ AMX = {**NO_BF16, "amx_tile": True, "amx_bf16": True, "amx_int8": True}
 
 
 def test_auto_follows_the_hardware():
-    assert resolve("auto", "cpu", NO_BF16).inference.label == CPU_DEFAULT
-    assert resolve("auto", "cpu", AMX).inference.label == "torch-bf16"
-    assert resolve("auto", "cpu", {"avx512_bf16": True}).inference.label == "torch-bf16"
+    assert resolve("auto", "cpu", NO_BF16).inference.label == CPU_DEFAULT == "torch-fp32"
+    # bf16 instructions make torch-bf16 faster, but it lost 0.0098 dev-C MAP: a setting away, not the default
+    assert resolve("auto", "cpu", AMX).inference.label == "torch-fp32"
+    assert resolve("auto", "cpu", {"avx512_bf16": True}).inference.label == "torch-fp32"
+    assert resolve("torch-bf16", "cpu", {"avx512_bf16": True}).inference.label == "torch-bf16"
     assert resolve("auto", "cuda", NO_BF16).inference.label == "torch-bf16"
 
 

@@ -90,7 +90,7 @@ def test_checkpoint_round_trip_scores_like_the_trained_model(tiny_cross):
     out, _, queries = tiny_cross
     model, _ = load_minilm(out, "cpu")
     a = MiniLMRanker(model).score(queries)
-    b = MiniLMRanker.from_checkpoint(out, "cpu").score(queries)
+    b = MiniLMRanker.from_checkpoint(out, "cpu", inference="torch-fp32").score(queries)  # as MiniLMRanker(model) runs
     assert a == b and len(a[0]) == len(queries[0].candidates)
     int8 = MiniLMRanker.from_checkpoint(out, "cpu", inference="onnx-int8", export_dir=out.parent / "x").score(queries)
     assert int8 != a and all(abs(x - y) < 0.5 for qa, qb in zip(a, int8) for x, y in zip(qa, qb))
@@ -246,6 +246,52 @@ def test_service_reranker_is_the_default_without_a_cache_and_with_per_request_st
     assert {p.name for p in parts} >= {"bilstm+signals", "cross-encoder+signals", "cross-encoder", "bi-encoder", "bm25"}
     assert all(getattr(p, "cache_dir", None) is None for p in parts)
     assert all(p.per_query for p in parts if hasattr(p, "per_query"))
+
+
+def test_score_memo_scores_only_new_pairs_once_and_drops_the_least_recent():
+    from ranking.neural.memo import ScoreMemo
+    seen = []
+
+    def model(pairs):
+        seen.append(list(pairs))
+        return [float(len(q) + 10 * len(a)) for q, a in pairs]
+
+    memo = ScoreMemo(capacity=3)
+    assert memo.scores([("q", "a"), ("q", "bb"), ("q", "a")], model) == [11.0, 21.0, 11.0]
+    assert seen == [[("q", "a"), ("q", "bb")]]  # a pair asked twice in one call is scored once
+    assert memo.scores([("q", "bb"), ("q", "a")], model) == [21.0, 11.0] and len(seen) == 1
+    assert memo.stats() == {"pairs": 2, "capacity": 3, "hits": 3, "misses": 2}
+    memo.scores([("q", "ccc"), ("qq", "a")], model)  # 4 pairs for 3 places: ("q", "bb"), used least lately, goes
+    assert memo.stats()["pairs"] == 3 and seen[-1] == [("q", "ccc"), ("qq", "a")]
+    memo.scores([("q", "a"), ("q", "bb")], model)
+    assert seen[-1] == [("q", "bb")]
+    assert memo.scores([("q\0", "a"), ("q", "\0a")], model) == [12.0, 21.0]  # where the question ends counts
+    with pytest.raises(ValueError, match="at least one pair"):
+        ScoreMemo(capacity=0)
+
+
+def test_serving_reranker_rescoring_a_thread_costs_the_models_only_its_new_comments(semeval, tmp_path):
+    """The service's /rerank ranker remembers the pairs its MiniLM models scored: the same thread again costs
+    them nothing and gives the same scores; the thread with one more comment costs at most that comment, and
+    scores as a ranker without the memo does."""
+    s = Settings(data_dir=tmp_path, inference="torch-fp32")
+    ranker = service_reranker(s)
+    memos = {r.name: r.memo for r in walk([ranker]) if getattr(r, "memo", None) is not None}
+    assert set(memos) == {"cross-encoder", "bi-encoder", "bilstm"}
+    assert all(m.capacity == s.score_memo_pairs for m in memos.values())
+    queries, _ = _dev_slice(2)
+    thread, other = queries
+    first = ranker.score([thread])
+    cold = {n: m.stats() for n, m in memos.items()}
+    assert all(st["misses"] == len(thread.candidates) and st["hits"] == 0 for st in cold.values())
+    assert ranker.score([thread]) == first
+    assert all(m.stats()["misses"] == cold[n]["misses"] for n, m in memos.items())  # no model call
+    grown = Query(thread.id, thread.text, thread.candidates + other.candidates[:1], thread.meta)
+    got = ranker.score([grown])[0]
+    assert all(m.stats()["misses"] - cold[n]["misses"] <= 1 for n, m in memos.items())
+    plain = service_reranker(s.model_copy(update={"score_memo_pairs": 0}))
+    assert all(getattr(r, "memo", None) is None for r in walk([plain]))
+    np.testing.assert_allclose(got, plain.score([grown])[0], atol=1e-4)
 
 
 class _Lookup:

@@ -12,12 +12,18 @@ Torch stays the training and GPU path. On a CPU the choices are measured in ``be
   at run time by ONNX Runtime. It replaces torch's deprecated ``torch.ao`` dynamic quantisation, whose
   scores were further from fp32 (rank correlation 0.969 against 0.997 on 90 dev pairs in a trial run).
 
-``auto`` picks, on CUDA, torch with bf16 autocast (as training does); on a CPU with bf16 matrix
-instructions, torch-bf16; on any other CPU, ``CPU_DEFAULT``. That choice was measured on a 2-core CPU
-without bf16 (docs/BENCHMARKS.md, "Inference variants"): onnx-int8 was 1.25x (cross-encoder) to 1.37x
-(bi-encoder) faster than torch-fp32 at 30 candidates and cost 0.0016 dev-A MAP, but it cost 0.011 dev-B
-and 0.018 dev-C, where the bi-encoders' cosines carry the ranking; so torch-fp32. A variant the machine
-cannot run falls back to one it can, and the reason is logged and kept in ``Resolved.note``.
+``auto`` picks, on CUDA, torch with bf16 autocast (as training does); on any CPU, ``CPU_DEFAULT``,
+torch-fp32. Each faster CPU variant was measured against it on dev, with a budget of 0.005 MAP per subtask's
+default ranker (docs/BENCHMARKS.md, "Inference variants"):
+
+- onnx-int8, on a 2-core CPU without bf16: 1.25x (cross-encoder) to 1.37x (bi-encoder) faster at 30
+  candidates, -0.0016 dev-A, but -0.011 dev-B and -0.018 dev-C, where the bi-encoders' cosines carry the
+  ranking;
+- torch-bf16, on a 2-core CPU with AVX512-BF16 (2026-11-23): 1.69x faster for the /rerank cascade on a
+  10-comment thread, the same dev-A and dev-B MAP, but -0.0098 dev-C.
+
+Both are a setting away (``CQA_INFERENCE``, or ``NAME[VARIANT]`` per ranker). A variant the machine cannot run
+falls back to one it can, and the reason is logged and kept in ``Resolved.note``.
 """
 from __future__ import annotations
 
@@ -107,7 +113,7 @@ def resolve(requested: str = "auto", device: str = "cpu", flags: dict[str, bool]
             Inference.parse(requested)
         return _noted(Resolved(Inference("torch", "bf16"), device, requested, note))
     if requested == "auto":
-        want = Inference("torch", "bf16") if has_bf16(flags) else Inference.parse(CPU_DEFAULT)
+        want = Inference.parse(CPU_DEFAULT)
     else:
         want = Inference.parse(requested)
     note = ""

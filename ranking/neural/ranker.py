@@ -13,6 +13,7 @@ from indexing.encoder import bi_encoder_id, checkpoint_digest
 from ..candidates import Query, stored, stored_vector
 from .bilstm import BiLSTMAttention, pad
 from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
+from .memo import ScoreMemo
 from .vocab import encode_texts, id_to_token
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ class BiLSTMRanker:
     device: str = "cpu"
     batch_size: int = 256
     name: str = "bilstm"
+    memo: ScoreMemo | None = None  # serving: recent pairs' scores (ranking.rankers.for_serving sets it)
 
     @classmethod
     def from_checkpoint(cls, folder: Path, device: str = "auto") -> "BiLSTMRanker":
@@ -62,7 +64,17 @@ class BiLSTMRanker:
         return self._run(queries, with_attention=True)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        return self._run(queries, with_attention=False)[0]
+        if self.memo is None:
+            return self._run(queries, with_attention=False)[0]
+        pairs = [(q.text, c.text) for q in queries for c in q.candidates]
+        return _split(self.memo.scores(pairs, self._score_pairs), queries)
+
+    def _score_pairs(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """One score per (question, answer) text pair (the LSTM runs packed: a pair's score is the same in any
+        batch)."""
+        from ..candidates import Candidate
+        one_each = [Query(str(i), q, (Candidate(str(i), a),)) for i, (q, a) in enumerate(pairs)]
+        return [s for (s,) in self._run(one_each, with_attention=False)[0]]
 
 
 def _split(flat: list, queries: list[Query]) -> list[list]:
@@ -80,7 +92,8 @@ class MiniLMRanker:
     an ONNX Runtime export, fp32, bf16 or int8); ``model`` is then the torch module or the ONNX session,
     both called the same way. With a ``cache_dir`` (evaluation runs), scores are kept in SQLite keyed by
     the checkpoint's weights, the settings and the pair's texts, so a benchmark re-run only scores pairs
-    it has not seen."""
+    it has not seen. A serving ranker has a ``memo`` instead (ranking/neural/memo.py): the pairs it scored
+    lately, in memory, so a thread sorted again costs the model only its new comments."""
     model: "MiniLMRankerModel"
     device: str = "cpu"
     batch_size: int = 32
@@ -90,6 +103,7 @@ class MiniLMRanker:
     inference: Inference = field(default_factory=Inference)
     note: str = ""  # why the variant run differs from the one asked for, if it does
     vector_id: str | None = None  # a bi-encoder: the id of its vectors (indexing.encoder.EncoderSpec.id)
+    memo: ScoreMemo | None = None  # serving: recent pairs' scores (ranking.rankers.for_serving sets it)
 
     @classmethod
     def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, inference: str = "auto",
@@ -151,7 +165,7 @@ class MiniLMRanker:
     def _score_texts(self, queries: list[Query]) -> list[list[float]]:
         pairs = [(q.text, c.text) for q in queries for c in q.candidates]
         if not (self.cache_dir and self.cache_key):
-            return _split(self.score_pairs(pairs), queries)
+            return _split(self.memo.scores(pairs, self.score_pairs) if self.memo is not None else self.score_pairs(pairs), queries)
         path = self.cache_dir / f"minilm-scores-{self.cache_key}.sqlite"
         return _split(cached_scores(path, pairs, self.score_pairs), queries)
 
