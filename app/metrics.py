@@ -1,4 +1,4 @@
-"""Prometheus metrics: requests, errors, latency per endpoint and per ranking stage, index sizes, the MiniLM
+"""Prometheus metrics: requests, errors, latency per endpoint and per ranking stage, index sizes, the neural
 models' score memos."""
 from __future__ import annotations
 

@@ -222,8 +222,8 @@ def main() -> None:
         if {"threads", "revisits"} <= set(args.rerank_inputs.split(",")):
             raise SystemExit("--rerank-inputs: threads and revisits send the same test-A threads, so the score memos "
                              "would answer the second from the first; run them one at a time")
-        inputs = {"threads": lambda s: {"threads": thread_bodies(s)}, "related30": lambda s: {"related30": related_bodies(s)},
-                  "revisits": revisit_bodies}
+        inputs = {"threads": lambda s: {"threads": thread_bodies(s)},
+                  "related30": lambda s: {"related30": related_bodies(s)}, "revisits": revisit_bodies}
         bodies = {k: v for name in args.rerank_inputs.split(",") for k, v in inputs[name](settings).items()}
         out["rerank"] = {}
         for label, env in parse_configs(args.rerank_configs):
@@ -245,8 +245,10 @@ def main() -> None:
                                       config=label, reranker=ready["reranker"], input=name)
                         print(json.dumps(r), file=sys.stderr, flush=True)
                         levels.append(r)
-                    for name in bodies:
-                        start[name.split("-")[0]] = start.get(name.split("-")[0], 0) + args.requests
+                    for group in {name.split("-")[0] for name in bodies}:
+                        start[group] = start.get(group, 0) + args.requests
+                with urllib.request.urlopen(base + "/ready", timeout=10) as r:  # what the memos answered
+                    out["rerank"][label]["score_memos"] = json.loads(r.read()).get("score_memos", {})
     out["levels"] = levels
     print(json.dumps(out))
 

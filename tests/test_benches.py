@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import CQA, ROOT
 
 
 def run_bench(script: str, *args: str, env: dict, timeout: int = 600) -> dict:
@@ -45,3 +45,21 @@ def test_reindex_scale_bench_runs_both_engines_with_the_answer_vectors(cli_env, 
         assert dense["encoded"] > 0 and answers["encoded"] > 0
         assert answers["engine"] == ("ray" if run["engine"].startswith("ray") else "local")
         assert run["index_sizes"]["answer_vectors.npy"]["bytes"] > 0
+
+
+def test_load_bench_revisits_threads_through_real_servers_with_and_without_score_memos(cli_env, semeval):
+    """bench/load.py --rerank-inputs revisits: each round reaches a real server, and the memos answer the rounds
+    that revisit a thread (the server without them has none)."""
+    for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation, not SemEval's
+        subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
+    out = run_bench("load.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--targets", "none", "--levels", "1",
+                    "--requests", "3", "--max-seconds", "120", "--rerank-inputs", "revisits",
+                    "--rerank-configs", "no-memo=;CQA_SCORE_MEMO_PAIRS=0,default", env=cli_env)
+    rows = {(r["config"], r["input"]): r for r in out["levels"]}
+    assert set(rows) == {(c, i) for c in ("no-memo", "default")
+                         for i in ("revisit-first", "revisit-new-comment", "revisit-same")}
+    assert all(r["requests"] == 3 and r["failed"] == 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in rows.values())
+    assert out["rerank"]["no-memo"]["env"] == {"CQA_SCORE_MEMO_PAIRS": "0"} and out["rerank"]["no-memo"]["score_memos"] == {}
+    memos = out["rerank"]["default"]["score_memos"]
+    # the second and third rounds send the first round's comments again: every one of them is a hit in each model
+    assert memos["bilstm"]["hits"] > 0 and memos["cross-encoder"]["hits"] > 0 and memos["bi-encoder"]["hits"] > 0

@@ -165,7 +165,8 @@ class MiniLMRanker:
     def _score_texts(self, queries: list[Query]) -> list[list[float]]:
         pairs = [(q.text, c.text) for q in queries for c in q.candidates]
         if not (self.cache_dir and self.cache_key):
-            return _split(self.memo.scores(pairs, self.score_pairs) if self.memo is not None else self.score_pairs(pairs), queries)
+            scores = self.score_pairs(pairs) if self.memo is None else self.memo.scores(pairs, self.score_pairs)
+            return _split(scores, queries)
         path = self.cache_dir / f"minilm-scores-{self.cache_key}.sqlite"
         return _split(cached_scores(path, pairs, self.score_pairs), queries)
 
