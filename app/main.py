@@ -246,15 +246,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/rerank", response_model=RerankOut, summary="Score and sort given candidates, e.g. a thread's comments")
     async def rerank(body: RerankIn, svc: Service = Depends(service)):
-        from ranking.candidates import Candidate, Query
+        from ranking.candidates import Candidate, Query, indexed_answer_meta
         from ranking.combination import regime_of
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [(f"candidates.{i}.text", c.text) for i, c in enumerate(body.candidates)])
         t0 = time.perf_counter()
+        gen = svc.generation  # comments it indexes come with their stored vectors
         q = Query("rerank", body.question.text,
-                  tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at,
-                                                 "position": i}) for i, c in enumerate(body.candidates, 1)),
+                  tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at, "position": i,
+                                                 **indexed_answer_meta(gen, c.id, c.text)})
+                        for i, c in enumerate(body.candidates, 1)),
                   {"author_id": body.asker_id, "thread_order": body.thread_order})
         scores = await svc.rerank_batcher.score(q)
         ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])

@@ -11,7 +11,7 @@ import numpy as np
 
 from .bm25 import BM25Index
 from .dense import DenseIndex
-from .documents import Documents
+from .documents import Documents, answer_doc_id
 from .encoder import EncoderError, EncoderSpec
 from .generations import (
     ANSWER_VECTORS,
@@ -110,6 +110,16 @@ class Generation:
             log.warning("%s: stored answer vectors not used: %s", folder.name, e)
             return None, None
         return np.load(folder / ANSWER_VECTORS, mmap_mode="r"), spec
+
+    def answer_vector(self, answer_id: str, text: str) -> np.ndarray | None:
+        """The answer encoder's stored vector of comment ``answer_id``, when this generation indexes that comment
+        with exactly ``text``; else None (not indexed, edited since, or no stored vectors)."""
+        if self.answer_vectors is None:
+            return None
+        row = self.row.get(answer_doc_id(answer_id))
+        if row is None or self.docs.texts[row] != text:
+            return None
+        return np.asarray(self.answer_vectors[row])
 
     @property
     def sources(self) -> dict[str, LexicalSource | DenseSource]:

@@ -36,6 +36,14 @@ def stored(meta: dict[str, Any], key: str, encoder_id: str) -> Any:
 ANSWER_VECTOR, ANSWER_ENCODER = "answer_vector", "answer_encoder_id"
 
 
+def indexed_answer_meta(gen, answer_id: str, text: str) -> dict[str, Any]:
+    """What a candidate of POST /rerank carries when the live generation ``gen`` (or None) indexes it as a comment
+    with the same id and exactly the same text: its stored answer-encoder vector, so a bi-encoder that is that
+    encoder scores it without encoding it (``stored_vector``); else nothing."""
+    v = gen.answer_vector(answer_id, text) if gen is not None else None
+    return {} if v is None else {ANSWER_VECTOR: v, ANSWER_ENCODER: gen.answer_encoder.id}
+
+
 def stored_vector(meta: dict[str, Any], encoder_id: str) -> Any:
     """A candidate's own stored embedding by ``encoder_id``: the dense index's, or the answer encoder's; else None."""
     v = stored(meta, "vector", encoder_id)

@@ -231,12 +231,26 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0) -> Ranker:
             r.cache_dir = None
         if memo_pairs and hasattr(r, "memo") and r.memo is None:
             r.memo = ScoreMemo(memo_pairs)
+        if memo_pairs and getattr(r, "vector_id", None) and r.question_memo is None:
+            r.question_memo = ScoreMemo(QUESTION_VECTORS)  # its values are vectors: about 1.6 KB each
     return ranker
 
 
+# Question vectors a serving bi-encoder keeps for candidates that bring their own (a thread the live generation
+# indexes, sorted again): a question is encoded once, and then only dot products remain.
+QUESTION_VECTORS = 1000
+
+
 def score_memos(rankers: list[Ranker]) -> dict[str, dict]:
-    """Each neural model's score memo inside ``rankers``, once: its name and the memo's counts."""
-    return {r.name: r.memo.stats() for r in walk(rankers) if getattr(r, "memo", None) is not None}
+    """Each neural model's score memo inside ``rankers``, once: its name and the memo's counts (a bi-encoder's memo
+    of question vectors as ``NAME questions``)."""
+    out = {}
+    for r in walk(rankers):
+        if getattr(r, "memo", None) is not None:
+            out[r.name] = r.memo.stats()
+        if getattr(r, "question_memo", None) is not None:
+            out[f"{r.name} questions"] = r.question_memo.stats()
+    return out
 
 
 def inference_report(rankers: list[Ranker]) -> list[dict]:

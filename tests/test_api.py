@@ -319,6 +319,32 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
             assert after[model]["misses"] == memos[model]["misses"] and after[model]["hits"] == memos[model]["hits"] + 2
         with urllib.request.urlopen(base + "/metrics") as r:
             assert f'cqa_score_memo_hits_total{{model="cross-encoder"}} {after["cross-encoder"]["hits"]}.0' in r.read().decode()
+        # a thread the live generation indexes: the bi-encoder reads its comments' stored vectors (no model call for
+        # them) and scores as it does when it encodes them (the same thread under ids the generation does not know)
+        demo = json.loads((ROOT / "data/demo/threads.jsonl").read_text().splitlines()[2])
+        indexed = {"question": {"subject": demo["subject"], "body": demo["body"]}, "asker_id": demo["author_id"],
+                   "thread_order": True, "candidates": [{"id": a["id"], "text": a["text"], "author_id": a["author_id"]}
+                                                        for a in demo["answers"]]}
+        foreign = {**indexed, "candidates": [{**c, "id": "new-" + c["id"]} for c in indexed["candidates"]]}
+        status, known = http("POST", base + "/rerank", indexed)
+        assert status == 200
+        memos = http("GET", base + "/ready")[1]["score_memos"]
+        assert memos["bi-encoder"]["misses"] == after["bi-encoder"]["misses"]  # read, not encoded
+        assert memos["cross-encoder"]["misses"] == after["cross-encoder"]["misses"] + len(demo["answers"])
+        assert http("POST", base + "/rerank", indexed)[1]["results"] == known["results"]  # the question's vector too
+        again = http("GET", base + "/ready")[1]["score_memos"]
+        assert again["bi-encoder questions"]["hits"] == memos["bi-encoder questions"]["hits"] + 1
+        assert again["bi-encoder questions"]["misses"] == memos["bi-encoder questions"]["misses"]
+        status, unknown = http("POST", base + "/rerank", foreign)  # the same texts: from the memos, except the bi-encoder
+        assert status == 200
+        assert http("GET", base + "/ready")[1]["score_memos"]["bi-encoder"]["misses"] == memos["bi-encoder"]["misses"] + len(demo["answers"])
+        assert [r["id"] for r in known["results"]] == [r["id"][4:] for r in unknown["results"]]
+        assert [r["score"] for r in known["results"]] == pytest.approx([r["score"] for r in unknown["results"]], abs=1e-4)
+        first = indexed["candidates"][0]  # an indexed id whose text was edited since: never its stored vector
+        edited = {**indexed, "candidates": [{**first, "text": first["text"] + " (edited)"}] + indexed["candidates"][1:]}
+        before = http("GET", base + "/ready")[1]["score_memos"]["bi-encoder"]["misses"]
+        assert http("POST", base + "/rerank", edited)[0] == 200
+        assert http("GET", base + "/ready")[1]["score_memos"]["bi-encoder"]["misses"] == before + 1
         acked = []
         for i in range(20):
             status, _ = http("POST", base + "/threads", {"threads": [{"id": f"k{i}", "subject": f"kill test {i}"}]},

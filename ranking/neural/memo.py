@@ -26,7 +26,8 @@ def pair_key(question: str, answer: str) -> bytes:
 @dataclass
 class ScoreMemo:
     """Scores by pair, least recently used dropped first; safe to share between threads. A model call sees
-    only the pairs the memo lacks, each once, and runs outside the lock."""
+    only the pairs the memo lacks, each once, and runs outside the lock. (A serving bi-encoder keeps its recent
+    questions' vectors in one too, keyed by (question, "").)"""
     capacity: int
     hits: int = 0
     misses: int = 0

@@ -104,6 +104,8 @@ class MiniLMRanker:
     note: str = ""  # why the variant run differs from the one asked for, if it does
     vector_id: str | None = None  # a bi-encoder: the id of its vectors (indexing.encoder.EncoderSpec.id)
     memo: ScoreMemo | None = None  # serving: recent pairs' scores (ranking.rankers.for_serving sets it)
+    # serving, a bi-encoder: recent questions' vectors, for candidates that come with their own stored vectors
+    question_memo: ScoreMemo | None = None
 
     @classmethod
     def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, inference: str = "auto",
@@ -151,7 +153,9 @@ class MiniLMRanker:
         if not cv:
             return []
         qv = stored(q.meta, "vector", self.vector_id)
-        if qv is None:
+        if qv is None and self.question_memo is not None:
+            (qv,) = self.question_memo.scores([(q.text, "")], lambda todo: list(self.text_vectors([q.text])))
+        elif qv is None:
             qv = self.text_vectors([q.text])[0]
         return (np.stack(cv).astype(np.float32) @ np.asarray(qv, dtype=np.float32)).astype(float).tolist()
 
