@@ -231,7 +231,7 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0) -> Ranker:
             r.cache_dir = None
         if memo_pairs and hasattr(r, "memo") and r.memo is None:
             r.memo = ScoreMemo(memo_pairs)
-        if memo_pairs and getattr(r, "vector_id", None) and r.question_memo is None:
+        if memo_pairs and getattr(r, "vector_id", None) and getattr(r, "question_memo", False) is None:
             r.question_memo = ScoreMemo(QUESTION_VECTORS)  # its values are vectors: about 1.6 KB each
     return ranker
 
