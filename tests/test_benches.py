@@ -26,6 +26,12 @@ def test_bm25_speed_bench_compares_with_rank_bm25(cli_env):
     assert out["ours_query_ms"] > 0 and out["rank_bm25_query_ms"] > 0 and out["ratio"] > 0
 
 
+def test_score_memo_bench_reports_its_memory_and_lookup_cost(cli_env):
+    out = run_bench("score_memo.py", "--pairs", "2000", "--lookup", "10", "--repeats", "5", env=cli_env)
+    assert out["pairs"] == 2000 and out["misses"] == 2000  # filled once; every lookup after was found
+    assert out["bytes_per_pair"] > 0 and out["lookup_p50_ms"] > 0 and out["ratio_to_dict"] > 0
+
+
 def test_index_scale_bench_reports_every_index(cli_env):
     out = run_bench("index_scale.py", "--sizes", "300", "--queries", "5", env=cli_env)
     (row,) = out["sizes"]
