@@ -305,6 +305,11 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
                                                       "k": 5})
         assert status == 200 and len(out["results"]) == 5
         assert "demo003" in {x["thread_id"] for x in out["results"]}  # the residence-permit thread
+        # /search reads the generation's stored answer vectors: no pair memo is touched, the A bi-encoder's
+        # question-vector memo encodes the question once
+        searched = http("GET", base + "/ready")[1]["score_memos"]
+        assert all(m["hits"] == m["misses"] == 0 for name, m in searched.items() if not name.endswith(" questions"))
+        assert searched["bi-encoder questions"]["misses"] == 1
         body = {"question": {"body": "cheap furniture"}, "candidates": [
             {"id": "x", "text": "The Friday market sells cheap second-hand furniture"},
             {"id": "y", "text": "I love the beach"}]}
