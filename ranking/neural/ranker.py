@@ -73,8 +73,16 @@ class BiLSTMRanker:
         """One score per (question, answer) text pair (the LSTM runs packed: a pair's score is the same in any
         batch)."""
         from ..candidates import Candidate
-        one_each = [Query(str(i), q, (Candidate(str(i), a),)) for i, (q, a) in enumerate(pairs)]
-        return [s for (s,) in self._run(one_each, with_attention=False)[0]]
+        by_question: dict[str, list[int]] = {}
+        for i, (q, _) in enumerate(pairs):
+            by_question.setdefault(q, []).append(i)  # each question tokenised once
+        queries = [Query(str(k), q, tuple(Candidate(str(i), pairs[i][1]) for i in idx))
+                   for k, (q, idx) in enumerate(by_question.items())]
+        out = [0.0] * len(pairs)
+        for idx, scores in zip(by_question.values(), self._run(queries, with_attention=False)[0]):
+            for i, v in zip(idx, scores):
+                out[i] = v
+        return out
 
 
 def _split(flat: list, queries: list[Query]) -> list[list]:
