@@ -63,6 +63,7 @@ class Service:
         self.search_rankers: dict = {}  # /search target -> its reranker, behind a micro-batcher
         self.inference: list[dict] = []  # the MiniLM models loaded and how each runs (GET /ready)
         self.score_memos: Callable[[], dict[str, dict]] = dict  # their score memos' counts (GET /ready, /metrics)
+        self.score_store = None  # the score store behind the memos (ranking.neural.memo.ScoreStore), if any
         self.batchers: list[MicroBatcher] = []
         self.rerank_batcher: MicroBatcher | None = None
         self.attention = None
@@ -84,7 +85,7 @@ class Service:
         return False
 
     def load_rankers(self, loop) -> None:
-        from ranking.rankers import inference_report, score_memos, search_rerankers, service_reranker
+        from ranking.rankers import inference_report, score_memos, search_rerankers, service_reranker, serving_store
         built: dict = {}  # a model two rerankers share loads once
         self.reranker = service_reranker(self.settings, built)
         self.rerank_batcher = self._batcher(self.reranker)
@@ -92,6 +93,7 @@ class Service:
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
         self.inference = inference_report([self.reranker, *searchers.values()])
         self.score_memos = partial(score_memos, [self.reranker, *searchers.values()])
+        self.score_store = serving_store(self.settings)
         self.metrics.watch_memos(self.score_memos)
         if (self.settings.bilstm_checkpoint / "config.json").exists():
             try:  # the BiLSTM: per-word highlights in explain
@@ -226,7 +228,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(),
                 "dense_encoder": gen.dense.encoder.id if gen.dense is not None else None, "reranker": svc.reranker.name,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
-                "inference": svc.inference, "score_memos": svc.score_memos()}
+                "inference": svc.inference, "score_memos": svc.score_memos(),
+                "score_store": svc.score_store.stats() if svc.score_store is not None else None}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):

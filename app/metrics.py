@@ -43,11 +43,14 @@ class _MemoCollector:
     def collect(self):
         hits = CounterMetricFamily("cqa_score_memo_hits", "(question, answer) pairs scored from the memory of a "
                                    "neural model's recent scores, without a model call", labels=["model"])
+        shared = CounterMetricFamily("cqa_score_memo_shared_hits", "(question, answer) pairs found in the score store "
+                                     "the data folder's serving processes share, without a model call", labels=["model"])
         misses = CounterMetricFamily("cqa_score_memo_misses", "(question, answer) pairs a neural model scored",
                                      labels=["model"])
         pairs = GaugeMetricFamily("cqa_score_memo_pairs", "pairs a neural model's score memo holds", labels=["model"])
         for model, st in self.stats().items():
             hits.add_metric([model], st["hits"])
+            shared.add_metric([model], st.get("shared_hits", 0))
             misses.add_metric([model], st["misses"])
             pairs.add_metric([model], st["pairs"])
-        yield from (hits, misses, pairs)
+        yield from (hits, shared, misses, pairs)

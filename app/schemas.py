@@ -124,7 +124,19 @@ class ScoreMemoOut(BaseModel):
     pairs: int = Field(description="(question, answer) pairs whose scores it holds")
     capacity: int = Field(description="the most it holds ($CQA_SCORE_MEMO_PAIRS); the least recently used go first")
     hits: int = Field(description="pairs answered from it since the start, without a model call")
+    shared_hits: int = Field(0, description="of those, the pairs found in the score store that the data folder's "
+                             "serving processes share (another worker, or a process before a restart, scored them)")
     misses: int = Field(description="pairs the model scored since the start")
+
+
+class ScoreStoreOut(BaseModel):
+    path: str = Field(description="the SQLite file ($CQA_SCORE_STORE)")
+    capacity: int = Field(description="the most pairs it keeps ($CQA_SCORE_STORE_PAIRS); the oldest written go first")
+    written: int = Field(description="pair scores this process wrote to it since the start")
+    dropped: int = Field(description="pair scores this process could not write (it is a cache: nothing else is lost)")
+    read_errors: int = Field(description="reads that failed (their pairs were scored by the model)")
+    error: str = Field(description="why the store is off in this process, if it is (each process then keeps only "
+                       "its own memo)")
 
 
 class ReadyOut(BaseModel):
@@ -140,6 +152,8 @@ class ReadyOut(BaseModel):
     score_memos: dict[str, ScoreMemoOut] = Field(default_factory=dict, description="each neural model's memory of "
                                                  "recent pair scores, by model: a thread sorted again costs the model "
                                                  "only its new comments")
+    score_store: ScoreStoreOut | None = Field(None, description="the score store behind the memos, shared by the "
+                                              "data folder's serving processes; null when off")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
                         "each has its own and holds its own lease on the generation it serves")
 

@@ -21,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -89,9 +90,13 @@ def run_level(url: str, bodies: list[dict], concurrency: int, requests: int, max
 @contextlib.contextmanager
 def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, timeout: float = 300):
     """A real ``cqa serve`` on a free port with ``env_extra`` set (``bootstrap``: an empty data folder gets
-    the default corpus and a first index, as ``make serve`` does); yields (base URL, GET /ready)."""
+    the default corpus and a first index, as ``make serve`` does); yields (base URL, GET /ready). Each server
+    starts with an empty score store of its own (unless ``env_extra`` names one), so the scores an earlier run
+    left in the data folder never answer a request that stands for a first view."""
     port = free_port()
-    env = {**os.environ, "CQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **env_extra}
+    store = tempfile.TemporaryDirectory(prefix="cqa-bench-store-")
+    env = {**os.environ, "CQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
+           "CQA_SCORE_STORE": str(Path(store.name) / "score-store.sqlite3"), **env_extra}
     cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)] + ([] if bootstrap else ["--no-bootstrap"])
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -112,6 +117,23 @@ def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, t
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        store.cleanup()
+
+
+def memo_report(base: str, workers: int) -> dict:
+    """What the score memos answered: GET /ready's ``score_memos`` (and ``score_store``), one worker's; with
+    several workers, each worker's under ``by_worker`` (asked until each has answered, at most 100 times)."""
+    seen: dict[str, dict] = {}
+    for _ in range(100):
+        with urllib.request.urlopen(base + "/ready", timeout=10) as r:
+            ready = json.loads(r.read())
+        seen[ready.get("worker", "")] = {"score_memos": ready.get("score_memos", {}),
+                                         "score_store": ready.get("score_store")}
+        if len(seen) >= workers:
+            break
+    if workers == 1:
+        return next(iter(seen.values()))
+    return {"by_worker": seen}
 
 
 def thread_bodies(settings) -> list[dict]:
@@ -229,7 +251,10 @@ def main() -> None:
         for label, env in parse_configs(args.rerank_configs):
             with server(args.data_dir, env) as (base, ready):
                 out["rerank"][label] = {"reranker": ready["reranker"], "inference": ready.get("inference"), "env": env}
-                post(base + "/rerank", {"question": {"body": "warm up"}, "candidates": [{"id": "w", "text": "warm up"}]})
+                workers = int(env.get("CQA_WORKERS", os.environ.get("CQA_WORKERS", "1")))
+                for i in range(4 * workers):  # each worker's first model calls; new texts, so no memo answers them
+                    post(base + "/rerank", {"question": {"body": f"warm up {i}"},
+                                            "candidates": [{"id": "w", "text": f"warm up {i}"}]})
                 # Each level takes the next bodies of its input, never ones sent before, so a server's score memos
                 # never answer a request that stands for a first view (the revisit rounds share their threads).
                 start: dict[str, int] = {}
@@ -247,8 +272,7 @@ def main() -> None:
                         levels.append(r)
                     for group in {name.split("-")[0] for name in bodies}:
                         start[group] = start.get(group, 0) + args.requests
-                with urllib.request.urlopen(base + "/ready", timeout=10) as r:  # what the memos answered
-                    out["rerank"][label]["score_memos"] = json.loads(r.read()).get("score_memos", {})
+                out["rerank"][label].update(memo_report(base, workers))
     out["levels"] = levels
     print(json.dumps(out))
 

@@ -195,16 +195,33 @@ class AnswersCosine:
 
 def service_reranker(settings, built: dict | None = None) -> Ranker:
     """The reranker of POST /rerank (one thread's comments, subtask A): $CQA_DEFAULT_RANKER, set up for serving."""
-    return for_serving(get_ranker(settings.default_ranker, settings, built), settings.score_memo_pairs)
+    return for_serving(get_ranker(settings.default_ranker, settings, built), settings.score_memo_pairs,
+                       serving_store(settings))
 
 
 def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
     """The reranker of each /search target, set up for serving: answers ($CQA_SEARCH_RANKER_ANSWERS,
     measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS). Threads
     are not reranked. Rankers they share (``built``) load once."""
-    return {"answers": for_serving(get_ranker(settings.search_ranker_answers, settings, built), settings.score_memo_pairs),
-            "questions": for_serving(get_ranker(settings.search_ranker_questions, settings, built),
-                                     settings.score_memo_pairs)}
+    store = serving_store(settings)
+    return {target: for_serving(get_ranker(name, settings, built), settings.score_memo_pairs, store)
+            for target, name in (("answers", settings.search_ranker_answers),
+                                 ("questions", settings.search_ranker_questions))}
+
+
+_STORES: dict = {}  # one score store per file in a process: one writer thread, one reader connection
+
+
+def serving_store(settings):
+    """The score store serving rankers share ($CQA_SCORE_STORE_PAIRS pairs in $CQA_SCORE_STORE, by default
+    cache/score-store.sqlite3 in the data folder), or None when it is off or there are no memos to back."""
+    from .neural.memo import ScoreStore
+    if not (settings.score_store_pairs and settings.score_memo_pairs):
+        return None
+    path = Path(settings.score_store or settings.cache_dir / "score-store.sqlite3").resolve()
+    if path not in _STORES or _STORES[path].capacity != settings.score_store_pairs:
+        _STORES[path] = ScoreStore(path, settings.score_store_pairs)
+    return _STORES[path]
 
 
 def walk(rankers: list[Ranker]):
@@ -218,11 +235,13 @@ def walk(rankers: list[Ranker]):
             stack += list(getattr(r, "parts", []))
 
 
-def for_serving(ranker: Ranker, memo_pairs: int = 0) -> Ranker:
+def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None) -> Ranker:
     """Lexical statistics taken per request (a request's scores never depend on its batch) and no
     evaluation score cache, in the ranker and every part of it. With ``memo_pairs``, each neural model (the
     BiLSTM, the MiniLM models) keeps the scores of that many recent (question, answer) pairs in memory
-    (ranking/neural/memo.py); a model that two serving rankers share keeps one memo."""
+    (ranking/neural/memo.py); a model that two serving rankers share keeps one memo. With a ``store``
+    (``serving_store``), each memo also reads and writes the scores every serving process of the data folder
+    shares, keyed by the model's identity (``cache_key``)."""
     from .neural.memo import ScoreMemo
     for r in walk([ranker]):
         if hasattr(r, "per_query"):
@@ -230,7 +249,8 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0) -> Ranker:
         if getattr(r, "cache_dir", None) is not None:
             r.cache_dir = None
         if memo_pairs and hasattr(r, "memo") and r.memo is None:
-            r.memo = ScoreMemo(memo_pairs)
+            key = getattr(r, "cache_key", None) or ""
+            r.memo = ScoreMemo(memo_pairs, model=key, store=store if key else None)
         if memo_pairs and getattr(r, "vector_id", None) and getattr(r, "question_memo", False) is None:
             r.question_memo = ScoreMemo(QUESTION_VECTORS)  # its values are vectors: about 1.6 KB each
     return ranker

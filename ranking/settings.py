@@ -40,6 +40,13 @@ class RankingSettings(IndexSettings):
                                   "each neural model (the BiLSTM and the MiniLM models) keeps in memory, least "
                                   "recently used dropped first, so a thread sorted again costs the models only its "
                                   "new comments (about 180 bytes a pair, 18 MB per model at the default; 0: none).")
+    score_store_pairs: int = Field(1_000_000, ge=0, description="Serving: the pair scores kept in one SQLite file "
+                                   "in the data folder (the score store), shared by every serving process of it (the "
+                                   "workers of `cqa serve --workers N`, and the processes after a restart); the oldest "
+                                   "written go first (about 100 bytes a pair on disk; 0: none, each process keeps only "
+                                   "its own memo).")
+    score_store: Path | None = Field(None, description="The score store's file (default: score-store.sqlite3 in the "
+                                     "data folder's cache/).")
     rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
     search_thread_depth: int = Field(10, ge=0, le=50, description="/search answers: the most similar threads "
                                      "whose comments join the reranked candidates (0: none).")

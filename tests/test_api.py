@@ -356,6 +356,8 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
                              {"Authorization": f"Bearer {TOKEN}"})
             assert status == 200
             acked.append(f"k{i}")
+        store = http("GET", base + "/ready")[1]["score_store"]
+        assert store["path"].endswith("score-store.sqlite3") and store["written"] > 0 and store["error"] == ""
         status, job = http("POST", base + "/reindex", headers={"Authorization": f"Bearer {TOKEN}"})
         assert status == 202
         time.sleep(0.5)
@@ -371,6 +373,12 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
                        for p in (tmp_path / "var" / "indexes").iterdir())
         for tid in acked:
             assert http("GET", f"{base}/threads/{tid}")[0] == 200
+        # the score store outlives the process: the first thread again costs the restarted service no model call
+        status, restarted = http("POST", base + "/rerank", body)
+        assert status == 200 and restarted["results"] == out["results"]
+        memos = http("GET", base + "/ready")[1]["score_memos"]
+        for model in ("bilstm", "cross-encoder", "bi-encoder"):
+            assert memos[model]["misses"] == 0 and memos[model]["shared_hits"] == 2, (model, memos[model])
     finally:
         p.terminate()
         p.wait(timeout=20)

@@ -60,12 +60,22 @@ def test_load_bench_revisits_threads_through_real_servers_with_and_without_score
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("load.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--targets", "none", "--levels", "1",
                     "--requests", "3", "--max-seconds", "120", "--rerank-inputs", "revisits",
-                    "--rerank-configs", "no-memo=;CQA_SCORE_MEMO_PAIRS=0,default", env=cli_env)
+                    "--rerank-configs", "no-memo=;CQA_SCORE_MEMO_PAIRS=0,default,two=;CQA_WORKERS=2", env=cli_env)
     rows = {(r["config"], r["input"]): r for r in out["levels"]}
-    assert set(rows) == {(c, i) for c in ("no-memo", "default")
+    assert set(rows) == {(c, i) for c in ("no-memo", "default", "two")
                          for i in ("revisit-first", "revisit-new-comment", "revisit-same")}
     assert all(r["requests"] == 3 and r["failed"] == 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in rows.values())
     assert out["rerank"]["no-memo"]["env"] == {"CQA_SCORE_MEMO_PAIRS": "0"} and out["rerank"]["no-memo"]["score_memos"] == {}
     memos = out["rerank"]["default"]["score_memos"]
     # the second and third rounds send the first round's comments again: every one of them is a hit in each model
     assert memos["bilstm"]["hits"] > 0 and memos["cross-encoder"]["hits"] > 0 and memos["bi-encoder"]["hits"] > 0
+    # each server starts with a score store of its own, never one an earlier run left in the data folder
+    assert not out["rerank"]["default"]["score_store"]["path"].startswith(cli_env["CQA_DATA_DIR"])
+    assert out["rerank"]["no-memo"]["score_store"] is None
+    # two workers share one store: each pair cost the cross-encoder one model call, whichever worker got it
+    workers = out["rerank"]["two"]["by_worker"]
+    assert len(workers) == 2
+    assert len({w["score_store"]["path"] for w in workers.values()}) == 1
+    single = memos["cross-encoder"]
+    extra_warm_ups = 4  # four warm-up requests per worker, each with a new one-comment thread
+    assert sum(w["score_memos"]["cross-encoder"]["misses"] for w in workers.values()) == single["misses"] + extra_warm_ups

@@ -138,6 +138,27 @@ def test_two_workers_both_go_live_on_a_reindex_by_another_process(tmp_path, cli_
                                                       "k": 3})
         assert status == 200 and out["generation"] == published and len(out["results"]) == 3
         assert first not in leased_generations(root)
+        # one thread sorted again and again: the workers share the score store, so whichever worker answers, its
+        # two pairs cost the cross-encoder two model calls in all
+        body = {"question": {"body": "cheap furniture"}, "candidates": [
+            {"id": "x", "text": "The Friday market sells cheap second-hand furniture"},
+            {"id": "y", "text": "I love the beach"}]}
+        for _ in range(8):
+            status, ranked = http("POST", base + "/rerank", body)
+            assert status == 200 and ranked["results"][0]["id"] == "x"
+            time.sleep(0.2)  # the store is written off the request's path
+        memos: dict[str, dict] = {}
+        for _ in range(60):
+            ready = http("GET", base + "/ready")[1]
+            memos[ready["worker"]] = ready["score_memos"]["cross-encoder"]
+            if len(memos) == 2:
+                break
+        assert len(memos) == 2, "one worker never answered /ready"
+        assert sum(m["misses"] for m in memos.values()) == 2, memos
+        assert sum(m["hits"] + m["misses"] for m in memos.values()) == 16
+        for m in memos.values():
+            if m["hits"] and not m["misses"]:  # a worker that never scored them read them from the store
+                assert m["shared_hits"] == 2
     finally:
         p.send_signal(signal.SIGTERM)
         try:

@@ -260,7 +260,7 @@ def test_score_memo_scores_only_new_pairs_once_and_drops_the_least_recent():
     assert memo.scores([("q", "a"), ("q", "bb"), ("q", "a")], model) == [11.0, 21.0, 11.0]
     assert seen == [[("q", "a"), ("q", "bb")]]  # a pair asked twice in one call is scored once
     assert memo.scores([("q", "bb"), ("q", "a")], model) == [21.0, 11.0] and len(seen) == 1
-    assert memo.stats() == {"pairs": 2, "capacity": 3, "hits": 3, "misses": 2}
+    assert memo.stats() == {"pairs": 2, "capacity": 3, "hits": 3, "shared_hits": 0, "misses": 2}
     memo.scores([("q", "ccc"), ("qq", "a")], model)  # 4 pairs for 3 places: ("q", "bb"), used least lately, goes
     assert memo.stats()["pairs"] == 3 and seen[-1] == [("q", "ccc"), ("qq", "a")]
     memo.scores([("q", "a"), ("q", "bb")], model)
@@ -268,6 +268,65 @@ def test_score_memo_scores_only_new_pairs_once_and_drops_the_least_recent():
     assert memo.scores([("q\0", "a"), ("q", "\0a")], model) == [12.0, 21.0]  # where the question ends counts
     with pytest.raises(ValueError, match="at least one pair"):
         ScoreMemo(capacity=0)
+
+
+def test_score_store_shares_scores_between_processes_by_model_and_keeps_the_newest(tmp_path):
+    """Two stores on one file stand for two serving processes: what one memo's model scored, another memo of the
+    same model finds without a model call; a memo of another model does not; the file keeps the newest pairs."""
+    from ranking.neural.memo import ScoreMemo, ScoreStore
+    calls = []
+
+    def model(pairs):
+        calls.append(list(pairs))
+        return [float(len(a)) for _, a in pairs]
+
+    path = tmp_path / "cache" / "score-store.sqlite3"
+    one = ScoreMemo(10, model="m1", store=ScoreStore(path, capacity=4))
+    assert one.scores([("q", "a"), ("q", "bb")], model) == [1.0, 2.0]
+    one.store.flush()
+    assert one.store.stats()["written"] == 2 and one.store.stats()["error"] == ""
+    other_process = ScoreStore(path, capacity=4)
+    two = ScoreMemo(10, model="m1", store=other_process)
+    assert two.scores([("q", "bb"), ("q", "a"), ("q", "ccc")], model) == [2.0, 1.0, 3.0]
+    assert calls[-1] == [("q", "ccc")]  # only the pair neither process had scored
+    assert two.stats() == {"pairs": 3, "capacity": 10, "hits": 2, "shared_hits": 2, "misses": 1}
+    two.scores([("q", "bb")], model)  # now in its own memory: no store read counted
+    assert two.stats()["shared_hits"] == 2 and two.stats()["hits"] == 3
+    retrained = ScoreMemo(10, model="m2", store=other_process)
+    retrained.scores([("q", "a")], model)
+    assert calls[-1] == [("q", "a")] and retrained.stats()["shared_hits"] == 0  # another model's scores are never read
+    for i in range(6):
+        two.scores([("new", "x" * (i + 1))], model)
+    other_process.flush()
+    import sqlite3
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM scores").fetchone()[0] <= 4
+    fresh = ScoreMemo(10, model="m1", store=ScoreStore(path, capacity=4))
+    fresh.scores([("new", "xxxxxx"), ("q", "a")], model)
+    assert fresh.stats()["shared_hits"] == 1 and calls[-1] == [("q", "a")]  # the oldest went first
+    with pytest.raises(ValueError, match="model's identity"):
+        ScoreMemo(10, store=other_process)
+
+
+def test_score_store_that_cannot_be_read_or_written_never_costs_a_score(tmp_path, caplog):
+    """A damaged file is moved aside and the store starts again; a folder that cannot hold it turns the store off,
+    says why, and the memo scores with the model as without a store."""
+    from ranking.neural.memo import ScoreMemo, ScoreStore
+    path = tmp_path / "score-store.sqlite3"
+    path.write_bytes(b"not a database " * 100)
+    store = ScoreStore(path, capacity=10)
+    assert store.stats()["error"] == "" and (tmp_path / "score-store.sqlite3.unreadable").exists()
+    memo = ScoreMemo(10, model="m", store=store)
+    assert memo.scores([("q", "a")], lambda pairs: [7.0] * len(pairs)) == [7.0]
+    store.flush()
+    assert store.stats()["written"] == 1
+    (tmp_path / "blocker").write_text("a file where the store's folder should be")
+    off = ScoreStore(tmp_path / "blocker" / "score-store.sqlite3", capacity=10)
+    assert off.stats()["error"] and "off" in caplog.text
+    memo = ScoreMemo(10, model="m", store=off)
+    assert memo.scores([("q", "a"), ("q", "b")], lambda pairs: [5.0] * len(pairs)) == [5.0, 5.0]
+    off.flush()  # nothing queued, nothing waited for
+    assert memo.stats()["misses"] == 2 and off.stats()["written"] == 0
 
 
 def test_serving_reranker_rescoring_a_thread_costs_the_models_only_its_new_comments(semeval, tmp_path):

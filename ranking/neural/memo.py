@@ -1,35 +1,163 @@
-"""A serving model's scores of (question, answer) text pairs, kept in memory so that a thread sorted again (a
-page shown twice, a thread with one new comment) costs the model only the pairs it has not scored yet.
+"""A serving model's scores of (question, answer) text pairs, kept so that a thread sorted again (a page shown
+twice, a thread with one new comment) costs the model only the pairs it has not scored yet.
 
-The evaluation runs keep their scores in SQLite instead (``ranking.neural.ranker.cached_scores``); a serving
-process keeps them here, bounded: the least recently used pair goes first once ``capacity`` is reached.
+Two tiers:
+
+- ``ScoreMemo``, in each serving process's memory: the least recently used pair goes first once ``capacity``
+  is reached.
+- ``ScoreStore``, one SQLite file in the data folder that every serving process of it shares (all the workers of
+  ``cqa serve --workers N``, and the processes after a restart). A pair the memory lacks is looked up there
+  before the model runs; what the model scores is written there by a background thread, never on the request's
+  path. It is a cache: a write that cannot be made is dropped and counted, a file that cannot be read is moved
+  aside and started again, and no request ever fails because of it.
+
+Keys are keyed BLAKE2b digests of the pair, the key being the model's identity (its weights, config, scoring
+code, device, inference variant and input length), so a retrained or differently run model never reads another's
+scores. The evaluation runs keep their scores in their own SQLite caches (``ranking.neural.ranker.cached_scores``).
 """
 from __future__ import annotations
 
 import hashlib
+import logging
+import queue
+import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
+log = logging.getLogger(__name__)
 
-def pair_key(question: str, answer: str) -> bytes:
-    """16 bytes that stand for the pair's two texts (BLAKE2b; the texts themselves are not kept)."""
+
+def pair_key(question: str, answer: str, model: str = "") -> bytes:
+    """16 bytes that stand for the pair's two texts as scored by ``model`` (keyed BLAKE2b; the texts themselves
+    are not kept)."""
     q = question.encode("utf-8", "surrogatepass")
-    h = hashlib.blake2b(digest_size=16)
+    h = hashlib.blake2b(digest_size=16, key=model.encode()[:64])
     h.update(len(q).to_bytes(8, "little"))  # where the question ends: ("a\0", "b") and ("a", "\0b") differ
     h.update(q)
     h.update(answer.encode("utf-8", "surrogatepass"))
     return h.digest()
 
 
+class ScoreStore:
+    """Pair scores in one SQLite file shared by processes, at most about ``capacity`` of them (the oldest
+    written go first). Reads are synchronous (WAL: a reader never waits for a writer); writes go through a queue
+    to one writer thread."""
+
+    def __init__(self, path: Path, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"a score store holds at least one pair, not {capacity}")
+        self.path, self.capacity = Path(path), capacity
+        self.written = self.dropped = self.read_errors = 0
+        self.error = ""  # why the store is off, if it is
+        self._lock = threading.Lock()
+        self._queue: queue.Queue = queue.Queue()
+        self._db = self._open()
+        if self._db is not None:
+            threading.Thread(target=self._writer, name="score-store-writer", daemon=True).start()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing; a cache need not survive power loss
+        db.execute("CREATE TABLE IF NOT EXISTS scores (k BLOB PRIMARY KEY, v REAL NOT NULL)")
+        return db
+
+    def _open(self) -> sqlite3.Connection | None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                return self._connect()
+            except sqlite3.DatabaseError as e:  # not a database, or damaged: it only held a cache
+                if not self.path.exists() or isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                    raise
+                aside = self.path.with_name(self.path.name + ".unreadable")
+                log.warning("score store %s cannot be read (%s); moved to %s, starting an empty one", self.path, e, aside)
+                for suffix in ("-wal", "-shm"):
+                    self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+                self.path.replace(aside)
+                return self._connect()
+        except (OSError, sqlite3.Error) as e:
+            self.error = f"{type(e).__name__}: {e}"
+            log.warning("score store %s is off: %s; each process keeps only its own memo", self.path, self.error)
+            return None
+
+    def get(self, keys: list[bytes]) -> dict[bytes, float]:
+        if self._db is None or not keys:
+            return {}
+        found: dict[bytes, float] = {}
+        try:
+            with self._lock:
+                for s in range(0, len(keys), 500):
+                    chunk = keys[s: s + 500]
+                    found.update(self._db.execute(
+                        f"SELECT k, v FROM scores WHERE k IN ({','.join('?' * len(chunk))})", chunk))
+        except sqlite3.Error as e:
+            self.read_errors += 1
+            if self.read_errors == 1:
+                log.warning("score store %s: a read failed (%s); the model scores those pairs", self.path, e)
+        return found
+
+    def put(self, items: dict[bytes, float]) -> None:
+        """Queue ``items`` for the writer thread (the caller never waits for the disk)."""
+        if self._db is not None and items:
+            self._queue.put(dict(items))
+
+    def flush(self) -> None:
+        """Wait until every queued write is made or dropped."""
+        if self._db is not None:
+            self._queue.join()
+
+    def _writer(self) -> None:
+        try:
+            db = self._connect()
+        except sqlite3.Error as e:
+            db = None
+            log.warning("score store %s: no writer (%s); nothing is written", self.path, e)
+        while True:
+            batch = [self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            rows = [(k, v) for items in batch for k, v in items.items()]
+            try:
+                if db is None:
+                    raise sqlite3.OperationalError("no writer connection")
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("INSERT OR REPLACE INTO scores (k, v) VALUES (?, ?)", rows)
+                # rowids grow with each write (a replaced pair gets a new one): keep the last ``capacity``
+                db.execute("DELETE FROM scores WHERE rowid <= (SELECT max(rowid) FROM scores) - ?", (self.capacity,))
+                db.execute("COMMIT")
+                self.written += len(rows)
+            except sqlite3.Error as e:
+                try:
+                    if db is not None and db.in_transaction:
+                        db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                self.dropped += len(rows)
+                log.warning("score store %s: %d pair scores not written (%s)", self.path, len(rows), e)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    def stats(self) -> dict:
+        return {"path": str(self.path), "capacity": self.capacity, "written": self.written, "dropped": self.dropped,
+                "read_errors": self.read_errors, "error": self.error}
+
+
 @dataclass
 class ScoreMemo:
     """Scores by pair, least recently used dropped first; safe to share between threads. A model call sees
-    only the pairs the memo lacks, each once, and runs outside the lock. (A serving bi-encoder keeps its recent
-    questions' vectors in one too, keyed by (question, "").)"""
+    only the pairs the memo (and its shared ``store``, if any) lacks, each once, and runs outside the lock.
+    ``model`` names what scores the pairs; it keys them in the shared store. (A serving bi-encoder keeps its
+    recent questions' vectors in one too, keyed by (question, ""), without a store.)"""
     capacity: int
+    model: str = ""
+    store: ScoreStore | None = None
     hits: int = 0
+    shared_hits: int = 0
     misses: int = 0
     _scores: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -37,27 +165,34 @@ class ScoreMemo:
     def __post_init__(self) -> None:
         if self.capacity < 1:
             raise ValueError(f"a score memo holds at least one pair, not {self.capacity}")
+        if self.store is not None and not self.model:
+            raise ValueError("a score memo that shares a store needs its model's identity")
 
     def scores(self, pairs: list[tuple[str, str]], compute: Callable[[list[tuple[str, str]]], list[float]]) -> list[float]:
-        keys = [pair_key(q, a) for q, a in pairs]
+        keys = [pair_key(q, a, self.model) for q, a in pairs]
         known: dict[bytes, float] = {}
         with self._lock:
             for k in keys:
                 if k in self._scores:
                     self._scores.move_to_end(k)
                     known[k] = self._scores[k]
-        todo = {k: p for k, p in zip(keys, pairs) if k not in known}  # each new pair once
+        shared = self.store.get([k for k in dict.fromkeys(keys) if k not in known]) if self.store is not None else {}
+        todo = {k: p for k, p in zip(keys, pairs) if k not in known and k not in shared}  # each new pair once
         fresh = dict(zip(todo, compute(list(todo.values())))) if todo else {}
+        if fresh and self.store is not None:
+            self.store.put(fresh)
         with self._lock:
             self.misses += len(fresh)  # pairs the model scored
             self.hits += len(keys) - len(fresh)  # pairs answered without it
-            for k, v in fresh.items():
+            self.shared_hits += sum(k in shared for k in keys)  # of those, found in the shared store
+            for k, v in (*shared.items(), *fresh.items()):
                 self._scores[k] = v
                 self._scores.move_to_end(k)
             while len(self._scores) > self.capacity:
                 self._scores.popitem(last=False)
-        return [known[k] if k in known else fresh[k] for k in keys]
+        return [known[k] if k in known else shared[k] if k in shared else fresh[k] for k in keys]
 
     def stats(self) -> dict:
         with self._lock:
-            return {"pairs": len(self._scores), "capacity": self.capacity, "hits": self.hits, "misses": self.misses}
+            return {"pairs": len(self._scores), "capacity": self.capacity, "hits": self.hits,
+                    "shared_hits": self.shared_hits, "misses": self.misses}

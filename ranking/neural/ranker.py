@@ -27,15 +27,19 @@ class BiLSTMRanker:
     batch_size: int = 256
     name: str = "bilstm"
     memo: ScoreMemo | None = None  # serving: recent pairs' scores (ranking.rankers.for_serving sets it)
+    cache_key: str | None = None  # what its scores depend on: weights, config, scoring code, device
 
     @classmethod
     def from_checkpoint(cls, folder: Path, device: str = "auto") -> "BiLSTMRanker":
+        import hashlib
+
         from indexing.encoder import resolve_device
 
         from .checkpoint import load
         dev = resolve_device(device)
         model, _ = load(folder, dev)
-        return cls(model, dev)
+        key = hashlib.sha256(f"bilstm|{checkpoint_digest(Path(folder))}|code{BILSTM_SCORING_CODE_VERSION}|{dev}".encode())
+        return cls(model, dev, cache_key=key.hexdigest()[:24])
 
     @torch.no_grad()
     def _run(self, queries: list[Query], with_attention: bool):
@@ -135,7 +139,7 @@ class MiniLMRanker:
         if resolved.inference.backend == "onnx":
             export_dir = export_dir or Path(tempfile.gettempdir()) / "cqa"
             runner = onnx_runner(model, checkpoint_digest(Path(folder)), resolved.inference, export_dir)
-        key = score_cache_key(Path(folder), dev, model.config.max_length, resolved.inference) if cache_dir else None
+        key = score_cache_key(Path(folder), dev, model.config.max_length, resolved.inference)
         vector_id = (bi_encoder_id(checkpoint_digest(Path(folder)), model.config.max_length)
                      if config["kind"] == "bi-encoder" else None)
         return cls(runner, dev, batch_size=CPU_BATCH if dev == "cpu" else 32, name=name or config["kind"],
@@ -233,6 +237,10 @@ class MiniLMRanker:
 # at 30 candidates, p50 311 against 629 ms (bi-encoder) and 472 against 533 ms (cross-encoder) in batches
 # of 8 against 32 (docs/BENCHMARKS.md, "Inference variants"; bench/rerank_speed.py --batch-sizes 32).
 CPU_BATCH = 8
+
+# Bump when the code that turns a BiLSTM's (question, answer) pair into a score changes (tokens, lengths):
+# the scores the shared store (ranking/neural/memo.py) keeps for the old code are then never read.
+BILSTM_SCORING_CODE_VERSION = 1
 
 # Bump when the code that turns a (question, answer) pair into a score changes (word pieces, pair layout,
 # pooling, the head): cached scores of the old code are then never read.
