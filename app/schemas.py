@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from indexing.models import Thread, invalid_unicode
 
@@ -26,15 +26,16 @@ class Strict(BaseModel):
 # Text lengths and list sizes are limited by the settings (CQA_MAX_TEXT_CHARS, CQA_MAX_CANDIDATES,
 # CQA_MAX_THREADS_PER_REQUEST), checked in app/limits.py, so one number governs each limit.
 class QuestionIn(Strict):
+    """A forum question: its subject (title) and body; either may be empty, not both (many forum questions are a
+    title alone)."""
     subject: str = Field("", description="at most CQA_MAX_TEXT_CHARS characters")
-    body: str = Field(..., description="at most CQA_MAX_TEXT_CHARS characters")
+    body: str = Field("", description="at most CQA_MAX_TEXT_CHARS characters")
 
-    @field_validator("body")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("the question body must not be empty or whitespace")
-        return v
+    @model_validator(mode="after")
+    def _not_blank(self) -> "QuestionIn":
+        if not (self.subject.strip() or self.body.strip()):
+            raise ValueError("the question needs a subject or a body that is not empty or whitespace")
+        return self
 
     @property
     def text(self) -> str:

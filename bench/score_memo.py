@@ -1,21 +1,24 @@
 """What the serving score memos (ranking/neural/memo.py, CQA_SCORE_MEMO_PAIRS) cost: memory per remembered pair and
-the time to find a request's pairs, against a plain dict of the same pairs as the reference. No model runs: the
-scores are made up, since only the memo's own cost is measured. Prints a JSON object last.
+the time to find a request's pairs, against a plain dict of the same pairs as the reference. With --store-pairs, the
+shared score store behind them too (CQA_SCORE_STORE_PAIRS): bytes per pair on disk, the time its writer takes per
+pair, and the time to find a request's pairs there (what a worker pays for pairs its own memory lacks). No model
+runs: the scores are made up, since only the memo's own cost is measured. Prints a JSON object last.
 
-    python bench/score_memo.py --pairs 100000 --lookup 30
+    python bench/score_memo.py --pairs 100000 --lookup 30 --store-pairs 1000000
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ranking.neural.memo import ScoreMemo  # noqa: E402
+from ranking.neural.memo import ScoreMemo, ScoreStore, pair_key  # noqa: E402
 
 
 def main() -> None:
@@ -23,6 +26,8 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=100_000, help="pairs to remember (the default capacity)")
     ap.add_argument("--lookup", type=int, default=30, help="pairs per request to find (a 30-comment thread)")
     ap.add_argument("--repeats", type=int, default=200)
+    ap.add_argument("--store-pairs", type=int, default=0, help="pairs to write to a score store in a temporary "
+                    "folder and look up there (0: the memory memo only)")
     args = ap.parse_args()
     pairs = [(f"question {i // 10} " * 8, f"comment {i} " * 20) for i in range(args.pairs)]
     memo = ScoreMemo(args.pairs)
@@ -42,9 +47,42 @@ def main() -> None:
         ref.append(time.perf_counter() - t0)
     lat.sort(), ref.sort()
     p50, ref50 = lat[len(lat) // 2] * 1000, ref[len(ref) // 2] * 1000
-    print(json.dumps({"bench": "score_memo", "pairs": args.pairs, "bytes_per_pair": round(memo_bytes / args.pairs, 1),
-                      "lookup_pairs": args.lookup, "lookup_p50_ms": round(p50, 4), "dict_lookup_p50_ms": round(ref50, 4),
-                      "ratio_to_dict": round(p50 / ref50, 1), "misses": memo.stats()["misses"]}))
+    out = {"bench": "score_memo", "pairs": args.pairs, "bytes_per_pair": round(memo_bytes / args.pairs, 1),
+           "lookup_pairs": args.lookup, "lookup_p50_ms": round(p50, 4), "dict_lookup_p50_ms": round(ref50, 4),
+           "ratio_to_dict": round(p50 / ref50, 1), "misses": memo.stats()["misses"]}
+    if args.store_pairs:
+        out["store"] = store_cost(args)
+    print(json.dumps(out))
+
+
+def store_cost(args) -> dict:
+    """Write ``--store-pairs`` pairs through a ScoreStore in batches of a 30-comment thread, then look up
+    ``--lookup`` of them at a time from a second store on the file (another worker), against the memory memo."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "score-store.sqlite3"
+        store = ScoreStore(path, args.store_pairs)
+        keys = [pair_key(f"question {i // 30}", f"comment {i}", "model") for i in range(args.store_pairs)]
+        t0 = time.perf_counter()
+        for s in range(0, len(keys), 30):
+            store.put({k: float(i) for i, k in enumerate(keys[s: s + 30], s)})
+        store.flush()
+        write_s = time.perf_counter() - t0
+        size = sum(f.stat().st_size for f in Path(tmp).iterdir())
+        reader = ScoreStore(path, args.store_pairs)
+        lat = []
+        step = max(1, len(keys) // args.repeats)
+        for r in range(args.repeats):
+            at = (r * step) % max(1, len(keys) - args.lookup)
+            want = keys[at: at + args.lookup]
+            t0 = time.perf_counter()
+            found = reader.get(want)
+            lat.append(time.perf_counter() - t0)
+            assert len(found) == len(want)
+        lat.sort()
+        return {"pairs": args.store_pairs, "bytes_per_pair_on_disk": round(size / args.store_pairs, 1),
+                "write_us_per_pair": round(write_s / args.store_pairs * 1e6, 2), "written": store.stats()["written"],
+                "lookup_pairs": args.lookup, "lookup_p50_ms": round(lat[len(lat) // 2] * 1000, 4),
+                "lookup_p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 4)}
 
 
 if __name__ == "__main__":

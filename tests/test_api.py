@@ -97,10 +97,18 @@ def test_rerank_sorts_candidates(client):
     assert said["metadata"] == "full"  # users known, timestamps in order: the thread's order
     assert client.post("/rerank", json={**body, "candidates": cands[::-1], "asker_id": "u9"}).json()["metadata"] == "no-order"
     assert client.post("/rerank", json={**body, "thread_order": True}).json()["metadata"] == "no-users"
+    # a question that is a title alone (two of the first eighty 2016 test-A threads are) is a question
+    title_only = client.post("/rerank", json={**body, "question": {"subject": "how do I renew my visa"}})
+    assert title_only.status_code == 200, title_only.text
+    assert title_only.json()["results"][-1]["id"] == "a"
+    found = client.post("/search", json={"question": {"subject": "visa renewal"}, "k": 2})
+    assert found.status_code == 200 and found.json()["results"], found.text
 
 
 @pytest.mark.parametrize("payload,status,needle", [
-    ({"question": {"body": "   "}}, 422, "question.body"),
+    ({"question": {"body": "   "}}, 422, "question needs a subject or a body"),
+    ({"question": {"subject": " ", "body": "\n"}}, 422, "question needs a subject or a body"),
+    ({"question": {}}, 422, "question needs a subject or a body"),
     ({"question": {"body": "x"}, "k": 0}, 422, "k"),
     ({"question": {"body": "x"}, "k": 101}, 422, "k"),
     ({"question": {"body": "x"}, "colour": 1}, 422, "colour"),
