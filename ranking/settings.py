@@ -43,7 +43,7 @@ class RankingSettings(IndexSettings):
     score_store_pairs: int = Field(1_000_000, ge=0, description="Serving: the pair scores kept in one SQLite file "
                                    "in the data folder (the score store), shared by every serving process of it (the "
                                    "workers of `cqa serve --workers N`, and the processes after a restart); the oldest "
-                                   "written go first (about 100 bytes a pair on disk; 0: none, each process keeps only "
+                                   "written go first (about 113 bytes a pair on disk; 0: none, each process keeps only "
                                    "its own memo).")
     score_store: Path | None = Field(None, description="The score store's file (default: score-store.sqlite3 in the "
                                      "data folder's cache/).")
