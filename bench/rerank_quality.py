@@ -1,0 +1,134 @@
+"""Ranking quality of POST /rerank as a forum gets it: each thread of a SemEval subtask A file sent to a real
+`cqa serve` as a forum sends it (question subject and body, asker, each comment's id, text, author and time,
+and whether the comments come in their thread's order), the returned order scored with the project's
+official-scorer MAP, side by side with the reference: the same ranker run in process on the same file, as `cqa
+evaluate` runs it. Their difference is what the served path adds or loses. Prints a JSON object last.
+
+    python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-A,semeval2016-test-A-nometa-shuffled
+
+The data folder needs a live generation (`/rerank` needs one to start; the demo corpus will do). Each server gets
+an empty score store of its own, so no score comes from an earlier run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import parse_configs, server  # noqa: E402
+
+
+def body_of(q, variant: str | None) -> dict:
+    """The POST /rerank body a forum sends for this thread: what the benchmark's variant leaves of its metadata.
+    The normal file's comments come in thread order and the forum says so; a shuffled variant's do not."""
+    asker = q.meta.get("author_id") or None
+    return {"question": {"subject": q.meta.get("subject", ""), "body": q.meta.get("body", "")},
+            "asker_id": asker, "thread_order": not (variant and "shuffled" in variant),
+            "candidates": [{"id": c.id, "text": c.text, "author_id": c.meta.get("author_id") or None,
+                            "created_at": c.meta.get("created_at") or None} for c in q.candidates]}
+
+
+def rerank(base: str, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(base + "/rerank", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def served_scores(base: str, queries, variant: str | None) -> tuple[list[list[float]], Counter, list[float]]:
+    scores, regimes, latency = [], Counter(), []
+    for q in queries:
+        t0 = time.perf_counter()
+        status, out = rerank(base, body_of(q, variant))
+        latency.append(time.perf_counter() - t0)
+        if status != 200:
+            raise SystemExit(f"POST /rerank answered {status} for thread {q.id}: {out}")
+        by_id = {r["id"]: r["score"] for r in out["results"]}
+        scores.append([by_id[c.id] for c in q.candidates])
+        regimes[out["metadata"]] += 1
+    return scores, regimes, latency
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="a data folder with a live generation")
+    ap.add_argument("--benchmarks", default="semeval2016-test-A,semeval2016-test-A-nometa-shuffled",
+                    help="subtask A benchmarks (cqa evaluate --list), comma-separated")
+    ap.add_argument("--config", default="default", help="the server's settings, as one bench/load.py "
+                    "--rerank-configs entry (label=RANKER@INFERENCE;VAR=VALUE); the reference runs the same ranker")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N threads of each file (0: all)")
+    args = ap.parse_args()
+
+    import numpy as np
+
+    from app.settings import Settings
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    from ranking.evaluation.measures import paired_randomization
+    from ranking.evaluation.runner import align_to_gold
+    from ranking.evaluation.scorer import Line, per_question_ap, read_lines
+    from ranking.evaluation.tuning import map_of
+    from ranking.rankers import get_ranker
+
+    (label, env), = parse_configs(args.config)
+    settings = Settings(data_dir=args.data_dir, **{k: v for k, v in (
+        ("default_ranker", env.get("CQA_DEFAULT_RANKER")), ("inference", env.get("CQA_INFERENCE"))) if v})
+    reference = get_ranker(settings.default_ranker, settings)
+    out = {"bench": "rerank_quality", "config": label, "env": env, "reranker": settings.default_ranker,
+           "benchmarks": {}}
+    files = {}
+    for name in args.benchmarks.split(","):
+        bench = BENCHMARKS[name]
+        if bench.subtask != "A":
+            raise SystemExit(f"{name}: /rerank sorts one thread's comments; subtask A benchmarks only")
+        xml, gold = bench.paths(settings.semeval_dir)
+        queries = queries_for(xml, "A", bench.variant)
+        files[name] = (bench, queries[: args.limit] if args.limit else queries, read_lines(gold))
+    for name, (bench, queries, gold) in files.items():
+        with server(args.data_dir, env) as (base, ready):  # a server per file: no memo holds the last file's pairs
+            out["served_reranker"] = ready["reranker"]
+            served, regimes, latency = served_scores(base, queries, bench.variant)
+        t0 = time.perf_counter()
+        local = reference.score(queries)
+        local_s = time.perf_counter() - t0
+        ids = {q.id for q in queries}
+        g = [x for x in gold if x.qid in ids]
+
+        def ap(scores):
+            lines = [Line(q.id, c.id, float(s), False) for q, row in zip(queries, scores)
+                     for c, s in zip(q.candidates, row)]
+            return per_question_ap(g, align_to_gold(lines, g))
+
+        ap_served, ap_local = ap(served), ap(local)
+        qids = sorted(ap_local)
+        a, b = [ap_served[i] for i in qids], [ap_local[i] for i in qids]
+        lat = np.asarray(latency) * 1000
+        out["benchmarks"][name] = {
+            "threads": len(queries), "served_map": round(map_of(queries, served, g), 4),
+            "in_process_map": round(map_of(queries, local, g), 4),
+            "difference": round(map_of(queries, served, g) - map_of(queries, local, g), 4),
+            "p_randomisation": round(paired_randomization(a, b), 4),
+            "threads_ranked_differently": sum(
+                list(np.argsort(-np.asarray(s), kind="stable")) != list(np.argsort(-np.asarray(r), kind="stable"))
+                for s, r in zip(served, local)),
+            "largest_score_difference": round(max((abs(x - y) for s, r in zip(served, local)
+                                                   for x, y in zip(s, r)), default=0.0), 6),
+            "metadata_regimes": dict(regimes), "served_p50_ms": round(float(np.percentile(lat, 50)), 1),
+            "in_process_seconds": round(local_s, 1)}
+        print(json.dumps({name: out["benchmarks"][name]}), file=sys.stderr, flush=True)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
