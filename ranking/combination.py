@@ -5,10 +5,14 @@ Forum metadata is not always there. Each question is scored in the regime its in
 comment is known ("users"), and the candidates come in their thread's order ("order": the caller says so, or
 every candidate has a timestamp and they never go back in time). A regime has its own weights, trained on the
 training threads with that metadata removed and chosen on dev-A with it removed, and the features it lacks
-(NEEDS) weigh nothing; so input without user ids or in a foreign order is ranked by what it does carry."""
+(NEEDS) weigh nothing; so input without user ids or in a foreign order is ranked by what it does carry.
+
+A layer's lexical parts (BM25) take their term statistics from each question's own candidates, as POST /rerank
+does with the one thread it is given: the weights are trained, chosen and evaluated on the scores the service
+computes (``per_request``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +82,12 @@ def feature_matrix(queries: list[Query], parts, signals: tuple[str, ...] = NAMES
     return out
 
 
+def per_request(part):
+    """``part`` as the service runs it: a lexical ranker that takes term statistics from each question's own
+    candidates, never from the other questions scored with it (a copy; any other ranker as it is)."""
+    return replace(part, per_query=True) if getattr(part, "per_query", True) is False else part
+
+
 @dataclass
 class LearnedCombination:
     parts: list
@@ -88,6 +98,9 @@ class LearnedCombination:
     signals: tuple[str, ...] = NAMES
     # regime -> its (weights, intercept); a regime not listed uses ``coef`` and ``intercept``
     regimes: dict[str, tuple[np.ndarray, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.parts = [per_request(p) for p in self.parts]
 
     def weights_for(self, q: Query) -> tuple[np.ndarray, float]:
         r = regime_of(q) if self.regimes else "full"

@@ -26,6 +26,7 @@ from ranking.combination import (  # noqa: E402
     LearnedCombination,
     combination_file,
     feature_matrix,
+    per_request,
     regime_mask,
 )
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
@@ -53,7 +54,7 @@ def main() -> None:
     files = TRAIN_FILES if which == "train" else (HELD_OUT_FILE,)
     features = list(part_names) + list(signal_names)
     s = Settings()
-    parts = [get_ranker(n, s) for n in part_names]
+    parts = [per_request(get_ranker(n, s)) for n in part_names]  # BM25 per question, as the service runs it
     dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-A"].paths(s.semeval_dir)
     gold = read_lines(dev_gold)
     labels_of = {}

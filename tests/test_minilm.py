@@ -353,6 +353,18 @@ def test_serving_reranker_rescoring_a_thread_costs_the_models_only_its_new_comme
     np.testing.assert_allclose(got, plain.score([grown])[0], atol=1e-4)
 
 
+def test_served_reranker_scores_a_thread_as_the_evaluated_ranker_does(semeval, tmp_path):
+    """The path a user touches is the path we measure: POST /rerank's ranker, given one thread at a time, gives the
+    scores `cqa evaluate` computes for the same threads scored together (the learned layers' BM25 takes its term
+    statistics from each thread's own comments in both; once the evaluation pooled them over the whole file)."""
+    s = Settings(data_dir=tmp_path, inference="torch-fp32")
+    queries, _ = _dev_slice(3)
+    evaluated = get_ranker(s.default_ranker, s).score(queries)
+    served = service_reranker(s.model_copy(update={"score_memo_pairs": 0}))
+    for q, want in zip(queries, evaluated):
+        np.testing.assert_allclose(served.score([q])[0], want, atol=1e-4)
+
+
 class _Lookup:
     """An answer ranker that scores a candidate by a table keyed by (question, candidate id)."""
     name = "lookup"
@@ -421,9 +433,9 @@ def test_related_answers_weighs_each_comment_within_its_own_thread_by_a_quality_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("benchmark,target,documented", [("semeval2016-test-A", 0.800, 0.8253),
+@pytest.mark.parametrize("benchmark,target,documented", [("semeval2016-test-A", 0.800, 0.8271),
                                                          ("semeval2016-test-B", 0.770, 0.7947),
-                                                         ("semeval2016-test-C", 0.560, 0.5715)])
+                                                         ("semeval2016-test-C", 0.560, 0.5755)])
 def test_default_rankers_beat_the_2016_winners(benchmark, target, documented, cli_env):
     """The shipped default of each subtask, run by the CLI from a fresh data folder (no score cache)."""
     import subprocess
@@ -439,15 +451,16 @@ def test_default_rankers_beat_the_2016_winners(benchmark, target, documented, cl
 def test_default_A_ranker_holds_up_without_metadata(settings):
     """On test-A without user ids and in a shuffled order, the default subtask A ranker stays above each of its neural
     parts alone and reproduces the documented figure (docs/BENCHMARKS.md, robustness table), and so the documented
-    loss against the full-metadata file: 0.0101 MAP since round 3 (0.8253 -> 0.8152), just over the 0.01 issue 16
-    allows (0.0084 on dev, where the layer was chosen); round 2 lost 0.0081 (0.8115 -> 0.8034)."""
+    loss against the full-metadata file: 0.0104 MAP since round 8 (0.8271 -> 0.8167; BM25 per thread, as served),
+    just over the 0.01 issue 16 allows (0.0094 on dev, where the layer was chosen); round 3 lost 0.0101
+    (0.8253 -> 0.8152), round 2 0.0081 (0.8115 -> 0.8034)."""
     from ranking.evaluation.runner import run_named
     bench = "semeval2016-test-A-nometa-shuffled"
     default = run_named(settings, bench, progress=False)
     parts = {r: run_named(settings, bench, r, progress=False)["MAP"] for r in ("cross-encoder", "bi-encoder")}
     assert default["ranker"] == "cascade"
     assert default["MAP"] > max(parts.values()), (default["MAP"], parts)
-    assert default["MAP"] == pytest.approx(0.8152, abs=0.002)
+    assert default["MAP"] == pytest.approx(0.8167, abs=0.002)
     assert parts == pytest.approx({"cross-encoder": 0.7746, "bi-encoder": 0.8009}, abs=0.002)
     full = run_named(settings, "semeval2016-test-A", progress=False)["MAP"]
-    assert full - default["MAP"] == pytest.approx(0.0101, abs=0.002), (full, default["MAP"])
+    assert full - default["MAP"] == pytest.approx(0.0104, abs=0.002), (full, default["MAP"])
