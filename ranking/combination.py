@@ -9,10 +9,10 @@ training threads with that metadata removed and chosen on dev-A with it removed,
 
 A layer's lexical parts (BM25) take their term statistics from each question's own candidates, as POST /rerank
 does with the one thread it is given: the weights are trained, chosen and evaluated on the scores the service
-computes (``per_request``)."""
+computes (``part_scores``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -72,20 +72,22 @@ def combination_file(name: str) -> Path:
     return Path(__file__).with_name(COMBINATIONS[name][0])
 
 
+def part_scores(part, queries: list[Query]) -> list[list[float]]:
+    """A part's scores as the service computes them: a lexical part (BM25) one question at a time, so its term
+    statistics come from that question's own candidates and never from the others scored with it."""
+    if hasattr(part, "per_query"):
+        return [part.score([q])[0] for q in queries]
+    return part.score(queries)
+
+
 def feature_matrix(queries: list[Query], parts, signals: tuple[str, ...] = NAMES) -> list[np.ndarray]:
-    part_scores = [p.score(queries) for p in parts]
+    scores = [part_scores(p, queries) for p in parts]
     out = []
     for qi, q in enumerate(queries):
-        cols = [zscore(np.asarray(ps[qi], dtype=float)) for ps in part_scores]
+        cols = [zscore(np.asarray(ps[qi], dtype=float)) for ps in scores]
         out.append(np.column_stack(cols + [matrix(q, signals)]) if q.candidates
                    else np.zeros((0, len(parts) + len(signals))))
     return out
-
-
-def per_request(part):
-    """``part`` as the service runs it: a lexical ranker that takes term statistics from each question's own
-    candidates, never from the other questions scored with it (a copy; any other ranker as it is)."""
-    return replace(part, per_query=True) if getattr(part, "per_query", True) is False else part
 
 
 @dataclass
@@ -98,9 +100,6 @@ class LearnedCombination:
     signals: tuple[str, ...] = NAMES
     # regime -> its (weights, intercept); a regime not listed uses ``coef`` and ``intercept``
     regimes: dict[str, tuple[np.ndarray, float]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.parts = [per_request(p) for p in self.parts]
 
     def weights_for(self, q: Query) -> tuple[np.ndarray, float]:
         r = regime_of(q) if self.regimes else "full"

@@ -26,7 +26,6 @@ from ranking.combination import (  # noqa: E402
     LearnedCombination,
     combination_file,
     feature_matrix,
-    per_request,
     regime_mask,
 )
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
@@ -54,7 +53,7 @@ def main() -> None:
     files = TRAIN_FILES if which == "train" else (HELD_OUT_FILE,)
     features = list(part_names) + list(signal_names)
     s = Settings()
-    parts = [per_request(get_ranker(n, s)) for n in part_names]  # BM25 per question, as the service runs it
+    parts = [get_ranker(n, s) for n in part_names]  # feature_matrix runs BM25 per question, as the service does
     dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-A"].paths(s.semeval_dir)
     gold = read_lines(dev_gold)
     labels_of = {}
