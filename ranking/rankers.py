@@ -209,19 +209,13 @@ def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
                                  ("questions", settings.search_ranker_questions))}
 
 
-_STORES: dict = {}  # one score store per file in a process: one writer thread, one reader connection
-
-
 def serving_store(settings):
     """The score store serving rankers share ($CQA_SCORE_STORE_PAIRS pairs in $CQA_SCORE_STORE, by default
     cache/score-store.sqlite3 in the data folder), or None when it is off or there are no memos to back."""
     from .neural.memo import ScoreStore
     if not (settings.score_store_pairs and settings.score_memo_pairs):
         return None
-    path = Path(settings.score_store or settings.cache_dir / "score-store.sqlite3").resolve()
-    if path not in _STORES or _STORES[path].capacity != settings.score_store_pairs:
-        _STORES[path] = ScoreStore(path, settings.score_store_pairs)
-    return _STORES[path]
+    return ScoreStore.at(settings.score_store or settings.cache_dir / "score-store.sqlite3", settings.score_store_pairs)
 
 
 def walk(rankers: list[Ranker]):

@@ -13,7 +13,8 @@ Two tiers:
 
 Keys are keyed BLAKE2b digests of the pair, the key being the model's identity (its weights, config, scoring
 code, device, inference variant and input length), so a retrained or differently run model never reads another's
-scores. The evaluation runs keep their scores in their own SQLite caches (``ranking.neural.ranker.cached_scores``).
+scores. The evaluation runs use the same two tiers (``ranking.neural.ranker.cached_scores``): a store per model
+in the data folder's cache, unbounded, flushed before the run goes on.
 """
 from __future__ import annotations
 
@@ -44,7 +45,20 @@ def pair_key(question: str, answer: str, model: str = "") -> bytes:
 class ScoreStore:
     """Pair scores in one SQLite file shared by processes, at most about ``capacity`` of them (the oldest
     written go first). Reads are synchronous (WAL: a reader never waits for a writer); writes go through a queue
-    to one writer thread."""
+    to one writer thread (``flush`` waits for it). ``ScoreStore.at`` gives a process one store per file."""
+
+    _open_stores: dict = {}  # path -> the store of this process on that file
+    _open_lock = threading.Lock()
+
+    @classmethod
+    def at(cls, path: Path, capacity: int) -> "ScoreStore":
+        """This process's store on ``path`` (one reader connection and one writer thread per file)."""
+        path = Path(path).resolve()
+        with cls._open_lock:
+            store = cls._open_stores.get(path)
+            if store is None or store.capacity != capacity:
+                store = cls._open_stores[path] = cls(path, capacity)
+            return store
 
     def __init__(self, path: Path, capacity: int) -> None:
         if capacity < 1:

@@ -13,7 +13,7 @@ from indexing.encoder import bi_encoder_id, checkpoint_digest
 from ..candidates import Query, stored, stored_vector
 from .bilstm import BiLSTMAttention, pad
 from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
-from .memo import ScoreMemo
+from .memo import ScoreMemo, ScoreStore
 from .vocab import encode_texts, id_to_token
 
 if TYPE_CHECKING:
@@ -183,8 +183,8 @@ class MiniLMRanker:
         if not (self.cache_dir and self.cache_key):
             scores = self.score_pairs(pairs) if self.memo is None else self.memo.scores(pairs, self.score_pairs)
             return _split(scores, queries)
-        path = self.cache_dir / f"minilm-scores-{self.cache_key}.sqlite"
-        return _split(cached_scores(path, pairs, self.score_pairs), queries)
+        path = self.cache_dir / f"pair-scores-{self.cache_key}.sqlite3"
+        return _split(cached_scores(path, self.cache_key, pairs, self.score_pairs), queries)
 
     @torch.no_grad()
     def score_pairs(self, pairs: list[tuple[str, str]]) -> list[float]:
@@ -248,9 +248,10 @@ SCORING_CODE_VERSION = 2
 
 
 def score_cache_key(folder: Path, device: str, max_length: int, inference: Inference) -> str:
-    """What a cached score depends on: the weights, the checkpoint's config, the scoring code, the device
-    (CUDA runs torch in bf16), the inference variant (backend, precision, export) and the input length.
-    torch-fp32 and CUDA keep the key they had before there were variants, so their caches stay valid."""
+    """What a model's scores depend on: the weights, the checkpoint's config, the scoring code, the device
+    (CUDA runs torch in bf16), the inference variant (backend, precision, export) and the input length. It keys the
+    model's scores in the evaluation cache and in the serving score store. torch-fp32 and CUDA keep the key they
+    had before there were variants."""
     import hashlib
 
     from indexing.loaders import file_digest
@@ -262,21 +263,14 @@ def score_cache_key(folder: Path, device: str, max_length: int, inference: Infer
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
-def cached_scores(path: Path, pairs: list[tuple[str, str]], compute) -> list[float]:
-    """Scores of (question, answer) pairs kept in SQLite by the texts' SHA-1; ``compute`` sees only new pairs."""
-    import hashlib
-    import sqlite3
-    path.parent.mkdir(parents=True, exist_ok=True)
-    keys = [hashlib.sha1(f"{q}\0{a}".encode()).hexdigest() for q, a in pairs]
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE IF NOT EXISTS s (k TEXT PRIMARY KEY, v REAL)")
-        known: dict[str, float] = {}
-        for i in range(0, len(keys), 500):
-            chunk = keys[i: i + 500]
-            known.update(db.execute(f"SELECT k, v FROM s WHERE k IN ({','.join('?' * len(chunk))})", chunk))
-        todo = sorted({i for i, k in enumerate(keys) if k not in known})
-        if todo:
-            fresh = compute([pairs[i] for i in todo])
-            db.executemany("INSERT OR REPLACE INTO s VALUES (?, ?)", [(keys[i], v) for i, v in zip(todo, fresh)])
-            known.update({keys[i]: v for i, v in zip(todo, fresh)})
-    return [known[k] for k in keys]
+# Evaluation runs keep every pair score they compute (the store's bound never bites)
+EVALUATION_PAIRS = 10**12
+
+
+def cached_scores(path: Path, model: str, pairs: list[tuple[str, str]], compute) -> list[float]:
+    """Scores of (question, answer) pairs kept in the score store at ``path`` under ``model``'s key; ``compute``
+    sees only the pairs no earlier run scored, each once. Written before it returns, so the next run reads them."""
+    memo = ScoreMemo(max(1, len(pairs)), model=model, store=ScoreStore.at(path, EVALUATION_PAIRS))
+    scores = memo.scores(pairs, compute)
+    memo.store.flush()
+    return scores
