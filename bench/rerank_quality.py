@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -82,8 +83,8 @@ def main() -> None:
     from ranking.rankers import get_ranker
 
     (label, env), = parse_configs(args.config)
-    settings = Settings(data_dir=args.data_dir, **{k: v for k, v in (
-        ("default_ranker", env.get("CQA_DEFAULT_RANKER")), ("inference", env.get("CQA_INFERENCE"))) if v})
+    os.environ.update(env)  # the reference reads the server's settings: the same ranker, variant and depths
+    settings = Settings(data_dir=args.data_dir)
     reference = get_ranker(settings.default_ranker, settings)
     out = {"bench": "rerank_quality", "config": label, "env": env, "reranker": settings.default_ranker,
            "benchmarks": {}}
