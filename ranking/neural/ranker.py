@@ -102,10 +102,11 @@ class MiniLMRanker:
     """A fine-tuned MiniLM (ranking/neural/minilm.py) as a ranker. Pairs are scored in batches sorted by
     length, so padding stays small. ``inference`` says how it runs (ranking/neural/inference.py: torch or
     an ONNX Runtime export, fp32, bf16 or int8); ``model`` is then the torch module or the ONNX session,
-    both called the same way. With a ``cache_dir`` (evaluation runs), scores are kept in SQLite keyed by
-    the checkpoint's weights, the settings and the pair's texts, so a benchmark re-run only scores pairs
-    it has not seen. A serving ranker has a ``memo`` instead (ranking/neural/memo.py): the pairs it scored
-    lately, in memory, so a thread sorted again costs the model only its new comments."""
+    both called the same way. With a ``cache_dir`` (evaluation runs), scores are kept in a score store keyed by
+    the checkpoint's weights, the settings and the pair's texts (``cached_scores``), so a benchmark re-run only
+    scores pairs it has not seen. A serving ranker has a ``memo`` instead (ranking/neural/memo.py): the pairs it
+    scored lately, in memory and in the data folder's shared score store, so a thread sorted again costs the
+    model only its new comments."""
     model: "MiniLMRankerModel"
     device: str = "cpu"
     batch_size: int = 32
