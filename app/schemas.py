@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from indexing.models import Thread, invalid_unicode
+from ranking.settings import MAX_RESULTS
 
 DATE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$"
 
@@ -53,7 +54,7 @@ class FiltersIn(Strict):
 
 class SearchIn(Strict):
     question: QuestionIn
-    k: int = Field(10, ge=1, le=100)
+    k: int = Field(10, ge=1, le=MAX_RESULTS)
     target: Literal["answers", "questions", "threads"] = "answers"
     filters: FiltersIn | None = None
     rerank: bool = True

@@ -25,9 +25,11 @@ from .evaluation.measures import (
 from .evaluation.runner import finish_report, report_folder
 from .fullcorpus import corpus_settings, ensure_corpus, figures_of
 from .pipeline import SearchPipeline, SearchRequest, build_pipeline
-from .settings import RankingSettings
+from .settings import MAX_RESULTS, RankingSettings
 
-K = 100  # results asked for: MAP@10, nDCG@10 and P@1 read the first 10, Recall@100 all of them
+# Results asked for: MAP@10, nDCG@10 and P@1 read the first 10, Recall@100 all of them. A search with any smaller k
+# gets the first k of these (``SearchPipeline.fetch_depth``), so the figures @10 are those of POST /search's k = 10.
+K = MAX_RESULTS
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from pydantic import Field, field_validator
 
 from indexing.config import PROJECT_ROOT, IndexSettings
 
+MAX_RESULTS = 100  # the most results one search returns (POST /search k, cqa search -k, the search page)
+
 
 class RankingSettings(IndexSettings):
     bilstm_checkpoint: Path = Field(PROJECT_ROOT / "models" / "bilstm",

@@ -2,6 +2,8 @@
 (hence the same features) through POST /search as through the benchmark loaders."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -21,6 +23,7 @@ from ranking.pipeline import (
 from ranking.presets import PRESETS, RankerSpec, register
 from ranking.signals import ALL_NAMES, matrix
 
+from .conftest import ROOT
 from .test_indexes import fake_encode
 
 DEV = "dev/SemEval2016-Task3-CQA-QL-dev.xml"
@@ -116,19 +119,33 @@ def test_search_candidates_get_the_benchmark_features(dev_service, semeval, monk
 
 
 def test_pipeline_prefix_property_and_collapse(dev_service):
-    """The first k results do not depend on how many more were asked for; no text appears twice."""
+    """The first k results do not depend on how many more were asked for: the reranker gets the same head and each
+    result the same copies whatever k is, so the benchmarks' k = 100 figures are what POST /search's default k = 10
+    shows. No text appears twice."""
     from indexing.searcher import load_current
     gen = load_current(dev_service.index_root)
+    questions = ["Where can I buy cheap furniture in Doha?", "How do I renew my residence permit?",
+                 "Which school is good for my kids?", "Is it safe to drive at night in Qatar?",
+                 "best place to buy a used car", "how much does a maid cost per month"]
     with ThreadStore(dev_service.store_path) as store:
         pipe = build_pipeline(dev_service, gen, store.get)
-        text = "Where can I buy cheap furniture in Doha?"
-        for target in ("answers", "questions"):
-            few = pipe.search(SearchRequest(text, k=10, target=target))
-            many = pipe.search(SearchRequest(text, k=60, target=target))
-            assert [x.id for x in few.results] == [x.id for x in many.results[:10]]
-            assert many.reranked >= dev_service.rerank_depth
-            norm = [" ".join(x.text.lower().split()) for x in many.results]
-            assert len(set(norm)) == len(norm)
+        for text in questions:
+            for target in ("answers", "questions"):
+                shown = {}
+                for k in (1, 10, 100):
+                    Recorder.seen.clear()
+                    resp = pipe.search(SearchRequest(text, k=k, target=target))
+                    head = [c.id for c in Recorder.seen[0].candidates]
+                    shown[k] = ([(x.id, x.duplicates) for x in resp.results], head)
+                for k in (1, 10):
+                    assert shown[k][0] == shown[100][0][:k], (text, target, k)
+                    assert shown[k][1] == shown[100][1], (text, target, k)
+                many = pipe.search(SearchRequest(text, k=100, target=target))
+                assert many.reranked >= dev_service.rerank_depth
+                norm = [" ".join(x.text.lower().split()) for x in many.results]
+                assert len(set(norm)) == len(norm)
+        with pytest.raises(ValueError, match="k must be from 1 to 100"):
+            pipe.search(SearchRequest(questions[0], k=101))
 
 
 def test_candidate_without_store_falls_back_to_the_generation(dev_service):
@@ -198,3 +215,18 @@ def test_search_benchmark_reproduces_the_documented_figures(target, documented, 
     assert abs(r["MAP"] - documented) < 0.005, r["figures"]
     assert r["MAP"] >= r["compare"]["MAP"] + 0.03 and r["P@1"] >= r["compare"]["figures"]["P@1"]
     assert r["compare"]["p_randomization"] < 0.05
+
+
+@pytest.mark.slow
+def test_search_quality_bench_scores_post_search_as_the_benchmark_does(fresh_corpus_dir):
+    """bench/search_quality.py: questions sent to a real server over the full corpus with the API's default k = 10
+    come back ranked as `cqa evaluate`'s search benchmark (k = 100) ranks them, first 10 and copies alike."""
+    from tests.conftest import SEMEVAL
+    from tests.test_benches import run_bench
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
+    out = run_bench("search_quality.py", "--data-dir", str(fresh_corpus_dir), "--limit", "12", "--benchmarks",
+                    "semeval2016-test-search-answers,semeval2016-test-search-questions", env=env, timeout=1200)
+    assert out["k"] == 10 and set(out["served_rerankers"]) == {"answers", "questions"}
+    for name, r in out["benchmarks"].items():
+        assert r["questions"] == 12 and abs(r["served"]["P@1"] * 12 - round(r["served"]["P@1"] * 12)) < 0.01, r  # of 12
+        assert r["questions_ranked_differently"] == 0 and r["served"] == r["in_process"], (name, r)
