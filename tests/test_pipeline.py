@@ -15,6 +15,7 @@ from indexing.store import ThreadStore
 from ranking.candidates import Candidate, Query
 from ranking.evaluation.benchmarks import queries_for
 from ranking.pipeline import (
+    Collapser,
     SearchRequest,
     build_pipeline,
     collapse_duplicates,
@@ -51,6 +52,49 @@ def test_collapse_near_duplicate_by_shingles():
     near = base + "ok"
     assert collapse_duplicates([base, near]) == [[0, 1]]
     assert collapse_duplicates([base, near], threshold=0.999) == [[0], [1]]
+
+
+def test_collapse_compares_as_every_leader_in_order_would():
+    """The collapse looks only at leaders whose shingle count allows the threshold; it must group exactly as comparing
+    each text with every earlier leader in order does, near the threshold too (copies differing by a word or two)."""
+    import random
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(40)]
+    texts = []
+    for _ in range(400):
+        if texts and rng.random() < 0.5:  # a copy of an earlier text with a word or two changed, added or removed
+            words = rng.choice(texts).split()
+            for _ in range(rng.randint(1, 2)):
+                op, at = rng.random(), rng.randrange(len(words) + 1)
+                if op < 0.4 and words:
+                    words[min(at, len(words) - 1)] = rng.choice(vocab)
+                elif op < 0.7:
+                    words.insert(at, rng.choice(vocab))
+                elif len(words) > 1:
+                    del words[min(at, len(words) - 1)]
+            texts.append(" ".join(words))
+        else:
+            texts.append(" ".join(rng.choice(vocab) for _ in range(rng.choice([rng.randint(0, 5), rng.randint(20, 120)]))))
+
+    def reference(threshold):
+        leaders, groups = [], []  # (exact key, shingles) of each group's first text
+        for i, t in enumerate(texts):
+            key, sh = Collapser._key(t)
+            g = next((g for g, (k, o) in enumerate(leaders) if k == key), None)
+            if g is None:
+                g = next((g for g, (_, o) in enumerate(leaders) if min(len(sh), len(o)) / max(len(sh), len(o))
+                          >= threshold and len(sh & o) / len(sh | o) >= threshold), None)
+            if g is None:
+                leaders.append((key, sh))
+                groups.append([])
+                g = len(groups) - 1
+            groups[g].append(i)
+        return groups
+
+    for threshold in (0.9, 0.8, 0.95):
+        want = reference(threshold)
+        assert collapse_duplicates(texts, threshold=threshold) == want
+        assert sum(len(g) > 1 for g in want) > 15  # near copies were grouped, so the comparison was exercised
 
 
 def test_rerank_order_keeps_the_tail_and_breaks_ties_by_first_stage():
