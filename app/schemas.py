@@ -55,7 +55,9 @@ class FiltersIn(Strict):
 class SearchIn(Strict):
     question: QuestionIn
     k: int = Field(10, ge=1, le=MAX_RESULTS)
-    target: Literal["answers", "questions", "threads"] = "answers"
+    target: Literal["answers", "questions", "threads"] = Field(
+        "answers", description="answers: existing comments that answer it; questions: similar questions; threads: the "
+        "threads of similar questions (reranked as questions; with rerank false, the first stage grouped by thread)")
     filters: FiltersIn | None = None
     rerank: bool = True
     expand: bool | Literal["rm3", "translation"] | None = Field(

@@ -51,7 +51,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var",
                     help="the data folder cqa evaluate uses; the server serves DATA/benchmarks/fullcorpus-2016")
     ap.add_argument("--benchmarks", default=",".join(f"semeval2016-{s}-search-{t}" for s in ("dev", "test")
-                                                     for t in ("answers", "questions")),
+                                                     for t in ("answers", "questions", "threads")),
                     help="/search benchmarks (cqa evaluate --list), comma-separated")
     ap.add_argument("--k", type=int, default=10, help="results each request asks for (the API's default: 10)")
     ap.add_argument("--config", default="default", help="the server's settings, as one bench/load.py "

@@ -30,7 +30,11 @@ from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 from .settings import MAX_RESULTS
 
-RERANKED_TARGETS = ("answers", "questions")  # threads are listed as the first stage groups them
+RERANKED_TARGETS = ("answers", "questions")  # targets with a reranker of their own
+# A reranked threads search ranks threads by their questions: the questions search, its results as threads (the
+# first stage grouped by thread, which is what a threads search without reranking lists, ranked the similar threads
+# of 2016 dev 0.085 MAP@10 below it; docs/BENCHMARKS.md, "Round 9").
+RANKED_AS = {"threads": "questions"}
 COLLAPSE_JACCARD = 0.9  # word-shingle overlap at which two texts count as the same text
 _WORD = re.compile(r"\w+")
 
@@ -187,7 +191,18 @@ class SearchPipeline:
     def gen(self) -> Generation:
         return self.retriever.gen
 
+    def reranker_of(self, target: str) -> Ranker | None:
+        """The reranker a reranked search of this target runs (threads: the questions')."""
+        return self.rerankers.get(RANKED_AS.get(target, target))
+
     def search(self, req: SearchRequest) -> SearchResponse:
+        as_target = RANKED_AS.get(req.target)
+        if req.rerank and as_target in self.rerankers:
+            out = self.search(replace(req, target=as_target))
+            for r in out.results:
+                r.kind = req.target[:-1]
+            out.target = req.target
+            return out
         t_all = time.perf_counter()
         ranker = self.rerankers.get(req.target) if req.rerank else None
         got = self.retrieve(req)

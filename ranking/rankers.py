@@ -201,8 +201,8 @@ def service_reranker(settings, built: dict | None = None) -> Ranker:
 
 def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
     """The reranker of each /search target, set up for serving: answers ($CQA_SEARCH_RANKER_ANSWERS,
-    measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS). Threads
-    are not reranked. Rankers they share (``built``) load once."""
+    measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS; a reranked threads
+    search runs it too, pipeline.RANKED_AS). Rankers they share (``built``) load once."""
     store = serving_store(settings)
     return {target: for_serving(get_ranker(name, settings, built), settings.score_memo_pairs, store)
             for target, name in (("answers", settings.search_ranker_answers),

@@ -1,8 +1,8 @@
 """End-to-end benchmarks of POST /search: the full 2016 corpus indexed (as ``make serve`` indexes it), each
 original question of 2016 dev or test searched through the same ``SearchPipeline`` the service builds,
 with the same rerankers and settings. Relevant, relative to that original question: the comments judged
-Good for it (target answers) or its related questions judged PerfectMatch or Relevant (target questions);
-questions with nothing relevant are left out."""
+Good for it (target answers) or its related questions judged PerfectMatch or Relevant (target questions, and
+target threads: the thread of such a question); questions with nothing relevant are left out."""
 from __future__ import annotations
 
 import time
@@ -57,7 +57,7 @@ def qrels_for(settings: RankingSettings, split: str, target: str) -> tuple[Qrels
     qrels: dict[str, dict[str, int]] = {}
     for t in (t for doc in docs for t in doc.threads):
         judged = qrels.setdefault(t.meta["orgq_id"], {})
-        if target == "questions":
+        if target in ("questions", "threads"):  # a related question's id is its thread's
             judged[t.id] = int(t.meta.get("relevance2orgq") in ("PerfectMatch", "Relevant"))
         else:
             for a in t.answers:
@@ -107,7 +107,8 @@ def run_search_benchmark(settings: RankingSettings, split: str, target: str, com
         ranked, ms = search_run(pipe, questions, target, run, qrels, progress)
         seconds = time.perf_counter() - t0
         other = search_run(pipe, questions, target, compare, qrels, progress) if compare else None
-    ranker = pipe.rerankers.get(target).name if run.rerank and target in pipe.rerankers else run.label
+    reranker = pipe.reranker_of(target)
+    ranker = reranker.name if run.rerank and reranker is not None else run.label
     figures = figures_of(qrels, ranked)
     out, stamp = report_folder(settings.reports_dir, name, ranker)
     write_trec_run(ranked, out / "run.trec", ranker)

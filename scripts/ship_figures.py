@@ -3,7 +3,8 @@
 
     python scripts/ship_figures.py semeval2016-test-A=cross-encoder+signals semeval2016-test-search-answers ...
 
-Each argument is a benchmark, optionally =RANKER (default: the latest run of that benchmark, whatever its ranker)."""
+Each argument is a benchmark, optionally =RANKER (default: the latest run of that benchmark, whatever its ranker).
+With --update, the file keeps its other entries and only the benchmarks given are replaced (or added)."""
 from __future__ import annotations
 
 import argparse
@@ -26,6 +27,7 @@ def main() -> int:
     ap.add_argument("entries", nargs="+", metavar="BENCHMARK[=RANKER]")
     ap.add_argument("--reports", type=Path, default=Path(os.environ.get("CQA_DATA_DIR", "var")) / "reports")
     ap.add_argument("--out", type=Path, default=SHIPPED_FILE)
+    ap.add_argument("--update", action="store_true", help="keep the file's entries for other benchmarks")
     args = ap.parse_args()
     machine = f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU, Python {platform.python_version()}"
     figures = []
@@ -48,6 +50,10 @@ def main() -> int:
             f["p50 ms per search"] = r["latency_ms"]["p50"]
         figures.append({"benchmark": bench, "ranker": r["ranker"], "figures": f, "command": cmd,
                         "measured_at": r["created_at"][:19] + "Z", "machine": machine})
+    if args.update and args.out.exists():
+        given = {f["benchmark"] for f in figures}
+        kept = [f for f in json.loads(args.out.read_text(encoding="utf-8"))["figures"] if f["benchmark"] not in given]
+        figures = kept + figures
     args.out.write_text(json.dumps({"figures": figures}, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"shipped": len(figures), "out": str(args.out)}))
     return 0

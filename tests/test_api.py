@@ -78,8 +78,17 @@ def test_search_targets_rerank_explain(client):
     plain = client.post("/search", json={"question": {"body": "question 7 about visa"}, "k": 3,
                                          "target": "questions", "rerank": False}).json()
     assert plain["results"][0]["id"] == "t7" and "stages" not in plain["results"][0] and plain["reranker"] is None
-    threads = client.post("/search", json={"question": {"body": "rent 5"}, "target": "threads", "k": 5}).json()
-    assert all(x["kind"] == "thread" for x in threads["results"])
+    # threads: reranked, the questions search's threads, by the questions' reranker; without reranking, the first
+    # stage grouped by thread (a comment's hit brings its thread)
+    for body in ({"body": "rent 5"}, {"body": "question 7 about visa"}):
+        threads = client.post("/search", json={"question": body, "target": "threads", "k": 5}).json()
+        questions = client.post("/search", json={"question": body, "target": "questions", "k": 5}).json()
+        assert threads["results"] and all(x["kind"] == "thread" for x in threads["results"])
+        assert threads["target"] == "threads" and threads["reranker"] == "stub-overlap" and threads["reranked"] > 0
+        assert [(x["id"], x["score"], x["duplicates"]) for x in threads["results"]] == \
+               [(x["id"], x["score"], x["duplicates"]) for x in questions["results"]]
+        grouped = client.post("/search", json={"question": body, "target": "threads", "k": 5, "rerank": False}).json()
+        assert grouped["reranker"] is None and all(x["kind"] == "thread" for x in grouped["results"])
 
 
 def test_rerank_sorts_candidates(client):

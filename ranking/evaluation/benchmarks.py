@@ -29,7 +29,7 @@ class Benchmark:
     the whole corpus (first stage alone, or the /search pipeline)."""
     name: str
     split: str
-    subtask: str  # A, B, C, D, "fullcorpus", "search-answers" or "search-questions"
+    subtask: str  # A, B, C, D, "fullcorpus", "search-answers", "search-questions" or "search-threads"
     xml: str
     gold: str | None
     variant: str | None = None  # None, or one of VARIANTS: the same file as input without forum metadata
@@ -67,7 +67,7 @@ for _split in ("dev", "test"):
                                                               split_file_a(_split), gold_file(_split, "A"), _v)
     BENCHMARKS[f"semeval2016-{_split}-fullcorpus"] = Benchmark(
         f"semeval2016-{_split}-fullcorpus", _split, "fullcorpus", split_file(_split), None)
-    for _target in ("answers", "questions"):  # POST /search end to end (ranking/search_benchmark.py)
+    for _target in ("answers", "questions", "threads"):  # POST /search end to end (ranking/search_benchmark.py)
         BENCHMARKS[f"semeval2016-{_split}-search-{_target}"] = Benchmark(
             f"semeval2016-{_split}-search-{_target}", _split, f"search-{_target}", split_file(_split), None)
 

@@ -109,8 +109,10 @@ def run_named(settings, benchmark: str, ranker: str | None = None, generation: s
         from ..search_benchmark import COMPARE_RUNS, run_search_benchmark
         if search_compare and search_compare not in COMPARE_RUNS:
             raise BenchmarkError(f"--compare on a search benchmark takes one of: {', '.join(COMPARE_RUNS)}")
-        if ranker:
-            settings = settings.model_copy(update={f"search_ranker_{bench.search_target}": ranker})
+        if ranker:  # a reranked threads search runs the questions reranker (pipeline.RANKED_AS)
+            from ..pipeline import RANKED_AS
+            target = RANKED_AS.get(bench.search_target, bench.search_target)
+            settings = settings.model_copy(update={f"search_ranker_{target}": ranker})
         return run_search_benchmark(settings, bench.split, bench.search_target,
                                     compare=COMPARE_RUNS.get(search_compare), progress=progress)
     if bench.subtask == "fullcorpus":
