@@ -200,7 +200,7 @@ class SearchPipeline:
         if req.rerank and as_target in self.rerankers:
             out = self.search(replace(req, target=as_target))
             for r in out.results:
-                r.kind = req.target[:-1]
+                r.kind = "thread"
             out.target = req.target
             return out
         t_all = time.perf_counter()
