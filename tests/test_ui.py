@@ -66,7 +66,9 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     panel = browser.find_element(By.ID, "evaluation")
     assert "semeval2016-test-B" in panel.text and "0.7475" in panel.text
     img = panel.find_element(By.TAG_NAME, "img")
+    browser.execute_script("arguments[0].scrollIntoView()", img)  # the chart loads lazily, when a reader gets to it
     wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img) > 0)
+    browser.execute_script("window.scrollTo(0, 0)")
 
     # An empty question is refused in plain words, without a request.
     browser.find_element(By.ID, "go").click()
