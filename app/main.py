@@ -37,6 +37,8 @@ from .schemas import (
     ReadyOut,
     RerankIn,
     RerankOut,
+    RerankQuestionsIn,
+    RerankQuestionsOut,
     SearchIn,
     ThreadsIn,
     ThreadsOut,
@@ -66,6 +68,8 @@ class Service:
         self.score_store = None  # the score store behind the memos (ranking.neural.memo.ScoreStore), if any
         self.batchers: list[MicroBatcher] = []
         self.rerank_batcher: MicroBatcher | None = None
+        self.question_reranker = None  # POST /rerank/questions: given candidate questions (the subtask B ranker)
+        self.question_batcher: MicroBatcher | None = None
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
 
@@ -89,10 +93,13 @@ class Service:
         built: dict = {}  # a model two rerankers share loads once
         self.reranker = service_reranker(self.settings, built)
         self.rerank_batcher = self._batcher(self.reranker)
+        self.question_reranker = service_reranker(self.settings, built, self.settings.default_ranker_b)
+        self.question_batcher = self._batcher(self.question_reranker)
         searchers = search_rerankers(self.settings, built)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
-        self.inference = inference_report([self.reranker, *searchers.values()])
-        self.score_memos = partial(score_memos, [self.reranker, *searchers.values()])
+        served = [self.reranker, self.question_reranker, *searchers.values()]
+        self.inference = inference_report(served)
+        self.score_memos = partial(score_memos, served)
         self.score_store = serving_store(self.settings)
         self.metrics.watch_memos(self.score_memos)
         if (self.settings.bilstm_checkpoint / "config.json").exists():
@@ -227,6 +234,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gen, _ = ready_generation(svc)
         return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(),
                 "dense_encoder": gen.dense.encoder.id if gen.dense is not None else None, "reranker": svc.reranker.name,
+                "question_reranker": svc.question_reranker.name,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
                 "inference": svc.inference, "score_memos": svc.score_memos(),
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None}
@@ -266,6 +274,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.metrics.stage.labels("rerank").observe(time.perf_counter() - t0)
         return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
                 "reranker": svc.reranker.name, "metadata": regime_of(q),
+                "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
+
+    @app.post("/rerank/questions", response_model=RerankQuestionsOut,
+              summary="Score and sort given questions by how similar each is to a new one (subtask B)")
+    async def rerank_questions(body: RerankQuestionsIn, svc: Service = Depends(service)):
+        from ranking.candidates import Candidate, Query
+        enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
+        enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
+                           [f for i, c in enumerate(body.candidates) for f in c.fields(f"candidates.{i}")])
+        t0 = time.perf_counter()
+        # as the subtask B files give a related question: its text, and its rank in the search that found it
+        q = Query("rerank-questions", body.question.text,
+                  tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body})
+                        for i, c in enumerate(body.candidates, 1)))
+        scores = await svc.question_batcher.score(q)
+        ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])
+        svc.metrics.stage.labels("rerank_questions").observe(time.perf_counter() - t0)
+        return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
+                "reranker": svc.question_reranker.name,
                 "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
 
     # --- threads --------------------------------------------------------------------------------

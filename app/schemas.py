@@ -95,12 +95,34 @@ class RerankIn(Strict):
     @field_validator("candidates")
     @classmethod
     def _unique(cls, v: list[CandidateIn]) -> list[CandidateIn]:
-        seen = set()
-        for c in v:
-            if c.id in seen:
-                raise ValueError(f"candidate id {c.id!r} appears twice")
-            seen.add(c.id)
-        return v
+        return unique_ids(v)
+
+
+def unique_ids(candidates: list):
+    seen = set()
+    for c in candidates:
+        if c.id in seen:
+            raise ValueError(f"candidate id {c.id!r} appears twice")
+        seen.add(c.id)
+    return candidates
+
+
+class QuestionCandidateIn(QuestionIn):
+    """An existing question, e.g. one the forum's own search found: its id, and its subject and body (not both
+    empty)."""
+    id: str = Field(..., min_length=1, max_length=200)
+
+
+class RerankQuestionsIn(Strict):
+    question: QuestionIn
+    candidates: list[QuestionCandidateIn] = Field(
+        ..., min_length=1, description="at most CQA_MAX_CANDIDATES, in the order the caller's search ranked them "
+        "(the ranker weighs that order, as subtask B weighs the search engine's)")
+
+    @field_validator("candidates")
+    @classmethod
+    def _unique(cls, v: list[QuestionCandidateIn]) -> list[QuestionCandidateIn]:
+        return unique_ids(v)
 
 
 class ThreadsIn(Strict):
@@ -151,6 +173,7 @@ class ReadyOut(BaseModel):
                                       "question at /search (its id: the packaged model's name, or the fine-tuned "
                                       "bi-encoder's digest and input length); null without a dense index")
     reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
+    question_reranker: str = Field(description="the reranker of POST /rerank/questions (given candidate questions)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
     inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")
     score_memos: dict[str, ScoreMemoOut] = Field(default_factory=dict, description="each neural model's memory of "
@@ -174,6 +197,12 @@ class RerankOut(BaseModel):
     metadata: Literal["full", "no-users", "no-order", "none"] = Field(
         description="what forum metadata the input carried, and so which weights ranked it: user ids and thread "
         "order (full), thread order only (no-users), user ids only (no-order), neither (none)")
+    timings_ms: dict[str, float]
+
+
+class RerankQuestionsOut(BaseModel):
+    results: list[RerankResult]
+    reranker: str = Field(description="the subtask B ranker ($CQA_DEFAULT_RANKER_B)")
     timings_ms: dict[str, float]
 
 

@@ -1,10 +1,13 @@
-"""Ranking quality of POST /rerank as a forum gets it: each thread of a SemEval subtask A file sent to a real
-`cqa serve` as a forum sends it (question subject and body, asker, each comment's id, text, author and time,
-and whether the comments come in their thread's order), the returned order scored with the project's
-official-scorer MAP, side by side with the reference: the same ranker run in process on the same file, as `cqa
-evaluate` runs it. Their difference is what the served path adds or loses. Prints a JSON object last.
+"""Ranking quality of POST /rerank and POST /rerank/questions as a forum gets it: each thread of a SemEval
+subtask A file sent to a real `cqa serve` as a forum sends it (question subject and body, asker, each comment's id,
+text, author and time, and whether the comments come in their thread's order), and each question of a subtask B
+file with its related questions in the order the task's search engine gave them (id, subject, body) to
+/rerank/questions; the returned order scored with the project's official-scorer MAP, side by side with the
+reference: the same ranker run in process on the same file, as `cqa evaluate` runs it. Their difference is what the
+served path adds or loses. Prints a JSON object last.
 
     python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-A,semeval2016-test-A-nometa-shuffled
+    python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-B
 
 The data folder needs a live generation (`/rerank` needs one to start; the demo corpus will do). Each server gets
 an empty score store of its own, so no score comes from an earlier run.
@@ -28,18 +31,25 @@ sys.path.insert(0, str(ROOT / "bench"))
 from load import parse_configs, server  # noqa: E402
 
 
-def body_of(q, variant: str | None) -> dict:
-    """The POST /rerank body a forum sends for this thread: what the benchmark's variant leaves of its metadata.
-    The normal file's comments come in thread order and the forum says so; a shuffled variant's do not."""
+ENDPOINTS = {"A": "/rerank", "B": "/rerank/questions"}
+
+
+def body_of(q, variant: str | None, subtask: str = "A") -> dict:
+    """The body a forum sends. Subtask A, POST /rerank: this thread, with what the benchmark's variant leaves of its
+    metadata (the normal file's comments come in thread order and the forum says so; a shuffled variant's do not).
+    Subtask B, POST /rerank/questions: the question and its related questions in the search engine's order."""
+    question = {"subject": q.meta.get("subject", ""), "body": q.meta.get("body", "")}
+    if subtask == "B":
+        return {"question": question, "candidates": [{"id": c.id, "subject": c.meta["subject"], "body": c.meta["body"]}
+                                                     for c in q.candidates]}
     asker = q.meta.get("author_id") or None
-    return {"question": {"subject": q.meta.get("subject", ""), "body": q.meta.get("body", "")},
-            "asker_id": asker, "thread_order": not (variant and "shuffled" in variant),
+    return {"question": question, "asker_id": asker, "thread_order": not (variant and "shuffled" in variant),
             "candidates": [{"id": c.id, "text": c.text, "author_id": c.meta.get("author_id") or None,
                             "created_at": c.meta.get("created_at") or None} for c in q.candidates]}
 
 
-def rerank(base: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(base + "/rerank", data=json.dumps(body).encode(), method="POST",
+def rerank(base: str, body: dict, path: str = "/rerank") -> tuple[int, dict]:
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
@@ -48,17 +58,19 @@ def rerank(base: str, body: dict) -> tuple[int, dict]:
         return e.code, json.loads(e.read() or b"{}")
 
 
-def served_scores(base: str, queries, variant: str | None) -> tuple[list[list[float]], Counter, list[float]]:
+def served_scores(base: str, queries, variant: str | None, subtask: str = "A"
+                  ) -> tuple[list[list[float]], Counter, list[float]]:
     scores, regimes, latency = [], Counter(), []
     for q in queries:
         t0 = time.perf_counter()
-        status, out = rerank(base, body_of(q, variant))
+        status, out = rerank(base, body_of(q, variant, subtask), ENDPOINTS[subtask])
         latency.append(time.perf_counter() - t0)
         if status != 200:
-            raise SystemExit(f"POST /rerank answered {status} for thread {q.id}: {out}")
+            raise SystemExit(f"POST {ENDPOINTS[subtask]} answered {status} for question {q.id}: {out}")
         by_id = {r["id"]: r["score"] for r in out["results"]}
         scores.append([by_id[c.id] for c in q.candidates])
-        regimes[out["metadata"]] += 1
+        if "metadata" in out:  # the subtask A ranker's metadata regime
+            regimes[out["metadata"]] += 1
     return scores, regimes, latency
 
 
@@ -66,7 +78,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="a data folder with a live generation")
     ap.add_argument("--benchmarks", default="semeval2016-test-A,semeval2016-test-A-nometa-shuffled",
-                    help="subtask A benchmarks (cqa evaluate --list), comma-separated")
+                    help="subtask A or B benchmarks (cqa evaluate --list), comma-separated")
     ap.add_argument("--config", default="default", help="the server's settings, as one bench/load.py "
                     "--rerank-configs entry (label=RANKER@INFERENCE;VAR=VALUE); the reference runs the same ranker")
     ap.add_argument("--limit", type=int, default=0, help="only the first N threads of each file (0: all)")
@@ -85,23 +97,27 @@ def main() -> None:
     (label, env), = parse_configs(args.config)
     os.environ.update(env)  # the reference reads the server's settings: the same ranker, variant and depths
     settings = Settings(data_dir=args.data_dir)
-    reference = get_ranker(settings.default_ranker, settings)
+    names = {"A": settings.default_ranker, "B": settings.default_ranker_b}
+    references: dict = {}
     out = {"bench": "rerank_quality", "config": label, "env": env, "reranker": settings.default_ranker,
-           "benchmarks": {}}
+           "question_reranker": settings.default_ranker_b, "benchmarks": {}}
     files = {}
     for name in args.benchmarks.split(","):
         bench = BENCHMARKS[name]
-        if bench.subtask != "A":
-            raise SystemExit(f"{name}: /rerank sorts one thread's comments; subtask A benchmarks only")
+        if bench.subtask not in ENDPOINTS:
+            raise SystemExit(f"{name}: /rerank sorts a thread's comments (subtask A), /rerank/questions given "
+                             f"questions (subtask B); no endpoint serves subtask {bench.subtask}")
         xml, gold = bench.paths(settings.semeval_dir)
-        queries = queries_for(xml, "A", bench.variant)
+        queries = queries_for(xml, bench.subtask, bench.variant)
         files[name] = (bench, queries[: args.limit] if args.limit else queries, read_lines(gold))
     for name, (bench, queries, gold) in files.items():
         with server(args.data_dir, env) as (base, ready):  # a server per file: no memo holds the last file's pairs
-            out["served_reranker"] = ready["reranker"]
-            served, regimes, latency = served_scores(base, queries, bench.variant)
+            out["served_reranker"], out["served_question_reranker"] = ready["reranker"], ready["question_reranker"]
+            served, regimes, latency = served_scores(base, queries, bench.variant, bench.subtask)
+        if bench.subtask not in references:
+            references[bench.subtask] = get_ranker(names[bench.subtask], settings)
         t0 = time.perf_counter()
-        local = reference.score(queries)
+        local = references[bench.subtask].score(queries)
         local_s = time.perf_counter() - t0
         ids = {q.id for q in queries}
         g = [x for x in gold if x.qid in ids]

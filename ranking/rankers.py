@@ -193,9 +193,10 @@ class AnswersCosine:
         return per_encoder(queries, group_scores)
 
 
-def service_reranker(settings, built: dict | None = None) -> Ranker:
-    """The reranker of POST /rerank (one thread's comments, subtask A): $CQA_DEFAULT_RANKER, set up for serving."""
-    return for_serving(get_ranker(settings.default_ranker, settings, built), settings.score_memo_pairs,
+def service_reranker(settings, built: dict | None = None, name: str | None = None) -> Ranker:
+    """The reranker of POST /rerank (one thread's comments, subtask A): $CQA_DEFAULT_RANKER, or the preset
+    ``name`` (POST /rerank/questions: $CQA_DEFAULT_RANKER_B), set up for serving."""
+    return for_serving(get_ranker(name or settings.default_ranker, settings, built), settings.score_memo_pairs,
                        serving_store(settings))
 
 

@@ -73,8 +73,8 @@ def stub_ranker_preset():
                                             options={"factory": lambda settings: OverlapRanker()}))
 
 
-STUB_RANKERS = {"default_ranker": "stub-overlap", "search_ranker_answers": "stub-overlap",
-                "search_ranker_questions": "stub-overlap"}
+STUB_RANKERS = {"default_ranker": "stub-overlap", "default_ranker_b": "stub-overlap",
+                "search_ranker_answers": "stub-overlap", "search_ranker_questions": "stub-overlap"}
 
 
 @pytest.fixture(scope="session")

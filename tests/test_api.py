@@ -114,6 +114,31 @@ def test_rerank_sorts_candidates(client):
     assert found.status_code == 200 and found.json()["results"], found.text
 
 
+def test_rerank_questions_sorts_given_questions(client):
+    """POST /rerank/questions: a forum's own candidate questions, sorted by the subtask B ranker; bad input is a 422
+    that names the field."""
+    q = {"subject": "visa", "body": "how do I renew my visa"}
+    cands = [{"id": "q1", "subject": "weather", "body": "is it hot in summer"},
+             {"id": "q2", "subject": "visa renewal", "body": "renew my visa online"},
+             {"id": "q3", "subject": "renew visa"}]  # a title alone is a question
+    r = client.post("/rerank/questions", json={"question": q, "candidates": cands})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["reranker"] == "stub-overlap" and [x["rank"] for x in out["results"]] == [1, 2, 3]
+    assert out["results"][-1]["id"] == "q1" and {x["id"] for x in out["results"]} == {"q1", "q2", "q3"}
+    assert client.get("/ready").json()["question_reranker"] == "stub-overlap"
+    for payload, needle in [
+        ({"question": q, "candidates": []}, "candidates"),
+        ({"question": q, "candidates": [{"id": "q1", "subject": " ", "body": ""}]}, "subject or a body"),
+        ({"question": q, "candidates": [cands[0], cands[0]]}, "appears twice"),
+        ({"question": q, "candidates": [{"id": "q1", "text": "x"}]}, "text"),
+        ({"question": q, "candidates": [{"id": "q1", "body": "x" * 20_001}]}, "candidates.0.body"),
+        ({"question": {"body": ""}, "candidates": cands}, "question needs a subject or a body"),
+    ]:
+        bad = client.post("/rerank/questions", json=payload)
+        assert bad.status_code == 422 and needle in bad.json()["error"]["message"], (payload, bad.text)
+
+
 @pytest.mark.parametrize("payload,status,needle", [
     ({"question": {"body": "   "}}, 422, "question needs a subject or a body"),
     ({"question": {"subject": " ", "body": "\n"}}, 422, "question needs a subject or a body"),

@@ -85,15 +85,18 @@ def test_load_bench_revisits_threads_through_real_servers_with_and_without_score
 
 
 def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cli_env, semeval):
-    """bench/rerank_quality.py: the threads reach a real server with the metadata each variant leaves, and what it
-    returns scores as the same ranker in process (the served path is the measured path)."""
+    """bench/rerank_quality.py: the threads reach a real server with the metadata each variant leaves (and subtask
+    B's questions with their related questions reach POST /rerank/questions), and what it returns scores as the same
+    ranker in process (the served path is the measured path)."""
     for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("rerank_quality.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "4", "--benchmarks",
-                    "semeval2016-dev-A,semeval2016-dev-A-nometa-shuffled", env=cli_env)
+                    "semeval2016-dev-A,semeval2016-dev-A-nometa-shuffled,semeval2016-dev-B", env=cli_env)
     full, bare = out["benchmarks"]["semeval2016-dev-A"], out["benchmarks"]["semeval2016-dev-A-nometa-shuffled"]
-    assert full["threads"] == bare["threads"] == 4
+    similar = out["benchmarks"]["semeval2016-dev-B"]  # POST /rerank/questions, the subtask B ranker
+    assert full["threads"] == bare["threads"] == similar["threads"] == 4
     assert full["metadata_regimes"] == {"full": 4} and bare["metadata_regimes"] == {"none": 4}
-    for r in (full, bare):
+    assert out["served_question_reranker"] == out["question_reranker"] == "question-fusion"
+    for r in (full, bare, similar):
         assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["threads_ranked_differently"] == 0
         assert r["largest_score_difference"] < 1e-3
