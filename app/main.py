@@ -279,14 +279,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.post("/rerank/questions", response_model=RerankQuestionsOut,
               summary="Score and sort given questions by how similar each is to a new one (subtask B)")
     async def rerank_questions(body: RerankQuestionsIn, svc: Service = Depends(service)):
-        from ranking.candidates import Candidate, Query
+        from ranking.candidates import Candidate, Query, indexed_question_meta
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [f for i, c in enumerate(body.candidates) for f in c.fields(f"candidates.{i}")])
         t0 = time.perf_counter()
+        gen = svc.generation  # threads it indexes come with their question's stored vector
         # as the subtask B files give a related question: its text, and its rank in the search that found it
         q = Query("rerank-questions", body.question.text,
-                  tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body})
+                  tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body,
+                                                 **indexed_question_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)))
         scores = await svc.question_batcher.score(q)
         ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])

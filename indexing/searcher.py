@@ -11,7 +11,7 @@ import numpy as np
 
 from .bm25 import BM25Index
 from .dense import DenseIndex
-from .documents import Documents, answer_doc_id
+from .documents import Documents, answer_doc_id, question_doc_id
 from .encoder import EncoderError, EncoderSpec
 from .generations import (
     ANSWER_VECTORS,
@@ -120,6 +120,24 @@ class Generation:
         if row is None or self.docs.texts[row] != text:
             return None
         return np.asarray(self.answer_vectors[row])
+
+    def dense_vector(self, row: int) -> np.ndarray | None:
+        """The embedding the dense index stores for a row (made by ``dense.encoder``), so a ranker that is that
+        encoder need not encode the text again; None without a dense index or one that cannot give it back."""
+        if self.dense is None:
+            return None
+        try:
+            return self.dense.index.index.reconstruct(row)
+        except RuntimeError:  # an index kind that cannot reconstruct: the ranker encodes instead
+            return None
+
+    def question_vector(self, thread_id: str, text: str) -> np.ndarray | None:
+        """The dense index's vector of thread ``thread_id``'s question, when this generation indexes it with exactly
+        ``text`` (subject and body as ``Thread.question_text`` joins them); else None."""
+        row = self.row.get(question_doc_id(thread_id))
+        if row is None or self.docs.texts[row] != text:
+            return None
+        return self.dense_vector(row)
 
     @property
     def sources(self) -> dict[str, LexicalSource | DenseSource]:

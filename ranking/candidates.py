@@ -44,6 +44,14 @@ def indexed_answer_meta(gen, answer_id: str, text: str) -> dict[str, Any]:
     return {} if v is None else {ANSWER_VECTOR: v, ANSWER_ENCODER: gen.answer_encoder.id}
 
 
+def indexed_question_meta(gen, thread_id: str, text: str) -> dict[str, Any]:
+    """What a candidate of POST /rerank/questions carries when the live generation ``gen`` (or None) indexes thread
+    ``thread_id`` with exactly that question text: the dense index's stored vector of it and that encoder, so a ranker
+    that is the same encoder (the question bi-encoder, by default) scores it without encoding it; else nothing."""
+    v = gen.question_vector(thread_id, text) if gen is not None else None
+    return {} if v is None else {"vector": v, VECTOR_ENCODER: gen.dense.encoder}
+
+
 def stored_vector(meta: dict[str, Any], encoder_id: str) -> Any:
     """A candidate's own stored embedding by ``encoder_id``: the dense index's, or the answer encoder's; else None."""
     v = stored(meta, "vector", encoder_id)

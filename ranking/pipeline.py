@@ -463,12 +463,7 @@ def _title(gen: Generation, tid: str) -> str | None:
 
 def _vector(gen: Generation, row: int) -> np.ndarray | None:
     """The embedding the dense index stores for a row, so reranking need not encode it again."""
-    if gen.dense is None:
-        return None
-    try:
-        return gen.dense.index.index.reconstruct(row)
-    except RuntimeError:  # an index kind that cannot reconstruct: the ranker encodes instead
-        return None
+    return gen.dense_vector(row)
 
 
 def _ms(t0: float) -> float:

@@ -341,3 +341,27 @@ def test_a_large_first_build_leaves_the_answer_vectors_to_a_background_reindex(s
     fill_store(fresh, 2)
     out = bootstrap(fresh, progress=False)
     assert out["reindex"]["indexes"]["answer_vectors"]["answers"] == 6 and "answer_vectors_pending" not in out
+
+
+def test_rerank_questions_candidates_the_generation_indexes_bring_their_stored_vector(settings, bi_ranker,
+                                                                                      monkeypatch):
+    """POST /rerank/questions: a candidate whose thread the live generation indexes with the same question text
+    carries the dense index's vector of it, so a ranker that is the index's encoder encodes only the new question,
+    and scores as it would from the texts. A changed text or an unknown thread carries nothing."""
+    from ranking.candidates import indexed_question_meta
+    fill_store(settings, 6)
+    reindex(settings.model_copy(update={"dense_encoder": str(BI), "answer_encoder": "none"}), progress=False)
+    g = load_current(settings.index_root, "cpu")
+    texts = {t: g.docs.texts[g.row[f"q:{t}"]] for t in ("t3", "t4")}
+    metas = {t: indexed_question_meta(g, t, text) for t, text in texts.items()}
+    assert all(m[VECTOR_ENCODER] == encoder_spec(str(BI)) for m in metas.values())
+    assert indexed_question_meta(g, "t3", texts["t3"] + " (edited)") == {} and indexed_question_meta(g, "t99", "x") == {}
+    assert indexed_question_meta(None, "t3", texts["t3"]) == {}
+    new = "how do I renew a visa"
+    plain = Query("q", new, tuple(Candidate(t, text) for t, text in texts.items()))
+    from_texts = bi_ranker.score([plain])[0]
+    calls = []
+    real = bi_ranker._score_texts
+    monkeypatch.setattr(bi_ranker, "_score_texts", lambda qs: calls.append(len(qs)) or real(qs))
+    stored = Query("q", new, tuple(Candidate(t, text, metas[t]) for t, text in texts.items()))
+    assert np.allclose(bi_ranker.score([stored])[0], from_texts, atol=1e-5) and calls == []
