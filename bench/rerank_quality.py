@@ -19,8 +19,6 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -28,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import parse_configs, server  # noqa: E402
+from load import parse_configs, post_json, server  # noqa: E402
 
 
 ENDPOINTS = {"A": "/rerank", "B": "/rerank/questions"}
@@ -48,22 +46,12 @@ def body_of(q, variant: str | None, subtask: str = "A") -> dict:
                             "created_at": c.meta.get("created_at") or None} for c in q.candidates]}
 
 
-def rerank(base: str, body: dict, path: str = "/rerank") -> tuple[int, dict]:
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
-
-
 def served_scores(base: str, queries, variant: str | None, subtask: str = "A"
                   ) -> tuple[list[list[float]], Counter, list[float]]:
     scores, regimes, latency = [], Counter(), []
     for q in queries:
         t0 = time.perf_counter()
-        status, out = rerank(base, body_of(q, variant, subtask), ENDPOINTS[subtask])
+        status, out = post_json(base + ENDPOINTS[subtask], body_of(q, variant, subtask))
         latency.append(time.perf_counter() - t0)
         if status != 200:
             raise SystemExit(f"POST {ENDPOINTS[subtask]} answered {status} for question {q.id}: {out}")

@@ -17,27 +17,15 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import parse_configs, server  # noqa: E402
+from load import parse_configs, post_json, server  # noqa: E402
 
 SHOWN = 10  # results scored: MAP@10, P@1 and nDCG@10 read no further
-
-
-def search(base: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(base + "/search", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
 
 
 def shown(results, judged: dict[str, int]) -> dict[str, float]:
@@ -58,8 +46,9 @@ def main() -> None:
                     "--rerank-configs entry (label=RANKER@INFERENCE;VAR=VALUE); the reference reads the same")
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions of each benchmark (0: all)")
     args = ap.parse_args()
-    if not SHOWN <= args.k <= 100:
-        raise SystemExit(f"--k: from {SHOWN} (the figures read the first {SHOWN}) to 100")
+    from ranking.settings import MAX_RESULTS
+    if not SHOWN <= args.k <= MAX_RESULTS:
+        raise SystemExit(f"--k: from {SHOWN} (the figures read the first {SHOWN}) to {MAX_RESULTS}")
 
     import numpy as np
 
@@ -96,13 +85,13 @@ def main() -> None:
     served: dict[str, tuple[dict, list[float], dict[str, list[float]]]] = {}
     with server(folder, env) as (base, ready):
         out["served_rerankers"] = ready["search_rerankers"]
-        search(base, {"question": {"body": "warm up"}})
+        post_json(base + "/search", {"question": {"body": "warm up"}})
         for name, (target, qrels, questions) in sets.items():
             run, ms, stages = {}, [], {}
             for qid, (subject, body) in questions.items():
                 t0 = time.perf_counter()
-                status, resp = search(base, {"question": {"subject": subject, "body": body}, "k": args.k,
-                                             "target": target})
+                status, resp = post_json(base + "/search", {"question": {"subject": subject, "body": body},
+                                                            "k": args.k, "target": target})
                 ms.append(1000 * (time.perf_counter() - t0))
                 if status != 200:
                     raise SystemExit(f"POST /search answered {status} for question {qid}: {resp}")
