@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -111,8 +111,7 @@ class Collapser:
         self.threshold = threshold
         self.groups: list[list[int]] = []
         self._exact: dict[str, int] = {}
-        self._sizes: list[int] = []  # each leader's shingle count, sorted, beside (count, group, shingle set)
-        self._leaders: list[tuple[int, int, set[str]]] = []
+        self._leaders: list[tuple[int, int, set[str]]] = []  # (shingle count, group, shingles), by count
         self._ids: dict[str, int] = {}
         self._keys: dict[str, tuple[str, set[str]]] = {}
 
@@ -127,8 +126,8 @@ class Collapser:
         if key in self._exact:
             return self._exact[key]
         n, t = len(sh), self.threshold
-        lo = bisect_left(self._sizes, math.ceil(n * t - 1e-9))
-        hi = bisect_right(self._sizes, math.floor(n / t + 1e-9))
+        lo = bisect_left(self._leaders, math.ceil(n * t - 1e-9), key=_count)
+        hi = bisect_right(self._leaders, math.floor(n / t + 1e-9), key=_count)
         best = None
         for size, g, other in self._leaders[lo:hi]:
             if (best is None or g < best) and min(n, size) / max(n, size) >= t and \
@@ -145,9 +144,7 @@ class Collapser:
             if self.threshold is not None:
                 key, sh = self._shingles(text)
                 self._exact[key] = g
-                at = bisect_right(self._sizes, len(sh))
-                self._sizes.insert(at, len(sh))
-                self._leaders.insert(at, (len(sh), g, sh))
+                insort(self._leaders, (len(sh), g, sh), key=_count)
         self.groups[g].append(i)
         if doc_id is not None:
             self._ids[doc_id] = g
@@ -165,6 +162,10 @@ class Collapser:
         # trigrams as strings, not tuples: tuples are objects the garbage collector tracks, and a search collapses
         # 155 texts; their allocations had it run full collections of the whole heap (235 ms) under load
         return " ".join(words), set(map(" ".join, zip(words, words[1:], words[2:]))) or {" ".join(words)}
+
+
+def _count(leader: tuple[int, int, set[str]]) -> int:
+    return leader[0]
 
 
 def rerank_order(head_scores, n: int) -> list[int]:
@@ -366,8 +367,8 @@ class SearchPipeline:
             if c is None:  # the store changed after this generation was built: what the generation knows
                 c = self._from_generation(did, row, tid, rank)
             qrow = gen.row.get(f"q:{tid}")
-            meta = {**c.meta, "retrieval_rank": i, "thread_title": _title(gen, tid),
-                    "vector": _vector(gen, row), "thread_vector": _vector(gen, qrow) if qrow is not None else None}
+            meta = {**c.meta, "retrieval_rank": i, "thread_title": _title(gen, tid), "vector": gen.dense_vector(row),
+                    "thread_vector": gen.dense_vector(qrow) if qrow is not None else None}
             if gen.dense is not None:
                 meta[VECTOR_ENCODER] = gen.dense.encoder
             if gen.answer_vectors is not None and gen.docs.kinds[row] == ANSWER:
@@ -378,7 +379,7 @@ class SearchPipeline:
                 rows = self._thread_answer_rows().get(tid, [])
                 if [gen.docs.texts[j] for j in rows] == list(meta["comments"]):
                     if gen.dense is not None:
-                        meta["comment_vectors"] = [_vector(gen, j) for j in rows]
+                        meta["comment_vectors"] = [gen.dense_vector(j) for j in rows]
                     if gen.answer_vectors is not None:
                         # a thread's comments are consecutive rows (Documents.from_threads): a view of the
                         # memory-mapped file, read only if a ranker uses it
@@ -459,11 +460,6 @@ def _kind(doc_id: str, gen: Generation) -> str:
 def _title(gen: Generation, tid: str) -> str | None:
     qrow = gen.row.get(f"q:{tid}")
     return gen.docs.texts[qrow].split("\n", 1)[0][:200] if qrow is not None else None
-
-
-def _vector(gen: Generation, row: int) -> np.ndarray | None:
-    """The embedding the dense index stores for a row, so reranking need not encode it again."""
-    return gen.dense_vector(row)
 
 
 def _ms(t0: float) -> float:
