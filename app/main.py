@@ -148,6 +148,16 @@ async def follow(svc: Service) -> None:
             log.warning("could not follow the current generation: %s", e)
 
 
+def sorted_by_score(candidates, scores: list[float], ranker, t0: float, stage) -> dict:
+    """The body of a /rerank answer: the candidates by descending score (ties keep the order given), the ranker, and
+    the time since ``t0``, which ``stage`` (a metrics histogram) observes."""
+    ranked = sorted(zip(candidates, scores), key=lambda cs: -cs[1])
+    seconds = time.perf_counter() - t0
+    stage.observe(seconds)
+    return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
+            "reranker": ranker.name, "timings_ms": {"rerank": round(1000 * seconds, 3)}}
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -270,11 +280,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                         for i, c in enumerate(body.candidates, 1)),
                   {"author_id": body.asker_id, "thread_order": body.thread_order})
         scores = await svc.rerank_batcher.score(q)
-        ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])
-        svc.metrics.stage.labels("rerank").observe(time.perf_counter() - t0)
-        return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
-                "reranker": svc.reranker.name, "metadata": regime_of(q),
-                "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
+        return {**sorted_by_score(body.candidates, scores, svc.reranker, t0, svc.metrics.stage.labels("rerank")),
+                "metadata": regime_of(q)}
 
     @app.post("/rerank/questions", response_model=RerankQuestionsOut,
               summary="Score and sort given questions by how similar each is to a new one (subtask B)")
@@ -291,11 +298,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                  **indexed_question_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)))
         scores = await svc.question_batcher.score(q)
-        ranked = sorted(zip(body.candidates, scores), key=lambda cs: -cs[1])
-        svc.metrics.stage.labels("rerank_questions").observe(time.perf_counter() - t0)
-        return {"results": [{"id": c.id, "score": s, "rank": i} for i, (c, s) in enumerate(ranked, 1)],
-                "reranker": svc.question_reranker.name,
-                "timings_ms": {"rerank": round(1000 * (time.perf_counter() - t0), 3)}}
+        return sorted_by_score(body.candidates, scores, svc.question_reranker, t0,
+                               svc.metrics.stage.labels("rerank_questions"))
 
     # --- threads --------------------------------------------------------------------------------
     @app.post("/threads", response_model=ThreadsOut, summary="Batch upsert threads (admin); durable before the response",
