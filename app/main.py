@@ -37,6 +37,8 @@ from .schemas import (
     ReadyOut,
     RerankIn,
     RerankOut,
+    RerankAnswersIn,
+    RerankAnswersOut,
     RerankQuestionsIn,
     RerankQuestionsOut,
     SearchIn,
@@ -70,6 +72,8 @@ class Service:
         self.rerank_batcher: MicroBatcher | None = None
         self.question_reranker = None  # POST /rerank/questions: given candidate questions (the subtask B ranker)
         self.question_batcher: MicroBatcher | None = None
+        self.answers_reranker = None  # POST /rerank/answers: the comments of given threads (the subtask C ranker)
+        self.answers_batcher: MicroBatcher | None = None
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
 
@@ -95,9 +99,11 @@ class Service:
         self.rerank_batcher = self._batcher(self.reranker)
         self.question_reranker = service_reranker(self.settings, built, self.settings.default_ranker_b)
         self.question_batcher = self._batcher(self.question_reranker)
+        self.answers_reranker = service_reranker(self.settings, built, self.settings.default_ranker_c)
+        self.answers_batcher = self._batcher(self.answers_reranker)
         searchers = search_rerankers(self.settings, built)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
-        served = [self.reranker, self.question_reranker, *searchers.values()]
+        served = [self.reranker, self.question_reranker, self.answers_reranker, *searchers.values()]
         self.inference = inference_report(served)
         self.score_memos = partial(score_memos, served)
         self.score_store = serving_store(self.settings)
@@ -244,7 +250,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gen, _ = ready_generation(svc)
         return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(),
                 "dense_encoder": gen.dense.encoder.id if gen.dense is not None else None, "reranker": svc.reranker.name,
-                "question_reranker": svc.question_reranker.name,
+                "question_reranker": svc.question_reranker.name, "answers_reranker": svc.answers_reranker.name,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
                 "inference": svc.inference, "score_memos": svc.score_memos(),
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None}
@@ -300,6 +306,33 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         scores = await svc.question_batcher.score(q)
         return sorted_by_score(body.candidates, scores, svc.question_reranker, t0,
                                svc.metrics.stage.labels("rerank_questions"))
+
+    @app.post("/rerank/answers", response_model=RerankAnswersOut,
+              summary="Score and sort the comments of given threads by how well each answers a new question "
+                      "(subtask C)")
+    async def rerank_answers(body: RerankAnswersIn, svc: Service = Depends(service)):
+        from indexing.models import Answer, Thread
+        from ranking.candidates import Query, related_comment_candidates
+        comments = body.comments()
+        enforce_count_limit("comments", len(comments), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
+        enforce_text_limit(svc.settings.max_text_chars, body.question.fields() + [
+            f for i, t in enumerate(body.threads) for f in t.fields(f"threads.{i}") + [
+                (f"threads.{i}.comments.{j}.text", c.text) for j, c in enumerate(t.comments)]])
+        t0 = time.perf_counter()
+        # as the subtask C files give a related thread: validated above, so built as given (ids kept exactly)
+        threads = [Thread.model_construct(
+            id=t.id, subject=t.subject, body=t.body, category=t.category, author_id=t.asker_id,
+            answers=[Answer.model_construct(id=c.id, text=c.text, author_id=c.author_id, created_at=c.created_at)
+                     for c in t.comments]) for t in body.threads]
+        q = Query("rerank-answers", body.question.text, tuple(related_comment_candidates(threads, svc.generation)),
+                  {"subject": body.question.subject, "body": body.question.body})
+        scores = await svc.answers_batcher.score(q)
+        out = sorted_by_score([c for _, c in comments], scores, svc.answers_reranker, t0,
+                              svc.metrics.stage.labels("rerank_answers"))
+        thread_of = {c.id: tid for tid, c in comments}
+        for r in out["results"]:
+            r["thread_id"] = thread_of[r["id"]]
+        return out
 
     # --- threads --------------------------------------------------------------------------------
     @app.post("/threads", response_model=ThreadsOut, summary="Batch upsert threads (admin); durable before the response",

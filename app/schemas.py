@@ -98,11 +98,11 @@ class RerankIn(Strict):
         return unique_ids(v)
 
 
-def unique_ids(candidates: list):
+def unique_ids(candidates: list, what: str = "candidate"):
     seen = set()
     for c in candidates:
         if c.id in seen:
-            raise ValueError(f"candidate id {c.id!r} appears twice")
+            raise ValueError(f"{what} id {c.id!r} appears twice")
         seen.add(c.id)
     return candidates
 
@@ -123,6 +123,41 @@ class RerankQuestionsIn(Strict):
     @classmethod
     def _unique(cls, v: list[QuestionCandidateIn]) -> list[QuestionCandidateIn]:
         return unique_ids(v)
+
+
+class RelatedThreadIn(QuestionCandidateIn):
+    """A thread the caller's search found for the new question: its id, its question (subject and body, not both
+    empty), who asked it and its category where known, and its comments in the thread's order."""
+    asker_id: str | None = Field(None, max_length=200, description="who asked the thread's question")
+    category: str | None = Field(None, max_length=200)
+    comments: list[CandidateIn] = Field(..., description="the thread's comments in the order the thread shows them "
+                                        "(the ranker reads each one's position, author and the dialogue around it); "
+                                        "may be empty, so that the threads after it keep their rank")
+
+
+class RerankAnswersIn(Strict):
+    question: QuestionIn
+    threads: list[RelatedThreadIn] = Field(
+        ..., min_length=1, description="the threads in the order the caller's search ranked them (the ranker weighs "
+        "that order, as subtask C weighs the search engine's); at most CQA_MAX_CANDIDATES comments in all")
+
+    @field_validator("threads")
+    @classmethod
+    def _unique(cls, v: list[RelatedThreadIn]) -> list[RelatedThreadIn]:
+        unique_ids(v, "thread")
+        seen: dict[str, str] = {}
+        for t in v:
+            for c in t.comments:
+                if c.id in seen:
+                    raise ValueError(f"comment id {c.id!r} appears twice (threads {seen[c.id]!r} and {t.id!r})")
+                seen[c.id] = t.id
+        if not seen:
+            raise ValueError("no thread has a comment: there is nothing to rank")
+        return v
+
+    def comments(self) -> list[tuple[str, "CandidateIn"]]:
+        """(thread id, comment) for every comment, threads in the order given."""
+        return [(t.id, c) for t in self.threads for c in t.comments]
 
 
 class ThreadsIn(Strict):
@@ -174,6 +209,7 @@ class ReadyOut(BaseModel):
                                       "bi-encoder's digest and input length); null without a dense index")
     reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
     question_reranker: str = Field(description="the reranker of POST /rerank/questions (given candidate questions)")
+    answers_reranker: str = Field(description="the reranker of POST /rerank/answers (the comments of given threads)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
     inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")
     score_memos: dict[str, ScoreMemoOut] = Field(default_factory=dict, description="each neural model's memory of "
@@ -203,6 +239,16 @@ class RerankOut(BaseModel):
 class RerankQuestionsOut(BaseModel):
     results: list[RerankResult]
     reranker: str = Field(description="the subtask B ranker ($CQA_DEFAULT_RANKER_B)")
+    timings_ms: dict[str, float]
+
+
+class RerankAnswerResult(RerankResult):
+    thread_id: str = Field(description="the thread the comment belongs to")
+
+
+class RerankAnswersOut(BaseModel):
+    results: list[RerankAnswerResult] = Field(description="every comment of every thread sent, the most useful first")
+    reranker: str = Field(description="the subtask C ranker ($CQA_DEFAULT_RANKER_C)")
     timings_ms: dict[str, float]
 
 

@@ -1,13 +1,14 @@
-"""Ranking quality of POST /rerank and POST /rerank/questions as a forum gets it: each thread of a SemEval
-subtask A file sent to a real `cqa serve` as a forum sends it (question subject and body, asker, each comment's id,
-text, author and time, and whether the comments come in their thread's order), and each question of a subtask B
-file with its related questions in the order the task's search engine gave them (id, subject, body) to
-/rerank/questions; the returned order scored with the project's official-scorer MAP, side by side with the
-reference: the same ranker run in process on the same file, as `cqa evaluate` runs it. Their difference is what the
-served path adds or loses. Prints a JSON object last.
+"""Ranking quality of POST /rerank, /rerank/questions and /rerank/answers as a forum gets it: each thread of a
+SemEval subtask A file sent to a real `cqa serve` as a forum sends it (question subject and body, asker, each
+comment's id, text, author and time, and whether the comments come in their thread's order) to /rerank; each question
+of a subtask B file with its related questions in the order the task's search engine gave them (id, subject, body)
+to /rerank/questions; each question of a subtask C file with its related threads in that order (id, subject, body,
+asker, category, and their comments as subtask A sends them) to /rerank/answers. The returned order is scored with
+the project's official-scorer MAP, side by side with the reference: the same ranker run in process on the same file,
+as `cqa evaluate` runs it. Their difference is what the served path adds or loses. Prints a JSON object last.
 
     python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-A,semeval2016-test-A-nometa-shuffled
-    python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-B
+    python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-B,semeval2016-test-C
 
 The data folder needs a live generation (`/rerank` needs one to start; the demo corpus will do). Each server gets
 an empty score store of its own, so no score comes from an earlier run.
@@ -29,29 +30,51 @@ sys.path.insert(0, str(ROOT / "bench"))
 from load import parse_configs, post_json, server  # noqa: E402
 
 
-ENDPOINTS = {"A": "/rerank", "B": "/rerank/questions"}
+ENDPOINTS = {"A": "/rerank", "B": "/rerank/questions", "C": "/rerank/answers"}
 
 
-def body_of(q, variant: str | None, subtask: str = "A") -> dict:
+def comment_in(a) -> dict:
+    """A comment as a forum sends it (a Candidate of the benchmark, or a stored Answer)."""
+    meta = getattr(a, "meta", {})
+    return {"id": a.id, "text": a.text, "author_id": getattr(a, "author_id", None) or meta.get("author_id") or None,
+            "created_at": getattr(a, "created_at", None) or meta.get("created_at") or None}
+
+
+def related_threads(xml: Path) -> dict[str, list]:
+    """Subtask C: each original question's related threads (whole, as the file stores them) in the search engine's
+    order, threads without comments included (they hold a rank)."""
+    from indexing.loaders import load_semeval
+    doc = load_semeval(xml, strict=True)
+    threads = {(t.meta.get("orgq_id"), t.id): t for t in doc.threads}
+    return {oq.id: sorted((threads[(oq.id, tid)] for tid in oq.thread_ids), key=lambda t: t.meta.get("ranking_order", 0))
+            for oq in doc.org_questions.values()}
+
+
+def body_of(q, variant: str | None, subtask: str = "A", threads: list | None = None) -> dict:
     """The body a forum sends. Subtask A, POST /rerank: this thread, with what the benchmark's variant leaves of its
     metadata (the normal file's comments come in thread order and the forum says so; a shuffled variant's do not).
-    Subtask B, POST /rerank/questions: the question and its related questions in the search engine's order."""
+    Subtask B, POST /rerank/questions: the question and its related questions in the search engine's order.
+    Subtask C, POST /rerank/answers: the question and its related ``threads`` in that order, with their comments."""
     question = {"subject": q.meta.get("subject", ""), "body": q.meta.get("body", "")}
     if subtask == "B":
         return {"question": question, "candidates": [{"id": c.id, "subject": c.meta["subject"], "body": c.meta["body"]}
                                                      for c in q.candidates]}
+    if subtask == "C":
+        return {"question": question, "threads": [
+            {"id": t.id, "subject": t.subject, "body": t.body, "asker_id": t.author_id, "category": t.category,
+             "comments": [comment_in(a) for a in t.answers]} for t in threads]}
     asker = q.meta.get("author_id") or None
     return {"question": question, "asker_id": asker, "thread_order": not (variant and "shuffled" in variant),
-            "candidates": [{"id": c.id, "text": c.text, "author_id": c.meta.get("author_id") or None,
-                            "created_at": c.meta.get("created_at") or None} for c in q.candidates]}
+            "candidates": [comment_in(c) for c in q.candidates]}
 
 
-def served_scores(base: str, queries, variant: str | None, subtask: str = "A"
+def served_scores(base: str, queries, variant: str | None, subtask: str = "A", threads: dict | None = None
                   ) -> tuple[list[list[float]], Counter, list[float]]:
     scores, regimes, latency = [], Counter(), []
     for q in queries:
         t0 = time.perf_counter()
-        status, out = post_json(base + ENDPOINTS[subtask], body_of(q, variant, subtask))
+        body = body_of(q, variant, subtask, threads[q.id] if threads is not None else None)
+        status, out = post_json(base + ENDPOINTS[subtask], body)
         latency.append(time.perf_counter() - t0)
         if status != 200:
             raise SystemExit(f"POST {ENDPOINTS[subtask]} answered {status} for question {q.id}: {out}")
@@ -66,7 +89,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="a data folder with a live generation")
     ap.add_argument("--benchmarks", default="semeval2016-test-A,semeval2016-test-A-nometa-shuffled",
-                    help="subtask A or B benchmarks (cqa evaluate --list), comma-separated")
+                    help="subtask A, B or C benchmarks (cqa evaluate --list), comma-separated")
     ap.add_argument("--config", default="default", help="the server's settings, as one bench/load.py "
                     "--rerank-configs entry (label=RANKER@INFERENCE;VAR=VALUE); the reference runs the same ranker")
     ap.add_argument("--limit", type=int, default=0, help="only the first N threads of each file (0: all)")
@@ -85,23 +108,27 @@ def main() -> None:
     (label, env), = parse_configs(args.config)
     os.environ.update(env)  # the reference reads the server's settings: the same ranker, variant and depths
     settings = Settings(data_dir=args.data_dir)
-    names = {"A": settings.default_ranker, "B": settings.default_ranker_b}
+    names = {"A": settings.default_ranker, "B": settings.default_ranker_b, "C": settings.default_ranker_c}
     references: dict = {}
     out = {"bench": "rerank_quality", "config": label, "env": env, "reranker": settings.default_ranker,
-           "question_reranker": settings.default_ranker_b, "benchmarks": {}}
+           "question_reranker": settings.default_ranker_b, "answers_reranker": settings.default_ranker_c,
+           "benchmarks": {}}
     files = {}
     for name in args.benchmarks.split(","):
         bench = BENCHMARKS[name]
         if bench.subtask not in ENDPOINTS:
             raise SystemExit(f"{name}: /rerank sorts a thread's comments (subtask A), /rerank/questions given "
-                             f"questions (subtask B); no endpoint serves subtask {bench.subtask}")
+                             f"questions (subtask B), /rerank/answers given threads' comments (subtask C); no "
+                             f"endpoint serves subtask {bench.subtask}")
         xml, gold = bench.paths(settings.semeval_dir)
         queries = queries_for(xml, bench.subtask, bench.variant)
-        files[name] = (bench, queries[: args.limit] if args.limit else queries, read_lines(gold))
-    for name, (bench, queries, gold) in files.items():
+        threads = related_threads(xml) if bench.subtask == "C" else None
+        files[name] = (bench, queries[: args.limit] if args.limit else queries, read_lines(gold), threads)
+    for name, (bench, queries, gold, threads) in files.items():
         with server(args.data_dir, env) as (base, ready):  # a server per file: no memo holds the last file's pairs
             out["served_reranker"], out["served_question_reranker"] = ready["reranker"], ready["question_reranker"]
-            served, regimes, latency = served_scores(base, queries, bench.variant, bench.subtask)
+            out["served_answers_reranker"] = ready["answers_reranker"]
+            served, regimes, latency = served_scores(base, queries, bench.variant, bench.subtask, threads)
         if bench.subtask not in references:
             references[bench.subtask] = get_ranker(names[bench.subtask], settings)
         t0 = time.perf_counter()

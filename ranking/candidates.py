@@ -98,3 +98,17 @@ def question_candidate(t: Thread, thread_rank: int) -> Candidate:
     return Candidate(t.id, t.question_text, {"thread_id": t.id, "category": t.category, "thread_rank": thread_rank,
                                              "subject": t.subject, "body": t.body,
                                              "comments": tuple(a.text for a in t.answers)})
+
+
+def related_comment_candidates(threads: list[Thread], gen=None) -> list[Candidate]:
+    """Subtask C's candidates: every comment of ``threads`` (in the order a search ranked them), each with its
+    thread's metadata and rank as the benchmark loader gives them (``answer_candidates``), plus what the live
+    generation ``gen`` (or None) stores: the comment's answer-encoder vector (``indexed_answer_meta``) and its
+    thread question's dense vector (``thread_vector``), each only where the indexed text is the text given."""
+    out = []
+    for rank, t in enumerate(threads, 1):
+        tv = indexed_question_meta(gen, t.id, t.question_text)
+        thread_vec = {"thread_vector": tv["vector"], VECTOR_ENCODER: tv[VECTOR_ENCODER]} if tv else {}
+        out += [Candidate(c.id, c.text, {**c.meta, **thread_vec, **indexed_answer_meta(gen, c.id, c.text)})
+                for c in answer_candidates(t, rank)]
+    return out

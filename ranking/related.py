@@ -58,16 +58,16 @@ def quality_prior(q: Query) -> np.ndarray:
 def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, quality_ranker=None,
                     answer_model=None) -> list[np.ndarray]:
     """Per query, a (candidates x 13) matrix of the z-scored features (FEATURES). Each ranker is called
-    once for the whole batch: the answer ranker on the new questions and on the thread questions, the
+    once for the whole batch: the answer ranker on the new questions and the thread questions together, the
     thread ranker on the thread questions in search order, the quality ranker (a subtask A ranker with
     forum signals) on each thread's question and its comments as the thread gives them (``own_quality``;
     0 without one), and a second answer ranker on the new questions (``answer_model``; 0 without one)."""
-    direct = answer_ranker.score(queries)
     second = answer_model.score(queries) if answer_model is not None else [np.zeros(len(q.candidates)) for q in queries]
     threads = [_threads(q) for q in queries]
     own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), vec)
                    for q, th in zip(queries, threads) for tid, (_, text, idx, vec) in th.items()]
-    own_scores = iter(answer_ranker.score(own_queries) if own_queries else [])
+    both = answer_ranker.score(queries + own_queries)  # one call: a model encodes each comment once
+    direct, own_scores = both[:len(queries)], iter(both[len(queries):])
     quality_scores = iter(quality_ranker.score(own_queries) if own_queries and quality_ranker else [])
     in_order = [sorted(th, key=lambda t: th[t][0]) for th in threads]
     sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, **th[t][3]})

@@ -73,7 +73,7 @@ def stub_ranker_preset():
                                             options={"factory": lambda settings: OverlapRanker()}))
 
 
-STUB_RANKERS = {"default_ranker": "stub-overlap", "default_ranker_b": "stub-overlap",
+STUB_RANKERS = {"default_ranker": "stub-overlap", "default_ranker_b": "stub-overlap", "default_ranker_c": "stub-overlap",
                 "search_ranker_answers": "stub-overlap", "search_ranker_questions": "stub-overlap"}
 
 

@@ -139,6 +139,44 @@ def test_rerank_questions_sorts_given_questions(client):
         assert bad.status_code == 422 and needle in bad.json()["error"]["message"], (payload, bad.text)
 
 
+def test_rerank_answers_sorts_the_comments_of_given_threads(client):
+    """POST /rerank/answers: the comments of a forum's own related threads, sorted across threads by the subtask C
+    ranker, each with its thread; bad input is a 422 that names the field."""
+    q = {"subject": "visa", "body": "how do I renew my visa"}
+    threads = [{"id": "r1", "subject": "weather", "body": "is it hot in summer", "asker_id": "u1",
+                "comments": [{"id": "c1", "text": "very hot in summer", "author_id": "u2"},
+                             {"id": "c2", "text": "renew the visa online at the ministry"}]},
+               {"id": "r2", "subject": "visa renewal", "category": "Visas",
+                "comments": [{"id": "c3", "text": "go to the office", "created_at": "2015-01-01 10:00"}]},
+               {"id": "r3", "subject": "renew visa", "comments": []}]  # no comment yet: r3 keeps its rank, adds none
+    r = client.post("/rerank/answers", json={"question": q, "threads": threads})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["reranker"] == "stub-overlap" and [x["rank"] for x in out["results"]] == [1, 2, 3]
+    assert [(x["id"], x["thread_id"]) for x in out["results"]][0] == ("c2", "r1")  # the comment that answers it
+    assert {(x["id"], x["thread_id"]) for x in out["results"]} == {("c1", "r1"), ("c2", "r1"), ("c3", "r2")}
+    assert out["results"][0]["score"] >= out["results"][1]["score"] >= out["results"][2]["score"]
+    assert client.get("/ready").json()["answers_reranker"] == "stub-overlap"
+    one = threads[:1]
+    for payload, needle in [
+        ({"question": q, "threads": []}, "threads"),
+        ({"question": q, "threads": [{**threads[2]}]}, "nothing to rank"),
+        ({"question": q, "threads": [one[0], one[0]]}, "thread id 'r1' appears twice"),
+        ({"question": q, "threads": [one[0], {**threads[1], "comments": [{"id": "c1", "text": "x"}]}]},
+         "comment id 'c1' appears twice"),
+        ({"question": q, "threads": [{"id": "r1", "subject": " ", "comments": [{"id": "c", "text": "x"}]}]},
+         "subject or a body"),
+        ({"question": q, "threads": [{"id": "r1", "subject": "s"}]}, "comments"),
+        ({"question": q, "threads": [{**one[0], "answers": []}]}, "answers"),
+        ({"question": q, "threads": [{**one[0], "comments": [{"id": "c", "text": "x" * 20_001}]}]},
+         "threads.0.comments.0.text"),
+        ({"question": q, "threads": [{**one[0], "body": "x" * 20_001}]}, "threads.0.body"),
+        ({"question": {"body": ""}, "threads": one}, "question needs a subject or a body"),
+    ]:
+        bad = client.post("/rerank/answers", json=payload)
+        assert bad.status_code == 422 and needle in bad.json()["error"]["message"], (payload, bad.text)
+
+
 @pytest.mark.parametrize("payload,status,needle", [
     ({"question": {"body": "   "}}, 422, "question needs a subject or a body"),
     ({"question": {"subject": " ", "body": "\n"}}, 422, "question needs a subject or a body"),
@@ -473,6 +511,12 @@ def test_limits_follow_the_settings(settings, fast_encoder):
         assert r.status_code == 422 and "CQA_MAX_CANDIDATES" in r.json()["error"]["message"]
         r = c.post("/rerank", json={"question": {"body": "q"}, "candidates": [{"id": "a", "text": "z" * 101}]})
         assert r.status_code == 422 and "candidates.0.text" in r.json()["error"]["message"]
+        # /rerank/answers counts the comments of all its threads together
+        split = [{"id": f"r{i}", "subject": "s", "comments": cands[i:i + 1]} for i in range(3)]
+        r = c.post("/rerank/answers", json={"question": {"body": "q"}, "threads": split})
+        assert r.status_code == 422 and "comments" in r.json()["error"]["message"]
+        assert "CQA_MAX_CANDIDATES" in r.json()["error"]["message"]
+        assert c.post("/rerank/answers", json={"question": {"body": "q"}, "threads": split[:2]}).status_code == 200
         two = [{"id": "x1", "subject": "a"}, {"id": "x2", "subject": "b"}]
         r = c.post("/threads", json={"threads": two}, headers=ADMIN)
         assert r.status_code == 422 and "CQA_MAX_THREADS_PER_REQUEST" in r.json()["error"]["message"]

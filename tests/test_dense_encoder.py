@@ -365,3 +365,54 @@ def test_rerank_questions_candidates_the_generation_indexes_bring_their_stored_v
     monkeypatch.setattr(bi_ranker, "_score_texts", lambda qs: calls.append(len(qs)) or real(qs))
     stored = Query("q", new, tuple(Candidate(t, text, metas[t]) for t, text in texts.items()))
     assert np.allclose(bi_ranker.score([stored])[0], from_texts, atol=1e-5) and calls == []
+
+
+def test_a_bi_encoder_encodes_each_text_once_per_call(bi_ranker, monkeypatch):
+    """Subtask C scores each comment against the new question and against its own thread's question in one call:
+    the bi-encoder encodes each distinct comment once (not once per pair), and each distinct question once, in one
+    batch when the comments carry their stored vectors; the scores are those of the texts scored one query at a
+    time."""
+    from ranking.candidates import ANSWER_ENCODER, ANSWER_VECTOR
+    comments = (Candidate("c1", TEXTS[1]), Candidate("c2", TEXTS[3]))
+    queries = [Query("new", TEXTS[0], comments), Query("own", "Which insurance is the cheapest?", comments)]
+    alone = [bi_ranker.score([q])[0] for q in queries]
+    encoded = []
+    real = bi_ranker._vectors
+    monkeypatch.setattr(bi_ranker, "_vectors", lambda wps: encoded.append(len(wps)) or real(wps))
+    together = bi_ranker.score(queries)
+    assert encoded == [4]  # two questions and two comments, not 2 + 4
+    assert np.allclose(together, alone, atol=1e-5)
+
+    vecs = {c.id: bi_ranker.text_vectors([c.text])[0] for c in comments}
+    carried = tuple(Candidate(c.id, c.text, {ANSWER_VECTOR: vecs[c.id], ANSWER_ENCODER: bi_ranker.vector_id})
+                    for c in comments)
+    encoded.clear()
+    stored_too = bi_ranker.score([Query(q.id, q.text, carried) for q in queries + queries[:1]])
+    assert encoded == [2]  # only the two distinct questions, in one batch
+    assert np.allclose(stored_too, alone + alone[:1], atol=1e-5)
+
+
+def test_rerank_answers_candidates_carry_what_the_generation_stores(settings):
+    """POST /rerank/answers builds each comment as the subtask C files give it (``answer_candidates``: position,
+    author, asker, dialogue, thread rank), plus the stored vectors of the live generation: the comment's
+    answer-encoder vector and its thread question's dense vector, each only where the indexed text is the same."""
+    from indexing.store import ThreadStore
+    from ranking.candidates import ANSWER_VECTOR, answer_candidates, related_comment_candidates
+    fill_store(settings, 6)
+    reindex(settings.model_copy(update={"dense_encoder": str(BI)}), progress=False)
+    g = load_current(settings.index_root, "cpu")
+    with ThreadStore(settings.store_path) as store:
+        t3, t4 = store.get("t3"), store.get("t4")
+    edited = t4.model_copy(update={"body": "another body",
+                                   "answers": [t4.answers[0].model_copy(update={"text": "changed"}), *t4.answers[1:]]})
+    served = related_comment_candidates([t3, edited], g)
+    given = answer_candidates(t3, 1) + answer_candidates(edited, 2)
+    assert [c.id for c in served] == [c.id for c in given]
+    vector_keys = {"thread_vector", VECTOR_ENCODER, ANSWER_VECTOR, "answer_encoder_id"}
+    assert all({k: v for k, v in s.meta.items() if k not in vector_keys} == c.meta for s, c in zip(served, given))
+    for c in served[:3]:  # t3 as indexed
+        assert np.allclose(c.meta["thread_vector"], g.question_vector("t3", t3.question_text))
+        assert np.allclose(c.meta[ANSWER_VECTOR], g.answer_vector(c.id, c.text))
+    assert all("thread_vector" not in c.meta for c in served[3:])  # t4's question was edited
+    assert ANSWER_VECTOR not in served[3].meta and all(ANSWER_VECTOR in c.meta for c in served[4:])
+    assert [c.meta for c in related_comment_candidates([t3, edited])] == [c.meta for c in given]  # no generation

@@ -150,27 +150,37 @@ class MiniLMRanker:
     def score(self, queries: list[Query]) -> list[list[float]]:
         """A bi-encoder reuses the vectors a query and its candidates carry when they are its own (a dense
         index built with this checkpoint, ``$CQA_DENSE_ENCODER``, or the comment vectors a generation stores for
-        ``$CQA_ANSWER_ENCODER``); when every candidate has its vector, only the question is encoded here, and
-        otherwise everything is."""
-        given = [self._given(q) for q in queries]
+        ``$CQA_ANSWER_ENCODER``); when every candidate has its vector, only the question is encoded here (the
+        questions of a batch together), and otherwise everything is."""
+        given = self._given(queries)
         todo = [q for q, g in zip(queries, given) if g is None]
         fresh = iter(self._score_texts(todo) if todo else [])
         return [g if g is not None else next(fresh) for g in given]
 
-    def _given(self, q: Query) -> list[float] | None:
+    def _given(self, queries: list[Query]) -> list[list[float] | None]:
+        """Per query, its scores from stored candidate vectors, or None when a candidate lacks its own."""
         if self.vector_id is None:
-            return None
-        cv = [stored_vector(c.meta, self.vector_id) for c in q.candidates]
-        if any(v is None for v in cv):
-            return None
-        if not cv:
+            return [None] * len(queries)
+        cvs = []
+        for q in queries:
+            cv = [stored_vector(c.meta, self.vector_id) for c in q.candidates]
+            cvs.append(None if any(v is None for v in cv) else cv)
+        qvs = [stored(q.meta, "vector", self.vector_id) if cv else None for q, cv in zip(queries, cvs)]
+        missing = list(dict.fromkeys(q.text for q, cv, qv in zip(queries, cvs, qvs) if cv and qv is None))
+        encoded = dict(zip(missing, self._question_vectors(missing)))
+        return [None if cv is None else [] if not cv else
+                (np.stack(cv).astype(np.float32) @ np.asarray(qv if qv is not None else encoded[q.text],
+                                                              dtype=np.float32)).astype(float).tolist()
+                for q, cv, qv in zip(queries, cvs, qvs)]
+
+    def _question_vectors(self, texts: list[str]) -> list:
+        """The vectors of distinct question texts, in one model call (those a serving memo lacks)."""
+        if not texts:
             return []
-        qv = stored(q.meta, "vector", self.vector_id)
-        if qv is None and self.question_memo is not None:
-            (qv,) = self.question_memo.scores([(q.text, "")], lambda todo: list(self.text_vectors([q.text])))
-        elif qv is None:
-            qv = self.text_vectors([q.text])[0]
-        return (np.stack(cv).astype(np.float32) @ np.asarray(qv, dtype=np.float32)).astype(float).tolist()
+        if self.question_memo is None:
+            return list(self.text_vectors(texts))
+        return self.question_memo.scores([(t, "") for t in texts],
+                                         lambda todo: list(self.text_vectors([t for t, _ in todo])))
 
     @torch.no_grad()
     def text_vectors(self, texts: list[str]) -> np.ndarray:
@@ -212,8 +222,11 @@ class MiniLMRanker:
             *collate([pairs[i][0] for i in idx], self.device, [pairs[i][1] for i in idx])))
 
     def _bi(self, q_wp, a_wp, owner) -> list[float]:
-        vecs = self._vectors(q_wp + a_wp)
+        unique = list(dict.fromkeys(tuple(t) for t in a_wp))  # each distinct answer encoded once
+        at = {t: i for i, t in enumerate(unique)}
+        vecs = self._vectors(q_wp + [list(t) for t in unique])
         q, a = vecs[: len(q_wp)], vecs[len(q_wp):]
+        a = a[torch.tensor([at[tuple(t)] for t in a_wp], dtype=torch.long)]
         return (a * q[torch.tensor(owner, dtype=torch.long)]).sum(-1).tolist()
 
     def _vectors(self, wps: list[list[int]]) -> torch.Tensor:
