@@ -2,13 +2,15 @@
 concurrencies. POST /search per target with reranking on and off (side by side in one run), over each
 --search-configs data folder in turn (e.g. generations built with two dense encoders); with
 --rerank-configs, POST /rerank with each 2016 test-A thread's question and comments (asker, authors, thread
-order: what a forum sends to sort a thread) for each configuration in turn, one server each, in one run.
+order: what a forum sends to sort a thread) for each configuration in turn, one server each, in one run (and
+POST /rerank/questions and /rerank/answers with the test-B and test-C questions, --rerank-inputs questions,answers).
 Bounded by request count and time.
 Defaults to the SemEval full corpus built by the fullcorpus benchmark. Prints a JSON object last.
 
     python bench/load.py --requests 60 --max-seconds 45
     python bench/load.py --search-configs "base=var/benchmarks/fullcorpus-2016-base,default=var/benchmarks/fullcorpus-2016"
     python bench/load.py --targets none --rerank-configs "before=cross-encoder+signals@torch-fp32,default"
+    python bench/load.py --targets none --rerank-inputs questions,answers --rerank-configs default
     python bench/load.py --targets none --levels 1 --rerank-inputs revisits \
         --rerank-configs "no-memo=;CQA_SCORE_MEMO_PAIRS=0,default"
 """
@@ -172,6 +174,24 @@ def related_bodies(settings, n: int = 30) -> list[dict]:
              "candidates": [{"id": c.id, "text": c.text} for c in q.candidates[:n]]} for q in queries_for(xml, "C")]
 
 
+def subtask_bodies(settings, benchmark: str) -> list[dict]:
+    """The bodies bench/rerank_quality.py sends for each question of a subtask B file (POST /rerank/questions: its
+    related questions in the search engine's order) or C file (POST /rerank/answers: its related threads with their
+    comments, 10 threads of up to 10 comments)."""
+    from rerank_quality import body_of, related_threads
+
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    bench = BENCHMARKS[benchmark]
+    xml, _ = bench.paths(settings.semeval_dir)
+    threads = related_threads(xml) if bench.subtask == "C" else {}
+    return [body_of(q, None, bench.subtask, threads.get(q.id)) for q in queries_for(xml, bench.subtask)]
+
+
+# The endpoint each --rerank-inputs input posts to, and the GET /ready field naming its reranker (others: /rerank)
+INPUT_ENDPOINTS = {"questions": ("/rerank/questions", "question_reranker"),
+                   "answers": ("/rerank/answers", "answers_reranker")}
+
+
 def revisit_bodies(settings) -> dict[str, list[dict]]:
     """A forum showing its threads again: POST /rerank bodies of the 2016 test-A threads with two or more comments,
     in three rounds: each thread without its last comment (a first view), with it (one new comment), and the same
@@ -232,7 +252,9 @@ def main() -> None:
                     help="POST /rerank bodies: threads (each test-A thread's 10 comments with their metadata), "
                          "related30 (each test-C question with 30 comments of its related threads), revisits (test-A "
                          "threads shown again: first without their last comment, then with it, then the same again; "
-                         "what the score memos, CQA_SCORE_MEMO_PAIRS, are for)")
+                         "what the score memos, CQA_SCORE_MEMO_PAIRS, are for), questions (POST /rerank/questions: "
+                         "each test-B question with its 10 related questions), answers (POST /rerank/answers: each "
+                         "test-C question with its 10 related threads and their comments)")
     ap.add_argument("--search-configs", default="",
                     help="POST /search against each LABEL=DATA_DIR in turn (comma-separated), each folder served with "
                          "its own live generation (e.g. one built with CQA_DENSE_ENCODER=base); default: "
@@ -259,12 +281,16 @@ def main() -> None:
             raise SystemExit("--rerank-inputs: threads and revisits send the same test-A threads, so the score memos "
                              "would answer the second from the first; run them one at a time")
         inputs = {"threads": lambda s: {"threads": thread_bodies(s)},
-                  "related30": lambda s: {"related30": related_bodies(s)}, "revisits": revisit_bodies}
+                  "related30": lambda s: {"related30": related_bodies(s)}, "revisits": revisit_bodies,
+                  "questions": lambda s: {"questions": subtask_bodies(s, "semeval2016-test-B")},
+                  "answers": lambda s: {"answers": subtask_bodies(s, "semeval2016-test-C")}}
         bodies = {k: v for name in args.rerank_inputs.split(",") for k, v in inputs[name](settings).items()}
         out["rerank"] = {}
         for label, env in parse_configs(args.rerank_configs):
             with server(args.data_dir, env) as (base, ready):
-                out["rerank"][label] = {"reranker": ready["reranker"], "inference": ready.get("inference"), "env": env}
+                out["rerank"][label] = {"reranker": ready["reranker"], "question_reranker": ready["question_reranker"],
+                                        "answers_reranker": ready["answers_reranker"],
+                                        "inference": ready.get("inference"), "env": env}
                 workers = int(env.get("CQA_WORKERS", os.environ.get("CQA_WORKERS", "1")))
                 for i in range(4 * workers):  # each worker's first model calls; new texts, so no memo answers them
                     post(base + "/rerank", {"question": {"body": f"warm up {i}"},
@@ -280,8 +306,9 @@ def main() -> None:
                         if not chunk:
                             print(f"{name}: no bodies left for concurrency {c}", file=sys.stderr)
                             continue
-                        r = run_level(base + "/rerank", chunk, c, len(chunk), args.max_seconds, endpoint="rerank",
-                                      config=label, reranker=ready["reranker"], input=name)
+                        endpoint, field = INPUT_ENDPOINTS.get(group, ("/rerank", "reranker"))
+                        r = run_level(base + endpoint, chunk, c, len(chunk), args.max_seconds,
+                                      endpoint=endpoint.lstrip("/"), config=label, reranker=ready[field], input=name)
                         print(json.dumps(r), file=sys.stderr, flush=True)
                         levels.append(r)
                     for group in {name.split("-")[0] for name in bodies}:

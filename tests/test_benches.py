@@ -62,12 +62,15 @@ def test_load_bench_revisits_threads_through_real_servers_with_and_without_score
     for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation, not SemEval's
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("load.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--targets", "none", "--levels", "1",
-                    "--requests", "3", "--max-seconds", "120", "--rerank-inputs", "revisits",
+                    "--requests", "3", "--max-seconds", "120", "--rerank-inputs", "revisits,questions,answers",
                     "--rerank-configs", "no-memo=;CQA_SCORE_MEMO_PAIRS=0,default,two=;CQA_WORKERS=2", env=cli_env)
     rows = {(r["config"], r["input"]): r for r in out["levels"]}
     assert set(rows) == {(c, i) for c in ("no-memo", "default", "two")
-                         for i in ("revisit-first", "revisit-new-comment", "revisit-same")}
+                         for i in ("revisit-first", "revisit-new-comment", "revisit-same", "questions", "answers")}
     assert all(r["requests"] == 3 and r["failed"] == 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in rows.values())
+    # test-B's questions reach POST /rerank/questions, test-C's threads POST /rerank/answers, each with its ranker
+    assert {(r["input"], r["endpoint"], r["reranker"]) for r in rows.values() if r["input"] in ("questions", "answers")} \
+        == {("questions", "rerank/questions", "question-fusion"), ("answers", "rerank/answers", "related-answers")}
     assert out["rerank"]["no-memo"]["env"] == {"CQA_SCORE_MEMO_PAIRS": "0"} and out["rerank"]["no-memo"]["score_memos"] == {}
     memos = out["rerank"]["default"]["score_memos"]
     # the second and third rounds send the first round's comments again: every one of them is a hit in each model
@@ -91,12 +94,15 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("rerank_quality.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "4", "--benchmarks",
-                    "semeval2016-dev-A,semeval2016-dev-A-nometa-shuffled,semeval2016-dev-B", env=cli_env)
+                    "semeval2016-dev-A,semeval2016-dev-A-nometa-shuffled,semeval2016-dev-B,semeval2016-dev-C",
+                    env=cli_env, timeout=900)
     full, bare = out["benchmarks"]["semeval2016-dev-A"], out["benchmarks"]["semeval2016-dev-A-nometa-shuffled"]
     similar = out["benchmarks"]["semeval2016-dev-B"]  # POST /rerank/questions, the subtask B ranker
-    assert full["threads"] == bare["threads"] == similar["threads"] == 4
+    related = out["benchmarks"]["semeval2016-dev-C"]  # POST /rerank/answers, the subtask C ranker
+    assert full["threads"] == bare["threads"] == similar["threads"] == related["threads"] == 4
     assert full["metadata_regimes"] == {"full": 4} and bare["metadata_regimes"] == {"none": 4}
     assert out["served_question_reranker"] == out["question_reranker"] == "question-fusion"
-    for r in (full, bare, similar):
+    assert out["served_answers_reranker"] == out["answers_reranker"] == "related-answers"
+    for r in (full, bare, similar, related):
         assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["threads_ranked_differently"] == 0
         assert r["largest_score_difference"] < 1e-3
