@@ -24,9 +24,19 @@ def minmax(scores: np.ndarray) -> np.ndarray:
     return np.ones_like(scores) if hi == lo else (scores - lo) / (hi - lo)
 
 
+# A list whose spread is below this share of its largest magnitude holds one value up to float rounding (identical
+# texts scored in batches of different padding, sums taken in another order): z-scoring would stretch that noise to
+# +-1 and let it order them.
+CONSTANT_SPREAD = 1e-6
+
+
 def zscore(scores: np.ndarray) -> np.ndarray:
-    sd = float(scores.std())
-    return np.zeros_like(scores) if sd == 0 else (scores - scores.mean()) / sd
+    """(score - mean) / standard deviation within the list; zeros for a list of numerically equal scores."""
+    scores = np.asarray(scores, dtype=float)
+    sd = float(scores.std()) if len(scores) else 0.0
+    if sd <= CONSTANT_SPREAD * max(1.0, float(np.abs(scores).max(initial=0.0))):
+        return np.zeros_like(scores)
+    return (scores - scores.mean()) / sd
 
 
 def reciprocal_rank(scores: np.ndarray, k: int = 60) -> np.ndarray:

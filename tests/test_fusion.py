@@ -33,3 +33,15 @@ def test_combmnz_rewards_agreement():
     assert out[0] == Hit("x", 4.0)
     with pytest.raises(ValueError, match="unknown comb method"):
         comb([a], method="max")
+
+
+def test_zscore_leaves_numerically_equal_scores_equal():
+    """Ten identical comments (2016 test-A thread Q382_R3) get BM25 scores that differ by float rounding only (a
+    spread of 5.6e-17); z-scoring them must not stretch that to +-1, or the rounding orders them."""
+    same = np.full(10, 0.4826451622120133) + np.array([0, 5.551115123125783e-17 * 3] * 5)
+    assert same.std() > 0 and not zscore(same).any()
+    assert not zscore(np.array([0.84419107] * 9 + [0.84419107 + 1.2e-7])).any()  # a BiLSTM's rounding
+    assert not zscore(np.array([1e6, 1e6 + 0.5])).any()  # the tolerance is relative to the scores' size
+    assert zscore(np.array([0.0, 1e-3])) == pytest.approx([-1.0, 1.0])  # a small real difference still counts
+    assert zscore(np.array([12.0, 14.0, 13.0])) == pytest.approx([-1.2247, 1.2247, 0.0], abs=1e-4)
+    assert zscore(np.array([])).shape == (0,)
