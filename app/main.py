@@ -311,19 +311,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               summary="Score and sort the comments of given threads by how well each answers a new question "
                       "(subtask C)")
     async def rerank_answers(body: RerankAnswersIn, svc: Service = Depends(service)):
-        from indexing.models import Answer, Thread
         from ranking.candidates import Query, related_comment_candidates
         comments = body.comments()
         enforce_count_limit("comments", len(comments), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
-        enforce_text_limit(svc.settings.max_text_chars, body.question.fields() + [
-            f for i, t in enumerate(body.threads) for f in t.fields(f"threads.{i}") + [
-                (f"threads.{i}.comments.{j}.text", c.text) for j, c in enumerate(t.comments)]])
+        enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
+                           [f for i, t in enumerate(body.threads) for f in t.fields(f"threads.{i}")])
         t0 = time.perf_counter()
-        # as the subtask C files give a related thread: validated above, so built as given (ids kept exactly)
-        threads = [Thread.model_construct(
-            id=t.id, subject=t.subject, body=t.body, category=t.category, author_id=t.asker_id,
-            answers=[Answer.model_construct(id=c.id, text=c.text, author_id=c.author_id, created_at=c.created_at)
-                     for c in t.comments]) for t in body.threads]
+        threads = [t.thread() for t in body.threads]
         q = Query("rerank-answers", body.question.text, tuple(related_comment_candidates(threads, svc.generation)),
                   {"subject": body.question.subject, "body": body.question.body})
         scores = await svc.answers_batcher.score(q)

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from indexing.models import Thread, invalid_unicode
+from indexing.models import Answer, Thread, invalid_unicode
 from ranking.settings import MAX_RESULTS
 
 DATE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$"
@@ -134,6 +134,16 @@ class RelatedThreadIn(QuestionCandidateIn):
                                         "(the ranker reads each one's position, author and the dialogue around it); "
                                         "may be empty, so that the threads after it keep their rank")
 
+    def fields(self, prefix: str = "thread"):
+        return super().fields(prefix) + [(f"{prefix}.comments.{j}.text", c.text) for j, c in enumerate(self.comments)]
+
+    def thread(self) -> Thread:
+        """As the subtask C files give a related thread. Validated here, so built as given (ids kept exactly)."""
+        return Thread.model_construct(
+            id=self.id, subject=self.subject, body=self.body, category=self.category, author_id=self.asker_id,
+            answers=[Answer.model_construct(id=c.id, text=c.text, author_id=c.author_id, created_at=c.created_at)
+                     for c in self.comments])
+
 
 class RerankAnswersIn(Strict):
     question: QuestionIn
@@ -145,13 +155,7 @@ class RerankAnswersIn(Strict):
     @classmethod
     def _unique(cls, v: list[RelatedThreadIn]) -> list[RelatedThreadIn]:
         unique_ids(v, "thread")
-        seen: dict[str, str] = {}
-        for t in v:
-            for c in t.comments:
-                if c.id in seen:
-                    raise ValueError(f"comment id {c.id!r} appears twice (threads {seen[c.id]!r} and {t.id!r})")
-                seen[c.id] = t.id
-        if not seen:
+        if not unique_ids([c for t in v for c in t.comments], "comment"):
             raise ValueError("no thread has a comment: there is nothing to rank")
         return v
 
