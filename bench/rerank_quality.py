@@ -42,12 +42,10 @@ def comment_in(a) -> dict:
 
 def related_threads(xml: Path) -> dict[str, list]:
     """Subtask C: each original question's related threads (whole, as the file stores them) in the search engine's
-    order, threads without comments included (they hold a rank)."""
+    order, as the benchmark loader takes them."""
     from indexing.loaders import load_semeval
-    doc = load_semeval(xml, strict=True)
-    threads = {(t.meta.get("orgq_id"), t.id): t for t in doc.threads}
-    return {oq.id: sorted((threads[(oq.id, tid)] for tid in oq.thread_ids), key=lambda t: t.meta.get("ranking_order", 0))
-            for oq in doc.org_questions.values()}
+    from ranking.evaluation import benchmarks
+    return benchmarks.related_threads(load_semeval(xml, strict=True))
 
 
 def body_of(q, variant: str | None, subtask: str = "A", threads: list | None = None) -> dict:

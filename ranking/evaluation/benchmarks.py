@@ -87,6 +87,14 @@ def as_variant(t: Thread, variant: str, seed: int = SHUFFLE_SEED) -> Thread:
     return t.model_copy(update={"author_id": asker, "answers": answers})
 
 
+def related_threads(doc) -> dict[str, list[Thread]]:
+    """A subtask B/C file's (a loaded document's) related threads of each original question, in the search engine's
+    order, threads without comments included (they hold a rank)."""
+    threads = {(t.meta.get("orgq_id"), t.id): t for t in doc.threads}
+    return {oq.id: sorted((threads[(oq.id, tid)] for tid in oq.thread_ids), key=lambda t: t.meta.get("ranking_order", 0))
+            for oq in doc.org_questions.values()}
+
+
 def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Query]:
     """The task's queries in file order, candidates in the IR order the task gives them (``variant``: see
     VARIANTS; subtask A only)."""
@@ -100,13 +108,10 @@ def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Que
         return [Query(t.id, t.question_text, tuple(answer_candidates(t)),
                       {"category": t.category, "author_id": t.author_id, "subject": t.subject, "body": t.body})
                 for t in threads]
-    threads = {}
-    for t in doc.threads:
-        threads[(t.meta.get("orgq_id"), t.id)] = t
+    related = related_threads(doc)
     out = []
     for oq in doc.org_questions.values():
-        rel = sorted((threads[(oq.id, tid)] for tid in oq.thread_ids),
-                     key=lambda t: t.meta.get("ranking_order", 0))
+        rel = related[oq.id]
         if subtask == "B":
             cands = [question_candidate(t, r) for r, t in enumerate(rel, 1)]
         elif subtask == "C":
