@@ -161,17 +161,24 @@ class MiniLMRanker:
         """Per query, its scores from stored candidate vectors, or None when a candidate lacks its own."""
         if self.vector_id is None:
             return [None] * len(queries)
-        cvs = []
-        for q in queries:
+        usable: dict[int, tuple[list, object]] = {}  # query index -> (its candidates' vectors, its own or None)
+        for i, q in enumerate(queries):
             cv = [stored_vector(c.meta, self.vector_id) for c in q.candidates]
-            cvs.append(None if any(v is None for v in cv) else cv)
-        qvs = [stored(q.meta, "vector", self.vector_id) if cv else None for q, cv in zip(queries, cvs)]
-        missing = list(dict.fromkeys(q.text for q, cv, qv in zip(queries, cvs, qvs) if cv and qv is None))
+            if cv and all(v is not None for v in cv):
+                usable[i] = (cv, stored(q.meta, "vector", self.vector_id))
+        missing = list(dict.fromkeys(queries[i].text for i, (_, qv) in usable.items() if qv is None))
         encoded = dict(zip(missing, self._question_vectors(missing)))
-        return [None if cv is None else [] if not cv else
-                (np.stack(cv).astype(np.float32) @ np.asarray(qv if qv is not None else encoded[q.text],
-                                                              dtype=np.float32)).astype(float).tolist()
-                for q, cv, qv in zip(queries, cvs, qvs)]
+        out: list[list[float] | None] = []
+        for i, q in enumerate(queries):
+            if not q.candidates:
+                out.append([])
+            elif i not in usable:
+                out.append(None)
+            else:
+                cv, qv = usable[i]
+                qv = np.asarray(qv if qv is not None else encoded[q.text], dtype=np.float32)
+                out.append((np.stack(cv).astype(np.float32) @ qv).astype(float).tolist())
+        return out
 
     def _question_vectors(self, texts: list[str]) -> list:
         """The vectors of distinct question texts, in one model call (those a serving memo lacks)."""
