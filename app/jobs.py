@@ -10,7 +10,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -58,16 +58,16 @@ class JobManager:
         job.state, job.started_at = "running", time.time()
         self._save(job)
         try:
-            job.result = fn(progress)
-            job.state, job.progress = "succeeded", 1.0
+            done = {"result": fn(progress), "state": "succeeded", "progress": 1.0}
         except Exception as e:  # a failed job is reported, never raised into the server
             log.error("job %s (%s) failed: %s\n%s", job.id, job.kind, e, traceback.format_exc())
-            job.state, job.error = "failed", f"{type(e).__name__}: {e}"
-        finally:
-            job.finished_at = time.time()
-            with self._lock:
-                self._busy.pop(job.kind, None)
-            self._save(job)
+            done = {"state": "failed", "error": f"{type(e).__name__}: {e}"}
+        done["finished_at"] = time.time()
+        self._save(replace(job, **done))  # on disk before any reader can see the job finished
+        for key, value in done.items():
+            setattr(job, key, value)
+        with self._lock:
+            self._busy.pop(job.kind, None)
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
@@ -85,6 +85,6 @@ class JobManager:
         return job
 
     def _save(self, job: Job) -> None:
-        tmp = self.folder / f".{job.id}.tmp"
+        tmp = self.folder / f".{job.id}.{uuid.uuid4().hex[:8]}.tmp"  # its own: two writers never share one
         tmp.write_text(json.dumps(asdict(job), default=str))
         os.replace(tmp, self.folder / f"{job.id}.json")
