@@ -40,12 +40,13 @@ def comment_in(a) -> dict:
             "created_at": getattr(a, "created_at", None) or meta.get("created_at") or None}
 
 
-def related_threads(xml: Path) -> dict[str, list]:
-    """Subtask C: each original question's related threads (whole, as the file stores them) in the search engine's
-    order, as the benchmark loader takes them."""
+def related_threads(xml: Path, variant: str | None = None) -> dict[str, list]:
+    """Subtask C: each original question's related threads (whole, as the file stores them, or as the benchmark's
+    ``variant`` leaves them: no user ids, comments shuffled) in the search engine's order, as the benchmark loader
+    takes them."""
     from indexing.loaders import load_semeval
     from ranking.evaluation import benchmarks
-    return benchmarks.related_threads(load_semeval(xml, strict=True))
+    return benchmarks.related_threads(load_semeval(xml, strict=True), variant)
 
 
 def body_of(q, variant: str | None, subtask: str = "A", threads: list | None = None) -> dict:
@@ -120,7 +121,7 @@ def main() -> None:
                              f"endpoint serves subtask {bench.subtask}")
         xml, gold = bench.paths(settings.semeval_dir)
         queries = queries_for(xml, bench.subtask, bench.variant)
-        threads = related_threads(xml) if bench.subtask == "C" else None
+        threads = related_threads(xml, bench.variant) if bench.subtask == "C" else None
         files[name] = (bench, queries[: args.limit] if args.limit else queries, read_lines(gold), threads)
     for name, (bench, queries, gold, threads) in files.items():
         with server(args.data_dir, env) as (base, ready):  # a server per file: no memo holds the last file's pairs

@@ -146,3 +146,35 @@ def test_default_ranker_on_a_text_only_blind_file(subtask, xml, gold, keep, seme
         preds[out["ranker"]] = score_files(gold_slice, pred).MAP
     default, given = (v for k, v in preds.items() if k != "ir-baseline"), preds["ir-baseline"]
     assert next(default) > given, preds
+
+
+@pytest.mark.parametrize("subtask", ["A", "C"])
+def test_metadata_free_variants_drop_user_ids_and_shuffle_within_each_thread(semeval, subtask):
+    """The -nometa / -shuffled variants of A and C: the same questions and candidates, no user id left (asker or
+    commenter) where the variant says so, each thread's comments in another order (the same on every run), the
+    threads of a C question still in the search engine's order; B has no such variant."""
+    from ranking.evaluation.benchmarks import BENCHMARKS, BenchmarkError, queries_for
+    xml, _ = BENCHMARKS[f"semeval2016-dev-{subtask}"].paths(semeval)
+    normal = queries_for(xml, subtask)
+    for variant in ("nometa", "shuffled", "nometa-shuffled"):
+        bench = BENCHMARKS[f"semeval2016-dev-{subtask}-{variant}"]
+        assert (bench.subtask, bench.variant) == (subtask, variant)
+        changed = queries_for(xml, subtask, variant)
+        assert changed == queries_for(xml, subtask, variant)  # seeded: the same on every run
+        assert [q.id for q in changed] == [q.id for q in normal]
+        moved = 0
+        for q, v in zip(normal, changed):
+            assert sorted(c.id for c in v.candidates) == sorted(c.id for c in q.candidates)
+            threads = list(dict.fromkeys(c.meta["thread_id"] for c in q.candidates))
+            assert list(dict.fromkeys(c.meta["thread_id"] for c in v.candidates)) == threads
+            for t in threads:
+                before = [c.id for c in q.candidates if c.meta["thread_id"] == t]
+                after = [c for c in v.candidates if c.meta["thread_id"] == t]
+                assert [c.meta["position"] for c in after] == list(range(1, len(after) + 1))
+                moved += [c.id for c in after] != before
+                if "nometa" in variant:
+                    assert not any(c.meta["author_id"] or c.meta["asker_id"] for c in after)
+            assert ("nometa" in variant) == (not any(c.meta["author_id"] for c in v.candidates))
+        assert (moved > 0) == ("shuffled" in variant)
+    with pytest.raises(BenchmarkError, match="subtasks A and C have"):
+        queries_for(BENCHMARKS["semeval2016-dev-B"].paths(semeval)[0], "B", "nometa")

@@ -49,10 +49,12 @@ class Benchmark:
         return xml, gold
 
 
-# Input variants of subtask A (what a ranker meets outside SemEval): "nometa" removes every user id (asker and
+# Input variants of subtasks A and C (what a ranker meets outside SemEval): "nometa" removes every user id (asker and
 # commenters), "shuffled" shuffles each thread's comments with a fixed seed (the order is not the thread's),
-# "nometa-shuffled" does both, so neither who wrote a comment nor its place in the thread carries information.
+# "nometa-shuffled" does both, so neither who wrote a comment nor its place in the thread carries information. In C
+# each related thread is changed so; the threads keep the search engine's order, which is the caller's input.
 VARIANTS = ("nometa", "shuffled", "nometa-shuffled")
+VARIANT_SUBTASKS = ("A", "C")
 SHUFFLE_SEED = 2016
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -65,6 +67,8 @@ for _split in ("dev", "test"):
     for _v in VARIANTS:
         BENCHMARKS[f"semeval2016-{_split}-A-{_v}"] = Benchmark(f"semeval2016-{_split}-A-{_v}", _split, "A",
                                                               split_file_a(_split), gold_file(_split, "A"), _v)
+        BENCHMARKS[f"semeval2016-{_split}-C-{_v}"] = Benchmark(f"semeval2016-{_split}-C-{_v}", _split, "C",
+                                                              split_file(_split), gold_file(_split, "C"), _v)
     BENCHMARKS[f"semeval2016-{_split}-fullcorpus"] = Benchmark(
         f"semeval2016-{_split}-fullcorpus", _split, "fullcorpus", split_file(_split), None)
     for _target in ("answers", "questions", "threads"):  # POST /search end to end (ranking/search_benchmark.py)
@@ -87,20 +91,21 @@ def as_variant(t: Thread, variant: str, seed: int = SHUFFLE_SEED) -> Thread:
     return t.model_copy(update={"author_id": asker, "answers": answers})
 
 
-def related_threads(doc) -> dict[str, list[Thread]]:
+def related_threads(doc, variant: str | None = None) -> dict[str, list[Thread]]:
     """A subtask B/C file's (a loaded document's) related threads of each original question, in the search engine's
-    order, threads without comments included (they hold a rank)."""
-    threads = {(t.meta.get("orgq_id"), t.id): t for t in doc.threads}
+    order, threads without comments included (they hold a rank); each as ``variant`` (``as_variant``) leaves it."""
+    threads = {(t.meta.get("orgq_id"), t.id): as_variant(t, variant) if variant else t for t in doc.threads}
     return {oq.id: sorted((threads[(oq.id, tid)] for tid in oq.thread_ids), key=lambda t: t.meta.get("ranking_order", 0))
             for oq in doc.org_questions.values()}
 
 
 def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Query]:
     """The task's queries in file order, candidates in the IR order the task gives them (``variant``: see
-    VARIANTS; subtask A only)."""
+    VARIANTS; subtasks A and C)."""
     doc = load_semeval(xml, strict=True)
-    if variant is not None and (variant not in VARIANTS or subtask != "A"):
-        raise BenchmarkError(f"unknown variant {variant!r} of subtask {subtask}; subtask A has {VARIANTS}")
+    if variant is not None and (variant not in VARIANTS or subtask not in VARIANT_SUBTASKS):
+        raise BenchmarkError(f"unknown variant {variant!r} of subtask {subtask}; subtasks "
+                             f"{' and '.join(VARIANT_SUBTASKS)} have {VARIANTS}")
     if subtask == "A":
         threads = [t for t in doc.threads if "subtaskA_skip_same_as" not in t.meta]
         if variant is not None:
@@ -108,7 +113,7 @@ def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Que
         return [Query(t.id, t.question_text, tuple(answer_candidates(t)),
                       {"category": t.category, "author_id": t.author_id, "subject": t.subject, "body": t.body})
                 for t in threads]
-    related = related_threads(doc)
+    related = related_threads(doc, variant)
     out = []
     for oq in doc.org_questions.values():
         rel = related[oq.id]
