@@ -13,6 +13,8 @@ Defaults to the SemEval full corpus built by the fullcorpus benchmark. Prints a 
     python bench/load.py --targets none --rerank-inputs questions,answers --rerank-configs default
     python bench/load.py --targets none --levels 1 --rerank-inputs revisits \
         --rerank-configs "no-memo=;CQA_SCORE_MEMO_PAIRS=0,default"
+    python bench/load.py --targets none --levels 1 --rerank-inputs answers-revisits \
+        --rerank-configs "no-vector-memo=;CQA_VECTOR_MEMO_TEXTS=0,default"
 """
 from __future__ import annotations
 
@@ -192,6 +194,17 @@ INPUT_ENDPOINTS = {"questions": ("/rerank/questions", "question_reranker"),
                    "answers": ("/rerank/answers", "answers_reranker")}
 
 
+def answers_revisit_bodies(settings) -> dict[str, list[dict]]:
+    """A forum whose own search returns threads it returned before, for another new question: POST /rerank/answers
+    bodies of the 2016 test-C questions (each with its 10 related threads), then the same threads again, each list
+    with the next question of the file (the last with the first). Run the rounds in this order, over the same
+    threads: the second is what the encoders' vector memos (CQA_VECTOR_MEMO_TEXTS) are for."""
+    first = subtask_bodies(settings, "semeval2016-test-C")
+    return {"answers-first": first,
+            "answers-other-question": [{**b, "question": first[(i + 1) % len(first)]["question"]}
+                                       for i, b in enumerate(first)]}
+
+
 def revisit_bodies(settings) -> dict[str, list[dict]]:
     """A forum showing its threads again: POST /rerank bodies of the 2016 test-A threads with two or more comments,
     in three rounds: each thread without its last comment (a first view), with it (one new comment), and the same
@@ -254,7 +267,9 @@ def main() -> None:
                          "threads shown again: first without their last comment, then with it, then the same again; "
                          "what the score memos, CQA_SCORE_MEMO_PAIRS, are for), questions (POST /rerank/questions: "
                          "each test-B question with its 10 related questions), answers (POST /rerank/answers: each "
-                         "test-C question with its 10 related threads and their comments)")
+                         "test-C question with its 10 related threads and their comments), answers-revisits (the "
+                         "answers bodies, then the same threads again with another test-C question; what the vector "
+                         "memos, CQA_VECTOR_MEMO_TEXTS, are for)")
     ap.add_argument("--search-configs", default="",
                     help="POST /search against each LABEL=DATA_DIR in turn (comma-separated), each folder served with "
                          "its own live generation (e.g. one built with CQA_DENSE_ENCODER=base); default: "
@@ -277,13 +292,15 @@ def main() -> None:
         out["search"] = {label: load_search(folder, label, questions, targets, levels_, args, levels)
                          for label, folder in parse_search_configs(args.search_configs, args.data_dir)}
     if args.rerank_configs:
-        if {"threads", "revisits"} <= set(args.rerank_inputs.split(",")):
-            raise SystemExit("--rerank-inputs: threads and revisits send the same test-A threads, so the score memos "
-                             "would answer the second from the first; run them one at a time")
+        for same in ({"threads", "revisits"}, {"answers", "answers-revisits"}):
+            if same <= set(args.rerank_inputs.split(",")):
+                raise SystemExit(f"--rerank-inputs: {' and '.join(sorted(same))} send the same threads, so the memos "
+                                 "would answer the second from the first; run them one at a time")
         inputs = {"threads": lambda s: {"threads": thread_bodies(s)},
                   "related30": lambda s: {"related30": related_bodies(s)}, "revisits": revisit_bodies,
                   "questions": lambda s: {"questions": subtask_bodies(s, "semeval2016-test-B")},
-                  "answers": lambda s: {"answers": subtask_bodies(s, "semeval2016-test-C")}}
+                  "answers": lambda s: {"answers": subtask_bodies(s, "semeval2016-test-C")},
+                  "answers-revisits": answers_revisit_bodies}
         bodies = {k: v for name in args.rerank_inputs.split(",") for k, v in inputs[name](settings).items()}
         out["rerank"] = {}
         for label, env in parse_configs(args.rerank_configs):

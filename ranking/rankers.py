@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from .candidates import ANSWER_ENCODER, Query, encoder_of, stored
 from .presets import UnknownRanker  # noqa: F401  (what get_ranker raises)
+
+if TYPE_CHECKING:
+    from .neural.memo import ScoreMemo
 
 
 class Ranker(Protocol):
@@ -38,6 +41,7 @@ class MiniLMCosine:
     batch_size: int = 64
     name: str = "minilm-cosine"
     cache_dir: Path | None = None  # evaluation runs: the texts' embeddings kept (the reindex's cache)
+    vector_memo: ScoreMemo | None = None  # serving: recent texts' vectors (for_serving sets it)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         """Questions and candidates that carry that encoder's embedding (meta "vector": the FAISS index's, or
@@ -45,7 +49,7 @@ class MiniLMCosine:
         def group_scores(spec, group: list[Query]) -> list[list[float]]:
             items = [(q.text, stored(q.meta, "vector", spec.id)) for q in group]
             items += [(c.text, stored(c.meta, "vector", spec.id)) for q in group for c in q.candidates]
-            vecs = iter(embed_missing(items, self.device, self.batch_size, spec, self.cache_dir))
+            vecs = iter(embed_missing(items, self.device, self.batch_size, spec, self.cache_dir, self.vector_memo))
             qvecs = [next(vecs) for _ in group]
             rows = []
             for q, qv in zip(group, qvecs):
@@ -69,10 +73,11 @@ def per_encoder(queries: list[Query], group_scores) -> list[list[float]]:
 
 
 def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_size: int = 64,
-                  spec=None, cache_dir: Path | None = None) -> list[np.ndarray]:
+                  spec=None, cache_dir: Path | None = None, memo: ScoreMemo | None = None) -> list[np.ndarray]:
     """A vector per (text, vector-or-None): the given vector, or the text encoded by ``spec`` (an
     indexing.encoder.EncoderSpec; default the packaged model), all such in one batch. With ``cache_dir``,
-    they go through the reindex's embedding cache (indexing.embcache.embed_with_cache)."""
+    they go through the reindex's embedding cache (indexing.embcache.embed_with_cache); with a serving ``memo``
+    (a ScoreMemo of vectors keyed by (text, encoder id)), a text it holds is not encoded, and each other text once."""
     from indexing.encoder import EncoderSpec, encode
     spec = spec or EncoderSpec()
     todo = [t for t, v in items if v is None]
@@ -81,8 +86,10 @@ def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_s
         return encode(texts, batch_size=batch_size, device=device, progress=len(texts) > 1000, spec=spec)
     if not todo:
         fresh = iter(())
-    elif cache_dir is None:
+    elif cache_dir is None and memo is None:
         fresh = iter(run(todo))
+    elif cache_dir is None:
+        fresh = iter(memo.scores([(t, spec.id) for t in todo], lambda new: list(run([t for t, _ in new]))))
     else:
         from indexing.embcache import EmbeddingCache, embed_with_cache
         cache = EmbeddingCache(Path(cache_dir) / "embeddings.sqlite3", spec.id)
@@ -169,6 +176,7 @@ class AnswersCosine:
     device: str = "auto"
     name: str = ""
     cache_dir: Path | None = None  # as MiniLMCosine
+    vector_memo: ScoreMemo | None = None  # as MiniLMCosine
 
     def __post_init__(self):
         self.name = self.name or f"answers-cosine-{self.how}"
@@ -181,7 +189,7 @@ class AnswersCosine:
                 for c in q.candidates:
                     given = stored(c.meta, "comment_vectors", spec.id) or [None] * len(c.meta.get("comments", ()))
                     items += list(zip(c.meta.get("comments", ()), given))
-            vecs = iter(embed_missing(items, self.device, spec=spec, cache_dir=self.cache_dir))
+            vecs = iter(embed_missing(items, self.device, spec=spec, cache_dir=self.cache_dir, memo=self.vector_memo))
             qvecs = [next(vecs) for _ in group]
             rows = []
             for q, v in zip(group, qvecs):
@@ -197,7 +205,7 @@ def service_reranker(settings, built: dict | None = None, name: str | None = Non
     """The reranker of POST /rerank (one thread's comments, subtask A): $CQA_DEFAULT_RANKER, or the preset
     ``name`` (POST /rerank/questions: $CQA_DEFAULT_RANKER_B), set up for serving."""
     return for_serving(get_ranker(name or settings.default_ranker, settings, built), settings.score_memo_pairs,
-                       serving_store(settings))
+                       serving_store(settings), settings.vector_memo_texts)
 
 
 def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
@@ -205,7 +213,8 @@ def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
     measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS; a reranked threads
     search runs it too, pipeline.RANKED_AS). Rankers they share (``built``) load once."""
     store = serving_store(settings)
-    return {target: for_serving(get_ranker(name, settings, built), settings.score_memo_pairs, store)
+    return {target: for_serving(get_ranker(name, settings, built), settings.score_memo_pairs, store,
+                                settings.vector_memo_texts)
             for target, name in (("answers", settings.search_ranker_answers),
                                  ("questions", settings.search_ranker_questions))}
 
@@ -230,13 +239,15 @@ def walk(rankers: list[Ranker]):
             stack += list(getattr(r, "parts", []))
 
 
-def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None) -> Ranker:
+def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int = 0) -> Ranker:
     """Lexical statistics taken per request (a request's scores never depend on its batch) and no
     evaluation score cache, in the ranker and every part of it. With ``memo_pairs``, each neural model (the
     BiLSTM, the MiniLM models) keeps the scores of that many recent (question, answer) pairs in memory
     (ranking/neural/memo.py); a model that two serving rankers share keeps one memo. With a ``store``
     (``serving_store``), each memo also reads and writes the scores every serving process of the data folder
-    shares, keyed by the model's identity (``cache_key``)."""
+    shares, keyed by the model's identity (``cache_key``). With ``memo_texts``, each encoder whose scores are dot
+    products of text vectors (a MiniLM bi-encoder, the dense encoder's cosine) keeps the vectors of that many recent
+    texts: a text met again, with any question, is not encoded again."""
     from .neural.memo import ScoreMemo
     for r in walk([ranker]):
         if hasattr(r, "per_query"):
@@ -246,25 +257,26 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None) -> Ranker:
         if memo_pairs and hasattr(r, "memo") and r.memo is None:
             key = getattr(r, "cache_key", None) or ""
             r.memo = ScoreMemo(memo_pairs, model=key, store=store if key else None)
-        if memo_pairs and getattr(r, "vector_id", None) and getattr(r, "question_memo", False) is None:
-            r.question_memo = ScoreMemo(QUESTION_VECTORS)  # its values are vectors: about 1.6 KB each
+        if memo_texts and encodes_texts(r) and r.vector_memo is None:
+            r.vector_memo = ScoreMemo(memo_texts)  # its values are vectors, keyed by (text, encoder id)
     return ranker
 
 
-# Question vectors a serving bi-encoder keeps for candidates that bring their own (a thread the live generation
-# indexes, sorted again): a question is encoded once, and then only dot products remain.
-QUESTION_VECTORS = 1000
+def encodes_texts(r) -> bool:
+    """Whether ``r`` scores by dot products of text vectors it encodes one text at a time, so it can keep a memo of
+    them (``vector_memo``): a MiniLM bi-encoder (not a cross-encoder), MiniLMCosine, AnswersCosine."""
+    return hasattr(r, "vector_memo") and getattr(r, "vector_id", "") is not None
 
 
 def score_memos(rankers: list[Ranker]) -> dict[str, dict]:
-    """Each neural model's score memo inside ``rankers``, once: its name and the memo's counts (a bi-encoder's memo
-    of question vectors as ``NAME questions``)."""
+    """Each neural model's score memo inside ``rankers``, once: its name and the memo's counts (an encoder's memo
+    of text vectors as ``NAME vectors``)."""
     out = {}
     for r in walk(rankers):
         if getattr(r, "memo", None) is not None:
             out[r.name] = r.memo.stats()
-        if getattr(r, "question_memo", None) is not None:
-            out[f"{r.name} questions"] = r.question_memo.stats()
+        if getattr(r, "vector_memo", None) is not None:
+            out[f"{r.name} vectors"] = r.vector_memo.stats()
     return out
 
 

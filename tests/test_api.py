@@ -386,10 +386,10 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
         assert status == 200 and len(out["results"]) == 5
         assert "demo003" in {x["thread_id"] for x in out["results"]}  # the residence-permit thread
         # /search reads the generation's stored answer vectors: no pair memo is touched, the A bi-encoder's
-        # question-vector memo encodes the question once
+        # vector memo encodes the question once
         searched = http("GET", base + "/ready")[1]["score_memos"]
-        assert all(m["hits"] == m["misses"] == 0 for name, m in searched.items() if not name.endswith(" questions"))
-        assert searched["bi-encoder questions"]["misses"] == 1
+        assert all(m["hits"] == m["misses"] == 0 for name, m in searched.items() if not name.endswith(" vectors"))
+        assert searched["bi-encoder vectors"]["misses"] == 1, searched
         body = {"question": {"body": "cheap furniture"}, "candidates": [
             {"id": "x", "text": "The Friday market sells cheap second-hand furniture"},
             {"id": "y", "text": "I love the beach"}]}
@@ -418,11 +418,17 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
         assert memos["cross-encoder"]["misses"] == after["cross-encoder"]["misses"] + len(demo["answers"])
         assert http("POST", base + "/rerank", indexed)[1]["results"] == known["results"]  # the question's vector too
         again = http("GET", base + "/ready")[1]["score_memos"]
-        assert again["bi-encoder questions"]["hits"] == memos["bi-encoder questions"]["hits"] + 1
-        assert again["bi-encoder questions"]["misses"] == memos["bi-encoder questions"]["misses"]
+        assert again["bi-encoder vectors"]["hits"] == memos["bi-encoder vectors"]["hits"] + 1
+        assert again["bi-encoder vectors"]["misses"] == memos["bi-encoder vectors"]["misses"]
+        assert "cross-encoder vectors" not in again  # a cross-encoder's scores are not dot products of vectors
         status, unknown = http("POST", base + "/rerank", foreign)  # the same texts: from the memos, except the bi-encoder
         assert status == 200
-        assert http("GET", base + "/ready")[1]["score_memos"]["bi-encoder"]["misses"] == memos["bi-encoder"]["misses"] + len(demo["answers"])
+        last = http("GET", base + "/ready")[1]["score_memos"]
+        assert last["bi-encoder"]["misses"] == memos["bi-encoder"]["misses"] + len(demo["answers"])
+        # whose comments it had read from the generation, so it encodes them now; the question it holds
+        texts = {a["text"] for a in demo["answers"]}
+        assert last["bi-encoder vectors"]["misses"] == again["bi-encoder vectors"]["misses"] + len(texts)
+        assert last["bi-encoder vectors"]["hits"] == again["bi-encoder vectors"]["hits"] + 1
         assert [r["id"] for r in known["results"]] == [r["id"][4:] for r in unknown["results"]]
         assert [r["score"] for r in known["results"]] == pytest.approx([r["score"] for r in unknown["results"]], abs=1e-4)
         first = indexed["candidates"][0]  # an indexed id whose text was edited since: never its stored vector

@@ -57,24 +57,33 @@ def test_reindex_scale_bench_runs_both_engines_with_the_answer_vectors(cli_env, 
 
 
 def test_load_bench_revisits_threads_through_real_servers_with_and_without_score_memos(cli_env, semeval):
-    """bench/load.py --rerank-inputs revisits: each round reaches a real server, and the memos answer the rounds
-    that revisit a thread (the server without them has none)."""
+    """bench/load.py --rerank-inputs revisits and answers-revisits: each round reaches a real server, and the memos
+    answer the rounds that revisit a thread (the server without them has none): the score memos a thread's comments
+    sent again, the vector memos its comments sent again with another question."""
     for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation, not SemEval's
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("load.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--targets", "none", "--levels", "1",
-                    "--requests", "3", "--max-seconds", "120", "--rerank-inputs", "revisits,questions,answers",
-                    "--rerank-configs", "no-memo=;CQA_SCORE_MEMO_PAIRS=0,default,two=;CQA_WORKERS=2", env=cli_env)
+                    "--requests", "3", "--max-seconds", "120", "--rerank-inputs", "revisits,questions,answers-revisits",
+                    "--rerank-configs", "no-memo=;CQA_SCORE_MEMO_PAIRS=0;CQA_VECTOR_MEMO_TEXTS=0,default,"
+                    "two=;CQA_WORKERS=2", env=cli_env)
     rows = {(r["config"], r["input"]): r for r in out["levels"]}
-    assert set(rows) == {(c, i) for c in ("no-memo", "default", "two")
-                         for i in ("revisit-first", "revisit-new-comment", "revisit-same", "questions", "answers")}
+    inputs = ("revisit-first", "revisit-new-comment", "revisit-same", "questions", "answers-first",
+              "answers-other-question")
+    assert set(rows) == {(c, i) for c in ("no-memo", "default", "two") for i in inputs}
     assert all(r["requests"] == 3 and r["failed"] == 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in rows.values())
     # test-B's questions reach POST /rerank/questions, test-C's threads POST /rerank/answers, each with its ranker
-    assert {(r["input"], r["endpoint"], r["reranker"]) for r in rows.values() if r["input"] in ("questions", "answers")} \
-        == {("questions", "rerank/questions", "question-fusion"), ("answers", "rerank/answers", "related-answers")}
-    assert out["rerank"]["no-memo"]["env"] == {"CQA_SCORE_MEMO_PAIRS": "0"} and out["rerank"]["no-memo"]["score_memos"] == {}
+    assert {(r["input"], r["endpoint"], r["reranker"]) for r in rows.values() if r["input"] in inputs[3:]} \
+        == {("questions", "rerank/questions", "question-fusion"), ("answers-first", "rerank/answers", "related-answers"),
+            ("answers-other-question", "rerank/answers", "related-answers")}
+    assert out["rerank"]["no-memo"]["env"] == {"CQA_SCORE_MEMO_PAIRS": "0", "CQA_VECTOR_MEMO_TEXTS": "0"}
+    assert out["rerank"]["no-memo"]["score_memos"] == {}
     memos = out["rerank"]["default"]["score_memos"]
     # the second and third rounds send the first round's comments again: every one of them is a hit in each model
     assert memos["bilstm"]["hits"] > 0 and memos["cross-encoder"]["hits"] > 0 and memos["bi-encoder"]["hits"] > 0
+    # the test-C threads sent again with another question: the bi-encoder (answer ranker) and the question
+    # similarity's encoders hold the vectors of their comments and thread questions
+    for encoder in ("bi-encoder", "question-bi-encoder", "minilm-cosine"):
+        assert memos[f"{encoder} vectors"]["hits"] > 0, (encoder, memos)
     # each server starts with a score store of its own, never one an earlier run left in the data folder
     assert not out["rerank"]["default"]["score_store"]["path"].startswith(cli_env["CQA_DATA_DIR"])
     assert out["rerank"]["no-memo"]["score_store"] is None

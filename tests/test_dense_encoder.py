@@ -392,6 +392,39 @@ def test_a_bi_encoder_encodes_each_text_once_per_call(bi_ranker, monkeypatch):
     assert np.allclose(stored_too, alone + alone[:1], atol=1e-5)
 
 
+def test_a_serving_encoder_encodes_a_text_met_again_once(bi_ranker, monkeypatch):
+    """Serving (``for_serving`` with ``memo_texts``), a bi-encoder and the dense encoder's cosine keep the vectors of
+    the texts they encoded: the same comments sent with another question cost one encoding, the new question's,
+    and score as without the memo; a cross-encoder gets no such memo (its scores are not dot products)."""
+    import dataclasses
+
+    import indexing.encoder as enc
+    from ranking.rankers import encodes_texts, for_serving
+    comments = (Candidate("c1", TEXTS[1]), Candidate("c2", TEXTS[3]), Candidate("c3", TEXTS[1]))
+    first, second = Query("q1", TEXTS[0], comments), Query("q2", "Which insurance is the cheapest?", comments)
+    plain = [bi_ranker.score([q])[0] for q in (first, second)]
+    served = for_serving(dataclasses.replace(bi_ranker, memo=None, vector_memo=None), memo_texts=10)
+    assert encodes_texts(served) and served.vector_memo.capacity == 10
+    encoded = []
+    real = served._vectors
+    monkeypatch.setattr(served, "_vectors", lambda wps: encoded.append(len(wps)) or real(wps))
+    assert np.allclose(served.score([first])[0], plain[0], atol=1e-5) and encoded == [3]  # 2 distinct comments
+    assert np.allclose(served.score([second])[0], plain[1], atol=1e-5) and encoded == [3, 1]  # only the question
+    assert served.vector_memo.stats()["hits"] == 2
+
+    cosine = MiniLMCosine(device="cpu")
+    texts = []
+    real_encode = enc.encode
+    monkeypatch.setattr(enc, "encode", lambda t, **kw: texts.append(list(t)) or real_encode(t, **kw))
+    expected = [cosine.score([q])[0] for q in (first, second)]
+    texts.clear()
+    for_serving(cosine, memo_texts=10)
+    assert np.allclose([cosine.score([q])[0] for q in (first, second)], expected, atol=1e-6)
+    assert texts == [[TEXTS[0], TEXTS[1], TEXTS[3]], [second.text]]  # each text once, then only the new question
+    cross = dataclasses.replace(bi_ranker, vector_id=None)  # what a cross-encoder's ranker looks like to for_serving
+    assert not encodes_texts(cross) and for_serving(cross, memo_texts=10).vector_memo is None
+
+
 def test_rerank_answers_candidates_carry_what_the_generation_stores(settings):
     """POST /rerank/answers builds each comment as the subtask C files give it (``answer_candidates``: position,
     author, asker, dialogue, thread rank), plus the stored vectors of the live generation: the comment's

@@ -106,7 +106,9 @@ class MiniLMRanker:
     the checkpoint's weights, the settings and the pair's texts (``cached_scores``), so a benchmark re-run only
     scores pairs it has not seen. A serving ranker has a ``memo`` instead (ranking/neural/memo.py): the pairs it
     scored lately, in memory and in the data folder's shared score store, so a thread sorted again costs the
-    model only its new comments."""
+    model only its new comments; a serving bi-encoder also has a ``vector_memo``: the vectors of the texts it encoded
+    lately, so a text met again with another question (a thread's comments, a candidate question) is not encoded
+    again."""
     model: "MiniLMRankerModel"
     device: str = "cpu"
     batch_size: int = 32
@@ -117,8 +119,8 @@ class MiniLMRanker:
     note: str = ""  # why the variant run differs from the one asked for, if it does
     vector_id: str | None = None  # a bi-encoder: the id of its vectors (indexing.encoder.EncoderSpec.id)
     memo: ScoreMemo | None = None  # serving: recent pairs' scores (ranking.rankers.for_serving sets it)
-    # serving, a bi-encoder: recent questions' vectors, for candidates that come with their own stored vectors
-    question_memo: ScoreMemo | None = None
+    # serving, a bi-encoder: recent texts' vectors (questions and candidates), keyed by (text, vector_id)
+    vector_memo: ScoreMemo | None = None
 
     @classmethod
     def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, inference: str = "auto",
@@ -167,7 +169,7 @@ class MiniLMRanker:
             if cv and all(v is not None for v in cv):
                 usable[i] = (cv, stored(q.meta, "vector", self.vector_id))
         missing = list(dict.fromkeys(queries[i].text for i, (_, qv) in usable.items() if qv is None))
-        encoded = dict(zip(missing, self._question_vectors(missing)))
+        encoded = dict(zip(missing, self.vectors_of(missing)))
         out: list[list[float] | None] = []
         for i, q in enumerate(queries):
             if not q.candidates:
@@ -180,21 +182,26 @@ class MiniLMRanker:
                 out.append((np.stack(cv).astype(np.float32) @ qv).astype(float).tolist())
         return out
 
-    def _question_vectors(self, texts: list[str]) -> list:
-        """The vectors of distinct question texts, in one model call (those a serving memo lacks)."""
+    def vectors_of(self, texts: list[str]) -> list:
+        """A bi-encoder's vectors of distinct texts, in one model call for those a serving ``vector_memo`` lacks."""
         if not texts:
             return []
-        if self.question_memo is None:
+        if self.vector_memo is None:
             return list(self.text_vectors(texts))
-        return self.question_memo.scores([(t, "") for t in texts],
-                                         lambda todo: list(self.text_vectors([t for t, _ in todo])))
+        return self.vector_memo.scores([(t, self.vector_id or "") for t in texts],
+                                       lambda todo: list(self.text_vectors([t for t, _ in todo])))
 
     @torch.no_grad()
     def text_vectors(self, texts: list[str]) -> np.ndarray:
         """A bi-encoder's vector of each text, as its scores use them (and as the index's encoder makes them)."""
         from .minilm import word_pieces
         self.model.eval()
-        return self._vectors(word_pieces(texts)).numpy()
+        with self._autocast():
+            return self._vectors(word_pieces(texts)).numpy()
+
+    def _autocast(self):
+        bf16 = self.inference.backend == "torch" and self.inference.precision == "bf16"
+        return torch.autocast(device_type=self.device, dtype=torch.bfloat16, enabled=bf16)
 
     def _score_texts(self, queries: list[Query]) -> list[list[float]]:
         pairs = [(q.text, c.text) for q in queries for c in q.candidates]
@@ -210,14 +217,17 @@ class MiniLMRanker:
         from .minilm import word_pieces
         if not pairs:
             return []
+        if self.vector_memo is not None and self.model.config.kind == "bi-encoder":
+            texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+            vecs = dict(zip(texts, self.vectors_of(texts)))
+            return [float(np.dot(vecs[q], vecs[a])) for q, a in pairs]
         self.model.eval()
         q_texts = list(dict.fromkeys(q for q, _ in pairs))
         q_index = {t: i for i, t in enumerate(q_texts)}
         q_wp = word_pieces(q_texts)
         a_wp = word_pieces([a for _, a in pairs])
         owner = [q_index[q] for q, _ in pairs]
-        bf16 = self.inference.backend == "torch" and self.inference.precision == "bf16"
-        with torch.autocast(device_type=self.device, dtype=torch.bfloat16, enabled=bf16):
+        with self._autocast():
             if self.model.config.kind == "cross-encoder":
                 return self._cross(q_wp, a_wp, owner)
             return self._bi(q_wp, a_wp, owner)
