@@ -47,7 +47,9 @@ class _MemoCollector:
                                      "the data folder's serving processes share, without a model call", labels=["model"])
         misses = CounterMetricFamily("cqa_score_memo_misses", "(question, answer) pairs a neural model scored",
                                      labels=["model"])
-        pairs = GaugeMetricFamily("cqa_score_memo_pairs", "pairs a neural model's score memo holds", labels=["model"])
+        pairs = GaugeMetricFamily("cqa_score_memo_pairs", "pairs a neural model's score memo holds (a model labelled "
+                                  "'NAME vectors': an encoder's memo of text vectors, counted in texts)",
+                                  labels=["model"])
         for model, st in self.stats().items():
             hits.add_metric([model], st["hits"])
             shared.add_metric([model], st.get("shared_hits", 0))

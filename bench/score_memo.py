@@ -2,9 +2,11 @@
 the time to find a request's pairs, against a plain dict of the same pairs as the reference. With --store-pairs, the
 shared score store behind them too (CQA_SCORE_STORE_PAIRS): bytes per pair on disk, the time its writer takes per
 pair, and the time to find a request's pairs there (what a worker pays for pairs its own memory lacks). No model
-runs: the scores are made up, since only the memo's own cost is measured. Prints a JSON object last.
+runs: the scores are made up, since only the memo's own cost is measured. With --vector-texts, the encoders' vector
+memos too (CQA_VECTOR_MEMO_TEXTS): memory per remembered text, filled as serving fills them (batches of 384-float
+vectors, each kept row copied out of its batch), against the vectors' own bytes. Prints a JSON object last.
 
-    python bench/score_memo.py --pairs 100000 --lookup 30 --store-pairs 1000000
+    python bench/score_memo.py --pairs 100000 --lookup 30 --store-pairs 1000000 --vector-texts 10000
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--store-pairs", type=int, default=0, help="pairs to write to a score store in a temporary "
                     "folder and look up there (0: the memory memo only)")
+    ap.add_argument("--vector-texts", type=int, default=0, help="texts whose vectors to remember in an encoder's "
+                    "vector memo (0: none)")
     args = ap.parse_args()
     pairs = [(f"question {i // 10} " * 8, f"comment {i} " * 20) for i in range(args.pairs)]
     memo = ScoreMemo(args.pairs)
@@ -52,7 +56,31 @@ def main() -> None:
            "ratio_to_dict": round(p50 / ref50, 1), "misses": memo.stats()["misses"]}
     if args.store_pairs:
         out["store"] = store_cost(args)
+    if args.vector_texts:
+        out["vectors"] = vector_cost(args.vector_texts)
     print(json.dumps(out))
+
+
+def vector_cost(texts: int, dim: int = 384, batch: int = 100) -> dict:
+    """Bytes per text of a full vector memo, filled in batches of ``batch`` texts as a serving encoder fills it, and
+    what it still holds once every text has been replaced by a new one (nothing of the old batches may remain)."""
+    import numpy as np
+
+    from ranking.neural.memo import own_rows
+    rng = np.random.default_rng(0)
+    memo = ScoreMemo(texts)
+    encode = lambda todo: own_rows(rng.standard_normal((len(todo), dim), dtype=np.float32))  # noqa: E731
+    tracemalloc.start()
+    for s in range(0, texts, batch):
+        memo.scores([(f"comment {i} " * 20, "encoder") for i in range(s, min(s + batch, texts))], encode)
+    full, _ = tracemalloc.get_traced_memory()
+    for s in range(texts, 2 * texts, batch):  # a second set of texts replaces the first, one batch at a time
+        memo.scores([(f"comment {i} " * 20, "encoder") for i in range(s, min(s + batch, 2 * texts))], encode)
+    after, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"texts": texts, "dim": dim, "bytes_per_text": round(full / texts, 1), "vector_bytes": dim * 4,
+            "ratio_to_vector": round(full / texts / (dim * 4), 2), "bytes_per_text_after_replacement":
+            round(after / texts, 1), "held": memo.stats()["pairs"]}
 
 
 def store_cost(args) -> dict:

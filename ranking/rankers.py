@@ -89,7 +89,8 @@ def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_s
     elif cache_dir is None and memo is None:
         fresh = iter(run(todo))
     elif cache_dir is None:
-        fresh = iter(memo.scores([(t, spec.id) for t in todo], lambda new: list(run([t for t, _ in new]))))
+        from .neural.memo import own_rows
+        fresh = iter(memo.scores([(t, spec.id) for t in todo], lambda new: own_rows(run([t for t, _ in new]))))
     else:
         from indexing.embcache import EmbeddingCache, embed_with_cache
         cache = EmbeddingCache(Path(cache_dir) / "embeddings.sqlite3", spec.id)

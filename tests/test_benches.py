@@ -28,11 +28,14 @@ def test_bm25_speed_bench_compares_with_rank_bm25(cli_env):
 
 def test_score_memo_bench_reports_its_memory_and_lookup_cost(cli_env):
     out = run_bench("score_memo.py", "--pairs", "2000", "--lookup", "10", "--repeats", "5", "--store-pairs", "600",
-                    env=cli_env)
+                    "--vector-texts", "300", env=cli_env)
     assert out["pairs"] == 2000 and out["misses"] == 2000  # filled once; every lookup after was found
     assert out["bytes_per_pair"] > 0 and out["lookup_p50_ms"] > 0 and out["ratio_to_dict"] > 0
     store = out["store"]  # every pair written reached the file, and every lookup found its pairs there
     assert store["written"] == 600 and store["bytes_per_pair_on_disk"] > 0 and store["lookup_p50_ms"] > 0
+    vectors = out["vectors"]  # a vector memo costs at least its vectors, and holds no replaced batch
+    assert vectors["held"] == 300 and vectors["bytes_per_text"] >= vectors["vector_bytes"] == 384 * 4
+    assert vectors["bytes_per_text_after_replacement"] < 1.2 * vectors["bytes_per_text"]
 
 
 def test_index_scale_bench_reports_every_index(cli_env):

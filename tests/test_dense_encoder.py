@@ -411,6 +411,7 @@ def test_a_serving_encoder_encodes_a_text_met_again_once(bi_ranker, monkeypatch)
     assert np.allclose(served.score([first])[0], plain[0], atol=1e-5) and encoded == [3]  # 2 distinct comments
     assert np.allclose(served.score([second])[0], plain[1], atol=1e-5) and encoded == [3, 1]  # only the question
     assert served.vector_memo.stats()["hits"] == 2
+    assert all(v.base is None for v in served.vector_memo._scores.values())  # a kept row keeps no batch alive
 
     cosine = MiniLMCosine(device="cpu")
     texts = []
@@ -421,6 +422,7 @@ def test_a_serving_encoder_encodes_a_text_met_again_once(bi_ranker, monkeypatch)
     for_serving(cosine, memo_texts=10)
     assert np.allclose([cosine.score([q])[0] for q in (first, second)], expected, atol=1e-6)
     assert texts == [[TEXTS[0], TEXTS[1], TEXTS[3]], [second.text]]  # each text once, then only the new question
+    assert all(v.base is None for v in cosine.vector_memo._scores.values())
     cross = dataclasses.replace(bi_ranker, vector_id=None)  # what a cross-encoder's ranker looks like to for_serving
     assert not encodes_texts(cross) and for_serving(cross, memo_texts=10).vector_memo is None
 

@@ -165,8 +165,8 @@ class ScoreStore:
 class ScoreMemo:
     """Scores by pair, least recently used dropped first; safe to share between threads. A model call sees
     only the pairs the memo (and its shared ``store``, if any) lacks, each once, and runs outside the lock.
-    ``model`` names what scores the pairs; it keys them in the shared store. (A serving bi-encoder keeps its
-    recent questions' vectors in one too, keyed by (question, ""), without a store.)"""
+    ``model`` names what scores the pairs; it keys them in the shared store. (A serving encoder keeps its recent
+    texts' vectors in one too, keyed by (text, encoder id), without a store: ``CQA_VECTOR_MEMO_TEXTS``.)"""
     capacity: int
     model: str = ""
     store: ScoreStore | None = None
@@ -210,3 +210,10 @@ class ScoreMemo:
         with self._lock:
             return {"pairs": len(self._scores), "capacity": self.capacity, "hits": self.hits,
                     "shared_hits": self.shared_hits, "misses": self.misses}
+
+
+def own_rows(vectors) -> list:
+    """Each row of a batch of vectors as an array of its own, for a memo of vectors: a row it keeps must not keep
+    the whole batch alive."""
+    import numpy as np
+    return [np.array(v) for v in vectors]

@@ -13,7 +13,7 @@ from indexing.encoder import bi_encoder_id, checkpoint_digest
 from ..candidates import Query, stored, stored_vector
 from .bilstm import BiLSTMAttention, pad
 from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
-from .memo import ScoreMemo, ScoreStore
+from .memo import ScoreMemo, ScoreStore, own_rows
 from .vocab import encode_texts, id_to_token
 
 if TYPE_CHECKING:
@@ -188,8 +188,8 @@ class MiniLMRanker:
             return []
         if self.vector_memo is None:
             return list(self.text_vectors(texts))
-        return self.vector_memo.scores([(t, self.vector_id or "") for t in texts],
-                                       lambda todo: list(self.text_vectors([t for t, _ in todo])))
+        return self.vector_memo.scores([(t, self.vector_id or "") for t in texts],  # rows copied: a kept row
+                                       lambda todo: own_rows(self.text_vectors([t for t, _ in todo])))
 
     @torch.no_grad()
     def text_vectors(self, texts: list[str]) -> np.ndarray:
