@@ -264,8 +264,9 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int
 
 
 def encodes_texts(r) -> bool:
-    """Whether ``r`` scores by dot products of text vectors it encodes one text at a time, so it can keep a memo of
-    them (``vector_memo``): a MiniLM bi-encoder (not a cross-encoder), MiniLMCosine, AnswersCosine."""
+    """Whether ``r`` scores by dot products of vectors it encodes for each text on its own, whatever the pair, so it
+    can keep a memo of them (``vector_memo``): a MiniLM bi-encoder (not a cross-encoder: it reads both texts of a
+    pair at once, and has no ``vector_id``), MiniLMCosine, AnswersCosine."""
     return hasattr(r, "vector_memo") and getattr(r, "vector_id", "") is not None
 
 

@@ -188,7 +188,7 @@ class MiniLMRanker:
             return []
         if self.vector_memo is None:
             return list(self.text_vectors(texts))
-        return self.vector_memo.scores([(t, self.vector_id or "") for t in texts],  # rows copied: a kept row
+        return self.vector_memo.scores([(t, self.vector_id or "") for t in texts],
                                        lambda todo: own_rows(self.text_vectors([t for t, _ in todo])))
 
     @torch.no_grad()
