@@ -45,8 +45,8 @@ class RankingSettings(IndexSettings):
     vector_memo_texts: int = Field(10_000, ge=0, description="Serving: the texts whose vectors each encoder of the "
                                    "rerankers (the MiniLM bi-encoders, the dense encoder's cosine) keeps in memory, "
                                    "least recently used dropped first, so a text met again (a thread's comments sent "
-                                   "with another question, a question asked again) is not encoded again (about 1.7 KB "
-                                   "a text, 17 MB per encoder at the default; 0: none).")
+                                   "with another question, a question asked again) is not encoded again (about 1.8 KB "
+                                   "a text, 18 MB per encoder at the default; 0: none).")
     score_store_pairs: int = Field(1_000_000, ge=0, description="Serving: the pair scores kept in one SQLite file "
                                    "in the data folder (the score store), shared by every serving process of it (the "
                                    "workers of `cqa serve --workers N`, and the processes after a restart); the oldest "
