@@ -176,5 +176,22 @@ def test_metadata_free_variants_drop_user_ids_and_shuffle_within_each_thread(sem
                     assert not any(c.meta["author_id"] or c.meta["asker_id"] for c in after)
             assert ("nometa" in variant) == (not any(c.meta["author_id"] for c in v.candidates))
         assert (moved > 0) == ("shuffled" in variant)
-    with pytest.raises(BenchmarkError, match="subtasks A and C have"):
+    with pytest.raises(BenchmarkError, match="subtask B has unordered"):
         queries_for(BENCHMARKS["semeval2016-dev-B"].paths(semeval)[0], "B", "nometa")
+
+
+def test_unordered_B_gives_the_related_questions_in_another_order(semeval):
+    """semeval2016-dev-B-unordered: the same questions and candidates, each question's related questions in another
+    order (the same on every run), each ranked by its place in that order, as a caller with no search order sends
+    them."""
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    bench = BENCHMARKS["semeval2016-dev-B-unordered"]
+    xml, _ = bench.paths(semeval)
+    normal, changed = queries_for(xml, "B"), queries_for(xml, "B", bench.variant)
+    assert changed == queries_for(xml, "B", bench.variant) and [q.id for q in changed] == [q.id for q in normal]
+    moved = 0
+    for q, v in zip(normal, changed):
+        assert sorted(c.id for c in v.candidates) == sorted(c.id for c in q.candidates)
+        assert [c.meta["thread_rank"] for c in v.candidates] == list(range(1, len(v.candidates) + 1))
+        moved += [c.id for c in v.candidates] != [c.id for c in q.candidates]
+    assert moved > len(normal) // 2

@@ -54,7 +54,10 @@ class Benchmark:
 # "nometa-shuffled" does both, so neither who wrote a comment nor its place in the thread carries information. In C
 # each related thread is changed so; the threads keep the search engine's order, which is the caller's input.
 VARIANTS = ("nometa", "shuffled", "nometa-shuffled")
-VARIANT_SUBTASKS = ("A", "C")
+# Subtask B's candidates carry no user ids; their order is the search engine's, which the B ranker weighs. "unordered"
+# gives each question's related questions in another order (seeded), as a caller with no search order sends them.
+B_VARIANTS = ("unordered",)
+SUBTASK_VARIANTS = {"A": VARIANTS, "B": B_VARIANTS, "C": VARIANTS}
 SHUFFLE_SEED = 2016
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -69,6 +72,9 @@ for _split in ("dev", "test"):
                                                               split_file_a(_split), gold_file(_split, "A"), _v)
         BENCHMARKS[f"semeval2016-{_split}-C-{_v}"] = Benchmark(f"semeval2016-{_split}-C-{_v}", _split, "C",
                                                               split_file(_split), gold_file(_split, "C"), _v)
+    for _v in B_VARIANTS:
+        BENCHMARKS[f"semeval2016-{_split}-B-{_v}"] = Benchmark(f"semeval2016-{_split}-B-{_v}", _split, "B",
+                                                              split_file(_split), gold_file(_split, "B"), _v)
     BENCHMARKS[f"semeval2016-{_split}-fullcorpus"] = Benchmark(
         f"semeval2016-{_split}-fullcorpus", _split, "fullcorpus", split_file(_split), None)
     for _target in ("answers", "questions", "threads"):  # POST /search end to end (ranking/search_benchmark.py)
@@ -100,12 +106,12 @@ def related_threads(doc, variant: str | None = None) -> dict[str, list[Thread]]:
 
 
 def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Query]:
-    """The task's queries in file order, candidates in the IR order the task gives them (``variant``: see
-    VARIANTS; subtasks A and C)."""
+    """The task's queries in file order, candidates in the IR order the task gives them (``variant``: one of
+    SUBTASK_VARIANTS[subtask])."""
     doc = load_semeval(xml, strict=True)
-    if variant is not None and (variant not in VARIANTS or subtask not in VARIANT_SUBTASKS):
-        raise BenchmarkError(f"unknown variant {variant!r} of subtask {subtask}; subtasks "
-                             f"{' and '.join(VARIANT_SUBTASKS)} have {VARIANTS}")
+    if variant is not None and variant not in SUBTASK_VARIANTS.get(subtask, ()):
+        raise BenchmarkError(f"unknown variant {variant!r} of subtask {subtask}; "
+                             + "; ".join(f"subtask {t} has {', '.join(v)}" for t, v in SUBTASK_VARIANTS.items()))
     if subtask == "A":
         threads = [t for t in doc.threads if "subtaskA_skip_same_as" not in t.meta]
         if variant is not None:
@@ -113,10 +119,12 @@ def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Que
         return [Query(t.id, t.question_text, tuple(answer_candidates(t)),
                       {"category": t.category, "author_id": t.author_id, "subject": t.subject, "body": t.body})
                 for t in threads]
-    related = related_threads(doc, variant)
+    related = related_threads(doc, variant if subtask == "C" else None)
     out = []
     for oq in doc.org_questions.values():
         rel = related[oq.id]
+        if variant == "unordered":
+            random.Random(f"{SHUFFLE_SEED}:{oq.id}").shuffle(rel)
         if subtask == "B":
             cands = [question_candidate(t, r) for r, t in enumerate(rel, 1)]
         elif subtask == "C":
