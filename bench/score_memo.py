@@ -66,16 +66,16 @@ def vector_cost(texts: int, dim: int = 384, batch: int = 100) -> dict:
     what it still holds once every text has been replaced by a new one (nothing of the old batches may remain)."""
     import numpy as np
 
-    from ranking.neural.memo import own_rows
+    from ranking.neural.memo import memo_vectors
     rng = np.random.default_rng(0)
     memo = ScoreMemo(texts)
-    encode = lambda todo: own_rows(rng.standard_normal((len(todo), dim), dtype=np.float32))  # noqa: E731
+    encode = lambda todo: rng.standard_normal((len(todo), dim), dtype=np.float32)  # noqa: E731
     tracemalloc.start()
     for s in range(0, texts, batch):
-        memo.scores([(f"comment {i} " * 20, "encoder") for i in range(s, min(s + batch, texts))], encode)
+        memo_vectors(memo, [f"comment {i} " * 20 for i in range(s, min(s + batch, texts))], "encoder", encode)
     full, _ = tracemalloc.get_traced_memory()
     for s in range(texts, 2 * texts, batch):  # a second set of texts replaces the first, one batch at a time
-        memo.scores([(f"comment {i} " * 20, "encoder") for i in range(s, min(s + batch, 2 * texts))], encode)
+        memo_vectors(memo, [f"comment {i} " * 20 for i in range(s, min(s + batch, 2 * texts))], "encoder", encode)
     after, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {"texts": texts, "dim": dim, "bytes_per_text": round(full / texts, 1), "vector_bytes": dim * 4,

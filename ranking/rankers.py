@@ -86,11 +86,9 @@ def embed_missing(items: list[tuple[str, object]], device: str = "auto", batch_s
         return encode(texts, batch_size=batch_size, device=device, progress=len(texts) > 1000, spec=spec)
     if not todo:
         fresh = iter(())
-    elif cache_dir is None and memo is None:
-        fresh = iter(run(todo))
     elif cache_dir is None:
-        from .neural.memo import own_rows
-        fresh = iter(memo.scores([(t, spec.id) for t in todo], lambda new: own_rows(run([t for t, _ in new]))))
+        from .neural.memo import memo_vectors
+        fresh = iter(memo_vectors(memo, todo, spec.id, run))
     else:
         from indexing.embcache import EmbeddingCache, embed_with_cache
         cache = EmbeddingCache(Path(cache_dir) / "embeddings.sqlite3", spec.id)

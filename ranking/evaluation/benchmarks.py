@@ -99,10 +99,15 @@ def as_variant(t: Thread, variant: str, seed: int = SHUFFLE_SEED) -> Thread:
 
 def related_threads(doc, variant: str | None = None) -> dict[str, list[Thread]]:
     """A subtask B/C file's (a loaded document's) related threads of each original question, in the search engine's
-    order, threads without comments included (they hold a rank); each as ``variant`` (``as_variant``) leaves it."""
-    threads = {(t.meta.get("orgq_id"), t.id): as_variant(t, variant) if variant else t for t in doc.threads}
-    return {oq.id: sorted((threads[(oq.id, tid)] for tid in oq.thread_ids), key=lambda t: t.meta.get("ranking_order", 0))
-            for oq in doc.org_questions.values()}
+    order, threads without comments included (they hold a rank); as ``variant`` leaves them: each thread changed
+    (``as_variant``, VARIANTS), or the threads in another order ("unordered", B_VARIANTS)."""
+    threads = {(t.meta.get("orgq_id"), t.id): as_variant(t, variant) if variant in VARIANTS else t for t in doc.threads}
+    out = {oq.id: sorted((threads[(oq.id, tid)] for tid in oq.thread_ids), key=lambda t: t.meta.get("ranking_order", 0))
+           for oq in doc.org_questions.values()}
+    if variant == "unordered":
+        for oq_id, rel in out.items():
+            random.Random(f"{SHUFFLE_SEED}:{oq_id}").shuffle(rel)
+    return out
 
 
 def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Query]:
@@ -119,12 +124,10 @@ def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Que
         return [Query(t.id, t.question_text, tuple(answer_candidates(t)),
                       {"category": t.category, "author_id": t.author_id, "subject": t.subject, "body": t.body})
                 for t in threads]
-    related = related_threads(doc, variant if subtask == "C" else None)
+    related = related_threads(doc, variant)
     out = []
     for oq in doc.org_questions.values():
         rel = related[oq.id]
-        if variant == "unordered":
-            random.Random(f"{SHUFFLE_SEED}:{oq.id}").shuffle(rel)
         if subtask == "B":
             cands = [question_candidate(t, r) for r, t in enumerate(rel, 1)]
         elif subtask == "C":

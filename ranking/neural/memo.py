@@ -212,8 +212,12 @@ class ScoreMemo:
                     "shared_hits": self.shared_hits, "misses": self.misses}
 
 
-def own_rows(vectors) -> list:
-    """Each row of a batch of vectors as an array of its own, for a memo of vectors: a row it keeps must not keep
-    the whole batch alive."""
+def memo_vectors(memo: ScoreMemo | None, texts: list[str], encoder: str, encode: Callable) -> list:
+    """The vectors of distinct ``texts`` by ``encode`` (texts -> a batch of vectors), through a serving encoder's
+    ``memo`` of text vectors (keyed by (text, ``encoder``)) when there is one: one ``encode`` call for the texts it
+    lacks. Each kept row is copied out of its batch, so a row it keeps never keeps a whole batch alive."""
+    if memo is None:
+        return list(encode(texts)) if texts else []
     import numpy as np
-    return [np.array(v) for v in vectors]
+    return memo.scores([(t, encoder) for t in texts],
+                       lambda todo: [np.array(v) for v in encode([t for t, _ in todo])])

@@ -13,7 +13,7 @@ from indexing.encoder import bi_encoder_id, checkpoint_digest
 from ..candidates import Query, stored, stored_vector
 from .bilstm import BiLSTMAttention, pad
 from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
-from .memo import ScoreMemo, ScoreStore, own_rows
+from .memo import ScoreMemo, ScoreStore, memo_vectors
 from .vocab import encode_texts, id_to_token
 
 if TYPE_CHECKING:
@@ -186,10 +186,7 @@ class MiniLMRanker:
         """A bi-encoder's vectors of distinct texts, in one model call for those a serving ``vector_memo`` lacks."""
         if not texts:
             return []
-        if self.vector_memo is None:
-            return list(self.text_vectors(texts))
-        return self.vector_memo.scores([(t, self.vector_id or "") for t in texts],
-                                       lambda todo: own_rows(self.text_vectors([t for t, _ in todo])))
+        return memo_vectors(self.vector_memo, texts, self.vector_id or "", self.text_vectors)
 
     @torch.no_grad()
     def text_vectors(self, texts: list[str]) -> np.ndarray:
@@ -217,7 +214,7 @@ class MiniLMRanker:
         from .minilm import word_pieces
         if not pairs:
             return []
-        if self.vector_memo is not None and self.model.config.kind == "bi-encoder":
+        if self.model.config.kind == "bi-encoder":  # each distinct text encoded once (or read from the vector memo)
             texts = list(dict.fromkeys(t for pair in pairs for t in pair))
             vecs = dict(zip(texts, self.vectors_of(texts)))
             return [float(np.dot(vecs[q], vecs[a])) for q, a in pairs]
@@ -228,23 +225,13 @@ class MiniLMRanker:
         a_wp = word_pieces([a for _, a in pairs])
         owner = [q_index[q] for q, _ in pairs]
         with self._autocast():
-            if self.model.config.kind == "cross-encoder":
-                return self._cross(q_wp, a_wp, owner)
-            return self._bi(q_wp, a_wp, owner)
+            return self._cross(q_wp, a_wp, owner)
 
     def _cross(self, q_wp, a_wp, owner) -> list[float]:
         from .minilm import collate, pair_ids
         pairs = [pair_ids(q_wp[owner[i]], a, self.model.config) for i, a in enumerate(a_wp)]
         return self._batched([p[0] for p in pairs], lambda idx: self.model.pair_score(
             *collate([pairs[i][0] for i in idx], self.device, [pairs[i][1] for i in idx])))
-
-    def _bi(self, q_wp, a_wp, owner) -> list[float]:
-        unique = list(dict.fromkeys(tuple(t) for t in a_wp))  # each distinct answer encoded once
-        at = {t: i for i, t in enumerate(unique)}
-        vecs = self._vectors(q_wp + [list(t) for t in unique])
-        q, a = vecs[: len(q_wp)], vecs[len(q_wp):]
-        a = a[torch.tensor([at[tuple(t)] for t in a_wp], dtype=torch.long)]
-        return (a * q[torch.tensor(owner, dtype=torch.long)]).sum(-1).tolist()
 
     def _vectors(self, wps: list[list[int]]) -> torch.Tensor:
         """A bi-encoder's vector of each text given as word pieces, in batches of similar length."""
