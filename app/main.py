@@ -302,10 +302,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         q = Query("rerank-questions", body.question.text,
                   tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body,
                                                  **indexed_question_meta(gen, c.id, c.text)})
-                        for i, c in enumerate(body.candidates, 1)))
+                        for i, c in enumerate(body.candidates, 1)), {"search_order": body.search_order})
         scores = await svc.question_batcher.score(q)
-        return sorted_by_score(body.candidates, scores, svc.question_reranker, t0,
-                               svc.metrics.stage.labels("rerank_questions"))
+        return {**sorted_by_score(body.candidates, scores, svc.question_reranker, t0,
+                                  svc.metrics.stage.labels("rerank_questions")), "search_order": body.search_order}
 
     @app.post("/rerank/answers", response_model=RerankAnswersOut,
               summary="Score and sort the comments of given threads by how well each answers a new question "

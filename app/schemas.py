@@ -117,7 +117,10 @@ class RerankQuestionsIn(Strict):
     question: QuestionIn
     candidates: list[QuestionCandidateIn] = Field(
         ..., min_length=1, description="at most CQA_MAX_CANDIDATES, in the order the caller's search ranked them "
-        "(the ranker weighs that order, as subtask B weighs the search engine's)")
+        "(the ranker weighs that order, as subtask B weighs the search engine's), unless search_order is false")
+    search_order: bool = Field(True, description="true: the candidates come best first, as a search ranked them; "
+                               "false: their order means nothing (a hand-picked list, ids from elsewhere), and the "
+                               "ranker uses weights chosen for that case, which ignore it")
 
     @field_validator("candidates")
     @classmethod
@@ -243,6 +246,7 @@ class RerankOut(BaseModel):
 class RerankQuestionsOut(BaseModel):
     results: list[RerankResult]
     reranker: str = Field(description="the subtask B ranker ($CQA_DEFAULT_RANKER_B)")
+    search_order: bool = Field(description="whether the candidates' order was weighed (the request's search_order)")
     timings_ms: dict[str, float]
 
 

@@ -143,17 +143,36 @@ class TranslationLMRanker:
         return out
 
 
+def in_search_order(q: Query) -> bool:
+    """The candidates come in the order of the search that found them (the SemEval files' IR order), unless the
+    query's metadata says ``search_order`` false (POST /rerank/questions with ``search_order: false``)."""
+    return q.meta.get("search_order") is not False
+
+
 @dataclass
 class FusedRanker:
     """Per-question fusion of several rankers' scores: z-score or min-max normalised weighted sum,
-    or reciprocal rank fusion."""
+    or reciprocal rank fusion. ``unordered_weights`` (one per part) rank a question whose candidates come in no
+    search order (``in_search_order``); without them every question takes ``weights``. A part is scored only
+    for the questions whose weights use it."""
     parts: list
     weights: list[float]
     method: str = "zscore"
     name: str = "fusion"
+    unordered_weights: list[float] | None = None
+
+    def weights_for(self, q: Query) -> list[float]:
+        return self.weights if self.unordered_weights is None or in_search_order(q) else self.unordered_weights
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         transform = SCORE_TRANSFORMS[self.method]
-        per_ranker = [r.score(queries) for r in self.parts]
-        return [sum(w * transform(np.asarray(scores[qi], dtype=float)) for w, scores in zip(self.weights, per_ranker))
-                .tolist() for qi in range(len(queries))]
+        weights = [self.weights_for(q) for q in queries]
+        out = [np.zeros(len(q.candidates)) for q in queries]
+        for j, part in enumerate(self.parts):
+            used = [i for i, w in enumerate(weights) if w[j]]
+            if not used:
+                continue
+            scores = part.score([queries[i] for i in used])
+            for i, row in zip(used, scores):
+                out[i] = out[i] + weights[i][j] * transform(np.asarray(row, dtype=float))
+        return [row.tolist() for row in out]

@@ -43,8 +43,9 @@ class RankerSpec:
         p = self.params()
         if self.kind == "combination":
             return tuple(p["parts"])
-        if self.kind == "fusion":
-            return tuple(n for n, w in p["weights"].items() if w)
+        if self.kind == "fusion":  # the parts either weight set uses ("unordered": see FusedRanker)
+            sets = [p["weights"]] + ([p["unordered"]["weights"]] if "unordered" in p else [])
+            return tuple(dict.fromkeys(n for ws in sets for n, w in ws.items() if w))
         if self.kind == "related":
             return tuple(p[k] for k in RELATED_PARTS if p.get(k))
         return ()
@@ -267,8 +268,12 @@ def _bilstm(spec, settings, parts, name):
 
 def _fusion(spec, settings, parts, name):
     from .candidate_rankers import FusedRanker
-    weights = list(spec.weights) if spec.weights else [w for w in spec.params()["weights"].values() if w]
-    return FusedRanker(parts, weights, method=spec.method, name=name)
+    if spec.weights:
+        return FusedRanker(parts, list(spec.weights), method=spec.method, name=name)
+    d, names = spec.params(), spec.part_names()
+    unordered = d.get("unordered", {}).get("weights")
+    return FusedRanker(parts, [d["weights"].get(n, 0.0) for n in names], method=spec.method, name=name,
+                       unordered_weights=None if unordered is None else [unordered.get(n, 0.0) for n in names])
 
 
 def _combination(spec, settings, parts, name):

@@ -4,8 +4,10 @@ that chose them, in ranking/candidate_fusion_defaults.json.
 Parts: by default the task's own IR order, BM25, query likelihood, translation LM, MiniLM cosine (the `fusion`
 preset); `--parts` names others (`question-fusion`: with the question-question bi-encoder and the A-trained
 models). Per question z-scored and summed with weights from {0, 0.5, 1}^n. Selection by official dev MAP.
+`--section unordered` stores the weights under that key of an existing file, beside its own (the question fusion's
+weights for candidates in no search order, tuned on semeval2016-dev-B-unordered without the order's part).
 Usage: python scripts/tune_candidate_fusion.py [--benchmark semeval2016-dev-B] [--parts a,b,...] [--out FILE]
-(JSON object last)
+[--section unordered] (JSON object last)
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ def main() -> None:
     ap.add_argument("--benchmark", default="semeval2016-dev-B")
     ap.add_argument("--out", type=Path, default=FUSION_DEFAULTS)
     ap.add_argument("--parts", default=",".join(FUSION_PARTS), help="the presets to fuse, comma-separated")
+    ap.add_argument("--section", choices=["unordered"], help="store under this key of --out, keeping the rest of it")
     args = ap.parse_args()
     parts = tuple(args.parts.split(","))
     bench = BENCHMARKS[args.benchmark]
@@ -37,7 +40,9 @@ def main() -> None:
         raise SystemExit("tune on a dev benchmark only")
     settings = Settings()
     xml, gold_path = bench.paths(settings.semeval_dir)
-    queries = queries_for(xml, bench.subtask)
+    if args.section == "unordered" and (bench.variant != "unordered" or "ir-baseline" in parts):
+        raise SystemExit("--section unordered: tune on an unordered benchmark, without the ir-baseline part")
+    queries = queries_for(xml, bench.subtask, bench.variant)
     gold = read_lines(gold_path)
     per_part = {name: get_ranker(name, settings).score(queries) for name in parts}
     results = grid_search(queries, per_part, gold, grid=(0.0, 0.5, 1.0))
@@ -47,8 +52,10 @@ def main() -> None:
               "dev_single_parts": singles, "top10": results[:10], "grid_size": len(results),
               "tuned_at": datetime.now(timezone.utc).isoformat(),
               "command": f"python scripts/tune_candidate_fusion.py --benchmark {bench.name}"
-                         + ("" if parts == FUSION_PARTS else f" --parts {args.parts} --out ranking/{args.out.name}")}
-    args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+                         + ("" if parts == FUSION_PARTS else f" --parts {args.parts} --out ranking/{args.out.name}")
+                         + (f" --section {args.section}" if args.section else "")}
+    whole = {**json.loads(args.out.read_text(encoding="utf-8")), args.section: record} if args.section else record
+    args.out.write_text(json.dumps(whole, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"weights": record["weights"], "dev_MAP": record["dev_MAP"], "dev_single_parts": singles}))
 
 

@@ -126,8 +126,11 @@ def test_rerank_questions_sorts_given_questions(client):
     out = r.json()
     assert out["reranker"] == "stub-overlap" and [x["rank"] for x in out["results"]] == [1, 2, 3]
     assert out["results"][-1]["id"] == "q1" and {x["id"] for x in out["results"]} == {"q1", "q2", "q3"}
-    assert client.get("/ready").json()["question_reranker"] == "stub-overlap"
+    assert client.get("/ready").json()["question_reranker"] == "stub-overlap" and out["search_order"] is True
+    unordered = client.post("/rerank/questions", json={"question": q, "candidates": cands, "search_order": False})
+    assert unordered.status_code == 200 and unordered.json()["search_order"] is False, unordered.text
     for payload, needle in [
+        ({"question": q, "candidates": cands, "search_order": "sometimes"}, "search_order"),
         ({"question": q, "candidates": []}, "candidates"),
         ({"question": q, "candidates": [{"id": "q1", "subject": " ", "body": ""}]}, "subject or a body"),
         ({"question": q, "candidates": [cands[0], cands[0]]}, "appears twice"),

@@ -39,6 +39,34 @@ def test_fused_ranker_weights_and_methods():
     assert int(np.argmax(mixed[0])) == 2
 
 
+def test_fused_ranker_ranks_candidates_in_no_search_order_by_its_unordered_weights():
+    """A question whose candidates come in no search order (meta search_order false) takes the unordered weights,
+    which give the given order no weight: its ranking no longer moves with that order, and a part neither weight set
+    of a question uses is not scored for it. Others keep the weights that use the order."""
+    from dataclasses import dataclass
+    from dataclasses import field as dfield
+
+    @dataclass
+    class Counting:
+        inner: object
+        seen: list = dfield(default_factory=list)
+
+        def score(self, queries):
+            self.seen.append([q.id for q in queries])
+            return self.inner.score(queries)
+    ir, lex = Counting(IRBaseline()), Counting(LexicalRanker("bm25", "bm25"))
+    fused = FusedRanker([ir, lex], [1.0, 0.5], unordered_weights=[0.0, 1.0])
+    q = QUERIES[0]
+    flipped = Query(q.id, q.text, q.candidates[::-1], {"search_order": False})
+    unordered = Query(q.id, q.text, q.candidates, {"search_order": False})
+    said, given, other = fused.score([q, unordered, flipped])
+    assert int(np.argmax(said)) == 0  # the search order outweighs BM25 here
+    by_id = [dict(zip((c.id for c in x.candidates), s)) for x, s in ((unordered, given), (flipped, other))]
+    assert by_id[0] == pytest.approx(by_id[1]) and max(by_id[0], key=by_id[0].get) == "c3"  # BM25 alone, any order
+    assert ir.seen == [[q.id]] and lex.seen == [[q.id] * 3]  # the order's part: only for the ordered question
+    assert FusedRanker([ir, lex], [1.0, 0.5]).score([unordered]) == fused.score([q])  # no unordered weights: as given
+
+
 def test_retriever_defaults_are_the_tuned_ones(tmp_path):
     import json
 

@@ -55,7 +55,8 @@ class Benchmark:
 # each related thread is changed so; the threads keep the search engine's order, which is the caller's input.
 VARIANTS = ("nometa", "shuffled", "nometa-shuffled")
 # Subtask B's candidates carry no user ids; their order is the search engine's, which the B ranker weighs. "unordered"
-# gives each question's related questions in another order (seeded), as a caller with no search order sends them.
+# gives each question's related questions in another order (seeded), as a caller with no search order sends them, and
+# says so (the query's "search_order" is false, as POST /rerank/questions sets it from the request).
 B_VARIANTS = ("unordered",)
 SUBTASK_VARIANTS = {"A": VARIANTS, "B": B_VARIANTS, "C": VARIANTS}
 SHUFFLE_SEED = 2016
@@ -134,5 +135,8 @@ def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Que
             cands = [c for r, t in enumerate(rel, 1) for c in answer_candidates(t, r)]
         else:
             raise BenchmarkError(f"unknown subtask {subtask!r}; expected A, B or C")
-        out.append(Query(oq.id, oq.text, tuple(cands), {"subject": oq.subject, "body": oq.body}))
+        meta = {"subject": oq.subject, "body": oq.body}
+        if variant == "unordered":  # the caller says so (POST /rerank/questions, search_order false)
+            meta["search_order"] = False
+        out.append(Query(oq.id, oq.text, tuple(cands), meta))
     return out
