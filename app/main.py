@@ -319,10 +319,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         t0 = time.perf_counter()
         threads = [t.thread() for t in body.threads]
         q = Query("rerank-answers", body.question.text, tuple(related_comment_candidates(threads, svc.generation)),
-                  {"subject": body.question.subject, "body": body.question.body})
+                  {"subject": body.question.subject, "body": body.question.body, "search_order": body.search_order})
         scores = await svc.answers_batcher.score(q)
         out = sorted_by_score([c for _, c in comments], scores, svc.answers_reranker, t0,
                               svc.metrics.stage.labels("rerank_answers"))
+        out["search_order"] = body.search_order
         thread_of = {c.id: tid for tid, c in comments}
         for r in out["results"]:
             r["thread_id"] = thread_of[r["id"]]

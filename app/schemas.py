@@ -113,14 +113,17 @@ class QuestionCandidateIn(QuestionIn):
     id: str = Field(..., min_length=1, max_length=200)
 
 
-class RerankQuestionsIn(Strict):
+class SearchOrdered(Strict):
+    search_order: bool = Field(True, description="true: the candidates (or threads) come best first, as a search "
+                               "ranked them; false: their order means nothing (a hand-picked list, ids from "
+                               "elsewhere), and the ranker uses weights chosen for that case, which ignore it")
+
+
+class RerankQuestionsIn(SearchOrdered):
     question: QuestionIn
     candidates: list[QuestionCandidateIn] = Field(
         ..., min_length=1, description="at most CQA_MAX_CANDIDATES, in the order the caller's search ranked them "
         "(the ranker weighs that order, as subtask B weighs the search engine's), unless search_order is false")
-    search_order: bool = Field(True, description="true: the candidates come best first, as a search ranked them; "
-                               "false: their order means nothing (a hand-picked list, ids from elsewhere), and the "
-                               "ranker uses weights chosen for that case, which ignore it")
 
     @field_validator("candidates")
     @classmethod
@@ -148,11 +151,12 @@ class RelatedThreadIn(QuestionCandidateIn):
                      for c in self.comments])
 
 
-class RerankAnswersIn(Strict):
+class RerankAnswersIn(SearchOrdered):
     question: QuestionIn
     threads: list[RelatedThreadIn] = Field(
         ..., min_length=1, description="the threads in the order the caller's search ranked them (the ranker weighs "
-        "that order, as subtask C weighs the search engine's); at most CQA_MAX_CANDIDATES comments in all")
+        "that order, as subtask C weighs the search engine's), unless search_order is false; at most "
+        "CQA_MAX_CANDIDATES comments in all")
 
     @field_validator("threads")
     @classmethod
@@ -243,10 +247,13 @@ class RerankOut(BaseModel):
     timings_ms: dict[str, float]
 
 
-class RerankQuestionsOut(BaseModel):
+class OrderWeighed(BaseModel):
+    search_order: bool = Field(description="whether the order given was weighed (the request's search_order)")
+
+
+class RerankQuestionsOut(OrderWeighed):
     results: list[RerankResult]
     reranker: str = Field(description="the subtask B ranker ($CQA_DEFAULT_RANKER_B)")
-    search_order: bool = Field(description="whether the candidates' order was weighed (the request's search_order)")
     timings_ms: dict[str, float]
 
 
@@ -254,7 +261,7 @@ class RerankAnswerResult(RerankResult):
     thread_id: str = Field(description="the thread the comment belongs to")
 
 
-class RerankAnswersOut(BaseModel):
+class RerankAnswersOut(OrderWeighed):
     results: list[RerankAnswerResult] = Field(description="every comment of every thread sent, the most useful first")
     reranker: str = Field(description="the subtask C ranker ($CQA_DEFAULT_RANKER_C)")
     timings_ms: dict[str, float]

@@ -54,14 +54,15 @@ def body_of(q, variant: str | None, subtask: str = "A", threads: list | None = N
     metadata (the normal file's comments come in thread order and the forum says so; a shuffled variant's do not).
     Subtask B, POST /rerank/questions: the question and its related questions in the search engine's order (the
     unordered variant's in another, and the forum says so: search_order false).
-    Subtask C, POST /rerank/answers: the question and its related ``threads`` in that order, with their comments."""
+    Subtask C, POST /rerank/answers: the question and its related ``threads`` in that order (or, said so, another),
+    with their comments."""
     question = {"subject": q.meta.get("subject", ""), "body": q.meta.get("body", "")}
     if subtask == "B":
         return {"question": question, "search_order": variant != "unordered",
                 "candidates": [{"id": c.id, "subject": c.meta["subject"], "body": c.meta["body"]}
                                for c in q.candidates]}
     if subtask == "C":
-        return {"question": question, "threads": [
+        return {"question": question, "search_order": variant != "unordered", "threads": [
             {"id": t.id, "subject": t.subject, "body": t.body, "asker_id": t.author_id, "category": t.category,
              "comments": [comment_in(a) for a in t.answers]} for t in threads]}
     asker = q.meta.get("author_id") or None
@@ -83,7 +84,7 @@ def served_scores(base: str, queries, variant: str | None, subtask: str = "A", t
         scores.append([by_id[c.id] for c in q.candidates])
         if "metadata" in out:  # the subtask A ranker's metadata regime
             regimes[out["metadata"]] += 1
-        if "search_order" in out:  # the subtask B ranker: whether it weighed the candidates' order
+        if "search_order" in out:  # the subtask B and C rankers: whether they weighed the order given
             regimes["search order" if out["search_order"] else "no search order"] += 1
     return scores, regimes, latency
 

@@ -6,7 +6,8 @@ all when both hold (their product), and when it stands out in its own thread by 
 forum signals (``own_quality``: the thread's question, its comments in thread order with their authors and
 positions). The features are z-scored per new question and summed with weights
 tuned on 2016 dev-C (ranking/related_defaults.json, written by scripts/tune_related.py). With no thread
-metadata the thread terms drop out and the ranker is the answer ranker alone.
+metadata the thread terms drop out and the ranker is the answer ranker alone; with threads in no search order
+(``search_order`` false) the thread's rank counts 0 and the thread similarity is subtask B's without the order.
 
 For search (ranking/search_answers_defaults.json, tuned end to end on dev by scripts/tune_search.py) more
 features count: where the first stage put the comment (``retrieval_rank``; a benchmark's given order
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .candidate_rankers import in_search_order
 from .candidates import VECTOR_ENCODER, Candidate, Query
 from .fusion import zscore
 from .rankers import FirstStageScore
@@ -59,7 +61,8 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
                     answer_model=None) -> list[np.ndarray]:
     """Per query, a (candidates x 13) matrix of the z-scored features (FEATURES). Each ranker is called
     once for the whole batch: the answer ranker on the new questions and the thread questions together, the
-    thread ranker on the thread questions in search order, the quality ranker (a subtask A ranker with
+    thread ranker on the thread questions in search order (with the query's metadata, so a query whose threads
+    come in no search order, ``search_order`` false, is ranked by its unordered weights), the quality ranker (a subtask A ranker with
     forum signals) on each thread's question and its comments as the thread gives them (``own_quality``;
     0 without one), and a second answer ranker on the new questions (``answer_model``; 0 without one)."""
     second = answer_model.score(queries) if answer_model is not None else [np.zeros(len(q.candidates)) for q in queries]
@@ -87,9 +90,11 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
         if th and thread_ranker:
             for t, value in zip(order, next(sim_scores)):
                 sim[th[t][2]] = value
-        rank = np.array([-math.log(c.meta.get("thread_rank", 1)) for c in q.candidates], dtype=float)
+        ordered = in_search_order(q)  # else the threads' ranks and places say nothing: those features are 0
+        rank = np.array([-math.log(c.meta.get("thread_rank", 1)) * ordered for c in q.candidates], dtype=float)
         own_z, sim_z = zscore(own), zscore(sim)
-        retrieved = np.array([-math.log(c.meta.get("retrieval_rank", i + 1)) for i, c in enumerate(q.candidates)])
+        retrieved = np.array([-math.log(c.meta.get("retrieval_rank", i + 1)) * ordered
+                              for i, c in enumerate(q.candidates)])
         stages = [zscore(np.asarray(FirstStageScore(s).score([q])[0])) for s in STAGES]
         out.append(np.column_stack([zscore(np.asarray(d, dtype=float)), own_z, zscore(rank), sim_z,
                                     zscore(own_z * (sim_z - sim_z.min())), zscore(retrieved),

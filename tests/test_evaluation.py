@@ -180,18 +180,21 @@ def test_metadata_free_variants_drop_user_ids_and_shuffle_within_each_thread(sem
         queries_for(BENCHMARKS["semeval2016-dev-B"].paths(semeval)[0], "B", "nometa")
 
 
-def test_unordered_B_gives_the_related_questions_in_another_order(semeval):
-    """semeval2016-dev-B-unordered: the same questions and candidates, each question's related questions in another
-    order (the same on every run), each ranked by its place in that order, as a caller with no search order sends
-    them."""
+@pytest.mark.parametrize("subtask", ["B", "C"])
+def test_unordered_gives_the_related_questions_in_another_order_and_says_so(semeval, subtask):
+    """semeval2016-dev-{B,C}-unordered: the same questions and candidates, each question's related questions (B) or
+    whole related threads (C) in another order (the same on every run), each ranked by its place in that order, as a
+    caller with no search order sends them; and the query says so (search_order false), as the request does."""
     from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
-    bench = BENCHMARKS["semeval2016-dev-B-unordered"]
+    bench = BENCHMARKS[f"semeval2016-dev-{subtask}-unordered"]
     xml, _ = bench.paths(semeval)
-    normal, changed = queries_for(xml, "B"), queries_for(xml, "B", bench.variant)
-    assert changed == queries_for(xml, "B", bench.variant) and [q.id for q in changed] == [q.id for q in normal]
+    normal, changed = queries_for(xml, subtask), queries_for(xml, subtask, bench.variant)
+    assert changed == queries_for(xml, subtask, bench.variant) and [q.id for q in changed] == [q.id for q in normal]
     moved = 0
     for q, v in zip(normal, changed):
         assert sorted(c.id for c in v.candidates) == sorted(c.id for c in q.candidates)
-        assert [c.meta["thread_rank"] for c in v.candidates] == list(range(1, len(v.candidates) + 1))
+        assert v.meta["search_order"] is False and "search_order" not in q.meta
+        ranks = [c.meta["thread_rank"] for c in v.candidates]
+        assert ranks == sorted(ranks) and set(ranks) <= set(range(1, 11))  # threads stay whole, ranked as given
         moved += [c.id for c in v.candidates] != [c.id for c in q.candidates]
     assert moved > len(normal) // 2

@@ -401,6 +401,24 @@ def test_related_answers_combines_new_question_own_question_and_thread_relevance
     assert run((1.0, 2.0, 3.0, 1.0, 1.0), bare) == pytest.approx([-1.2247, 0, 1.2247], abs=1e-3)
 
 
+def test_related_answers_without_a_search_order_weighs_no_rank_and_says_so_to_its_thread_ranker():
+    """Threads in no search order (meta search_order false, POST /rerank/answers' field): the thread's rank and the
+    place of a comment count 0, and the thread ranker gets the query's metadata, so a subtask B fusion ranks the
+    thread questions by its unordered weights."""
+    cands = (Candidate("c1", "x", {"thread_question": "t1", "thread_rank": 1, "thread_id": "T1"}),
+             Candidate("c2", "y", {"thread_question": "t2", "thread_rank": 5, "thread_id": "T2"}))
+    ordered, unordered = Query("q", "new", cands), Query("q", "new", cands, {"search_order": False})
+    said = []
+
+    class Threads(_Lookup):
+        def score(self, queries):
+            said.extend(q.meta.get("search_order") for q in queries)
+            return super().score(queries)
+    orders = [FEATURES.index("thread_rank"), FEATURES.index("retrieval_rank")]
+    with_order, without = (feature_columns([x], _Lookup({}), Threads({}))[0] for x in (ordered, unordered))
+    assert said == [None, False] and with_order[:, orders].any() and not without[:, orders].any()
+
+
 def test_related_answers_weighs_each_comment_within_its_own_thread_by_a_quality_ranker():
     """own_quality: the quality ranker scores each thread's comments as one query (the thread's question, its
     comments in the given order), and a file that names it builds it as a part."""

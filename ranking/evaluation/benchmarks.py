@@ -54,11 +54,12 @@ class Benchmark:
 # "nometa-shuffled" does both, so neither who wrote a comment nor its place in the thread carries information. In C
 # each related thread is changed so; the threads keep the search engine's order, which is the caller's input.
 VARIANTS = ("nometa", "shuffled", "nometa-shuffled")
-# Subtask B's candidates carry no user ids; their order is the search engine's, which the B ranker weighs. "unordered"
-# gives each question's related questions in another order (seeded), as a caller with no search order sends them, and
-# says so (the query's "search_order" is false, as POST /rerank/questions sets it from the request).
+# Subtask B's candidates carry no user ids; their order is the search engine's, which the B ranker weighs (and the C
+# ranker through it). "unordered" gives each question's related questions (B) or related threads (C, each thread whole)
+# in another order (seeded), as a caller with no search order sends them, and says so (the query's "search_order" is
+# false, as POST /rerank/questions and /rerank/answers set it from the request).
 B_VARIANTS = ("unordered",)
-SUBTASK_VARIANTS = {"A": VARIANTS, "B": B_VARIANTS, "C": VARIANTS}
+SUBTASK_VARIANTS = {"A": VARIANTS, "B": B_VARIANTS, "C": VARIANTS + B_VARIANTS}  # C's threads may come unordered too
 SHUFFLE_SEED = 2016
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -74,8 +75,9 @@ for _split in ("dev", "test"):
         BENCHMARKS[f"semeval2016-{_split}-C-{_v}"] = Benchmark(f"semeval2016-{_split}-C-{_v}", _split, "C",
                                                               split_file(_split), gold_file(_split, "C"), _v)
     for _v in B_VARIANTS:
-        BENCHMARKS[f"semeval2016-{_split}-B-{_v}"] = Benchmark(f"semeval2016-{_split}-B-{_v}", _split, "B",
-                                                              split_file(_split), gold_file(_split, "B"), _v)
+        for _t in "BC":
+            BENCHMARKS[f"semeval2016-{_split}-{_t}-{_v}"] = Benchmark(f"semeval2016-{_split}-{_t}-{_v}", _split, _t,
+                                                                     split_file(_split), gold_file(_split, _t), _v)
     BENCHMARKS[f"semeval2016-{_split}-fullcorpus"] = Benchmark(
         f"semeval2016-{_split}-fullcorpus", _split, "fullcorpus", split_file(_split), None)
     for _target in ("answers", "questions", "threads"):  # POST /search end to end (ranking/search_benchmark.py)
