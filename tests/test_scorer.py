@@ -92,3 +92,23 @@ def test_cli_mismatch_exit_code(semeval, cli_env):
                               "--pred", str(semeval / "runs2016/Kelp/subtask_B_primary.txt")],
                        env=cli_env, capture_output=True, text=True)
     assert p.returncode == 2 and "do not match the gold" in p.stderr
+
+
+def test_cli_compares_two_prediction_files(semeval, cli_env):
+    """--compare-pred: two submissions on one gold file, each scored as alone, with the paired tests of their
+    per-question AP; a file out of the gold's order is an error, as for --pred."""
+    gold, kelp, convkn = (str(semeval / GOLD["A"]), str(semeval / "runs2016/Kelp/subtask_A_primary.txt"),
+                          str(semeval / "runs2016/ConvKN/subtask_A_primary.txt"))
+
+    def cli(*args):
+        return subprocess.run(CQA + ["evaluate", "--gold", gold, *args, "--json"], env=cli_env, capture_output=True,
+                              text=True)
+    both = json.loads(cli("--pred", kelp, "--compare-pred", convkn).stdout.strip().splitlines()[-1])
+    alone = json.loads(cli("--pred", convkn).stdout.strip().splitlines()[-1])
+    c = both["compare"]
+    assert both["MAP"] == 0.7919 and round(c["MAP"], 4) == alone["MAP"] != both["MAP"] and c["questions"] == 327
+    assert 0 < c["p_randomization"] <= 1 and 0 < c["p_ttest"] <= 1
+    same = json.loads(cli("--pred", kelp, "--compare-pred", kelp).stdout.strip().splitlines()[-1])["compare"]
+    assert same["p_randomization"] == 1.0 and round(same["MAP"], 4) == 0.7919
+    wrong = cli("--pred", kelp, "--compare-pred", str(semeval / "runs2016/Kelp/subtask_B_primary.txt"))
+    assert wrong.returncode == 2 and "do not match the gold" in wrong.stderr

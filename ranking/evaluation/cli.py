@@ -26,6 +26,9 @@ def _build(label: str, settings, args: argparse.Namespace):
 def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gold", type=Path, help="official gold file (.relevancy)")
     p.add_argument("--pred", type=Path, help="prediction file in the official format")
+    p.add_argument("--compare-pred", type=Path, metavar="FILE",
+                   help="with --gold and --pred: also score this prediction file and test the difference in "
+                        "per-question AP (paired randomisation and paired t-test), e.g. two runs' predictions.txt")
     p.add_argument("--benchmark", choices=sorted(BENCHMARKS), metavar="NAME",
                    help="run a ranker on a named benchmark (see --list)")
     p.add_argument("--ranker", default=None, metavar="NAME",
@@ -74,9 +77,17 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             fig = s.official()
             print(f"MAP    {fig['MAP']:.4f}\nAvgRec {fig['AvgRec']:.4f}\nMRR    {fig['MRR']:.2f}\n"
                   f"P      {fig['P']:.4f}\nR      {fig['R']:.4f}\nF1     {fig['F1']:.4f}\nAcc    {fig['Acc']:.4f}")
+            out = {k: round(v, 4) for k, v in fig.items()}
+            if args.compare_pred:
+                out["compare"] = compare_files(args.gold, args.pred, args.compare_pred)
+                c = out["compare"]
+                print(f"vs {args.compare_pred}: MAP {c['MAP']:.4f}, paired randomisation p={c['p_randomization']:.4g}, "
+                      f"paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions")
             if args.json:
-                emit({k: round(v, 4) for k, v in fig.items()})
+                emit(out)
             return 0
+        if args.compare_pred:
+            raise ScoringError("--compare-pred goes with --gold and --pred")
         if not args.benchmark:
             raise ScoringError("say what to evaluate: --gold and --pred, or --benchmark NAME (see --list)")
         from .runner import run_benchmark, run_named
@@ -120,6 +131,20 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
     except (ScoringError, BenchmarkError, UnknownRanker, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def compare_files(gold: Path, pred: Path, other: Path) -> dict:
+    """The other prediction file's MAP, and the paired tests of per-question AP (pred against other). Each file
+    must list the gold's candidates in the gold's order, as the official scorer requires."""
+    from .scorer import per_question_ap, read_lines, score
+    g = read_lines(gold)
+    preds = [read_lines(f) for f in (pred, other)]
+    figures = [score(g, x, pred_name=str(f)) for x, f in zip(preds, (pred, other))]  # checks the alignment
+    ap = [per_question_ap(g, x) for x in preds]
+    qs = sorted(set(ap[0]) & set(ap[1]))
+    a, b = [ap[0][q] for q in qs], [ap[1][q] for q in qs]
+    return {"pred": str(other), "MAP": figures[1].MAP, "questions": len(qs),
+            "p_randomization": paired_randomization(a, b), "p_ttest": paired_t(a, b)}
 
 
 def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:

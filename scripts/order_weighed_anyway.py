@@ -1,0 +1,52 @@
+"""A ranker on an unordered benchmark (semeval2016-{dev,test}-{B,C}-unordered) as if the caller had not said that its
+candidates come in no search order: the queries lose their ``search_order`` key, so the ranker weighs the seeded
+other order as a search order. This is what POST /rerank/questions and /rerank/answers did before the request field
+``search_order`` existed, and what they still do for a caller that leaves it out.
+
+    python scripts/order_weighed_anyway.py --benchmark semeval2016-test-C-unordered [--ranker related-answers]
+        --out /tmp/weighed-anyway.txt
+
+Writes the predictions in the official format and the gold's order, so that ``cqa evaluate --gold GOLD --pred
+REPORT/predictions.txt --compare-pred OUT`` tests the difference. JSON object last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.settings import Settings  # noqa: E402
+from ranking.evaluation.benchmarks import B_VARIANTS, BENCHMARKS, queries_for  # noqa: E402
+from ranking.evaluation.runner import align_to_gold, default_ranker, write_predictions  # noqa: E402
+from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
+from ranking.rankers import get_ranker  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--benchmark", required=True, choices=[n for n, b in BENCHMARKS.items() if b.variant in B_VARIANTS],
+                    metavar="NAME", help="an unordered benchmark: semeval2016-{dev,test}-{B,C}-unordered")
+    ap.add_argument("--ranker", help="default: the subtask's default ranker")
+    ap.add_argument("--out", type=Path, required=True, help="where to write the predictions")
+    args = ap.parse_args()
+    settings = Settings()
+    bench = BENCHMARKS[args.benchmark]
+    xml, gold_path = bench.paths(settings.semeval_dir)
+    queries = [replace(q, meta={k: v for k, v in q.meta.items() if k != "search_order"})
+               for q in queries_for(xml, bench.subtask, bench.variant)]
+    name = args.ranker or default_ranker(bench.subtask, settings)
+    scores = get_ranker(name, settings).score(queries)
+    gold = read_lines(gold_path)
+    lines = align_to_gold([Line(q.id, c.id, float(s), False) for q, row in zip(queries, scores)
+                           for c, s in zip(q.candidates, row)], gold)
+    write_predictions(lines, args.out)
+    print(json.dumps({"benchmark": bench.name, "ranker": name, "search_order": "left out",
+                      "MAP": score(gold, lines).MAP, "predictions": str(args.out)}))
+
+
+if __name__ == "__main__":
+    main()
