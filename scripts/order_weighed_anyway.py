@@ -32,15 +32,17 @@ def main() -> None:
                     metavar="NAME", help="an unordered benchmark: semeval2016-{dev,test}-{B,C}-unordered")
     ap.add_argument("--ranker", help="default: the subtask's default ranker")
     ap.add_argument("--out", type=Path, required=True, help="where to write the predictions")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
     args = ap.parse_args()
     settings = Settings()
     bench = BENCHMARKS[args.benchmark]
     xml, gold_path = bench.paths(settings.semeval_dir)
     queries = [replace(q, meta={k: v for k, v in q.meta.items() if k != "search_order"})
-               for q in queries_for(xml, bench.subtask, bench.variant)]
+               for q in queries_for(xml, bench.subtask, bench.variant)][:args.limit or None]
     name = args.ranker or default_ranker(bench.subtask, settings)
     scores = get_ranker(name, settings).score(queries)
-    gold = read_lines(gold_path)
+    asked = {q.id for q in queries}
+    gold = [g for g in read_lines(gold_path) if g.qid in asked]
     lines = align_to_gold([Line(q.id, c.id, float(s), False) for q, row in zip(queries, scores)
                            for c, s in zip(q.candidates, row)], gold)
     write_predictions(lines, args.out)

@@ -1,5 +1,6 @@
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,36 @@ def test_unordered_gives_the_related_questions_in_another_order_and_says_so(seme
         assert ranks == sorted(ranks) and set(ranks) <= set(range(1, 11))  # threads stay whole, ranked as given
         moved += [c.id for c in v.candidates] != [c.id for c in q.candidates]
     assert moved > len(normal) // 2
+
+
+def test_order_weighed_anyway_ranks_as_a_caller_that_does_not_say(settings, cli_env, tmp_path):
+    """scripts/order_weighed_anyway.py: the unordered benchmark's questions without their search_order key, so the
+    B fusion weighs the other order as a search order (its ordered weights, ir-baseline included), unlike the same
+    questions said to be unordered; the predictions come in the gold's order, ready for --compare-pred."""
+    from dataclasses import replace
+
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    from ranking.evaluation.scorer import read_lines
+    from ranking.rankers import get_ranker
+
+    from .conftest import ROOT
+    out = tmp_path / "anyway.txt"
+    p = subprocess.run([sys.executable, str(ROOT / "scripts/order_weighed_anyway.py"), "--benchmark",
+                        "semeval2016-dev-B-unordered", "--limit", "3", "--out", str(out)], env=cli_env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["ranker"] == "question-fusion" and 0 < report["MAP"] <= 1
+    bench = BENCHMARKS["semeval2016-dev-B-unordered"]
+    xml, gold = bench.paths(settings.semeval_dir)
+    said = queries_for(xml, "B", bench.variant)[:3]
+    unsaid = [replace(q, meta={k: v for k, v in q.meta.items() if k != "search_order"}) for q in said]
+    ranker = get_ranker("question-fusion", settings)
+    lines = read_lines(out)
+    written = {(ln.qid, ln.cid): ln.score for ln in lines}
+    expected = {(q.id, c.id): s for q, row in zip(unsaid, ranker.score(unsaid)) for c, s in zip(q.candidates, row)}
+    flagged = {(q.id, c.id): s for q, row in zip(said, ranker.score(said)) for c, s in zip(q.candidates, row)}
+    assert written.keys() == expected.keys() and all(abs(written[k] - expected[k]) < 1e-6 for k in written)
+    assert any(abs(written[k] - flagged[k]) > 1e-3 for k in written)  # saying so changes the scores
+    asked = {q.id for q in said}
+    assert [(ln.qid, ln.cid) for ln in lines] == [(g.qid, g.cid) for g in read_lines(gold) if g.qid in asked]
