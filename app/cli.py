@@ -240,7 +240,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return predict_command(args, _settings(args), _emit)
 
 
+def _count(most: int):
+    """An argparse type: a whole number from 1 to ``most``, or a one-line error that says so."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not 1 <= n <= most:
+            raise argparse.ArgumentTypeError(f"{n} is out of range: 1 to {most}")
+        return n
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from ranking.settings import MAX_RESULTS
     p = argparse.ArgumentParser(
         prog="cqa", description="Community question answering service: ingest forum threads, build "
         "indexes, serve ranked answers over HTTP, and evaluate ranking on SemEval.",
@@ -314,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "comprehensive car insurance in Doha?'")
     s.add_argument("question", nargs="*", help="the question's body")
     s.add_argument("--subject", default="", help="the question's subject line")
-    s.add_argument("-k", "--k", type=int, default=10, choices=range(1, 101), metavar="K",
-                   help="results to return (1-100, default 10)")
+    s.add_argument("-k", "--k", type=_count(MAX_RESULTS), default=10, metavar="K",
+                   help=f"results to return (1-{MAX_RESULTS}, default 10)")
     s.add_argument("--target", choices=["answers", "questions", "threads"], default="answers",
                    help="answers (default), similar questions, or whole threads")
     s.add_argument("--no-rerank", action="store_true", help="first stage only")

@@ -228,6 +228,11 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     assert all(r.kind == "question" for r in resp.results)
     bad = cqa("search", "   ")
     assert bad.returncode == 2 and "question" in bad.stderr
+    from ranking.settings import MAX_RESULTS
+    for k, says in ((str(MAX_RESULTS + 1), f"out of range: 1 to {MAX_RESULTS}"), ("ten", "not a whole number")):
+        wrong = cqa("search", "visa", "-k", k)  # one line that says why, as POST /search's 422 does
+        last = wrong.stderr.strip().splitlines()[-1]  # argparse's usage, then the error (not 100 choices)
+        assert wrong.returncode == 2 and says in last and len(last) < 100, wrong.stderr
 
 
 def test_openapi_documents_the_search_response(dev_service, monkeypatch):
