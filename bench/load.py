@@ -35,6 +35,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bodies import body_of, related_threads  # noqa: E402  (bench/, beside this file)
 
 
 def free_port() -> int:
@@ -180,8 +183,6 @@ def subtask_bodies(settings, benchmark: str) -> list[dict]:
     """The bodies bench/rerank_quality.py sends for each question of a subtask B file (POST /rerank/questions: its
     related questions in the search engine's order) or C file (POST /rerank/answers: its related threads with their
     comments, 10 threads of up to 10 comments)."""
-    from rerank_quality import body_of, related_threads
-
     from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
     bench = BENCHMARKS[benchmark]
     xml, _ = bench.paths(settings.semeval_dir)
