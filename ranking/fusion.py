@@ -19,22 +19,30 @@ def rrf(runs: Sequence[Sequence[Hit]], k: int = 60, weights: Sequence[float] | N
     return _sorted(acc)
 
 
-def minmax(scores: np.ndarray) -> np.ndarray:
-    lo, hi = float(scores.min()), float(scores.max())
-    return np.ones_like(scores) if hi == lo else (scores - lo) / (hi - lo)
-
-
 # A list whose spread is below this share of its largest magnitude holds one value up to float rounding (identical
-# texts scored in batches of different padding, sums taken in another order): z-scoring would stretch that noise to
-# +-1 and let it order them.
+# texts scored in batches of different padding, sums taken in another order): normalising would stretch that noise
+# to the whole scale and let it order them.
 CONSTANT_SPREAD = 1e-6
+
+
+def _constant(scores: np.ndarray, spread: float) -> bool:
+    return spread <= CONSTANT_SPREAD * max(1.0, float(np.abs(scores).max(initial=0.0)))
+
+
+def minmax(scores: np.ndarray) -> np.ndarray:
+    """(score - min) / (max - min) within the list; ones for a list of numerically equal scores."""
+    scores = np.asarray(scores, dtype=float)
+    if not len(scores):
+        return scores
+    lo, hi = float(scores.min()), float(scores.max())
+    return np.ones_like(scores) if _constant(scores, hi - lo) else (scores - lo) / (hi - lo)
 
 
 def zscore(scores: np.ndarray) -> np.ndarray:
     """(score - mean) / standard deviation within the list; zeros for a list of numerically equal scores."""
     scores = np.asarray(scores, dtype=float)
     sd = float(scores.std()) if len(scores) else 0.0
-    if sd <= CONSTANT_SPREAD * max(1.0, float(np.abs(scores).max(initial=0.0))):
+    if _constant(scores, sd):
         return np.zeros_like(scores)
     return (scores - scores.mean()) / sd
 

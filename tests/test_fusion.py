@@ -45,3 +45,15 @@ def test_zscore_leaves_numerically_equal_scores_equal():
     assert zscore(np.array([0.0, 1e-3])) == pytest.approx([-1.0, 1.0])  # a small real difference still counts
     assert zscore(np.array([12.0, 14.0, 13.0])) == pytest.approx([-1.2247, 1.2247, 0.0], abs=1e-4)
     assert zscore(np.array([])).shape == (0,)
+
+
+def test_minmax_leaves_numerically_equal_scores_equal():
+    """min-max (CombSUM / CombMNZ's normaliser, a fusion's `minmax` method) treats a list that holds one value up to
+    float rounding as constant, as zscore does, instead of stretching the rounding to [0, 1]."""
+    same = np.full(10, 0.4826451622120133) + np.array([0, 5.551115123125783e-17 * 3] * 5)
+    assert same.max() > same.min() and (minmax(same) == 1.0).all()
+    assert (minmax(np.array([1e6, 1e6 + 0.5])) == 1.0).all()  # relative to the scores' size
+    np.testing.assert_allclose(minmax(np.array([0.0, 1e-3, 5e-4])), [0, 1, 0.5])  # a small real difference counts
+    assert minmax(np.array([])).shape == (0,)
+    noisy = [Hit("a", 2.0), Hit("b", 2.0 + 4e-16)]  # rounding must not put b first by a whole point
+    assert [h.score for h in comb([noisy, [Hit("a", 1.0), Hit("b", 0.0)]])] == [2.0, 1.0]
