@@ -144,8 +144,9 @@ class TranslationLMRanker:
 
 
 def in_search_order(q: Query) -> bool:
-    """The candidates come in the order of the search that found them (the SemEval files' IR order), unless the
-    query's metadata says ``search_order`` false (POST /rerank/questions with ``search_order: false``)."""
+    """The candidates (or C's threads) come in the order of the search that found them (the SemEval files' IR order),
+    unless the query's metadata says ``search_order`` false (POST /rerank/questions or /rerank/answers with
+    ``search_order: false``, the unordered benchmarks)."""
     return q.meta.get("search_order") is not False
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
-from ranking.evaluation.benchmarks import B_VARIANTS, BENCHMARKS, queries_for  # noqa: E402
+from ranking.evaluation.benchmarks import BENCHMARKS, ORDER_VARIANTS, queries_for  # noqa: E402
 from ranking.evaluation.runner import align_to_gold, default_ranker, write_predictions  # noqa: E402
 from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
@@ -28,8 +28,9 @@ from ranking.rankers import get_ranker  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--benchmark", required=True, choices=[n for n, b in BENCHMARKS.items() if b.variant in B_VARIANTS],
-                    metavar="NAME", help="an unordered benchmark: semeval2016-{dev,test}-{B,C}-unordered")
+    unordered = [n for n, b in BENCHMARKS.items() if b.variant in ORDER_VARIANTS]
+    ap.add_argument("--benchmark", required=True, choices=unordered, metavar="NAME",
+                    help="an unordered benchmark: semeval2016-{dev,test}-{B,C}-unordered")
     ap.add_argument("--ranker", help="default: the subtask's default ranker")
     ap.add_argument("--out", type=Path, required=True, help="where to write the predictions")
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")

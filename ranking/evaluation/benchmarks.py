@@ -58,8 +58,8 @@ VARIANTS = ("nometa", "shuffled", "nometa-shuffled")
 # ranker through it). "unordered" gives each question's related questions (B) or related threads (C, each thread whole)
 # in another order (seeded), as a caller with no search order sends them, and says so (the query's "search_order" is
 # false, as POST /rerank/questions and /rerank/answers set it from the request).
-B_VARIANTS = ("unordered",)
-SUBTASK_VARIANTS = {"A": VARIANTS, "B": B_VARIANTS, "C": VARIANTS + B_VARIANTS}  # C's threads may come unordered too
+ORDER_VARIANTS = ("unordered",)
+SUBTASK_VARIANTS = {"A": VARIANTS, "B": ORDER_VARIANTS, "C": VARIANTS + ORDER_VARIANTS}
 SHUFFLE_SEED = 2016
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -74,7 +74,7 @@ for _split in ("dev", "test"):
                                                               split_file_a(_split), gold_file(_split, "A"), _v)
         BENCHMARKS[f"semeval2016-{_split}-C-{_v}"] = Benchmark(f"semeval2016-{_split}-C-{_v}", _split, "C",
                                                               split_file(_split), gold_file(_split, "C"), _v)
-    for _v in B_VARIANTS:
+    for _v in ORDER_VARIANTS:
         for _t in "BC":
             BENCHMARKS[f"semeval2016-{_split}-{_t}-{_v}"] = Benchmark(f"semeval2016-{_split}-{_t}-{_v}", _split, _t,
                                                                      split_file(_split), gold_file(_split, _t), _v)
@@ -103,7 +103,7 @@ def as_variant(t: Thread, variant: str, seed: int = SHUFFLE_SEED) -> Thread:
 def related_threads(doc, variant: str | None = None) -> dict[str, list[Thread]]:
     """A subtask B/C file's (a loaded document's) related threads of each original question, in the search engine's
     order, threads without comments included (they hold a rank); as ``variant`` leaves them: each thread changed
-    (``as_variant``, VARIANTS), or the threads in another order ("unordered", B_VARIANTS)."""
+    (``as_variant``, VARIANTS), or the threads in another order ("unordered", ORDER_VARIANTS)."""
     threads = {(t.meta.get("orgq_id"), t.id): as_variant(t, variant) if variant in VARIANTS else t for t in doc.threads}
     out = {oq.id: sorted((threads[(oq.id, tid)] for tid in oq.thread_ids), key=lambda t: t.meta.get("ranking_order", 0))
            for oq in doc.org_questions.values()}
