@@ -290,8 +290,10 @@ def _related(spec, settings, parts, name):
     from .related import RelatedAnswersRanker
     d = spec.params()
     by = dict(zip((k for k in RELATED_PARTS if d.get(k)), parts))
+    unordered = d.get("unordered", {}).get("weights")
     return RelatedAnswersRanker(by["answer_ranker"], tuple(d["weights"]), name, d, by.get("thread_ranker"),
-                                by.get("quality_ranker"), by.get("answer_model"))
+                                by.get("quality_ranker"), by.get("answer_model"),
+                                None if unordered is None else tuple(unordered))
 
 
 def _first_stage_score(spec, settings, parts, name):

@@ -112,6 +112,9 @@ class RelatedAnswersRanker:
     thread_ranker: object = None
     quality_ranker: object = None
     answer_model: object = None
+    # threads in no search order: the file's "unordered" weights (scripts/tune_related.py --section unordered); none
+    # shipped, since dev-C-unordered chose the ordered ones (docs/BENCHMARKS.md, round 12)
+    unordered_weights: tuple[float, ...] | None = None
 
     @property
     def parts(self) -> list:
@@ -119,7 +122,12 @@ class RelatedAnswersRanker:
                 if r is not None]
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        w = np.zeros(len(FEATURES))
-        w[:len(self.weights)] = self.weights  # files tuned before a feature existed give it no weight
-        return [(X @ w).tolist() for X in feature_columns(queries, self.answer_ranker, self.thread_ranker,
-                                                          self.quality_ranker, self.answer_model)]
+        def padded(weights) -> np.ndarray:
+            w = np.zeros(len(FEATURES))
+            w[:len(weights)] = weights  # files tuned before a feature existed give it no weight
+            return w
+        ordered = padded(self.weights)
+        unordered = ordered if self.unordered_weights is None else padded(self.unordered_weights)
+        return [(X @ (ordered if in_search_order(q) else unordered)).tolist()
+                for q, X in zip(queries, feature_columns(queries, self.answer_ranker, self.thread_ranker,
+                                                         self.quality_ranker, self.answer_model))]

@@ -4,8 +4,10 @@ thread's rank, the thread question's similarity by a subtask B ranker, own x sim
 --quality-ranker the comment's quality in its own thread by a subtask A ranker with forum signals) over a
 grid, chosen by official dev-C MAP, stored in ranking/related_defaults.json. The quality ranker is named in
 the file only when it gets a weight.
+With --section unordered (on semeval2016-dev-C-unordered, the parts the file already names): the weights for threads
+in no search order, where the thread's rank is 0, stored under that key beside the file's own.
 Usage: python scripts/tune_related.py [--answer-ranker bi-encoder] [--thread-ranker fusion]
-       [--quality-ranker bilstm+signals]  (JSON object last)
+       [--quality-ranker bilstm+signals] [--benchmark NAME --section unordered]  (JSON object last)
 """
 from __future__ import annotations
 
@@ -40,41 +42,51 @@ def main() -> None:
     ap.add_argument("--quality-ranker", default=None,
                     help="subtask A ranker for the comment within its own thread (own_quality), e.g. bilstm+signals")
     ap.add_argument("--benchmark", default="semeval2016-dev-C")
+    ap.add_argument("--section", choices=["unordered"], help="store under this key of the file, keeping the rest")
     args = ap.parse_args()
     bench = BENCHMARKS[args.benchmark]
     if bench.split != "dev" or bench.subtask != "C":
         raise SystemExit("tune on a dev subtask C benchmark only")
+    path = HERE / PRESETS["related-answers"].file
+    shipped = json.loads(path.read_text(encoding="utf-8"))
+    if args.section and (bench.variant != "unordered" or (args.answer_ranker, args.thread_ranker, args.quality_ranker)
+                         != tuple(shipped.get(k) for k in ("answer_ranker", "thread_ranker", "quality_ranker"))):
+        raise SystemExit("--section unordered: tune on semeval2016-dev-C-unordered with the parts the file names")
     settings = Settings()
     xml, gold_path = bench.paths(settings.semeval_dir)
-    queries, gold = queries_for(xml, "C"), read_lines(gold_path)
+    queries, gold = queries_for(xml, "C", bench.variant), read_lines(gold_path)
     quality = get_ranker(args.quality_ranker, settings) if args.quality_ranker else None
     X = feature_columns(queries, get_ranker(args.answer_ranker, settings), get_ranker(args.thread_ranker, settings),
                         quality)
-    # the new-question score (weight 1), the four thread features of the grid, and own_quality when asked for
-    columns = list(range(5)) + ([FEATURES.index("own_quality")] if quality else [])
+    # the new-question score (weight 1), the thread features of the grid (not the thread's rank when there is no
+    # order: it is 0), and own_quality when asked for
+    thread = [c for c in range(1, 5) if not (args.section and FEATURES[c] == "thread_rank")]
+    columns = [0] + thread + ([FEATURES.index("own_quality")] if quality else [])
     X = [x[:, columns] for x in X]
     results = []
-    for w in itertools.product((1.0,), GRID, GRID, GRID, GRID, *([QUALITY_GRID] if quality else [])):
+    for w in itertools.product((1.0,), *[GRID] * len(thread), *([QUALITY_GRID] if quality else [])):
         lines = [Line(q.id, c.id, float(s), False) for q, x in zip(queries, X)
                  for c, s in zip(q.candidates, x @ np.asarray(w))]
         results.append({"weights": list(w), "dev_MAP": score(gold, align_to_gold(lines, gold)).MAP})
     results.sort(key=lambda r: -r["dev_MAP"])
     alone = next(r["dev_MAP"] for r in results if r["weights"][0] == 1.0 and not any(r["weights"][1:]))
     best = results[0]["weights"]
-    used = columns if quality and best[-1] else columns[:5]  # a quality ranker of weight 0 is not named
+    used = columns if quality and (best[-1] or args.section) else columns[:1 + len(thread)]  # weight 0: not named
     weights = [0.0] * (max(used) + 1)
     for col, w in zip(used, best):
         weights[col] = w
     record = {"name": "related-answers", "answer_ranker": args.answer_ranker,
               "features": list(FEATURES[:len(weights)]), "weights": weights, "dev_MAP": results[0]["dev_MAP"],
               "benchmark": bench.name, "thread_ranker": args.thread_ranker,
-              **({"quality_ranker": args.quality_ranker} if len(used) > 5 else {}),
+              **({"quality_ranker": args.quality_ranker} if FEATURES.index("own_quality") in used else {}),
               "answer_ranker_alone_dev_MAP": alone, "tuned_features": [FEATURES[c] for c in columns],
               "top5": results[:5], "grid_size": len(results), "tuned_at": datetime.now(timezone.utc).isoformat(),
               "command": f"python scripts/tune_related.py --answer-ranker {args.answer_ranker} "
                          f"--thread-ranker {args.thread_ranker}"
-                         + (f" --quality-ranker {args.quality_ranker}" if quality else "")}
-    (HERE / PRESETS["related-answers"].file).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+                         + (f" --quality-ranker {args.quality_ranker}" if quality else "")
+                         + (f" --benchmark {bench.name} --section {args.section}" if args.section else "")}
+    whole = {**shipped, args.section: record} if args.section else record
+    path.write_text(json.dumps(whole, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({k: record.get(k) for k in ("answer_ranker", "quality_ranker", "weights", "dev_MAP",
                                                  "answer_ranker_alone_dev_MAP")}))
 

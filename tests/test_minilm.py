@@ -417,6 +417,11 @@ def test_related_answers_without_a_search_order_weighs_no_rank_and_says_so_to_it
     orders = [FEATURES.index("thread_rank"), FEATURES.index("retrieval_rank")]
     with_order, without = (feature_columns([x], _Lookup({}), Threads({}))[0] for x in (ordered, unordered))
     assert said == [None, False] and with_order[:, orders].any() and not without[:, orders].any()
+    table = {("new", "c1"): 1.0, ("new", "c2"): 0.0, ("t1", "c1"): 0.0, ("t2", "c2"): 1.0}
+    ranker = RelatedAnswersRanker(_Lookup(table), (1.0,), unordered_weights=(0.0, 1.0))  # own thread's question only
+    (a,), (b,) = ranker.score([ordered]), ranker.score([unordered])
+    assert a[0] > a[1] and b[1] > b[0]  # the unordered weights rank only the query that says so
+    assert RelatedAnswersRanker(_Lookup(table), (1.0,)).score([unordered]) == [a]  # without them: the same weights
 
 
 def test_related_answers_weighs_each_comment_within_its_own_thread_by_a_quality_ranker():
