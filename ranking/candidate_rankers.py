@@ -150,6 +150,12 @@ def in_search_order(q: Query) -> bool:
     return q.meta.get("search_order") is not False
 
 
+def order_weights(q: Query, ordered, unordered):
+    """The weights that rank ``q``: ``unordered`` when its candidates come in no search order and there are such
+    weights, ``ordered`` otherwise (FusedRanker, RelatedAnswersRanker)."""
+    return ordered if unordered is None or in_search_order(q) else unordered
+
+
 @dataclass
 class FusedRanker:
     """Per-question fusion of several rankers' scores: z-score or min-max normalised weighted sum,
@@ -162,12 +168,9 @@ class FusedRanker:
     name: str = "fusion"
     unordered_weights: list[float] | None = None
 
-    def weights_for(self, q: Query) -> list[float]:
-        return self.weights if self.unordered_weights is None or in_search_order(q) else self.unordered_weights
-
     def score(self, queries: list[Query]) -> list[list[float]]:
         transform = SCORE_TRANSFORMS[self.method]
-        weights = [self.weights_for(q) for q in queries]
+        weights = [order_weights(q, self.weights, self.unordered_weights) for q in queries]
         out = [np.zeros(len(q.candidates)) for q in queries]
         for j, part in enumerate(self.parts):
             used = [i for i, w in enumerate(weights) if w[j]]

@@ -44,7 +44,7 @@ class RankerSpec:
         if self.kind == "combination":
             return tuple(p["parts"])
         if self.kind == "fusion":  # the parts either weight set uses ("unordered": see FusedRanker)
-            sets = [p["weights"]] + ([p["unordered"]["weights"]] if "unordered" in p else [])
+            sets = [p["weights"], _unordered(p) or {}]
             return tuple(dict.fromkeys(n for ws in sets for n, w in ws.items() if w))
         if self.kind == "related":
             return tuple(p[k] for k in RELATED_PARTS if p.get(k))
@@ -266,12 +266,17 @@ def _bilstm(spec, settings, parts, name):
     return BiLSTMRanker.from_checkpoint(getattr(settings, spec.checkpoint), settings.device)
 
 
+def _unordered(d: dict):
+    """A parameters file's weights for candidates in no search order (its "unordered" section), or None."""
+    return d.get("unordered", {}).get("weights")
+
+
 def _fusion(spec, settings, parts, name):
     from .candidate_rankers import FusedRanker
     if spec.weights:
         return FusedRanker(parts, list(spec.weights), method=spec.method, name=name)
     d, names = spec.params(), spec.part_names()
-    unordered = d.get("unordered", {}).get("weights")
+    unordered = _unordered(d)
     return FusedRanker(parts, [d["weights"].get(n, 0.0) for n in names], method=spec.method, name=name,
                        unordered_weights=None if unordered is None else [unordered.get(n, 0.0) for n in names])
 
@@ -290,7 +295,7 @@ def _related(spec, settings, parts, name):
     from .related import RelatedAnswersRanker
     d = spec.params()
     by = dict(zip((k for k in RELATED_PARTS if d.get(k)), parts))
-    unordered = d.get("unordered", {}).get("weights")
+    unordered = _unordered(d)
     return RelatedAnswersRanker(by["answer_ranker"], tuple(d["weights"]), name, d, by.get("thread_ranker"),
                                 by.get("quality_ranker"), by.get("answer_model"),
                                 None if unordered is None else tuple(unordered))

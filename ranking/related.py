@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .candidate_rankers import in_search_order
+from .candidate_rankers import in_search_order, order_weights
 from .candidates import VECTOR_ENCODER, Candidate, Query
 from .fusion import zscore
 from .rankers import FirstStageScore
@@ -62,8 +62,9 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
     """Per query, a (candidates x 13) matrix of the z-scored features (FEATURES). Each ranker is called
     once for the whole batch: the answer ranker on the new questions and the thread questions together, the
     thread ranker on the thread questions in search order (with the query's metadata, so a query whose threads
-    come in no search order, ``search_order`` false, is ranked by its unordered weights), the quality ranker (a subtask A ranker with
-    forum signals) on each thread's question and its comments as the thread gives them (``own_quality``;
+    come in no search order, ``search_order`` false, is ranked by its unordered weights), the quality ranker (a
+    subtask A ranker with forum signals) on each thread's question and its comments as the thread gives them
+    (``own_quality``;
     0 without one), and a second answer ranker on the new questions (``answer_model``; 0 without one)."""
     second = answer_model.score(queries) if answer_model is not None else [np.zeros(len(q.candidates)) for q in queries]
     threads = [_threads(q) for q in queries]
@@ -127,7 +128,7 @@ class RelatedAnswersRanker:
             w[:len(weights)] = weights  # files tuned before a feature existed give it no weight
             return w
         ordered = padded(self.weights)
-        unordered = ordered if self.unordered_weights is None else padded(self.unordered_weights)
-        return [(X @ (ordered if in_search_order(q) else unordered)).tolist()
+        unordered = None if self.unordered_weights is None else padded(self.unordered_weights)
+        return [(X @ order_weights(q, ordered, unordered)).tolist()
                 for q, X in zip(queries, feature_columns(queries, self.answer_ranker, self.thread_ranker,
                                                          self.quality_ranker, self.answer_model))]

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, ORDER_VARIANTS, queries_for  # noqa: E402
-from ranking.evaluation.runner import align_to_gold, default_ranker, write_predictions  # noqa: E402
-from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
+from ranking.evaluation.runner import align_to_gold, default_ranker, predictions, write_predictions  # noqa: E402
+from ranking.evaluation.scorer import read_lines, score  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
 
 
@@ -41,11 +41,9 @@ def main() -> None:
     queries = [replace(q, meta={k: v for k, v in q.meta.items() if k != "search_order"})
                for q in queries_for(xml, bench.subtask, bench.variant)][:args.limit or None]
     name = args.ranker or default_ranker(bench.subtask, settings)
-    scores = get_ranker(name, settings).score(queries)
     asked = {q.id for q in queries}
     gold = [g for g in read_lines(gold_path) if g.qid in asked]
-    lines = align_to_gold([Line(q.id, c.id, float(s), False) for q, row in zip(queries, scores)
-                           for c, s in zip(q.candidates, row)], gold)
+    lines = align_to_gold(predictions(queries, get_ranker(name, settings)), gold)  # as cqa evaluate writes them
     write_predictions(lines, args.out)
     print(json.dumps({"benchmark": bench.name, "ranker": name, "search_order": "left out",
                       "MAP": score(gold, lines).MAP, "predictions": str(args.out)}))

@@ -23,7 +23,7 @@ from app.settings import Settings  # noqa: E402
 from ranking.candidate_rankers import FUSION_DEFAULTS, FUSION_PARTS  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.scorer import read_lines  # noqa: E402
-from ranking.evaluation.tuning import grid_search  # noqa: E402
+from ranking.evaluation.tuning import grid_search, write_params  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
 
 
@@ -54,8 +54,7 @@ def main() -> None:
               "command": f"python scripts/tune_candidate_fusion.py --benchmark {bench.name}"
                          + ("" if parts == FUSION_PARTS else f" --parts {args.parts} --out ranking/{args.out.name}")
                          + (f" --section {args.section}" if args.section else "")}
-    whole = {**json.loads(args.out.read_text(encoding="utf-8")), args.section: record} if args.section else record
-    args.out.write_text(json.dumps(whole, indent=2) + "\n", encoding="utf-8")
+    write_params(args.out, record, args.section)
     print(json.dumps({"weights": record["weights"], "dev_MAP": record["dev_MAP"], "dev_single_parts": singles}))
 
 

@@ -26,6 +26,7 @@ from app.settings import Settings  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.runner import align_to_gold  # noqa: E402
 from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
+from ranking.evaluation.tuning import write_params  # noqa: E402
 from ranking.presets import HERE, PRESETS  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
 from ranking.related import FEATURES, feature_columns  # noqa: E402
@@ -85,8 +86,7 @@ def main() -> None:
                          f"--thread-ranker {args.thread_ranker}"
                          + (f" --quality-ranker {args.quality_ranker}" if quality else "")
                          + (f" --benchmark {bench.name} --section {args.section}" if args.section else "")}
-    whole = {**shipped, args.section: record} if args.section else record
-    path.write_text(json.dumps(whole, indent=2) + "\n", encoding="utf-8")
+    write_params(path, record, args.section)
     print(json.dumps({k: record.get(k) for k in ("answer_ranker", "quality_ranker", "weights", "dev_MAP",
                                                  "answer_ranker_alone_dev_MAP")}))
 

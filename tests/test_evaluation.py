@@ -232,3 +232,14 @@ def test_order_weighed_anyway_ranks_as_a_caller_that_does_not_say(settings, cli_
     assert any(abs(written[k] - flagged[k]) > 1e-3 for k in written)  # saying so changes the scores
     asked = {q.id for q in said}
     assert [(ln.qid, ln.cid) for ln in lines] == [(g.qid, g.cid) for g in read_lines(gold) if g.qid in asked]
+
+
+def test_write_params_replaces_a_section_and_keeps_the_rest(tmp_path):
+    """The tuning scripts' one writer: a whole parameters file, or one section of it (--section unordered)."""
+    from ranking.evaluation.tuning import write_params
+    path = tmp_path / "params.json"
+    write_params(path, {"weights": {"a": 1.0}, "unordered": {"weights": {"a": 0.0}}})
+    write_params(path, {"weights": {"b": 0.5}}, "unordered")
+    assert json.loads(path.read_text()) == {"weights": {"a": 1.0}, "unordered": {"weights": {"b": 0.5}}}
+    write_params(path, {"weights": {"c": 1.0}})  # a whole new tuning: its old sections go with it
+    assert json.loads(path.read_text()) == {"weights": {"c": 1.0}}

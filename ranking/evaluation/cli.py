@@ -80,9 +80,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             out = {k: round(v, 4) for k, v in fig.items()}
             if args.compare_pred:
                 out["compare"] = compare_files(args.gold, args.pred, args.compare_pred)
-                c = out["compare"]
-                print(f"vs {args.compare_pred}: MAP {c['MAP']:.4f}, paired randomisation p={c['p_randomization']:.4g}, "
-                      f"paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions")
+                _print_compare(str(args.compare_pred), out["compare"])
             if args.json:
                 emit(out)
             return 0
@@ -112,18 +110,13 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         if args.compare:
             other = _build(args.compare, settings, args)
             r2 = run_benchmark(bench, other, settings.semeval_dir, settings.reports_dir)
-            qs = sorted(set(report["per_question_ap"]) & set(r2["per_question_ap"]))
-            a = [report["per_question_ap"][q] for q in qs]
-            b = [r2["per_question_ap"][q] for q in qs]
-            out["compare"] = {"ranker": other.name, "MAP": r2["MAP"], "questions": len(qs),
-                              "p_randomization": paired_randomization(a, b), "p_ttest": paired_t(a, b)}
+            out["compare"] = {"ranker": other.name, "MAP": r2["MAP"],
+                              **paired_ap(report["per_question_ap"], r2["per_question_ap"])}
         for k, v in out.items():
             if isinstance(v, float):
                 print(f"{k:12s} {v:.4f}")
         if "compare" in out:
-            c = out["compare"]
-            print(f"vs {c['ranker']}: MAP {c['MAP']:.4f}, paired randomisation p={c['p_randomization']:.4g}, "
-                  f"paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions")
+            _print_compare(out["compare"]["ranker"], out["compare"])
         print(f"report: {report['folder']}")
         if args.json:
             emit(out)
@@ -133,6 +126,19 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         return 2
 
 
+def paired_ap(a: dict[str, float], b: dict[str, float]) -> dict:
+    """The paired tests of two runs' per-question AP over the questions both have: how many, the paired
+    randomisation p and the paired t-test p (a against b)."""
+    qs = sorted(set(a) & set(b))
+    x, y = [a[q] for q in qs], [b[q] for q in qs]
+    return {"questions": len(qs), "p_randomization": paired_randomization(x, y), "p_ttest": paired_t(x, y)}
+
+
+def _print_compare(label: str, c: dict) -> None:
+    print(f"vs {label}: MAP {c['MAP']:.4f}, paired randomisation p={c['p_randomization']:.4g}, "
+          f"paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions")
+
+
 def compare_files(gold: Path, pred: Path, other: Path) -> dict:
     """The other prediction file's MAP, and the paired tests of per-question AP (pred against other). Each file
     must list the gold's candidates in the gold's order, as the official scorer requires."""
@@ -140,11 +146,7 @@ def compare_files(gold: Path, pred: Path, other: Path) -> dict:
     g = read_lines(gold)
     preds = [read_lines(f) for f in (pred, other)]
     figures = [score(g, x, pred_name=str(f)) for x, f in zip(preds, (pred, other))]  # checks the alignment
-    ap = [per_question_ap(g, x) for x in preds]
-    qs = sorted(set(ap[0]) & set(ap[1]))
-    a, b = [ap[0][q] for q in qs], [ap[1][q] for q in qs]
-    return {"pred": str(other), "MAP": figures[1].MAP, "questions": len(qs),
-            "p_randomization": paired_randomization(a, b), "p_ttest": paired_t(a, b)}
+    return {"pred": str(other), "MAP": figures[1].MAP, **paired_ap(*(per_question_ap(g, x) for x in preds))}
 
 
 def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:

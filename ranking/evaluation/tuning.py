@@ -4,7 +4,9 @@ over the training questions, `scripts/cv_question_model.py`) tune, and the folds
 from __future__ import annotations
 
 import itertools
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +17,13 @@ from .scorer import Line, score
 
 
 FOLDS, FOLD_SEED = 5, 2016
+
+
+def write_params(path: Path, record: dict, section: str | None = None) -> None:
+    """A tuned parameters file (beside ranking/): ``record`` as the whole file, or with ``section`` under that key of
+    the file as it is (e.g. "unordered": the weights for candidates in no search order), the rest kept."""
+    whole = {**json.loads(path.read_text(encoding="utf-8")), section: record} if section else record
+    path.write_text(json.dumps(whole, indent=2) + "\n", encoding="utf-8")
 
 
 def folds_of(queries: list[Query], k: int = FOLDS, seed: int = FOLD_SEED) -> list[list[int]]:
