@@ -68,6 +68,7 @@ class Service:
         self.inference: list[dict] = []  # the MiniLM models loaded and how each runs (GET /ready)
         self.score_memos: Callable[[], dict[str, dict]] = dict  # their score memos' counts (GET /ready, /metrics)
         self.score_store = None  # the score store behind the memos (ranking.neural.memo.ScoreStore), if any
+        self.vector_store = None  # the vector store behind the encoders' vector memos (VectorStore), if any
         self.batchers: list[MicroBatcher] = []
         self.rerank_batcher: MicroBatcher | None = None
         self.question_reranker = None  # POST /rerank/questions: given candidate questions (the subtask B ranker)
@@ -93,7 +94,8 @@ class Service:
         return False
 
     def load_rankers(self, loop) -> None:
-        from ranking.rankers import inference_report, score_memos, search_rerankers, service_reranker, serving_store
+        from ranking.rankers import (inference_report, score_memos, search_rerankers, service_reranker, serving_store,
+                                     serving_vector_store)
         built: dict = {}  # a model two rerankers share loads once
         self.reranker = service_reranker(self.settings, built)
         self.rerank_batcher = self._batcher(self.reranker)
@@ -107,6 +109,7 @@ class Service:
         self.inference = inference_report(served)
         self.score_memos = partial(score_memos, served)
         self.score_store = serving_store(self.settings)
+        self.vector_store = serving_vector_store(self.settings)
         self.metrics.watch_memos(self.score_memos)
         if (self.settings.bilstm_checkpoint / "config.json").exists():
             try:  # the BiLSTM: per-word highlights in explain
@@ -253,7 +256,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "question_reranker": svc.question_reranker.name, "answers_reranker": svc.answers_reranker.name,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
                 "inference": svc.inference, "score_memos": svc.score_memos(),
-                "score_store": svc.score_store.stats() if svc.score_store is not None else None}
+                "score_store": svc.score_store.stats() if svc.score_store is not None else None,
+                "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):

@@ -44,7 +44,8 @@ class _MemoCollector:
         hits = CounterMetricFamily("cqa_score_memo_hits", "(question, answer) pairs scored from the memory of a "
                                    "neural model's recent scores, without a model call", labels=["model"])
         shared = CounterMetricFamily("cqa_score_memo_shared_hits", "(question, answer) pairs found in the score store "
-                                     "the data folder's serving processes share, without a model call", labels=["model"])
+                                     "the data folder's serving processes share, without a model call (for 'NAME "
+                                     "vectors': texts found in the vector store)", labels=["model"])
         misses = CounterMetricFamily("cqa_score_memo_misses", "(question, answer) pairs a neural model scored",
                                      labels=["model"])
         pairs = GaugeMetricFamily("cqa_score_memo_pairs", "pairs a neural model's score memo holds (a model labelled "

@@ -197,16 +197,20 @@ class ScoreMemoOut(BaseModel):
     capacity: int = Field(description="the most it holds ($CQA_SCORE_MEMO_PAIRS); the least recently used go first")
     hits: int = Field(description="pairs answered from it since the start, without a model call")
     shared_hits: int = Field(0, description="of those, the pairs found in the score store that the data folder's "
-                             "serving processes share (another worker, or a process before a restart, scored them)")
+                             "serving processes share (another worker, or a process before a restart, scored them); "
+                             "for `NAME vectors`, the texts found in the vector store")
     misses: int = Field(description="pairs the model scored since the start")
 
 
 class ScoreStoreOut(BaseModel):
-    path: str = Field(description="the SQLite file ($CQA_SCORE_STORE)")
-    capacity: int = Field(description="the most pairs it keeps ($CQA_SCORE_STORE_PAIRS); the oldest written go first")
-    written: int = Field(description="pair scores this process wrote to it since the start")
-    dropped: int = Field(description="pair scores this process could not write (it is a cache: nothing else is lost)")
-    read_errors: int = Field(description="reads that failed (their pairs were scored by the model)")
+    """A file the data folder's serving processes share behind their memos: pair scores (the score store) or text
+    vectors (the vector store)."""
+    path: str = Field(description="the SQLite file ($CQA_SCORE_STORE, $CQA_VECTOR_STORE)")
+    capacity: int = Field(description="the most entries it keeps ($CQA_SCORE_STORE_PAIRS pair scores, "
+                          "$CQA_VECTOR_STORE_TEXTS text vectors); the oldest written go first")
+    written: int = Field(description="entries this process wrote to it since the start")
+    dropped: int = Field(description="entries this process could not write (it is a cache: nothing else is lost)")
+    read_errors: int = Field(description="reads that failed (their entries were computed by the model)")
     error: str = Field(description="why the store is off in this process, if it is (each process then keeps only "
                        "its own memo)")
 
@@ -228,6 +232,9 @@ class ReadyOut(BaseModel):
                                                  "only its new comments")
     score_store: ScoreStoreOut | None = Field(None, description="the score store behind the memos, shared by the "
                                               "data folder's serving processes; null when off")
+    vector_store: ScoreStoreOut | None = Field(None, description="the vector store behind the encoders' vector "
+                                               "memos (`NAME vectors` in score_memos), shared by the data folder's "
+                                               "serving processes; null when off")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
                         "each has its own and holds its own lease on the generation it serves")
 

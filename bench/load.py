@@ -112,12 +112,13 @@ def run_level(url: str, bodies: list[dict], concurrency: int, requests: int, max
 def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, timeout: float = 300):
     """A real ``cqa serve`` on a free port with ``env_extra`` set (``bootstrap``: an empty data folder gets
     the default corpus and a first index, as ``make serve`` does); yields (base URL, GET /ready). Each server
-    starts with an empty score store of its own (unless ``env_extra`` names one), so the scores an earlier run
-    left in the data folder never answer a request that stands for a first view."""
+    starts with an empty score store and vector store of its own (unless ``env_extra`` names them), so the scores
+    and vectors an earlier run left in the data folder never answer a request that stands for a first view."""
     port = free_port()
     store = tempfile.TemporaryDirectory(prefix="cqa-bench-store-")
     env = {**os.environ, "CQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
-           "CQA_SCORE_STORE": str(Path(store.name) / "score-store.sqlite3"), **env_extra}
+           "CQA_SCORE_STORE": str(Path(store.name) / "score-store.sqlite3"),
+           "CQA_VECTOR_STORE": str(Path(store.name) / "vector-store.sqlite3"), **env_extra}
     cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)] + ([] if bootstrap else ["--no-bootstrap"])
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -142,14 +143,15 @@ def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, t
 
 
 def memo_report(base: str, workers: int) -> dict:
-    """What the score memos answered: GET /ready's ``score_memos`` (and ``score_store``), one worker's; with
+    """What the score memos answered: GET /ready's ``score_memos`` (and the two stores), one worker's; with
     several workers, each worker's under ``by_worker`` (asked until each has answered, at most 100 times)."""
     seen: dict[str, dict] = {}
     for _ in range(100):
         with urllib.request.urlopen(base + "/ready", timeout=10) as r:
             ready = json.loads(r.read())
         seen[ready.get("worker", "")] = {"score_memos": ready.get("score_memos", {}),
-                                         "score_store": ready.get("score_store")}
+                                         "score_store": ready.get("score_store"),
+                                         "vector_store": ready.get("vector_store")}
         if len(seen) >= workers:
             break
     if workers == 1:

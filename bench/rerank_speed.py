@@ -1,8 +1,8 @@
 """Reranking speed per ranker: latency to rerank 10, 30 and 100 candidates of one question, and
 pairs/s, on real SemEval 2016 test subtask C candidates (CPU, or CUDA when present and asked for).
 Every ranker runs as the service runs it (no score cache), but without the serving score memos
-(CQA_SCORE_MEMO_PAIRS), so that every request costs the models what a first view of a thread costs; they take
-turns on each request. Prints a JSON object last.
+(CQA_SCORE_MEMO_PAIRS) and the encoders' vector memos (CQA_VECTOR_MEMO_TEXTS, and so the vector store), so that
+every request costs the models what a first view of a thread costs; they take turns on each request. Prints a JSON object last.
 
     python bench/rerank_speed.py --sizes 10,30 --rankers cross-encoder[torch-fp32],cross-encoder[onnx-int8],...
 """
@@ -91,8 +91,10 @@ def main() -> None:
     for name in args.rankers.split(","):
         if name.endswith("[torch-ao-int8]"):
             ranker = torch_ao_int8(name, settings)
+        elif name == "service":  # no memos: each request is a first view
+            ranker = service_reranker(settings.model_copy(update={"score_memo_pairs": 0, "vector_memo_texts": 0}))
         else:
-            ranker = service_reranker(settings.model_copy(update={"score_memo_pairs": 0})) if name == "service" else for_serving(build_label(name, settings))
+            ranker = for_serving(build_label(name, settings))
         rankers.append((getattr(ranker, "name", name), ranker))
         for b in filter(None, args.batch_sizes.split(",")):
             if hasattr(ranker, "batch_size") and hasattr(ranker, "inference"):

@@ -4,9 +4,12 @@ shared score store behind them too (CQA_SCORE_STORE_PAIRS): bytes per pair on di
 pair, and the time to find a request's pairs there (what a worker pays for pairs its own memory lacks). No model
 runs: the scores are made up, since only the memo's own cost is measured. With --vector-texts, the encoders' vector
 memos too (CQA_VECTOR_MEMO_TEXTS): memory per remembered text, filled as serving fills them (batches of 384-float
-vectors, each kept row copied out of its batch), against the vectors' own bytes. Prints a JSON object last.
+vectors, each kept row copied out of its batch), against the vectors' own bytes. With --vector-store-texts, the
+vector store behind them (CQA_VECTOR_STORE_TEXTS), measured as the score store is, 100 texts (a C request's
+comments) per lookup. Prints a JSON object last.
 
-    python bench/score_memo.py --pairs 100000 --lookup 30 --store-pairs 1000000 --vector-texts 10000
+    python bench/score_memo.py --pairs 100000 --lookup 30 --store-pairs 1000000 --vector-texts 10000 \
+        --vector-store-texts 100000
 """
 from __future__ import annotations
 
@@ -18,9 +21,11 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ranking.neural.memo import ScoreMemo, ScoreStore, pair_key  # noqa: E402
+from ranking.neural.memo import ScoreMemo, ScoreStore, VectorStore, pair_key  # noqa: E402
 
 
 def main() -> None:
@@ -32,6 +37,8 @@ def main() -> None:
                     "folder and look up there (0: the memory memo only)")
     ap.add_argument("--vector-texts", type=int, default=0, help="texts whose vectors to remember in an encoder's "
                     "vector memo (0: none)")
+    ap.add_argument("--vector-store-texts", type=int, default=0, help="text vectors to write to a vector store in a "
+                    "temporary folder and look up there, 100 at a time (0: none)")
     args = ap.parse_args()
     pairs = [(f"question {i // 10} " * 8, f"comment {i} " * 20) for i in range(args.pairs)]
     memo = ScoreMemo(args.pairs)
@@ -55,7 +62,11 @@ def main() -> None:
            "lookup_pairs": args.lookup, "lookup_p50_ms": round(p50, 4), "dict_lookup_p50_ms": round(ref50, 4),
            "ratio_to_dict": round(p50 / ref50, 1), "misses": memo.stats()["misses"]}
     if args.store_pairs:
-        out["store"] = store_cost(args)
+        out["store"] = store_cost(ScoreStore, args.store_pairs, args.lookup, args.repeats, float)
+    if args.vector_store_texts:  # a C request: 100 comments, 384-float vectors
+        rng = np.random.default_rng(0)
+        out["vector_store"] = store_cost(VectorStore, args.vector_store_texts, 100, args.repeats,
+                                         lambda i: rng.standard_normal(384, dtype=np.float32))
     if args.vector_texts:
         out["vectors"] = vector_cost(args.vector_texts)
     print(json.dumps(out))
@@ -64,8 +75,6 @@ def main() -> None:
 def vector_cost(texts: int, dim: int = 384, batch: int = 100) -> dict:
     """Bytes per text of a full vector memo, filled in batches of ``batch`` texts as a serving encoder fills it, and
     what it still holds once every text has been replaced by a new one (nothing of the old batches may remain)."""
-    import numpy as np
-
     from ranking.neural.memo import memo_vectors
     rng = np.random.default_rng(0)
     memo = ScoreMemo(texts)
@@ -83,33 +92,34 @@ def vector_cost(texts: int, dim: int = 384, batch: int = 100) -> dict:
             round(after / texts, 1), "held": memo.stats()["pairs"]}
 
 
-def store_cost(args) -> dict:
-    """Write ``--store-pairs`` pairs through a ScoreStore in batches of a 30-comment thread, then look up
-    ``--lookup`` of them at a time from a second store on the file (another worker), against the memory memo."""
+def store_cost(kind, entries: int, lookup: int, repeats: int, value) -> dict:
+    """Write ``entries`` values (``value(i)``) through a store of ``kind`` (ScoreStore: pair scores, VectorStore:
+    text vectors) in batches of a 30-comment thread, then look up ``lookup`` of them at a time from a second store
+    on the file (another worker)."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "score-store.sqlite3"
-        store = ScoreStore(path, args.store_pairs)
-        keys = [pair_key(f"question {i // 30}", f"comment {i}", "model") for i in range(args.store_pairs)]
+        path = Path(tmp) / "store.sqlite3"
+        store = kind(path, entries)
+        keys = [pair_key(f"question {i // 30}", f"comment {i}", "model") for i in range(entries)]
         t0 = time.perf_counter()
         for s in range(0, len(keys), 30):
-            store.put({k: float(i) for i, k in enumerate(keys[s: s + 30], s)})
+            store.put({k: value(i) for i, k in enumerate(keys[s: s + 30], s)})
         store.flush()
         write_s = time.perf_counter() - t0
         size = sum(f.stat().st_size for f in Path(tmp).iterdir())
-        reader = ScoreStore(path, args.store_pairs)
+        reader = kind(path, entries)
         lat = []
-        step = max(1, len(keys) // args.repeats)
-        for r in range(args.repeats):
-            at = (r * step) % max(1, len(keys) - args.lookup)
-            want = keys[at: at + args.lookup]
+        step = max(1, len(keys) // repeats)
+        for r in range(repeats):
+            at = (r * step) % max(1, len(keys) - lookup)
+            want = keys[at: at + lookup]
             t0 = time.perf_counter()
             found = reader.get(want)
             lat.append(time.perf_counter() - t0)
             assert len(found) == len(want)
         lat.sort()
-        return {"pairs": args.store_pairs, "bytes_per_pair_on_disk": round(size / args.store_pairs, 1),
-                "write_us_per_pair": round(write_s / args.store_pairs * 1e6, 2), "written": store.stats()["written"],
-                "lookup_pairs": args.lookup, "lookup_p50_ms": round(lat[len(lat) // 2] * 1000, 4),
+        return {"entries": entries, "bytes_per_entry_on_disk": round(size / entries, 1),
+                "write_us_per_entry": round(write_s / entries * 1e6, 2), "written": store.stats()["written"],
+                "lookup": lookup, "lookup_p50_ms": round(lat[len(lat) // 2] * 1000, 4),
                 "lookup_p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 4)}
 
 

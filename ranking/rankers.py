@@ -204,16 +204,16 @@ def service_reranker(settings, built: dict | None = None, name: str | None = Non
     """The reranker of POST /rerank (one thread's comments, subtask A): $CQA_DEFAULT_RANKER, or the preset
     ``name`` (POST /rerank/questions: $CQA_DEFAULT_RANKER_B), set up for serving."""
     return for_serving(get_ranker(name or settings.default_ranker, settings, built), settings.score_memo_pairs,
-                       serving_store(settings), settings.vector_memo_texts)
+                       serving_store(settings), settings.vector_memo_texts, serving_vector_store(settings))
 
 
 def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
     """The reranker of each /search target, set up for serving: answers ($CQA_SEARCH_RANKER_ANSWERS,
     measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS; a reranked threads
     search runs it too, pipeline.RANKED_AS). Rankers they share (``built``) load once."""
-    store = serving_store(settings)
+    store, vectors = serving_store(settings), serving_vector_store(settings)
     return {target: for_serving(get_ranker(name, settings, built), settings.score_memo_pairs, store,
-                                settings.vector_memo_texts)
+                                settings.vector_memo_texts, vectors)
             for target, name in (("answers", settings.search_ranker_answers),
                                  ("questions", settings.search_ranker_questions))}
 
@@ -227,6 +227,16 @@ def serving_store(settings):
     return ScoreStore.at(settings.score_store or settings.cache_dir / "score-store.sqlite3", settings.score_store_pairs)
 
 
+def serving_vector_store(settings):
+    """The vector store behind the encoders' vector memos ($CQA_VECTOR_STORE_TEXTS texts in $CQA_VECTOR_STORE, by
+    default cache/vector-store.sqlite3 in the data folder), or None when it is off or there are no memos to back."""
+    from .neural.memo import VectorStore
+    if not (settings.vector_store_texts and settings.vector_memo_texts):
+        return None
+    return VectorStore.at(settings.vector_store or settings.cache_dir / "vector-store.sqlite3",
+                          settings.vector_store_texts)
+
+
 def walk(rankers: list[Ranker]):
     """Each ranker and every part of it (parts of parts included), once."""
     seen, stack = set(), list(rankers)
@@ -238,7 +248,7 @@ def walk(rankers: list[Ranker]):
             stack += list(getattr(r, "parts", []))
 
 
-def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int = 0) -> Ranker:
+def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int = 0, vector_store=None) -> Ranker:
     """Lexical statistics taken per request (a request's scores never depend on its batch) and no
     evaluation score cache, in the ranker and every part of it. With ``memo_pairs``, each neural model (the
     BiLSTM, the MiniLM models) keeps the scores of that many recent (question, answer) pairs in memory
@@ -246,7 +256,9 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int
     (``serving_store``), each memo also reads and writes the scores every serving process of the data folder
     shares, keyed by the model's identity (``cache_key``). With ``memo_texts``, each encoder whose scores are dot
     products of text vectors (a MiniLM bi-encoder, the dense encoder's cosine) keeps the vectors of that many recent
-    texts: a text met again, with any question, is not encoded again."""
+    texts: a text met again, with any question, is not encoded again; with a ``vector_store``
+    (``serving_vector_store``), nor one that another serving process of the data folder encoded, keyed by what
+    encoded it (``vector_identity``)."""
     from .neural.memo import ScoreMemo
     for r in walk([ranker]):
         if hasattr(r, "per_query"):
@@ -256,9 +268,20 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int
         if memo_pairs and hasattr(r, "memo") and r.memo is None:
             key = getattr(r, "cache_key", None) or ""
             r.memo = ScoreMemo(memo_pairs, model=key, store=store if key else None)
-        if memo_texts and encodes_texts(r) and r.vector_memo is None:
-            r.vector_memo = ScoreMemo(memo_texts)  # its values are vectors, keyed by (text, encoder id)
+        if memo_texts and encodes_texts(r) and r.vector_memo is None:  # values: vectors, keyed by (text, encoder id)
+            r.vector_memo = ScoreMemo(memo_texts, model=vector_identity(r) if vector_store else "", store=vector_store)
     return ranker
+
+
+def vector_identity(r) -> str:
+    """What an encoder's vectors depend on beyond the encoder id each key holds (its weights and input length): for a
+    MiniLM bi-encoder its scores' key (``cache_key``: also its scoring code, device and inference variant), for the
+    dense encoder's cosines the device it encodes on."""
+    key = getattr(r, "cache_key", None)
+    if key:
+        return f"bi-encoder:{key}"
+    from indexing.encoder import resolve_device
+    return f"index-encoder:{resolve_device(getattr(r, 'device', 'auto'))}"
 
 
 def encodes_texts(r) -> bool:

@@ -54,6 +54,14 @@ class RankingSettings(IndexSettings):
                                    "its own memo).")
     score_store: Path | None = Field(None, description="The score store's file (default: score-store.sqlite3 in the "
                                      "data folder's cache/).")
+    vector_store_texts: int = Field(100_000, ge=0, description="Serving: the text vectors the encoders' vector memos "
+                                    "keep in one SQLite file in the data folder (the vector store), shared by every "
+                                    "serving process of it, as the score store shares pair scores: a text any of them "
+                                    "encoded (a forum's thread sent again, to another worker or after a restart) is "
+                                    "read, not encoded; the oldest written go first (about 1.6 KB a text on disk; 0: "
+                                    "none).")
+    vector_store: Path | None = Field(None, description="The vector store's file (default: vector-store.sqlite3 in "
+                                      "the data folder's cache/).")
     rerank_depth: int = Field(30, ge=1, le=100, description="First-stage results /search reranks.")
     search_thread_depth: int = Field(10, ge=0, le=50, description="/search answers: the most similar threads "
                                      "whose comments join the reranked candidates (0: none).")

@@ -447,6 +447,8 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
             acked.append(f"k{i}")
         store = http("GET", base + "/ready")[1]["score_store"]
         assert store["path"].endswith("score-store.sqlite3") and store["written"] > 0 and store["error"] == ""
+        vector_store = http("GET", base + "/ready")[1]["vector_store"]
+        assert vector_store["path"].endswith("vector-store.sqlite3") and vector_store["written"] > 0
         status, job = http("POST", base + "/reindex", headers={"Authorization": f"Bearer {TOKEN}"})
         assert status == 202
         time.sleep(0.5)
@@ -468,6 +470,10 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
         memos = http("GET", base + "/ready")[1]["score_memos"]
         for model in ("bilstm", "cross-encoder", "bi-encoder"):
             assert memos[model]["misses"] == 0 and memos[model]["shared_hits"] == 2, (model, memos[model])
+        # and so does the vector store: the same comments with a new question cost the bi-encoder that question only
+        status, _ = http("POST", base + "/rerank", {**body, "question": {"body": "second-hand furniture"}})
+        vectors = http("GET", base + "/ready")[1]["score_memos"]["bi-encoder vectors"]
+        assert status == 200 and vectors["shared_hits"] == 2 and vectors["misses"] == 1, vectors
     finally:
         p.terminate()
         p.wait(timeout=20)

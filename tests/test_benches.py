@@ -28,11 +28,13 @@ def test_bm25_speed_bench_compares_with_rank_bm25(cli_env):
 
 def test_score_memo_bench_reports_its_memory_and_lookup_cost(cli_env):
     out = run_bench("score_memo.py", "--pairs", "2000", "--lookup", "10", "--repeats", "5", "--store-pairs", "600",
-                    "--vector-texts", "300", env=cli_env)
+                    "--vector-texts", "300", "--vector-store-texts", "400", env=cli_env)
     assert out["pairs"] == 2000 and out["misses"] == 2000  # filled once; every lookup after was found
     assert out["bytes_per_pair"] > 0 and out["lookup_p50_ms"] > 0 and out["ratio_to_dict"] > 0
     store = out["store"]  # every pair written reached the file, and every lookup found its pairs there
-    assert store["written"] == 600 and store["bytes_per_pair_on_disk"] > 0 and store["lookup_p50_ms"] > 0
+    assert store["written"] == 600 and store["bytes_per_entry_on_disk"] > 0 and store["lookup_p50_ms"] > 0
+    vector_store = out["vector_store"]  # a vector on disk costs at least its 384 float32s
+    assert vector_store["written"] == 400 and vector_store["bytes_per_entry_on_disk"] >= 384 * 4
     vectors = out["vectors"]  # a vector memo costs at least its vectors, and holds no replaced batch
     assert vectors["held"] == 300 and vectors["bytes_per_text"] >= vectors["vector_bytes"] == 384 * 4
     assert vectors["bytes_per_text_after_replacement"] < 1.2 * vectors["bytes_per_text"]
@@ -87,9 +89,11 @@ def test_load_bench_revisits_threads_through_real_servers_with_and_without_score
     # similarity's encoders hold the vectors of their comments and thread questions
     for encoder in ("bi-encoder", "question-bi-encoder", "minilm-cosine"):
         assert memos[f"{encoder} vectors"]["hits"] > 0, (encoder, memos)
-    # each server starts with a score store of its own, never one an earlier run left in the data folder
-    assert not out["rerank"]["default"]["score_store"]["path"].startswith(cli_env["CQA_DATA_DIR"])
-    assert out["rerank"]["no-memo"]["score_store"] is None
+    # each server starts with a score store and a vector store of its own, never one an earlier run left in the data
+    # folder
+    for store in ("score_store", "vector_store"):
+        assert not out["rerank"]["default"][store]["path"].startswith(cli_env["CQA_DATA_DIR"])
+        assert out["rerank"]["no-memo"][store] is None
     # two workers share one store: each pair cost the cross-encoder one model call, whichever worker got it
     workers = out["rerank"]["two"]["by_worker"]
     assert len(workers) == 2

@@ -427,6 +427,41 @@ def test_a_serving_encoder_encodes_a_text_met_again_once(bi_ranker, monkeypatch)
     assert not encodes_texts(cross) and for_serving(cross, memo_texts=10).vector_memo is None
 
 
+def test_a_text_one_serving_process_encoded_is_read_by_another(bi_ranker, tmp_path, monkeypatch):
+    """Behind a vector store (``serving_vector_store``), the texts one serving process's bi-encoder encoded are
+    read, not encoded, by another process's (the other worker, or the process after a restart): the same comments
+    with a new question cost it that question only, with the scores the first process gives to the bit. The vectors
+    are keyed by what made them: the same weights run otherwise (another cache_key) read none, and the dense
+    encoder's cosine keys its own by the device it encodes on."""
+    import dataclasses
+
+    from ranking.neural.memo import VectorStore
+    from ranking.rankers import for_serving, vector_identity
+    comments = (Candidate("c1", TEXTS[1]), Candidate("c2", TEXTS[3]), Candidate("c3", TEXTS[2]))
+    later = Query("q2", "Which insurance is the cheapest?", comments)
+    path = tmp_path / "cache" / "vector-store.sqlite3"
+
+    def process(ranker):
+        return for_serving(dataclasses.replace(ranker, memo=None, vector_memo=None), memo_texts=10,
+                           vector_store=VectorStore(path, capacity=100))
+    first = process(bi_ranker)
+    assert vector_identity(first) == f"bi-encoder:{bi_ranker.cache_key}" and first.vector_memo.model == vector_identity(first)
+    first.score([Query("q1", TEXTS[0], comments)])
+    first.vector_memo.store.flush()
+    second = process(bi_ranker)
+    encoded = []
+    real = second._vectors
+    monkeypatch.setattr(second, "_vectors", lambda wps: encoded.append(len(wps)) or real(wps))
+    assert second.score([later])[0] == first.score([later])[0] and encoded == [1]  # the new question only
+    assert second.vector_memo.stats()["shared_hits"] == 3
+    other = process(dataclasses.replace(bi_ranker, cache_key="the same weights in another variant"))
+    monkeypatch.setattr(other, "_vectors", lambda wps: encoded.append(len(wps)) or real(wps))
+    other.score([later])
+    assert encoded == [1, 4] and other.vector_memo.stats()["shared_hits"] == 0
+    assert vector_identity(MiniLMCosine(device="cpu")) == "index-encoder:cpu"
+    assert for_serving(MiniLMCosine(device="cpu"), memo_texts=10).vector_memo.store is None  # no store asked for
+
+
 def test_rerank_answers_candidates_carry_what_the_generation_stores(settings):
     """POST /rerank/answers builds each comment as the subtask C files give it (``answer_candidates``: position,
     author, asker, dialogue, thread rank), plus the stored vectors of the live generation: the comment's

@@ -308,6 +308,44 @@ def test_score_store_shares_scores_between_processes_by_model_and_keeps_the_newe
         ScoreMemo(10, store=other_process)
 
 
+def test_vector_store_gives_another_process_the_exact_vectors_an_encoder_made(tmp_path):
+    """Two vector stores on one file stand for two serving processes: the texts one encoder's memo encoded, the
+    other process's memo of the same encoder reads back bit for bit (float32 or float64), encoding only the texts
+    neither had; a memo keyed by another encoder's identity reads none of them; the file keeps the newest."""
+    from ranking.neural.memo import ScoreMemo, ScoreStore, VectorStore, memo_vectors
+    calls = []
+
+    def encode(dtype):
+        def run(texts):
+            calls.append(list(texts))
+            return np.stack([np.linspace(len(t), 1 / 3, 4, dtype=dtype) for t in texts])
+        return run
+
+    path = tmp_path / "cache" / "vector-store.sqlite3"
+    one = ScoreMemo(10, model="m1", store=VectorStore(path, capacity=4))
+    made = memo_vectors(one, ["a", "bb"], "enc", encode(np.float32))
+    one.store.flush()
+    assert one.store.stats()["written"] == 2
+    two = ScoreMemo(10, model="m1", store=VectorStore(path, capacity=4))
+    got = memo_vectors(two, ["bb", "a", "ccc"], "enc", encode(np.float32))
+    assert calls[-1] == ["ccc"] and two.stats()["shared_hits"] == 2
+    assert all(g.dtype == np.float32 and np.array_equal(g, m) for g, m in zip(got, [made[1], made[0]]))
+    assert all(v.base is None for v in two._scores.values())  # a kept row keeps nothing else alive
+    assert memo_vectors(ScoreMemo(10, model="m2", store=two.store), ["a"], "enc", encode(np.float32))
+    assert calls[-1] == ["a"]  # another encoder identity: encoded again
+    wide = memo_vectors(ScoreMemo(10, model="m3", store=two.store), ["dddd"], "enc", encode(np.float64))[0]
+    two.store.flush()
+    encoded = len(calls)
+    back = memo_vectors(ScoreMemo(10, model="m3", store=VectorStore(path, capacity=4)), ["dddd"], "enc",
+                        encode(np.float64))[0]
+    assert back.dtype == np.float64 and np.array_equal(back, wide) and len(calls) == encoded
+    import sqlite3
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] <= 4
+    assert VectorStore.at(path, 4) is VectorStore.at(path, 4)  # one per process and file
+    assert ScoreStore.at(tmp_path / "other.sqlite3", 4) is not VectorStore.at(tmp_path / "other.sqlite3", 4)
+
+
 def test_score_store_that_cannot_be_read_or_written_never_costs_a_score(tmp_path, caplog):
     """A damaged file is moved aside and the store starts again; a folder that cannot hold it turns the store off,
     says why, and the memo scores with the model as without a store."""

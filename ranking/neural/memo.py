@@ -13,7 +13,11 @@ Two tiers:
 
 Keys are keyed BLAKE2b digests of the pair, the key being the model's identity (its weights, config, scoring
 code, device, inference variant and input length), so a retrained or differently run model never reads another's
-scores. The evaluation runs use the same two tiers (``ranking.neural.ranker.cached_scores``): a store per model
+scores.
+
+A serving encoder's memo of text vectors (``memo_vectors``, ``CQA_VECTOR_MEMO_TEXTS``) has the same two tiers: its
+shared file is a ``VectorStore`` (``CQA_VECTOR_STORE_TEXTS``), whose values are the vectors' exact bytes, so a text
+any serving process of the data folder encoded is never encoded again, and scores the same. The evaluation runs use the same two tiers (``ranking.neural.ranker.cached_scores``): a store per model
 in the data folder's cache, unbounded, flushed before the run goes on.
 """
 from __future__ import annotations
@@ -27,6 +31,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +53,9 @@ class ScoreStore:
     written go first). Reads are synchronous (WAL: a reader never waits for a writer); writes go through a queue
     to one writer thread (``flush`` waits for it). ``ScoreStore.at`` gives a process one store per file."""
 
-    _open_stores: dict = {}  # path -> the store of this process on that file
+    TABLE, VALUE = "scores", "REAL"  # what the file holds: a table of (key, value)
+    PAGE_SIZE: int | None = None  # SQLite's default
+    _open_stores: dict = {}  # (kind, path) -> the store of this process on that file
     _open_lock = threading.Lock()
 
     @classmethod
@@ -55,14 +63,24 @@ class ScoreStore:
         """This process's store on ``path`` (one reader connection and one writer thread per file)."""
         path = Path(path).resolve()
         with cls._open_lock:
-            store = cls._open_stores.get(path)
+            store = cls._open_stores.get((cls, path))
             if store is None or store.capacity != capacity:
-                store = cls._open_stores[path] = cls(path, capacity)
+                store = cls._open_stores[(cls, path)] = cls(path, capacity)
             return store
+
+    @staticmethod
+    def pack(value):
+        """A value as the file holds it."""
+        return value
+
+    @staticmethod
+    def unpack(held):
+        """A value as the file held it, back."""
+        return held
 
     def __init__(self, path: Path, capacity: int) -> None:
         if capacity < 1:
-            raise ValueError(f"a score store holds at least one pair, not {capacity}")
+            raise ValueError(f"a {self.TABLE} store holds at least one entry, not {capacity}")
         self.path, self.capacity = Path(path), capacity
         self.written = self.dropped = self.read_errors = 0
         self.error = ""  # why the store is off, if it is
@@ -70,13 +88,15 @@ class ScoreStore:
         self._queue: queue.Queue = queue.Queue()
         self._db = self._open()
         if self._db is not None:
-            threading.Thread(target=self._writer, name="score-store-writer", daemon=True).start()
+            threading.Thread(target=self._writer, name=f"{self.TABLE}-store-writer", daemon=True).start()
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
+        if self.PAGE_SIZE:  # takes effect on a new file only
+            db.execute(f"PRAGMA page_size={self.PAGE_SIZE}")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing; a cache need not survive power loss
-        db.execute("CREATE TABLE IF NOT EXISTS scores (k BLOB PRIMARY KEY, v REAL NOT NULL)")
+        db.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (k BLOB PRIMARY KEY, v {self.VALUE} NOT NULL)")
         return db
 
     def _open(self) -> sqlite3.Connection | None:
@@ -88,33 +108,35 @@ class ScoreStore:
                 if not self.path.exists() or isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
                     raise
                 aside = self.path.with_name(self.path.name + ".unreadable")
-                log.warning("score store %s cannot be read (%s); moved to %s, starting an empty one", self.path, e, aside)
+                log.warning("%s store %s cannot be read (%s); moved to %s, starting an empty one", self.TABLE, self.path, e,
+                            aside)
                 for suffix in ("-wal", "-shm"):
                     self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
                 self.path.replace(aside)
                 return self._connect()
         except (OSError, sqlite3.Error) as e:
             self.error = f"{type(e).__name__}: {e}"
-            log.warning("score store %s is off: %s; each process keeps only its own memo", self.path, self.error)
+            log.warning("%s store %s is off: %s; each process keeps only its own memo", self.TABLE, self.path,
+                        self.error)
             return None
 
-    def get(self, keys: list[bytes]) -> dict[bytes, float]:
+    def get(self, keys: list[bytes]) -> dict:
         if self._db is None or not keys:
             return {}
-        found: dict[bytes, float] = {}
+        found: dict = {}
         try:
             with self._lock:
                 for s in range(0, len(keys), 500):
                     chunk = keys[s: s + 500]
-                    found.update(self._db.execute(
-                        f"SELECT k, v FROM scores WHERE k IN ({','.join('?' * len(chunk))})", chunk))
+                    found.update((k, self.unpack(v)) for k, v in self._db.execute(
+                        f"SELECT k, v FROM {self.TABLE} WHERE k IN ({','.join('?' * len(chunk))})", chunk))
         except sqlite3.Error as e:
             self.read_errors += 1
             if self.read_errors == 1:
-                log.warning("score store %s: a read failed (%s); the model scores those pairs", self.path, e)
+                log.warning("%s store %s: a read failed (%s); the model computes those", self.TABLE, self.path, e)
         return found
 
-    def put(self, items: dict[bytes, float]) -> None:
+    def put(self, items: dict) -> None:
         """Queue ``items`` for the writer thread (the caller never waits for the disk)."""
         if self._db is not None and items:
             self._queue.put(dict(items))
@@ -134,14 +156,15 @@ class ScoreStore:
             batch = [self._queue.get()]
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            rows = [(k, v) for items in batch for k, v in items.items()]
+            rows = [(k, self.pack(v)) for items in batch for k, v in items.items()]
             try:
                 if db is None:
                     raise sqlite3.OperationalError("no writer connection")
                 db.execute("BEGIN IMMEDIATE")
-                db.executemany("INSERT OR REPLACE INTO scores (k, v) VALUES (?, ?)", rows)
+                db.executemany(f"INSERT OR REPLACE INTO {self.TABLE} (k, v) VALUES (?, ?)", rows)
                 # rowids grow with each write (a replaced pair gets a new one): keep the last ``capacity``
-                db.execute("DELETE FROM scores WHERE rowid <= (SELECT max(rowid) FROM scores) - ?", (self.capacity,))
+                db.execute(f"DELETE FROM {self.TABLE} WHERE rowid <= (SELECT max(rowid) FROM {self.TABLE}) - ?",
+                           (self.capacity,))
                 db.execute("COMMIT")
                 self.written += len(rows)
             except sqlite3.Error as e:
@@ -151,7 +174,7 @@ class ScoreStore:
                 except sqlite3.Error:
                     pass
                 self.dropped += len(rows)
-                log.warning("score store %s: %d pair scores not written (%s)", self.path, len(rows), e)
+                log.warning("%s store %s: %d entries not written (%s)", self.TABLE, self.path, len(rows), e)
             finally:
                 for _ in batch:
                     self._queue.task_done()
@@ -161,12 +184,31 @@ class ScoreStore:
                 "read_errors": self.read_errors, "error": self.error}
 
 
+class VectorStore(ScoreStore):
+    """Text vectors in one SQLite file shared by processes, as ``ScoreStore`` keeps pair scores: each value is the
+    vector's exact bytes (its dtype, then its numbers), so a vector read back scores as the one the encoder made."""
+
+    TABLE, VALUE = "vectors", "BLOB"
+    PAGE_SIZE = 8192  # five 1.5 KB rows fill a page; the default 4 KB holds two (2.1 KB a text against 1.7)
+    _DTYPES = {b"f": np.float32, b"d": np.float64}
+
+    @staticmethod
+    def pack(value) -> bytes:
+        v = np.asarray(value)
+        code = b"d" if v.dtype == np.float64 else b"f"
+        return code + np.ascontiguousarray(v, dtype=VectorStore._DTYPES[code]).tobytes()
+
+    @staticmethod
+    def unpack(held: bytes) -> np.ndarray:
+        return np.frombuffer(held, dtype=VectorStore._DTYPES[bytes(held[:1])], offset=1).copy()
+
+
 @dataclass
 class ScoreMemo:
     """Scores by pair, least recently used dropped first; safe to share between threads. A model call sees
     only the pairs the memo (and its shared ``store``, if any) lacks, each once, and runs outside the lock.
     ``model`` names what scores the pairs; it keys them in the shared store. (A serving encoder keeps its recent
-    texts' vectors in one too, keyed by (text, encoder id), without a store: ``CQA_VECTOR_MEMO_TEXTS``.)"""
+    texts' vectors in one too, keyed by (text, encoder id), behind a ``VectorStore``: ``memo_vectors``.)"""
     capacity: int
     model: str = ""
     store: ScoreStore | None = None
@@ -218,6 +260,5 @@ def memo_vectors(memo: ScoreMemo | None, texts: list[str], encoder: str, encode:
     lacks. Each kept row is copied out of its batch, so a row it keeps never keeps a whole batch alive."""
     if memo is None:
         return list(encode(texts)) if texts else []
-    import numpy as np
     return memo.scores([(t, encoder) for t in texts],
                        lambda todo: [np.array(v) for v in encode([t for t, _ in todo])])
