@@ -55,6 +55,8 @@ class ScoreStore:
 
     TABLE, VALUE = "scores", "REAL"  # what the file holds: a table of (key, value)
     PAGE_SIZE: int | None = None  # SQLite's default
+    MAX_PUTS = 64  # queued writes (a request's entries each) per transaction: a backlog never makes one huge one
+    WAL_LIMIT = 32 << 20  # bytes the write-ahead log is cut back to after a checkpoint
     _open_stores: dict = {}  # (kind, path) -> the store of this process on that file
     _open_lock = threading.Lock()
 
@@ -95,6 +97,7 @@ class ScoreStore:
         if self.PAGE_SIZE:  # takes effect on a new file only
             db.execute(f"PRAGMA page_size={self.PAGE_SIZE}")
         db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA journal_size_limit={self.WAL_LIMIT}")
         db.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing; a cache need not survive power loss
         db.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (k BLOB PRIMARY KEY, v {self.VALUE} NOT NULL)")
         return db
@@ -154,7 +157,7 @@ class ScoreStore:
             log.warning("score store %s: no writer (%s); nothing is written", self.path, e)
         while True:
             batch = [self._queue.get()]
-            while not self._queue.empty():
+            while not self._queue.empty() and len(batch) < self.MAX_PUTS:
                 batch.append(self._queue.get_nowait())
             rows = [(k, self.pack(v)) for items in batch for k, v in items.items()]
             try:
