@@ -140,8 +140,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     except IndexFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    filters = (Filters(args.category, args.since, args.until)
-               if (args.category or args.since or args.until) else None)
+    filters = (Filters(args.category, args.since, args.until, tuple(args.exclude_thread))
+               if (args.category or args.since or args.until or args.exclude_thread) else None)
     req = SearchRequest(f"{args.subject}\n{body}".strip(), k=args.k, target=args.target, filters=filters,
                         expansion=args.expand, rerank=not args.no_rerank, collapse=not args.no_collapse,
                         explain=args.explain, subject=args.subject, body=body)
@@ -338,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--category", help="only this category")
     s.add_argument("--since", help="only documents on or after this ISO date")
     s.add_argument("--until", help="only documents on or before this ISO date")
+    s.add_argument("--exclude-thread", action="append", default=[], metavar="THREAD_ID",
+                   help="leave this thread's question and comments out, e.g. the thread the search is for (its "
+                        "near-copies stay); repeat for more")
     s.add_argument("--explain", action="store_true", help="per-stage scores (and BiLSTM word weights)")
     s.add_argument("--json", action="store_true", help="print the response as JSON, as POST /search returns it")
     s.set_defaults(func=cmd_search)

@@ -50,6 +50,22 @@ class FiltersIn(Strict):
     category: str | None = Field(None, max_length=200)
     since: str | None = Field(None, pattern=DATE, description="ISO date or date-time, inclusive")
     until: str | None = Field(None, pattern=DATE, description="ISO date or date-time, inclusive")
+    exclude_threads: list[str] = Field(
+        default_factory=list, max_length=100, description="thread ids whose question and comments never come back, "
+        "e.g. the thread whose page shows the search (its near-copies still do: they are not folded into it); an id "
+        "not indexed excludes nothing")
+
+    @field_validator("exclude_threads")
+    @classmethod
+    def _ids(cls, v: list[str]) -> list[str]:
+        bad = [i for i in v if not i.strip() or len(i) > 200]
+        if bad:
+            raise ValueError(f"a thread id is 1 to 200 characters, not blank: {bad[0][:40]!r}")
+        return v
+
+    def filters(self):
+        from ranking.retriever import Filters
+        return Filters(self.category, self.since, self.until, tuple(dict.fromkeys(self.exclude_threads)))
 
 
 class SearchIn(Strict):
@@ -67,10 +83,9 @@ class SearchIn(Strict):
 
     def request(self):
         from ranking.pipeline import SearchRequest
-        from ranking.retriever import Filters
         return SearchRequest(
             text=self.question.text, k=self.k, target=self.target,
-            filters=Filters(**self.filters.model_dump()) if self.filters else None,
+            filters=self.filters.filters() if self.filters else None,
             expansion={True: "rm3", False: "none", None: None}.get(self.expand, self.expand),
             rerank=self.rerank, collapse=self.collapse, explain=self.explain,
             subject=self.question.subject, body=self.question.body)

@@ -1,12 +1,13 @@
 """The first-stage retriever: expand the question, search every source, fuse, filter, and group.
 
-Filters (category, date range) and the target (answers, questions, threads) become a set of
+Filters (category, date range, threads left out) and the target (answers, questions, threads) become a set of
 allowed rows that every source searches inside, so a filter never empties a top-k after the fact.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -25,6 +26,7 @@ class Filters:
     category: str | None = None
     since: str | None = None  # ISO date or date-time, inclusive
     until: str | None = None  # inclusive; a bare date covers that whole day
+    exclude_threads: tuple[str, ...] = ()  # threads whose question and comments never come back (the page's own)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,14 @@ class Retriever:
         self._dates = np.array([d or "" for d in gen.docs.created_at], dtype=object)
         self._cats = np.array([c or "" for c in gen.docs.categories], dtype=object)
 
+    @cached_property
+    def _rows_by_thread(self) -> dict[str, list[int]]:
+        """Each thread's rows (its question and comments), built on the first search that leaves a thread out."""
+        out: dict[str, list[int]] = {}
+        for row, tid in enumerate(self.gen.docs.thread_ids):
+            out.setdefault(tid, []).append(row)
+        return out
+
     def allowed_rows(self, target: str, filters: Filters | None) -> np.ndarray | None:
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
@@ -74,6 +84,8 @@ class Retriever:
             if filters.until:
                 until = filters.until + ("\uffff" if len(filters.until) <= 10 else "")
                 mask &= (self._dates != "") & (self._dates <= until)
+            for tid in filters.exclude_threads:
+                mask[self._rows_by_thread.get(tid, [])] = False
         if mask.all():
             return None
         return np.flatnonzero(mask)

@@ -78,6 +78,12 @@ def test_search_targets_rerank_explain(client):
     plain = client.post("/search", json={"question": {"body": "question 7 about visa"}, "k": 3,
                                          "target": "questions", "rerank": False}).json()
     assert plain["results"][0]["id"] == "t7" and "stages" not in plain["results"][0] and plain["reranker"] is None
+    for target in ("questions", "threads", "answers"):  # the thread a page shows, left out of its similar threads
+        body = {"question": {"body": "question 7 about visa"}, "k": 10, "target": target}
+        assert "t7" in {x["thread_id"] for x in client.post("/search", json=body).json()["results"]}
+        left_out = client.post("/search", json={**body, "filters": {"exclude_threads": ["t7", "t7"]}})
+        assert left_out.status_code == 200 and left_out.json()["results"], left_out.text
+        assert "t7" not in {x["thread_id"] for x in left_out.json()["results"]}
     # threads: reranked, the questions search's threads, by the questions' reranker; without reranking, the first
     # stage grouped by thread (a comment's hit brings its thread)
     for body in ({"body": "rent 5"}, {"body": "question 7 about visa"}):
@@ -189,6 +195,10 @@ def test_rerank_answers_sorts_the_comments_of_given_threads(client):
     ({"question": {"body": "x"}, "colour": 1}, 422, "colour"),
     ({"question": {"body": "x"}, "target": "everything"}, 422, "target"),
     ({"question": {"body": "x"}, "filters": {"since": "May"}}, 422, "filters.since"),
+    ({"question": {"body": "x"}, "filters": {"exclude_threads": [" "]}}, 422, "filters.exclude_threads"),
+    ({"question": {"body": "x"}, "filters": {"exclude_threads": "t7"}}, 422, "filters.exclude_threads"),
+    ({"question": {"body": "x"}, "filters": {"exclude_threads": [f"t{i}" for i in range(101)]}}, 422,
+     "filters.exclude_threads"),
     ({"question": {"body": "x" * 20_001}}, 422, "question.body"),
     ({"question": "x"}, 422, "question"),
     ({}, 422, "question"),

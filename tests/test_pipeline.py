@@ -22,6 +22,7 @@ from ranking.pipeline import (
     rerank_order,
 )
 from ranking.presets import PRESETS, RankerSpec, register
+from ranking.retriever import Filters, Retriever, RetrieverConfig
 from ranking.signals import ALL_NAMES, matrix
 
 from .conftest import ROOT
@@ -192,6 +193,36 @@ def test_pipeline_prefix_property_and_collapse(dev_service):
             pipe.search(SearchRequest(questions[0], k=101))
 
 
+def test_a_search_can_leave_threads_out_and_keeps_their_copies(dev_service):
+    """``exclude_threads`` (the thread a page shows, when it asks for similar ones): neither its question nor any of
+    its comments comes back, as a result or among a result's duplicates, whatever the target; a copy of it under
+    another id (the SemEval files repeat a forum thread under two original questions) is not folded away with it."""
+    from indexing.documents import QUESTION
+    from indexing.searcher import load_current
+    gen = load_current(dev_service.index_root)
+    by_text: dict[str, list[str]] = {}
+    for kind, tid, text in zip(gen.docs.kinds, gen.docs.thread_ids, gen.docs.texts):
+        if kind == QUESTION and len(text) > 80:
+            by_text.setdefault(" ".join(text.lower().split()), []).append(tid)
+    text, (own, copy, *_) = next((t, ids) for t, ids in by_text.items() if len(ids) >= 2)
+    thread_of = dict(zip(gen.docs.ids, gen.docs.thread_ids))
+    with ThreadStore(dev_service.store_path) as store:
+        pipe = build_pipeline(dev_service, gen, store.get)
+        pipe.retriever = Retriever(gen, RetrieverConfig(("bm25", "lm")))  # the fake encoder's vectors mean nothing
+        found = pipe.search(SearchRequest(text, k=10, target="questions", rerank=False))
+        assert {found.results[0].id, *found.results[0].duplicates} >= {own, copy}  # one result, the other folded in
+        for target in ("questions", "threads", "answers"):
+            for rerank in (True, False):
+                resp = pipe.search(SearchRequest(text, k=20, target=target, rerank=rerank,
+                                                 filters=Filters(exclude_threads=(own, "no-such-thread"))))
+                shown = {r.thread_id for r in resp.results}
+                folded = {thread_of.get(d, d) for r in resp.results for d in r.duplicates}
+                assert resp.results and own not in shown | folded, (target, rerank)
+                if target != "answers":  # the copy stays, first when the first stage orders
+                    assert copy in shown | folded, (target, rerank)
+                    assert rerank or copy in {resp.results[0].thread_id, *resp.results[0].duplicates}, target
+
+
 def test_candidate_without_store_falls_back_to_the_generation(dev_service):
     from indexing.searcher import load_current
     gen = load_current(dev_service.index_root)
@@ -226,6 +257,11 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     resp = SearchResponse.model_validate(json.loads(out.stdout))
     assert resp.target == "questions" and resp.reranker is None and [r.rank for r in resp.results] == [1, 2, 3, 4]
     assert all(r.kind == "question" for r in resp.results)
+    own = resp.results[0].thread_id  # the thread a page shows, left out of its similar questions
+    left_out = cqa("search", "How do I renew my residence visa?", "--target", "questions", "--no-rerank", "--json",
+                   "-k", "4", "--exclude-thread", own)
+    shown = [r.thread_id for r in SearchResponse.model_validate(json.loads(left_out.stdout)).results]
+    assert left_out.returncode == 0 and own not in shown and shown[:3] == [r.thread_id for r in resp.results[1:]]
     bad = cqa("search", "   ")
     assert bad.returncode == 2 and "question" in bad.stderr
     from ranking.settings import MAX_RESULTS
