@@ -11,15 +11,17 @@ import uuid
 import time
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Callable
+from typing import Callable, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi import Query as Param
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from indexing.generations import IndexFormatError
 from indexing.store import StoreError, ThreadStore
 from ranking.pipeline import SearchPipeline, SearchResponse
+from ranking.settings import MAX_RESULTS
 
 from . import errors
 from .auth import require_admin
@@ -269,8 +271,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               summary="Find the best existing answers, questions or threads for a new question")
     async def search(body: SearchIn, svc: Service = Depends(service)) -> SearchResponse:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
+        return await searched(svc, body.request())
+
+    @app.get("/threads/{thread_id}/similar", response_model=SearchResponse,
+             summary="What is most similar to a stored thread, the thread itself left out (a thread page's related "
+                     "questions)")
+    async def similar(thread_id: str, k: int = Param(10, ge=1, le=MAX_RESULTS),
+                      target: Literal["questions", "threads", "answers"] = "questions", rerank: bool = True,
+                      svc: Service = Depends(service)) -> SearchResponse:
+        """POST /search with the thread's own question (subject and body), leaving out the thread itself: neither
+        its question nor its comments come back, while a near-copy of it posted as another thread does."""
+        from ranking.pipeline import SearchRequest
+        t = await run_in_threadpool(svc.store.get, thread_id)
+        if t is None:
+            raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
+        return await searched(svc, SearchRequest.like_thread(t, k=k, target=target, rerank=rerank))
+
+    async def searched(svc: Service, req) -> SearchResponse:
+        """The live generation's pipeline on ``req``, its stage timings into /metrics."""
         _, pipeline = ready_generation(svc)
-        out = await run_in_threadpool(pipeline.search, body.request())
+        out = await run_in_threadpool(pipeline.search, req)
         for stage, ms in out.timings_ms.items():
             svc.metrics.stage.labels(stage).observe(ms / 1000)
         return out

@@ -52,6 +52,13 @@ class SearchRequest:
     subject: str = ""
     body: str = ""
 
+    @classmethod
+    def like_thread(cls, thread: Thread, **settings) -> "SearchRequest":
+        """What is most similar to a stored ``thread`` (GET /threads/{id}/similar): its question searched as a new
+        one is, the thread itself left out (``Filters.exclude_threads``; its near-copies stay)."""
+        return cls(f"{thread.subject}\n{thread.body}".strip(), filters=Filters(exclude_threads=(thread.id,)),
+                   subject=thread.subject, body=thread.body, **settings)
+
 
 class SearchResult(BaseModel):
     id: str = Field(description="answer id, or thread id for questions and threads")

@@ -84,6 +84,21 @@ def test_search_targets_rerank_explain(client):
         left_out = client.post("/search", json={**body, "filters": {"exclude_threads": ["t7", "t7"]}})
         assert left_out.status_code == 200 and left_out.json()["results"], left_out.text
         assert "t7" not in {x["thread_id"] for x in left_out.json()["results"]}
+        # GET /threads/t7/similar: the same search from the stored thread, by its id
+        t7 = client.get("/threads/t7").json()
+        like = {**body, "question": {"subject": t7["subject"], "body": t7["body"]},
+                "filters": {"exclude_threads": ["t7"]}}
+        similar = client.get(f"/threads/t7/similar?k=10&target={target}")
+        assert similar.status_code == 200, similar.text
+        assert [(x["id"], x["score"]) for x in similar.json()["results"]] == \
+               [(x["id"], x["score"]) for x in client.post("/search", json=like).json()["results"]]
+        assert "t7" not in {x["thread_id"] for x in similar.json()["results"]}
+    for url, status, needle in (("/threads/nope/similar", 404, "no thread with id 'nope'"),
+                                ("/threads/t7/similar?k=0", 422, "k"), ("/threads/t7/similar?k=101", 422, "k"),
+                                ("/threads/t7/similar?target=everything", 422, "target")):
+        bad = client.get(url)
+        assert bad.status_code == status and needle in bad.json()["error"]["message"], (url, bad.text)
+    assert client.get("/threads/t7/similar").json()["target"] == "questions"  # what a thread page asks by default
     # threads: reranked, the questions search's threads, by the questions' reranker; without reranking, the first
     # stage grouped by thread (a comment's hit brings its thread)
     for body in ({"body": "rent 5"}, {"body": "question 7 about visa"}):

@@ -445,7 +445,7 @@ def test_a_text_one_serving_process_encoded_is_read_by_another(bi_ranker, tmp_pa
         return for_serving(dataclasses.replace(ranker, memo=None, vector_memo=None), memo_texts=10,
                            vector_store=VectorStore(path, capacity=100))
     first = process(bi_ranker)
-    assert vector_identity(first) == f"bi-encoder:{bi_ranker.cache_key}" and first.vector_memo.model == vector_identity(first)
+    assert vector_identity(first) == f"bi-encoder:{bi_ranker.cache_key}" == first.vector_memo.model
     first.score([Query("q1", TEXTS[0], comments)])
     first.vector_memo.store.flush()
     second = process(bi_ranker)

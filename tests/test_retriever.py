@@ -80,7 +80,8 @@ def test_targets_filters_and_fusion(gen):
     assert r.search("permit", 10, "answers", Filters(category="Nothing")).hits == []
     left_out = r.search("residence permit visa", 10, "answers", Filters(exclude_threads=("v1", "unknown")))
     assert left_out.hits and {h.doc_id for h in left_out.hits} <= {"a:v2a", "a:c1a"}  # neither of v1's comments
-    assert "t:v1" not in {h.doc_id for h in r.search("renew my visa", 10, "threads", Filters(exclude_threads=("v1",))).hits}
+    others = r.search("renew my visa", 10, "threads", Filters(exclude_threads=("v1",)))
+    assert others.hits and "t:v1" not in {h.doc_id for h in others.hits}
     expanded = r.search("visa", 5, "answers", expansion="rm3")
     assert expanded.expansion.method == "rm3" and set(expanded.timings_ms) >= {"bm25", "lm", "dense", "fusion"}
     with pytest.raises(ValueError, match="unknown target"):

@@ -13,12 +13,12 @@ Two tiers:
 
 Keys are keyed BLAKE2b digests of the pair, the key being the model's identity (its weights, config, scoring
 code, device, inference variant and input length), so a retrained or differently run model never reads another's
-scores.
+scores. The evaluation runs use the same two tiers (``ranking.neural.ranker.cached_scores``): a store per model
+in the data folder's cache, unbounded, flushed before the run goes on.
 
 A serving encoder's memo of text vectors (``memo_vectors``, ``CQA_VECTOR_MEMO_TEXTS``) has the same two tiers: its
 shared file is a ``VectorStore`` (``CQA_VECTOR_STORE_TEXTS``), whose values are the vectors' exact bytes, so a text
-any serving process of the data folder encoded is never encoded again, and scores the same. The evaluation runs use the same two tiers (``ranking.neural.ranker.cached_scores``): a store per model
-in the data folder's cache, unbounded, flushed before the run goes on.
+any serving process of the data folder encoded is never encoded again, and scores the same.
 """
 from __future__ import annotations
 
@@ -111,8 +111,8 @@ class ScoreStore:
                 if not self.path.exists() or isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
                     raise
                 aside = self.path.with_name(self.path.name + ".unreadable")
-                log.warning("%s store %s cannot be read (%s); moved to %s, starting an empty one", self.TABLE, self.path, e,
-                            aside)
+                log.warning("%s store %s cannot be read (%s); moved to %s, starting an empty one", self.TABLE,
+                            self.path, e, aside)
                 for suffix in ("-wal", "-shm"):
                     self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
                 self.path.replace(aside)
