@@ -3,8 +3,9 @@ corpus with each original question of the 2016 dev or test /search benchmarks ad
 forum's new thread is, once `cqa reindex` has run), and each such thread's similar questions asked by its id from a
 real `cqa serve`, scored with the /search benchmarks' judgements (MAP@10, P@1, nDCG@10; a collapsed result by the
 copy judged relevant, if any). Side by side, over the same server, what a forum would do without the endpoint:
-POST /search with the thread's own subject and body, as shown (the thread itself comes back, usually first), and with
-the thread's own result dropped by the caller from k + 1 results (the copies the service folded into it go with it).
+POST /search with the thread's own subject and body, as shown (the thread itself comes back, as a result or folded
+into one), and with the thread's own result dropped by the caller from k + 1 results (the copies the service folded
+into it go with it).
 Paired randomisation tests the endpoint against the caller's drop. Prints a JSON object last.
 
     python bench/similar_quality.py --data-dir var --splits dev,test --target questions
@@ -88,7 +89,7 @@ def main() -> None:
             for split, (qrels, questions) in sets.items():
                 runs: dict[str, dict] = {"similar": {}, "search": {}, "search-dropped": {}}
                 ms: list[float] = []
-                own_first = 0
+                own_searched = own_shown = 0
                 for qid, (subject, body) in questions.items():
                     judged = qrels.get(qid, {})
                     t = time.perf_counter()
@@ -97,12 +98,13 @@ def main() -> None:
                     if status != 200:
                         raise SystemExit(f"GET /threads/{OWN}{qid}/similar answered {status}: {similar}")
                     runs["similar"][qid] = shown(similar["results"], judged)
+                    own_shown += any(OWN + qid in (r["thread_id"], *r["duplicates"]) for r in similar["results"])
                     status, searched = post_json(base + "/search", {"question": {"subject": subject, "body": body},
                                                                     "k": SHOWN + 1, "target": args.target})
                     if status != 200:
                         raise SystemExit(f"POST /search answered {status} for {qid}: {searched}")
                     results = searched["results"]
-                    own_first += bool(results) and results[0]["thread_id"] == OWN + qid
+                    own_searched += any(OWN + qid in (r["thread_id"], *r["duplicates"]) for r in results[:SHOWN])
                     runs["search"][qid] = shown(results, judged)
                     runs["search-dropped"][qid] = shown([r for r in results if r["thread_id"] != OWN + qid], judged)
                 figures = {}
@@ -120,7 +122,7 @@ def main() -> None:
                                                                   [ap_drop.get(q, 0.0) for q in qids]), 4),
                     "questions_ranked_differently": sum(list(runs["similar"][q]) != list(runs["search-dropped"][q])
                                                         for q in questions),
-                    "search_shows_the_thread_first": own_first,
+                    "search_shows_the_thread": own_searched, "similar_shows_the_thread": own_shown,
                     "similar_p50_ms": round(float(np.percentile(ms, 50)), 1),
                     "similar_p95_ms": round(float(np.percentile(ms, 95)), 1)}
                 print(json.dumps({split: out["splits"][split]}), file=sys.stderr, flush=True)

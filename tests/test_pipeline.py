@@ -316,3 +316,22 @@ def test_search_quality_bench_scores_post_search_as_the_benchmark_does(fresh_cor
     for name, r in out["benchmarks"].items():
         assert r["questions"] == 12 and abs(r["served"]["P@1"] * 12 - round(r["served"]["P@1"] * 12)) < 0.01, r  # of 12
         assert r["questions_ranked_differently"] == 0 and r["served"] == r["in_process"], (name, r)
+
+
+@pytest.mark.slow
+def test_similar_quality_bench_asks_a_real_server_by_thread_id(fresh_corpus_dir):
+    """bench/similar_quality.py: the original questions added as threads to a copy of the full corpus, each one's
+    similar questions asked by its id through a real server, never showing the thread itself, which POST /search
+    with its text shows (as a result, or folded into one); the corpus the benchmarks read is left as it was."""
+    from indexing.store import ThreadStore
+    from tests.conftest import SEMEVAL
+    from tests.test_benches import run_bench
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
+    out = run_bench("similar_quality.py", "--data-dir", str(fresh_corpus_dir), "--splits", "test", "--limit", "6",
+                    env=env, timeout=1200)
+    r = out["splits"]["test"]
+    assert out["threads_added"] == 6 and r["questions"] == 6 and out["served_reranker"] == "search-questions"
+    assert r["similar_shows_the_thread"] == 0 and r["search_shows_the_thread"] >= 5, r
+    with ThreadStore(fresh_corpus_dir / "benchmarks" / "fullcorpus-2016" / "threads.sqlite3") as store:
+        assert not any(t.id.startswith("orgq-") for t in store.iter_threads())
+
