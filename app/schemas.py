@@ -63,7 +63,7 @@ class FiltersIn(Strict):
             raise ValueError(f"a thread id is 1 to 200 characters, not blank: {bad[0][:40]!r}")
         return v
 
-    def filters(self):
+    def to_filters(self):
         from ranking.retriever import Filters
         return Filters(self.category, self.since, self.until, tuple(dict.fromkeys(self.exclude_threads)))
 
@@ -85,7 +85,7 @@ class SearchIn(Strict):
         from ranking.pipeline import SearchRequest
         return SearchRequest(
             text=self.question.text, k=self.k, target=self.target,
-            filters=self.filters.filters() if self.filters else None,
+            filters=self.filters.to_filters() if self.filters else None,
             expansion={True: "rm3", False: "none", None: None}.get(self.expand, self.expand),
             rerank=self.rerank, collapse=self.collapse, explain=self.explain,
             subject=self.question.subject, body=self.question.body)
