@@ -347,11 +347,9 @@ class SearchPipeline:
     def _thread_answer_rows(self) -> dict[str, list[int]]:
         """thread id -> its comments' rows in the generation, in thread order (built once per generation)."""
         if self._answer_rows is None:
-            rows: dict[str, list[int]] = {}
-            for i, (tid, kind) in enumerate(zip(self.gen.docs.thread_ids, self.gen.docs.kinds)):
-                if kind == ANSWER:
-                    rows.setdefault(tid, []).append(i)
-            self._answer_rows = rows
+            kinds = self.gen.docs.kinds
+            self._answer_rows = {tid: [i for i in rows if kinds[i] == ANSWER]
+                                 for tid, rows in self.retriever.thread_rows.items()}
         return self._answer_rows
 
     def candidates(self, doc_ids: list[str], target: str,

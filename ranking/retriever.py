@@ -61,8 +61,9 @@ class Retriever:
         self._cats = np.array([c or "" for c in gen.docs.categories], dtype=object)
 
     @cached_property
-    def _rows_by_thread(self) -> dict[str, list[int]]:
-        """Each thread's rows (its question and comments), built on the first search that leaves a thread out."""
+    def thread_rows(self) -> dict[str, list[int]]:
+        """Each thread's rows in the generation (its question, then its comments in thread order), built once, when
+        first asked for (a search that leaves a thread out, /search answers' similar threads)."""
         out: dict[str, list[int]] = {}
         for row, tid in enumerate(self.gen.docs.thread_ids):
             out.setdefault(tid, []).append(row)
@@ -85,7 +86,7 @@ class Retriever:
                 until = filters.until + ("\uffff" if len(filters.until) <= 10 else "")
                 mask &= (self._dates != "") & (self._dates <= until)
             for tid in filters.exclude_threads:
-                mask[self._rows_by_thread.get(tid, [])] = False
+                mask[self.thread_rows.get(tid, [])] = False
         if mask.all():
             return None
         return np.flatnonzero(mask)

@@ -154,7 +154,7 @@ class ScoreStore:
             db = self._connect()
         except sqlite3.Error as e:
             db = None
-            log.warning("score store %s: no writer (%s); nothing is written", self.path, e)
+            log.warning("%s store %s: no writer (%s); nothing is written", self.TABLE, self.path, e)
         while True:
             batch = [self._queue.get()]
             while not self._queue.empty() and len(batch) < self.MAX_PUTS:
