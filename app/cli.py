@@ -132,8 +132,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     from ranking.retriever import Filters
     settings = _settings(args)
     body = " ".join(args.question).strip()
-    if not (body or args.subject.strip()):
-        print("error: give the question's text (and optionally --subject)", file=sys.stderr)
+    asked = bool(body or args.subject.strip())
+    if asked == bool(args.like_thread):
+        print("error: give the question's text (and optionally --subject), or --like-thread, not both",
+              file=sys.stderr)
         return 2
     try:
         gen = load_current(settings.index_root, settings.device)
@@ -142,14 +144,20 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 2
     filters = (Filters(args.category, args.since, args.until, tuple(args.exclude_thread))
                if (args.category or args.since or args.until or args.exclude_thread) else None)
-    req = SearchRequest(f"{args.subject}\n{body}".strip(), k=args.k, target=args.target, filters=filters,
-                        expansion=args.expand, rerank=not args.no_rerank, collapse=not args.no_collapse,
-                        explain=args.explain, subject=args.subject, body=body)
+    how = dict(k=args.k, target=args.target, filters=filters, expansion=args.expand, rerank=not args.no_rerank,
+               collapse=not args.no_collapse, explain=args.explain)
     attention = None
     if args.explain and (settings.bilstm_checkpoint / "config.json").exists():
         from ranking.neural.ranker import BiLSTMRanker
         attention = BiLSTMRanker.from_checkpoint(settings.bilstm_checkpoint, settings.device)
     with ThreadStore(settings.store_path) as store:
+        if asked:
+            req = SearchRequest(f"{args.subject}\n{body}".strip(), subject=args.subject, body=body, **how)
+        elif (thread := store.get(args.like_thread)) is not None:
+            req = SearchRequest.like_thread(thread, **how)
+        else:
+            print(f"error: no thread with id {args.like_thread!r} in the store", file=sys.stderr)
+            return 2
         try:
             rerankers = None if req.rerank else {}
             out = build_pipeline(settings, gen, store.get, rerankers, attention).search(req)
@@ -338,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--category", help="only this category")
     s.add_argument("--since", help="only documents on or after this ISO date")
     s.add_argument("--until", help="only documents on or before this ISO date")
+    s.add_argument("--like-thread", metavar="THREAD_ID", help="instead of a question: what is most similar to this "
+                   "stored thread, the thread itself left out (what GET /threads/{id}/similar serves)")
     s.add_argument("--exclude-thread", action="append", default=[], metavar="THREAD_ID",
                    help="leave this thread's question and comments out, e.g. the thread the search is for (its "
                         "near-copies stay); repeat for more")

@@ -53,11 +53,14 @@ class SearchRequest:
     body: str = ""
 
     @classmethod
-    def like_thread(cls, thread: Thread, **settings) -> "SearchRequest":
-        """What is most similar to a stored ``thread`` (GET /threads/{id}/similar): its question searched as a new
-        one is, the thread itself left out (``Filters.exclude_threads``; its near-copies stay)."""
-        return cls(f"{thread.subject}\n{thread.body}".strip(), filters=Filters(exclude_threads=(thread.id,)),
-                   subject=thread.subject, body=thread.body, **settings)
+    def like_thread(cls, thread: Thread, filters: Filters | None = None, **settings) -> "SearchRequest":
+        """What is most similar to a stored ``thread`` (GET /threads/{id}/similar, cqa search --like-thread): its
+        question searched as a new one is, inside ``filters``, the thread itself left out (``Filters.exclude_threads``;
+        its near-copies stay)."""
+        filters = filters or Filters()
+        filters = replace(filters, exclude_threads=tuple(dict.fromkeys((*filters.exclude_threads, thread.id))))
+        return cls(f"{thread.subject}\n{thread.body}".strip(), filters=filters, subject=thread.subject,
+                   body=thread.body, **settings)
 
 
 class SearchResult(BaseModel):

@@ -221,6 +221,11 @@ def test_a_search_can_leave_threads_out_and_keeps_their_copies(dev_service):
                 if target != "answers":  # the copy stays, first when the first stage orders
                     assert copy in shown | folded, (target, rerank)
                     assert rerank or copy in {resp.results[0].thread_id, *resp.results[0].duplicates}, target
+        thread = store.get(own)  # a stored thread's similar ones: its question, inside any other filters
+        req = SearchRequest.like_thread(thread, filters=Filters(since="2000-01-01", exclude_threads=(copy, own)), k=3)
+        assert req.filters == Filters(since="2000-01-01", exclude_threads=(copy, own)) and req.k == 3
+        assert (req.subject, req.body) == (thread.subject, thread.body)
+        assert SearchRequest.like_thread(thread).filters == Filters(exclude_threads=(own,))
 
 
 def test_candidate_without_store_falls_back_to_the_generation(dev_service):
@@ -262,6 +267,19 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
                    "-k", "4", "--exclude-thread", own)
     shown = [r.thread_id for r in SearchResponse.model_validate(json.loads(left_out.stdout)).results]
     assert left_out.returncode == 0 and own not in shown and shown[:3] == [r.thread_id for r in resp.results[1:]]
+    like = cqa("search", "--like-thread", own, "--target", "questions", "--no-rerank", "--json", "-k", "4")
+    assert like.returncode == 0, like.stderr  # the stored thread's question, the thread left out
+    demo = {t["id"]: t for t in map(json.loads, (ROOT / "data/demo/threads.jsonl").read_text().splitlines())}
+    same = cqa("search", "--subject", demo[own]["subject"], demo[own]["body"], "--exclude-thread", own, "--target",
+               "questions", "--no-rerank", "--json", "-k", "4")
+    liked = SearchResponse.model_validate(json.loads(like.stdout)).results
+    assert liked and own not in {r.thread_id for r in liked}
+    assert [(r.id, r.score) for r in liked] == \
+           [(r.id, r.score) for r in SearchResponse.model_validate(json.loads(same.stdout)).results]
+    for wrong, says in ((["--like-thread", "nope"], "no thread with id 'nope'"),
+                        (["visa", "--like-thread", own], "not both")):
+        out = cqa("search", *wrong)
+        assert out.returncode == 2 and says in out.stderr, out.stderr
     bad = cqa("search", "   ")
     assert bad.returncode == 2 and "question" in bad.stderr
     from ranking.settings import MAX_RESULTS
