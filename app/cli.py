@@ -152,7 +152,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         attention = BiLSTMRanker.from_checkpoint(settings.bilstm_checkpoint, settings.device)
     with ThreadStore(settings.store_path) as store:
         if asked:
-            req = SearchRequest(f"{args.subject}\n{body}".strip(), subject=args.subject, body=body, **how)
+            req = SearchRequest.asking(args.subject, body, **how)
         elif (thread := store.get(args.like_thread)) is not None:
             req = SearchRequest.like_thread(thread, **how)
         else:

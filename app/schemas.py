@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from indexing.models import Answer, Thread, invalid_unicode
+from indexing.models import Answer, Thread, invalid_unicode, question_text
 from ranking.settings import MAX_RESULTS
 
 DATE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$"
@@ -40,7 +40,7 @@ class QuestionIn(Strict):
 
     @property
     def text(self) -> str:
-        return f"{self.subject}\n{self.body}".strip()
+        return question_text(self.subject, self.body)
 
     def fields(self, prefix: str = "question"):
         return [(f"{prefix}.subject", self.subject), (f"{prefix}.body", self.body)]
@@ -83,12 +83,11 @@ class SearchIn(Strict):
 
     def request(self):
         from ranking.pipeline import SearchRequest
-        return SearchRequest(
-            text=self.question.text, k=self.k, target=self.target,
+        return SearchRequest.asking(
+            self.question.subject, self.question.body, k=self.k, target=self.target,
             filters=self.filters.to_filters() if self.filters else None,
             expansion={True: "rm3", False: "none", None: None}.get(self.expand, self.expand),
-            rerank=self.rerank, collapse=self.collapse, explain=self.explain,
-            subject=self.question.subject, body=self.question.body)
+            rerank=self.rerank, collapse=self.collapse, explain=self.explain)
 
 
 class CandidateIn(Strict):

@@ -17,7 +17,7 @@ from typing import Literal
 from lxml import etree
 from pydantic import ValidationError
 
-from .models import Answer, Thread
+from .models import Answer, Thread, question_text
 
 Format = Literal["semeval", "jsonl"]
 
@@ -40,7 +40,7 @@ class OrgQuestion:
 
     @property
     def text(self) -> str:
-        return f"{self.subject}\n{self.body}".strip()
+        return question_text(self.subject, self.body)
 
 
 @dataclass

@@ -55,6 +55,11 @@ class Answer(BaseModel):
         return v
 
 
+def question_text(subject: str, body: str) -> str:
+    """A question as every index, ranker and search reads it: its subject, then its body."""
+    return f"{subject}\n{body}".strip()
+
+
 class Thread(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -92,7 +97,7 @@ class Thread(BaseModel):
 
     @property
     def question_text(self) -> str:
-        return f"{self.subject}\n{self.body}".strip()
+        return question_text(self.subject, self.body)
 
     def content_hash(self) -> str:
         payload = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from indexing.documents import ANSWER
-from indexing.models import Thread
+from indexing.models import Thread, question_text
 from indexing.searcher import Generation
 
 from .candidates import (
@@ -53,14 +53,18 @@ class SearchRequest:
     body: str = ""
 
     @classmethod
+    def asking(cls, subject: str, body: str, **settings) -> "SearchRequest":
+        """A search for a question given as its subject and body (POST /search, cqa search, the benchmarks)."""
+        return cls(question_text(subject, body), subject=subject, body=body, **settings)
+
+    @classmethod
     def like_thread(cls, thread: Thread, filters: Filters | None = None, **settings) -> "SearchRequest":
         """What is most similar to a stored ``thread`` (GET /threads/{id}/similar, cqa search --like-thread): its
         question searched as a new one is, inside ``filters``, the thread itself left out (``Filters.exclude_threads``;
         its near-copies stay)."""
         filters = filters or Filters()
         filters = replace(filters, exclude_threads=tuple(dict.fromkeys((*filters.exclude_threads, thread.id))))
-        return cls(f"{thread.subject}\n{thread.body}".strip(), filters=filters, subject=thread.subject,
-                   body=thread.body, **settings)
+        return cls.asking(thread.subject, thread.body, filters=filters, **settings)
 
 
 class SearchResult(BaseModel):

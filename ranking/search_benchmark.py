@@ -74,10 +74,9 @@ def search_run(pipeline: SearchPipeline, questions: dict[str, tuple[str, str]], 
     each judged only under its own original question), so it is scored by the copy judged relevant, if any."""
     out, ms = {}, []
     for qid, (subject, body) in tqdm(questions.items(), desc=f"search {target} {run.label}", disable=not progress):
-        text = f"{subject}\n{body}".strip()
         t0 = time.perf_counter()
-        resp = pipeline.search(SearchRequest(text, k=K, target=target, rerank=run.rerank, collapse=run.collapse,
-                                             subject=subject, body=body))
+        resp = pipeline.search(SearchRequest.asking(subject, body, k=K, target=target, rerank=run.rerank,
+                                                    collapse=run.collapse))
         ms.append(1000 * (time.perf_counter() - t0))
         judged = qrels.get(qid, {})
         out[qid] = {scored_id([r.id, *r.duplicates], judged): float(K + 1 - r.rank) for r in resp.results}

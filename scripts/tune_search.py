@@ -58,7 +58,7 @@ def features(settings, target: str, split: str, answer_ranker: str, answer_model
         else:
             parts = [for_serving(get_ranker(n, settings)) for n in QUESTION_PARTS]
         for qid, (subject, body) in tqdm(questions.items(), desc=f"features {split} {target}"):
-            req = SearchRequest(f"{subject}\n{body}".strip(), k=K, target=target, subject=subject, body=body)
+            req = SearchRequest.asking(subject, body, k=K, target=target)
             got = pipe.retrieve(req)
             head = pipe.head_query(req, got)
             if target == "answers":
