@@ -54,8 +54,13 @@ def _request(url: str, body: dict) -> urllib.request.Request:
 def post_json(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
     """POST a JSON body; the status and the JSON answered (an error's too). For the quality benches, which read
     what the server returns; ``post`` below only times a request."""
+    return get_json(_request(url, body), timeout)
+
+
+def get_json(request: str | urllib.request.Request, timeout: float = 120) -> tuple[int, dict]:
+    """GET a URL (or send a prepared request); the status and the JSON answered, an error's too."""
     try:
-        with urllib.request.urlopen(_request(url, body), timeout=timeout) as r:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
@@ -147,8 +152,7 @@ def memo_report(base: str, workers: int) -> dict:
     several workers, each worker's under ``by_worker`` (asked until each has answered, at most 100 times)."""
     seen: dict[str, dict] = {}
     for _ in range(100):
-        with urllib.request.urlopen(base + "/ready", timeout=10) as r:
-            ready = json.loads(r.read())
+        ready = get_json(base + "/ready", timeout=10)[1]
         seen[ready.get("worker", "")] = {"score_memos": ready.get("score_memos", {}),
                                          "score_store": ready.get("score_store"),
                                          "vector_store": ready.get("vector_store")}

@@ -27,20 +27,57 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import post_json, server  # noqa: E402
+from load import get_json, post_json, server  # noqa: E402
 from search_quality import SHOWN, shown  # noqa: E402
 
 OWN = "orgq-"  # the id prefix of an original question's own thread
 
 
-def get_json(url: str) -> tuple[int, dict]:
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+def shows(results: list[dict], thread_id: str) -> bool:
+    """Whether a thread is among ``results``, as one or folded into one."""
+    return any(thread_id in (r["thread_id"], *r["duplicates"]) for r in results)
+
+
+def score_split(base: str, qrels: dict, questions: dict, target: str) -> dict:
+    """Each question's own thread asked for its similar ones, beside POST /search with its text (as shown, and with
+    the thread dropped by the caller); their figures, the paired test of the endpoint against the drop, and speed."""
+    import numpy as np
+
+    from ranking.evaluation.measures import paired_randomization, per_query
+    from ranking.fullcorpus import figures_of
+    runs: dict[str, dict] = {"similar": {}, "search": {}, "search-dropped": {}}
+    ms: list[float] = []
+    own_searched = own_shown = 0
+    for qid, (subject, body) in questions.items():
+        judged, own = qrels.get(qid, {}), OWN + qid
+        t = time.perf_counter()
+        status, similar = get_json(f"{base}/threads/{own}/similar?k={SHOWN}&target={target}")
+        ms.append(1000 * (time.perf_counter() - t))
+        if status != 200:
+            raise SystemExit(f"GET /threads/{own}/similar answered {status}: {similar}")
+        status, searched = post_json(base + "/search", {"question": {"subject": subject, "body": body},
+                                                        "k": SHOWN + 1, "target": target})
+        if status != 200:
+            raise SystemExit(f"POST /search answered {status} for {qid}: {searched}")
+        results = searched["results"]
+        own_shown += shows(similar["results"], own)
+        own_searched += shows(results[:SHOWN], own)
+        runs["similar"][qid] = shown(similar["results"], judged)
+        runs["search"][qid] = shown(results, judged)
+        runs["search-dropped"][qid] = shown([r for r in results if r["thread_id"] != own], judged)
+    figures = {name: {m: round(v, 4) for m, v in figures_of(qrels, run).items() if m in ("MAP@10", "P@1", "nDCG@10")}
+               for name, run in runs.items()}
+    ap_sim, ap_drop = (per_query(qrels, runs[n], "AP@10") for n in ("similar", "search-dropped"))
+    qids = sorted(set(ap_sim) | set(ap_drop))
+    return {"questions": len(questions), **figures,
+            "similar_minus_dropped": round(figures["similar"]["MAP@10"] - figures["search-dropped"]["MAP@10"], 4),
+            "p_randomisation": round(paired_randomization([ap_sim.get(q, 0.0) for q in qids],
+                                                          [ap_drop.get(q, 0.0) for q in qids]), 4),
+            "questions_ranked_differently": sum(list(runs["similar"][q]) != list(runs["search-dropped"][q])
+                                                for q in questions),
+            "search_shows_the_thread": own_searched, "similar_shows_the_thread": own_shown,
+            "similar_p50_ms": round(float(np.percentile(ms, 50)), 1),
+            "similar_p95_ms": round(float(np.percentile(ms, 95)), 1)}
 
 
 def main() -> None:
@@ -51,14 +88,11 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions of each split (0: all)")
     args = ap.parse_args()
 
-    import numpy as np
-
     from app.settings import Settings
     from indexing.models import Thread
     from indexing.reindex import reindex
     from indexing.store import ThreadStore
-    from ranking.evaluation.measures import paired_randomization, per_query
-    from ranking.fullcorpus import corpus_settings, ensure_corpus, figures_of
+    from ranking.fullcorpus import corpus_settings, ensure_corpus
     from ranking.search_benchmark import qrels_for
 
     settings = Settings(data_dir=args.data_dir)
@@ -87,44 +121,7 @@ def main() -> None:
             out["generation"], out["served_reranker"] = ready["generation"], ready["search_rerankers"]["questions"]
             post_json(base + "/search", {"question": {"body": "warm up"}, "target": args.target})
             for split, (qrels, questions) in sets.items():
-                runs: dict[str, dict] = {"similar": {}, "search": {}, "search-dropped": {}}
-                ms: list[float] = []
-                own_searched = own_shown = 0
-                for qid, (subject, body) in questions.items():
-                    judged = qrels.get(qid, {})
-                    t = time.perf_counter()
-                    status, similar = get_json(f"{base}/threads/{OWN}{qid}/similar?k={SHOWN}&target={args.target}")
-                    ms.append(1000 * (time.perf_counter() - t))
-                    if status != 200:
-                        raise SystemExit(f"GET /threads/{OWN}{qid}/similar answered {status}: {similar}")
-                    runs["similar"][qid] = shown(similar["results"], judged)
-                    own_shown += any(OWN + qid in (r["thread_id"], *r["duplicates"]) for r in similar["results"])
-                    status, searched = post_json(base + "/search", {"question": {"subject": subject, "body": body},
-                                                                    "k": SHOWN + 1, "target": args.target})
-                    if status != 200:
-                        raise SystemExit(f"POST /search answered {status} for {qid}: {searched}")
-                    results = searched["results"]
-                    own_searched += any(OWN + qid in (r["thread_id"], *r["duplicates"]) for r in results[:SHOWN])
-                    runs["search"][qid] = shown(results, judged)
-                    runs["search-dropped"][qid] = shown([r for r in results if r["thread_id"] != OWN + qid], judged)
-                figures = {}
-                for name, run in runs.items():
-                    f = figures_of(qrels, run)
-                    figures[name] = {m: round(f[m], 4) for m in ("MAP@10", "P@1", "nDCG@10")}
-                ap_sim = per_query(qrels, runs["similar"], "AP@10")
-                ap_drop = per_query(qrels, runs["search-dropped"], "AP@10")
-                qids = sorted(set(ap_sim) | set(ap_drop))
-                out["splits"][split] = {
-                    "questions": len(questions), **figures,
-                    "similar_minus_dropped": round(figures["similar"]["MAP@10"]
-                                                   - figures["search-dropped"]["MAP@10"], 4),
-                    "p_randomisation": round(paired_randomization([ap_sim.get(q, 0.0) for q in qids],
-                                                                  [ap_drop.get(q, 0.0) for q in qids]), 4),
-                    "questions_ranked_differently": sum(list(runs["similar"][q]) != list(runs["search-dropped"][q])
-                                                        for q in questions),
-                    "search_shows_the_thread": own_searched, "similar_shows_the_thread": own_shown,
-                    "similar_p50_ms": round(float(np.percentile(ms, 50)), 1),
-                    "similar_p95_ms": round(float(np.percentile(ms, 95)), 1)}
+                out["splits"][split] = score_split(base, qrels, questions, args.target)
                 print(json.dumps({split: out["splits"][split]}), file=sys.stderr, flush=True)
     print(json.dumps(out))
 
