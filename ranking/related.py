@@ -64,8 +64,8 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
     thread ranker on the thread questions in search order (with the query's metadata, so a query whose threads
     come in no search order, ``search_order`` false, is ranked by its unordered weights), the quality ranker (a
     subtask A ranker with forum signals) on each thread's question and its comments as the thread gives them
-    (``own_quality``;
-    0 without one), and a second answer ranker on the new questions (``answer_model``; 0 without one)."""
+    (``own_quality``; 0 without one), and a second answer ranker on the new questions (``answer_model``; 0 without
+    one)."""
     second = answer_model.score(queries) if answer_model is not None else [np.zeros(len(q.candidates)) for q in queries]
     threads = [_threads(q) for q in queries]
     own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), vec)

@@ -192,7 +192,7 @@ class VectorStore(ScoreStore):
     vector's exact bytes (its dtype, then its numbers), so a vector read back scores as the one the encoder made."""
 
     TABLE, VALUE = "vectors", "BLOB"
-    PAGE_SIZE = 8192  # five 1.5 KB rows fill a page; the default 4 KB holds two (2.1 KB a text against 1.7)
+    PAGE_SIZE = 8192  # five rows of a 1.5 KB vector fill a page; the default 4 KB holds two
     _DTYPES = {b"f": np.float32, b"d": np.float64}
 
     @staticmethod
