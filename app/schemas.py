@@ -1,14 +1,15 @@
 """Request and response bodies. Unknown fields are refused everywhere."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from indexing.models import Answer, Thread, invalid_unicode, question_text
 from ranking.settings import MAX_RESULTS
 
 DATE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$"
+ThreadId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]  # as Thread.id takes it
 
 
 class Strict(BaseModel):
@@ -50,18 +51,10 @@ class FiltersIn(Strict):
     category: str | None = Field(None, max_length=200)
     since: str | None = Field(None, pattern=DATE, description="ISO date or date-time, inclusive")
     until: str | None = Field(None, pattern=DATE, description="ISO date or date-time, inclusive")
-    exclude_threads: list[str] = Field(
+    exclude_threads: list[ThreadId] = Field(
         default_factory=list, max_length=100, description="thread ids whose question and comments never come back, "
         "e.g. the thread whose page shows the search (its near-copies still do: they are not folded into it); an id "
         "not indexed excludes nothing")
-
-    @field_validator("exclude_threads")
-    @classmethod
-    def _ids(cls, v: list[str]) -> list[str]:
-        bad = [i for i in v if not i.strip() or len(i) > 200]
-        if bad:
-            raise ValueError(f"a thread id is 1 to 200 characters, not blank: {bad[0][:40]!r}")
-        return v
 
     def to_filters(self):
         from ranking.retriever import Filters
