@@ -60,16 +60,22 @@ def bootstrap(settings: Settings, progress: bool = True, answers_now_max: int = 
     return out
 
 
-def reindex_in_background(settings: Settings):
-    """A ``cqa reindex`` of this data folder in a child process (its log lines on this process's stderr). A
-    service follows the generation it publishes, so it switches over without a restart."""
+def reindex_command(settings: Settings, *flags: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of a ``cqa reindex`` of this data folder with this service's encoders, run as a
+    child process (its log lines go to this process's stderr; its last stdout line is the summary)."""
     import os
-    import subprocess
     import sys
     env = {**os.environ, "CQA_DATA_DIR": str(settings.data_dir), "CQA_ANSWER_ENCODER": settings.answer_encoder,
            "CQA_DENSE_ENCODER": settings.dense_encoder}
-    return subprocess.Popen([sys.executable, "-m", "app.cli", "reindex", "--quiet"], env=env,
-                            stdout=subprocess.DEVNULL)
+    return [sys.executable, "-m", "app.cli", "reindex", "--quiet", *flags], env
+
+
+def reindex_in_background(settings: Settings):
+    """A ``cqa reindex`` of this data folder in a child process. A service follows the generation it publishes, so it
+    switches over without a restart."""
+    import subprocess
+    argv, env = reindex_command(settings)
+    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
 
 
 def _lacks_answer_vectors(settings: Settings) -> str | None:

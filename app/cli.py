@@ -65,6 +65,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from indexing.reindex import ReindexError, reindex
     settings = _settings(args)  # with --dense-encoder, validated as $CQA_DENSE_ENCODER is
+    if args.nice:
+        os.nice(args.nice)  # before the build starts its threads, which inherit it
     if args.engine == "local" and (args.address or args.ray_workers):
         print("error: --address and --ray-workers go with --engine ray", file=sys.stderr)
         return 2
@@ -82,7 +84,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             print(f"error: could not start the Ray engine: {e}", file=sys.stderr)
             return 2
     try:
-        summary = reindex(settings, progress=not args.quiet, skip_dense=args.no_dense, engine=engine)
+        summary = reindex(settings, progress=not args.quiet, skip_dense=args.no_dense, engine=engine,
+                          if_stale=args.if_stale)
     except ReindexError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -309,6 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cpus-per-worker", type=float, default=0.5, metavar="C",
                    help="CPUs each Ray worker reserves (default 0.5, which leaves Ray Data's read tasks room on a "
                    "small machine; use 1 or more on a real cluster)")
+    s.add_argument("--if-stale", action="store_true", help="build only if a thread was added, changed or deleted "
+                   "since the live generation was built, and exit 0 without building when another reindex is running "
+                   "(what a serving process's automatic refresh runs, $CQA_REFRESH_S; also fit for cron); the last "
+                   "line then says skipped and why")
+    s.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
+                   help="lower this build's CPU priority by N (0-19), so a service on the same machine answers first")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_reindex)
 

@@ -10,6 +10,7 @@ import threading
 import uuid
 import time
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from functools import partial
 from typing import Callable, Literal
 
@@ -29,6 +30,7 @@ from .batching import MicroBatcher, ThreadBatched
 from .jobs import JobManager
 from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
+from .refresh import Refresher
 from .schemas import (
     DeletedOut,
     EvaluationIn,
@@ -50,7 +52,15 @@ from .schemas import (
 from .settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
-SEARCHABLE_NOTE = "accepted and durable; searchable after the next reindex (POST /reindex)"
+
+
+def change_note(settings: Settings, done: str) -> str:
+    """What POST /threads and DELETE tell the caller about when search sees the change."""
+    if settings.refresh_s > 0:
+        return (f"{done}; search sees it after the automatic refresh builds the next generation, which starts at once, "
+                f"or {settings.refresh_s:g} s after the last one ended (CQA_REFRESH_S; GET /ready: refresh), or after "
+                "POST /reindex")
+    return f"{done}; search sees it after the next reindex (POST /reindex; the automatic refresh is off)"
 
 
 class Service:
@@ -79,6 +89,7 @@ class Service:
         self.answers_batcher: MicroBatcher | None = None
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
+        self.refresher = Refresher(self) if settings.refresh_s > 0 else None  # builds when the store moved
 
     def lease_ttl(self) -> float:
         return max(30.0, 5 * self.settings.generation_poll_s)
@@ -149,7 +160,8 @@ class Service:
 
 async def follow(svc: Service) -> None:
     """Every $CQA_GENERATION_POLL_S: go live on a generation published by any process (a `cqa reindex`,
-    another replica's POST /reindex), and renew the lease on the one served."""
+    another replica's POST /reindex), renew the lease on the one served, and let the automatic refresh see whether
+    the store moved (app/refresh.py)."""
     while True:
         await asyncio.sleep(svc.settings.generation_poll_s)
         try:
@@ -157,6 +169,11 @@ async def follow(svc: Service) -> None:
                 log.info("went live on index generation %s", svc.generation.name)
         except Exception as e:  # a half-written or broken generation: keep serving the current one
             log.warning("could not follow the current generation: %s", e)
+        if svc.refresher is not None:
+            try:
+                await run_in_threadpool(svc.refresher.tick)
+            except Exception as e:  # a store busy or a manifest half-read: the next tick looks again
+                log.warning("automatic refresh: could not compare the store with the live generation: %s", e)
 
 
 def sorted_by_score(candidates, scores: list[float], ranker, t0: float, stage) -> dict:
@@ -259,7 +276,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
                 "inference": svc.inference, "score_memos": svc.score_memos(),
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None,
-                "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None}
+                "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
+                "refresh": asdict(svc.refresher.report) if svc.refresher is not None else None}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):
@@ -371,7 +389,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except StoreError as e:
             raise HTTPException(409, detail=str(e)) from None
         return {"accepted": len(ids), "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
-                "note": SEARCHABLE_NOTE}
+                "note": change_note(svc.settings, "accepted and durable")}
 
     @app.get("/threads/{thread_id}", summary="One thread with its answers")
     def get_thread(thread_id: str, svc: Service = Depends(service)):
@@ -384,7 +402,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def delete_thread(thread_id: str, svc: Service = Depends(service)):
         if not svc.store.delete(thread_id):
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
-        return {"deleted": thread_id, "note": "removed from the store; gone from search after the next reindex"}
+        return {"deleted": thread_id, "note": change_note(svc.settings, "removed from the store")}
 
     # --- jobs -----------------------------------------------------------------------------------
     @app.post("/reindex", status_code=202, response_model=JobSubmitted, summary="Rebuild the indexes as a job (admin)",

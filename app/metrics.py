@@ -28,6 +28,13 @@ class Metrics:
         self.store_threads = Gauge("cqa_store_threads", "threads in the store", registry=self.registry)
         self.batch_size = Histogram("cqa_rerank_batch_size", "requests per reranker batch",
                                     buckets=(1, 2, 4, 8, 16, 32), registry=self.registry)
+        self.refreshes = Counter("cqa_refreshes_total", "automatic refreshes ($CQA_REFRESH_S) this process ran, by "
+                                 "outcome: built, skipped (another process was building, or had built), failed",
+                                 ["outcome"], registry=self.registry)
+        self.refresh_pending_since = Gauge("cqa_refresh_pending_since_timestamp_seconds", "since when (unix time) "
+                                           "this process has seen the store hold changes the live generation lacks; "
+                                           "0: none (time() minus it: how far search is behind the store)",
+                                           registry=self.registry)
         self.memo_stats: Callable[[], dict[str, dict]] = dict
         self.registry.register(_MemoCollector(lambda: self.memo_stats()))
 

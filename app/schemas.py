@@ -222,6 +222,23 @@ class ScoreStoreOut(BaseModel):
                        "its own memo)")
 
 
+class RefreshOut(BaseModel):
+    interval_s: float = Field(description="CQA_REFRESH_S: the least time from one automatic build's end to the next's "
+                              "start")
+    pending: bool = Field(description="the store holds changes (threads added, changed or deleted) the live "
+                          "generation lacks, so search does not see them yet")
+    pending_since: float | None = Field(None, description="since when (unix time) this process has seen them")
+    reason: str | None = Field(None, description="why the live generation is behind the store")
+    last_job: str | None = Field(None, description="this process's last automatic build (GET /jobs/{id})")
+    last_outcome: Literal["running", "built", "skipped", "failed"] | None = Field(
+        None, description="built; skipped (another process was building, or had built what the store holds); failed "
+        "(the live generation is unchanged, the next tick tries again)")
+    last_started_at: float | None = None
+    last_finished_at: float | None = None
+    last_generation: str | None = Field(None, description="the generation it built, or the live one it found")
+    last_error: str | None = None
+
+
 class ReadyOut(BaseModel):
     status: Literal["ready"]
     generation: str
@@ -242,6 +259,8 @@ class ReadyOut(BaseModel):
     vector_store: ScoreStoreOut | None = Field(None, description="the vector store behind the encoders' vector "
                                                "memos (`NAME vectors` in score_memos), shared by the data folder's "
                                                "serving processes; null when off")
+    refresh: RefreshOut | None = Field(None, description="the automatic refresh (CQA_REFRESH_S) as this process "
+                                       "sees it; null when off")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
                         "each has its own and holds its own lease on the generation it serves")
 

@@ -23,6 +23,14 @@ class Settings(RankingSettings):
                          "loads its own models and follows the `current` generation.")
     generation_poll_s: float = Field(2.0, gt=0, le=3600, description="How often the service checks the "
                                      "`current` pointer and goes live on a generation another process published.")
+    refresh_s: float = Field(60.0, ge=0, le=86400, description="Automatic refresh: when a thread was added, changed "
+                             "or deleted since the live generation was built, the service builds a new one by itself "
+                             "(a `cqa reindex --if-stale` in a child process at lower CPU priority) and goes live on "
+                             "it; at once if its last build ended at least this many seconds ago, else when they have "
+                             "passed, so a store written to all the time is rebuilt at most once per this interval "
+                             "plus a build. 0: off (only POST /reindex or `cqa reindex` build).")
+    refresh_nice: int = Field(10, ge=0, le=19, description="How much lower the automatic refresh's CPU priority is "
+                              "than the service's (a Unix nice increment), so searches come first on a small machine.")
 
 
 @lru_cache(maxsize=1)

@@ -46,15 +46,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _request(url: str, body: dict) -> urllib.request.Request:
+def _request(url: str, body: dict, headers: dict[str, str] | None = None) -> urllib.request.Request:
     return urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                  headers={"Content-Type": "application/json"})
+                                  headers={"Content-Type": "application/json", **(headers or {})})
 
 
-def post_json(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
+def post_json(url: str, body: dict, timeout: float = 120, headers: dict[str, str] | None = None) -> tuple[int, dict]:
     """POST a JSON body; the status and the JSON answered (an error's too). For the quality benches, which read
     what the server returns; ``post`` below only times a request."""
-    return get_json(_request(url, body), timeout)
+    return get_json(_request(url, body, headers), timeout)
 
 
 def get_json(request: str | urllib.request.Request, timeout: float = 120) -> tuple[int, dict]:

@@ -20,7 +20,8 @@ from .dense import DenseIndex, choose_kind
 from .documents import ANSWER, QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
-from .generations import ANSWER_VECTORS, FORMAT, FORMAT_VERSION, prune, publish, remove_stale_builds
+from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, current_generation, prune, publish,
+                          remove_stale_builds)
 from .lm import LMIndex
 from .store import ThreadStore
 from .termmatrix import TermMatrix
@@ -37,21 +38,42 @@ class ReindexError(Exception):
 
 
 class _Lock:
+    """The data folder's reindex lock (an flock, so a killed holder frees it): one build at a time, whatever process."""
+
     def __init__(self, root: Path):
         root.mkdir(parents=True, exist_ok=True)
         self.fh = open(root / ".reindex.lock", "w")
 
-    def __enter__(self):
+    def acquire(self) -> "_Lock":
         try:
             fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.fh.close()
-            raise ReindexError("another reindex is running on this data directory; wait for it to finish") from None
+            raise ReindexError(BUSY) from None
+        return self
+
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         fcntl.flock(self.fh, fcntl.LOCK_UN)
         self.fh.close()
+
+
+BUSY = "another reindex is running on this data directory; wait for it to finish"
+
+
+def why_stale(settings: IndexSettings) -> str | None:
+    """Why the live generation does not hold the store as it is now (None when it does): there is none yet, or a
+    thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded)."""
+    from .searcher import manifest_of
+    m = manifest_of(settings.index_root)
+    if m is None:
+        return "no live generation"
+    with ThreadStore(settings.store_path) as store:
+        if store.fingerprint() != m.get("store_fingerprint"):
+            return f"the store changed since {m['generation']} was built"
+    return None
 
 
 def local_engine(settings: IndexSettings, encode_fn: EncodeFn | None = None, spec=None) -> LocalEngine:
@@ -77,8 +99,12 @@ def ray_engine(settings: IndexSettings, options):
 
 def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = False,
             on_progress: Progress | None = None, analyzer: Analyzer | None = None,
-            encode_fn: EncodeFn | None = None, engine: Engine | None = None) -> dict:
+            encode_fn: EncodeFn | None = None, engine: Engine | None = None, if_stale: bool = False) -> dict:
     """Build every index from the store into a new generation and make it live. Returns a summary.
+
+    With ``if_stale`` it builds only when the live generation no longer holds the store (``why_stale``), checked
+    under the lock, and a build already running elsewhere is no error: the summary then says ``skipped`` and why,
+    so any number of processes may ask at once (a service's automatic refresh, a cron job) and one builds.
 
     ``engine`` does the analysis and the embedding (default: this process, see ``indexing.engines``); whatever
     the engine, this function merges its output and writes and publishes the generation."""
@@ -86,7 +112,17 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
     engine = engine or local_engine(settings, encode_fn)
     root = settings.index_root
     report = on_progress or (lambda stage, frac: None)
-    with _Lock(root):
+    try:
+        lock = _Lock(root).acquire()
+    except ReindexError:
+        if not if_stale:
+            raise
+        return {"skipped": BUSY, "generation": current_generation(root)}
+    with lock:
+        if if_stale and (why := why_stale(settings)) is None:
+            return {"skipped": "the live generation holds the store as it is", "generation": current_generation(root)}
+        if if_stale:
+            log.info("building a new generation: %s", why)
         stale = remove_stale_builds(root)
         if stale:
             log.info("removed %d unfinished builds: %s", len(stale), ", ".join(stale))

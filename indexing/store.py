@@ -74,6 +74,7 @@ class ThreadStore:
         with self._lock:
             self._conn.executescript(_SCHEMA)
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('changes', '0')")  # older stores gain it here
             (version,) = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if int(version) != SCHEMA_VERSION:
             raise StoreError(f"{self.path}: store schema version {version}, this code reads {SCHEMA_VERSION}")
@@ -98,6 +99,8 @@ class ThreadStore:
             try:
                 for t in threads:
                     self._upsert_one(cur, t, result)
+                if result.inserted or result.updated:
+                    self._count_change(cur)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -144,13 +147,27 @@ class ThreadStore:
             try:
                 cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
                 n = cur.execute("DELETE FROM threads WHERE id=?", (thread_id,)).rowcount
+                if n:
+                    self._count_change(cur)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
         return n > 0
 
+    @staticmethod
+    def _count_change(cur: sqlite3.Cursor) -> None:
+        """One more write that changed something, in the write's own transaction (see ``change_count``)."""
+        cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='changes'")
+
     # --- reads ------------------------------------------------------------------
+    def change_count(self) -> int:
+        """How many committed writes have changed the store, by any process: one read of one row, so a service can
+        ask every few seconds whether the store moved (and only then compare ``fingerprint`` with its index)."""
+        with self._lock:
+            (n,) = self._conn.execute("SELECT value FROM meta WHERE key='changes'").fetchone()
+        return int(n)
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             (t,) = self._conn.execute("SELECT COUNT(*) FROM threads").fetchone()

@@ -40,6 +40,15 @@ def _files_under(folder: Path) -> dict[str, float]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def explicit_reindex_only():
+    """The services the tests start build a generation only when a test asks (POST /reindex, `cqa reindex`), so a
+    test that writes threads decides when search sees them. The automatic refresh, on by default, has its own tests
+    (tests/test_refresh.py), which turn it on with CQA_REFRESH_S."""
+    os.environ["CQA_REFRESH_S"] = "0"
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def nothing_written_under_var(tmp_path_factory):
     """No test writes into the checkout's ./var (a developer's data folder): a Settings() that names no
     folder lands in a temporary one, and the run fails if ./var changed anyway."""

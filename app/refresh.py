@@ -1,0 +1,104 @@
+"""Automatic refresh (``$CQA_REFRESH_S``): a thread accepted by POST /threads, ``cqa ingest`` or a DELETE becomes
+searchable (or stops being found) without anyone calling POST /reindex.
+
+Every ``$CQA_GENERATION_POLL_S`` a serving process reads the store's change counter (one row). When it moved, or the
+live generation did, it compares the store's fingerprint with the one the live generation recorded. When they
+differ, it runs ``cqa reindex --if-stale`` in a child process, at a lower CPU priority than its own
+(``$CQA_REFRESH_NICE``), as a job of kind ``reindex`` (so POST /reindex meanwhile answers 409 with that job): at once
+when its last build ended at least ``$CQA_REFRESH_S`` ago, else when that much time has passed. The child takes the
+data folder's reindex lock and checks again under it, so the workers of ``--workers N`` and any ``cqa reindex`` agree
+on one build; the others' children exit at once with ``skipped``. What the child encodes comes from the embedding
+cache for every text seen before, so a refresh encodes only the new texts. The process goes live on the new
+generation as soon as the child ends; the others follow it within ``$CQA_GENERATION_POLL_S``.
+
+A change the store has accepted is never lost by a refresh: a refresh that fails or is killed leaves the live
+generation as it was, and the next tick tries again (also after a restart, which finds the store ahead of the live
+generation)."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import time
+from dataclasses import dataclass
+
+from indexing.generations import current_generation
+
+from .bootstrap import reindex_command
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RefreshReport:
+    """What GET /ready says of the automatic refresh, as this process sees it."""
+    interval_s: float
+    pending: bool = False  # the store holds changes the live generation lacks
+    pending_since: float | None = None  # when this process first saw them (unix time)
+    reason: str | None = None
+    last_job: str | None = None
+    last_outcome: str | None = None  # built, skipped or failed
+    last_started_at: float | None = None
+    last_finished_at: float | None = None
+    last_generation: str | None = None
+    last_error: str | None = None
+
+
+class Refresher:
+    """One per serving process. ``tick`` is cheap and is called every ``$CQA_GENERATION_POLL_S``."""
+
+    def __init__(self, svc):
+        self.svc = svc
+        self.report = RefreshReport(interval_s=svc.settings.refresh_s)
+        self._seen: tuple[int, str | None] | None = None  # (store change count, live generation) last compared
+        self._last_end = -math.inf  # monotonic time the last build of this process ended
+
+    def tick(self) -> bool:
+        """Compare the store with the live generation when either moved; start a build when they differ and the
+        interval allows. True when it started one."""
+        from indexing.reindex import why_stale
+        settings, store, r = self.svc.settings, self.svc.store, self.report
+        seen = (store.change_count(), current_generation(settings.index_root))
+        if seen != self._seen:
+            self._seen = seen
+            # an empty store has nothing to index, and no generation yet is the first start's business (bootstrap)
+            why = why_stale(settings) if seen[1] is not None else None
+            r.pending, r.reason = why is not None, why
+            r.pending_since = (r.pending_since or time.time()) if why else None
+            self.svc.metrics.refresh_pending_since.set(r.pending_since or 0)
+        if not r.pending or time.monotonic() - self._last_end < settings.refresh_s:
+            return False
+        job, started = self.svc.jobs.submit("reindex", self._build)
+        if started:
+            r.last_job, r.last_started_at, r.last_outcome, r.last_error = job.id, time.time(), "running", None
+            log.info("automatic refresh: %s; building a new generation (job %s)", r.reason, job.id)
+        return started
+
+    def _build(self, progress) -> dict:
+        r = self.report
+        progress("refresh: cqa reindex --if-stale in a child process", 0.0)
+        argv, env = reindex_command(self.svc.settings, "--if-stale", "--nice", str(self.svc.settings.refresh_nice))
+        try:
+            child = subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True)  # its log: this stderr
+        finally:
+            self._last_end = time.monotonic()
+            r.last_finished_at = time.time()
+        try:
+            if child.returncode != 0:
+                raise RuntimeError(f"`cqa reindex --if-stale` exited with status {child.returncode} (its log is on "
+                                   "the service's stderr); the live generation is unchanged, the next tick tries again")
+            summary = json.loads(child.stdout.strip().splitlines()[-1])
+        except Exception as e:
+            r.last_outcome, r.last_error = "failed", str(e)
+            self.svc.metrics.refreshes.labels("failed").inc()
+            self._seen = None  # compare again at the next tick
+            raise
+        r.last_outcome = "skipped" if "skipped" in summary else "built"
+        r.last_generation = summary.get("generation")
+        self.svc.metrics.refreshes.labels(r.last_outcome).inc()
+        if r.last_outcome == "built":
+            self.svc.follow_current()  # live in this process now; the others follow within the poll interval
+            log.info("automatic refresh: live on %s (%.1f s)", r.last_generation, summary.get("seconds", 0))
+        self._seen = None
+        return {"trigger": "refresh", **summary}

@@ -1,0 +1,210 @@
+"""How soon a forum's new thread is found by POST /search, and a deleted one no longer, with the automatic refresh
+($CQA_REFRESH_S) and nothing else: no POST /reindex, no `cqa reindex`. A real `cqa serve` over a copy of the full 2016
+corpus; each new thread is a 2016 test original question (not in the corpus), POSTed to /threads, then searched for
+with its own text (target questions, k 10, a result or folded into one) every 0.25 s until it shows. Three kinds of
+change:
+
+- quiet: the store has been quiet for $CQA_REFRESH_S since the last build, so the refresh starts at once;
+- right after: posted as soon as the previous build ended, so it waits out the interval first;
+- delete: DELETE /threads/{id} of a thread found before, searched for until it no longer shows.
+
+Meanwhile one client sends POST /search (target answers, reranked: the heaviest search) one after another, 0.25 s
+apart, and its latency is reported split by whether an automatic build was running (the jobs' start and end, GET
+/jobs/{id}), side by side in one run. With --nice-levels each level ($CQA_REFRESH_NICE) gets its own server in turn.
+Prints a JSON object last.
+
+    python bench/freshness.py --data-dir /tmp/cqa-full --quiet 3 --right-after 1 --nice-levels 10,0
+
+--data-dir is the data folder `cqa evaluate` uses: its corpus (DATA/benchmarks/fullcorpus-2016, built if missing) is
+copied to a temporary folder for each server; the corpus itself is not changed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import get_json, post_json, server  # noqa: E402
+from similar_quality import shows  # noqa: E402
+
+TOKEN = "freshness-bench"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+POLL_S = 0.25
+
+
+class Searches(threading.Thread):
+    """One client's POST /search answers, reranked, back to back with a pause: (wall start, ms, status)."""
+
+    def __init__(self, base: str, questions: list[str]):
+        super().__init__(daemon=True)
+        self.base, self.questions, self.samples = base, questions, []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            body = {"question": {"body": self.questions[i % len(self.questions)]}, "k": 10, "target": "answers"}
+            t0, w0 = time.perf_counter(), time.time()
+            status, _ = post_json(self.base + "/search", body)
+            self.samples.append((w0, 1000 * (time.perf_counter() - t0), status))
+            i += 1
+            self.stop.wait(POLL_S)
+
+
+def refresh_state(base: str) -> dict:
+    return get_json(base + "/ready")[1]["refresh"]
+
+
+def wait_for(predicate, timeout: float) -> float:
+    """Seconds until ``predicate()`` holds, polled every POLL_S; raises after ``timeout``."""
+    t0 = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - t0 > timeout:
+            raise SystemExit(f"not within {timeout} s")
+        time.sleep(POLL_S)
+    return time.perf_counter() - t0
+
+
+def found(base: str, thread_id: str, subject: str, body: str) -> bool:
+    status, out = post_json(base + "/search", {"question": {"subject": subject, "body": body}, "k": 10,
+                                               "target": "questions"})
+    if status != 200:
+        raise SystemExit(f"POST /search answered {status}: {out}")
+    return shows(out["results"], thread_id)
+
+
+def idle(base: str, interval: float) -> None:
+    """Until no automatic build runs and the last ended at least ``interval`` s ago."""
+    def quiet():
+        r = refresh_state(base)
+        return r["last_outcome"] != "running" and time.time() - (r["last_finished_at"] or 0) >= interval
+    wait_for(quiet, 3 * interval + 600)
+
+
+def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout: float) -> dict:
+    """One change, and the seconds from its acknowledgement until /search shows it (or, deleted, no longer)."""
+    if kind == "delete":
+        req = urllib.request.Request(f"{base}/threads/{thread_id}", method="DELETE", headers=ADMIN)
+        status, out = get_json(req)
+    else:
+        status, out = post_json(base + "/threads", {"threads": [{"id": thread_id, "subject": subject, "body": body}]},
+                                headers=ADMIN)
+    if status != 200:
+        raise SystemExit(f"{kind} of {thread_id} answered {status}: {out}")
+    seconds = wait_for(lambda: found(base, thread_id, subject, body) == (kind != "delete"), timeout)
+    wait_for(lambda: refresh_state(base)["last_outcome"] != "running", timeout)
+    job_id = refresh_state(base)["last_job"]
+    job = get_json(f"{base}/jobs/{job_id}")[1]
+    result = job.get("result") or {}
+    return {"kind": kind, "thread": thread_id, "seconds_to_search": round(seconds, 2), "job": job_id,
+            "job_started_at": job["started_at"], "job_finished_at": job["finished_at"],
+            "job_seconds": round(job["finished_at"] - job["started_at"], 2), "build_seconds": result.get("seconds"),
+            "encoded": (result.get("indexes", {}).get("dense") or {}).get("encoded"), "outcome": job["state"]}
+
+
+def latency(samples: list[tuple[float, float, int]], builds: list[tuple[float, float]]) -> dict:
+    import numpy as np
+    split: dict[str, list[float]] = {"during_build": [], "no_build": []}
+    for w0, ms, status in samples:
+        if status == 200:
+            split["during_build" if any(a <= w0 <= b for a, b in builds) else "no_build"].append(ms)
+    out = {k: {"requests": len(v), "p50_ms": round(float(np.percentile(v, 50)), 1) if v else None,
+               "p95_ms": round(float(np.percentile(v, 95)), 1) if v else None} for k, v in split.items()}
+    out["failed"] = sum(status != 200 for _, _, status in samples)
+    if split["during_build"] and split["no_build"]:
+        out["p50_ratio"] = round(out["during_build"]["p50_ms"] / out["no_build"]["p50_ms"], 2)
+    return out
+
+
+def run_server(corpus: Path, nice: int, refresh_s: float, plan: list[str], news: list[tuple[str, str, str]],
+               load_questions: list[str], timeout: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="cqa-fresh-") as tmp:
+        folder = Path(tmp) / "data"
+        shutil.copytree(corpus, folder)
+        env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": str(refresh_s), "CQA_REFRESH_NICE": str(nice)}
+        with server(folder, env) as (base, ready):
+            post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
+            searches = Searches(base, load_questions)
+            searches.start()
+            trials, posted = [], iter(news)
+            first = None
+            try:
+                for kind in plan:
+                    if kind != "right-after":
+                        idle(base, refresh_s)
+                    if kind == "delete":
+                        t = trial(base, kind, *first, timeout)
+                    else:
+                        new = next(posted)
+                        first = first or new
+                        t = trial(base, kind, *new, timeout)
+                    trials.append(t)
+                    print(json.dumps({"nice": nice, **t}), file=sys.stderr, flush=True)
+                time.sleep(5)  # searches after the last build, for the no-build side
+            finally:
+                searches.stop.set()
+                searches.join()
+            builds = [(t["job_started_at"], t["job_finished_at"]) for t in trials]
+            return {"nice": nice, "refresh_s": refresh_s, "generation_at_start": ready["generation"],
+                    "trials": trials, "search_latency": latency(searches.samples, builds)}
+
+
+def summary(trials: list[dict]) -> dict:
+    import numpy as np
+    out = {}
+    for kind in ("quiet", "right-after", "delete"):
+        s = [t["seconds_to_search"] for t in trials if t["kind"] == kind]
+        if s:
+            out[kind] = {"n": len(s), "p50_s": round(float(np.percentile(s, 50)), 2), "max_s": max(s)}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses")
+    ap.add_argument("--quiet", type=int, default=3, help="new threads posted to a quiet store")
+    ap.add_argument("--right-after", type=int, default=1, help="new threads posted right after a build ended")
+    ap.add_argument("--no-delete", action="store_true", help="skip the delete trial")
+    ap.add_argument("--refresh-s", type=float, default=None, help="CQA_REFRESH_S (default: the setting's default)")
+    ap.add_argument("--nice-levels", default=None, help="CQA_REFRESH_NICE per server, comma-separated (default: the "
+                    "setting's default)")
+    ap.add_argument("--timeout", type=float, default=900, help="longest wait for one change, in seconds")
+    args = ap.parse_args()
+
+    from app.settings import Settings
+    from ranking.fullcorpus import corpus_settings, ensure_corpus
+    from ranking.search_benchmark import qrels_for
+
+    defaults = Settings.model_fields
+    refresh_s = args.refresh_s if args.refresh_s is not None else defaults["refresh_s"].default
+    levels = [int(x) for x in args.nice_levels.split(",")] if args.nice_levels else [defaults["refresh_nice"].default]
+    settings = Settings(data_dir=args.data_dir)
+    ensure_corpus(settings, progress=True)
+    _, test = qrels_for(settings, "test", "questions")
+    _, dev = qrels_for(settings, "dev", "questions")
+    plan = ["quiet"] * args.quiet + ["right-after"] * args.right_after + ([] if args.no_delete else ["delete"])
+    need = args.quiet + args.right_after
+    out = {"bench": "freshness", "refresh_s": refresh_s, "plan": plan, "servers": []}
+    for n, nice in enumerate(levels):
+        # each server its own new threads, so none is found because an earlier server's copy held it
+        news = [(f"fresh-{qid}", subject, body) for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
+        load_questions = [f"{subject} {body}" for subject, body in dev.values()]
+        result = run_server(corpus_settings(settings).data_dir, nice, refresh_s, plan, news, load_questions,
+                            args.timeout)
+        result["summary"] = summary(result["trials"])
+        out["servers"].append(result)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The automatic refresh ($CQA_REFRESH_S): a thread a service accepts becomes searchable, and one it deletes stops
+being found, without anyone calling POST /reindex; also after a kill -9. The pieces: the store's change counter,
+`reindex(if_stale=True)` / `cqa reindex --if-stale`, and a real uvicorn process that refreshes by itself."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from app.settings import Settings
+from indexing.models import Answer, Thread
+from indexing.reindex import ReindexError, _Lock, reindex, why_stale
+from indexing.store import ThreadStore
+
+from .conftest import CQA, ROOT
+from .test_api import TOKEN, free_port, http, start_server, wait_ready
+from .test_indexes import fake_encode, fill_store
+
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def test_the_store_counts_the_writes_that_change_it(tmp_path):
+    path = tmp_path / "threads.sqlite3"
+    t = Thread(id="a", subject="visa", answers=[Answer(id="a1", text="go to the office")])
+    with ThreadStore(path) as store, ThreadStore(path) as other:  # another handle: another process's view
+        assert store.change_count() == 0
+        store.upsert([t, Thread(id="b", subject="rent")])
+        assert store.change_count() == other.change_count() == 1  # one write, however many threads
+        store.upsert([t])  # the same content: nothing changed
+        assert other.change_count() == 1
+        store.upsert([t.model_copy(update={"subject": "visa renewal"})])
+        assert other.change_count() == 2
+        assert not store.delete("nope") and other.change_count() == 2
+        assert store.delete("b") and other.change_count() == 3
+        with pytest.raises(Exception):
+            store.upsert([Thread(id="c", subject="x", answers=[Answer(id="a1", text="clash")])])  # refused: rolled back
+        assert other.change_count() == 3
+
+
+def test_reindex_if_stale_builds_only_when_the_store_moved(settings):
+    fill_store(settings, n=10)
+    assert why_stale(settings) == "no live generation"
+    first = reindex(settings, progress=False, encode_fn=fake_encode, if_stale=True)
+    assert "skipped" not in first and why_stale(settings) is None
+    again = reindex(settings, progress=False, encode_fn=fake_encode, if_stale=True)
+    assert again == {"skipped": "the live generation holds the store as it is", "generation": first["generation"]}
+    with ThreadStore(settings.store_path) as store:
+        store.delete("t3")
+    assert first["generation"] in why_stale(settings)
+    lock = _Lock(settings.index_root).acquire()  # another process building
+    try:
+        busy = reindex(settings, progress=False, encode_fn=fake_encode, if_stale=True)
+        assert "another reindex is running" in busy["skipped"] and busy["generation"] == first["generation"]
+        with pytest.raises(ReindexError, match="another reindex is running"):
+            reindex(settings, progress=False, encode_fn=fake_encode)  # asked for: an error, as before
+    finally:
+        lock.__exit__()
+    built = reindex(settings, progress=False, encode_fn=fake_encode, if_stale=True)
+    assert built["generation"] != first["generation"] and built["documents"]["questions"] == 9
+
+
+def test_cqa_reindex_if_stale_says_skipped(settings, cli_env):
+    fill_store(settings, n=5)
+    env = {**cli_env, "CQA_DATA_DIR": str(settings.data_dir)}
+    runs = [subprocess.run(CQA + ["reindex", "--no-dense", "--if-stale", "--nice", "5", "-q"], env=env,
+                           capture_output=True, text=True, cwd=ROOT) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    built, skipped = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
+    assert "skipped" not in built and skipped["generation"] == built["generation"] and "skipped" in skipped
+    bad = subprocess.run(CQA + ["reindex", "--nice", "25"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "--nice" in bad.stderr
+
+
+def _search_ids(base, question):
+    status, out = http("POST", base + "/search", {"question": {"body": question}, "k": 10, "target": "questions",
+                                                  "rerank": False})
+    assert status == 200, out
+    return {r["thread_id"] for r in out["results"]}
+
+
+def _until(predicate, what, timeout=240):
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.5)
+
+
+QUESTION = "Where can my pet quokka get a xylophone lesson in Zanzibar?"
+
+
+def test_a_thread_the_service_accepts_becomes_searchable_by_itself_also_after_kill_9(tmp_path):
+    """A real `cqa serve` on the demo corpus with the automatic refresh every 5 s: a POSTed thread is found by
+    /search, a DELETEd one no longer, with no POST /reindex; the second build waits out the interval; a thread
+    acknowledged just before a kill -9 is found after the restart, the restarted service refreshing by itself."""
+    assert Settings.model_fields["refresh_s"].default > 0  # on by default (the tests' conftest turns it off)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"CQA_REFRESH_S": "5", "CQA_GENERATION_POLL_S": "0.5"}
+    p = start_server(tmp_path, port, env)
+    try:
+        ready = wait_ready(p, base)
+        assert ready["refresh"]["interval_s"] == 5 and ready["refresh"]["pending"] is False
+        assert "qz1" not in _search_ids(base, QUESTION)
+        thread = {"id": "qz1", "subject": "Quokka music lessons", "body": QUESTION,
+                  "answers": [{"id": "qz1a", "text": "Try the xylophone school near Stone Town."}]}
+        status, out = http("POST", base + "/threads", {"threads": [thread]}, ADMIN)
+        assert status == 200 and "automatic refresh" in out["note"]
+        _until(lambda: "qz1" in _search_ids(base, QUESTION), "the posted thread found by /search")
+        # live as soon as the child publishes (the poll may see it before the child has exited)
+        _until(lambda: http("GET", base + "/ready")[1]["refresh"]["last_outcome"] != "running", "the build's end")
+        refresh = http("GET", base + "/ready")[1]["refresh"]
+        assert refresh["last_outcome"] == "built" and refresh["pending"] is False, refresh
+        job = http("GET", f"{base}/jobs/{refresh['last_job']}")[1]
+        assert job["state"] == "succeeded" and job["kind"] == "reindex" and job["result"]["trigger"] == "refresh"
+        assert job["result"]["generation"] != ready["generation"]
+        ended = refresh["last_finished_at"]
+
+        assert http("DELETE", base + "/threads/qz1", headers=ADMIN)[0] == 200
+        _until(lambda: "qz1" not in _search_ids(base, QUESTION), "the deleted thread gone from /search")
+        _until(lambda: http("GET", base + "/ready")[1]["refresh"]["last_outcome"] != "running", "the build's end")
+        second = http("GET", base + "/ready")[1]["refresh"]
+        assert second["last_job"] != refresh["last_job"] and second["last_started_at"] >= ended + 5 - 0.5
+        with urllib.request.urlopen(base + "/metrics") as r:
+            assert 'cqa_refreshes_total{outcome="built"} 2.0' in r.read().decode()
+
+        status, _ = http("POST", base + "/threads", {"threads": [{**thread, "id": "qz2"}]}, ADMIN)
+        assert status == 200
+        p.send_signal(signal.SIGKILL)  # acknowledged, and maybe not yet refreshed
+        p.wait(timeout=20)
+        p = start_server(tmp_path, port, env)
+        wait_ready(p, base)
+        _until(lambda: "qz2" in _search_ids(base, QUESTION), "the thread acknowledged before kill -9 found")
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+
