@@ -63,7 +63,7 @@ class Refresher:
         if seen != self._seen:
             self._seen = seen
             # an empty store has nothing to index, and no generation yet is the first start's business (bootstrap)
-            why = why_stale(settings) if seen[1] is not None else None
+            why = why_stale(settings, store) if seen[1] is not None else None
             r.pending, r.reason = why is not None, why
             r.pending_since = (r.pending_since or time.time()) if why else None
             self.svc.metrics.refresh_pending_since.set(r.pending_since or 0)

@@ -1,8 +1,9 @@
 """How soon a forum's new thread is found by POST /search, and a deleted one no longer, with the automatic refresh
 ($CQA_REFRESH_S) and nothing else: no POST /reindex, no `cqa reindex`. A real `cqa serve` over a copy of the full 2016
 corpus; each new thread is a 2016 test original question (not in the corpus), POSTed to /threads, then searched for
-with its own text (target questions, k 10, a result or folded into one) every 0.25 s until it shows. Three kinds of
-change:
+with its own text every 0.25 s until the first stage shows it (target questions, k 10, "rerank": false: what the live
+generation indexes; a result or folded into one), and then once reranked, as /search shows it by default
+(`reranked_shows`: a new thread has no comments yet, which the reranker weighs). Three kinds of change:
 
 - quiet: the store has been quiet for $CQA_REFRESH_S since the last build, so the refresh starts at once;
 - right after: posted as soon as the previous build ended, so it waits out the interval first;
@@ -75,9 +76,11 @@ def wait_for(predicate, timeout: float) -> float:
     return time.perf_counter() - t0
 
 
-def found(base: str, thread_id: str, subject: str, body: str) -> bool:
+def found(base: str, thread_id: str, subject: str, body: str, rerank: bool = False) -> bool:
+    """Whether /search (target questions, k 10) shows the thread, a result or folded into one: by the first stage
+    (what the live generation indexes), or with ``rerank`` as shown by default."""
     status, out = post_json(base + "/search", {"question": {"subject": subject, "body": body}, "k": 10,
-                                               "target": "questions"})
+                                               "target": "questions", "rerank": rerank})
     if status != 200:
         raise SystemExit(f"POST /search answered {status}: {out}")
     return shows(out["results"], thread_id)
@@ -106,7 +109,8 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
     job_id = refresh_state(base)["last_job"]
     job = get_json(f"{base}/jobs/{job_id}")[1]
     result = job.get("result") or {}
-    return {"kind": kind, "thread": thread_id, "seconds_to_search": round(seconds, 2), "job": job_id,
+    return {"kind": kind, "thread": thread_id, "seconds_to_search": round(seconds, 2),
+            "reranked_shows": found(base, thread_id, subject, body, rerank=True), "job": job_id,
             "job_started_at": job["started_at"], "job_finished_at": job["finished_at"],
             "job_seconds": round(job["finished_at"] - job["started_at"], 2), "build_seconds": result.get("seconds"),
             "encoded": (result.get("indexes", {}).get("dense") or {}).get("encoded"), "outcome": job["state"]}

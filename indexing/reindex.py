@@ -63,16 +63,19 @@ class _Lock:
 BUSY = "another reindex is running on this data directory; wait for it to finish"
 
 
-def why_stale(settings: IndexSettings) -> str | None:
+def why_stale(settings: IndexSettings, store: ThreadStore | None = None) -> str | None:
     """Why the live generation does not hold the store as it is now (None when it does): there is none yet, or a
-    thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded)."""
+    thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded).
+    ``store``: an open handle on the data folder's store (a service's), else one is opened for the question."""
     from .searcher import manifest_of
     m = manifest_of(settings.index_root)
     if m is None:
         return "no live generation"
-    with ThreadStore(settings.store_path) as store:
-        if store.fingerprint() != m.get("store_fingerprint"):
-            return f"the store changed since {m['generation']} was built"
+    if store is None:
+        with ThreadStore(settings.store_path) as store:
+            return why_stale(settings, store)
+    if store.fingerprint() != m.get("store_fingerprint"):
+        return f"the store changed since {m['generation']} was built"
     return None
 
 

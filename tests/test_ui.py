@@ -43,7 +43,8 @@ def server(tmp_path, cli_env):
     subprocess.run(CQA + ["evaluate", "--benchmark", "semeval2016-test-B", "--ranker", "ir-baseline"],
                    env=env, check=True, capture_output=True, cwd=ROOT)
     port = free_port()
-    p = start_server(tmp_path, port)
+    from app.settings import Settings  # the automatic refresh as served by default (the tests' conftest: off)
+    p = start_server(tmp_path, port, {"CQA_REFRESH_S": str(Settings.model_fields["refresh_s"].default)})
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(p, base)
@@ -63,6 +64,7 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     browser.get(server + "/")
     wait.until(EC.text_to_be_present_in_element((By.ID, "status"), "Ready"))
     assert browser.find_element(By.ID, "generation").text.startswith("gen-")
+    assert "Search holds every stored thread" in browser.find_element(By.ID, "freshness").text
     panel = browser.find_element(By.ID, "evaluation")
     assert "semeval2016-test-B" in panel.text and "0.7475" in panel.text
     img = panel.find_element(By.TAG_NAME, "img")
