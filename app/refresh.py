@@ -38,7 +38,7 @@ class RefreshReport:
     pending_since: float | None = None  # when this process first saw them (unix time)
     reason: str | None = None
     last_job: str | None = None
-    last_outcome: str | None = None  # built, skipped or failed
+    last_outcome: str | None = None  # running, built, skipped or failed
     last_started_at: float | None = None
     last_finished_at: float | None = None
     last_generation: str | None = None
@@ -62,7 +62,7 @@ class Refresher:
         seen = (store.change_count(), current_generation(settings.index_root))
         if seen != self._seen:
             self._seen = seen
-            # an empty store has nothing to index, and no generation yet is the first start's business (bootstrap)
+            # no live generation yet is the first start's business (bootstrap, `cqa reindex`), not a refresh's
             why = why_stale(settings, store) if seen[1] is not None else None
             r.pending, r.reason = why is not None, why
             r.pending_since = (r.pending_since or time.time()) if why else None
@@ -98,6 +98,7 @@ class Refresher:
         r.last_generation = summary.get("generation")
         self.svc.metrics.refreshes.labels(r.last_outcome).inc()
         if r.last_outcome == "built":
+            r.pending_since = None  # what it saw is built; a change written meanwhile is seen anew at the next tick
             self.svc.follow_current()  # live in this process now; the others follow within the poll interval
             log.info("automatic refresh: live on %s (%.1f s)", r.last_generation, summary.get("seconds", 0))
         self._seen = None

@@ -43,17 +43,20 @@ class _Lock:
     def __init__(self, root: Path):
         root.mkdir(parents=True, exist_ok=True)
         self.fh = open(root / ".reindex.lock", "w")
+        self.held = False
 
     def acquire(self) -> "_Lock":
+        """Take the lock now, or raise ReindexError (BUSY) at once when another build holds it."""
         try:
             fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.fh.close()
             raise ReindexError(BUSY) from None
+        self.held = True
         return self
 
     def __enter__(self):
-        return self
+        return self if self.held else self.acquire()
 
     def __exit__(self, *exc):
         fcntl.flock(self.fh, fcntl.LOCK_UN)
