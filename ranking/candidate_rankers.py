@@ -167,6 +167,7 @@ class FusedRanker:
     method: str = "zscore"
     name: str = "fusion"
     unordered_weights: list[float] | None = None
+    missing: str = "score"  # a part's score for a candidate it has no evidence for: "score" as given; "neutral": 0
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         transform = SCORE_TRANSFORMS[self.method]
@@ -177,6 +178,14 @@ class FusedRanker:
             if not used:
                 continue
             scores = part.score([queries[i] for i in used])
+            blind = getattr(part, "without_evidence", None) if self.missing == "neutral" else None
             for i, row in zip(used, scores):
-                out[i] = out[i] + weights[i][j] * transform(np.asarray(row, dtype=float))
+                row = np.asarray(row, dtype=float)
+                if blind is None:
+                    out[i] = out[i] + weights[i][j] * transform(row)
+                    continue
+                seen = ~blind(queries[i])  # normalised among the candidates it has evidence for; 0 for the others
+                part_row = np.zeros(len(row))
+                part_row[seen] = transform(row[seen])
+                out[i] = out[i] + weights[i][j] * part_row
         return [row.tolist() for row in out]

@@ -127,6 +127,10 @@ PRESETS: dict[str, RankerSpec] = {
     "search-questions": RankerSpec("fusion", "POST /search questions: z-score fusion of the first-stage scores and "
                                    "what answered each thread (question-comment cosines); weights tuned end to end "
                                    "on semeval2016-dev-search-questions", file="search_questions_defaults.json"),
+    "search-questions-neutral": RankerSpec("fusion", "search-questions, where a thread without comments gets 0 from "
+                                           "the parts that read what answered it (no evidence either way) instead of "
+                                           "their score for no comments", file="search_questions_defaults.json",
+                                           options={"missing": "neutral"}),
     **{f"stage-{src}": RankerSpec("first-stage-score", f"a search candidate's {what} over the whole corpus "
                                   "(0 outside /search)", options={"source": src})
        for src, what in (("bm25", "BM25 score"), ("lm", "query-likelihood score"), ("dense", "MiniLM cosine"),
@@ -278,7 +282,8 @@ def _fusion(spec, settings, parts, name):
     d, names = spec.params(), spec.part_names()
     unordered = _unordered(d)
     return FusedRanker(parts, [d["weights"].get(n, 0.0) for n in names], method=spec.method, name=name,
-                       unordered_weights=None if unordered is None else [unordered.get(n, 0.0) for n in names])
+                       unordered_weights=None if unordered is None else [unordered.get(n, 0.0) for n in names],
+                       missing=spec.options.get("missing", "score"))
 
 
 def _combination(spec, settings, parts, name):

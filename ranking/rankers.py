@@ -121,6 +121,12 @@ class FirstStageScore:
         return out
 
 
+def without_comments(q: Query) -> np.ndarray:
+    """Which of a question's candidates have no comment, so nothing for a ranker of what answered them to read (a
+    forum's new question, say): a fusion may then give that part no say for them (FusedRanker ``missing``)."""
+    return np.array([not c.meta.get("comments") for c in q.candidates], dtype=bool)
+
+
 def best_of(cosines: list[float], how: str) -> float:
     """A thread's comment cosines reduced to one score: the best ("max") or the mean of the best three ("top3");
     0 for a thread without comments."""
@@ -138,6 +144,7 @@ class AnswersModel:
     model: Any  # a bi-encoder MiniLMRanker (its vector_id names its vectors)
     how: str = "max"
     name: str = ""
+    without_evidence = staticmethod(without_comments)
 
     def __post_init__(self):
         if getattr(self.model, "vector_id", None) is None:
@@ -176,6 +183,7 @@ class AnswersCosine:
     name: str = ""
     cache_dir: Path | None = None  # as MiniLMCosine
     vector_memo: ScoreMemo | None = None  # as MiniLMCosine
+    without_evidence = staticmethod(without_comments)
 
     def __post_init__(self):
         self.name = self.name or f"answers-cosine-{self.how}"

@@ -67,6 +67,33 @@ def test_fused_ranker_ranks_candidates_in_no_search_order_by_its_unordered_weigh
     assert FusedRanker([ir, lex], [1.0, 0.5]).score([unordered]) == fused.score([q])  # no unordered weights: as given
 
 
+def test_a_part_with_no_evidence_for_a_candidate_gives_it_no_say_when_neutral():
+    """FusedRanker(missing="neutral"): a part that reads what answered a thread (AnswersCosine, AnswersModel: their
+    ``without_evidence``) gives a thread without comments 0, where its score for no comments would sink it; the
+    other candidates are normalised among themselves."""
+    from ranking.rankers import AnswersCosine, without_comments
+
+    class Comments:  # what answered each thread: its number of comments (0 for none, as AnswersCosine gives)
+        without_evidence = staticmethod(without_comments)
+
+        def score(self, queries):
+            return [[float(len(c.meta.get("comments", ()))) for c in q.candidates] for q in queries]
+
+    class Given:  # the first stage: the given order
+        def score(self, queries):
+            return [[-float(i) for i in range(len(q.candidates))] for q in queries]
+    q = Query("q", "visa", (Candidate("new", "visa renewal", {"comments": []}),
+                            Candidate("a", "visa office", {"comments": ["x", "y", "z"]}),
+                            Candidate("b", "visa fee", {"comments": ["x"]})))
+    as_scored = FusedRanker([Given(), Comments()], [1.0, 1.0]).score([q])[0]
+    neutral = FusedRanker([Given(), Comments()], [1.0, 1.0], missing="neutral").score([q])[0]
+    assert max(range(3), key=as_scored.__getitem__) == 1  # the thread without comments sinks below "a"
+    assert max(range(3), key=neutral.__getitem__) == 0  # no say: the first stage puts it first
+    # a and b: one place apart in the given order (its z-scores over all three), +1 and -1 among the two with comments
+    assert neutral[1] - neutral[2] == pytest.approx(1 / np.std([0, -1, -2]) + 2.0)
+    assert AnswersCosine.without_evidence(q).tolist() == [True, False, False]
+
+
 def test_retriever_defaults_are_the_tuned_ones(tmp_path):
     import json
 

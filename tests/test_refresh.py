@@ -138,3 +138,40 @@ def test_a_thread_the_service_accepts_becomes_searchable_by_itself_also_after_ki
         p.terminate()
         p.wait(timeout=20)
 
+
+
+def test_two_workers_refresh_with_one_build(tmp_path):
+    """`cqa serve --workers 2` with the automatic refresh: both workers see the posted thread, each may ask for a
+    build, and exactly one generation is built (the other worker's `cqa reindex --if-stale` skips); both go live on
+    it and neither is left pending."""
+    from indexing.generations import list_generations
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    p = start_server(tmp_path, port, {"CQA_REFRESH_S": "5", "CQA_GENERATION_POLL_S": "0.5", "CQA_WORKERS": "2"})
+    root = tmp_path / "var" / "indexes"
+    try:
+        first = wait_ready(p, base)["generation"]
+        seen: dict[str, dict] = {}
+        _until(lambda: len({http("GET", base + "/ready")[1]["worker"] for _ in range(10)}) == 2, "both workers up")
+        status, _ = http("POST", base + "/threads", {"threads": [{"id": "qz3", "subject": "Quokka lessons",
+                                                                  "body": QUESTION}]}, ADMIN)
+        assert status == 200
+
+        def both_live() -> bool:
+            for _ in range(10):
+                ready = http("GET", base + "/ready")[1]
+                seen[ready["worker"]] = ready
+            return len(seen) == 2 and all(r["generation"] != first and not r["refresh"]["pending"]
+                                          and r["refresh"]["last_outcome"] != "running" for r in seen.values())
+        _until(both_live, "both workers live on a refreshed generation")
+        assert len({r["generation"] for r in seen.values()}) == 1
+        assert len(list_generations(root)) == 2  # the first and one refresh, not one per worker
+        outcomes = sorted(r["refresh"]["last_outcome"] or "none" for r in seen.values())
+        assert outcomes in (["built", "none"], ["built", "skipped"]), outcomes
+        assert "qz3" in _search_ids(base, QUESTION)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()

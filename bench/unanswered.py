@@ -1,0 +1,97 @@
+"""How the /search questions reranker holds up when many threads have no comment yet (a forum's new questions): the
+full 2016 corpus with the comments of a seeded share of its threads removed (judged and unjudged alike), reindexed
+in a copy, and each 2016 dev or test original question searched through the serving pipeline (target questions, k
+100, scored at 10 as the /search benchmarks are). Side by side in one run: the first stage, the reranker as served,
+and, with --variants, the same pipeline with other rerankers (e.g. search-questions with missing answer features
+imputed). Relevance is the /search questions judgements: question similarity, which removing comments does not
+change. Paired randomisation tests each reranker against the first stage. Prints a JSON object last.
+
+    python bench/unanswered.py --data-dir /tmp/cqa-full --share 0.5 --splits dev,test
+
+--data-dir is the data folder `cqa evaluate` uses: its corpus (DATA/benchmarks/fullcorpus-2016, built if missing) is
+copied to a temporary folder, which gets the change and a reindex; the corpus itself is not changed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses")
+    ap.add_argument("--share", type=float, default=0.5, help="the share of threads whose comments are removed")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--splits", default="dev,test")
+    ap.add_argument("--variants", default="", help="other /search questions rerankers to run beside the served one "
+                    "(preset names, comma-separated)")
+    args = ap.parse_args()
+
+    from app.settings import Settings
+    from indexing.reindex import reindex
+    from indexing.searcher import load_current
+    from indexing.store import ThreadStore
+    from ranking.evaluation.measures import paired_randomization, per_query
+    from ranking.fullcorpus import corpus_settings, ensure_corpus, figures_of
+    from ranking.pipeline import build_pipeline
+    from ranking.rankers import search_rerankers
+    from ranking.search_benchmark import FIRST_STAGE, RERANKED, qrels_for, search_run
+
+    settings = Settings(data_dir=args.data_dir)
+    ensure_corpus(settings, progress=True)
+    out: dict = {"bench": "unanswered", "share": args.share, "seed": args.seed, "splits": {}}
+    with tempfile.TemporaryDirectory(prefix="cqa-unanswered-") as tmp:
+        folder = Path(tmp) / "data"
+        shutil.copytree(corpus_settings(settings).data_dir, folder)
+        copy = settings.model_copy(update={"data_dir": folder})
+        with ThreadStore(copy.store_path) as store:
+            threads = list(store.iter_threads())
+            rng = random.Random(args.seed)
+            stripped = [t.model_copy(update={"answers": []}) for t in threads
+                        if t.answers and rng.random() < args.share]
+            store.upsert(stripped)
+            out["threads"], out["threads_stripped"] = len(threads), len(stripped)
+            out["threads_without_comments"] = sum(1 for t in store.iter_threads() if not t.answers)
+        t0 = time.perf_counter()
+        reindex(copy, progress=True)
+        out["reindex_seconds"] = round(time.perf_counter() - t0, 1)
+        gen = load_current(copy.index_root, copy.device)
+        with ThreadStore(copy.store_path) as store:
+            pipe = build_pipeline(copy, gen, store.get)
+            variants = {}
+            for name in filter(None, args.variants.split(",")):
+                ranker = search_rerankers(copy.model_copy(update={"search_ranker_questions": name}), {})["questions"]
+                variants[name] = build_pipeline(copy, gen, store.get, {"questions": ranker})
+            for split in args.splits.split(","):
+                qrels, questions = qrels_for(settings, split, "questions")
+                runs = {"first-stage": search_run(pipe, questions, "questions", FIRST_STAGE, qrels)[0],
+                        f"served ({pipe.reranker_of('questions').name})":
+                            search_run(pipe, questions, "questions", RERANKED, qrels)[0]}
+                for name, p in variants.items():
+                    runs[name] = search_run(p, questions, "questions", RERANKED, qrels)[0]
+                base = per_query(qrels, runs["first-stage"], "AP@10")
+                split_out = {"questions": len(questions)}
+                for name, run in runs.items():
+                    fig = figures_of(qrels, run)
+                    ap_run = per_query(qrels, run, "AP@10")
+                    qs = sorted(base)
+                    split_out[name] = {"MAP@10": round(fig["MAP@10"], 4), "P@1": round(fig["P@1"], 4)}
+                    if name != "first-stage":
+                        split_out[name]["p_vs_first_stage"] = round(paired_randomization(
+                            [ap_run.get(q, 0.0) for q in qs], [base[q] for q in qs]), 4)
+                out["splits"][split] = split_out
+                print(json.dumps({split: split_out}), file=sys.stderr, flush=True)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
