@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--share", type=float, default=0.5, help="the share of threads whose comments are removed")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--splits", default="dev,test")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N questions of each split (0: all)")
     ap.add_argument("--variants", default="", help="other /search questions rerankers to run beside the served one "
                     "(preset names, comma-separated)")
     args = ap.parse_args()
@@ -60,6 +61,7 @@ def main() -> None:
                         if t.answers and rng.random() < args.share]
             store.upsert(stripped)
             out["threads"], out["threads_stripped"] = len(threads), len(stripped)
+            out["threads_without_comments_before"] = sum(1 for t in threads if not t.answers)
             out["threads_without_comments"] = sum(1 for t in store.iter_threads() if not t.answers)
         t0 = time.perf_counter()
         reindex(copy, progress=True)
@@ -73,6 +75,9 @@ def main() -> None:
                 variants[name] = build_pipeline(copy, gen, store.get, {"questions": ranker})
             for split in args.splits.split(","):
                 qrels, questions = qrels_for(settings, split, "questions")
+                if args.limit:
+                    questions = dict(list(questions.items())[: args.limit])
+                    qrels = {q: qrels[q] for q in questions}
                 runs = {"first-stage": search_run(pipe, questions, "questions", FIRST_STAGE, qrels)[0],
                         f"served ({pipe.reranker_of('questions').name})":
                             search_run(pipe, questions, "questions", RERANKED, qrels)[0]}

@@ -353,3 +353,41 @@ def test_similar_quality_bench_asks_a_real_server_by_thread_id(fresh_corpus_dir)
     with ThreadStore(fresh_corpus_dir / "benchmarks" / "fullcorpus-2016" / "threads.sqlite3") as store:
         assert not any(t.id.startswith("orgq-") for t in store.iter_threads())
 
+
+
+@pytest.mark.slow
+def test_unanswered_bench_strips_comments_in_a_copy_and_scores_each_reranker(fresh_corpus_dir):
+    """bench/unanswered.py: a seeded half of the answered threads lose their comments in a copy of the full corpus,
+    and the /search questions rerankers are scored there beside the first stage; the corpus itself is untouched."""
+    from indexing.store import ThreadStore
+    from tests.conftest import SEMEVAL
+    from tests.test_benches import run_bench
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
+    out = run_bench("unanswered.py", "--data-dir", str(fresh_corpus_dir), "--splits", "test", "--limit", "8",
+                    "--variants", "search-questions-neutral", env=env, timeout=1200)
+    answered = out["threads"] - out["threads_without_comments_before"]
+    assert 0.4 * answered < out["threads_stripped"] < 0.6 * answered, out
+    assert out["threads_without_comments"] == out["threads_without_comments_before"] + out["threads_stripped"]
+    r = out["splits"]["test"]
+    assert r["questions"] == 8 and {"first-stage", "served (search-questions)", "search-questions-neutral"} <= set(r)
+    assert all(0 <= v["MAP@10"] <= 1 for k, v in r.items() if k != "questions")
+    with ThreadStore(fresh_corpus_dir / "benchmarks" / "fullcorpus-2016" / "threads.sqlite3") as store:
+        assert sum(1 for t in store.iter_threads() if not t.answers) == out["threads_without_comments_before"]
+
+
+@pytest.mark.slow
+def test_freshness_bench_finds_new_threads_through_the_refresh_alone(fresh_corpus_dir):
+    """bench/freshness.py with a 5 s interval: a new thread posted to a quiet store is found, one posted right after
+    a build waits out the interval, and the searches sent meanwhile all succeed."""
+    from tests.conftest import SEMEVAL
+    from tests.test_benches import run_bench
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
+    env.pop("CQA_REFRESH_S", None)  # the bench sets it on its server
+    out = run_bench("freshness.py", "--data-dir", str(fresh_corpus_dir), "--quiet", "1", "--right-after", "1",
+                    "--no-delete", "--refresh-s", "5", env=env, timeout=1200)
+    (srv,) = out["servers"]
+    quiet, after = srv["trials"]
+    assert quiet["kind"] == "quiet" and after["kind"] == "right-after"
+    assert all(t["outcome"] == "succeeded" and t["encoded"] == 1 and t["seconds_to_search"] > 0 for t in (quiet, after))
+    assert after["job_started_at"] >= quiet["job_finished_at"] + 5 - 0.5, (quiet, after)
+    assert srv["search_latency"]["failed"] == 0 and srv["search_latency"]["no_build"]["requests"] > 0
