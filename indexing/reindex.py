@@ -171,9 +171,8 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
 
         report("translation", 0.2)
         t0 = time.perf_counter()
-        qa = train_translation(docs, tokens)
-        qa.save(tmp / "translation_qa")
-        timings["translation"] = {**_timing(t0, len(docs)), "pairs": qa.params.get("pairs", 0)}
+        built = build_translation(root, translation_pairs(docs, tokens), tmp / "translation_qa")
+        timings["translation"] = {**_timing(t0, len(docs)), **built}
         del tokens
 
         dense_params, encoder = None, settings.encoder
@@ -262,13 +261,45 @@ def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: P
     return encoded, where
 
 
-def train_translation(docs: Documents, tokens: list[list[str]]) -> TranslationTable:
-    """IBM Model 1, t(answer word | question word), over the store's (question, answer) token pairs,
-    reusing the analysed documents; it feeds translation expansion (ranking/expansion.py)."""
+def translation_pairs(docs: Documents, tokens: list[list[str]]) -> list[tuple[list[str], list[str]]]:
+    """The store's (question, answer) token pairs, in document order, from the analysed documents: what IBM Model 1,
+    t(answer word | question word), is trained on for translation expansion (ranking/expansion.py)."""
     question_row = {tid: i for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids)) if kind == QUESTION}
-    pairs = [(tokens[question_row[tid]], tokens[i]) for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids))
-             if kind != QUESTION and tid in question_row]
-    return TranslationTable.train(pairs)
+    return [(tokens[question_row[tid]], tokens[i]) for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids))
+            if kind != QUESTION and tid in question_row]
+
+
+def pairs_digest(pairs: list[tuple[list[str], list[str]]]) -> str:
+    """What IBM Model 1 training reads, as a digest: equal digests, equal pairs in the same order, the same table."""
+    import hashlib
+    h = hashlib.sha256()
+    for q, a in pairs:
+        h.update("\x1f".join(q).encode())
+        h.update(b"\x1e")
+        h.update("\x1f".join(a).encode())
+        h.update(b"\x1d")
+    return h.hexdigest()[:32]
+
+
+def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out: Path) -> dict:
+    """The translation table of ``pairs`` saved at ``out``: copied from the live generation when it was trained on the
+    same pairs (a new question without answers, an edit of a title, a delete of an unanswered thread change none:
+    training again would give the same table, in seconds), else trained. Returns the build's record."""
+    import shutil
+    digest = pairs_digest(pairs)
+    live = current_generation(root)
+    if live is not None:
+        try:
+            m = json.loads((root / live / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            m = {}
+        was = m.get("build", {}).get("translation", {})
+        if was.get("pairs_digest") == digest and (root / live / "translation_qa").is_dir():
+            shutil.copytree(root / live / "translation_qa", out)
+            return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
+    table = TranslationTable.train(pairs)
+    table.save(out)
+    return {"pairs": table.params.get("pairs", 0), "pairs_digest": digest}
 
 
 def _timing(t0: float, n: int) -> dict:

@@ -175,3 +175,27 @@ def test_two_workers_refresh_with_one_build(tmp_path):
             p.wait(timeout=60)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+def test_a_build_reuses_the_translation_table_when_no_question_answer_pair_changed(settings):
+    """A new question without answers, or a delete of an unanswered thread, leaves IBM Model 1's training pairs as they
+    were: the next build copies the live generation's table (byte for byte what training gives) instead of training
+    again; a new answer changes the pairs, and the table is trained."""
+    fill_store(settings, n=12)
+    first = reindex(settings, progress=False, encode_fn=fake_encode)
+    assert "reused_from" not in first["indexes"]["translation"]
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([Thread(id="new", subject="a brand new visa question")])
+    second = reindex(settings, progress=False, encode_fn=fake_encode)
+    t = second["indexes"]["translation"]
+    assert t["reused_from"] == first["generation"] and t["pairs_digest"] == first["indexes"]["translation"]["pairs_digest"]
+    root = settings.index_root
+    for f in ("data.npy", "indices.npy", "indptr.npy", "vocab.json"):
+        assert (root / second["generation"] / "translation_qa" / f).read_bytes() == \
+            (root / first["generation"] / "translation_qa" / f).read_bytes()
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([Thread(id="new", subject="a brand new visa question",
+                             answers=[Answer(id="new_a", text="renew the visa at the office")])])
+    third = reindex(settings, progress=False, encode_fn=fake_encode)
+    assert "reused_from" not in third["indexes"]["translation"]
+    assert third["indexes"]["translation"]["pairs"] == first["indexes"]["translation"]["pairs"] + 1
