@@ -10,7 +10,6 @@ import threading
 import uuid
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict
 from functools import partial
 from typing import Callable, Literal
 
@@ -277,7 +276,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "inference": svc.inference, "score_memos": svc.score_memos(),
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None,
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
-                "refresh": asdict(svc.refresher.report) if svc.refresher is not None else None}
+                "refresh": svc.refresher.report if svc.refresher is not None else None}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):

@@ -21,28 +21,14 @@ import logging
 import math
 import subprocess
 import time
-from dataclasses import dataclass
 
 from indexing.generations import current_generation
+from indexing.reindex import why_stale
 
 from .bootstrap import reindex_command
+from .schemas import RefreshOut
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RefreshReport:
-    """What GET /ready says of the automatic refresh, as this process sees it."""
-    interval_s: float
-    pending: bool = False  # the store holds changes the live generation lacks
-    pending_since: float | None = None  # when this process first saw them (unix time)
-    reason: str | None = None
-    last_job: str | None = None
-    last_outcome: str | None = None  # running, built, skipped or failed
-    last_started_at: float | None = None
-    last_finished_at: float | None = None
-    last_generation: str | None = None
-    last_error: str | None = None
 
 
 class Refresher:
@@ -50,14 +36,13 @@ class Refresher:
 
     def __init__(self, svc):
         self.svc = svc
-        self.report = RefreshReport(interval_s=svc.settings.refresh_s)
+        self.report = RefreshOut(interval_s=svc.settings.refresh_s, pending=False)  # what GET /ready says of it
         self._seen: tuple[int, str | None] | None = None  # (store change count, live generation) last compared
         self._last_end = -math.inf  # monotonic time the last build of this process ended
 
     def tick(self) -> bool:
         """Compare the store with the live generation when either moved; start a build when they differ and the
         interval allows. True when it started one."""
-        from indexing.reindex import why_stale
         settings, store, r = self.svc.settings, self.svc.store, self.report
         seen = (store.change_count(), current_generation(settings.index_root))
         if seen != self._seen:

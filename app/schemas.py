@@ -223,6 +223,8 @@ class ScoreStoreOut(BaseModel):
 
 
 class RefreshOut(BaseModel):
+    """The automatic refresh as one serving process sees it: app/refresh.py keeps one and updates it."""
+
     interval_s: float = Field(description="CQA_REFRESH_S: the least time from one automatic build's end to the next's "
                               "start")
     pending: bool = Field(description="the store holds changes (threads added, changed or deleted) the live "

@@ -286,17 +286,15 @@ def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out:
     same pairs (a new question without answers, an edit of a title, a delete of an unanswered thread change none:
     training again would give the same table, in seconds), else trained. Returns the build's record."""
     import shutil
+
+    from .searcher import manifest_of
     digest = pairs_digest(pairs)
-    live = current_generation(root)
-    if live is not None:
-        try:
-            m = json.loads((root / live / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            m = {}
-        was = m.get("build", {}).get("translation", {})
-        if was.get("pairs_digest") == digest and (root / live / "translation_qa").is_dir():
-            shutil.copytree(root / live / "translation_qa", out)
-            return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
+    m = manifest_of(root) or {}
+    live = m.get("generation")
+    if live and m.get("build", {}).get("translation", {}).get("pairs_digest") == digest \
+            and (root / live / "translation_qa").is_dir():
+        shutil.copytree(root / live / "translation_qa", out)
+        return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
     table = TranslationTable.train(pairs)
     table.save(out)
     return {"pairs": table.params.get("pairs", 0), "pairs_digest": digest}

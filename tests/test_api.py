@@ -380,6 +380,15 @@ def start_server(tmp_path, port, extra_env=None):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def stop_server(p, timeout=60):
+    """A clean stop (SIGTERM: the workers drop their leases), killed if it does not come in ``timeout`` seconds."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+
+
 def http(method, url, body=None, headers=None, timeout=30):
     req = urllib.request.Request(url, method=method, headers={"Content-Type": "application/json", **(headers or {})},
                                  data=json.dumps(body).encode() if body is not None else None)

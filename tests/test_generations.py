@@ -15,7 +15,7 @@ from indexing.generations import (LEASES, current_generation, drop_lease, leased
 from indexing.reindex import reindex
 
 from .conftest import CQA, ROOT, STUB_RANKERS
-from .test_api import free_port, http, start_server, wait_ready
+from .test_api import free_port, http, start_server, stop_server, wait_ready
 from .test_indexes import fake_encode, fill_store
 
 
@@ -160,9 +160,5 @@ def test_two_workers_both_go_live_on_a_reindex_by_another_process(tmp_path, cli_
             if m["hits"] and not m["misses"]:  # a worker that never scored them read them from the store
                 assert m["shared_hits"] == 2
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
+        stop_server(p)
     assert _leases(root) == {}  # both workers dropped their leases on a clean stop

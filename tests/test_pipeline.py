@@ -382,7 +382,6 @@ def test_freshness_bench_finds_new_threads_through_the_refresh_alone(fresh_corpu
     from tests.conftest import SEMEVAL
     from tests.test_benches import run_bench
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
-    env.pop("CQA_REFRESH_S", None)  # the bench sets it on its server
     out = run_bench("freshness.py", "--data-dir", str(fresh_corpus_dir), "--quiet", "1", "--right-after", "1",
                     "--no-delete", "--refresh-s", "5", env=env, timeout=1200)
     (srv,) = out["servers"]

@@ -17,7 +17,7 @@ from indexing.reindex import ReindexError, _Lock, reindex, why_stale
 from indexing.store import ThreadStore
 
 from .conftest import CQA, ROOT
-from .test_api import TOKEN, free_port, http, start_server, wait_ready
+from .test_api import TOKEN, free_port, http, start_server, stop_server, wait_ready
 from .test_indexes import fake_encode, fill_store
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
@@ -170,11 +170,7 @@ def test_two_workers_refresh_with_one_build(tmp_path):
         assert outcomes in (["built", "none"], ["built", "skipped"]), outcomes
         assert "qz3" in _search_ids(base, QUESTION)
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
+        stop_server(p)
 
 
 def test_a_build_reuses_the_translation_table_when_no_question_answer_pair_changed(settings):
