@@ -70,8 +70,11 @@ class TranslationTable:
         if not keys:
             return cls(src_vocab, tgt_vocab, sp.csr_matrix((len(src_vocab), n_t)), {"pairs": 0})
         key = np.concatenate(keys)
+        if len(src_vocab) * n_t < 2 ** 31:
+            key = key.astype(np.int32)  # half the bytes to sort
         grp = np.concatenate(groups)
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv = unique_inverse(key)
+        uniq = uniq.astype(np.int64)
         src_of = uniq // n_t
         t = np.ones(uniq.size)
         for it in range(iterations):
@@ -107,6 +110,20 @@ class TranslationTable:
         arrays = [np.load(folder / f"{n}.npy", allow_pickle=False) for n in ("data", "indices", "indptr")]
         table = sp.csr_matrix(tuple(arrays), shape=(len(v["source"]), len(v["target"])))
         return cls(v["source"], v["target"], table, m["params"])
+
+
+def unique_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)``, the same arrays, in about half the time on IBM Model 1's keys: a
+    stable sort (timsort, which the keys' runs, one per question-answer pair, suit) where np.unique sorts with
+    quicksort (tests/test_indexes.py checks the two agree)."""
+    perm = np.argsort(key, kind="stable")
+    ordered = key[perm]
+    first = np.empty(ordered.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    inv = np.empty(key.size, dtype=np.intp)
+    inv[perm] = np.cumsum(first, dtype=np.intp) - 1
+    return ordered[first], inv
 
 
 def _prune(m: sp.csr_matrix, keep: int, min_prob: float) -> sp.csr_matrix:

@@ -25,6 +25,22 @@ def test_ibm_model1_learns_a_translation():
     np.testing.assert_allclose(row_sums[row_sums > 0], 1.0)  # each source word's t(.|e) is a distribution
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_unique_inverse_is_numpys(dtype):
+    """IBM Model 1's keys come in runs (one per question-answer pair) with many repeats; the stable sort must give
+    np.unique's own arrays, so a table trained now is the table trained before, bit for bit."""
+    from indexing.translation import unique_inverse
+    rng = np.random.default_rng(5)
+    runs = [np.sort(rng.integers(0, 50_000, size=rng.integers(1, 300))) for _ in range(400)]
+    key = np.concatenate(runs + [rng.integers(0, 2**31 - 1, size=5_000)]).astype(dtype)
+    uniq, inv = unique_inverse(key)
+    ref_uniq, ref_inv = np.unique(key, return_inverse=True)
+    assert uniq.dtype == key.dtype
+    np.testing.assert_array_equal(uniq, ref_uniq)
+    np.testing.assert_array_equal(inv, ref_inv)
+    assert unique_inverse(np.zeros(0, dtype=dtype))[0].size == 0
+
+
 @pytest.fixture()
 def gen(settings):
     threads = [
