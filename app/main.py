@@ -157,6 +157,23 @@ class Service:
             return self.generation, self.pipeline
 
 
+def encode_ahead(svc: Service, threads) -> None:
+    """``indexing.reindex.encode_ahead`` for a POST /threads, before its write; never fails the request (a cache)."""
+    from indexing.reindex import encode_ahead as ahead
+    try:
+        done = ahead(svc.settings, threads, svc.settings.encode_ahead_texts)
+    except Exception as e:  # noqa: BLE001 - the build encodes what is missing; the write must go on
+        log.warning("encoding ahead of the build failed (the build will encode these texts): %s", e)
+        svc.metrics.encoded_ahead.labels("failed").inc()
+        return
+    if "skipped" in done:
+        svc.metrics.encoded_ahead.labels("skipped").inc(done["texts"])
+        return
+    svc.metrics.encoded_ahead.labels("encoded").inc(done["encoded"])
+    svc.metrics.encoded_ahead.labels("cached").inc(done["texts"] - done["encoded"])
+    log.info("encoded %d of %d texts ahead of the build in %.3f s", done["encoded"], done["texts"], done["seconds"])
+
+
 async def follow(svc: Service) -> None:
     """Every $CQA_GENERATION_POLL_S: go live on a generation published by any process (a `cqa reindex`,
     another replica's POST /reindex), renew the lease on the one served, and let the automatic refresh see whether
@@ -383,6 +400,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ids = [t.id for t in body.threads]
         if len(set(ids)) != len(ids):
             raise HTTPException(422, detail="a thread id appears twice in this request")
+        if svc.settings.encode_ahead_texts:
+            await run_in_threadpool(encode_ahead, svc, body.threads)
         try:
             r = await run_in_threadpool(svc.store.upsert, body.threads)
         except StoreError as e:

@@ -7,7 +7,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from .engines import EncodeFn, Engine, LocalEngine, embed_block
 from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, current_generation, prune, publish,
                           remove_stale_builds)
 from .lm import LMIndex
+from .models import Thread
 from .store import ThreadStore
 from .termmatrix import TermMatrix
 from .text import Analyzer
@@ -241,6 +242,29 @@ def embed_cached(settings: IndexSettings, model_id: str, texts: list[str], embed
     finally:
         cache.close()
         bar.close()
+
+
+def encode_ahead(settings: IndexSettings, threads: Iterable[Thread], max_texts: int) -> dict:
+    """Put in the data folder's embedding cache now the vectors the next build will want for ``threads``: the dense
+    index's of every text and the answer encoder's of every comment, encoded by this process (the service, whose
+    encoders are loaded or soon are). POST /threads calls it before its write, so every build that sees the write
+    (the automatic refresh's child, another worker's, a cron job's) finds them cached and need not load either model,
+    which otherwise costs a new thread or answer several seconds of its wait to be searchable. A cache only: the
+    build encodes whatever is missing, as before. More than ``max_texts`` texts are left to the build, so a large
+    import does not hold the service's encoder. Returns what it did (``texts``, ``encoded``, ``seconds``, or
+    ``skipped`` and why)."""
+    t0 = time.perf_counter()
+    docs = Documents.from_threads(threads)
+    spec = settings.answer_spec
+    answers = [t for t, k in zip(docs.texts, docs.kinds) if k == ANSWER] if spec is not None else []
+    n = len(docs.texts) + len(answers)
+    if n > max_texts:
+        return {"texts": n, "skipped": f"{n} texts, more than {max_texts} ($CQA_ENCODE_AHEAD_TEXTS): the build encodes them"}
+    encoded = 0
+    for texts, engine in ((docs.texts, local_engine(settings)), (answers, local_engine(settings, spec=spec))):
+        if texts:
+            encoded += embed_cached(settings, engine.encoder.id, texts, engine.embed, "encode ahead", "text", False)[1]
+    return {"texts": n, "encoded": encoded, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool,

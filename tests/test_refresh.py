@@ -117,6 +117,11 @@ def test_a_thread_the_service_accepts_becomes_searchable_by_itself_also_after_ki
         job = http("GET", f"{base}/jobs/{refresh['last_job']}")[1]
         assert job["state"] == "succeeded" and job["kind"] == "reindex" and job["result"]["trigger"] == "refresh"
         assert job["result"]["generation"] != ready["generation"]
+        # POST /threads encoded the new texts before its write ($CQA_ENCODE_AHEAD_TEXTS): the build loaded no model
+        built = job["result"]["indexes"]
+        assert built["dense"]["encoded"] == 0 and built["answer_vectors"]["encoded"] == 0, built
+        with urllib.request.urlopen(base + "/metrics") as r:
+            assert 'cqa_encode_ahead_texts_total{outcome="encoded"} 3.0' in r.read().decode()  # question, comment x2
         ended = refresh["last_finished_at"]
 
         assert http("DELETE", base + "/threads/qz1", headers=ADMIN)[0] == 200
@@ -195,3 +200,36 @@ def test_a_build_reuses_the_translation_table_when_no_question_answer_pair_chang
     third = reindex(settings, progress=False, encode_fn=fake_encode)
     assert "reused_from" not in third["indexes"]["translation"]
     assert third["indexes"]["translation"]["pairs"] == first["indexes"]["translation"]["pairs"] + 1
+
+
+def test_encode_ahead_fills_the_cache_a_build_reads(settings):
+    """``encode_ahead`` puts the vectors of a thread's texts in the embedding cache under each encoder's id, the
+    vectors the build's own encoding gives (float noise only), so the build that follows encodes nothing; a request
+    over the limit is left to the build."""
+    import numpy as np
+
+    from indexing.embcache import EmbeddingCache, text_key
+    from indexing.encoder import encode
+    from indexing.reindex import encode_ahead
+    fill_store(settings, n=4)
+    reindex(settings, progress=False)
+    thread = Thread(id="ahead", subject="Quokka music lessons", body=QUESTION,
+                    answers=[Answer(id="ahead_a", text="Try the xylophone school near Stone Town.")])
+    assert encode_ahead(settings, [thread], max_texts=2) == {
+        "texts": 3, "skipped": "3 texts, more than 2 ($CQA_ENCODE_AHEAD_TEXTS): the build encodes them"}
+    done = encode_ahead(settings, [thread], max_texts=3)
+    assert done["texts"] == 3 and done["encoded"] == 3
+    assert encode_ahead(settings, [thread], max_texts=3)["encoded"] == 0  # cached now
+    answer = settings.answer_spec
+    for spec, text in ((settings.encoder, thread.question_text), (settings.encoder, thread.answers[0].text),
+                       (answer, thread.answers[0].text)):
+        cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", spec.id)
+        try:
+            got = cache.get_many([text_key(spec.id, text)])[text_key(spec.id, text)]
+        finally:
+            cache.close()
+        np.testing.assert_allclose(got, encode([text], device="cpu", spec=spec)[0], atol=1e-5)
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([thread])
+    built = reindex(settings, progress=False)["indexes"]
+    assert built["dense"]["encoded"] == 0 and built["answer_vectors"]["encoded"] == 0, built
