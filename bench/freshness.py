@@ -7,14 +7,19 @@ generation indexes; a result or folded into one), and then once reranked, as /se
 
 - quiet: the store has been quiet for $CQA_REFRESH_S since the last build, so the refresh starts at once;
 - right after: posted as soon as the previous build ended, so it waits out the interval first;
+- answer: a new comment (a 2015 test comment, which the 2016 corpus does not hold) added to a thread posted before
+  (POST /threads with the thread and its comments), searched for with its own text (target answers, "rerank": false)
+  until it shows: a new comment changes IBM Model 1's training pairs, so its build trains the translation table;
 - delete: DELETE /threads/{id} of a thread found before, searched for until it no longer shows.
 
 Meanwhile one client sends POST /search (target answers, reranked: the heaviest search) one after another, 0.25 s
 apart, and its latency is reported split by whether an automatic build was running (the jobs' start and end, GET
-/jobs/{id}), side by side in one run. With --nice-levels each level ($CQA_REFRESH_NICE) gets its own server in turn.
-Prints a JSON object last.
+/jobs/{id}), side by side in one run. With --nice-levels each level ($CQA_REFRESH_NICE), and with
+--encode-ahead-levels each $CQA_ENCODE_AHEAD_TEXTS (0: POST /threads leaves every text to the build, which then loads
+the encoders), gets its own server in turn, side by side in one run. Each trial says how many texts its build
+encoded. Prints a JSON object last.
 
-    python bench/freshness.py --data-dir /tmp/cqa-full --quiet 3 --right-after 1 --nice-levels 10,0
+    python bench/freshness.py --data-dir /tmp/cqa-full --quiet 3 --right-after 1 --answers 2 --encode-ahead-levels 32,0
 
 --data-dir is the data folder `cqa evaluate` uses: its corpus (DATA/benchmarks/fullcorpus-2016, built if missing) is
 copied to a temporary folder for each server; the corpus itself is not changed.
@@ -94,26 +99,45 @@ def idle(base: str, interval: float) -> None:
     wait_for(quiet, 3 * interval + 600)
 
 
-def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout: float) -> dict:
-    """One change, and the seconds from its acknowledgement until /search shows it (or, deleted, no longer)."""
+def answer_found(base: str, answer_id: str, text: str) -> bool:
+    """Whether /search (target answers, k 10, first stage) asked with a comment's own text shows that comment."""
+    status, out = post_json(base + "/search", {"question": {"body": text}, "k": 10, "target": "answers",
+                                               "rerank": False})
+    if status != 200:
+        raise SystemExit(f"POST /search answered {status}: {out}")
+    return any(answer_id in (r["id"], *r["duplicates"]) for r in out["results"])
+
+
+def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout: float,
+          answers: list[dict] | None = None) -> dict:
+    """One change: how long its request took, and the seconds from its acknowledgement until /search shows it (or,
+    deleted, no longer). An "answer" trial posts the thread with ``answers``, whose last is the new one."""
+    t0 = time.perf_counter()
     if kind == "delete":
         req = urllib.request.Request(f"{base}/threads/{thread_id}", method="DELETE", headers=ADMIN)
         status, out = get_json(req)
     else:
-        status, out = post_json(base + "/threads", {"threads": [{"id": thread_id, "subject": subject, "body": body}]},
-                                headers=ADMIN)
+        thread = {"id": thread_id, "subject": subject, "body": body, "answers": answers or []}
+        status, out = post_json(base + "/threads", {"threads": [thread]}, headers=ADMIN)
+    request_ms = 1000 * (time.perf_counter() - t0)
     if status != 200:
         raise SystemExit(f"{kind} of {thread_id} answered {status}: {out}")
-    seconds = wait_for(lambda: found(base, thread_id, subject, body) == (kind != "delete"), timeout)
+    if kind == "answer":
+        seconds = wait_for(lambda: answer_found(base, answers[-1]["id"], answers[-1]["text"]), timeout)
+    else:
+        seconds = wait_for(lambda: found(base, thread_id, subject, body) == (kind != "delete"), timeout)
     wait_for(lambda: refresh_state(base)["last_outcome"] != "running", timeout)
     job_id = refresh_state(base)["last_job"]
     job = get_json(f"{base}/jobs/{job_id}")[1]
     result = job.get("result") or {}
-    return {"kind": kind, "thread": thread_id, "seconds_to_search": round(seconds, 2),
+    return {"kind": kind, "thread": thread_id, "request_ms": round(request_ms, 1), "seconds_to_search": round(seconds, 2),
             "reranked_shows": found(base, thread_id, subject, body, rerank=True), "job": job_id,
             "job_started_at": job["started_at"], "job_finished_at": job["finished_at"],
             "job_seconds": round(job["finished_at"] - job["started_at"], 2), "build_seconds": result.get("seconds"),
-            "encoded": (result.get("indexes", {}).get("dense") or {}).get("encoded"), "outcome": job["state"]}
+            "encoded": (result.get("indexes", {}).get("dense") or {}).get("encoded"),
+            "answers_encoded": (result.get("indexes", {}).get("answer_vectors") or {}).get("encoded"),
+            "translation": "copied" if "reused_from" in (result.get("indexes", {}).get("translation") or {})
+            else "trained", "outcome": job["state"]}
 
 
 def latency(samples: list[tuple[float, float, int]], builds: list[tuple[float, float]]) -> dict:
@@ -130,43 +154,48 @@ def latency(samples: list[tuple[float, float, int]], builds: list[tuple[float, f
     return out
 
 
-def run_server(corpus: Path, nice: int, refresh_s: float, plan: list[str], news: list[tuple[str, str, str]],
-               load_questions: list[str], timeout: float) -> dict:
+def run_server(corpus: Path, nice: int, ahead: int, refresh_s: float, plan: list[str],
+               news: list[tuple[str, str, str]], comments: list[str], load_questions: list[str], timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="cqa-fresh-") as tmp:
         folder = Path(tmp) / "data"
         shutil.copytree(corpus, folder)
-        env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": str(refresh_s), "CQA_REFRESH_NICE": str(nice)}
+        env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": str(refresh_s), "CQA_REFRESH_NICE": str(nice),
+               "CQA_ENCODE_AHEAD_TEXTS": str(ahead)}
         with server(folder, env) as (base, ready):
             post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
             searches = Searches(base, load_questions)
             searches.start()
-            trials, posted = [], iter(news)
-            first = None
+            trials, posted, added = [], iter(news), []
+            first = last = None
             try:
                 for kind in plan:
                     if kind != "right-after":
                         idle(base, refresh_s)
                     if kind == "delete":
                         t = trial(base, kind, *first, timeout)
+                    elif kind == "answer":  # the latest new thread, so the delete's thread stays unanswered
+                        added.append({"id": f"{last[0]}_C{len(added) + 1}", "text": comments[len(added)]})
+                        t = trial(base, kind, *last, timeout, answers=added)
                     else:
-                        new = next(posted)
-                        first = first or new
-                        t = trial(base, kind, *new, timeout)
+                        last = next(posted)
+                        first = first or last
+                        t = trial(base, kind, *last, timeout)
                     trials.append(t)
-                    print(json.dumps({"nice": nice, **t}), file=sys.stderr, flush=True)
+                    print(json.dumps({"nice": nice, "encode_ahead": ahead, **t}), file=sys.stderr, flush=True)
                 time.sleep(5)  # searches after the last build, for the no-build side
             finally:
                 searches.stop.set()
                 searches.join()
             builds = [(t["job_started_at"], t["job_finished_at"]) for t in trials]
-            return {"nice": nice, "refresh_s": refresh_s, "generation_at_start": ready["generation"],
+            return {"nice": nice, "encode_ahead_texts": ahead, "refresh_s": refresh_s,
+                    "generation_at_start": ready["generation"],
                     "trials": trials, "search_latency": latency(searches.samples, builds)}
 
 
 def summary(trials: list[dict]) -> dict:
     import numpy as np
     out = {}
-    for kind in ("quiet", "right-after", "delete"):
+    for kind in ("quiet", "right-after", "answer", "delete"):
         s = [t["seconds_to_search"] for t in trials if t["kind"] == kind]
         if s:
             out[kind] = {"n": len(s), "p50_s": round(float(np.percentile(s, 50)), 2), "max_s": max(s)}
@@ -178,33 +207,46 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses")
     ap.add_argument("--quiet", type=int, default=3, help="new threads posted to a quiet store")
     ap.add_argument("--right-after", type=int, default=1, help="new threads posted right after a build ended")
+    ap.add_argument("--answers", type=int, default=2, help="new comments added, one by one, to a thread posted before")
     ap.add_argument("--no-delete", action="store_true", help="skip the delete trial")
     ap.add_argument("--refresh-s", type=float, default=None, help="CQA_REFRESH_S (default: the setting's default)")
     ap.add_argument("--nice-levels", default=None, help="CQA_REFRESH_NICE per server, comma-separated (default: the "
                     "setting's default)")
+    ap.add_argument("--encode-ahead-levels", default=None, help="CQA_ENCODE_AHEAD_TEXTS per server, comma-separated "
+                    "(default: the setting's default); each with each nice level")
     ap.add_argument("--timeout", type=float, default=900, help="longest wait for one change, in seconds")
     args = ap.parse_args()
 
     from app.settings import Settings
+    from indexing.catalog import TEST_2015
+    from indexing.loaders import load_semeval
     from ranking.fullcorpus import corpus_settings, ensure_corpus
     from ranking.search_benchmark import qrels_for
 
     defaults = Settings.model_fields
     refresh_s = args.refresh_s if args.refresh_s is not None else defaults["refresh_s"].default
     levels = [int(x) for x in args.nice_levels.split(",")] if args.nice_levels else [defaults["refresh_nice"].default]
+    aheads = ([int(x) for x in args.encode_ahead_levels.split(",")] if args.encode_ahead_levels
+              else [defaults["encode_ahead_texts"].default])
+    servers = [(nice, ahead) for nice in levels for ahead in aheads]
     settings = Settings(data_dir=args.data_dir)
     ensure_corpus(settings, progress=True)
     _, test = qrels_for(settings, "test", "questions")
     _, dev = qrels_for(settings, "dev", "questions")
-    plan = ["quiet"] * args.quiet + ["right-after"] * args.right_after + ([] if args.no_delete else ["delete"])
+    if args.answers and not args.quiet:
+        raise SystemExit("--answers needs a thread to answer: --quiet 1 or more")
+    plan = (["quiet"] * args.quiet + ["right-after"] * args.right_after + ["answer"] * args.answers
+            + ([] if args.no_delete else ["delete"]))
     need = args.quiet + args.right_after
+    comments = [a.text for t in load_semeval(settings.semeval_dir / TEST_2015, strict=True).threads for a in t.answers
+                if len(a.text) >= 80]
     out = {"bench": "freshness", "refresh_s": refresh_s, "plan": plan, "servers": []}
-    for n, nice in enumerate(levels):
-        # each server its own new threads, so none is found because an earlier server's copy held it
+    for n, (nice, ahead) in enumerate(servers):
+        # each server its own new threads and comments, so none is found because an earlier server's copy held it
         news = [(f"fresh-{qid}", subject, body) for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
         load_questions = [f"{subject} {body}" for subject, body in dev.values()]
-        result = run_server(corpus_settings(settings).data_dir, nice, refresh_s, plan, news, load_questions,
-                            args.timeout)
+        result = run_server(corpus_settings(settings).data_dir, nice, ahead, refresh_s, plan, news,
+                            comments[n * args.answers:(n + 1) * args.answers], load_questions, args.timeout)
         result["summary"] = summary(result["trials"])
         out["servers"].append(result)
     print(json.dumps(out))

@@ -127,3 +127,15 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     for r in (full, bare, similar, unordered, related, unordered_threads):
         assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["threads_ranked_differently"] == 0
         assert r["largest_score_difference"] < 1e-3
+
+
+def test_build_parts_bench_compares_with_the_pure_python_stemmer_and_np_unique(cli_env, semeval, tmp_path):
+    from indexing.loaders import load
+    from indexing.store import ThreadStore
+    with ThreadStore(tmp_path / "threads.sqlite3") as store:
+        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:60])
+    out = run_bench("build_parts.py", "--store", str(tmp_path / "threads.sqlite3"), "--rounds", "1", env=cli_env)
+    assert out["documents"] > 300 and out["pairs"] == out["documents"] - 60
+    assert out["same_tokens"] is True and out["same_tables"] is True
+    assert all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
+    assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0

@@ -378,15 +378,19 @@ def test_unanswered_bench_strips_comments_in_a_copy_and_scores_each_reranker(fre
 @pytest.mark.slow
 def test_freshness_bench_finds_new_threads_through_the_refresh_alone(fresh_corpus_dir):
     """bench/freshness.py with a 5 s interval: a new thread posted to a quiet store is found, one posted right after
-    a build waits out the interval, and the searches sent meanwhile all succeed."""
+    a build waits out the interval, a new comment is found by its own text, and the searches sent meanwhile all
+    succeed. POST /threads encoded every new text before its write, so no build encoded one; only the new comment
+    made a build train the translation table."""
     from tests.conftest import SEMEVAL
     from tests.test_benches import run_bench
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
     out = run_bench("freshness.py", "--data-dir", str(fresh_corpus_dir), "--quiet", "1", "--right-after", "1",
-                    "--no-delete", "--refresh-s", "5", env=env, timeout=1200)
+                    "--answers", "1", "--no-delete", "--refresh-s", "5", env=env, timeout=1200)
     (srv,) = out["servers"]
-    quiet, after = srv["trials"]
-    assert quiet["kind"] == "quiet" and after["kind"] == "right-after"
-    assert all(t["outcome"] == "succeeded" and t["encoded"] == 1 and t["seconds_to_search"] > 0 for t in (quiet, after))
+    quiet, after, answer = srv["trials"]
+    assert (quiet["kind"], after["kind"], answer["kind"]) == ("quiet", "right-after", "answer")
+    assert all(t["outcome"] == "succeeded" and t["encoded"] == 0 and t["answers_encoded"] == 0
+               and t["seconds_to_search"] > 0 for t in (quiet, after, answer)), srv["trials"]
+    assert [t["translation"] for t in (quiet, after, answer)] == ["copied", "copied", "trained"]
     assert after["job_started_at"] >= quiet["job_finished_at"] + 5 - 0.5, (quiet, after)
     assert srv["search_latency"]["failed"] == 0 and srv["search_latency"]["no_build"]["requests"] > 0
