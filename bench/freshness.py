@@ -99,10 +99,11 @@ def idle(base: str, interval: float) -> None:
     wait_for(quiet, 3 * interval + 600)
 
 
-def answer_found(base: str, answer_id: str, text: str) -> bool:
-    """Whether /search (target answers, k 10, first stage) asked with a comment's own text shows that comment."""
+def answer_found(base: str, answer_id: str, text: str, rerank: bool = False) -> bool:
+    """Whether /search (target answers, k 10) asked with a comment's own text shows that comment: by the first stage,
+    or with ``rerank`` as shown by default."""
     status, out = post_json(base + "/search", {"question": {"body": text}, "k": 10, "target": "answers",
-                                               "rerank": False})
+                                               "rerank": rerank})
     if status != 200:
         raise SystemExit(f"POST /search answered {status}: {out}")
     return any(answer_id in (r["id"], *r["duplicates"]) for r in out["results"])
@@ -131,7 +132,9 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
     job = get_json(f"{base}/jobs/{job_id}")[1]
     result = job.get("result") or {}
     return {"kind": kind, "thread": thread_id, "request_ms": round(request_ms, 1), "seconds_to_search": round(seconds, 2),
-            "reranked_shows": found(base, thread_id, subject, body, rerank=True), "job": job_id,
+            "reranked_shows": (answer_found(base, answers[-1]["id"], answers[-1]["text"], rerank=True)
+                               if kind == "answer" else found(base, thread_id, subject, body, rerank=True)),
+            "job": job_id,
             "job_started_at": job["started_at"], "job_finished_at": job["finished_at"],
             "job_seconds": round(job["finished_at"] - job["started_at"], 2), "build_seconds": result.get("seconds"),
             "encoded": (result.get("indexes", {}).get("dense") or {}).get("encoded"),

@@ -145,6 +145,34 @@ def test_a_thread_the_service_accepts_becomes_searchable_by_itself_also_after_ki
 
 
 
+def test_a_write_starts_the_refresh_without_waiting_for_the_poll(tmp_path):
+    """With a 60 s generation poll, the build of a POSTed thread still starts within seconds, and so does a DELETE's
+    once the interval has passed: the write wakes this process's refresh (``Service.nudge``)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    p = start_server(tmp_path, port, {"CQA_REFRESH_S": "1", "CQA_GENERATION_POLL_S": "60"})
+    try:
+        wait_ready(p, base)
+        t0 = time.time()
+        status, _ = http("POST", base + "/threads", {"threads": [{"id": "qz4", "subject": "Quokka lessons",
+                                                                  "body": QUESTION}]}, ADMIN)
+        assert status == 200
+        _until(lambda: http("GET", base + "/ready")[1]["refresh"]["last_job"] is not None, "a refresh started", 20)
+        first = http("GET", base + "/ready")[1]["refresh"]
+        assert first["last_started_at"] - t0 < 10, first
+        _until(lambda: "qz4" in _search_ids(base, QUESTION), "the posted thread found by /search", 60)
+        _until(lambda: http("GET", base + "/ready")[1]["refresh"]["last_outcome"] != "running", "the build's end", 60)
+        time.sleep(1)  # the interval
+        t1 = time.time()
+        assert http("DELETE", base + "/threads/qz4", headers=ADMIN)[0] == 200
+        _until(lambda: http("GET", base + "/ready")[1]["refresh"]["last_job"] != first["last_job"],
+               "a second refresh started", 20)
+        assert http("GET", base + "/ready")[1]["refresh"]["last_started_at"] - t1 < 10
+        _until(lambda: "qz4" not in _search_ids(base, QUESTION), "the deleted thread gone from /search", 60)
+    finally:
+        stop_server(p)
+
+
 def test_two_workers_refresh_with_one_build(tmp_path):
     """`cqa serve --workers 2` with the automatic refresh: both workers see the posted thread, each may ask for a
     build, and exactly one generation is built (the other worker's `cqa reindex --if-stale` skips); both go live on
