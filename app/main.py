@@ -89,6 +89,14 @@ class Service:
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
         self.refresher = Refresher(self) if settings.refresh_s > 0 else None  # builds when the store moved
+        self._loop: asyncio.AbstractEventLoop | None = None  # the follower's, set when it starts
+        self._wake: asyncio.Event | None = None
+
+    def nudge(self) -> None:
+        """This process just wrote to the store: let the automatic refresh look now instead of at the next poll (from
+        the event loop or a worker thread alike)."""
+        if self.refresher is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
 
     def lease_ttl(self) -> float:
         return max(30.0, 5 * self.settings.generation_poll_s)
@@ -174,22 +182,43 @@ def encode_ahead(svc: Service, threads) -> None:
     log.info("encoded %d of %d texts ahead of the build in %.3f s", done["encoded"], done["texts"], done["seconds"])
 
 
+NUDGE_GAP_S = 0.25  # the least time between two refresh looks that writes asked for (a burst of writes, one look)
+
+
 async def follow(svc: Service) -> None:
     """Every $CQA_GENERATION_POLL_S: go live on a generation published by any process (a `cqa reindex`,
     another replica's POST /reindex), renew the lease on the one served, and let the automatic refresh see whether
-    the store moved (app/refresh.py)."""
+    the store moved (app/refresh.py). A write of this process (``Service.nudge``) makes the refresh look at once,
+    so a new thread's build starts without waiting for the poll (at most one look per NUDGE_GAP_S)."""
+    svc._loop, svc._wake = asyncio.get_running_loop(), asyncio.Event()
+    poll = svc.settings.generation_poll_s
+    next_poll = time.monotonic() + poll
     while True:
-        await asyncio.sleep(svc.settings.generation_poll_s)
+        try:
+            await asyncio.wait_for(svc._wake.wait(), max(0.0, next_poll - time.monotonic()))
+        except asyncio.TimeoutError:
+            pass
+        svc._wake.clear()
+        if time.monotonic() < next_poll:  # nudged
+            if svc.refresher is not None:
+                await _refresh_tick(svc)
+                await asyncio.sleep(NUDGE_GAP_S)
+            continue
+        next_poll = time.monotonic() + poll
         try:
             if await run_in_threadpool(svc.follow_current):
                 log.info("went live on index generation %s", svc.generation.name)
         except Exception as e:  # a half-written or broken generation: keep serving the current one
             log.warning("could not follow the current generation: %s", e)
         if svc.refresher is not None:
-            try:
-                await run_in_threadpool(svc.refresher.tick)
-            except Exception as e:  # a store busy or a manifest half-read: the next tick looks again
-                log.warning("automatic refresh: could not compare the store with the live generation: %s", e)
+            await _refresh_tick(svc)
+
+
+async def _refresh_tick(svc: Service) -> None:
+    try:
+        await run_in_threadpool(svc.refresher.tick)
+    except Exception as e:  # a store busy or a manifest half-read: the next tick looks again
+        log.warning("automatic refresh: could not compare the store with the live generation: %s", e)
 
 
 def sorted_by_score(candidates, scores: list[float], ranker, t0: float, stage) -> dict:
@@ -406,6 +435,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             r = await run_in_threadpool(svc.store.upsert, body.threads)
         except StoreError as e:
             raise HTTPException(409, detail=str(e)) from None
+        if r.inserted or r.updated:
+            svc.nudge()
         return {"accepted": len(ids), "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
                 "note": change_note(svc.settings, "accepted and durable")}
 
@@ -420,6 +451,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def delete_thread(thread_id: str, svc: Service = Depends(service)):
         if not svc.store.delete(thread_id):
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
+        svc.nudge()
         return {"deleted": thread_id, "note": change_note(svc.settings, "removed from the store")}
 
     # --- jobs -----------------------------------------------------------------------------------

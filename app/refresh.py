@@ -13,7 +13,10 @@ generation as soon as the child ends; the others follow it within ``$CQA_GENERAT
 
 A change the store has accepted is never lost by a refresh: a refresh that fails or is killed leaves the live
 generation as it was, and the next tick tries again (also after a restart, which finds the store ahead of the live
-generation)."""
+generation).
+
+A write this process makes (POST /threads, a DELETE) does not wait for the poll: it wakes the follower, which ticks at
+once (``Service.nudge``, ``app.main.follow``)."""
 from __future__ import annotations
 
 import json
@@ -32,7 +35,9 @@ log = logging.getLogger(__name__)
 
 
 class Refresher:
-    """One per serving process. ``tick`` is cheap and is called every ``$CQA_GENERATION_POLL_S``."""
+    """One per serving process. ``tick`` is cheap and is called every ``$CQA_GENERATION_POLL_S``, and at once after a
+    write of this process (``Service.nudge``). While it knows the store is ahead, a write costs it no fingerprint (a
+    write that undoes the change is found by the child's own check: ``skipped``)."""
 
     def __init__(self, svc):
         self.svc = svc
@@ -45,7 +50,9 @@ class Refresher:
         interval allows. True when it started one."""
         settings, store, r = self.svc.settings, self.svc.store, self.report
         seen = (store.change_count(), current_generation(settings.index_root))
-        if seen != self._seen:
+        if seen != self._seen and r.pending and self._seen is not None and seen[1] == self._seen[1]:
+            self._seen = seen  # known behind, and still on the same generation: more writes change nothing here
+        elif seen != self._seen:
             self._seen = seen
             # no live generation yet is the first start's business (bootstrap, `cqa reindex`), not a refresh's
             why = why_stale(settings, store) if seen[1] is not None else None
