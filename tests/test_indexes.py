@@ -38,14 +38,19 @@ def test_analyzer_english_and_arabic():
 def test_compiled_stemmer_stems_every_corpus_word_as_snowball_does(language, semeval, comments):
     """The analyzer stems with PyStemmer (C), which snowballstemmer hands out when it is installed, about 20x
     faster than its pure-Python stemmers; both are generated from the same Snowball algorithms. Every word of the
-    English comments and of the Arabic dev file (subtask D) must get the stem the pure-Python one gives."""
+    English questions and comments the corpus and the search benchmarks hold (2016 train part 2, dev, test) and of
+    the Arabic dev file (subtask D) must get the stem the pure-Python one gives."""
     import gzip
     import importlib
 
     import Stemmer
     assert isinstance(Analyzer(stemmer=language)._stem, Stemmer.Stemmer)
     if language == "english":
-        texts = comments
+        files = ["train/SemEval2016-Task3-CQA-QL-train-part2.xml", "dev/SemEval2016-Task3-CQA-QL-dev.xml",
+                 "test/SemEval2016-Task3-CQA-QL-test.xml"]
+        docs = [load(semeval / f) for f in files]
+        texts = comments + [t.question_text for d in docs for t in d.threads] + [q.text for d in docs
+                                                                                for q in d.org_questions.values()]
     else:
         with gzip.open(semeval / "arabic" / "SemEval2016-Task3-CQA-MD-dev-subtaskD.xml.gz", "rt", encoding="utf-8") as f:
             texts = [f.read()]
