@@ -287,6 +287,32 @@ def test_threads_upsert_delete_and_reindex_job(client):
     assert client.get("/jobs/doesnotexist").status_code == 404
 
 
+def test_a_failure_to_encode_ahead_loses_no_write(client, monkeypatch):
+    """POST /threads encodes its texts into the embedding cache before its write ($CQA_ENCODE_AHEAD_TEXTS); when that
+    fails (a broken cache file, a model that will not load) the write still happens and is acknowledged: the cache is
+    only a head start for the build, which encodes whatever is missing."""
+    import indexing.reindex
+
+    def broken(*args, **kwargs):
+        raise OSError("disk I/O error")
+    works = indexing.reindex.encode_ahead
+    monkeypatch.setattr(indexing.reindex, "encode_ahead", broken)
+    thread = {"id": "e1", "subject": "encoding ahead fails", "answers": [{"id": "e1a", "text": "still stored"}]}
+    r = client.post("/threads", json={"threads": [thread]}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["inserted"] == 1
+    assert client.get("/threads/e1").json()["answers"][0]["text"] == "still stored"
+    assert 'cqa_encode_ahead_texts_total{outcome="failed"} 1.0' in client.get("/metrics").text
+    monkeypatch.setattr(indexing.reindex, "encode_ahead", works)
+    many = [{"id": f"m{i}", "subject": f"an imported thread {i}", "answers": [{"id": f"m{i}a", "text": "comment"}]}
+            for i in range(20)]  # 60 texts, over the default 32: left to the build
+    assert client.post("/threads", json={"threads": many}, headers=ADMIN).status_code == 200
+    metrics = client.get("/metrics").text
+    assert 'cqa_encode_ahead_texts_total{outcome="skipped"} 60.0' in metrics
+    assert client.post("/threads", json={"threads": [{**thread, "id": "e2", "answers": []}]},
+                       headers=ADMIN).status_code == 200
+    assert 'cqa_encode_ahead_texts_total{outcome="encoded"} 1.0' in client.get("/metrics").text
+
+
 def test_evaluation_job_and_report(client):
     from ranking.evaluation.runner import shipped_figures
     fresh = client.get("/evaluation").json()

@@ -248,6 +248,9 @@ def test_encode_ahead_fills_the_cache_a_build_reads(settings):
     done = encode_ahead(settings, [thread], max_texts=3)
     assert done["texts"] == 3 and done["encoded"] == 3
     assert encode_ahead(settings, [thread], max_texts=3)["encoded"] == 0  # cached now
+    no_answer_encoder = settings.model_copy(update={"answer_encoder": "none"})  # the dense index's vectors only
+    only_dense = encode_ahead(no_answer_encoder, [thread], max_texts=2)
+    assert only_dense["texts"] == 2 and only_dense["encoded"] == 0, only_dense
     answer = settings.answer_spec
     for spec, text in ((settings.encoder, thread.question_text), (settings.encoder, thread.answers[0].text),
                        (answer, thread.answers[0].text)):
