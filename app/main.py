@@ -95,8 +95,13 @@ class Service:
     def nudge(self) -> None:
         """This process just wrote to the store: let the automatic refresh look now instead of at the next poll (from
         the event loop or a worker thread alike)."""
-        if self.refresher is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
+        loop, wake = self._loop, self._wake
+        if self.refresher is None or loop is None or wake is None:
+            return
+        try:
+            loop.call_soon_threadsafe(wake.set)
+        except RuntimeError:  # the loop has closed (shutting down): the next start's refresh sees the write
+            pass
 
     def lease_ttl(self) -> float:
         return max(30.0, 5 * self.settings.generation_poll_s)
@@ -190,7 +195,8 @@ async def follow(svc: Service) -> None:
     another replica's POST /reindex), renew the lease on the one served, and let the automatic refresh see whether
     the store moved (app/refresh.py). A write of this process (``Service.nudge``) makes the refresh look at once,
     so a new thread's build starts without waiting for the poll (at most one look per NUDGE_GAP_S)."""
-    svc._loop, svc._wake = asyncio.get_running_loop(), asyncio.Event()
+    svc._wake = asyncio.Event()
+    svc._loop = asyncio.get_running_loop()
     poll = svc.settings.generation_poll_s
     next_poll = time.monotonic() + poll
     while True:
