@@ -32,7 +32,8 @@ class Settings(RankingSettings):
     refresh_nice: int = Field(10, ge=0, le=19, description="How much lower the automatic refresh's CPU priority is "
                               "than the service's (a Unix nice increment), so searches come first on a small machine.")
     encode_ahead_texts: int = Field(32, ge=0, le=10_000, description="POST /threads encodes up to this many texts "
-                                    "(questions and comments, once per encoder) itself, before its write, into the "
+                                    "(each question and comment for the dense index, each comment also for the answer "
+                                    "encoder) itself, before its write, into the "
                                     "embedding cache, so the build that indexes them loads no model: a new thread or "
                                     "answer is searchable seconds sooner. A request with more leaves them to the "
                                     "build, so a large import does not hold the encoder searches use. 0: off.")
