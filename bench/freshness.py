@@ -131,7 +131,8 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
     job_id = refresh_state(base)["last_job"]
     job = get_json(f"{base}/jobs/{job_id}")[1]
     result = job.get("result") or {}
-    return {"kind": kind, "thread": thread_id, "request_ms": round(request_ms, 1), "seconds_to_search": round(seconds, 2),
+    return {"kind": kind, "thread": thread_id, "request_ms": round(request_ms, 1),
+            "seconds_to_search": round(seconds, 2),
             "reranked_shows": (answer_found(base, answers[-1]["id"], answers[-1]["text"], rerank=True)
                                if kind == "answer" else found(base, thread_id, subject, body, rerank=True)),
             "job": job_id,
@@ -158,7 +159,8 @@ def latency(samples: list[tuple[float, float, int]], builds: list[tuple[float, f
 
 
 def run_server(corpus: Path, nice: int, ahead: int, refresh_s: float, plan: list[str],
-               news: list[tuple[str, str, str]], comments: list[str], load_questions: list[str], timeout: float) -> dict:
+               news: list[tuple[str, str, str]], comments: list[str], load_questions: list[str],
+               timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="cqa-fresh-") as tmp:
         folder = Path(tmp) / "data"
         shutil.copytree(corpus, folder)

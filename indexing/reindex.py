@@ -259,7 +259,8 @@ def encode_ahead(settings: IndexSettings, threads: Iterable[Thread], max_texts: 
     answers = [t for t, k in zip(docs.texts, docs.kinds) if k == ANSWER] if spec is not None else []
     n = len(docs.texts) + len(answers)
     if n > max_texts:
-        return {"texts": n, "skipped": f"{n} texts, more than {max_texts} ($CQA_ENCODE_AHEAD_TEXTS): the build encodes them"}
+        return {"texts": n,
+                "skipped": f"{n} texts, more than {max_texts} ($CQA_ENCODE_AHEAD_TEXTS): the build encodes them"}
     encoded = 0
     for texts, engine in ((docs.texts, local_engine(settings)), (answers, local_engine(settings, spec=spec))):
         if texts:
