@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import subprocess
+import threading
 import time
 
 from indexing.generations import current_generation
@@ -44,21 +45,31 @@ class Refresher:
         self.report = RefreshOut(interval_s=svc.settings.refresh_s, pending=False)  # what GET /ready says of it
         self._seen: tuple[int, str | None] | None = None  # (store change count, live generation) last compared
         self._last_end = -math.inf  # monotonic time the last build of this process ended
+        self._lock = threading.Lock()  # the follower's ticks and the build's end both compare
 
-    def tick(self) -> bool:
-        """Compare the store with the live generation when either moved; start a build when they differ and the
-        interval allows. True when it started one."""
+    def _compare(self, force: bool = False) -> None:
+        """Compare the store with the live generation when either moved since the last comparison (or ``force``),
+        and say so in the report."""
         settings, store, r = self.svc.settings, self.svc.store, self.report
-        seen = (store.change_count(), current_generation(settings.index_root))
-        if seen != self._seen and r.pending and self._seen is not None and seen[1] == self._seen[1]:
-            self._seen = seen  # known behind, and still on the same generation: more writes change nothing here
-        elif seen != self._seen:
+        with self._lock:
+            seen = (store.change_count(), current_generation(settings.index_root))
+            if seen == self._seen and not force:
+                return
+            known_behind = r.pending and self._seen is not None and seen[1] == self._seen[1]
             self._seen = seen
+            if known_behind and not force:
+                return  # known behind, and still on the same generation: more writes change nothing here
             # no live generation yet is the first start's business (bootstrap, `cqa reindex`), not a refresh's
             why = why_stale(settings, store) if seen[1] is not None else None
             r.pending, r.reason = why is not None, why
             r.pending_since = (r.pending_since or time.time()) if why else None
             self.svc.metrics.refresh_pending_since.set(r.pending_since or 0)
+
+    def tick(self) -> bool:
+        """Compare the store with the live generation when either moved; start a build when they differ and the
+        interval allows. True when it started one."""
+        settings, r = self.svc.settings, self.report
+        self._compare()
         if not r.pending or time.monotonic() - self._last_end < settings.refresh_s:
             return False
         job, started = self.svc.jobs.submit("reindex", self._build)
@@ -86,12 +97,15 @@ class Refresher:
             self.svc.metrics.refreshes.labels("failed").inc()
             self._seen = None  # compare again at the next tick
             raise
-        r.last_outcome = "skipped" if "skipped" in summary else "built"
-        r.last_generation = summary.get("generation")
-        self.svc.metrics.refreshes.labels(r.last_outcome).inc()
-        if r.last_outcome == "built":
-            r.pending_since = None  # what it saw is built; a change written meanwhile is seen anew at the next tick
+        outcome = "skipped" if "skipped" in summary else "built"
+        if outcome == "built":
             self.svc.follow_current()  # live in this process now; the others follow within the poll interval
-            log.info("automatic refresh: live on %s (%.1f s)", r.last_generation, summary.get("seconds", 0))
-        self._seen = None
+            r.pending_since = None  # what it saw is built: a change written meanwhile is pending from now
+            self._compare(force=True)  # so the report says "built" only beside what is pending after it
+            log.info("automatic refresh: live on %s (%.1f s)", summary.get("generation"), summary.get("seconds", 0))
+        else:
+            self._seen = None  # another process built, or had: compare again at the next tick
+        r.last_generation = summary.get("generation")
+        r.last_outcome = outcome
+        self.svc.metrics.refreshes.labels(outcome).inc()
         return {"trigger": "refresh", **summary}
