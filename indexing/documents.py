@@ -48,6 +48,10 @@ class Documents:
         self.created_at.append(created)
         self.texts.append(text)
 
+    def answer_rows(self) -> list[int]:
+        """The rows that are comments, in order: what the answer encoder encodes."""
+        return [i for i, k in enumerate(self.kinds) if k == ANSWER]
+
     def counts(self) -> dict[str, int]:
         q = sum(k == QUESTION for k in self.kinds)
         return {"total": len(self), "questions": q, "answers": len(self) - q}

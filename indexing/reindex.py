@@ -17,7 +17,7 @@ from tqdm import tqdm
 from .bm25 import BM25Index
 from .config import IndexSettings
 from .dense import DenseIndex, choose_kind
-from .documents import ANSWER, QUESTION, Documents
+from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
 from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, current_generation, prune, publish,
@@ -256,7 +256,7 @@ def encode_ahead(settings: IndexSettings, threads: Iterable[Thread], max_texts: 
     t0 = time.perf_counter()
     docs = Documents.from_threads(threads)
     spec = settings.answer_spec
-    answers = [t for t, k in zip(docs.texts, docs.kinds) if k == ANSWER] if spec is not None else []
+    answers = [docs.texts[i] for i in docs.answer_rows()] if spec is not None else []
     n = len(docs.texts) + len(answers)
     if n > max_texts:
         return {"texts": n,
@@ -274,7 +274,7 @@ def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: P
     rows zero), saved at ``path`` for /search to rerank answers without encoding them. Through the embedding cache,
     so a reindex encodes only new or changed comments; on ``engine``'s workers where it can load the encoder (Ray),
     else in this process. Returns how many comments it encoded and the engine that encoded them."""
-    rows = [i for i, k in enumerate(docs.kinds) if k == ANSWER]
+    rows = docs.answer_rows()
     texts = [docs.texts[i] for i in rows]
     embed = engine.embedder(spec)
     where = engine.name if embed is not None else "local"
