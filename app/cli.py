@@ -85,7 +85,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             return 2
     try:
         summary = reindex(settings, progress=not args.quiet, skip_dense=args.no_dense, engine=engine,
-                          if_stale=args.if_stale)
+                          if_stale=args.if_stale, translation_later=args.translation_later, on_live=_emit_live)
     except ReindexError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -94,6 +94,13 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             engine.close()
     _emit(summary)
     return 0
+
+
+def _emit_live(first: dict) -> None:
+    """``--translation-later``: a line the moment the first generation is live (a service running this command reads
+    it to go live at once); the summary stays the last line."""
+    print(json.dumps({"live": first["generation"], "seconds": first["seconds"], "translation": "training"}),
+          flush=True)
 
 
 # --- serve ----------------------------------------------------------------------------
@@ -316,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "since the live generation was built, and exit 0 without building when another reindex is running "
                    "(what a serving process's automatic refresh runs, $CQA_REFRESH_S; also fit for cron); the last "
                    "line then says skipped and why")
+    s.add_argument("--translation-later", action="store_true",
+                   help="when question-answer pairs changed, publish first with the live generation's translation "
+                   "table (which only `expand: translation` searches read) and print a line saying so, then train "
+                   "the table and publish again: the same final generation, searchable seconds sooner (what the "
+                   "automatic refresh runs)")
     s.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
                    help="lower this build's CPU priority by N (0-19), so a service on the same machine answers first")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

@@ -72,6 +72,7 @@ class Service:
         self.metrics = Metrics()
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
+        self._following = threading.Lock()  # one load at a time: a slower load of an older generation never wins
         self.generation = None
         self.pipeline: SearchPipeline | None = None
         self.reranker = None  # POST /rerank: one thread's comments (the subtask A ranker)
@@ -110,13 +111,14 @@ class Service:
         """Go live on the generation the ``current`` pointer names, if it is not the one served (any process
         may publish one), and renew this process's lease on what it serves. True when it switched."""
         from indexing.generations import current_generation, write_lease
-        live = current_generation(self.settings.index_root)
-        if live is not None and (self.generation is None or live != self.generation.name):
-            self.load_generation()  # leases what it loads
-            return True
-        if self.generation is not None:
-            write_lease(self.settings.index_root, self.holder, self.generation.name, self.lease_ttl())
-        return False
+        with self._following:  # the follower's poll and a refresh's build both call this
+            live = current_generation(self.settings.index_root)
+            if live is not None and (self.generation is None or live != self.generation.name):
+                self.load_generation()  # leases what it loads
+                return True
+            if self.generation is not None:
+                write_lease(self.settings.index_root, self.holder, self.generation.name, self.lease_ttl())
+            return False
 
     def load_rankers(self, loop) -> None:
         from ranking.rankers import (inference_report, score_memos, search_rerankers, service_reranker, serving_store,
@@ -468,7 +470,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def run(progress):
             summary = reindex(svc.settings, progress=False, on_progress=progress)
-            svc.load_generation()  # switch atomically; searches in flight finish on the old one
+            svc.follow_current()  # switch atomically; searches in flight finish on the old one
             return summary
         job, started = svc.jobs.submit("reindex", run)
         if not started:

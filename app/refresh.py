@@ -78,12 +78,38 @@ class Refresher:
             log.info("automatic refresh: %s; building a new generation (job %s)", r.reason, job.id)
         return started
 
+    def _went_live(self, line: str) -> str | None:
+        """A line of the child's saying its first generation is live (``--translation-later``): serve it now, not
+        when the child ends. Returns the generation this process then serves."""
+        try:
+            said = json.loads(line)
+        except ValueError:
+            return None
+        if not (isinstance(said, dict) and "live" in said and "generation" not in said):
+            return None
+        try:
+            self.svc.follow_current()
+        except Exception as e:  # noqa: BLE001 - the child's end or the next poll goes live instead
+            log.warning("could not go live on %s: %s", said["live"], e)
+            return None
+        log.info("automatic refresh: live on %s (%.1f s); its translation table follows", said["live"],
+                 said.get("seconds", 0))
+        return self.svc.generation.name if self.svc.generation is not None else None
+
     def _build(self, progress) -> dict:
         r = self.report
         progress("refresh: cqa reindex --if-stale in a child process", 0.0)
-        argv, env = reindex_command(self.svc.settings, "--if-stale", "--nice", str(self.svc.settings.refresh_nice))
+        settings = self.svc.settings
+        flags = ["--if-stale", "--nice", str(settings.refresh_nice)]
+        argv, env = reindex_command(settings, *flags, *(["--translation-later"] if settings.refresh_translation_later
+                                                         else []))
+        lines: list[str] = []
+        early = None  # the generation this process served while the child trained the translation table
         try:
-            child = subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True)  # its log: this stderr
+            with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) as child:  # its log: this stderr
+                for line in child.stdout:
+                    lines.append(line)
+                    early = self._went_live(line) or early
         finally:
             self._last_end = time.monotonic()
             r.last_finished_at = time.time()
@@ -91,7 +117,7 @@ class Refresher:
             if child.returncode != 0:
                 raise RuntimeError(f"`cqa reindex --if-stale` exited with status {child.returncode} (its log is on "
                                    "the service's stderr); the live generation is unchanged, the next tick tries again")
-            summary = json.loads(child.stdout.strip().splitlines()[-1])
+            summary = json.loads("".join(lines).strip().splitlines()[-1])
         except Exception as e:
             r.last_outcome, r.last_error = "failed", str(e)
             self.svc.metrics.refreshes.labels("failed").inc()
@@ -108,4 +134,4 @@ class Refresher:
         r.last_generation = summary.get("generation")
         r.last_outcome = outcome
         self.svc.metrics.refreshes.labels(outcome).inc()
-        return {"trigger": "refresh", **summary}
+        return {"trigger": "refresh", **summary, **({"served_before_translation": early} if early else {})}

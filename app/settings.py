@@ -31,6 +31,12 @@ class Settings(RankingSettings):
                              "plus a build. 0: off (only POST /reindex or `cqa reindex` build).")
     refresh_nice: int = Field(10, ge=0, le=19, description="How much lower the automatic refresh's CPU priority is "
                               "than the service's (a Unix nice increment), so searches come first on a small machine.")
+    refresh_translation_later: bool = Field(True, description="The automatic refresh's build, when a comment was "
+                                            "added, changed or removed, goes live before it trains the translation "
+                                            "table again (`cqa reindex --translation-later`), then publishes a second "
+                                            "generation with it: the default search reads no translation table, so "
+                                            "the comment is searchable seconds sooner; `expand: translation` meanwhile "
+                                            "expands with the previous table. false: one generation, after training.")
     encode_ahead_texts: int = Field(32, ge=0, le=10_000, description="POST /threads encodes up to this many texts "
                                     "(each question and comment for the dense index, each comment also for the answer "
                                     "encoder) itself, before its write, into the "

@@ -68,8 +68,10 @@ BUSY = "another reindex is running on this data directory; wait for it to finish
 
 
 def why_stale(settings: IndexSettings, store: ThreadStore | None = None) -> str | None:
-    """Why the live generation does not hold the store as it is now (None when it does): there is none yet, or a
-    thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded).
+    """Why the live generation does not hold the store as it is now (None when it does): there is none yet, a
+    thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded), or
+    it went live before its translation table was trained (``reindex``'s ``translation_later``) and no second
+    generation followed.
     ``store``: an open handle on the data folder's store (a service's), else one is opened for the question."""
     from .searcher import manifest_of
     m = manifest_of(settings.index_root)
@@ -80,6 +82,9 @@ def why_stale(settings: IndexSettings, store: ThreadStore | None = None) -> str 
             return why_stale(settings, store)
     if store.fingerprint() != m.get("store_fingerprint"):
         return f"the store changed since {m['generation']} was built"
+    if m.get("build", {}).get("translation", {}).get("trains_after_publish"):
+        return (f"{m['generation']} went live before its translation table was trained on the store's pairs: the "
+                "build that trains it publishes a generation with it, or, stopped first, left it to the next build")
     return None
 
 
@@ -106,12 +111,20 @@ def ray_engine(settings: IndexSettings, options):
 
 def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = False,
             on_progress: Progress | None = None, analyzer: Analyzer | None = None,
-            encode_fn: EncodeFn | None = None, engine: Engine | None = None, if_stale: bool = False) -> dict:
+            encode_fn: EncodeFn | None = None, engine: Engine | None = None, if_stale: bool = False,
+            translation_later: bool = False, on_live: Callable[[dict], None] | None = None) -> dict:
     """Build every index from the store into a new generation and make it live. Returns a summary.
 
     With ``if_stale`` it builds only when the live generation no longer holds the store (``why_stale``), checked
     under the lock, and a build already running elsewhere is no error: the summary then says ``skipped`` and why,
     so any number of processes may ask at once (a service's automatic refresh, a cron job) and one builds.
+
+    With ``translation_later``, a build whose question-answer pairs changed while the live generation has a
+    translation table publishes first with that table (the one index no default search reads: only ``expand:
+    "translation"`` does), calls ``on_live`` with that generation, then trains the table on the new pairs and
+    publishes a second generation, the first's files (hard links) with the new table: what a build without the
+    option publishes, a few seconds sooner searchable (what the automatic refresh asks for). Killed between the two,
+    the live generation says its table awaits training (``why_stale``), so the next ``if_stale`` build trains it.
 
     ``engine`` does the analysis and the embedding (default: this process, see ``indexing.engines``); whatever
     the engine, this function merges its output and writes and publishes the generation."""
@@ -134,10 +147,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         if stale:
             log.info("removed %d unfinished builds: %s", len(stale), ", ".join(stale))
         t_start = time.perf_counter()
-        stamp = datetime.now(timezone.utc)
-        name = f"gen-{stamp:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(2)}"
-        tmp = root / f".tmp-{name}"
-        tmp.mkdir(parents=True)
+        stamp, name, tmp = _new_build(root)
         timings: dict[str, dict] = {}
 
         report("documents", 0.0)
@@ -172,8 +182,11 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
 
         report("translation", 0.2)
         t0 = time.perf_counter()
-        built = build_translation(root, translation_pairs(docs, tokens), tmp / "translation_qa")
+        pairs = translation_pairs(docs, tokens)
+        built = build_translation(root, pairs, tmp / "translation_qa", later=translation_later)
         timings["translation"] = {**_timing(t0, len(docs)), **built}
+        if not built.get("trains_after_publish"):
+            del pairs  # else kept to train the table once this generation is live
         del tokens
 
         dense_params, encoder = None, settings.encoder
@@ -213,14 +226,66 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             "engine": engine.describe(),
             "build": timings,
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        if os.environ.get("CQA_TEST_CRASH_BEFORE_PUBLISH"):  # lets a test kill a reindex at its worst moment
-            os.kill(os.getpid(), 9)
-        publish(root, tmp, name)
+        _publish_built(root, tmp, name, manifest)
+        live_after = None
+        if built.get("trains_after_publish"):
+            live_after = {"generation": name, "seconds": round(time.perf_counter() - t_start, 3)}
+            log.info("%s is live with %s's translation table; training the table on the new pairs", name,
+                     built["carried_from"])
+            if on_live is not None:
+                on_live(live_after)
+            report("translation", 0.96)
+            t0 = time.perf_counter()
+            first = name
+            stamp, name, tmp = _new_build(root)
+            _link_tree(root / first, tmp, skip={"translation_qa", "manifest.json"})
+            table = TranslationTable.train(pairs)
+            table.save(tmp / "translation_qa")
+            timings = {**timings, "translation": {**_timing(t0, len(docs)), "pairs": table.params.get("pairs", 0),
+                                                  "pairs_digest": pairs_digest(pairs), "trained_after": first}}
+            _publish_built(root, tmp, name, {**manifest, "generation": name, "created_at": stamp.isoformat(),
+                                             "build": timings})
         removed = prune(root, settings.keep_generations)
         report("done", 1.0)
-    return {"generation": name, "engine": engine.name, "threads": n_threads, "documents": docs.counts(),
-            "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
+    out = {"generation": name, "engine": engine.name, "threads": n_threads, "documents": docs.counts(),
+           "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
+    return {**out, "live_before_translation": live_after} if live_after else out
+
+
+def _new_build(root: Path) -> tuple[datetime, str, Path]:
+    """A new generation's time, name and build folder (created)."""
+    stamp = datetime.now(timezone.utc)
+    name = f"gen-{stamp:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(2)}"
+    tmp = root / f".tmp-{name}"
+    tmp.mkdir(parents=True)
+    return stamp, name, tmp
+
+
+def _publish_built(root: Path, tmp: Path, name: str, manifest: dict) -> None:
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    if os.environ.get("CQA_TEST_CRASH_BEFORE_PUBLISH"):  # lets a test kill a reindex at its worst moment
+        os.kill(os.getpid(), 9)
+    publish(root, tmp, name)
+
+
+def _link_tree(src: Path, dst: Path, skip: set[str]) -> None:
+    """``src``'s files under ``dst`` (which exists) as hard links, but for the top-level names in ``skip``; copies
+    where the file system has no hard links. Generations are never written after they are published, so sharing
+    their files is safe."""
+    import shutil
+
+    def link(a, b):
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+    for p in src.iterdir():
+        if p.name in skip:
+            continue
+        if p.is_dir():
+            shutil.copytree(p, dst / p.name, copy_function=link)
+        else:
+            link(p, dst / p.name)
 
 
 def embed_cached(settings: IndexSettings, model_id: str, texts: list[str], embed, desc: str, unit: str,
@@ -306,20 +371,25 @@ def pairs_digest(pairs: list[tuple[list[str], list[str]]]) -> str:
     return h.hexdigest()[:32]
 
 
-def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out: Path) -> dict:
+def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out: Path, later: bool = False) -> dict:
     """The translation table of ``pairs`` saved at ``out``: copied from the live generation when it was trained on the
     same pairs (a new question without answers, an edit of a title, a delete of an unanswered thread change none:
-    training again would give the same table, in seconds), else trained. Returns the build's record."""
+    training again would give the same table, in seconds), else trained. With ``later``, a live table trained on
+    other pairs is copied too, and the record says ``trains_after_publish`` (``reindex``'s ``translation_later``).
+    Returns the build's record."""
     import shutil
 
     from .searcher import manifest_of
     digest = pairs_digest(pairs)
     m = manifest_of(root) or {}
-    live = m.get("generation")
-    if live and m.get("build", {}).get("translation", {}).get("pairs_digest") == digest \
-            and (root / live / "translation_qa").is_dir():
-        shutil.copytree(root / live / "translation_qa", out)
-        return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
+    live, live_digest = m.get("generation"), m.get("build", {}).get("translation", {}).get("pairs_digest")
+    if live and live_digest is not None and (root / live / "translation_qa").is_dir():
+        if live_digest == digest:
+            shutil.copytree(root / live / "translation_qa", out)
+            return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
+        if later:
+            shutil.copytree(root / live / "translation_qa", out)
+            return {"pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True}
     table = TranslationTable.train(pairs)
     table.save(out)
     return {"pairs": table.params.get("pairs", 0), "pairs_digest": digest}

@@ -117,6 +117,12 @@ def test_a_thread_the_service_accepts_becomes_searchable_by_itself_also_after_ki
         job = http("GET", f"{base}/jobs/{refresh['last_job']}")[1]
         assert job["state"] == "succeeded" and job["kind"] == "reindex" and job["result"]["trigger"] == "refresh"
         assert job["result"]["generation"] != ready["generation"]
+        # the comment changed the translation table's pairs: live first, the table trained after (--translation-later)
+        early = job["result"]["live_before_translation"]["generation"]
+        assert early not in (ready["generation"], job["result"]["generation"])
+        assert job["result"]["indexes"]["translation"]["trained_after"] == early
+        assert job["result"]["served_before_translation"] == early  # from the child's line, not at its end
+        assert http("GET", base + "/ready")[1]["generation"] == job["result"]["generation"]
         # POST /threads encoded the new texts before its write ($CQA_ENCODE_AHEAD_TEXTS): the build loaded no model
         built = job["result"]["indexes"]
         assert built["dense"]["encoded"] == 0 and built["answer_vectors"]["encoded"] == 0, built
@@ -228,6 +234,86 @@ def test_a_build_reuses_the_translation_table_when_no_question_answer_pair_chang
     third = reindex(settings, progress=False, encode_fn=fake_encode)
     assert "reused_from" not in third["indexes"]["translation"]
     assert third["indexes"]["translation"]["pairs"] == first["indexes"]["translation"]["pairs"] + 1
+
+
+def _files(folder):
+    return {str(f.relative_to(folder)): f for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def test_a_build_goes_live_before_it_trains_the_translation_table(settings, tmp_path):
+    """``translation_later`` (the refresh's ``--translation-later``): a new answer changes IBM Model 1's pairs; the
+    build goes live first with the live table, says so (``on_live``), then trains the table and publishes a second
+    generation: byte for byte the files of a build without the option, all but the table shared with the first as
+    hard links. In between, ``why_stale`` says the table is behind."""
+    import shutil
+
+    from indexing.generations import current_generation
+    fill_store(settings, n=12)
+    first = reindex(settings, progress=False, encode_fn=fake_encode)
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([Thread(id="new", subject="a brand new visa question",
+                             answers=[Answer(id="new_a", text="renew the visa permit at the office")])])
+    plain = Settings(data_dir=tmp_path / "plain")  # the same store, built the usual way
+    plain.index_root.mkdir(parents=True)
+    shutil.copy(settings.store_path, plain.store_path)
+    expected = reindex(plain, progress=False, encode_fn=fake_encode)
+
+    root, seen = settings.index_root, []
+
+    def on_live(said):
+        seen.append(said)
+        assert current_generation(root) == said["generation"]
+        assert "translation table" in why_stale(settings)
+        live_table = _files(root / said["generation"] / "translation_qa")
+        assert {k: f.read_bytes() for k, f in live_table.items()} == \
+            {k: f.read_bytes() for k, f in _files(root / first["generation"] / "translation_qa").items()}
+    out = reindex(settings, progress=False, encode_fn=fake_encode, translation_later=True, on_live=on_live)
+    assert [s["generation"] for s in seen] == [out["live_before_translation"]["generation"]]
+    early = seen[0]["generation"]
+    assert current_generation(root) == out["generation"] not in (early, first["generation"])
+    assert why_stale(settings) is None
+    t = out["indexes"]["translation"]
+    assert t["trained_after"] == early and t["pairs"] == first["indexes"]["translation"]["pairs"] + 1
+    assert t["pairs_digest"] == expected["indexes"]["translation"]["pairs_digest"]
+    got, want = _files(root / out["generation"]), _files(plain.index_root / expected["generation"])
+    assert got.keys() == want.keys()
+    assert {k for k in got if got[k].read_bytes() != want[k].read_bytes()} == {"manifest.json"}
+    shared = _files(root / early)
+    for k, f in got.items():
+        if not k.startswith("translation_qa/") and k != "manifest.json":
+            assert f.stat().st_ino == shared[k].stat().st_ino, k  # a hard link, no copy
+    # a new question without answers changes no pair: one generation, the table copied as before
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([Thread(id="new2", subject="another question")])
+    again = reindex(settings, progress=False, encode_fn=fake_encode, translation_later=True, on_live=on_live)
+    assert "live_before_translation" not in again and again["indexes"]["translation"]["reused_from"] == out["generation"]
+    assert len(seen) == 1
+
+
+def test_a_build_stopped_before_it_trained_the_table_leaves_it_to_the_next(settings, monkeypatch):
+    """Killed (here: failing) between its two generations, a ``translation_later`` build leaves one live whose table is
+    behind its pairs: ``why_stale`` says so, so the next ``--if-stale`` build (the refresh's) does not skip, and
+    trains it."""
+    from indexing.generations import current_generation
+    from indexing.translation import TranslationTable
+    fill_store(settings, n=12)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([Thread(id="new", subject="a visa question", answers=[Answer(id="new_a", text="renew it")])])
+    train = TranslationTable.train
+
+    def stopped(*a, **k):
+        raise RuntimeError("stopped")
+    monkeypatch.setattr(TranslationTable, "train", stopped)
+    seen = []
+    with pytest.raises(RuntimeError):
+        reindex(settings, progress=False, encode_fn=fake_encode, translation_later=True, on_live=seen.append)
+    assert current_generation(settings.index_root) == seen[0]["generation"]
+    assert "translation table" in why_stale(settings)
+    monkeypatch.setattr(TranslationTable, "train", train)
+    out = reindex(settings, progress=False, encode_fn=fake_encode, if_stale=True, translation_later=True)
+    assert "skipped" not in out and why_stale(settings) is None
+    assert out["indexes"]["translation"]["pairs"] == 12 * 3 + 1
 
 
 def test_encode_ahead_fills_the_cache_a_build_reads(settings):
