@@ -16,10 +16,13 @@ Meanwhile one client sends POST /search (target answers, reranked: the heaviest 
 apart, and its latency is reported split by whether an automatic build was running (the jobs' start and end, GET
 /jobs/{id}), side by side in one run. With --nice-levels each level ($CQA_REFRESH_NICE), and with
 --encode-ahead-levels each $CQA_ENCODE_AHEAD_TEXTS (0: POST /threads leaves every text to the build, which then loads
-the encoders), gets its own server in turn, side by side in one run. Each trial says how many texts its build
-encoded. Prints a JSON object last.
+the encoders), and with --translation-later-levels each $CQA_REFRESH_TRANSLATION_LATER (1: a build whose
+question-answer pairs changed goes live before it trains the translation table, then publishes again with it; 0: one
+generation, after training), gets its own server in turn, side by side in one run. Each trial says how many texts its
+build encoded, and whether and when it went live before the translation table was trained. Prints a JSON object last.
 
     python bench/freshness.py --data-dir /tmp/cqa-full --quiet 3 --right-after 1 --answers 2 --encode-ahead-levels 32,0
+    python bench/freshness.py --data-dir /tmp/cqa-full --quiet 1 --right-after 0 --answers 3 --translation-later-levels 1,0
 
 --data-dir is the data folder `cqa evaluate` uses: its corpus (DATA/benchmarks/fullcorpus-2016, built if missing) is
 copied to a temporary folder for each server; the corpus itself is not changed.
@@ -131,6 +134,7 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
     job_id = refresh_state(base)["last_job"]
     job = get_json(f"{base}/jobs/{job_id}")[1]
     result = job.get("result") or {}
+    table = result.get("indexes", {}).get("translation") or {}
     return {"kind": kind, "thread": thread_id, "request_ms": round(request_ms, 1),
             "seconds_to_search": round(seconds, 2),
             "reranked_shows": (answer_found(base, answers[-1]["id"], answers[-1]["text"], rerank=True)
@@ -140,8 +144,11 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "job_seconds": round(job["finished_at"] - job["started_at"], 2), "build_seconds": result.get("seconds"),
             "encoded": (result.get("indexes", {}).get("dense") or {}).get("encoded"),
             "answers_encoded": (result.get("indexes", {}).get("answer_vectors") or {}).get("encoded"),
-            "translation": "copied" if "reused_from" in (result.get("indexes", {}).get("translation") or {})
-            else "trained", "outcome": job["state"]}
+            "translation": ("copied" if "reused_from" in table else "trained after going live" if "trained_after" in table
+                            else "trained"),
+            "live_before_translation_s": (result.get("live_before_translation") or {}).get("seconds"),
+            "served_before_translation": result.get("served_before_translation") is not None,
+            "outcome": job["state"]}
 
 
 def latency(samples: list[tuple[float, float, int]], builds: list[tuple[float, float]]) -> dict:
@@ -158,14 +165,14 @@ def latency(samples: list[tuple[float, float, int]], builds: list[tuple[float, f
     return out
 
 
-def run_server(corpus: Path, nice: int, ahead: int, refresh_s: float, plan: list[str],
+def run_server(corpus: Path, nice: int, ahead: int, later: bool, refresh_s: float, plan: list[str],
                news: list[tuple[str, str, str]], comments: list[str], load_questions: list[str],
                timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="cqa-fresh-") as tmp:
         folder = Path(tmp) / "data"
         shutil.copytree(corpus, folder)
         env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": str(refresh_s), "CQA_REFRESH_NICE": str(nice),
-               "CQA_ENCODE_AHEAD_TEXTS": str(ahead)}
+               "CQA_ENCODE_AHEAD_TEXTS": str(ahead), "CQA_REFRESH_TRANSLATION_LATER": str(int(later))}
         with server(folder, env) as (base, ready):
             post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
             searches = Searches(base, load_questions)
@@ -186,13 +193,14 @@ def run_server(corpus: Path, nice: int, ahead: int, refresh_s: float, plan: list
                         first = first or last
                         t = trial(base, kind, *last, timeout)
                     trials.append(t)
-                    print(json.dumps({"nice": nice, "encode_ahead": ahead, **t}), file=sys.stderr, flush=True)
+                    print(json.dumps({"nice": nice, "encode_ahead": ahead, "translation_later": later, **t}),
+                          file=sys.stderr, flush=True)
                 time.sleep(5)  # searches after the last build, for the no-build side
             finally:
                 searches.stop.set()
                 searches.join()
             builds = [(t["job_started_at"], t["job_finished_at"]) for t in trials]
-            return {"nice": nice, "encode_ahead_texts": ahead, "refresh_s": refresh_s,
+            return {"nice": nice, "encode_ahead_texts": ahead, "translation_later": later, "refresh_s": refresh_s,
                     "generation_at_start": ready["generation"],
                     "trials": trials, "search_latency": latency(searches.samples, builds)}
 
@@ -219,6 +227,8 @@ def main() -> None:
                     "setting's default)")
     ap.add_argument("--encode-ahead-levels", default=None, help="CQA_ENCODE_AHEAD_TEXTS per server, comma-separated "
                     "(default: the setting's default); each with each nice level")
+    ap.add_argument("--translation-later-levels", default=None, help="CQA_REFRESH_TRANSLATION_LATER per server, "
+                    "comma-separated 1 or 0 (default: the setting's default); each with each other level")
     ap.add_argument("--timeout", type=float, default=900, help="longest wait for one change, in seconds")
     args = ap.parse_args()
 
@@ -233,7 +243,9 @@ def main() -> None:
     levels = [int(x) for x in args.nice_levels.split(",")] if args.nice_levels else [defaults["refresh_nice"].default]
     aheads = ([int(x) for x in args.encode_ahead_levels.split(",")] if args.encode_ahead_levels
               else [defaults["encode_ahead_texts"].default])
-    servers = [(nice, ahead) for nice in levels for ahead in aheads]
+    laters = ([bool(int(x)) for x in args.translation_later_levels.split(",")] if args.translation_later_levels
+              else [defaults["refresh_translation_later"].default])
+    servers = [(nice, ahead, later) for nice in levels for ahead in aheads for later in laters]
     settings = Settings(data_dir=args.data_dir)
     ensure_corpus(settings, progress=True)
     _, test = qrels_for(settings, "test", "questions")
@@ -246,11 +258,11 @@ def main() -> None:
     comments = [a.text for t in load_semeval(settings.semeval_dir / TEST_2015, strict=True).threads for a in t.answers
                 if len(a.text) >= 80]
     out = {"bench": "freshness", "refresh_s": refresh_s, "plan": plan, "servers": []}
-    for n, (nice, ahead) in enumerate(servers):
+    for n, (nice, ahead, later) in enumerate(servers):
         # each server its own new threads and comments, so none is found because an earlier server's copy held it
         news = [(f"fresh-{qid}", subject, body) for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
         load_questions = [f"{subject} {body}" for subject, body in dev.values()]
-        result = run_server(corpus_settings(settings).data_dir, nice, ahead, refresh_s, plan, news,
+        result = run_server(corpus_settings(settings).data_dir, nice, ahead, later, refresh_s, plan, news,
                             comments[n * args.answers:(n + 1) * args.answers], load_questions, args.timeout)
         result["summary"] = summary(result["trials"])
         out["servers"].append(result)

@@ -71,6 +71,16 @@ def test_cqa_reindex_if_stale_says_skipped(settings, cli_env):
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
     built, skipped = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
     assert "skipped" not in built and skipped["generation"] == built["generation"] and "skipped" in skipped
+    with ThreadStore(settings.store_path) as store:  # a new comment: new question-answer pairs
+        store.upsert([Thread(id="t1", subject="question 1 about visa 1", body="body text",
+                             answers=[Answer(id="t1_new", text="the permit office renews it")])])
+    later = subprocess.run(CQA + ["reindex", "--no-dense", "--if-stale", "--translation-later", "-q"], env=env,
+                           capture_output=True, text=True, cwd=ROOT)
+    assert later.returncode == 0, later.stderr
+    live, summary = (json.loads(line) for line in later.stdout.strip().splitlines())  # the live line, then the summary
+    assert live["translation"] == "training" and live["live"] == summary["live_before_translation"]["generation"]
+    assert summary["generation"] not in (live["live"], built["generation"])
+    assert summary["indexes"]["translation"]["trained_after"] == live["live"]
     bad = subprocess.run(CQA + ["reindex", "--nice", "25"], env=env, capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "--nice" in bad.stderr
 
