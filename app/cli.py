@@ -1,4 +1,4 @@
-"""The ``cqa`` command line: ingest, reindex, serve, train, evaluate, predict.
+"""The ``cqa`` command line: ingest, backup, export, reindex, serve, search, train, evaluate, predict.
 
 Each subcommand that produces figures prints, as its last line, one JSON object.
 """
@@ -58,6 +58,54 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if len(report.errors) > 20:
         print(f"... and {len(report.errors) - 20} more skipped records", file=sys.stderr)
     _emit({**report.as_dict(), "store": totals})
+    return 0
+
+
+# --- backup, export -------------------------------------------------------------------
+def cmd_backup(args: argparse.Namespace) -> int:
+    import sqlite3
+    from datetime import datetime, timezone
+
+    from indexing.backup import backup
+    from indexing.store import StoreError
+    settings = _settings(args)
+    dest = Path(args.dest)
+    if dest.is_dir():
+        dest = dest / f"threads-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.sqlite3"
+    try:
+        _emit(backup(settings.store_path, dest))
+    except (StoreError, OSError, sqlite3.Error) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import sqlite3
+
+    from tqdm import tqdm
+
+    from indexing.backup import export
+    from indexing.store import StoreError
+    settings = _settings(args)
+    to_stdout = args.output in (None, "-")
+    bar = tqdm(unit="thread", desc="export", disable=args.quiet, file=sys.stderr)
+    try:
+        summary = export(settings.store_path, None if to_stdout else Path(args.output),
+                         on_thread=lambda n: bar.update(1))
+    except BrokenPipeError:  # `cqa export | head`: the reader has what it wanted
+        bar.close()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 141
+    except (StoreError, OSError, sqlite3.Error) as e:
+        bar.close()
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    bar.close()
+    if to_stdout:  # stdout holds the threads: the summary goes to stderr
+        print(json.dumps(summary), file=sys.stderr)
+    else:
+        _emit(summary)
     return 0
 
 
@@ -294,6 +342,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop at the first malformed record (default: skip it, count it, and go on)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("backup", help="copy the store, consistent, while it serves",
+                       description="Copy the thread store (the data folder's threads.sqlite3) into one new SQLite file, "
+                       "consistent as of the moment the copy began, while `cqa serve`, `cqa ingest` or anything else "
+                       "goes on writing (SQLite's VACUUM INTO: one read transaction, no writer waits). The copy is "
+                       "checked (PRAGMA integrity_check), flushed to disk and only then given its name; an existing "
+                       "file is never replaced. To restore: put it as threads.sqlite3 in an empty data folder and run "
+                       "`cqa serve`, which builds the indexes. Last line: JSON with the file, its threads, answers, "
+                       "fingerprint, bytes and seconds.")
+    s.add_argument("dest", help="the new file, or a folder to put threads-YYYYmmddTHHMMSSZ.sqlite3 in")
+    s.set_defaults(func=cmd_backup)
+
+    s = sub.add_parser("export", help="write every thread as JSONL, which `cqa ingest` reads back",
+                       description="Write every thread of the store, with its answers, as one JSON line each "
+                       "(docs/data-format.md), in the order they were stored, from one consistent snapshot while "
+                       "anything goes on writing. `cqa ingest` of the file into an empty data folder gives the same "
+                       "threads in the same order. To stdout (the summary then goes to stderr), or to a new file "
+                       "(gzipped if it ends in .gz; written aside and named only when complete; never replacing one).")
+    s.add_argument("-o", "--output", metavar="PATH", help="the new file (default: stdout)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("reindex", help="build a new index generation and make it live",
                        description="Build BM25, query-likelihood LM and FAISS indexes from the store into a "

@@ -170,9 +170,7 @@ class ThreadStore:
 
     def counts(self) -> dict[str, int]:
         with self._lock:
-            (t,) = self._conn.execute("SELECT COUNT(*) FROM threads").fetchone()
-            (a,) = self._conn.execute("SELECT COUNT(*) FROM answers").fetchone()
-        return {"threads": t, "answers": a}
+            return _counts(self._conn)
 
     def get(self, thread_id: str) -> Thread | None:
         with self._lock:
@@ -184,37 +182,80 @@ class ThreadStore:
         return _thread_from_rows(row, answers)
 
     def iter_threads(self, batch: int = 1000) -> Iterator[Thread]:
-        """All threads in insertion order, read in batches so memory stays flat."""
-        last = 0
-        while True:
-            with self._lock:
-                rows = self._conn.execute(
-                    "SELECT * FROM threads WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch)).fetchall()
-                if not rows:
-                    return
-                ids = [r[0] for r in rows]
-                marks = ",".join("?" * len(ids))
-                arows = self._conn.execute(
-                    f"SELECT * FROM answers WHERE thread_id IN ({marks}) ORDER BY thread_id, position",
-                    ids).fetchall()
-            by_thread: dict[str, list[tuple]] = {}
-            for a in arows:
-                by_thread.setdefault(a[1], []).append(a)
-            for r in rows:
-                yield _thread_from_rows(r, by_thread.get(r[0], []))
-            last = rows[-1][8]
+        """All threads in insertion order, read in batches so memory stays flat (each batch as it is when read; a
+        consistent copy of the whole store while it is written to: ``Snapshot``)."""
+        return _read_threads(self._conn, self._lock, batch)
 
     def fingerprint(self) -> str:
         """Changes whenever any thread is added, changed or deleted."""
         with self._lock:
-            row = self._conn.execute(
-                "SELECT COUNT(*), COALESCE(MAX(seq),0), COALESCE(SUM(LENGTH(content_hash)),0) FROM threads"
-            ).fetchone()
-            (total,) = self._conn.execute(
-                "SELECT group_concat(content_hash, '') FROM (SELECT content_hash FROM threads ORDER BY id)"
-            ).fetchone()
-        import hashlib
-        return hashlib.sha256(f"{row}|{total or ''}".encode()).hexdigest()[:16]
+            return _fingerprint(self._conn)
+
+
+def _read_threads(conn: sqlite3.Connection, lock, batch: int) -> Iterator[Thread]:
+    last = 0
+    while True:
+        with lock:
+            rows = conn.execute("SELECT * FROM threads WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch)).fetchall()
+            if not rows:
+                return
+            ids = [r[0] for r in rows]
+            marks = ",".join("?" * len(ids))
+            arows = conn.execute(
+                f"SELECT * FROM answers WHERE thread_id IN ({marks}) ORDER BY thread_id, position", ids).fetchall()
+        by_thread: dict[str, list[tuple]] = {}
+        for a in arows:
+            by_thread.setdefault(a[1], []).append(a)
+        for r in rows:
+            yield _thread_from_rows(r, by_thread.get(r[0], []))
+        last = rows[-1][8]
+
+
+def _fingerprint(conn: sqlite3.Connection) -> str:
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(MAX(seq),0), COALESCE(SUM(LENGTH(content_hash)),0) FROM threads").fetchone()
+    (total,) = conn.execute(
+        "SELECT group_concat(content_hash, '') FROM (SELECT content_hash FROM threads ORDER BY id)").fetchone()
+    import hashlib
+    return hashlib.sha256(f"{row}|{total or ''}".encode()).hexdigest()[:16]
+
+
+def _counts(conn: sqlite3.Connection) -> dict[str, int]:
+    (t,) = conn.execute("SELECT COUNT(*) FROM threads").fetchone()
+    (a,) = conn.execute("SELECT COUNT(*) FROM answers").fetchone()
+    return {"threads": t, "answers": a}
+
+
+class Snapshot:
+    """The store as it was at one moment, read while any process goes on writing to it (``cqa export``): a
+    read-only connection of its own in one read transaction, which SQLite's WAL mode keeps at the moment it began
+    and which blocks no writer. ``counts`` and ``fingerprint`` are the snapshot's; ``threads()`` yields its threads
+    in insertion order, the order ``cqa ingest`` of an export gives them again."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise StoreError(f"{self.path}: no store here (a data folder holds threads.sqlite3 once threads were "
+                             "ingested)")
+        self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
+                                     check_same_thread=False)
+        self._conn.execute("PRAGMA busy_timeout=10000")
+        self._conn.execute("BEGIN")
+        self.counts = _counts(self._conn)  # the first read fixes the snapshot
+        self.fingerprint = _fingerprint(self._conn)
+
+    def threads(self, batch: int = 1000) -> Iterator[Thread]:
+        return _read_threads(self._conn, threading.Lock(), batch)
+
+    def close(self) -> None:
+        self._conn.execute("COMMIT")
+        self._conn.close()
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _thread_from_rows(row: tuple, answers: list[tuple]) -> Thread:

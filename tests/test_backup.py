@@ -1,0 +1,153 @@
+"""Getting the threads out while the store is written to: `cqa backup` (a consistent SQLite copy, a store again) and
+`cqa export` (JSONL that `cqa ingest` reads back), through their functions, the command line, and a real server whose
+backup serves in a new data folder."""
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import subprocess
+import threading
+
+import pytest
+
+from indexing.backup import backup, export
+from indexing.loaders import load_jsonl
+from indexing.models import Answer, Thread
+from indexing.store import Snapshot, StoreError, ThreadStore
+
+from .conftest import CQA, ROOT
+from .test_api import TOKEN, free_port, http, start_server, stop_server, wait_ready
+
+
+def _threads(n: int, start: int = 0, answers: int = 2) -> list[Thread]:
+    return [Thread(id=f"t{i}", subject=f"Visa question {i} é", body="Where do I renew?", category="Visas",
+                   created_at="2015-01-04T09:00:00", author_id=f"u{i}", meta={"source": "test", "n": i},
+                   answers=[Answer(id=f"t{i}_a{j}", text=f"At the office {j} – ✓", label="Good" if j else None,
+                                   author_id=None if j else "u9", meta={"k": [j]}) for j in range(answers)])
+            for i in range(start, start + n)]
+
+
+def test_an_export_ingested_again_gives_the_same_threads_in_the_same_order(tmp_path):
+    src = tmp_path / "a" / "threads.sqlite3"
+    with ThreadStore(src) as store:
+        store.upsert(_threads(30))
+        store.upsert([Thread(id="t3", subject="edited, so stored again last", answers=[])])  # a later seq
+        store.delete("t7")
+        before = list(store.iter_threads())
+    for name in ("all.jsonl", "all.jsonl.gz"):
+        out = export(src, tmp_path / name)
+        assert (out["threads"], out["answers"]) == (29, 28 * 2) and out["bytes"] == (tmp_path / name).stat().st_size
+        loaded = load_jsonl(tmp_path / name, strict=True)
+        assert not loaded.errors and loaded.threads == before
+    with gzip.open(tmp_path / "all.jsonl.gz", "rt", encoding="utf-8") as fh:
+        first = json.loads(fh.readline())
+    assert "é" in first["subject"] and "created_at" in first and "label" not in first["answers"][0]  # defaults left out
+    again = tmp_path / "b" / "threads.sqlite3"
+    with ThreadStore(again) as store:
+        store.upsert(load_jsonl(tmp_path / "all.jsonl").threads)
+        assert list(store.iter_threads()) == before
+
+
+def test_backup_and_export_hold_one_moment_while_a_writer_goes_on(tmp_path):
+    """A writer adds threads of 3 answers each, one transaction each, while backups and exports run: every copy holds
+    whole threads only (answers = 3 x threads) and its summary's fingerprint, and passes SQLite's integrity check."""
+    src = tmp_path / "threads.sqlite3"
+    with ThreadStore(src) as store:
+        store.upsert(_threads(200, answers=3))
+    stop = threading.Event()
+
+    def write():
+        with ThreadStore(src) as w:
+            i = 1000
+            while not stop.is_set():
+                w.upsert(_threads(1, start=i, answers=3))
+                i += 1
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        copies = [(backup(src, tmp_path / f"b{k}.sqlite3"), export(src, tmp_path / f"e{k}.jsonl")) for k in range(6)]
+    finally:
+        stop.set()
+        writer.join()
+    with ThreadStore(src) as store:
+        final = store.counts()["threads"]
+    assert final > 200
+    for b, e in copies:
+        assert b["answers"] == 3 * b["threads"] and e["answers"] == 3 * e["threads"], (b, e)
+        with ThreadStore(b["backup"]) as copy:
+            assert copy.fingerprint() == b["fingerprint"] and copy.counts()["threads"] == b["threads"]
+        with sqlite3.connect(b["backup"]) as c:
+            assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        lines = load_jsonl(tmp_path / e["export"].rsplit("/", 1)[1], strict=True).threads
+        assert len(lines) == e["threads"] and all(len(t.answers) == 3 for t in lines)
+    assert [b["threads"] for b, _ in copies] == sorted(b["threads"] for b, _ in copies)
+
+
+def test_a_copy_never_replaces_a_file_nor_leaves_half_of_one(tmp_path):
+    src = tmp_path / "threads.sqlite3"
+    with ThreadStore(src) as store:
+        store.upsert(_threads(5))
+    taken = tmp_path / "taken.sqlite3"
+    taken.write_text("someone's file")
+    for fn in (backup, export):
+        with pytest.raises(StoreError, match="exists: this never replaces a file"):
+            fn(src, taken)
+    assert taken.read_text() == "someone's file"
+    (tmp_path / ".new.sqlite3.tmp").write_text("left by a backup killed mid-way")
+    out = backup(src, tmp_path / "new.sqlite3")
+    assert out["threads"] == 5 and not (tmp_path / ".new.sqlite3.tmp").exists()
+    with pytest.raises(StoreError, match="no store here"):
+        backup(tmp_path / "none" / "threads.sqlite3", tmp_path / "x.sqlite3")
+    with pytest.raises(StoreError, match="no store here"):
+        Snapshot(tmp_path / "none" / "threads.sqlite3")
+    assert not (tmp_path / "x.sqlite3").exists() and not (tmp_path / "none").exists()
+
+
+def test_cqa_backup_of_a_serving_store_serves_again_in_a_new_data_folder(tmp_path, cli_env):
+    """A real `cqa serve` takes a new thread; `cqa backup` copies its store while it runs; a second `cqa serve` on an
+    empty data folder holding only that copy builds its indexes and finds the thread. `cqa export` of the same store,
+    ingested into a third folder, holds the same threads; bad requests end with a message and status 2."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    p = start_server(tmp_path, port)
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        wait_ready(p, base)
+        thread = {"id": "qb1", "subject": "Quokka grooming in Doha", "body": "Who grooms a pet quokka near the Pearl?",
+                  "answers": [{"id": "qb1a", "text": "The quokka salon by the marina."}]}
+        assert http("POST", base + "/threads", {"threads": [thread]}, admin)[0] == 200
+        env = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "var")}
+        copies = tmp_path / "backups"
+        copies.mkdir()
+        run = subprocess.run(CQA + ["backup", str(copies)], env=env, capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 0, run.stderr
+        made = json.loads(run.stdout.strip().splitlines()[-1])
+        exported = subprocess.run(CQA + ["export", "-q"], env=env, capture_output=True, text=True, cwd=ROOT)
+        assert exported.returncode == 0, exported.stderr
+        said = json.loads(exported.stderr.strip().splitlines()[-1])  # stdout holds the threads
+        lines = exported.stdout.splitlines()
+        assert len(lines) == said["threads"] == made["threads"] and said["fingerprint"] == made["fingerprint"]
+        assert json.loads(lines[-1])["id"] == "qb1"
+        again = subprocess.run(CQA + ["backup", made["backup"]], env=env, capture_output=True, text=True, cwd=ROOT)
+        assert again.returncode == 2 and "never replaces a file" in again.stderr
+    finally:
+        stop_server(p)
+    (tmp_path / "restored" / "var").mkdir(parents=True)
+    (tmp_path / "restored" / "var" / "threads.sqlite3").write_bytes((copies / made["backup"].rsplit("/", 1)[1])
+                                                                    .read_bytes())
+    p = start_server(tmp_path / "restored", port)
+    try:
+        ready = wait_ready(p, base)
+        assert ready["sizes"]["documents"] == made["threads"] + made["answers"]  # built from the copy
+        status, out = http("POST", base + "/search", {"question": {"body": "pet quokka grooming salon"}, "k": 5,
+                                                      "target": "questions"})
+        assert status == 200 and out["results"][0]["thread_id"] == "qb1"
+    finally:
+        stop_server(p)
+    third = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "third")}
+    (tmp_path / "all.jsonl").write_text(exported.stdout, encoding="utf-8")
+    ingest = subprocess.run(CQA + ["ingest", str(tmp_path / "all.jsonl"), "-q"], env=third, capture_output=True,
+                            text=True, cwd=ROOT)
+    assert ingest.returncode == 0 and json.loads(ingest.stdout.strip().splitlines()[-1])["store"]["threads"] == \
+        made["threads"]
