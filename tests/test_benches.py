@@ -139,3 +139,15 @@ def test_build_parts_bench_compares_with_the_pure_python_stemmer_and_np_unique(c
     assert out["same_tokens"] is True and out["same_tables"] is True
     assert all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
     assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0
+
+
+def test_backup_bench_copies_a_store_a_real_server_writes_to(cli_env):
+    out = run_bench("backup.py", "--demo", "--rounds", "2", "--pause", "0.3", env=cli_env, timeout=900)
+    assert out["all_intact"] is True and out["store"]["threads"] >= 33
+    grew = out["threads_grew"]
+    assert len(grew) == 2 and grew[0] >= out["store"]["threads"] and grew == sorted(grew)
+    for kind in ("backup", "export"):
+        assert all(r["threads"] >= out["store"]["threads"] and r["wall_s"] >= r["seconds"] > 0
+                   for r in out["runs"][kind])
+    assert out["writes"]["failed"] == 0 and out["searches"]["failed"] == 0 and out["writes"]["outside"]["requests"] > 0
+    assert out["backup_vs_reference"] > 0
