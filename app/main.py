@@ -172,14 +172,15 @@ class Service:
             return self.generation, self.pipeline
 
 
-def encode_ahead(svc: Service, threads) -> None:
+def encode_before_write(svc: Service, threads) -> None:
     """``indexing.reindex.encode_ahead`` for a POST /threads, before its write; never fails the request (a cache)."""
-    from indexing.reindex import encode_ahead as ahead
+    from indexing.reindex import encode_ahead
     try:
-        done = ahead(svc.settings, threads, svc.settings.encode_ahead_texts)
+        done = encode_ahead(svc.settings, threads, svc.settings.encode_ahead_texts)
     except Exception as e:  # noqa: BLE001 - the build encodes what is missing; the write must go on
         log.warning("encoding ahead of the build failed (the build will encode these texts): %s", e)
-        svc.metrics.encoded_ahead.labels("failed").inc()
+        per_comment = 2 if svc.settings.answer_spec is not None else 1  # as encode_ahead counts them
+        svc.metrics.encoded_ahead.labels("failed").inc(sum(1 + per_comment * len(t.answers) for t in threads))
         return
     if "skipped" in done:
         svc.metrics.encoded_ahead.labels("skipped").inc(done["texts"])
@@ -438,7 +439,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if len(set(ids)) != len(ids):
             raise HTTPException(422, detail="a thread id appears twice in this request")
         if svc.settings.encode_ahead_texts:
-            await run_in_threadpool(encode_ahead, svc, body.threads)
+            await run_in_threadpool(encode_before_write, svc, body.threads)
         try:
             r = await run_in_threadpool(svc.store.upsert, body.threads)
         except StoreError as e:

@@ -37,8 +37,8 @@ class Metrics:
                                            registry=self.registry)
         self.encoded_ahead = Counter("cqa_encode_ahead_texts_total", "texts POST /threads put in the embedding cache "
                                      "before its write ($CQA_ENCODE_AHEAD_TEXTS), by outcome: encoded, cached (found "
-                                     "there already), skipped (too many: left to the build); failed counts requests "
-                                     "whose encoding failed (logged; the build encodes their texts)",
+                                     "there already), skipped (too many: left to the build), failed (the encoding "
+                                     "raised: logged, and the build encodes them)",
                                      ["outcome"], registry=self.registry)
         self.memo_stats: Callable[[], dict[str, dict]] = dict
         self.registry.register(_MemoCollector(lambda: self.memo_stats()))
