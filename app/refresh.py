@@ -27,7 +27,7 @@ import threading
 import time
 
 from indexing.generations import current_generation
-from indexing.reindex import why_stale
+from indexing.reindex import staleness
 
 from .bootstrap import reindex_command
 from .schemas import RefreshOut
@@ -55,14 +55,15 @@ class Refresher:
             seen = (store.change_count(), current_generation(settings.index_root))
             if seen == self._seen and not force:
                 return
-            known_behind = r.pending and self._seen is not None and seen[1] == self._seen[1]
+            known_behind = r.behind == "store" and self._seen is not None and seen[1] == self._seen[1]
             self._seen = seen
             if known_behind and not force:
-                return  # known behind, and still on the same generation: more writes change nothing here
+                return  # the store known ahead, still on the same generation: more writes change nothing here
             # no live generation yet is the first start's business (bootstrap, `cqa reindex`), not a refresh's
-            why = why_stale(settings, store) if seen[1] is not None else None
-            r.pending, r.reason = why is not None, why
-            r.pending_since = (r.pending_since or time.time()) if why else None
+            stale = staleness(settings, store) if seen[1] is not None else None
+            r.pending, r.reason = stale is not None, stale.reason if stale else None
+            r.behind = stale.behind if stale else None
+            r.pending_since = (r.pending_since or time.time()) if stale else None
             self.svc.metrics.refresh_pending_since.set(r.pending_since or 0)
 
     def tick(self) -> bool:

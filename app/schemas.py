@@ -231,6 +231,10 @@ class RefreshOut(BaseModel):
                           "generation lacks, so search does not see them yet")
     pending_since: float | None = Field(None, description="since when (unix time) this process has seen them")
     reason: str | None = Field(None, description="why the live generation is behind the store")
+    behind: Literal["generation", "store", "translation"] | None = Field(
+        None, description="what is behind while pending: store (threads search does not see yet), translation (every "
+        "thread is searchable; only the translation table that expand: translation reads is being trained again), or "
+        "generation (the live one could not be read)")
     last_job: str | None = Field(None, description="this process's last automatic build (GET /jobs/{id})")
     last_outcome: Literal["running", "built", "skipped", "failed"] | None = Field(
         None, description="built; skipped (another process was building, or had built what the store holds); failed "

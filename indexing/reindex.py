@@ -8,8 +8,10 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from tqdm import tqdm
@@ -67,25 +69,41 @@ class _Lock:
 BUSY = "another reindex is running on this data directory; wait for it to finish"
 
 
-def why_stale(settings: IndexSettings, store: ThreadStore | None = None) -> str | None:
-    """Why the live generation does not hold the store as it is now (None when it does): there is none yet, a
+@dataclass(frozen=True)
+class Staleness:
+    """What the live generation lacks: ``generation`` (there is none), ``store`` (threads added, changed or deleted
+    since it was built: search does not see them) or ``translation`` (every thread is searchable; only the translation
+    table, which ``expand: "translation"`` alone reads, awaits training on the store's pairs); and why, in words."""
+    behind: Literal["generation", "store", "translation"]
+    reason: str
+
+
+def staleness(settings: IndexSettings, store: ThreadStore | None = None) -> Staleness | None:
+    """What the live generation lacks of the store as it is now (None: nothing): there is no live generation, a
     thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded), or
     it went live before its translation table was trained (``reindex``'s ``translation_later``) and no second
-    generation followed.
+    generation has followed yet.
     ``store``: an open handle on the data folder's store (a service's), else one is opened for the question."""
     from .searcher import manifest_of
     m = manifest_of(settings.index_root)
     if m is None:
-        return "no live generation"
+        return Staleness("generation", "no live generation")
     if store is None:
         with ThreadStore(settings.store_path) as store:
-            return why_stale(settings, store)
+            return staleness(settings, store)
     if store.fingerprint() != m.get("store_fingerprint"):
-        return f"the store changed since {m['generation']} was built"
+        return Staleness("store", f"the store changed since {m['generation']} was built")
     if m.get("build", {}).get("translation", {}).get("trains_after_publish"):
-        return (f"{m['generation']} went live before its translation table was trained on the store's pairs: the "
-                "build that trains it publishes a generation with it, or, stopped first, left it to the next build")
+        return Staleness("translation", f"{m['generation']} went live before its translation table was trained on "
+                         "the store's pairs: the build that trains it publishes a generation with it, or, stopped "
+                         "first, left it to the next build")
     return None
+
+
+def why_stale(settings: IndexSettings, store: ThreadStore | None = None) -> str | None:
+    """``staleness``'s reason: why the live generation does not hold the store as it is now (None when it does)."""
+    s = staleness(settings, store)
+    return s.reason if s is not None else None
 
 
 def local_engine(settings: IndexSettings, encode_fn: EncodeFn | None = None, spec=None) -> LocalEngine:

@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS answers (
     meta TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS answers_thread ON answers(thread_id, position);
+CREATE INDEX IF NOT EXISTS threads_seq ON threads(seq);
 """
 
 

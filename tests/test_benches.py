@@ -151,3 +151,15 @@ def test_backup_bench_copies_a_store_a_real_server_writes_to(cli_env):
                    for r in out["runs"][kind])
     assert out["writes"]["failed"] == 0 and out["searches"]["failed"] == 0 and out["writes"]["outside"]["requests"] > 0
     assert out["backup_vs_reference"] > 0
+
+
+def test_store_scale_bench_grows_a_store_beside_one_without_the_seq_index(tmp_path, cli_env):
+    from indexing.models import Answer, Thread
+    from indexing.store import ThreadStore
+    with ThreadStore(tmp_path / "threads.sqlite3") as store:
+        store.upsert([Thread(id=f"t{i}", subject=f"q{i}", answers=[Answer(id=f"t{i}a", text="a")]) for i in range(50)])
+    out = run_bench("store_scale.py", "--store", str(tmp_path / "threads.sqlite3"), "--copies", "3", env=cli_env)
+    for side in ("indexed", "reference_no_seq_index"):
+        assert out[side]["threads"] == 50 * 3 + 2 and len(out[side]["steps"]) == 2  # two copies, a single write each
+        assert all(s["batch_s"] > 0 and s["one_thread_ms"] > 0 for s in out[side]["steps"])
+    assert all(r > 0 for r in out["ratios"].values())

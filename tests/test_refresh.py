@@ -320,6 +320,17 @@ def test_a_build_stopped_before_it_trained_the_table_leaves_it_to_the_next(setti
         reindex(settings, progress=False, encode_fn=fake_encode, translation_later=True, on_live=seen.append)
     assert current_generation(settings.index_root) == seen[0]["generation"]
     assert "translation table" in why_stale(settings)
+    # a service's refresh says so, and that every thread is searchable; a write then puts the store behind
+    from app.metrics import Metrics
+    from app.refresh import Refresher
+    with ThreadStore(settings.store_path) as store:
+        svc = type("Svc", (), {"settings": Settings(data_dir=settings.data_dir), "store": store, "metrics": Metrics()})
+        refresher = Refresher(svc)
+        refresher._compare()
+        assert refresher.report.pending and refresher.report.behind == "translation"
+        store.upsert([Thread(id="newer", subject="one more question")])
+        refresher._compare()
+        assert refresher.report.pending and refresher.report.behind == "store"
     monkeypatch.setattr(TranslationTable, "train", train)
     out = reindex(settings, progress=False, encode_fn=fake_encode, if_stale=True, translation_later=True)
     assert "skipped" not in out and why_stale(settings) is None
