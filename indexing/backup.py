@@ -33,6 +33,10 @@ def _put_in_place(tmp: Path, dest: Path) -> None:
         os.link(tmp, dest)  # unlike a rename, never replaces a file that appeared meanwhile
     except FileExistsError:
         raise StoreError(f"{dest} exists: this never replaces a file; name a new one") from None
+    except OSError:  # a file system without hard links (some network and FAT mounts): check, then rename
+        if dest.exists():
+            raise StoreError(f"{dest} exists: this never replaces a file; name a new one") from None
+        os.rename(tmp, dest)
     fd = os.open(dest.parent, os.O_RDONLY)
     try:
         os.fsync(fd)

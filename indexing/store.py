@@ -240,10 +240,14 @@ class Snapshot:
                              "ingested)")
         self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
                                      check_same_thread=False)
-        self._conn.execute("PRAGMA busy_timeout=10000")
-        self._conn.execute("BEGIN")
-        self.counts = _counts(self._conn)  # the first read fixes the snapshot
-        self.fingerprint = _fingerprint(self._conn)
+        try:
+            self._conn.execute("PRAGMA busy_timeout=10000")
+            self._conn.execute("BEGIN")
+            self.counts = _counts(self._conn)  # the first read fixes the snapshot
+            self.fingerprint = _fingerprint(self._conn)
+        except BaseException:
+            self._conn.close()
+            raise
 
     def threads(self, batch: int = 1000) -> Iterator[Thread]:
         return _read_threads(self._conn, threading.Lock(), batch)

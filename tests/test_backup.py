@@ -84,7 +84,7 @@ def test_backup_and_export_hold_one_moment_while_a_writer_goes_on(tmp_path):
     assert [b["threads"] for b, _ in copies] == sorted(b["threads"] for b, _ in copies)
 
 
-def test_a_copy_never_replaces_a_file_nor_leaves_half_of_one(tmp_path):
+def test_a_copy_never_replaces_a_file_nor_leaves_half_of_one(tmp_path, monkeypatch):
     src = tmp_path / "threads.sqlite3"
     with ThreadStore(src) as store:
         store.upsert(_threads(5))
@@ -97,6 +97,17 @@ def test_a_copy_never_replaces_a_file_nor_leaves_half_of_one(tmp_path):
     (tmp_path / ".new.sqlite3.tmp").write_text("left by a backup killed mid-way")
     out = backup(src, tmp_path / "new.sqlite3")
     assert out["threads"] == 5 and not (tmp_path / ".new.sqlite3.tmp").exists()
+    import os
+
+    def no_links(a, b):
+        raise PermissionError(1, "Operation not permitted")  # as a FAT or some network mounts answer
+    with monkeypatch.context() as m:
+        m.setattr(os, "link", no_links)
+        out = export(src, tmp_path / "on-fat.jsonl")
+        with pytest.raises(StoreError, match="exists"):
+            backup(src, taken)
+    assert out["threads"] == 5 and len((tmp_path / "on-fat.jsonl").read_text().splitlines()) == 5
+    assert taken.read_text() == "someone's file" and not list(tmp_path.glob(".*.tmp"))
     with pytest.raises(StoreError, match="no store here"):
         backup(tmp_path / "none" / "threads.sqlite3", tmp_path / "x.sqlite3")
     with pytest.raises(StoreError, match="no store here"):
