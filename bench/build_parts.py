@@ -5,7 +5,9 @@ in one run, on the same documents:
   installed) against snowballstemmer's pure-Python ones, each from an empty stem cache as a build's child process
   starts; the tokens must be identical;
 - the IBM Model 1 translation table (question -> answer pairs, as a build trains it): the stable-sort
-  ``unique_inverse`` against ``np.unique``; the tables must be identical, bit for bit.
+  ``unique_inverse`` against ``np.unique``; the tables must be identical, bit for bit;
+- reading the store's documents: ``ThreadStore.documents`` (one query in one transaction, round 16) against
+  ``Documents.from_threads(iter_threads())`` (thread objects, batch by batch); the documents must be identical.
 
 Rounds alternate the two sides. The documents are a data folder's store (default: the full 2016 corpus `cqa evaluate`
 builds under --data-dir), or --store. Prints a JSON object last.
@@ -79,9 +81,17 @@ def main() -> None:
     with ThreadStore(store) as st:
         docs = Documents.from_threads(st.iter_threads())
     times: dict[str, list[float]] = {"analyse_compiled": [], "analyse_pure_python": [], "translation_stable_sort": [],
-                                     "translation_np_unique": []}
-    same_tokens = same_tables = True
+                                     "translation_np_unique": [], "read_one_query": [], "read_thread_objects": []}
+    same_tokens = same_tables = same_documents = True
     for _ in range(args.rounds):
+        with ThreadStore(store) as st:
+            t0 = time.perf_counter()
+            fast = st.documents()[0]
+            times["read_one_query"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            slow = Documents.from_threads(st.iter_threads())
+            times["read_thread_objects"].append(time.perf_counter() - t0)
+        same_documents &= fast.__dict__ == slow.__dict__ == docs.__dict__
         s_c, tok_c = analyse(docs.texts, pure=False)
         s_p, tok_p = analyse(docs.texts, pure=True)
         same_tokens &= tok_c == tok_p
@@ -93,14 +103,15 @@ def main() -> None:
         same_tables &= same_table(ref, fast)
         times["translation_np_unique"].append(s_r)
         times["translation_stable_sort"].append(s_f)
-    best = {k: round(min(v), 3) for k, v in times.items()}
+    best = {k: round(min(v), 4) for k, v in times.items()}
     print(json.dumps({
         "bench": "build_parts", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
         "documents": len(docs), "pairs": len(pairs), "rounds": args.rounds,
-        "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()}, "best_s": best,
+        "seconds": {k: [round(x, 4) for x in v] for k, v in times.items()}, "best_s": best,
         "analyse_ratio": round(best["analyse_pure_python"] / best["analyse_compiled"], 2),
         "translation_ratio": round(best["translation_np_unique"] / best["translation_stable_sort"], 2),
-        "same_tokens": same_tokens, "same_tables": same_tables}))
+        "read_ratio": round(best["read_thread_objects"] / best["read_one_query"], 2),
+        "same_tokens": same_tokens, "same_tables": same_tables, "same_documents": same_documents}))
 
 
 if __name__ == "__main__":

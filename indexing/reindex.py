@@ -171,11 +171,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         report("documents", 0.0)
         t0 = time.perf_counter()
         with ThreadStore(settings.store_path) as store:
-            n_threads = store.counts()["threads"]
-            fingerprint = store.fingerprint()
-            threads = tqdm(store.iter_threads(), total=n_threads, unit="thread", desc="read store",
-                           disable=not progress)
-            docs = Documents.from_threads(threads)
+            docs, fingerprint, n_threads = store.documents()  # one read transaction: they agree
         if len(docs) == 0:
             raise ReindexError("the store is empty: ingest threads first (`cqa ingest PATH`)")
         docs.save(tmp / "documents.json")

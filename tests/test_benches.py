@@ -136,9 +136,9 @@ def test_build_parts_bench_compares_with_the_pure_python_stemmer_and_np_unique(c
         store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:60])
     out = run_bench("build_parts.py", "--store", str(tmp_path / "threads.sqlite3"), "--rounds", "1", env=cli_env)
     assert out["documents"] > 300 and out["pairs"] == out["documents"] - 60
-    assert out["same_tokens"] is True and out["same_tables"] is True
+    assert out["same_tokens"] is True and out["same_tables"] is True and out["same_documents"] is True
     assert all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
-    assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0
+    assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0 and out["read_ratio"] > 0
 
 
 def test_backup_bench_copies_a_store_a_real_server_writes_to(cli_env):

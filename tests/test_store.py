@@ -103,3 +103,47 @@ def test_writes_and_reads_find_the_insertion_order_by_its_index_also_in_a_store_
         assert all("threads_seq" in plan for plan in plans.values()), plans
         s.upsert([Thread(id="t9", subject="later")])
         assert [t.id for t in s.iter_threads(batch=2)] == ["t0", "t1", "t2", "t3", "t4", "t9"]
+
+
+def test_a_reindex_reads_the_documents_the_thread_objects_give_in_one_transaction(tmp_path):
+    """``ThreadStore.documents`` (one query, what a reindex reads) gives the documents of
+    ``Documents.from_threads(iter_threads())``: questions and answers in stored order, an answer without a date taking
+    its thread's, a thread without answers, one moved last by an update; with the fingerprint and count. While another
+    connection keeps updating threads (each update moves a thread last), every read holds each thread once, as its
+    fingerprint says: batches read one by one could meet a moved thread twice."""
+    import threading
+    import time
+
+    from indexing.documents import Documents
+    path = tmp_path / "threads.sqlite3"
+    with ThreadStore(path) as s:
+        s.upsert([make(f"t{i}", n=i % 3) for i in range(30)])
+        s.upsert([Thread(id="t4", subject="", body="body only, edited", created_at="2015-02-01T10:00:00",
+                         answers=[Answer(id="t4_x", text="dated by its thread"),
+                                  Answer(id="t4_y", text="its own date", created_at="2015-02-02T10:00:00")])])
+        docs, fingerprint, n = s.documents()
+        want = Documents.from_threads(s.iter_threads())
+        assert docs.__dict__ == want.__dict__ and fingerprint == s.fingerprint() and n == 30
+        assert docs.ids[-3:] == ["q:t4", "a:t4_x", "a:t4_y"] and docs.created_at[-2] == "2015-02-01T10:00:00"
+    stop = threading.Event()
+
+    def edit():
+        with ThreadStore(path) as w:
+            k = 0
+            while not stop.is_set():
+                w.upsert([make(f"t{k % 30}", n=2, subject=f"edited {k}")])
+                k += 1
+    writer = threading.Thread(target=edit)
+    writer.start()
+    try:
+        with ThreadStore(path) as r:
+            reads, deadline = [], time.time() + 10
+            while (len(reads) < 20 or len({f for _, f, _ in reads}) < 3) and time.time() < deadline:
+                reads.append(r.documents())
+    finally:
+        stop.set()
+        writer.join()
+    for docs, fingerprint, n in reads:
+        questions = [i for i in docs.ids if i.startswith("q:")]
+        assert len(questions) == len(set(questions)) == n == 30 and len(docs.ids) == len(set(docs.ids))
+    assert len({f for _, f, _ in reads}) > 1  # the writer did move the store meanwhile
