@@ -62,46 +62,46 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 # --- backup, export -------------------------------------------------------------------
-def cmd_backup(args: argparse.Namespace) -> int:
+def _copy_errors() -> tuple[type[Exception], ...]:
+    """What a backup or an export reports as a message and status 2: a refusal, the file system's, SQLite's."""
     import sqlite3
+
+    from indexing.store import StoreError
+    return StoreError, OSError, sqlite3.Error
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
     from indexing.backup import backup
-    from indexing.store import StoreError
     settings = _settings(args)
     dest = Path(args.dest)
     if dest.is_dir():
         dest = dest / f"threads-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.sqlite3"
     try:
         _emit(backup(settings.store_path, dest))
-    except (StoreError, OSError, sqlite3.Error) as e:
+    except _copy_errors() as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import sqlite3
-
     from tqdm import tqdm
 
     from indexing.backup import export
-    from indexing.store import StoreError
     settings = _settings(args)
     to_stdout = args.output in (None, "-")
-    bar = tqdm(unit="thread", desc="export", disable=args.quiet, file=sys.stderr)
     try:
-        summary = export(settings.store_path, None if to_stdout else Path(args.output),
-                         on_thread=lambda n: bar.update(1))
+        with tqdm(unit="thread", desc="export", disable=args.quiet, file=sys.stderr) as bar:
+            summary = export(settings.store_path, None if to_stdout else Path(args.output),
+                             on_thread=lambda n: bar.update(1))
     except BrokenPipeError:  # `cqa export | head`: the reader has what it wanted
-        bar.close()
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
         return 141
-    except (StoreError, OSError, sqlite3.Error) as e:
-        bar.close()
+    except _copy_errors() as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    bar.close()
     if to_stdout:  # stdout holds the threads: the summary goes to stderr
         print(json.dumps(summary), file=sys.stderr)
     else:

@@ -174,13 +174,12 @@ class Service:
 
 def encode_before_write(svc: Service, threads) -> None:
     """``indexing.reindex.encode_ahead`` for a POST /threads, before its write; never fails the request (a cache)."""
-    from indexing.reindex import encode_ahead
+    from indexing.reindex import ahead_texts, encode_ahead
     try:
         done = encode_ahead(svc.settings, threads, svc.settings.encode_ahead_texts)
     except Exception as e:  # noqa: BLE001 - the build encodes what is missing; the write must go on
         log.warning("encoding ahead of the build failed (the build will encode these texts): %s", e)
-        per_comment = 2 if svc.settings.answer_spec is not None else 1  # as encode_ahead counts them
-        svc.metrics.encoded_ahead.labels("failed").inc(sum(1 + per_comment * len(t.answers) for t in threads))
+        svc.metrics.encoded_ahead.labels("failed").inc(sum(map(len, ahead_texts(svc.settings, threads))))
         return
     if "skipped" in done:
         svc.metrics.encoded_ahead.labels("skipped").inc(done["texts"])

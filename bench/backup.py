@@ -26,7 +26,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -34,28 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import post_json, server  # noqa: E402
+from load import PacedClient, built_corpus, post_json, server, split_latency  # noqa: E402
 
 TOKEN = "backup-bench"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
-
-
-class Client(threading.Thread):
-    """Requests one after another with a pause: (wall start, wall end, ms, status)."""
-
-    def __init__(self, send, pause: float):
-        super().__init__(daemon=True)
-        self.send, self.pause, self.samples = send, pause, []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        i = 0
-        while not self.stop.is_set():
-            w0, t0 = time.time(), time.perf_counter()
-            status = self.send(i)
-            self.samples.append((w0, time.time(), 1000 * (time.perf_counter() - t0), status))
-            i += 1
-            self.stop.wait(self.pause)
 
 
 def grow(store_path: Path, copies: int) -> dict:
@@ -99,20 +80,6 @@ def run_cli(args: list[str], env: dict) -> tuple[float, float, dict]:
     return w0, time.perf_counter() - t0, json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def split(samples, windows) -> dict:
-    import numpy as np
-    parts: dict[str, list[float]] = {"during": [], "outside": []}
-    for w0, w1, ms, status in samples:
-        if status == 200:
-            parts["during" if any(a <= w1 and w0 <= b for a, b in windows) else "outside"].append(ms)
-    out = {k: {"requests": len(v), "p50_ms": round(float(np.percentile(v, 50)), 1) if v else None,
-               "p95_ms": round(float(np.percentile(v, 95)), 1) if v else None} for k, v in parts.items()}
-    out["failed"] = sum(status != 200 for *_, status in samples)
-    if parts["during"] and parts["outside"]:
-        out["p50_ratio"] = round(out["during"]["p50_ms"] / out["outside"]["p50_ms"], 2)
-    return out
-
-
 def main() -> None:
     import os
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,8 +90,6 @@ def main() -> None:
     ap.add_argument("--demo", action="store_true", help="the shipped demo corpus instead of the full 2016 corpus")
     args = ap.parse_args()
 
-    from app.settings import Settings
-    from ranking.fullcorpus import corpus_settings, ensure_corpus
     with tempfile.TemporaryDirectory(prefix="cqa-backup-") as tmp:
         folder, out_dir = Path(tmp) / "data", Path(tmp) / "copies"
         out_dir.mkdir()
@@ -135,9 +100,7 @@ def main() -> None:
             with server(folder, extra, bootstrap=True):
                 pass
         else:
-            settings = Settings(data_dir=args.data_dir)
-            ensure_corpus(settings, progress=True)
-            shutil.copytree(corpus_settings(settings).data_dir, folder)
+            shutil.copytree(built_corpus(args.data_dir).data_dir, folder)
         counts = grow(store_path, args.copies)
         size = store_path.stat().st_size
         env = {**os.environ, "CQA_DATA_DIR": str(folder), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -154,7 +117,7 @@ def main() -> None:
                                                     "target": "answers"})[0]
             post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
             write(-1)  # loads the answer encoder that encoding ahead uses
-            writer, searcher = Client(write, 0.1), Client(search, 0.25)
+            writer, searcher = PacedClient(write, 0.1), PacedClient(search, 0.25)
             writer.start()
             searcher.start()
             runs: dict[str, list[dict]] = {"backup": [], "export": [], "reference_backup": []}
@@ -196,7 +159,7 @@ def main() -> None:
         "backup_vs_reference": round(best("reference_backup", "seconds") / best("backup", "seconds"), 2),
         "all_intact": all(b["integrity"] == "ok" for b in runs["backup"] + runs["reference_backup"]),
         "threads_grew": [b["threads"] for b in runs["backup"]],
-        "writes": split(writer.samples, windows), "searches": split(searcher.samples, windows)}))
+        "writes": split_latency(writer.samples, windows), "searches": split_latency(searcher.samples, windows)}))
 
 
 if __name__ == "__main__":

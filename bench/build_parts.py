@@ -27,6 +27,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import indexing.text as text  # noqa: E402
 import indexing.translation as translation  # noqa: E402
@@ -34,6 +35,7 @@ from indexing.documents import Documents  # noqa: E402
 from indexing.reindex import translation_pairs  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 from indexing.text import Analyzer  # noqa: E402
+from load import built_corpus  # noqa: E402
 
 
 def analyse(texts: list[str], pure: bool) -> tuple[float, list[list[str]]]:
@@ -71,13 +73,7 @@ def main() -> None:
     ap.add_argument("--store", type=Path, default=None, help="a threads.sqlite3 to read instead of the full corpus")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    store = args.store
-    if store is None:
-        from app.settings import Settings
-        from ranking.fullcorpus import corpus_settings, ensure_corpus
-        settings = Settings(data_dir=args.data_dir)
-        ensure_corpus(settings, progress=True)
-        store = corpus_settings(settings).store_path
+    store = args.store or built_corpus(args.data_dir).store_path
     with ThreadStore(store) as st:
         docs = Documents.from_threads(st.iter_threads())
     times: dict[str, list[float]] = {"analyse_compiled": [], "analyse_pure_python": [], "translation_stable_sort": [],

@@ -34,7 +34,6 @@ import json
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -43,31 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import get_json, post_json, server  # noqa: E402
+from load import PacedClient, get_json, post_json, server, split_latency  # noqa: E402
 from similar_quality import shows  # noqa: E402
 
 TOKEN = "freshness-bench"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 POLL_S = 0.25
-
-
-class Searches(threading.Thread):
-    """One client's POST /search answers, reranked, back to back with a pause: (wall start, ms, status)."""
-
-    def __init__(self, base: str, questions: list[str]):
-        super().__init__(daemon=True)
-        self.base, self.questions, self.samples = base, questions, []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        i = 0
-        while not self.stop.is_set():
-            body = {"question": {"body": self.questions[i % len(self.questions)]}, "k": 10, "target": "answers"}
-            t0, w0 = time.perf_counter(), time.time()
-            status, _ = post_json(self.base + "/search", body)
-            self.samples.append((w0, 1000 * (time.perf_counter() - t0), status))
-            i += 1
-            self.stop.wait(POLL_S)
 
 
 def refresh_state(base: str) -> dict:
@@ -151,20 +131,6 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "outcome": job["state"]}
 
 
-def latency(samples: list[tuple[float, float, int]], builds: list[tuple[float, float]]) -> dict:
-    import numpy as np
-    split: dict[str, list[float]] = {"during_build": [], "no_build": []}
-    for w0, ms, status in samples:
-        if status == 200:
-            split["during_build" if any(a <= w0 <= b for a, b in builds) else "no_build"].append(ms)
-    out = {k: {"requests": len(v), "p50_ms": round(float(np.percentile(v, 50)), 1) if v else None,
-               "p95_ms": round(float(np.percentile(v, 95)), 1) if v else None} for k, v in split.items()}
-    out["failed"] = sum(status != 200 for _, _, status in samples)
-    if split["during_build"] and split["no_build"]:
-        out["p50_ratio"] = round(out["during_build"]["p50_ms"] / out["no_build"]["p50_ms"], 2)
-    return out
-
-
 def run_server(corpus: Path, nice: int, ahead: int, later: bool, refresh_s: float, plan: list[str],
                news: list[tuple[str, str, str]], comments: list[str], load_questions: list[str],
                timeout: float) -> dict:
@@ -175,7 +141,10 @@ def run_server(corpus: Path, nice: int, ahead: int, later: bool, refresh_s: floa
                "CQA_ENCODE_AHEAD_TEXTS": str(ahead), "CQA_REFRESH_TRANSLATION_LATER": str(int(later))}
         with server(folder, env) as (base, ready):
             post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
-            searches = Searches(base, load_questions)
+            def search(i):
+                body = {"question": {"body": load_questions[i % len(load_questions)]}, "k": 10, "target": "answers"}
+                return post_json(base + "/search", body)[0]
+            searches = PacedClient(search, POLL_S)
             searches.start()
             trials, posted, added = [], iter(news), []
             first = last = None
@@ -202,7 +171,8 @@ def run_server(corpus: Path, nice: int, ahead: int, later: bool, refresh_s: floa
             builds = [(t["job_started_at"], t["job_finished_at"]) for t in trials]
             return {"nice": nice, "encode_ahead_texts": ahead, "translation_later": later, "refresh_s": refresh_s,
                     "generation_at_start": ready["generation"],
-                    "trials": trials, "search_latency": latency(searches.samples, builds)}
+                    "trials": trials,
+                    "search_latency": split_latency(searches.samples, builds, "during_build", "no_build")}
 
 
 def summary(trials: list[dict]) -> dict:

@@ -40,6 +40,51 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bodies import body_of, related_threads  # noqa: E402  (bench/, beside this file)
 
 
+class PacedClient(threading.Thread):
+    """One client sending requests one after another with a pause between them, while something else is timed:
+    ``send(i)`` returns the status; ``samples`` holds (wall start, wall end, ms, status) of each."""
+
+    def __init__(self, send, pause: float):
+        super().__init__(daemon=True)
+        self.send, self.pause, self.samples = send, pause, []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            w0, t0 = time.time(), time.perf_counter()
+            status = self.send(i)
+            self.samples.append((w0, time.time(), 1000 * (time.perf_counter() - t0), status))
+            i += 1
+            self.stop.wait(self.pause)
+
+
+def split_latency(samples: list[tuple[float, float, float, int]], windows: list[tuple[float, float]],
+                  inside: str = "during", outside: str = "outside") -> dict:
+    """A ``PacedClient``'s latencies split by whether each request overlapped one of ``windows`` (wall start, end):
+    requests, p50 and p95 ms on each side, the failed, and the p50 ratio inside / outside."""
+    parts: dict[str, list[float]] = {inside: [], outside: []}
+    for w0, w1, ms, status in samples:
+        if status == 200:
+            parts[inside if any(a <= w1 and w0 <= b for a, b in windows) else outside].append(ms)
+    out: dict = {k: {"requests": len(v), "p50_ms": round(float(np.percentile(v, 50)), 1) if v else None,
+                     "p95_ms": round(float(np.percentile(v, 95)), 1) if v else None} for k, v in parts.items()}
+    out["failed"] = sum(status != 200 for *_, status in samples)
+    if parts[inside] and parts[outside]:
+        out["p50_ratio"] = round(out[inside]["p50_ms"] / out[outside]["p50_ms"], 2)
+    return out
+
+
+def built_corpus(data_dir: Path):
+    """The settings of the full 2016 corpus's own data folder under ``data_dir`` (DATA/benchmarks/fullcorpus-2016,
+    what `cqa evaluate` builds), built first if missing."""
+    from app.settings import Settings
+    from ranking.fullcorpus import corpus_settings, ensure_corpus
+    settings = Settings(data_dir=data_dir)
+    ensure_corpus(settings, progress=True)
+    return corpus_settings(settings)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

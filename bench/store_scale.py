@@ -23,8 +23,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from indexing.store import ThreadStore  # noqa: E402
+from load import built_corpus  # noqa: E402
 
 
 def grow(path: Path, copies: int, with_index: bool) -> dict:
@@ -62,13 +64,7 @@ def main() -> None:
     ap.add_argument("--store", type=Path, default=None, help="a threads.sqlite3 to start from instead of the corpus's")
     ap.add_argument("--copies", type=int, default=10, help="grow to this many times the starting store")
     args = ap.parse_args()
-    source = args.store
-    if source is None:
-        from app.settings import Settings
-        from ranking.fullcorpus import corpus_settings, ensure_corpus
-        settings = Settings(data_dir=args.data_dir)
-        ensure_corpus(settings, progress=True)
-        source = corpus_settings(settings).store_path
+    source = args.store or built_corpus(args.data_dir).store_path
     out = {"bench": "store_scale", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
            "copies": args.copies}
     with tempfile.TemporaryDirectory(prefix="cqa-store-") as tmp:

@@ -253,10 +253,8 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             first = name
             stamp, name, tmp = _new_build(root)
             _link_tree(root / first, tmp, skip={"translation_qa", "manifest.json"})
-            table = TranslationTable.train(pairs)
-            table.save(tmp / "translation_qa")
-            timings = {**timings, "translation": {**_timing(t0, len(docs)), "pairs": table.params.get("pairs", 0),
-                                                  "pairs_digest": pairs_digest(pairs), "trained_after": first}}
+            trained = train_translation(pairs, built["trains_on"], tmp / "translation_qa")
+            timings = {**timings, "translation": {**_timing(t0, len(docs)), **trained, "trained_after": first}}
             _publish_built(root, tmp, name, {**manifest, "generation": name, "created_at": stamp.isoformat(),
                                              "build": timings})
         removed = prune(root, settings.keep_generations)
@@ -333,18 +331,23 @@ def encode_ahead(settings: IndexSettings, threads: Iterable[Thread], max_texts: 
     import does not hold the service's encoder. Returns what it did (``texts``, ``encoded``, ``seconds``, or
     ``skipped`` and why)."""
     t0 = time.perf_counter()
-    docs = Documents.from_threads(threads)
-    spec = settings.answer_spec
-    answers = [docs.texts[i] for i in docs.answer_rows()] if spec is not None else []
-    n = len(docs.texts) + len(answers)
+    texts, answers = ahead_texts(settings, threads)
+    n = len(texts) + len(answers)
     if n > max_texts:
         return {"texts": n,
                 "skipped": f"{n} texts, more than {max_texts} ($CQA_ENCODE_AHEAD_TEXTS): the build encodes them"}
     encoded = 0
-    for texts, engine in ((docs.texts, local_engine(settings)), (answers, local_engine(settings, spec=spec))):
-        if texts:
-            encoded += embed_cached(settings, engine.encoder.id, texts, engine.embed, "encode ahead", "text", False)[1]
+    for some, engine in ((texts, local_engine(settings)), (answers, local_engine(settings, spec=settings.answer_spec))):
+        if some:
+            encoded += embed_cached(settings, engine.encoder.id, some, engine.embed, "encode ahead", "text", False)[1]
     return {"texts": n, "encoded": encoded, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def ahead_texts(settings: IndexSettings, threads: Iterable[Thread]) -> tuple[list[str], list[str]]:
+    """What ``encode_ahead`` encodes for ``threads``: every text for the dense index, and every comment for the answer
+    encoder (none when there is no answer encoder)."""
+    docs = Documents.from_threads(threads)
+    return docs.texts, [docs.texts[i] for i in docs.answer_rows()] if settings.answer_spec is not None else []
 
 
 def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool,
@@ -403,7 +406,13 @@ def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out:
             return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
         if later:
             shutil.copytree(root / live / "translation_qa", out)
-            return {"pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True}
+            return {"pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True,
+                    "trains_on": digest}
+    return train_translation(pairs, digest, out)
+
+
+def train_translation(pairs: list[tuple[list[str], list[str]]], digest: str, out: Path) -> dict:
+    """IBM Model 1 trained on ``pairs`` (whose ``pairs_digest`` is ``digest``), saved at ``out``; the build's record."""
     table = TranslationTable.train(pairs)
     table.save(out)
     return {"pairs": table.params.get("pairs", 0), "pairs_digest": digest}

@@ -5,10 +5,12 @@ Every write is one transaction committed with ``synchronous=FULL``, so a thread 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -247,7 +249,6 @@ def _fingerprint(conn: sqlite3.Connection) -> str:
         "SELECT COUNT(*), COALESCE(MAX(seq),0), COALESCE(SUM(LENGTH(content_hash)),0) FROM threads").fetchone()
     (total,) = conn.execute(
         "SELECT group_concat(content_hash, '') FROM (SELECT content_hash FROM threads ORDER BY id)").fetchone()
-    import hashlib
     return hashlib.sha256(f"{row}|{total or ''}".encode()).hexdigest()[:16]
 
 
@@ -255,6 +256,16 @@ def _counts(conn: sqlite3.Connection) -> dict[str, int]:
     (t,) = conn.execute("SELECT COUNT(*) FROM threads").fetchone()
     (a,) = conn.execute("SELECT COUNT(*) FROM answers").fetchone()
     return {"threads": t, "answers": a}
+
+
+def read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the store at ``path``, which waits for a writer's lock as ``ThreadStore`` does; a
+    ``StoreError`` when there is no store there (and nothing is created)."""
+    if not path.exists():
+        raise StoreError(f"{path}: no store here (a data folder holds threads.sqlite3 once threads were ingested)")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=10000")
+    return conn
 
 
 class Snapshot:
@@ -265,13 +276,8 @@ class Snapshot:
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        if not self.path.exists():
-            raise StoreError(f"{self.path}: no store here (a data folder holds threads.sqlite3 once threads were "
-                             "ingested)")
-        self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
-                                     check_same_thread=False)
+        self._conn = read_only(self.path)
         try:
-            self._conn.execute("PRAGMA busy_timeout=10000")
             self._conn.execute("BEGIN")
             self.counts = _counts(self._conn)  # the first read fixes the snapshot
             self.fingerprint = _fingerprint(self._conn)
@@ -280,7 +286,7 @@ class Snapshot:
             raise
 
     def threads(self, batch: int = 1000) -> Iterator[Thread]:
-        return _read_threads(self._conn, threading.Lock(), batch)
+        return _read_threads(self._conn, nullcontext(), batch)  # its own connection, one reader
 
     def close(self) -> None:
         self._conn.execute("COMMIT")
