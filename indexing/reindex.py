@@ -130,7 +130,8 @@ def ray_engine(settings: IndexSettings, options):
 def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = False,
             on_progress: Progress | None = None, analyzer: Analyzer | None = None,
             encode_fn: EncodeFn | None = None, engine: Engine | None = None, if_stale: bool = False,
-            translation_later: bool = False, on_live: Callable[[dict], None] | None = None) -> dict:
+            translation_later: bool = False, on_live: Callable[[dict], None] | None = None,
+            grow_dense: bool = True) -> dict:
     """Build every index from the store into a new generation and make it live. Returns a summary.
 
     With ``if_stale`` it builds only when the live generation no longer holds the store (``why_stale``), checked
@@ -143,6 +144,9 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
     publishes a second generation, the first's files (hard links) with the new table: what a build without the
     option publishes, a few seconds sooner searchable (what the automatic refresh asks for). Killed between the two,
     the live generation says its table awaits training (``why_stale``), so the next ``if_stale`` build trains it.
+
+    An HNSW or IVF dense index grows the live generation's (``grow_plan``) unless ``grow_dense`` or the setting
+    ``dense_grow`` is off.
 
     ``engine`` does the analysis and the embedding (default: this process, see ``indexing.engines``); whatever
     the engine, this function merges its output and writes and publishes the generation."""
@@ -211,13 +215,24 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
                                    f"directory's dense encoder is {encoder.id} ($CQA_DENSE_ENCODER)")
             report("embed", 0.3)
             t0 = time.perf_counter()
-            vecs, encoded = embed_cached(settings, encoder.id, docs.texts, engine.embed, "embed", "doc", progress,
-                                         lambda done: report("embed", 0.3 + 0.6 * done / max(len(docs), 1)))
             kind = choose_kind(len(docs), settings.dense_index_kind, settings.dense_exact_max_docs)
-            dense = DenseIndex.build(vecs, kind=kind, model=encoder.id)
+            growth = (grow_plan(root, docs, kind, encoder, settings.dense_grow_max_removed)
+                      if grow_dense and settings.dense_grow else None)
+            rows = growth.added_rows if growth is not None else list(range(len(docs)))
+            vecs, encoded = embed_cached(settings, encoder.id, [docs.texts[i] for i in rows], engine.embed, "embed",
+                                         "doc", progress,
+                                         lambda done: report("embed", 0.3 + 0.6 * done / max(len(rows), 1)))
+            if growth is not None:
+                dense = DenseIndex.grown(growth.live, growth.keep, np.asarray(rows, dtype=np.int64), vecs)
+                how = {"grown_from": growth.generation, "kept": growth.kept, "added": len(rows),
+                       "removed_rows": dense.removed}
+            else:
+                dense = DenseIndex.build(vecs, kind=kind, model=encoder.id)
+                how = {"built": kind}
             dense.save(tmp / "dense")
             dense_params = dense.params
-            timings["dense"] = {**_timing(t0, len(docs)), "encoded": encoded, "from_cache": len(docs) - encoded}
+            timings["dense"] = {**_timing(t0, len(docs)), **how, "encoded": encoded, "from_cache": len(rows) - encoded}
+            del vecs, dense
 
         # a test's stand-in encode_fn encodes the dense index only: it must not pass for the answer encoder's vectors
         answer_spec = None if skip_dense or encode_fn is not None else settings.answer_spec
@@ -262,6 +277,56 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
     out = {"generation": name, "engine": engine.name, "threads": n_threads, "documents": docs.counts(),
            "seconds": round(time.perf_counter() - t_start, 3), "indexes": timings, "pruned": removed}
     return {**out, "live_before_translation": live_after} if live_after else out
+
+
+GROWABLE = ("hnsw", "ivf")  # the kinds whose build costs far more than adding to them
+
+
+@dataclass
+class GrowPlan:
+    """How a build grows the live generation's dense index instead of building its own: the live index (read
+    writable), each of its FAISS rows' new document row (``keep``, -1: marked removed) and the document rows it
+    lacks (``added_rows``, whose vectors the build adds)."""
+    generation: str
+    live: DenseIndex
+    keep: np.ndarray
+    added_rows: list[int]
+
+    @property
+    def kept(self) -> int:
+        return int((self.keep >= 0).sum())
+
+
+def grow_plan(root: Path, docs: Documents, kind: str, encoder, max_removed: float) -> GrowPlan | None:
+    """A plan to grow the live generation's dense index into one for ``docs``, or None when the build must build
+    its own: no live one, a kind other than HNSW or IVF (a flat index costs no more to build than to copy), another
+    kind or encoder than this build's, or more than ``max_removed`` of the grown index's rows marked removed (each
+    costs search time, so the build starts afresh and the next builds grow that). A kept row holds a document of the
+    same id and the same text (the vector depends on nothing else)."""
+    name = current_generation(root)
+    if kind not in GROWABLE or name is None or not (root / name / "dense").exists():
+        return None
+    folder = root / name
+    manifest = json.loads((folder / "manifest.json").read_text())
+    params = (manifest.get("indexes") or {}).get("dense") or {}
+    if params.get("index") != kind or manifest.get("encoder") != encoder.to_dict():
+        return None
+    live_docs = Documents.load(folder / "documents.json")
+    live = DenseIndex.load(folder / "dense", writable=True)
+    old_rows = live.rows if live.rows is not None else np.arange(live.index.ntotal, dtype=np.int64)
+    new_row = {(d, t): i for i, (d, t) in enumerate(zip(docs.ids, docs.texts))}
+    keep = np.full(len(old_rows), -1, dtype=np.int64)
+    taken = np.zeros(len(docs), dtype=bool)
+    for f, r in enumerate(old_rows.tolist()):
+        if r >= 0 and (j := new_row.get((live_docs.ids[r], live_docs.texts[r]))) is not None and not taken[j]:
+            keep[f], taken[j] = j, True
+    added = np.flatnonzero(~taken).tolist()
+    removed = int((keep < 0).sum())
+    if removed > max_removed * (len(keep) + len(added)):
+        log.info("building the dense index anew: growing %s's would mark %d of %d rows removed (over %.0f%%)", name,
+                 removed, len(keep) + len(added), 100 * max_removed)
+        return None
+    return GrowPlan(name, live, keep, added)
 
 
 def _new_build(root: Path) -> tuple[datetime, str, Path]:

@@ -124,12 +124,7 @@ class Generation:
     def dense_vector(self, row: int) -> np.ndarray | None:
         """The embedding the dense index stores for a row (made by ``dense.encoder``), so a ranker that is that
         encoder need not encode the text again; None without a dense index or one that cannot give it back."""
-        if self.dense is None:
-            return None
-        try:
-            return self.dense.index.index.reconstruct(row)
-        except RuntimeError:  # an index kind that cannot reconstruct: the ranker encodes instead
-            return None
+        return None if self.dense is None else self.dense.index.vector(row)
 
     def question_vector(self, thread_id: str, text: str) -> np.ndarray | None:
         """The dense index's vector of thread ``thread_id``'s question, when this generation indexes it with exactly

@@ -1,0 +1,159 @@
+"""A rebuild grows the live generation's HNSW or IVF index (indexing.reindex.grow_plan, DenseIndex.grown) rather
+than building its own: only new texts are added, gone and edited documents are never returned, and every document
+is found as a full build finds it."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from indexing.dense import DenseIndex
+from indexing.models import Answer, Thread
+from indexing.reindex import reindex
+from indexing.searcher import load_current
+from indexing.store import ThreadStore
+
+from .conftest import ROOT
+from .test_indexes import fake_encode
+
+
+def clustered(n, dim=32, seed=3):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(40, dim))
+    x = (centres[rng.integers(0, 40, n)] + 0.3 * rng.normal(size=(n, dim))).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_a_grown_index_maps_its_rows_and_never_returns_a_removed_one(kind, tmp_path):
+    x = clustered(2000)
+    live = DenseIndex.build(x[:1500], kind=kind)
+    # the new documents: old rows 0..1499 with every fifth gone, then 500 new ones; the order shifts
+    keep = np.full(1500, -1, dtype=np.int64)
+    kept = [f for f in range(1500) if f % 5]
+    keep[kept] = np.arange(len(kept))
+    added_rows = np.arange(len(kept), len(kept) + 500)
+    grown = DenseIndex.grown(live, keep, added_rows, x[1500:])
+    vecs = np.concatenate([x[kept], x[1500:]])  # the new documents' vectors, by their row
+    ids = [f"d{i}" for i in range(len(vecs))]
+    assert grown.n_docs == len(vecs) and grown.removed == 300
+    grown.save(tmp_path / "dense")
+    loaded = DenseIndex.load(tmp_path / "dense")
+    assert json.loads((tmp_path / "dense" / "manifest.json").read_text())["removed_rows"] == 300
+    exact = DenseIndex.build(vecs, kind="flat")
+    for index in (grown, loaded):
+        np.testing.assert_array_equal(index.vector(17), vecs[17])
+        np.testing.assert_array_equal(index.vector(len(vecs) - 1), vecs[-1])
+        assert index.vector(len(vecs)) is None
+        found = overlap = 0
+        for row in range(0, len(vecs), 23):
+            hits = index.search_vectors(vecs[row], 10, ids)
+            assert len(hits) == 10 and len({h.doc_id for h in hits}) == 10
+            found += hits[0].doc_id == ids[row]
+            overlap += len({h.doc_id for h in hits} & {h.doc_id for h in exact.search_vectors(vecs[row], 10, ids)})
+        n = len(range(0, len(vecs), 23))
+        assert found >= 0.95 * n and overlap >= 0.8 * 10 * n, (found, overlap, n)
+        allowed = np.arange(0, len(vecs), 4)
+        got = index.search_vectors(vecs[8], 10, ids, allowed)
+        assert got[0].doc_id == "d8" and all(int(h.doc_id[1:]) % 4 == 0 for h in got)
+        # a removed vector is searched past: its own query finds a kept neighbour, never an unknown row
+        for f in range(0, 1500, 5):
+            assert all(h.doc_id in ids for h in index.search_vectors(x[f], 5, ids))
+
+
+def hnsw_settings(settings, **more):
+    return settings.model_copy(update={"dense_exact_max_docs": 0, **more})  # HNSW whatever the size
+
+
+def threads(n, start=0, word="visa"):
+    return [Thread(id=f"t{i}", subject=f"question {i} about {word} {i % 7}", body=f"body {i}",
+                   answers=[Answer(id=f"t{i}_a{j}", text=f"answer {j} on rent {i} {word}") for j in range(2)])
+            for i in range(start, start + n)]
+
+
+def own_top(g, texts_by_id):
+    """How many documents are their own text's top dense hit."""
+    return sum(g.dense.index.search_vectors(fake_encode([t])[0], 1, g.docs.ids)[0].doc_id == d
+               for d, t in texts_by_id.items())
+
+
+def test_a_rebuild_grows_the_live_index_and_serves_what_a_full_build_serves(settings):
+    s = hnsw_settings(settings)
+    with ThreadStore(s.store_path) as st:
+        st.upsert(threads(60))
+    first = reindex(s, progress=False, encode_fn=fake_encode)
+    assert first["indexes"]["dense"]["built"] == "hnsw" and first["indexes"]["dense"]["encoded"] == 180
+    with ThreadStore(s.store_path) as st:
+        st.delete("t3")
+        edited = threads(1, start=5)[0]
+        edited = edited.model_copy(update={"answers": [edited.answers[0], Answer(id="t5_a1", text="moved to doha")]})
+        st.upsert([edited] + threads(10, start=100, word="beach"))
+    second = reindex(s, progress=False, encode_fn=fake_encode)
+    d = second["indexes"]["dense"]
+    # t3's three documents and t5's edited comment marked removed; 30 new documents and the edit added
+    assert d["grown_from"] == first["generation"]
+    assert (d["kept"], d["added"], d["removed_rows"], d["encoded"]) == (176, 31, 4, 31)
+    g = load_current(s.index_root)
+    assert g.dense.index.n_docs == len(g.docs) == 207
+    texts = dict(zip(g.docs.ids, g.docs.texts))
+    assert "q:t3" not in texts and texts["a:t5_a1"] == "moved to doha"
+    gone = fake_encode(["answer 1 on rent 5 visa"])[0]  # the edited comment's old text
+    assert all(h.score < 0.999 for h in g.dense.index.search_vectors(gone, 5, g.docs.ids))  # its row: never returned
+    grown_found = own_top(g, {k: v for k, v in texts.items() if k.startswith("q:")})
+    full = reindex(s, progress=False, encode_fn=fake_encode, grow_dense=False)
+    assert full["indexes"]["dense"]["built"] == "hnsw" and full["indexes"]["dense"]["encoded"] == 0
+    f = load_current(s.index_root)
+    assert f.dense.index.removed == 0 and not (s.index_root / full["generation"] / "dense" / "rows.npy").exists()
+    assert grown_found == own_top(f, {k: v for k, v in texts.items() if k.startswith("q:")}) == 69
+    assert np.array_equal(g.dense_vector(g.row["a:t5_a1"]), f.dense_vector(f.row["a:t5_a1"]))
+
+
+def test_too_many_removed_rows_build_the_index_anew(settings):
+    s = hnsw_settings(settings, dense_grow_max_removed=0.2)
+    with ThreadStore(s.store_path) as st:
+        st.upsert(threads(20))
+    reindex(s, progress=False, encode_fn=fake_encode)
+    with ThreadStore(s.store_path) as st:
+        for t in ("t1", "t2", "t3"):  # 9 of 60 rows: 15%
+            st.delete(t)
+    grown = reindex(s, progress=False, encode_fn=fake_encode)["indexes"]["dense"]
+    assert grown["removed_rows"] == 9
+    with ThreadStore(s.store_path) as st:
+        for t in ("t4", "t5"):  # 15 of 60 rows would be removed: 25%
+            st.delete(t)
+    rebuilt = reindex(s, progress=False, encode_fn=fake_encode)["indexes"]["dense"]
+    assert rebuilt["built"] == "hnsw" and "removed_rows" not in rebuilt
+    assert load_current(s.index_root).dense.index.removed == 0
+
+
+def test_a_flat_or_other_kind_of_live_index_is_not_grown(settings):
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(10))
+    assert reindex(settings, progress=False, encode_fn=fake_encode)["indexes"]["dense"]["built"] == "flat"
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(1, start=50))
+    s = hnsw_settings(settings)
+    assert reindex(s, progress=False, encode_fn=fake_encode)["indexes"]["dense"]["built"] == "hnsw"
+    ivf = s.model_copy(update={"dense_index_kind": "ivf"})
+    assert reindex(ivf, progress=False, encode_fn=fake_encode)["indexes"]["dense"]["built"] == "ivf"
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(1, start=60))
+    assert "grown_from" in reindex(ivf, progress=False, encode_fn=fake_encode)["indexes"]["dense"]
+
+
+def test_cqa_reindex_full_builds_anew(settings, cli_env):
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(10))
+    env = {**cli_env, "CQA_DENSE_EXACT_MAX_DOCS": "0", "CQA_DENSE_ENCODER": "base", "CQA_ANSWER_ENCODER": "none"}
+    runs = []
+    for extra in ([], [], ["--full"]):
+        with ThreadStore(settings.store_path) as st:
+            st.upsert(threads(1, start=20 + len(runs)))
+        p = subprocess.run([sys.executable, "-m", "app.cli", "reindex", "-q", *extra], env=env, capture_output=True,
+                           text=True, cwd=ROOT)
+        assert p.returncode == 0, p.stderr
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1])["indexes"]["dense"])
+    assert runs[0]["built"] == "hnsw" and runs[0]["encoded"] == 33
+    assert runs[1]["added"] == runs[1]["encoded"] == 3 and runs[1]["kept"] == 33
+    assert runs[2]["built"] == "hnsw" and (runs[2]["encoded"], runs[2]["from_cache"]) == (3, 36)
