@@ -26,6 +26,13 @@ build encoded, and whether and when it went live before the translation table wa
 
 --data-dir is the data folder `cqa evaluate` uses: its corpus (DATA/benchmarks/fullcorpus-2016, built if missing) is
 copied to a temporary folder for each server; the corpus itself is not changed.
+
+With --copies N the servers serve a forum N times the corpus's size: a copy of its store grown by N - 1 copies of
+itself under new ids (as bench/store_scale.py grows it), built once by a full `reindex` (above
+$CQA_DENSE_EXACT_MAX_DOCS documents its dense index is HNSW) and copied for each server. With --grow-levels each
+$CQA_DENSE_GROW (1: a build grows the live HNSW index; 0: builds it anew) gets its own server:
+
+    python bench/freshness.py --data-dir /tmp/cqa-full --copies 10 --quiet 1 --right-after 0 --answers 2 --grow-levels 1,0
 """
 from __future__ import annotations
 
@@ -42,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import PacedClient, get_json, post_json, server, split_latency  # noqa: E402
+from load import PacedClient, get_json, post_json, renamed, server, split_latency  # noqa: E402
 from similar_quality import shows  # noqa: E402
 
 TOKEN = "freshness-bench"
@@ -123,6 +130,8 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "job_started_at": job["started_at"], "job_finished_at": job["finished_at"],
             "job_seconds": round(job["finished_at"] - job["started_at"], 2), "build_seconds": result.get("seconds"),
             "encoded": (result.get("indexes", {}).get("dense") or {}).get("encoded"),
+            "dense": {k: v for k, v in (result.get("indexes", {}).get("dense") or {}).items()
+                      if k in ("built", "grown_from", "added", "removed_rows", "seconds")},
             "answers_encoded": (result.get("indexes", {}).get("answer_vectors") or {}).get("encoded"),
             "translation": ("copied" if "reused_from" in table else "trained after going live" if "trained_after" in table
                             else "trained"),
@@ -131,14 +140,33 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "outcome": job["state"]}
 
 
-def run_server(corpus: Path, nice: int, ahead: int, later: bool, refresh_s: float, plan: list[str],
+def grown_corpus(corpus: Path, copies: int, folder: Path) -> dict:
+    """The corpus's data folder copied to ``folder``, its store grown to ``copies`` times its threads (whole copies
+    under new ids) and built into a generation (the only one kept). Returns the build's summary."""
+    from app.settings import Settings
+    from indexing.generations import prune
+    from indexing.reindex import reindex
+    from indexing.store import ThreadStore
+    shutil.copytree(corpus, folder)
+    with ThreadStore(folder / "threads.sqlite3") as store:
+        originals = list(store.iter_threads())
+        for k in range(1, copies):
+            store.upsert(renamed(t, str(k)) for t in originals)
+    settings = Settings(data_dir=folder)
+    built = reindex(settings, progress=True)
+    prune(settings.index_root, 1)
+    return built
+
+
+def run_server(corpus: Path, nice: int, ahead: int, later: bool, grow: bool, refresh_s: float, plan: list[str],
                news: list[tuple[str, str, str]], comments: list[str], load_questions: list[str],
                timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="cqa-fresh-") as tmp:
         folder = Path(tmp) / "data"
         shutil.copytree(corpus, folder)
         env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": str(refresh_s), "CQA_REFRESH_NICE": str(nice),
-               "CQA_ENCODE_AHEAD_TEXTS": str(ahead), "CQA_REFRESH_TRANSLATION_LATER": str(int(later))}
+               "CQA_ENCODE_AHEAD_TEXTS": str(ahead), "CQA_REFRESH_TRANSLATION_LATER": str(int(later)),
+               "CQA_DENSE_GROW": str(int(grow))}
         with server(folder, env) as (base, ready):
             post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
             def search(i):
@@ -162,15 +190,17 @@ def run_server(corpus: Path, nice: int, ahead: int, later: bool, refresh_s: floa
                         first = first or last
                         t = trial(base, kind, *last, timeout)
                     trials.append(t)
-                    print(json.dumps({"nice": nice, "encode_ahead": ahead, "translation_later": later, **t}),
+                    print(json.dumps({"nice": nice, "encode_ahead": ahead, "translation_later": later,
+                                      "dense_grow": grow, **t}),
                           file=sys.stderr, flush=True)
                 time.sleep(5)  # searches after the last build, for the no-build side
             finally:
                 searches.stop.set()
                 searches.join()
             builds = [(t["job_started_at"], t["job_finished_at"]) for t in trials]
-            return {"nice": nice, "encode_ahead_texts": ahead, "translation_later": later, "refresh_s": refresh_s,
-                    "generation_at_start": ready["generation"],
+            return {"nice": nice, "encode_ahead_texts": ahead, "translation_later": later, "dense_grow": grow,
+                    "refresh_s": refresh_s, "generation_at_start": ready["generation"],
+                    "documents_at_start": ready.get("sizes", {}).get("documents"),
                     "trials": trials,
                     "search_latency": split_latency(searches.samples, builds, "during_build", "no_build")}
 
@@ -199,6 +229,10 @@ def main() -> None:
                     "(default: the setting's default); each with each nice level")
     ap.add_argument("--translation-later-levels", default=None, help="CQA_REFRESH_TRANSLATION_LATER per server, "
                     "comma-separated 1 or 0 (default: the setting's default); each with each other level")
+    ap.add_argument("--grow-levels", default=None, help="CQA_DENSE_GROW per server, comma-separated 1 or 0 "
+                    "(default: the setting's default); each with each other level")
+    ap.add_argument("--copies", type=int, default=1, help="serve a store this many times the corpus's (whole copies "
+                    "under new ids), built once before the servers start")
     ap.add_argument("--timeout", type=float, default=900, help="longest wait for one change, in seconds")
     args = ap.parse_args()
 
@@ -215,7 +249,9 @@ def main() -> None:
               else [defaults["encode_ahead_texts"].default])
     laters = ([bool(int(x)) for x in args.translation_later_levels.split(",")] if args.translation_later_levels
               else [defaults["refresh_translation_later"].default])
-    servers = [(nice, ahead, later) for nice in levels for ahead in aheads for later in laters]
+    grows = ([bool(int(x)) for x in args.grow_levels.split(",")] if args.grow_levels
+             else [defaults["dense_grow"].default])
+    servers = [(nice, ahead, later, grow) for nice in levels for ahead in aheads for later in laters for grow in grows]
     settings = Settings(data_dir=args.data_dir)
     ensure_corpus(settings, progress=True)
     _, test = qrels_for(settings, "test", "questions")
@@ -227,15 +263,24 @@ def main() -> None:
     need = args.quiet + args.right_after
     comments = [a.text for t in load_semeval(settings.semeval_dir / TEST_2015, strict=True).threads for a in t.answers
                 if len(a.text) >= 80]
-    out = {"bench": "freshness", "refresh_s": refresh_s, "plan": plan, "servers": []}
-    for n, (nice, ahead, later) in enumerate(servers):
+    out = {"bench": "freshness", "refresh_s": refresh_s, "plan": plan, "copies": args.copies, "servers": []}
+    corpus = corpus_settings(settings).data_dir
+    grown = tempfile.TemporaryDirectory(prefix="cqa-fresh-grown-") if args.copies > 1 else None
+    if grown is not None:
+        built = grown_corpus(corpus, args.copies, Path(grown.name) / "data")
+        corpus = Path(grown.name) / "data"
+        out["grown_build"] = {"threads": built["threads"], "documents": built["documents"], "seconds": built["seconds"],
+                              "dense": built["indexes"]["dense"]}
+    for n, (nice, ahead, later, grow) in enumerate(servers):
         # each server its own new threads and comments, so none is found because an earlier server's copy held it
         news = [(f"fresh-{qid}", subject, body) for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
         load_questions = [f"{subject} {body}" for subject, body in dev.values()]
-        result = run_server(corpus_settings(settings).data_dir, nice, ahead, later, refresh_s, plan, news,
+        result = run_server(corpus, nice, ahead, later, grow, refresh_s, plan, news,
                             comments[n * args.answers:(n + 1) * args.answers], load_questions, args.timeout)
         result["summary"] = summary(result["trials"])
         out["servers"].append(result)
+    if grown is not None:
+        grown.cleanup()
     print(json.dumps(out))
 
 

@@ -85,6 +85,13 @@ def built_corpus(data_dir: Path):
     return corpus_settings(settings)
 
 
+def renamed(thread, tag: str):
+    """A copy of ``thread`` under new ids (its own and its comments', each + "~" + ``tag``): how the benches grow a
+    store by whole copies of the corpus."""
+    return thread.model_copy(update={"id": f"{thread.id}~{tag}", "answers": [
+        a.model_copy(update={"id": f"{a.id}~{tag}"}) for a in thread.answers]})
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from indexing.store import ThreadStore  # noqa: E402
-from load import built_corpus  # noqa: E402
+from load import built_corpus, renamed  # noqa: E402
 
 
 def grow(path: Path, copies: int, with_index: bool) -> dict:
@@ -37,13 +37,11 @@ def grow(path: Path, copies: int, with_index: bool) -> dict:
         steps = []
         for k in range(1, copies):
             t0 = time.perf_counter()
-            store.upsert(t.model_copy(update={"id": f"{t.id}~{k}", "answers": [
-                a.model_copy(update={"id": f"{a.id}~{k}"}) for a in t.answers]}) for t in originals)
+            store.upsert(renamed(t, str(k)) for t in originals)
             batch_s = time.perf_counter() - t0
             one = originals[k % len(originals)]
             t0 = time.perf_counter()
-            store.upsert([one.model_copy(update={"id": f"{one.id}~single{k}", "answers": [
-                a.model_copy(update={"id": f"{a.id}~single{k}"}) for a in one.answers]})])
+            store.upsert([renamed(one, f"single{k}")])
             steps.append({"threads_before": len(originals) * k, "batch_s": round(batch_s, 4),
                           "batch_threads_per_s": round(len(originals) / batch_s, 1),
                           "one_thread_ms": round(1000 * (time.perf_counter() - t0), 3)})
