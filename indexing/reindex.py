@@ -27,7 +27,7 @@ from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, current_genera
 from .lm import LMIndex
 from .models import Thread
 from .store import ThreadStore
-from .termmatrix import TermMatrix
+from .termmatrix import TermMatrix, saved_tokens
 from .text import Analyzer
 from .translation import TranslationTable
 
@@ -183,8 +183,9 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
 
         report("lexical", 0.1)
         t0 = time.perf_counter()
-        tokens = engine.analyse(docs.texts, analyzer, progress)
-        timings["analyse"] = _timing(t0, len(docs))
+        carried = Carried.of(root, docs)
+        tokens, how = analyse_carried(docs, carried, engine, analyzer, progress)
+        timings["analyse"] = {**_timing(t0, len(docs)), **how}
         t0 = time.perf_counter()
         terms = TermMatrix.build(tokens)
         terms.save(tmp / "terms")
@@ -216,8 +217,8 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             report("embed", 0.3)
             t0 = time.perf_counter()
             kind = choose_kind(len(docs), settings.dense_index_kind, settings.dense_exact_max_docs)
-            growth = (grow_plan(root, docs, kind, encoder, settings.dense_grow_max_removed)
-                      if grow_dense and settings.dense_grow else None)
+            growth = (grow_plan(carried, kind, encoder, settings.dense_grow_max_removed)
+                      if grow_dense and settings.dense_grow and carried is not None else None)
             rows = growth.added_rows if growth is not None else list(range(len(docs)))
             vecs, encoded = embed_cached(settings, encoder.id, [docs.texts[i] for i in rows], engine.embed, "embed",
                                          "doc", progress,
@@ -239,15 +240,18 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         if answer_spec is not None:
             report("embed answers", 0.9)
             t0 = time.perf_counter()
-            encoded, where = store_answer_vectors(docs, settings, answer_spec, tmp / ANSWER_VECTORS, progress, engine)
+            encoded, where, copied = store_answer_vectors(docs, settings, answer_spec, tmp / ANSWER_VECTORS,
+                                                          progress, engine, carried)
             timings["answer_vectors"] = {**_timing(t0, len(docs)), "answers": docs.counts()["answers"],
-                                         "encoded": encoded, "engine": where}
+                                         "encoded": encoded, "engine": where,
+                                         **({"copied": copied, "copied_from": carried.generation} if copied else {})}
 
         report("publish", 0.95)
         manifest = {
             "kind": FORMAT, "format_version": FORMAT_VERSION, "generation": name,
             "created_at": stamp.isoformat(), "store_fingerprint": fingerprint,
             "threads": n_threads, "documents": docs.counts(), "analyzer": analyzer.to_dict(),
+            "analysis": analyzer.fingerprint(),
             "indexes": {"bm25": bm25.params, "lm": lm.params, "dense": dense_params},
             "model": encoder.id if dense_params else None,
             "encoder": encoder.to_dict() if dense_params else None,
@@ -279,6 +283,57 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
     return {**out, "live_before_translation": live_after} if live_after else out
 
 
+@dataclass
+class Carried:
+    """What a build's documents share with the live generation: ``live_row[j]`` is the row of the live generation's
+    document with the same id and the same text as the build's document ``j``, or -1 (new, or edited since). Such a
+    document's tokens and vectors are what the live generation holds, so a build reads them back rather than
+    computing them again (``analyse_carried``, ``grow_plan``)."""
+    generation: str
+    folder: Path
+    manifest: dict
+    live_row: np.ndarray
+
+    @classmethod
+    def of(cls, root: Path, docs: Documents) -> "Carried | None":
+        """The match of ``docs`` with the live generation's documents; None without a live generation."""
+        name = current_generation(root)
+        if name is None:
+            return None
+        folder = root / name
+        live = Documents.load(folder / "documents.json")
+        at = {(d, t): i for i, (d, t) in enumerate(zip(live.ids, live.texts))}
+        live_row = np.fromiter((at.pop((d, t), -1) for d, t in zip(docs.ids, docs.texts)), dtype=np.int64,
+                               count=len(docs))  # pop: each live document matches one document at most
+        return cls(name, folder, json.loads((folder / "manifest.json").read_text()), live_row)
+
+    @property
+    def kept(self) -> np.ndarray:
+        """The build's document rows that the live generation holds as they are."""
+        return np.flatnonzero(self.live_row >= 0)
+
+
+def analyse_carried(docs: Documents, carried: Carried | None, engine: Engine, analyzer: Analyzer,
+                    progress: bool) -> tuple[list[list[str]], dict]:
+    """Every document's tokens: a kept document's as the live generation saved them (``saved_tokens``: the same
+    lists, so every index built from them is the one a full analysis gives), the others analysed by ``engine``. The
+    live tokens count only when they were made by the same analysis (``Analyzer.fingerprint``). Returns the tokens and
+    the build's record."""
+    kept = carried.kept if carried is not None else np.zeros(0, dtype=np.int64)
+    old = None
+    if len(kept) and carried.manifest.get("analysis") == analyzer.fingerprint():
+        old = saved_tokens(carried.folder / "terms", carried.live_row[kept])
+    if old is None:
+        return engine.analyse(docs.texts, analyzer, progress), {"analysed": len(docs)}
+    tokens: list[list[str] | None] = [None] * len(docs)
+    for j, t in zip(kept.tolist(), old):
+        tokens[j] = t
+    rest = np.flatnonzero(carried.live_row < 0).tolist()
+    for j, t in zip(rest, engine.analyse([docs.texts[j] for j in rest], analyzer, progress)):
+        tokens[j] = t
+    return tokens, {"carried_from": carried.generation, "carried": len(kept), "analysed": len(rest)}
+
+
 GROWABLE = ("hnsw", "ivf")  # the kinds whose build costs far more than adding to them
 
 
@@ -297,36 +352,32 @@ class GrowPlan:
         return int((self.keep >= 0).sum())
 
 
-def grow_plan(root: Path, docs: Documents, kind: str, encoder, max_removed: float) -> GrowPlan | None:
-    """A plan to grow the live generation's dense index into one for ``docs``, or None when the build must build
-    its own: no live one, a kind other than HNSW or IVF (a flat index costs no more to build than to copy), another
-    kind or encoder than this build's, or more than ``max_removed`` of the grown index's rows marked removed (each
-    costs search time, so the build starts afresh and the next builds grow that). A kept row holds a document of the
-    same id and the same text (the vector depends on nothing else)."""
-    name = current_generation(root)
-    if kind not in GROWABLE or name is None or not (root / name / "dense").exists():
+def grow_plan(carried: Carried, kind: str, encoder, max_removed: float) -> GrowPlan | None:
+    """A plan to grow the live generation's dense index into one for the build's documents, or None when the build
+    must build its own: a kind other than HNSW or IVF (a flat index costs no more to build than to copy), a live
+    index of another kind or encoder, or more than ``max_removed`` of the grown index's rows marked removed (each
+    costs search time, so the build starts afresh and the next builds grow that). A kept row holds a document of
+    the same id and the same text (the vector depends on nothing else)."""
+    params = (carried.manifest.get("indexes") or {}).get("dense") or {}
+    if (kind not in GROWABLE or not (carried.folder / "dense").exists() or params.get("index") != kind
+            or carried.manifest.get("encoder") != encoder.to_dict()):
         return None
-    folder = root / name
-    manifest = json.loads((folder / "manifest.json").read_text())
-    params = (manifest.get("indexes") or {}).get("dense") or {}
-    if params.get("index") != kind or manifest.get("encoder") != encoder.to_dict():
-        return None
-    live_docs = Documents.load(folder / "documents.json")
-    live = DenseIndex.load(folder / "dense", writable=True)
+    live = DenseIndex.load(carried.folder / "dense", writable=True)
     old_rows = live.rows if live.rows is not None else np.arange(live.index.ntotal, dtype=np.int64)
-    new_row = {(d, t): i for i, (d, t) in enumerate(zip(docs.ids, docs.texts))}
-    keep = np.full(len(old_rows), -1, dtype=np.int64)
-    taken = np.zeros(len(docs), dtype=bool)
-    for f, r in enumerate(old_rows.tolist()):
-        if r >= 0 and (j := new_row.get((live_docs.ids[r], live_docs.texts[r]))) is not None and not taken[j]:
-            keep[f], taken[j] = j, True
-    added = np.flatnonzero(~taken).tolist()
+    now_row = np.full(max(int(old_rows.max(initial=-1)), int(carried.live_row.max(initial=-1))) + 1, -1,
+                      dtype=np.int64)  # live document row -> the build's row
+    kept = carried.kept
+    now_row[carried.live_row[kept]] = kept
+    keep = np.where(old_rows >= 0, now_row[np.maximum(old_rows, 0)], -1)
+    held = np.zeros(len(carried.live_row), dtype=bool)
+    held[keep[keep >= 0]] = True
+    added = np.flatnonzero(~held).tolist()
     removed = int((keep < 0).sum())
     if removed > max_removed * (len(keep) + len(added)):
-        log.info("building the dense index anew: growing %s's would mark %d of %d rows removed (over %.0f%%)", name,
-                 removed, len(keep) + len(added), 100 * max_removed)
+        log.info("building the dense index anew: growing %s's would mark %d of %d rows removed (over %.0f%%)",
+                 carried.generation, removed, len(keep) + len(added), 100 * max_removed)
         return None
-    return GrowPlan(name, live, keep, added)
+    return GrowPlan(carried.generation, live, keep, added)
 
 
 def _new_build(root: Path) -> tuple[datetime, str, Path]:
@@ -416,21 +467,36 @@ def ahead_texts(settings: IndexSettings, threads: Iterable[Thread]) -> tuple[lis
 
 
 def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool,
-                         engine: Engine) -> tuple[int, str]:
+                         engine: Engine, carried: Carried | None = None) -> tuple[int, str, int]:
     """The answer encoder's vector of every comment (``$CQA_ANSWER_ENCODER``), one row per document (questions'
-    rows zero), saved at ``path`` for /search to rerank answers without encoding them. Through the embedding cache,
-    so a reindex encodes only new or changed comments; on ``engine``'s workers where it can load the encoder (Ray),
-    else in this process. Returns how many comments it encoded and the engine that encoded them."""
+    rows zero), saved at ``path`` for /search to rerank answers without encoding them. A comment the live generation
+    holds as it is (``carried``) gets the vector stored there, when that encoder made it; the others come through
+    the embedding cache, so a reindex encodes only new or changed comments, on ``engine``'s workers where it can load
+    the encoder (Ray), else in this process. Returns how many comments it encoded, the engine that encoded them and
+    how many vectors it copied from the live generation."""
     rows = docs.answer_rows()
+    out = None
+    if (carried is not None and carried.manifest.get("answer_encoder") == spec.to_dict()
+            and (carried.folder / ANSWER_VECTORS).exists()):
+        live = np.load(carried.folder / ANSWER_VECTORS, mmap_mode="r")
+        at = carried.live_row[rows] if rows else np.zeros(0, dtype=np.int64)
+        copy = np.asarray(rows, dtype=np.int64)[at >= 0]
+        out = np.zeros((len(docs), live.shape[1]), dtype=np.float32)
+        out[copy] = live[carried.live_row[copy]]
+        rows = [r for r, a in zip(rows, at.tolist()) if a < 0]
     texts = [docs.texts[i] for i in rows]
     embed = engine.embedder(spec)
     where = engine.name if embed is not None else "local"
     embed = embed or local_engine(settings, spec=spec).embed
     vecs, encoded = embed_cached(settings, spec.id, texts, embed, f"embed answers ({where})", "comment", progress)
-    out = np.zeros((len(docs), vecs.shape[1] if len(vecs) else 384), dtype=np.float32)
+    copied = 0
+    if out is None:
+        out = np.zeros((len(docs), vecs.shape[1] if len(vecs) else 384), dtype=np.float32)
+    else:
+        copied = docs.counts()["answers"] - len(rows)
     out[rows] = vecs
     np.save(path, out)
-    return encoded, where
+    return encoded, where, copied
 
 
 def translation_pairs(docs: Documents, tokens: list[list[str]]) -> list[tuple[list[str], list[str]]]:

@@ -10,6 +10,10 @@ import unicodedata
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
+# bump whenever the same settings would give a text other tokens (a new tokenizer, stemmer or stop list): builds then
+# analyse every document again instead of reusing the tokens the live generation saved
+ANALYSIS_VERSION = 1
+
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _AR_DIACRITICS = re.compile("[\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]")
 _AR_TATWEEL = "\u0640"
@@ -45,6 +49,11 @@ class Analyzer:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def fingerprint(self) -> dict:
+        """What decides a text's tokens: the settings and ``ANALYSIS_VERSION``. A build reuses the tokens an earlier
+        build saved only under the same fingerprint."""
+        return {**self.to_dict(), "analysis_version": ANALYSIS_VERSION}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Analyzer":

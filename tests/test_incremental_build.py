@@ -1,7 +1,10 @@
-"""A rebuild grows the live generation's HNSW or IVF index (indexing.reindex.grow_plan, DenseIndex.grown) rather
-than building its own: only new texts are added, gone and edited documents are never returned, and every document
-is found as a full build finds it."""
+"""A rebuild reuses what the live generation computed for documents it holds as they are (indexing.reindex.Carried):
+their tokens (analyse_carried: the indexes are byte for byte a full analysis's), and their vectors in the live HNSW
+or IVF index, which it grows rather than building its own (grow_plan, DenseIndex.grown): only new texts are added,
+gone and edited documents are never returned, and every document is found as a full build finds it."""
+import filecmp
 import json
+import shutil
 import subprocess
 import sys
 
@@ -157,3 +160,65 @@ def test_cqa_reindex_full_builds_anew(settings, cli_env):
     assert runs[0]["built"] == "hnsw" and runs[0]["encoded"] == 33
     assert runs[1]["added"] == runs[1]["encoded"] == 3 and runs[1]["kept"] == 33
     assert runs[2]["built"] == "hnsw" and (runs[2]["encoded"], runs[2]["from_cache"]) == (3, 36)
+
+
+def test_a_rebuild_reads_kept_documents_tokens_back_and_builds_the_same_indexes(settings, tmp_path):
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(30))
+    first = reindex(settings, progress=False, skip_dense=True)
+    assert first["indexes"]["analyse"] == {**first["indexes"]["analyse"], "analysed": 90}
+    with ThreadStore(settings.store_path) as st:
+        st.delete("t2")
+        st.upsert([threads(1, start=4, word="beach")[0]] + threads(3, start=40, word="salary"))  # t4 edited
+    second = reindex(settings, progress=False, skip_dense=True)
+    a = second["indexes"]["analyse"]
+    assert (a["carried_from"], a["carried"], a["analysed"]) == (first["generation"], 84, 12)
+    # the same store analysed from nothing, in another data folder
+    alone = settings.model_copy(update={"data_dir": tmp_path / "alone"})
+    alone.data_dir.mkdir()
+    shutil.copy(settings.store_path, alone.store_path)
+    full = reindex(alone, progress=False, skip_dense=True)
+    assert full["indexes"]["analyse"] == {**full["indexes"]["analyse"], "analysed": 96}
+    for part in ("terms", "bm25", "lm", "translation_qa"):
+        ours, theirs = settings.index_root / second["generation"] / part, alone.index_root / full["generation"] / part
+        names = sorted(p.name for p in theirs.iterdir())
+        assert names == sorted(p.name for p in ours.iterdir()) and names
+        assert all(filecmp.cmp(ours / n, theirs / n, shallow=False) for n in names), part
+    assert "tokens.npy" in {p.name for p in (settings.index_root / second["generation"] / "terms").iterdir()}
+
+
+def test_tokens_of_another_analysis_are_not_reused(settings, monkeypatch):
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(5))
+    reindex(settings, progress=False, skip_dense=True)
+    monkeypatch.setattr("indexing.text.ANALYSIS_VERSION", 999)  # as a release that analyses otherwise
+    again = reindex(settings, progress=False, skip_dense=True)["indexes"]["analyse"]
+    assert again["analysed"] == 15 and "carried" not in again
+
+
+def test_kept_comments_vectors_are_copied_from_the_live_generation(settings):
+    from indexing.encoder import encode
+    from indexing.generations import ANSWER_VECTORS
+    plain = settings.model_copy(update={"dense_encoder": "base"})
+    with ThreadStore(plain.store_path) as st:
+        st.upsert(threads(4))
+    first = reindex(plain, progress=False)
+    assert first["indexes"]["answer_vectors"]["encoded"] == 8 and "copied" not in first["indexes"]["answer_vectors"]
+    with ThreadStore(plain.store_path) as st:
+        edited = threads(1, start=1)[0]
+        edited = edited.model_copy(update={"answers": [edited.answers[0], Answer(id="t1_a1", text="moved to doha")]})
+        st.upsert([edited] + threads(1, start=10))
+    second = reindex(plain, progress=False)["indexes"]["answer_vectors"]
+    assert (second["copied"], second["encoded"], second["copied_from"]) == (7, 3, first["generation"])
+    old = np.load(plain.index_root / first["generation"] / ANSWER_VECTORS)
+    g = load_current(plain.index_root, "cpu")
+    old_row = {d: i for i, d in enumerate(json.loads((plain.index_root / first["generation"] / "documents.json")
+                                                     .read_text())["ids"])}
+    rows = [i for i, k in enumerate(g.docs.kinds) if k == "answer"]
+    for i in rows:
+        d = g.docs.ids[i]
+        if d in old_row and d != "a:t1_a1":  # kept: the live generation's row, bit for bit
+            assert np.array_equal(g.answer_vectors[i], old[old_row[d]])
+    want = encode([g.docs.texts[i] for i in rows], device="cpu", spec=plain.answer_spec)
+    assert np.allclose(g.answer_vectors[rows], want, atol=1e-5)
+    assert not np.asarray(g.answer_vectors[[i for i in range(len(g.docs)) if i not in rows]]).any()
