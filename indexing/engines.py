@@ -157,6 +157,8 @@ class RayEngine:
 
     def analyse(self, texts, analyzer, progress):
         import ray.data
+        if not texts:
+            return []
         o = self.options
         out: list[list[str] | None] = [None] * len(texts)
         ds = self._dataset(texts, o.block_size).map_batches(

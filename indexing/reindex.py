@@ -329,8 +329,9 @@ def analyse_carried(docs: Documents, carried: Carried | None, engine: Engine, an
     for j, t in zip(kept.tolist(), old):
         tokens[j] = t
     rest = np.flatnonzero(carried.live_row < 0).tolist()
-    for j, t in zip(rest, engine.analyse([docs.texts[j] for j in rest], analyzer, progress)):
-        tokens[j] = t
+    if rest:  # a build after deletes only has none
+        for j, t in zip(rest, engine.analyse([docs.texts[j] for j in rest], analyzer, progress)):
+            tokens[j] = t
     return tokens, {"carried_from": carried.generation, "carried": len(kept), "analysed": len(rest)}
 
 

@@ -163,3 +163,24 @@ def test_store_scale_bench_grows_a_store_beside_one_without_the_seq_index(tmp_pa
         assert out[side]["threads"] == 50 * 3 + 2 and len(out[side]["steps"]) == 2  # two copies, a single write each
         assert all(s["batch_s"] > 0 and s["one_thread_ms"] > 0 for s in out[side]["steps"])
     assert all(r > 0 for r in out["ratios"].values())
+
+
+def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path, cli_env, semeval):
+    from app.settings import Settings
+    from indexing.loaders import load
+    from indexing.reindex import reindex
+    from indexing.store import ThreadStore
+
+    from .test_indexes import fake_encode
+    s = Settings(data_dir=tmp_path / "small", dense_encoder="base", answer_encoder="none")
+    s.data_dir.mkdir()
+    with ThreadStore(s.store_path) as store:
+        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:40])
+    reindex(s, progress=False, encode_fn=fake_encode)
+    out = run_bench("dense_growth.py", "--index-of", str(s.data_dir), "--steps", "4", "--queries", "20",
+                    "--remove", "0.02", env=cli_env)
+    assert out["documents"] < out["corpus_rows"] and out["grown"]["rows"] == out["corpus_rows"]  # removed, then added
+    assert out["grown"]["removed_rows"] == out["corpus_rows"] - out["documents"] > 0
+    for side in ("grown", "built_anew"):
+        assert 0 < out[side]["recall_at_10"] <= 1 and out[side]["p50_ms"] > 0
+    assert out["recall_ratio"] > 0 and out["p50_ratio"] > 0
