@@ -2,8 +2,8 @@
 recall@10 against exact search, search latency and build time, side by side in one run.
 
 Vectors: every document vector of the full 2016 corpus's live generation (DATA/benchmarks/fullcorpus-2016, built if
-missing; its encoder, real text). Queries: the 2016 dev original questions, encoded as POST /search encodes a
-question (the generation's DenseSource). The index starts as an HNSW index built on the first --start fraction of the
+missing; its encoder, real text). Queries: the 2016 dev and test original questions, encoded as POST /search
+encodes a question (the generation's DenseSource); nothing is tuned on them. The index starts as an HNSW index built on the first --start fraction of the
 documents; then --steps builds each add the next documents and remove random held ones (what new and deleted
 threads do to a forum between refreshes), through ``DenseIndex.grown``, the code a rebuild runs. At the end the
 grown index and an index built anew on the same final documents are each searched as /search searches them
@@ -67,8 +67,8 @@ def main() -> None:
                      "cpu")
     n = g.dense.index.index.ntotal
     vectors = g.dense.index.index.reconstruct_n(0, n)
-    _, dev = qrels_for(settings, "dev", "questions")
-    texts = [f"{s} {b}" for s, b in list(dev.values())[:args.queries]]
+    asked = [q for split in ("dev", "test") for q in qrels_for(settings, split, "questions")[1].values()]
+    texts = [f"{s} {b}" for s, b in asked[:args.queries]]
     queries = np.stack([g.dense.embed(t) for t in texts])
 
     rng = np.random.default_rng(args.seed)
