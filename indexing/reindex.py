@@ -22,8 +22,8 @@ from .dense import DenseIndex, choose_kind
 from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
-from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, current_generation, prune, publish,
-                          remove_stale_builds)
+from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, prune,
+                          publish, remove_stale_builds)
 from .lm import LMIndex
 from .models import Thread
 from .store import ThreadStore
@@ -283,6 +283,15 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
     return {**out, "live_before_translation": live_after} if live_after else out
 
 
+# what reading a damaged or foreign live generation raises; a build then computes what it would have reused
+UNREADABLE = (OSError, ValueError, KeyError, IndexError, TypeError, RuntimeError, IndexFormatError)
+
+
+def _not_reused(generation: str, what: str, error: Exception) -> None:
+    log.warning("not reusing %s of the live generation %s (%s: %s); computing it", what, generation,
+                type(error).__name__, error)
+
+
 @dataclass
 class Carried:
     """What a build's documents share with the live generation: ``live_row[j]`` is the row of the live generation's
@@ -301,11 +310,16 @@ class Carried:
         if name is None:
             return None
         folder = root / name
-        live = Documents.load(folder / "documents.json")
+        try:
+            live = Documents.load(folder / "documents.json")
+            manifest = json.loads((folder / "manifest.json").read_text())
+        except UNREADABLE as e:
+            _not_reused(name, "its documents", e)
+            return None
         at = {(d, t): i for i, (d, t) in enumerate(zip(live.ids, live.texts))}
         live_row = np.fromiter((at.pop((d, t), -1) for d, t in zip(docs.ids, docs.texts)), dtype=np.int64,
                                count=len(docs))  # pop: each live document matches one document at most
-        return cls(name, folder, json.loads((folder / "manifest.json").read_text()), live_row)
+        return cls(name, folder, manifest, live_row)
 
     @property
     def kept(self) -> np.ndarray:
@@ -322,7 +336,10 @@ def analyse_carried(docs: Documents, carried: Carried | None, engine: Engine, an
     kept = carried.kept if carried is not None else np.zeros(0, dtype=np.int64)
     old = None
     if len(kept) and carried.manifest.get("analysis") == analyzer.fingerprint():
-        old = saved_tokens(carried.folder / "terms", carried.live_row[kept])
+        try:
+            old = saved_tokens(carried.folder / "terms", carried.live_row[kept])
+        except UNREADABLE as e:
+            _not_reused(carried.generation, "its tokens", e)
     if old is None:
         return engine.analyse(docs.texts, analyzer, progress), {"analysed": len(docs)}
     tokens: list[list[str] | None] = [None] * len(docs)
@@ -363,7 +380,11 @@ def grow_plan(carried: Carried, kind: str, encoder, max_removed: float) -> GrowP
     if (kind not in GROWABLE or not (carried.folder / "dense").exists() or params.get("index") != kind
             or carried.manifest.get("encoder") != encoder.to_dict()):
         return None
-    live = DenseIndex.load(carried.folder / "dense", writable=True)
+    try:
+        live = DenseIndex.load(carried.folder / "dense", writable=True)
+    except UNREADABLE as e:
+        _not_reused(carried.generation, "its dense index", e)
+        return None
     old_rows = live.rows if live.rows is not None else np.arange(live.index.ntotal, dtype=np.int64)
     now_row = np.full(max(int(old_rows.max(initial=-1)), int(carried.live_row.max(initial=-1))) + 1, -1,
                       dtype=np.int64)  # live document row -> the build's row
@@ -479,12 +500,16 @@ def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: P
     out = None
     if (carried is not None and carried.manifest.get("answer_encoder") == spec.to_dict()
             and (carried.folder / ANSWER_VECTORS).exists()):
-        live = np.load(carried.folder / ANSWER_VECTORS, mmap_mode="r")
-        at = carried.live_row[rows] if rows else np.zeros(0, dtype=np.int64)
-        copy = np.asarray(rows, dtype=np.int64)[at >= 0]
-        out = np.zeros((len(docs), live.shape[1]), dtype=np.float32)
-        out[copy] = live[carried.live_row[copy]]
-        rows = [r for r, a in zip(rows, at.tolist()) if a < 0]
+        try:
+            live = np.load(carried.folder / ANSWER_VECTORS, mmap_mode="r")
+            at = carried.live_row[rows] if rows else np.zeros(0, dtype=np.int64)
+            copy = np.asarray(rows, dtype=np.int64)[at >= 0]
+            out = np.zeros((len(docs), live.shape[1]), dtype=np.float32)
+            out[copy] = live[carried.live_row[copy]]
+            rows = [r for r, a in zip(rows, at.tolist()) if a < 0]
+        except UNREADABLE as e:
+            _not_reused(carried.generation, "its comment vectors", e)
+            out = None
     texts = [docs.texts[i] for i in rows]
     embed = engine.embedder(spec)
     where = engine.name if embed is not None else "local"

@@ -222,3 +222,30 @@ def test_kept_comments_vectors_are_copied_from_the_live_generation(settings):
     want = encode([g.docs.texts[i] for i in rows], device="cpu", spec=plain.answer_spec)
     assert np.allclose(g.answer_vectors[rows], want, atol=1e-5)
     assert not np.asarray(g.answer_vectors[[i for i in range(len(g.docs)) if i not in rows]]).any()
+
+
+@pytest.mark.parametrize("damaged", ["terms/tokens.npy", "dense/index.faiss", "dense/rows.npy", "documents.json"])
+def test_a_damaged_live_generation_is_computed_again_not_reused(settings, damaged, caplog):
+    """What a build reuses is an optimisation: a live generation it cannot read (a damaged file, another release's)
+    costs the reuse and a warning, never the build."""
+    s = hnsw_settings(settings)
+    with ThreadStore(s.store_path) as st:
+        st.upsert(threads(20))
+    reindex(s, progress=False, encode_fn=fake_encode)
+    with ThreadStore(s.store_path) as st:
+        st.delete("t1")
+    assert reindex(s, progress=False, encode_fn=fake_encode)["indexes"]["dense"]["removed_rows"] == 3  # rows.npy
+    live = load_current(s.index_root).folder
+    (live / damaged).write_bytes(b"not what it was")
+    with ThreadStore(s.store_path) as st:
+        st.upsert(threads(1, start=30))
+    out = reindex(s, progress=False, encode_fn=fake_encode)["indexes"]
+    assert "not reusing" in caplog.text
+    if damaged in ("terms/tokens.npy", "documents.json"):
+        assert out["analyse"]["analysed"] == 60 and "carried" not in out["analyse"]
+    if damaged != "terms/tokens.npy":
+        assert out["dense"]["built"] == "hnsw"
+    g = load_current(s.index_root)
+    assert g.bm25.search("question 30 about visa", 1)[0].doc_id == "q:t30"
+    assert g.dense.index.search_vectors(fake_encode(["question 30 about visa 2 body 30"])[0], 1,
+                                        g.docs.ids)[0].doc_id == "q:t30"
