@@ -48,6 +48,10 @@ class IndexSettings(BaseSettings):
     dense_grow_max_removed: float = Field(0.1, ge=0, le=0.5, description="Growing stops, and the build builds the "
                                           "index anew, when more than this fraction of its rows would be marked "
                                           "removed (each costs search time).")
+    dense_grow_fold_docs: int = Field(10_000, ge=0, description="A grown index keeps the vectors added since its FAISS "
+                                      "file was written beside it (searched exactly, so a build writes only them and "
+                                      "links the file); past this many it adds them to the FAISS index and writes it "
+                                      "anew.")
     bm25_k1: float = Field(1.2, gt=0)
     bm25_b: float = Field(0.75, ge=0, le=1)
     lm_smoothing: str = Field("dirichlet", pattern="^(dirichlet|jelinek-mercer)$",

@@ -30,18 +30,33 @@ def choose_kind(n: int, configured: str = "auto", exact_max: int = 200_000) -> s
 
 
 class DenseIndex:
+    """A FAISS index (the base) and, once grown, the vectors added since it was written (the delta, searched
+    exactly beside it, so a growth step writes only them and links the base's file). ``rows`` maps the base's FAISS
+    rows to document rows (-1: removed, never returned; None: the same numbers), ``delta_rows`` the delta's."""
     kind = "dense"
 
-    def __init__(self, index, params: dict, rows: np.ndarray | None = None):
+    def __init__(self, index, params: dict, rows: np.ndarray | None = None, delta: np.ndarray | None = None,
+                 delta_rows: np.ndarray | None = None, base_file: Path | None = None):
         self.index, self.params = index, params
+        self.base_file = base_file  # the file the base was read from, unchanged since: ``save`` links it
+        self.delta = (np.zeros((0, index.d), dtype=np.float32) if delta is None
+                      else np.ascontiguousarray(delta, dtype=np.float32))
+        self.delta_rows = np.zeros(0, dtype=np.int64) if delta_rows is None else np.asarray(delta_rows, dtype=np.int64)
+        if len(self.delta) != len(self.delta_rows):
+            raise ValueError(f"{len(self.delta_rows)} row numbers for {len(self.delta)} added vectors")
+        if rows is None and len(self.delta):
+            rows = np.arange(index.ntotal, dtype=np.int64)
         self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)  # FAISS row -> document row
-        self._where = self._live = None
+        self._where = self._in_delta = self._live = None
         if self.rows is not None:
             if len(self.rows) != index.ntotal:
                 raise ValueError(f"{len(self.rows)} row numbers for an index of {index.ntotal} vectors")
             live = self.rows >= 0
-            self._where = np.full(int(self.rows.max(initial=-1)) + 1, -1, dtype=np.int64)  # document row -> FAISS row
+            size = int(max(self.rows.max(initial=-1), self.delta_rows.max(initial=-1))) + 1
+            self._where = np.full(size, -1, dtype=np.int64)  # document row -> FAISS row
             self._where[self.rows[live]] = np.flatnonzero(live)
+            self._in_delta = np.full(size, -1, dtype=np.int64)  # document row -> delta row
+            self._in_delta[self.delta_rows] = np.arange(len(self.delta_rows))
             # the selector reads this bitmap in place: it lives as long as the index
             self._live = np.packbits(live, bitorder="little") if not live.all() else None
 
@@ -72,22 +87,48 @@ class DenseIndex:
         return cls(index, {"index": kind, "model": model, "dim": dim, "hnsw_m": hnsw_m, "ef_search": ef_search})
 
     @classmethod
-    def grown(cls, live: "DenseIndex", keep: np.ndarray, added_rows: np.ndarray,
-              added: np.ndarray) -> "DenseIndex":
-        """``live`` (loaded writable) grown into a new generation's index: ``keep`` gives each of its FAISS rows the
-        new document row it now holds (-1: removed), and ``added`` (the vectors of document rows ``added_rows``) is
-        appended. FAISS's own add, as a build's, so an added vector is as findable as a built one."""
-        keep = np.asarray(keep, dtype=np.int64)
-        if len(keep) != live.index.ntotal:
-            raise ValueError(f"{len(keep)} row numbers for an index of {live.index.ntotal} vectors")
-        if len(added):
-            live.index.add(np.ascontiguousarray(added, dtype=np.float32))
-        return cls(live.index, dict(live.params), np.concatenate([keep, np.asarray(added_rows, dtype=np.int64)]))
+    def grown(cls, live: "DenseIndex", now_row: np.ndarray, added_rows: np.ndarray, added: np.ndarray,
+              fold_at: int = 10_000) -> "DenseIndex":
+        """``live`` grown into a new generation's index. ``now_row`` maps each live document row to the new
+        document row holding the same document (-1: gone or edited, its row marked removed); ``added`` are the
+        vectors of document rows ``added_rows``. They join the delta, which keeps the live base's file as it is;
+        past ``fold_at`` vectors the delta is added to the base (FAISS's own add, as a build's, so an added vector
+        is as findable as a built one), which is then written anew."""
+        base, in_delta = live.moved(now_row)
+        delta = np.concatenate([live.delta[in_delta >= 0], np.asarray(added, dtype=np.float32).reshape(-1, live.index.d)])
+        delta_rows = np.concatenate([in_delta[in_delta >= 0], np.asarray(added_rows, dtype=np.int64)])
+        if len(delta) <= fold_at:
+            return cls(live.index, dict(live.params), base, delta, delta_rows, live.base_file)
+        index = live.writable()
+        if len(delta):
+            index.add(delta)
+        return cls(index, dict(live.params), np.concatenate([base, delta_rows]))
+
+    def moved(self, now_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The document rows its base rows and its delta rows hold once ``now_row`` renumbers the documents (-1:
+        removed, or gone)."""
+        now_row = np.asarray(now_row, dtype=np.int64)
+
+        def renumbered(rows: np.ndarray) -> np.ndarray:
+            ok = (rows >= 0) & (rows < len(now_row))
+            return np.where(ok, now_row[np.where(ok, rows, 0)], -1)
+        return (renumbered(self.rows if self.rows is not None else np.arange(self.index.ntotal, dtype=np.int64)),
+                renumbered(self.delta_rows))
+
+    def writable(self):
+        """The base index in memory, to add to (a loaded one is memory-mapped)."""
+        import faiss
+        if self.base_file is None:
+            return self.index
+        index = faiss.read_index(str(self.base_file))
+        if self.params.get("index") == "hnsw":
+            index.hnsw.efSearch = self.params.get("ef_search", 128)
+        return index
 
     @property
     def n_docs(self) -> int:
         """How many documents it holds (rows marked removed not counted)."""
-        return self.index.ntotal if self.rows is None else int((self.rows >= 0).sum())
+        return self.index.ntotal if self.rows is None else int((self.rows >= 0).sum()) + len(self.delta)
 
     @property
     def removed(self) -> int:
@@ -96,7 +137,7 @@ class DenseIndex:
         return 0 if self.rows is None else int((self.rows < 0).sum())
 
     def faiss_rows(self, doc_rows) -> np.ndarray:
-        """The FAISS rows holding document rows ``doc_rows`` (those it does not hold left out)."""
+        """The base's FAISS rows holding document rows ``doc_rows`` (those it does not hold left out)."""
         doc_rows = np.asarray(doc_rows, dtype=np.int64)
         if self.rows is None:
             return doc_rows[(doc_rows >= 0) & (doc_rows < self.index.ntotal)]
@@ -104,8 +145,19 @@ class DenseIndex:
         found = self._where[inside]
         return found[found >= 0]
 
+    def holds(self, doc_rows) -> np.ndarray:
+        """Whether it holds a vector of each of ``doc_rows`` (in the base or the delta)."""
+        doc_rows = np.asarray(doc_rows, dtype=np.int64)
+        if self.rows is None:
+            return (doc_rows >= 0) & (doc_rows < self.index.ntotal)
+        ok = (doc_rows >= 0) & (doc_rows < len(self._where))
+        at = np.where(ok, doc_rows, 0)
+        return ok & ((self._where[at] >= 0) | (self._in_delta[at] >= 0))
+
     def vector(self, doc_row: int) -> np.ndarray | None:
         """The stored vector of a document row; None when it holds none or its kind cannot give it back."""
+        if self._in_delta is not None and 0 <= doc_row < len(self._in_delta) and self._in_delta[doc_row] >= 0:
+            return self.delta[self._in_delta[doc_row]].copy()
         found = self.faiss_rows([doc_row])
         if len(found) == 0:
             return None
@@ -121,13 +173,17 @@ class DenseIndex:
         if k <= 0:
             return []
         q = np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32)
-        params, sel = None, None
+        delta = np.arange(len(self.delta)) if allowed is None else np.flatnonzero(np.isin(self.delta_rows, allowed))
+        found: list[tuple[float, int]] = []
+        if len(delta):  # the delta, exactly
+            scores = self.delta[delta] @ q[0]
+            top = np.argsort(-scores, kind="stable")[:k]
+            found = [(float(scores[i]), int(self.delta_rows[delta[i]])) for i in top]
+        params, sel, base_k = None, None, k
         if allowed is not None:
             allowed = self.faiss_rows(allowed)
-            if len(allowed) == 0:
-                return []
             sel = faiss.IDSelectorBatch(allowed)
-            k = min(k, len(allowed))
+            base_k = min(k, len(allowed))
         elif self._live is not None:
             sel = faiss.IDSelectorBitmap(len(self.rows), faiss.swig_ptr(self._live))
         if sel is not None:
@@ -138,28 +194,43 @@ class DenseIndex:
                 params = faiss.SearchParametersHNSW(sel=sel, efSearch=self.index.hnsw.efSearch)
             else:
                 params = faiss.SearchParameters(sel=sel)
-        scores, found = self.index.search(q, k, params=params)
-        found = found[0] if self.rows is None else np.where(found[0] >= 0, self.rows[np.maximum(found[0], 0)], -1)
-        return [Hit(ids[int(r)], float(s)) for s, r in zip(scores[0], found) if r >= 0]
+        if base_k > 0:
+            scores, got = self.index.search(q, base_k, params=params)
+            got = got[0] if self.rows is None else np.where(got[0] >= 0, self.rows[np.maximum(got[0], 0)], -1)
+            base = [(float(s), int(r)) for s, r in zip(scores[0], got) if r >= 0]
+            found = base if not found else sorted(base + found, key=lambda h: -h[0])[:k]
+        return [Hit(ids[r], s) for s, r in found]
 
     def save(self, folder: Path) -> None:
+        """Into ``folder``: the base's FAISS file (a hard link to the file it was read from when unchanged, so a
+        growth step writes only what it added), the row maps and the delta."""
         import faiss
+        from .generations import link_or_copy
         folder.mkdir(parents=True, exist_ok=True)
-        faiss.write_index(self.index, str(folder / "index.faiss"))
+        if self.base_file is not None:
+            link_or_copy(self.base_file, folder / "index.faiss")
+        else:
+            faiss.write_index(self.index, str(folder / "index.faiss"))
         if self.rows is not None:
             np.save(folder / "rows.npy", self.rows)
+        if len(self.delta):
+            np.save(folder / "delta.npy", self.delta)
+            np.save(folder / "delta_rows.npy", self.delta_rows)
         (folder / "manifest.json").write_text(json.dumps(
             {"kind": self.kind, "format_version": FORMAT_VERSION, "params": self.params,
-             "documents": self.n_docs, "removed_rows": self.removed}, indent=2))
+             "documents": self.n_docs, "removed_rows": self.removed, "delta": len(self.delta)}, indent=2))
 
     @classmethod
-    def load(cls, folder: Path, writable: bool = False) -> "DenseIndex":
-        """The index saved in ``folder``: memory-mapped, or read into memory to grow (``writable``)."""
+    def load(cls, folder: Path) -> "DenseIndex":
+        """The index saved in ``folder``, its FAISS file memory-mapped (``writable`` reads it to add to)."""
         import faiss
         from .generations import read_manifest
         m = read_manifest(folder, cls.kind, FORMAT_VERSION)
-        index = faiss.read_index(str(folder / "index.faiss"), 0 if writable else faiss.IO_FLAG_MMAP)
+        index = faiss.read_index(str(folder / "index.faiss"), faiss.IO_FLAG_MMAP)
         if m["params"]["index"] == "hnsw":
             index.hnsw.efSearch = m["params"].get("ef_search", 128)
         rows = np.load(folder / "rows.npy") if (folder / "rows.npy").exists() else None
-        return cls(index, m["params"], rows)
+        delta = delta_rows = None
+        if (folder / "delta.npy").exists():
+            delta, delta_rows = np.load(folder / "delta.npy"), np.load(folder / "delta_rows.npy")
+        return cls(index, m["params"], rows, delta, delta_rows, base_file=folder / "index.faiss")

@@ -46,6 +46,16 @@ def read_manifest(folder: Path, kind: str, version: int) -> dict:
     return m
 
 
+def link_or_copy(src: Path, dst: Path) -> None:
+    """``src`` at ``dst`` too, as a hard link; a copy where the file system has none. Published generations are never
+    written again, so sharing their files is safe."""
+    import shutil
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)

@@ -22,8 +22,8 @@ from .dense import DenseIndex, choose_kind
 from .documents import QUESTION, Documents
 from .embcache import EmbeddingCache, embed_with_cache
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
-from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, prune,
-                          publish, remove_stale_builds)
+from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, link_or_copy,
+                          prune, publish, remove_stale_builds)
 from .lm import LMIndex
 from .models import Thread
 from .store import ThreadStore
@@ -224,9 +224,11 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
                                          "doc", progress,
                                          lambda done: report("embed", 0.3 + 0.6 * done / max(len(rows), 1)))
             if growth is not None:
-                dense = DenseIndex.grown(growth.live, growth.keep, np.asarray(rows, dtype=np.int64), vecs)
+                dense = DenseIndex.grown(growth.live, growth.now_row, np.asarray(rows, dtype=np.int64), vecs,
+                                         settings.dense_grow_fold_docs)
                 how = {"grown_from": growth.generation, "kept": growth.kept, "added": len(rows),
-                       "removed_rows": dense.removed}
+                       "removed_rows": dense.removed, "delta": len(dense.delta),
+                       "base": "linked" if dense.base_file is not None else "written"}
             else:
                 dense = DenseIndex.build(vecs, kind=kind, model=encoder.id)
                 how = {"built": kind}
@@ -357,17 +359,14 @@ GROWABLE = ("hnsw", "ivf")  # the kinds whose build costs far more than adding t
 
 @dataclass
 class GrowPlan:
-    """How a build grows the live generation's dense index instead of building its own: the live index (read
-    writable), each of its FAISS rows' new document row (``keep``, -1: marked removed) and the document rows it
-    lacks (``added_rows``, whose vectors the build adds)."""
+    """How a build grows the live generation's dense index instead of building its own: the live index, each live
+    document row's row in this build (``now_row``, -1: gone or edited, its vector marked removed) and the document
+    rows the live index lacks (``added_rows``, whose vectors the build adds)."""
     generation: str
     live: DenseIndex
-    keep: np.ndarray
+    now_row: np.ndarray
     added_rows: list[int]
-
-    @property
-    def kept(self) -> int:
-        return int((self.keep >= 0).sum())
+    kept: int
 
 
 def grow_plan(carried: Carried, kind: str, encoder, max_removed: float) -> GrowPlan | None:
@@ -381,25 +380,25 @@ def grow_plan(carried: Carried, kind: str, encoder, max_removed: float) -> GrowP
             or carried.manifest.get("encoder") != encoder.to_dict()):
         return None
     try:
-        live = DenseIndex.load(carried.folder / "dense", writable=True)
+        live = DenseIndex.load(carried.folder / "dense")
     except UNREADABLE as e:
         _not_reused(carried.generation, "its dense index", e)
         return None
-    old_rows = live.rows if live.rows is not None else np.arange(live.index.ntotal, dtype=np.int64)
-    now_row = np.full(max(int(old_rows.max(initial=-1)), int(carried.live_row.max(initial=-1))) + 1, -1,
-                      dtype=np.int64)  # live document row -> the build's row
     kept = carried.kept
+    kept = kept[live.holds(carried.live_row[kept])]  # (a live index holds every live document)
+    now_row = np.full(int(carried.live_row.max(initial=-1)) + 1, -1, dtype=np.int64)
     now_row[carried.live_row[kept]] = kept
-    keep = np.where(old_rows >= 0, now_row[np.maximum(old_rows, 0)], -1)
     held = np.zeros(len(carried.live_row), dtype=bool)
-    held[keep[keep >= 0]] = True
+    held[kept] = True
     added = np.flatnonzero(~held).tolist()
-    removed = int((keep < 0).sum())
-    if removed > max_removed * (len(keep) + len(added)):
+    base, in_delta = live.moved(now_row)
+    removed = int((base < 0).sum())
+    total = len(base) + int((in_delta >= 0).sum()) + len(added)  # the grown index's rows
+    if removed > max_removed * total:
         log.info("building the dense index anew: growing %s's would mark %d of %d rows removed (over %.0f%%)",
-                 carried.generation, removed, len(keep) + len(added), 100 * max_removed)
+                 carried.generation, removed, total, 100 * max_removed)
         return None
-    return GrowPlan(carried.generation, live, keep, added)
+    return GrowPlan(carried.generation, live, now_row, added, len(kept))
 
 
 def _new_build(root: Path) -> tuple[datetime, str, Path]:
@@ -423,19 +422,13 @@ def _link_tree(src: Path, dst: Path, skip: set[str]) -> None:
     where the file system has no hard links. Generations are never written after they are published, so sharing
     their files is safe."""
     import shutil
-
-    def link(a, b):
-        try:
-            os.link(a, b)
-        except OSError:
-            shutil.copy2(a, b)
     for p in src.iterdir():
         if p.name in skip:
             continue
         if p.is_dir():
-            shutil.copytree(p, dst / p.name, copy_function=link)
+            shutil.copytree(p, dst / p.name, copy_function=link_or_copy)
         else:
-            link(p, dst / p.name)
+            link_or_copy(p, dst / p.name)
 
 
 def embed_cached(settings: IndexSettings, model_id: str, texts: list[str], embed, desc: str, unit: str,

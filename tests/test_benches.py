@@ -179,8 +179,9 @@ def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path,
     reindex(s, progress=False, encode_fn=fake_encode)
     out = run_bench("dense_growth.py", "--index-of", str(s.data_dir), "--steps", "4", "--queries", "20",
                     "--remove", "0.02", env=cli_env)
-    assert out["documents"] < out["corpus_rows"] and out["grown"]["rows"] == out["corpus_rows"]  # removed, then added
-    assert out["grown"]["removed_rows"] == out["corpus_rows"] - out["documents"] > 0
-    for side in ("grown", "built_anew"):
+    assert out["documents"] < out["corpus_rows"] and out["grown_folded"]["rows"] == out["corpus_rows"]  # removed, added
+    assert out["grown_folded"]["removed_rows"] == out["corpus_rows"] - out["documents"] > 0
+    assert out["grown"]["delta"] > 0 and out["grown_folded"]["delta"] == 0
+    for side in ("grown", "grown_folded", "built_anew"):
         assert 0 < out[side]["recall_at_10"] <= 1 and out[side]["p50_ms"] > 0
-    assert out["recall_ratio"] > 0 and out["p50_ratio"] > 0
+    assert out["grown_recall_ratio"] > 0 and out["grown_folded_p50_ratio"] > 0

@@ -28,8 +28,10 @@ def clustered(n, dim=32, seed=3):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
-def test_a_grown_index_maps_its_rows_and_never_returns_a_removed_one(kind, tmp_path):
+@pytest.mark.parametrize("kind,fold_at", [("hnsw", 10_000), ("hnsw", 0), ("ivf", 10_000), ("ivf", 0)])
+def test_a_grown_index_maps_its_rows_and_never_returns_a_removed_one(kind, fold_at, tmp_path):
+    """Grown with its added vectors kept beside the FAISS index (the delta, searched exactly) or added to it
+    (folded, ``fold_at`` 0): the same documents found, never a removed one."""
     x = clustered(2000)
     live = DenseIndex.build(x[:1500], kind=kind)
     # the new documents: old rows 0..1499 with every fifth gone, then 500 new ones; the order shifts
@@ -37,7 +39,8 @@ def test_a_grown_index_maps_its_rows_and_never_returns_a_removed_one(kind, tmp_p
     kept = [f for f in range(1500) if f % 5]
     keep[kept] = np.arange(len(kept))
     added_rows = np.arange(len(kept), len(kept) + 500)
-    grown = DenseIndex.grown(live, keep, added_rows, x[1500:])
+    grown = DenseIndex.grown(live, keep, added_rows, x[1500:], fold_at)  # a fresh build: its rows are its documents'
+    assert len(grown.delta) == (500 if fold_at else 0) and grown.index.ntotal == (1500 if fold_at else 2000)
     vecs = np.concatenate([x[kept], x[1500:]])  # the new documents' vectors, by their row
     ids = [f"d{i}" for i in range(len(vecs))]
     assert grown.n_docs == len(vecs) and grown.removed == 300
@@ -97,6 +100,10 @@ def test_a_rebuild_grows_the_live_index_and_serves_what_a_full_build_serves(sett
     # t3's three documents and t5's edited comment marked removed; 30 new documents and the edit added
     assert d["grown_from"] == first["generation"]
     assert (d["kept"], d["added"], d["removed_rows"], d["encoded"]) == (176, 31, 4, 31)
+    # the added vectors beside the FAISS file, which the new generation shares with the first (a hard link)
+    assert (d["delta"], d["base"]) == (31, "linked")
+    files = [s.index_root / gen / "dense" / "index.faiss" for gen in (first["generation"], second["generation"])]
+    assert files[0].stat().st_ino == files[1].stat().st_ino
     g = load_current(s.index_root)
     assert g.dense.index.n_docs == len(g.docs) == 207
     texts = dict(zip(g.docs.ids, g.docs.texts))
@@ -249,3 +256,42 @@ def test_a_damaged_live_generation_is_computed_again_not_reused(settings, damage
     assert g.bm25.search("question 30 about visa", 1)[0].doc_id == "q:t30"
     assert g.dense.index.search_vectors(fake_encode(["question 30 about visa 2 body 30"])[0], 1,
                                         g.docs.ids)[0].doc_id == "q:t30"
+
+
+def test_growth_across_builds_keeps_a_delta_until_it_folds_it_in(settings):
+    s = hnsw_settings(settings, dense_grow_fold_docs=10)
+    with ThreadStore(s.store_path) as st:
+        st.upsert(threads(20))
+    reindex(s, progress=False, encode_fn=fake_encode)
+    seen = []
+    for step in range(4):  # 3 new documents a build: 3, 6, 9, then 12 > 10 folds
+        with ThreadStore(s.store_path) as st:
+            st.upsert(threads(1, start=100 + step, word="beach"))
+            if step == 1:
+                st.delete("t0")
+        d = reindex(s, progress=False, encode_fn=fake_encode)["indexes"]["dense"]
+        seen.append((d["delta"], d["base"], d["removed_rows"], d["encoded"]))
+    assert seen == [(3, "linked", 0, 3), (6, "linked", 3, 3), (9, "linked", 3, 3), (0, "written", 3, 3)]
+    g = load_current(s.index_root)
+    assert g.dense.index.n_docs == len(g.docs) == 69 and g.dense.index.index.ntotal == 72
+    texts = dict(zip(g.docs.ids, g.docs.texts))
+    assert own_top(g, {k: v for k, v in texts.items() if k.startswith("q:")}) == 23
+    assert "q:t0" not in {h.doc_id for h in g.dense.index.search_vectors(fake_encode([threads(1)[0].question_text])[0],
+                                                                          69, g.docs.ids)}
+
+
+def test_a_delta_is_searched_with_the_base_inside_a_filter(tmp_path):
+    x = clustered(600)
+    live = DenseIndex.build(x[:500], kind="hnsw")
+    now_row = np.arange(500)
+    grown = DenseIndex.grown(live, now_row, np.arange(500, 600), x[500:], fold_at=1000)
+    ids = [f"d{i}" for i in range(600)]
+    allowed = np.arange(0, 600, 2)
+    for row in (10, 510, 598):
+        hits = grown.search_vectors(x[row], 5, ids, allowed)
+        assert hits[0].doc_id == f"d{row}" and all(int(h.doc_id[1:]) % 2 == 0 for h in hits)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    only_delta = grown.search_vectors(x[550], 3, ids, np.array([550, 551, 552]))
+    assert sorted(h.doc_id for h in only_delta) == ["d550", "d551", "d552"] and only_delta[0].doc_id == "d550"
+    np.testing.assert_array_equal(grown.vector(550), x[550])
+    assert grown.n_docs == 600 and grown.holds([0, 550, 600]).tolist() == [True, True, False]
