@@ -173,12 +173,15 @@ class DenseIndex:
         if k <= 0:
             return []
         q = np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32)
-        delta = np.arange(len(self.delta)) if allowed is None else np.flatnonzero(np.isin(self.delta_rows, allowed))
         found: list[tuple[float, int]] = []
-        if len(delta):  # the delta, exactly
-            scores = self.delta[delta] @ q[0]
-            top = np.argsort(-scores, kind="stable")[:k]
-            found = [(float(scores[i]), int(self.delta_rows[delta[i]])) for i in top]
+        if len(self.delta):  # the delta, exactly (no copy of it when nothing is filtered)
+            which = None if allowed is None else np.flatnonzero(np.isin(self.delta_rows, allowed))
+            scores = self.delta @ q[0] if which is None else self.delta[which] @ q[0]
+            if len(scores):
+                top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
+                top = top[np.argsort(-scores[top], kind="stable")]
+                rows = self.delta_rows if which is None else self.delta_rows[which]
+                found = [(float(scores[i]), int(rows[i])) for i in top]
         params, sel, base_k = None, None, k
         if allowed is not None:
             allowed = self.faiss_rows(allowed)
