@@ -4,8 +4,9 @@ Exact (flat) up to a size threshold, HNSW or IVF above it, or as configured.
 
 An HNSW or IVF index takes a long time to build (HNSW: 32 s for 235k documents on 2 cores) and is cheap to add
 to, so a rebuild may instead grow the live generation's index (``DenseIndex.grown``): its rows whose document is
-unchanged are kept, the rest are marked removed, and the new documents' vectors are added. Such an index maps its
-FAISS rows to document rows (``rows``; -1: removed, never returned); a fresh build's rows are the documents'.
+unchanged are kept, the rest are marked removed, and the new documents' vectors are kept beside it (the delta,
+searched exactly) until there are enough to add to it. Such an index maps its FAISS rows to document rows (``rows``;
+-1: removed, never returned); a fresh build's rows are the documents'.
 """
 from __future__ import annotations
 
