@@ -400,9 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "automatic refresh runs)")
     s.add_argument("--full", action="store_true",
                    help="build the HNSW or IVF dense index anew rather than grow the live generation's (a build "
-                   "adds the new documents' vectors to it and marks the gone ones removed, while at most "
+                   "keeps the new documents' vectors beside it and marks the gone ones removed, while at most "
                    "$CQA_DENSE_GROW_MAX_REMOVED of its rows are): drops the removed rows, at a large forum's full "
-                   "build time (32 s for 235k documents on 2 cores)")
+                   "build time (29-41 s for 235k documents on 2 cores)")
     s.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
                    help="lower this build's CPU priority by N (0-19), so a service on the same machine answers first")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

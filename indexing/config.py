@@ -42,9 +42,10 @@ class IndexSettings(BaseSettings):
     dense_exact_max_docs: int = Field(200_000, ge=0,
                                       description="Up to this many docs the FAISS index is exact (flat IP).")
     dense_index_kind: str = Field("auto", pattern="^(auto|flat|hnsw|ivf)$")
-    dense_grow: bool = Field(True, description="A rebuild grows the live generation's HNSW or IVF index (adds the new "
-                             "documents' vectors, marks the gone ones removed) instead of building it again: seconds "
-                             "instead of half a minute at 235k documents; false, or `cqa reindex --full`, builds anew.")
+    dense_grow: bool = Field(True, description="A rebuild grows the live generation's HNSW or IVF index (keeps the new "
+                             "documents' vectors beside it, marks the gone ones removed) instead of building it again: "
+                             "a second instead of half a minute at 235k documents; false, or `cqa reindex --full`, "
+                             "builds anew.")
     dense_grow_max_removed: float = Field(0.1, ge=0, le=0.5, description="Growing stops, and the build builds the "
                                           "index anew, when more than this fraction of its rows would be marked "
                                           "removed (each costs search time).")

@@ -19,7 +19,7 @@ class TermMatrix:
     def __init__(self, counts: sp.csc_matrix, vocab: list[str]):
         self.counts = counts
         self.vocab = vocab
-        # set by ``build``: every document's term ids in token order and where each document's start (n + 1), saved
+        # set by ``build``: every document's term ids in token order and the n + 1 offsets where each starts, saved
         # with the matrix so a later build reads a kept document's tokens back (``saved_tokens``) instead of analysing
         self.sequence: tuple[np.ndarray, np.ndarray] | None = None
         self.term_id = {t: i for i, t in enumerate(vocab)}
