@@ -146,6 +146,12 @@ class DenseIndex:
         found = self._where[inside]
         return found[found >= 0]
 
+    def _delta_at(self, doc_rows) -> np.ndarray:
+        """The delta rows holding document rows ``doc_rows`` (those it does not hold left out)."""
+        doc_rows = np.asarray(doc_rows, dtype=np.int64)
+        found = self._in_delta[doc_rows[(doc_rows >= 0) & (doc_rows < len(self._in_delta))]]
+        return found[found >= 0]
+
     def holds(self, doc_rows) -> np.ndarray:
         """Whether it holds a vector of each of ``doc_rows`` (in the base or the delta)."""
         doc_rows = np.asarray(doc_rows, dtype=np.int64)
@@ -168,7 +174,8 @@ class DenseIndex:
             return None
 
     def search_vectors(self, q: np.ndarray, k: int, ids: list[str], allowed=None) -> list[Hit]:
-        """Top k by inner product; ``allowed`` (sorted row numbers) restricts the search inside FAISS."""
+        """Top k by inner product, over the FAISS index and the delta; ``allowed`` (sorted document rows) restricts
+        both, inside FAISS."""
         import faiss
         k = min(k, self.n_docs)
         if k <= 0:
@@ -176,7 +183,7 @@ class DenseIndex:
         q = np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32)
         found: list[tuple[float, int]] = []
         if len(self.delta):  # the delta, exactly (no copy of it when nothing is filtered)
-            which = None if allowed is None else np.flatnonzero(np.isin(self.delta_rows, allowed))
+            which = None if allowed is None else self._delta_at(allowed)
             scores = self.delta @ q[0] if which is None else self.delta[which] @ q[0]
             if len(scores):
                 top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))

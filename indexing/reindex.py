@@ -490,7 +490,7 @@ def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: P
     the encoder (Ray), else in this process. Returns how many comments it encoded, the engine that encoded them and
     how many vectors it copied from the live generation."""
     rows = docs.answer_rows()
-    out = None
+    out, copied = None, 0
     if (carried is not None and carried.manifest.get("answer_encoder") == spec.to_dict()
             and (carried.folder / ANSWER_VECTORS).exists()):
         try:
@@ -499,7 +499,7 @@ def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: P
             copy = np.asarray(rows, dtype=np.int64)[at >= 0]
             out = np.zeros((len(docs), live.shape[1]), dtype=np.float32)
             out[copy] = live[carried.live_row[copy]]
-            rows = [r for r, a in zip(rows, at.tolist()) if a < 0]
+            rows, copied = [r for r, a in zip(rows, at.tolist()) if a < 0], len(copy)
         except UNREADABLE as e:
             _not_reused(carried.generation, "its comment vectors", e)
             out = None
@@ -508,11 +508,8 @@ def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: P
     where = engine.name if embed is not None else "local"
     embed = embed or local_engine(settings, spec=spec).embed
     vecs, encoded = embed_cached(settings, spec.id, texts, embed, f"embed answers ({where})", "comment", progress)
-    copied = 0
     if out is None:
         out = np.zeros((len(docs), vecs.shape[1] if len(vecs) else 384), dtype=np.float32)
-    else:
-        copied = docs.counts()["answers"] - len(rows)
     out[rows] = vecs
     np.save(path, out)
     return encoded, where, copied
