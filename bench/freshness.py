@@ -265,22 +265,21 @@ def main() -> None:
                 if len(a.text) >= 80]
     out = {"bench": "freshness", "refresh_s": refresh_s, "plan": plan, "copies": args.copies, "servers": []}
     corpus = corpus_settings(settings).data_dir
-    grown = tempfile.TemporaryDirectory(prefix="cqa-fresh-grown-") if args.copies > 1 else None
-    if grown is not None:
-        built = grown_corpus(corpus, args.copies, Path(grown.name) / "data")
-        corpus = Path(grown.name) / "data"
-        out["grown_build"] = {"threads": built["threads"], "documents": built["documents"], "seconds": built["seconds"],
-                              "dense": built["indexes"]["dense"]}
-    for n, (nice, ahead, later, grow) in enumerate(servers):
-        # each server its own new threads and comments, so none is found because an earlier server's copy held it
-        news = [(f"fresh-{qid}", subject, body) for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
-        load_questions = [f"{subject} {body}" for subject, body in dev.values()]
-        result = run_server(corpus, nice, ahead, later, grow, refresh_s, plan, news,
-                            comments[n * args.answers:(n + 1) * args.answers], load_questions, args.timeout)
-        result["summary"] = summary(result["trials"])
-        out["servers"].append(result)
-    if grown is not None:
-        grown.cleanup()
+    with tempfile.TemporaryDirectory(prefix="cqa-fresh-grown-") as grown:  # removed even when a server fails
+        if args.copies > 1:
+            built = grown_corpus(corpus, args.copies, Path(grown) / "data")
+            corpus = Path(grown) / "data"
+            out["grown_build"] = {"threads": built["threads"], "documents": built["documents"],
+                                  "seconds": built["seconds"], "dense": built["indexes"]["dense"]}
+        for n, (nice, ahead, later, grow) in enumerate(servers):
+            # each server its own new threads and comments, so none is found because an earlier server's copy held it
+            news = [(f"fresh-{qid}", subject, body)
+                    for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
+            load_questions = [f"{subject} {body}" for subject, body in dev.values()]
+            result = run_server(corpus, nice, ahead, later, grow, refresh_s, plan, news,
+                                comments[n * args.answers:(n + 1) * args.answers], load_questions, args.timeout)
+            result["summary"] = summary(result["trials"])
+            out["servers"].append(result)
     print(json.dumps(out))
 
 
