@@ -4,8 +4,10 @@ in one run, on the same documents:
 - analysis of every document: the compiled Snowball stemmers (PyStemmer, what snowballstemmer hands out when it is
   installed) against snowballstemmer's pure-Python ones, each from an empty stem cache as a build's child process
   starts; the tokens must be identical;
-- the IBM Model 1 translation table (question -> answer pairs, as a build trains it): the stable-sort
-  ``unique_inverse`` against ``np.unique``; the tables must be identical, bit for bit;
+- the IBM Model 1 translation table (question -> answer pairs, as a build trains it): its alignment links built from
+  flat id arrays and numbered through a table of cells (``alignment_keys``, ``index_keys``) against one outer
+  product per pair numbered by ``np.unique`` (what a build did before round 18); the tables must be identical, bit
+  for bit;
 - reading the store's documents: ``ThreadStore.documents`` (one query in one transaction, round 16) against
   ``Documents.from_threads(iter_threads())`` (thread objects, batch by batch); the documents must be identical.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -50,16 +53,38 @@ def analyse(texts: list[str], pure: bool) -> tuple[float, list[list[str]]]:
     return time.perf_counter() - t0, tokens
 
 
+def reference_alignment_keys(pairs, sid, tid, max_len):
+    """The links as a build made them before round 18: one outer product per pair, concatenated."""
+    n_t = len(tid)
+    keys, groups = [], []
+    g = 0
+    for s, t in pairs:
+        si = np.array([0] + [sid[w] for w in s[:max_len] if w in sid], dtype=np.int64)
+        ti = np.array([tid[w] for w in t[:max_len] if w in tid], dtype=np.int64)
+        if ti.size == 0:
+            continue
+        keys.append((si[None, :] * n_t + ti[:, None]).ravel())
+        groups.append(np.repeat(np.arange(g, g + ti.size), si.size))
+        g += ti.size
+    if not keys:
+        return None, None, 0
+    key = np.concatenate(keys)
+    if len(sid) * n_t < 2 ** 31:
+        key = key.astype(np.int32)
+    return key, np.concatenate(groups), g
+
+
 def train(pairs, reference: bool) -> tuple[float, translation.TranslationTable]:
-    fast = translation.unique_inverse
+    fast = translation.alignment_keys, translation.index_keys
     if reference:
-        translation.unique_inverse = lambda key: np.unique(key, return_inverse=True)
+        translation.alignment_keys = reference_alignment_keys
+        translation.index_keys = lambda key, cells: np.unique(key, return_inverse=True)
     try:
         t0 = time.perf_counter()
         table = translation.TranslationTable.train(pairs)
         return time.perf_counter() - t0, table
     finally:
-        translation.unique_inverse = fast
+        translation.alignment_keys, translation.index_keys = fast
 
 
 def same_table(a: translation.TranslationTable, b: translation.TranslationTable) -> bool:
@@ -67,47 +92,68 @@ def same_table(a: translation.TranslationTable, b: translation.TranslationTable)
             and all(np.array_equal(getattr(a.table, f), getattr(b.table, f)) for f in ("data", "indices", "indptr")))
 
 
+PARTS = ("read", "analyse", "translation")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses")
     ap.add_argument("--store", type=Path, default=None, help="a threads.sqlite3 to read instead of the full corpus")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"the comparisons to make, comma-separated, of {PARTS} "
+                    "(translation trains on the compiled stemmers' tokens, made untimed without analyse)")
     args = ap.parse_args()
+    parts = args.parts.split(",")
+    if not parts or set(parts) - set(PARTS):
+        raise SystemExit(f"--parts: comma-separated, each one of {PARTS}")
     store = args.store or built_corpus(args.data_dir).store_path
     with ThreadStore(store) as st:
         docs = Documents.from_threads(st.iter_threads())
-    times: dict[str, list[float]] = {"analyse_compiled": [], "analyse_pure_python": [], "translation_stable_sort": [],
-                                     "translation_np_unique": [], "read_one_query": [], "read_thread_objects": []}
-    same_tokens = same_tables = same_documents = True
+    times: dict[str, list[float]] = {}
+    same: dict[str, bool] = {}
+
+    def side_by_side(part: str, fast_name: str, slow_name: str, fast, slow, equal) -> None:
+        """One round of one comparison: the reference first, then what replaced it."""
+        s_slow, out_slow = slow()
+        s_fast, out_fast = fast()
+        times.setdefault(slow_name, []).append(s_slow)
+        times.setdefault(fast_name, []).append(s_fast)
+        same[part] = same.get(part, True) and equal(out_fast, out_slow)
+
+    def timed(f):
+        def run():
+            t0 = time.perf_counter()
+            out = f()
+            return time.perf_counter() - t0, out
+        return run
+
+    tokens = None
     for _ in range(args.rounds):
-        with ThreadStore(store) as st:
-            t0 = time.perf_counter()
-            fast = st.documents()[0]
-            times["read_one_query"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            slow = Documents.from_threads(st.iter_threads())
-            times["read_thread_objects"].append(time.perf_counter() - t0)
-        same_documents &= fast.__dict__ == slow.__dict__ == docs.__dict__
-        s_c, tok_c = analyse(docs.texts, pure=False)
-        s_p, tok_p = analyse(docs.texts, pure=True)
-        same_tokens &= tok_c == tok_p
-        times["analyse_compiled"].append(s_c)
-        times["analyse_pure_python"].append(s_p)
-        pairs = translation_pairs(docs, tok_c)
-        s_r, ref = train(pairs, reference=True)
-        s_f, fast = train(pairs, reference=False)
-        same_tables &= same_table(ref, fast)
-        times["translation_np_unique"].append(s_r)
-        times["translation_stable_sort"].append(s_f)
+        if "read" in parts:
+            with ThreadStore(store) as st:
+                side_by_side("documents", "read_one_query", "read_thread_objects", timed(lambda: st.documents()[0]),
+                             timed(lambda: Documents.from_threads(st.iter_threads())),
+                             lambda a, b: a.__dict__ == b.__dict__ == docs.__dict__)
+        if "analyse" in parts:
+            side_by_side("tokens", "analyse_compiled", "analyse_pure_python",
+                         lambda: analyse(docs.texts, pure=False), lambda: analyse(docs.texts, pure=True),
+                         lambda a, b: a == b)
+        if "translation" in parts:
+            tokens = tokens or analyse(docs.texts, pure=False)[1]
+            pairs = translation_pairs(docs, tokens)
+            side_by_side("tables", "translation_flat_links", "translation_per_pair",
+                         lambda: train(pairs, reference=False), lambda: train(pairs, reference=True), same_table)
     best = {k: round(min(v), 4) for k, v in times.items()}
+    ratios = {f"{part}_ratio": round(best[slow] / best[fast], 2)
+              for part, fast, slow in (("analyse", "analyse_compiled", "analyse_pure_python"),
+                                       ("translation", "translation_flat_links", "translation_per_pair"),
+                                       ("read", "read_one_query", "read_thread_objects")) if fast in best}
     print(json.dumps({
         "bench": "build_parts", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
-        "documents": len(docs), "pairs": len(pairs), "rounds": args.rounds,
-        "seconds": {k: [round(x, 4) for x in v] for k, v in times.items()}, "best_s": best,
-        "analyse_ratio": round(best["analyse_pure_python"] / best["analyse_compiled"], 2),
-        "translation_ratio": round(best["translation_np_unique"] / best["translation_stable_sort"], 2),
-        "read_ratio": round(best["read_thread_objects"] / best["read_one_query"], 2),
-        "same_tokens": same_tokens, "same_tables": same_tables, "same_documents": same_documents}))
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
+        "documents": len(docs), "answers": docs.counts()["answers"], "rounds": args.rounds,
+        "seconds": {k: [round(x, 4) for x in v] for k, v in times.items()}, "best_s": best, **ratios,
+        **{f"same_{k}": v for k, v in same.items()}}))
 
 
 if __name__ == "__main__":

@@ -129,16 +129,20 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
         assert r["largest_score_difference"] < 1e-3
 
 
-def test_build_parts_bench_compares_with_the_pure_python_stemmer_and_np_unique(cli_env, semeval, tmp_path):
+def test_build_parts_bench_compares_with_the_pure_python_stemmer_and_per_pair_links(cli_env, semeval, tmp_path):
     from indexing.loaders import load
     from indexing.store import ThreadStore
     with ThreadStore(tmp_path / "threads.sqlite3") as store:
         store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:60])
     out = run_bench("build_parts.py", "--store", str(tmp_path / "threads.sqlite3"), "--rounds", "1", env=cli_env)
-    assert out["documents"] > 300 and out["pairs"] == out["documents"] - 60
+    assert out["documents"] > 300 and out["answers"] == out["documents"] - 60
     assert out["same_tokens"] is True and out["same_tables"] is True and out["same_documents"] is True
-    assert all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
+    assert len(out["seconds"]) == 6 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
     assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0 and out["read_ratio"] > 0
+    only = run_bench("build_parts.py", "--store", str(tmp_path / "threads.sqlite3"), "--rounds", "2",
+                     "--parts", "translation", env=cli_env)
+    assert set(only["seconds"]) == {"translation_flat_links", "translation_per_pair"}
+    assert only["same_tables"] is True and "same_tokens" not in only and "analyse_ratio" not in only
 
 
 def test_backup_bench_copies_a_store_a_real_server_writes_to(cli_env):

@@ -41,6 +41,43 @@ def test_unique_inverse_is_numpys(dtype):
     assert unique_inverse(np.zeros(0, dtype=dtype))[0].size == 0
 
 
+@pytest.mark.parametrize("cells_per_key", [0.5, 8])  # a table of cells, and the sort when it would be larger
+def test_index_keys_is_numpys(cells_per_key):
+    from indexing.translation import index_keys
+    rng = np.random.default_rng(7)
+    cells = 60_000
+    key = rng.integers(0, cells, size=int(cells / cells_per_key)).astype(np.int32)
+    uniq, inv = index_keys(key, cells)
+    ref_uniq, ref_inv = np.unique(key, return_inverse=True)
+    np.testing.assert_array_equal(uniq, ref_uniq)
+    np.testing.assert_array_equal(inv, ref_inv)
+    assert uniq.dtype == key.dtype and inv.dtype == np.intp
+
+
+def test_alignment_links_are_the_per_pair_outer_products():
+    """The flat-array links, in the order one outer product per pair makes them, so the table's sums run as before:
+    a question shared by answers (one list, as translation_pairs hands it), unknown words, a pair without a known
+    target (skipped), a repeated word and a question longer than max_len."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from build_parts import reference_alignment_keys
+
+    from indexing.translation import alignment_keys
+    q1 = ["visa", "permit", "visa", "zzz", "renew", "fee"]
+    q2 = ["salary", "bank"] + ["fee"] * 50
+    pairs = [(q1, ["permit", "office", "visa"]), (q1, ["qqq"]), (q1, ["fee", "fee"]), (q2, ["bank", "visa"]),
+             (["nothing", "known"], ["office"]), ([], ["renew", "bank", "salary"] * 20)]
+    sid = {w: i for i, w in enumerate(["<null>", "bank", "fee", "permit", "renew", "salary", "visa"])}
+    tid = {w: i for i, w in enumerate(["bank", "fee", "office", "permit", "renew", "salary", "visa"])}
+    key, grp, g = alignment_keys(pairs, sid, tid, max_len=40)
+    ref_key, ref_grp, ref_g = reference_alignment_keys(pairs, sid, tid, max_len=40)
+    assert g == ref_g and key.dtype == ref_key.dtype
+    np.testing.assert_array_equal(key, ref_key)
+    np.testing.assert_array_equal(grp, ref_grp)
+    assert alignment_keys([(q1, ["qqq"])], sid, tid, max_len=40) == (None, None, 0)
+
+
 @pytest.fixture()
 def gen(settings):
     threads = [
