@@ -38,6 +38,7 @@ class SearchRun:
     label: str
     rerank: bool = True
     collapse: bool = True
+    expansion: str | None = None  # a request's ``expand`` (None: the retriever's tuned setting)
 
 
 FIRST_STAGE = SearchRun("first-stage", rerank=False)
@@ -76,7 +77,7 @@ def search_run(pipeline: SearchPipeline, questions: dict[str, tuple[str, str]], 
     for qid, (subject, body) in tqdm(questions.items(), desc=f"search {target} {run.label}", disable=not progress):
         t0 = time.perf_counter()
         resp = pipeline.search(SearchRequest.asking(subject, body, k=K, target=target, rerank=run.rerank,
-                                                    collapse=run.collapse))
+                                                    collapse=run.collapse, expansion=run.expansion))
         ms.append(1000 * (time.perf_counter() - t0))
         judged = qrels.get(qid, {})
         out[qid] = {scored_id([r.id, *r.duplicates], judged): float(K + 1 - r.rank) for r in resp.results}
