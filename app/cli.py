@@ -134,7 +134,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     try:
         summary = reindex(settings, progress=not args.quiet, skip_dense=args.no_dense, engine=engine,
                           if_stale=args.if_stale, translation_later=args.translation_later, on_live=_emit_live,
-                          grow_dense=not args.full)
+                          grow_dense=not args.full, carry_translation=not args.full)
     except ReindexError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -402,7 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build the HNSW or IVF dense index anew rather than grow the live generation's (a build "
                    "keeps the new documents' vectors beside it and marks the gone ones removed, while at most "
                    "$CQA_DENSE_GROW_MAX_REMOVED of its rows are): drops the removed rows, at a large forum's full "
-                   "build time (29-41 s for 235k documents on 2 cores)")
+                   "build time (29-41 s for 235k documents on 2 cores); and train the translation table on the "
+                   "store's pairs as they are rather than keep the live one while at most "
+                   "$CQA_TRANSLATION_RETRAIN_CHANGED of them changed")
     s.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
                    help="lower this build's CPU priority by N (0-19), so a service on the same machine answers first")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

@@ -9,7 +9,8 @@ generation indexes; a result or folded into one), and then once reranked, as /se
 - right after: posted as soon as the previous build ended, so it waits out the interval first;
 - answer: a new comment (a 2015 test comment, which the 2016 corpus does not hold) added to a thread posted before
   (POST /threads with the thread and its comments), searched for with its own text (target answers, "rerank": false)
-  until it shows: a new comment changes IBM Model 1's training pairs, so its build trains the translation table;
+  until it shows: a new comment changes IBM Model 1's training pairs, so its build keeps the live translation table
+  (while at most $CQA_TRANSLATION_RETRAIN_CHANGED of them changed since it was trained) or trains it again;
 - delete: DELETE /threads/{id} of a thread found before, searched for until it no longer shows.
 
 Meanwhile one client sends POST /search (target answers, reranked: the heaviest search) one after another, 0.25 s
@@ -18,7 +19,8 @@ apart, and its latency is reported split by whether an automatic build was runni
 --encode-ahead-levels each $CQA_ENCODE_AHEAD_TEXTS (0: POST /threads leaves every text to the build, which then loads
 the encoders), and with --translation-later-levels each $CQA_REFRESH_TRANSLATION_LATER (1: a build whose
 question-answer pairs changed goes live before it trains the translation table, then publishes again with it; 0: one
-generation, after training), gets its own server in turn, side by side in one run. Each trial says how many texts its
+generation, after training), and with --retrain-levels each $CQA_TRANSLATION_RETRAIN_CHANGED (0: a build trains the
+table whenever a pair changed), gets its own server in turn, side by side in one run. Each trial says how many texts its
 build encoded, and whether and when it went live before the translation table was trained. Prints a JSON object last.
 
     python bench/freshness.py --data-dir /tmp/cqa-full --quiet 3 --right-after 1 --answers 2 --encode-ahead-levels 32,0
@@ -134,7 +136,8 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
                       if k in ("built", "grown_from", "added", "removed_rows", "seconds")},
             "answers_encoded": (result.get("indexes", {}).get("answer_vectors") or {}).get("encoded"),
             "translation": ("copied" if "reused_from" in table else "trained after going live" if "trained_after" in table
-                            else "trained"),
+                            else "kept" if "carried_from" in table else "trained"),
+            "translation_changed_pairs": table.get("changed_pairs"),
             "live_before_translation_s": (result.get("live_before_translation") or {}).get("seconds"),
             "served_before_translation": result.get("served_before_translation") is not None,
             "outcome": job["state"]}
@@ -158,7 +161,8 @@ def grown_corpus(corpus: Path, copies: int, folder: Path) -> dict:
     return built
 
 
-def run_server(corpus: Path, nice: int, ahead: int, later: bool, grow: bool, refresh_s: float, plan: list[str],
+def run_server(corpus: Path, nice: int, ahead: int, later: bool, grow: bool, retrain: float, refresh_s: float,
+               plan: list[str],
                news: list[tuple[str, str, str]], comments: list[str], load_questions: list[str],
                timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="cqa-fresh-") as tmp:
@@ -166,7 +170,7 @@ def run_server(corpus: Path, nice: int, ahead: int, later: bool, grow: bool, ref
         shutil.copytree(corpus, folder)
         env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": str(refresh_s), "CQA_REFRESH_NICE": str(nice),
                "CQA_ENCODE_AHEAD_TEXTS": str(ahead), "CQA_REFRESH_TRANSLATION_LATER": str(int(later)),
-               "CQA_DENSE_GROW": str(int(grow))}
+               "CQA_DENSE_GROW": str(int(grow)), "CQA_TRANSLATION_RETRAIN_CHANGED": str(retrain)}
         with server(folder, env) as (base, ready):
             post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
             def search(i):
@@ -191,7 +195,7 @@ def run_server(corpus: Path, nice: int, ahead: int, later: bool, grow: bool, ref
                         t = trial(base, kind, *last, timeout)
                     trials.append(t)
                     print(json.dumps({"nice": nice, "encode_ahead": ahead, "translation_later": later,
-                                      "dense_grow": grow, **t}),
+                                      "dense_grow": grow, "translation_retrain_changed": retrain, **t}),
                           file=sys.stderr, flush=True)
                 time.sleep(5)  # searches after the last build, for the no-build side
             finally:
@@ -199,6 +203,7 @@ def run_server(corpus: Path, nice: int, ahead: int, later: bool, grow: bool, ref
                 searches.join()
             builds = [(t["job_started_at"], t["job_finished_at"]) for t in trials]
             return {"nice": nice, "encode_ahead_texts": ahead, "translation_later": later, "dense_grow": grow,
+                    "translation_retrain_changed": retrain,
                     "refresh_s": refresh_s, "generation_at_start": ready["generation"],
                     "documents_at_start": ready.get("sizes", {}).get("documents"),
                     "trials": trials,
@@ -231,6 +236,8 @@ def main() -> None:
                     "comma-separated 1 or 0 (default: the setting's default); each with each other level")
     ap.add_argument("--grow-levels", default=None, help="CQA_DENSE_GROW per server, comma-separated 1 or 0 "
                     "(default: the setting's default); each with each other level")
+    ap.add_argument("--retrain-levels", default=None, help="CQA_TRANSLATION_RETRAIN_CHANGED per server, "
+                    "comma-separated (default: the setting's default); each with each other level")
     ap.add_argument("--copies", type=int, default=1, help="serve a store this many times the corpus's (whole copies "
                     "under new ids), built once before the servers start")
     ap.add_argument("--timeout", type=float, default=900, help="longest wait for one change, in seconds")
@@ -251,7 +258,10 @@ def main() -> None:
               else [defaults["refresh_translation_later"].default])
     grows = ([bool(int(x)) for x in args.grow_levels.split(",")] if args.grow_levels
              else [defaults["dense_grow"].default])
-    servers = [(nice, ahead, later, grow) for nice in levels for ahead in aheads for later in laters for grow in grows]
+    retrains = ([float(x) for x in args.retrain_levels.split(",")] if args.retrain_levels
+                else [defaults["translation_retrain_changed"].default])
+    servers = [(nice, ahead, later, grow, retrain) for nice in levels for ahead in aheads for later in laters
+               for grow in grows for retrain in retrains]
     settings = Settings(data_dir=args.data_dir)
     ensure_corpus(settings, progress=True)
     _, test = qrels_for(settings, "test", "questions")
@@ -271,12 +281,12 @@ def main() -> None:
             corpus = Path(grown) / "data"
             out["grown_build"] = {"threads": built["threads"], "documents": built["documents"],
                                   "seconds": built["seconds"], "dense": built["indexes"]["dense"]}
-        for n, (nice, ahead, later, grow) in enumerate(servers):
+        for n, (nice, ahead, later, grow, retrain) in enumerate(servers):
             # each server its own new threads and comments, so none is found because an earlier server's copy held it
             news = [(f"fresh-{qid}", subject, body)
                     for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
             load_questions = [f"{subject} {body}" for subject, body in dev.values()]
-            result = run_server(corpus, nice, ahead, later, grow, refresh_s, plan, news,
+            result = run_server(corpus, nice, ahead, later, grow, retrain, refresh_s, plan, news,
                                 comments[n * args.answers:(n + 1) * args.answers], load_questions, args.timeout)
             result["summary"] = summary(result["trials"])
             out["servers"].append(result)

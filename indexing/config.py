@@ -53,6 +53,13 @@ class IndexSettings(BaseSettings):
                                       "file was written beside it (searched exactly, so a build writes only them and "
                                       "links the file); past this many it adds them to the FAISS index and writes it "
                                       "anew.")
+    translation_retrain_changed: float = Field(0.02, ge=0, le=1, description="A build trains the translation table "
+                                               "(IBM Model 1, read by `expand: translation` alone) again only when "
+                                               "more than this share of the store's question-answer pairs changed "
+                                               "since the live table was trained (a new, edited or removed comment: "
+                                               "each pair gone or new counts); below it the build keeps the live "
+                                               "table, trained on the rest. 0: train whenever a pair changed; "
+                                               "`cqa reindex --full` always trains.")
     bm25_k1: float = Field(1.2, gt=0)
     bm25_b: float = Field(0.75, ge=0, le=1)
     lm_smoothing: str = Field("dirichlet", pattern="^(dirichlet|jelinek-mercer)$",

@@ -131,7 +131,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             on_progress: Progress | None = None, analyzer: Analyzer | None = None,
             encode_fn: EncodeFn | None = None, engine: Engine | None = None, if_stale: bool = False,
             translation_later: bool = False, on_live: Callable[[dict], None] | None = None,
-            grow_dense: bool = True) -> dict:
+            grow_dense: bool = True, carry_translation: bool = True) -> dict:
     """Build every index from the store into a new generation and make it live. Returns a summary.
 
     With ``if_stale`` it builds only when the live generation no longer holds the store (``why_stale``), checked
@@ -146,7 +146,9 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
     the live generation says its table awaits training (``why_stale``), so the next ``if_stale`` build trains it.
 
     An HNSW or IVF dense index grows the live generation's (``grow_plan``) unless ``grow_dense`` or the setting
-    ``dense_grow`` is off.
+    ``dense_grow`` is off. The live translation table is kept while few question-answer pairs changed since it was
+    trained (``build_translation``, the setting ``translation_retrain_changed``) unless ``carry_translation`` is
+    off.
 
     ``engine`` does the analysis and the embedding (default: this process, see ``indexing.engines``); whatever
     the engine, this function merges its output and writes and publishes the generation."""
@@ -202,7 +204,8 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         report("translation", 0.2)
         t0 = time.perf_counter()
         pairs = translation_pairs(docs, tokens)
-        built = build_translation(root, pairs, tmp / "translation_qa", later=translation_later)
+        built = build_translation(root, pairs, tmp / "translation_qa", later=translation_later,
+                                  retrain_changed=settings.translation_retrain_changed if carry_translation else 0.0)
         timings["translation"] = {**_timing(t0, len(docs)), **built}
         if not built.get("trains_after_publish"):
             del pairs  # else kept to train the table once this generation is live
@@ -535,33 +538,85 @@ def pairs_digest(pairs: list[tuple[list[str], list[str]]]) -> str:
     return h.hexdigest()[:32]
 
 
-def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out: Path, later: bool = False) -> dict:
-    """The translation table of ``pairs`` saved at ``out``: copied from the live generation when it was trained on the
-    same pairs (a new question without answers, an edit of a title, a delete of an unanswered thread change none:
-    training again would give the same table, in seconds), else trained. With ``later``, a live table trained on
-    other pairs is copied too, and the record says ``trains_after_publish`` (``reindex``'s ``translation_later``).
-    Returns the build's record."""
+PAIRS_FILE = "pairs.npy"  # in a table's folder: the pairs it was trained on, one 64-bit digest each, sorted
+
+
+def pair_hashes(pairs: list[tuple[list[str], list[str]]]) -> np.ndarray:
+    """One 64-bit digest per (question, answer) token pair, sorted: which pairs a table was trained on, for counting
+    how many changed since (``changed_pairs``). A question's tokens, one list for all its answers as
+    ``translation_pairs`` hands them, are digested once."""
+    import hashlib
+    asked: dict[int, bytes] = {}
+    out = np.empty(len(pairs), dtype=np.uint64)
+    for i, (q, a) in enumerate(pairs):
+        head = asked.get(id(q))
+        if head is None:
+            head = asked[id(q)] = hashlib.blake2b("\x1f".join(q).encode(), digest_size=16).digest()
+        out[i] = int.from_bytes(hashlib.blake2b(head + "\x1f".join(a).encode(), digest_size=8).digest(), "little")
+    out.sort()
+    return out
+
+
+def changed_pairs(before: np.ndarray, now: np.ndarray) -> int:
+    """Pairs in one of two sorted digest lists and not the other, counted as multisets (the same pair twice is two):
+    a new or removed comment counts one, an edited one two (its old pair gone, its new one added)."""
+    a, ca = np.unique(before, return_counts=True)
+    b, cb = np.unique(now, return_counts=True)
+    _, ia, ib = np.intersect1d(a, b, assume_unique=True, return_indices=True)
+    return int(before.size + now.size - 2 * np.minimum(ca[ia], cb[ib]).sum())
+
+
+def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out: Path, later: bool = False,
+                      retrain_changed: float = 0.0) -> dict:
+    """The translation table of ``pairs`` saved at ``out``, and the build's record of it:
+
+    - copied from the live generation when it was trained on the same pairs (a new question without answers, an edit
+      of a title, a delete of an unanswered thread change none: training again would give the same table);
+    - carried over from it (``carried_from``, ``changed_pairs``) when at most ``retrain_changed`` of ``pairs``
+      differ from those it was trained on (its ``pairs.npy``): a table trained on nearly the same pairs, kept until
+      the changes add up past the share (bench/translation_staleness.py measures what it costs `expand:
+      "translation"`); ``retrain_changed`` 0 never carries;
+    - else, with ``later``, copied too, the record saying ``trains_after_publish`` (``reindex``'s
+      ``translation_later``);
+    - else trained."""
     import shutil
 
     from .searcher import manifest_of
     digest = pairs_digest(pairs)
     m = manifest_of(root) or {}
     live, live_digest = m.get("generation"), m.get("build", {}).get("translation", {}).get("pairs_digest")
-    if live and live_digest is not None and (root / live / "translation_qa").is_dir():
-        if live_digest == digest:
-            shutil.copytree(root / live / "translation_qa", out)
-            return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
-        if later:
-            shutil.copytree(root / live / "translation_qa", out)
-            return {"pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True,
-                    "trains_on": digest}
+    table = root / live / "translation_qa" if live else None
+    if table is None or live_digest is None or not table.is_dir():
+        return train_translation(pairs, digest, out)
+    if live_digest == digest:
+        shutil.copytree(table, out)
+        return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
+    if retrain_changed > 0 and pairs:
+        try:
+            trained = np.load(table / PAIRS_FILE, allow_pickle=False)
+        except FileNotFoundError:
+            trained = None  # trained before round 18, which kept no pairs: train again
+        except UNREADABLE as e:
+            _not_reused(live, "its translation table's pairs", e)
+            trained = None
+        if trained is not None:
+            changed = changed_pairs(trained, pair_hashes(pairs))
+            if changed <= retrain_changed * len(pairs):
+                shutil.copytree(table, out)
+                return {"pairs": len(pairs), "pairs_digest": live_digest, "carried_from": live,
+                        "changed_pairs": changed, "trained_on": int(trained.size)}
+    if later:
+        shutil.copytree(table, out)
+        return {"pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True, "trains_on": digest}
     return train_translation(pairs, digest, out)
 
 
 def train_translation(pairs: list[tuple[list[str], list[str]]], digest: str, out: Path) -> dict:
-    """IBM Model 1 trained on ``pairs`` (whose ``pairs_digest`` is ``digest``), saved at ``out``; the build's record."""
+    """IBM Model 1 trained on ``pairs`` (whose ``pairs_digest`` is ``digest``), saved at ``out`` with the pairs'
+    digests (``PAIRS_FILE``); the build's record."""
     table = TranslationTable.train(pairs)
     table.save(out)
+    np.save(out / PAIRS_FILE, pair_hashes(pairs))
     return {"pairs": table.params.get("pairs", 0), "pairs_digest": digest}
 
 

@@ -379,8 +379,8 @@ def test_unanswered_bench_strips_comments_in_a_copy_and_scores_each_reranker(fre
 def test_freshness_bench_finds_new_threads_through_the_refresh_alone(fresh_corpus_dir):
     """bench/freshness.py with a 5 s interval: a new thread posted to a quiet store is found, one posted right after
     a build waits out the interval, a new comment is found by its own text, and the searches sent meanwhile all
-    succeed. POST /threads encoded every new text before its write, so no build encoded one; only the new comment
-    made a build train the translation table, after its first generation went live."""
+    succeed. POST /threads encoded every new text before its write, so no build encoded one; the new comment's build
+    kept the live translation table (one pair of 19,680 changed, within CQA_TRANSLATION_RETRAIN_CHANGED)."""
     from tests.conftest import SEMEVAL
     from tests.test_benches import run_bench
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
@@ -391,8 +391,8 @@ def test_freshness_bench_finds_new_threads_through_the_refresh_alone(fresh_corpu
     assert (quiet["kind"], after["kind"], answer["kind"]) == ("quiet", "right-after", "answer")
     assert all(t["outcome"] == "succeeded" and t["encoded"] == 0 and t["answers_encoded"] == 0
                and t["seconds_to_search"] > 0 for t in (quiet, after, answer)), srv["trials"]
-    # the comment's build went live before training the table (CQA_REFRESH_TRANSLATION_LATER), and the service with it
-    assert [t["translation"] for t in (quiet, after, answer)] == ["copied", "copied", "trained after going live"]
-    assert answer["served_before_translation"] and answer["live_before_translation_s"] < answer["build_seconds"]
+    # the comment changed one pair: its build kept the table, so it had nothing to train after going live
+    assert [t["translation"] for t in (quiet, after, answer)] == ["copied", "copied", "kept"]
+    assert answer["translation_changed_pairs"] == 1 and not answer["served_before_translation"]
     assert after["job_started_at"] >= quiet["job_finished_at"] + 5 - 0.5, (quiet, after)
     assert srv["search_latency"]["failed"] == 0 and srv["search_latency"]["no_build"]["requests"] > 0

@@ -65,7 +65,7 @@ def test_reindex_if_stale_builds_only_when_the_store_moved(settings):
 
 def test_cqa_reindex_if_stale_says_skipped(settings, cli_env):
     fill_store(settings, n=5)
-    env = {**cli_env, "CQA_DATA_DIR": str(settings.data_dir)}
+    env = {**cli_env, "CQA_DATA_DIR": str(settings.data_dir), "CQA_TRANSLATION_RETRAIN_CHANGED": "0"}
     runs = [subprocess.run(CQA + ["reindex", "--no-dense", "--if-stale", "--nice", "5", "-q"], env=env,
                            capture_output=True, text=True, cwd=ROOT) for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
@@ -109,7 +109,8 @@ def test_a_thread_the_service_accepts_becomes_searchable_by_itself_also_after_ki
     assert Settings.model_fields["refresh_s"].default > 0  # on by default (the tests' conftest turns it off)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {"CQA_REFRESH_S": "5", "CQA_GENERATION_POLL_S": "0.5"}
+    # the comment below trains the translation table again (0 of the pairs may change before it does)
+    env = {"CQA_REFRESH_S": "5", "CQA_GENERATION_POLL_S": "0.5", "CQA_TRANSLATION_RETRAIN_CHANGED": "0"}
     p = start_server(tmp_path, port, env)
     try:
         ready = wait_ready(p, base)
@@ -226,6 +227,7 @@ def test_a_build_reuses_the_translation_table_when_no_question_answer_pair_chang
     """A new question without answers, or a delete of an unanswered thread, leaves IBM Model 1's training pairs as they
     were: the next build copies the live generation's table (byte for byte what training gives) instead of training
     again; a new answer changes the pairs, and the table is trained."""
+    settings = retrain_on_any_change(settings)
     fill_store(settings, n=12)
     first = reindex(settings, progress=False, encode_fn=fake_encode)
     assert "reused_from" not in first["indexes"]["translation"]
@@ -246,6 +248,12 @@ def test_a_build_reuses_the_translation_table_when_no_question_answer_pair_chang
     assert third["indexes"]["translation"]["pairs"] == first["indexes"]["translation"]["pairs"] + 1
 
 
+def retrain_on_any_change(settings):
+    """Settings whose builds train the translation table whenever a question-answer pair changed (by default a build
+    keeps the live table while few did, ``test_a_build_keeps_the_live_table_while_few_pairs_changed``)."""
+    return settings.model_copy(update={"translation_retrain_changed": 0.0})
+
+
 def _files(folder):
     return {str(f.relative_to(folder)): f for f in sorted(folder.rglob("*")) if f.is_file()}
 
@@ -255,6 +263,7 @@ def test_a_build_goes_live_before_it_trains_the_translation_table(settings, tmp_
     build goes live first with the live table, says so (``on_live``), then trains the table and publishes a second
     generation: byte for byte the files of a build without the option, all but the table shared with the first as
     hard links. In between, ``why_stale`` says the table is behind."""
+    settings = retrain_on_any_change(settings)
     import shutil
 
     from indexing.generations import current_generation
@@ -304,6 +313,7 @@ def test_a_build_stopped_before_it_trained_the_table_leaves_it_to_the_next(setti
     """Killed (here: failing) between its two generations, a ``translation_later`` build leaves one live whose table is
     behind its pairs: ``why_stale`` says so, so the next ``--if-stale`` build (the refresh's) does not skip, and
     trains it."""
+    settings = retrain_on_any_change(settings)
     from indexing.generations import current_generation
     from indexing.translation import TranslationTable
     fill_store(settings, n=12)
@@ -371,3 +381,66 @@ def test_encode_ahead_fills_the_cache_a_build_reads(settings):
         store.upsert([thread])
     built = reindex(settings, progress=False)["indexes"]
     assert built["dense"]["encoded"] == 0 and built["answer_vectors"]["encoded"] == 0, built
+
+
+def test_changed_pairs_counts_pairs_gone_and_new_as_multisets():
+    from indexing.reindex import changed_pairs, pair_hashes
+    q, r = ["visa", "renew"], ["rent", "flat"]
+    before = [(q, ["office"]), (q, ["office"]), (q, ["permit"]), (r, ["agent"])]
+    assert changed_pairs(pair_hashes(before), pair_hashes(before)) == 0
+    assert changed_pairs(pair_hashes(before), pair_hashes(before + [(r, ["deposit"])])) == 1  # a new comment
+    assert changed_pairs(pair_hashes(before), pair_hashes(before[1:])) == 1  # one of two equal pairs removed
+    edited = [(q, ["office"]), (q, ["office"]), (q, ["permits"]), (r, ["agent"])]
+    assert changed_pairs(pair_hashes(before), pair_hashes(edited)) == 2  # the old pair gone, the new one added
+    asked_again = [(["visa", "renewal"], a) for _, a in before[:3]] + before[3:]  # a question edited: all its pairs
+    assert changed_pairs(pair_hashes(before), pair_hashes(asked_again)) == 6
+    assert pair_hashes([(["a b"], ["c"])])[0] != pair_hashes([(["a"], ["b c"])])[0]  # token bounds count
+    assert changed_pairs(pair_hashes([]), pair_hashes(before)) == 4
+
+
+def test_a_build_keeps_the_live_table_while_few_pairs_changed(settings, monkeypatch):
+    """$CQA_TRANSLATION_RETRAIN_CHANGED: a build keeps the live translation table (its files as they are, what it was
+    trained on included) while the pairs that changed since that table was trained stay within the share; the
+    changes add up over builds until one trains; `--full` (``carry_translation=False``) trains on any change, and
+    so does a build whose live table kept no pairs (an older release's)."""
+    from indexing.translation import TranslationTable
+    fill_store(settings, n=12)
+    first = reindex(settings, progress=False, encode_fn=fake_encode)
+    pairs = first["indexes"]["translation"]["pairs"]
+    assert pairs == 36
+    s = settings.model_copy(update={"translation_retrain_changed": 2.5 / pairs})  # 2 changed pairs kept, 3 not
+    trained = []
+    train = TranslationTable.train
+    monkeypatch.setattr(TranslationTable, "train", lambda *a, **k: trained.append(1) or train(*a, **k))
+    root = s.index_root
+
+    def table_files(generation):
+        return {k: f.read_bytes() for k, f in _files(root / generation / "translation_qa").items()}
+
+    with ThreadStore(s.store_path) as store:
+        store.upsert([Thread(id="new", subject="a brand new visa question",
+                             answers=[Answer(id="new_a", text="renew the visa permit at the office")])])
+    second = reindex(s, progress=False, encode_fn=fake_encode, translation_later=True)
+    t = second["indexes"]["translation"]
+    assert (t["carried_from"], t["changed_pairs"], t["trained_on"], t["pairs"]) == (first["generation"], 1, 36, 37)
+    assert "trains_after_publish" not in t and "live_before_translation" not in second and trained == []
+    assert table_files(second["generation"]) == table_files(first["generation"])
+    assert "pairs.npy" in table_files(first["generation"])
+    assert why_stale(s) is None  # a kept table is not a table behind
+    with ThreadStore(s.store_path) as store:  # an edited comment: its old pair gone, its new one added
+        store.upsert([Thread(id="t1", subject="question 1 about visa 1", body="body text", category="Visas",
+                             answers=[Answer(id=f"t1_a{j}", text=f"answer {j} on rent {1}") for j in range(2)]
+                             + [Answer(id="t1_a2", text="an edited answer on the deposit")])])
+    third = reindex(s, progress=False, encode_fn=fake_encode)
+    t = third["indexes"]["translation"]
+    assert "carried_from" not in t and t["pairs"] == 37 and trained == [1]  # 3 changed since the table was trained
+    assert table_files(third["generation"]) != table_files(first["generation"])
+    with ThreadStore(s.store_path) as store:
+        store.delete("new")
+    full = reindex(s, progress=False, encode_fn=fake_encode, carry_translation=False)
+    assert "carried_from" not in full["indexes"]["translation"] and trained == [1, 1]
+    (root / full["generation"] / "translation_qa" / "pairs.npy").unlink()  # a table trained before round 18
+    with ThreadStore(s.store_path) as store:
+        store.delete("t3")
+    older = reindex(s, progress=False, encode_fn=fake_encode)
+    assert "carried_from" not in older["indexes"]["translation"] and trained == [1, 1, 1]
