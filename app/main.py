@@ -330,6 +330,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "inference": svc.inference, "score_memos": svc.score_memos(),
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None,
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
+                "translation": gen.translation_status(),
                 "refresh": svc.refresher.report if svc.refresher is not None else None}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -245,6 +245,19 @@ class RefreshOut(BaseModel):
     last_error: str | None = None
 
 
+class TranslationOut(BaseModel):
+    """The translation table of the live generation: what `expand: "translation"` reads (no default search does)."""
+
+    state: Literal["trained", "kept", "training"] = Field(
+        description="trained: on this generation's question-answer pairs; kept: an earlier generation's, kept while "
+        "at most CQA_TRANSLATION_RETRAIN_CHANGED of the pairs changed since it was trained; training: an earlier "
+        "generation's while a new one trains (refresh behind: translation)")
+    pairs: int | None = Field(None, description="the generation's question-answer pairs (one per comment)")
+    trained_on_pairs: int | None = Field(None, description="the pairs the table was trained on")
+    changed_pairs: int | None = Field(None, description="pairs added or removed between the two (an edited comment "
+                                      "counts two); null while training")
+
+
 class ReadyOut(BaseModel):
     status: Literal["ready"]
     generation: str
@@ -265,6 +278,8 @@ class ReadyOut(BaseModel):
     vector_store: ScoreStoreOut | None = Field(None, description="the vector store behind the encoders' vector "
                                                "memos (`NAME vectors` in score_memos), shared by the data folder's "
                                                "serving processes; null when off")
+    translation: TranslationOut | None = Field(None, description="the generation's translation table; null "
+                                               "without one")
     refresh: RefreshOut | None = Field(None, description="the automatic refresh (CQA_REFRESH_S) as this process "
                                        "sees it; null when off")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "

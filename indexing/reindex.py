@@ -607,7 +607,8 @@ def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out:
                         "changed_pairs": changed, "trained_on": int(trained.size)}
     if later:
         shutil.copytree(table, out)
-        return {"pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True, "trains_on": digest}
+        return {"pairs": len(pairs), "pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True,
+                "trains_on": digest}
     return train_translation(pairs, digest, out)
 
 

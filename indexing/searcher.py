@@ -141,6 +141,20 @@ class Generation:
             out["dense"] = self.dense
         return out
 
+    def translation_status(self) -> dict | None:
+        """Where the translation table (what ``expand: "translation"`` reads) stands, from the build's record: state
+        ``trained`` (on this generation's question-answer pairs), ``kept`` (an earlier generation's, while at most
+        ``translation_retrain_changed`` of the pairs changed since it was trained) or ``training`` (an earlier
+        one's, a new one being trained: ``reindex``'s ``translation_later``); the generation's pairs, those the
+        table was trained on, and how many changed between them. None without a table."""
+        record = self.manifest.get("build", {}).get("translation")
+        if self.translation_qa is None or record is None:
+            return None
+        state = ("training" if record.get("trains_after_publish") else "kept" if "carried_from" in record
+                 else "trained")
+        return {"state": state, "pairs": record.get("pairs"), "trained_on_pairs": self.translation_qa.params.get("pairs"),
+                "changed_pairs": record.get("changed_pairs", 0) if state != "training" else None}
+
     def sizes(self) -> dict[str, int]:
         return {"documents": len(self.docs), "terms": len(self.terms.vocab),
                 "dense": self.dense.index.n_docs if self.dense else 0,

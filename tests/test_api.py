@@ -52,6 +52,7 @@ def test_health_ready_threads(client):
     r = client.get("/ready")
     assert r.status_code == 200 and r.json()["sizes"]["documents"] == 160
     assert r.json()["dense_encoder"].startswith("bi-encoder@")  # the generation's: the default, a fine-tuned one
+    assert r.json()["translation"] == {"state": "trained", "pairs": 120, "trained_on_pairs": 120, "changed_pairs": 0}
     t = client.get("/threads/t3").json()
     assert t["id"] == "t3" and len(t["answers"]) == 3
     r = client.get("/threads/nope")
@@ -277,6 +278,9 @@ def test_threads_upsert_delete_and_reindex_job(client):
     assert job["state"] == "succeeded", job
     after = client.get("/ready").json()["generation"]
     assert after != before and after == job["result"]["generation"]
+    # one new comment of 121: the live translation table kept ($CQA_TRANSLATION_RETRAIN_CHANGED), and /ready says so
+    assert client.get("/ready").json()["translation"] == {"state": "kept", "pairs": 121, "trained_on_pairs": 120,
+                                                           "changed_pairs": 1}
     hits = client.post("/search", json={"question": {"body": "zebra"}, "k": 3, "rerank": False}).json()["results"]
     assert hits[0]["id"] == "n1a"
     similar = client.get("/threads/n1/similar?target=answers&rerank=false")  # indexed now: its own comment left out

@@ -267,6 +267,7 @@ def test_a_build_goes_live_before_it_trains_the_translation_table(settings, tmp_
     import shutil
 
     from indexing.generations import current_generation
+    from indexing.searcher import load_current
     fill_store(settings, n=12)
     first = reindex(settings, progress=False, encode_fn=fake_encode)
     with ThreadStore(settings.store_path) as store:
@@ -283,6 +284,8 @@ def test_a_build_goes_live_before_it_trains_the_translation_table(settings, tmp_
         seen.append(said)
         assert current_generation(root) == said["generation"]
         assert "translation table" in why_stale(settings)
+        status = load_current(root).translation_status()  # what GET /ready's translation says meanwhile
+        assert status == {"state": "training", "pairs": 37, "trained_on_pairs": 36, "changed_pairs": None}
         live_table = _files(root / said["generation"] / "translation_qa")
         assert {k: f.read_bytes() for k, f in live_table.items()} == \
             {k: f.read_bytes() for k, f in _files(root / first["generation"] / "translation_qa").items()}
@@ -427,6 +430,9 @@ def test_a_build_keeps_the_live_table_while_few_pairs_changed(settings, monkeypa
     assert table_files(second["generation"]) == table_files(first["generation"])
     assert "pairs.npy" in table_files(first["generation"])
     assert why_stale(s) is None  # a kept table is not a table behind
+    from indexing.searcher import load_current
+    assert load_current(root).translation_status() == {"state": "kept", "pairs": 37, "trained_on_pairs": 36,
+                                                       "changed_pairs": 1}
     with ThreadStore(s.store_path) as store:  # an edited comment: its old pair gone, its new one added
         store.upsert([Thread(id="t1", subject="question 1 about visa 1", body="body text", category="Visas",
                              answers=[Answer(id=f"t1_a{j}", text=f"answer {j} on rent {1}") for j in range(2)]
