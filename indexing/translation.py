@@ -146,8 +146,9 @@ def alignment_keys(pairs: Sequence[tuple[list[str], list[str]]], sid: dict[str, 
 def index_keys(key: np.ndarray, cells: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(key, return_inverse=True)`` for keys in ``[0, cells)``, the same arrays. When a table of ``cells``
     entries takes no more memory than sorting the keys would (an int32 and a flag a cell against about 20 bytes a
-    key), each key is marked in it and numbered by position: two passes over the keys, no sort (on the SemEval
-    corpus grown ten times, 93 million keys, 2.2 s against 18.4 s). Else ``unique_inverse``."""
+    key), each key is marked in it and numbered by position: two passes over the keys, no sort (with
+    ``alignment_keys``, the whole table 2.27x faster on the SemEval corpus grown ten times, 196,804 pairs,
+    bench/build_parts.py). Else ``unique_inverse``."""
     if cells > 4 * key.size or cells >= 2 ** 31:
         return unique_inverse(key)
     seen = np.zeros(cells, dtype=bool)
