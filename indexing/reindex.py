@@ -546,12 +546,13 @@ def pair_hashes(pairs: list[tuple[list[str], list[str]]]) -> np.ndarray:
     how many changed since (``changed_pairs``). A question's tokens, one list for all its answers as
     ``translation_pairs`` hands them, are digested once."""
     import hashlib
-    asked: dict[int, bytes] = {}
+    asked: dict[int, tuple[list[str], bytes]] = {}  # by the list's id; the list kept, so its id stays its own
     out = np.empty(len(pairs), dtype=np.uint64)
     for i, (q, a) in enumerate(pairs):
-        head = asked.get(id(q))
-        if head is None:
-            head = asked[id(q)] = hashlib.blake2b("\x1f".join(q).encode(), digest_size=16).digest()
+        seen = asked.get(id(q))
+        if seen is None or seen[0] is not q:
+            seen = asked[id(q)] = (q, hashlib.blake2b("\x1f".join(q).encode(), digest_size=16).digest())
+        head = seen[1]
         out[i] = int.from_bytes(hashlib.blake2b(head + "\x1f".join(a).encode(), digest_size=8).digest(), "little")
     out.sort()
     return out

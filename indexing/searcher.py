@@ -152,7 +152,8 @@ class Generation:
             return None
         state = ("training" if record.get("trains_after_publish") else "kept" if "carried_from" in record
                  else "trained")
-        return {"state": state, "pairs": record.get("pairs"), "trained_on_pairs": self.translation_qa.params.get("pairs"),
+        return {"state": state, "pairs": record.get("pairs"),
+                "trained_on_pairs": self.translation_qa.params.get("pairs"),
                 "changed_pairs": record.get("changed_pairs", 0) if state != "training" else None}
 
     def sizes(self) -> dict[str, int]:

@@ -111,15 +111,16 @@ def alignment_keys(pairs: Sequence[tuple[list[str], list[str]]], sid: dict[str, 
     question's ids looked up once for all its answers (``translation_pairs`` hands one list per question)."""
     import itertools
     n_t = len(tid)
-    asked: dict[int, list[int]] = {}
+    asked: dict[int, tuple[list[str], list[int]]] = {}  # by the list's id; the list kept, so its id stays its own
     sources, targets = [], []
     for s, t in pairs:
         ti = [tid[w] for w in t[:max_len] if w in tid]
         if not ti:
             continue
-        si = asked.get(id(s))
-        if si is None:
-            si = asked[id(s)] = [0] + [sid[w] for w in s[:max_len] if w in sid]
+        seen = asked.get(id(s))
+        if seen is None or seen[0] is not s:
+            seen = asked[id(s)] = (s, [0] + [sid[w] for w in s[:max_len] if w in sid])
+        si = seen[1]
         sources.append(si)
         targets.append(ti)
     if not targets:
@@ -137,7 +138,7 @@ def alignment_keys(pairs: Sequence[tuple[list[str], list[str]]], sid: dict[str, 
     key = src[np.arange(n, dtype=np.int64) + np.repeat(src_first - first, links)]
     key *= n_t
     key += np.repeat(tgt, links)
-    if (len(sid)) * n_t < 2 ** 31:
+    if len(sid) * n_t < 2 ** 31:
         key = key.astype(np.int32)  # half the bytes to index
     grp = np.repeat(np.arange(g, dtype=np.int64), links)
     return key, grp, g

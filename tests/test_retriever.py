@@ -78,6 +78,17 @@ def test_alignment_links_are_the_per_pair_outer_products():
     assert alignment_keys([(q1, ["qqq"])], sid, tid, max_len=40) == (None, None, 0)
 
 
+    class Fresh(list):  # each pair made anew when read: a freed list's id comes back for another question
+        def __iter__(self):
+            return ((list(q), list(a)) for q, a in super().__iter__())
+    fresh = Fresh([(["visa"], ["permit"]), (["bank"], ["permit"]), (["fee"], ["permit"])] * 50)
+    key, grp, g = alignment_keys(fresh, sid, tid, max_len=40)
+    np.testing.assert_array_equal(key, reference_alignment_keys(list(fresh), sid, tid, max_len=40)[0])
+
+    from indexing.reindex import pair_hashes
+    np.testing.assert_array_equal(pair_hashes(fresh), pair_hashes(list(fresh)))
+
+
 @pytest.fixture()
 def gen(settings):
     threads = [
