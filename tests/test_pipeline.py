@@ -337,6 +337,26 @@ def test_search_quality_bench_scores_post_search_as_the_benchmark_does(fresh_cor
 
 
 @pytest.mark.slow
+def test_translation_staleness_bench_swaps_tables_into_the_served_pipeline(fresh_corpus_dir):
+    """bench/translation_staleness.py: its reference table is the corpus generation's, bit for bit, and ranks as the
+    reference; a table trained without the newest 10% of the pairs knows fewer words and expands otherwise."""
+    from tests.conftest import SEMEVAL
+    from tests.test_benches import run_bench
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
+    out = run_bench("translation_staleness.py", "--data-dir", str(fresh_corpus_dir), "--split", "test", "--limit", "8",
+                    "--fractions", "0,0.1", "--no-rerank", env=env, timeout=1200)
+    assert out["reference_is_the_generations_table"] is True and out["questions"] == {"answers": 8, "questions": 8}
+    fresh, stale = out["fractions"]
+    assert fresh["pairs_left_out"] == 0 and stale["pairs_left_out"] == round(0.1 * out["pairs"]) > 0
+    assert stale["source_terms"] < fresh["source_terms"]
+    for target in ("answers", "questions"):
+        same = fresh["targets"][target]
+        assert same["expansion_terms_not_in_reference"] == 0 and same["first-stage"]["difference"] == 0
+        assert same["first-stage"]["questions_ranked_differently"] == 0 and "reranked" not in same
+        assert 0 < stale["targets"][target]["expansion_terms_not_in_reference"] <= 1
+
+
+@pytest.mark.slow
 def test_similar_quality_bench_asks_a_real_server_by_thread_id(fresh_corpus_dir):
     """bench/similar_quality.py: the original questions added as threads to a copy of the full corpus, each one's
     similar questions asked by its id through a real server, never showing the thread itself, which POST /search
