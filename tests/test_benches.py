@@ -189,3 +189,30 @@ def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path,
     for side in ("grown", "grown_folded", "built_anew"):
         assert 0 < out[side]["recall_at_10"] <= 1 and out[side]["p50_ms"] > 0
     assert out["grown_recall_ratio"] > 0 and out["grown_folded_p50_ratio"] > 0
+
+
+@pytest.mark.slow
+def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp_path, cli_env, semeval):
+    from app.settings import Settings
+    from indexing.documents import Documents
+    from indexing.loaders import load
+    from indexing.reindex import reindex
+    from indexing.store import ThreadStore
+
+    from .test_indexes import fake_encode
+    s = Settings(data_dir=tmp_path / "small", dense_encoder="base", answer_encoder="none")
+    s.data_dir.mkdir()
+    with ThreadStore(s.store_path) as store:
+        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:30])
+    built = reindex(s, progress=False, encode_fn=fake_encode)
+    before = sorted(p.name for p in s.index_root.iterdir())
+    out = run_bench("generation_switch.py", "--index-of", str(s.data_dir), "--switches", "3", "--every", "2",
+                    env=cli_env, timeout=900)
+    assert [r["documents_format"] for r in out["runs"]] == ["object", "lines"]
+    docs = len(Documents.load(s.index_root / built["generation"] / "documents.json"))
+    for r in out["runs"]:
+        assert r["documents"] == docs and len(r["live_after_s"]) == 3 and all(x > 0 for x in r["live_after_s"])
+        lat = r["search_latency"]
+        assert lat["failed"] == 0 and lat["during_switch"]["requests"] > 0 and lat["no_switch"]["requests"] > 0
+        assert r["in_process"]["longest_stall_ms"] > 0 and r["in_process"]["load_current_s"] > 0
+    assert out["stall_ratio"] > 0 and sorted(p.name for p in s.index_root.iterdir()) == before  # left as it was

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from indexing.dense import DenseIndex
+from indexing.documents import Documents
 from indexing.models import Answer, Thread
 from indexing.reindex import reindex
 from indexing.searcher import load_current
@@ -220,8 +221,8 @@ def test_kept_comments_vectors_are_copied_from_the_live_generation(settings):
     assert (second["copied"], second["encoded"], second["copied_from"]) == (7, 3, first["generation"])
     old = np.load(plain.index_root / first["generation"] / ANSWER_VECTORS)
     g = load_current(plain.index_root, "cpu")
-    old_row = {d: i for i, d in enumerate(json.loads((plain.index_root / first["generation"] / "documents.json")
-                                                     .read_text())["ids"])}
+    old_row = {d: i for i, d in enumerate(Documents.load(plain.index_root / first["generation"] / "documents.json")
+                                          .ids)}
     rows = [i for i, k in enumerate(g.docs.kinds) if k == "answer"]
     for i in rows:
         d = g.docs.ids[i]

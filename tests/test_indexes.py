@@ -226,3 +226,30 @@ def test_approximate_indexes_search_inside_the_filter(kind):
         want = {h.doc_id for h in exact.search_vectors(q, 10, ids, allowed)}
         overlap.append(len(want & {h.doc_id for h in got}) / 10)
     assert np.mean(overlap) >= 0.8, overlap
+
+
+def test_documents_file_round_trips_a_chunk_a_line_and_reads_the_older_single_object(tmp_path, monkeypatch):
+    """documents.json: a header line and CHUNK documents a line (a service going live parses it a line at a time);
+    the same documents back, across chunk bounds and with newlines and any script in the texts; a generation's file
+    from before (one JSON object) still loads; a file cut short is an error, not fewer documents."""
+    import json
+
+    import indexing.documents as documents
+    from indexing.documents import Documents
+    monkeypatch.setattr(documents, "CHUNK", 3)
+    d = Documents()
+    arabic = "\u0627\u0644\u0641\u064a\u0632\u0627"
+    for i in range(8):
+        d._add(f"a:{i}", "answer", f"t{i // 3}", None if i % 2 else "Visas", None, f"line one\nline {i} {arabic} \"q\"")
+    d.save(tmp_path / "documents.json")
+    lines = (tmp_path / "documents.json").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 + 3 and json.loads(lines[0])["documents"] == 8
+    assert Documents.load(tmp_path / "documents.json") == d
+    (tmp_path / "old.json").write_text(json.dumps(d.__dict__, ensure_ascii=False), encoding="utf-8")
+    assert Documents.load(tmp_path / "old.json") == d
+    (tmp_path / "cut.json").write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="8 documents announced"):
+        Documents.load(tmp_path / "cut.json")
+    empty = Documents()
+    empty.save(tmp_path / "empty.json")
+    assert Documents.load(tmp_path / "empty.json") == empty

@@ -1,0 +1,214 @@
+"""What going live on a new generation costs the searches a service answers meanwhile, apart from any build: a real
+`cqa serve` (automatic refresh off) on a data folder holding two generations with the same indexes (the live one,
+and a copy under another name whose files are hard links), its `current` pointer flipped between them every
+--every seconds (as a publish flips it, nothing being built; the server polls for it every --poll-s), while one
+client sends a reranked POST /search (target answers) every 0.25 s. Each switch window runs from the flip until
+GET /ready names the new generation; latency is split by whether a request overlapped one.
+
+Side by side in one run, one server per --formats entry, each with the generations' documents.json in that format:
+`lines` (a header and 2,000 documents a line, what a build writes since round 18) and `object` (the whole file one
+JSON object, as before). Beside each, in this process: the seconds `load_current` takes (the documents and the term
+matrix alone too), `build_pipeline` with the rerankers a service loads at its start, and the longest a thread that
+wakes every millisecond waited while `load_current` ran (how long loading held Python's lock at a stretch: what a
+search's Python waits). Prints a JSON object last.
+
+    python bench/generation_switch.py --data-dir /tmp/cqa-full --switches 6
+    python bench/generation_switch.py --index-of /tmp/big10 --switches 6   # any data folder with a live generation
+
+The data folder is not changed: each server gets a temporary one, its store copied and its indexes hard-linked.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import PacedClient, get_json, post_json, server, split_latency  # noqa: E402
+
+POLL_S = 0.25
+
+
+def two_generations(source: Path, folder: Path, documents_format: str) -> tuple[str, str]:
+    """``folder`` a data folder serving ``source``'s live generation: the store copied, the generation's files hard
+    links but documents.json, written in ``documents_format``, and a second generation beside it, the same files
+    under another name (its manifest says so)."""
+    from indexing.documents import Documents
+    from indexing.generations import current_generation
+    live = current_generation(source / "indexes")
+    if live is None:
+        raise SystemExit(f"{source}: no live generation")
+    (folder / "indexes").mkdir(parents=True)
+    shutil.copy2(source / "threads.sqlite3", folder / "threads.sqlite3")
+    if (source / "cache").is_dir():
+        shutil.copytree(source / "cache", folder / "cache", copy_function=os.link)
+    twin = live + "-twin"
+    top = str(source / "indexes" / live)
+    docs = Documents.load(source / "indexes" / live / "documents.json")
+    for name in (live, twin):  # every file a hard link but the manifest, which names the generation, and documents
+        shutil.copytree(top, folder / "indexes" / name, copy_function=os.link,
+                        ignore=lambda d, names: ["manifest.json", "documents.json"] if d == top else [])
+        m = json.loads((source / "indexes" / live / "manifest.json").read_text())
+        (folder / "indexes" / name / "manifest.json").write_text(json.dumps({**m, "generation": name}))
+        if documents_format == "lines":
+            docs.save(folder / "indexes" / name / "documents.json")
+        else:
+            (folder / "indexes" / name / "documents.json").write_text(json.dumps(docs.__dict__, ensure_ascii=False),
+                                                                      encoding="utf-8")
+    point(folder / "indexes", live)
+    return live, twin
+
+
+def point(root: Path, name: str) -> None:
+    """``current`` names ``name``, replaced in one step as a publish replaces it."""
+    tmp = root / ".current.tmp"
+    tmp.write_text(name + "\n", encoding="utf-8")
+    os.replace(tmp, root / "current")
+
+
+def longest_stall(fn) -> tuple[float, float]:
+    """Seconds ``fn`` takes, and the longest a thread sleeping 1 ms at a time waited to run again meanwhile."""
+    stop, gaps = threading.Event(), [0.0]
+
+    def ticker():
+        last = time.perf_counter()
+        while not stop.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+    t = threading.Thread(target=ticker)
+    t.start()
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    fn()
+    took = time.perf_counter() - t0
+    stop.set()
+    t.join()
+    return took, max(gaps)
+
+
+def load_parts(folder: Path, settings) -> dict:
+    """Seconds of what the serving process does to go live on ``folder``'s generation, by part."""
+    from indexing.documents import Documents
+    from indexing.searcher import Generation
+    from indexing.termmatrix import TermMatrix
+    from ranking.pipeline import build_pipeline
+    from ranking.rankers import search_rerankers
+    gen_folder = folder / "indexes" / (folder / "indexes" / "current").read_text().strip()
+    Generation(gen_folder, settings.device)  # the files in the page cache, as a build just wrote them
+    out = {}
+    t0 = time.perf_counter()
+    Documents.load(gen_folder / "documents.json")
+    out["documents_s"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    TermMatrix.load(gen_folder / "terms")
+    out["term_matrix_s"] = round(time.perf_counter() - t0, 3)
+    loaded = []
+    took, stall = longest_stall(lambda: loaded.append(Generation(gen_folder, settings.device)))
+    out["load_current_s"], out["longest_stall_ms"] = round(took, 3), round(1000 * stall, 1)
+    rerankers = search_rerankers(settings)  # the service loads them once, at its start
+    t0 = time.perf_counter()
+    build_pipeline(settings, loaded[0], lambda thread_id: None, rerankers)
+    out["build_pipeline_s"] = round(time.perf_counter() - t0, 3)
+    out["documents"] = len(loaded[0].docs)
+    return out
+
+
+def run_server(folder: Path, names: tuple[str, str], args) -> tuple[list[float], dict]:
+    """The switches against a real server on ``folder``: each one's seconds to go live, and the search latency."""
+    env = {"CQA_REFRESH_S": "0", "CQA_GENERATION_POLL_S": str(args.poll_s)}
+    questions = ["visa renewal for my wife", "where to buy a used car in Doha", "best school for kids near the pearl",
+                 "how do I get a driving licence"]
+    windows, lags = [], []
+    with server(folder, env) as (base, ready):
+        post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
+        client = PacedClient(lambda i: post_json(base + "/search", {"question": {"body": questions[i % 4]},
+                                                                    "k": 10, "target": "answers"})[0], POLL_S)
+        client.start()
+        try:
+            time.sleep(args.every)
+            for n in range(args.switches):
+                name = names[(n + 1) % 2]
+                flipped = time.time()
+                point(folder / "indexes", name)
+                while get_json(base + "/ready")[1].get("generation") != name:
+                    if time.time() - flipped > args.timeout:
+                        raise SystemExit(f"the server did not go live on {name} within {args.timeout} s")
+                    time.sleep(0.05)
+                live = time.time()
+                windows.append((flipped, live))
+                lags.append(round(live - flipped, 3))
+                print(json.dumps({"switch": n + 1, "to": name, "live_after_s": lags[-1]}), file=sys.stderr,
+                      flush=True)
+                time.sleep(max(0.0, args.every - (live - flipped)))
+        finally:
+            client.stop.set()
+            client.join()
+    return lags, split_latency(client.samples, windows, "during_switch", "no_switch")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var",
+                    help="the data folder cqa evaluate uses: serves its full 2016 corpus (built if missing)")
+    ap.add_argument("--index-of", type=Path, default=None, help="serve this data folder's live generation instead")
+    ap.add_argument("--switches", type=int, default=6, help="flips of the current pointer")
+    ap.add_argument("--every", type=float, default=8.0, help="seconds from one flip to the next")
+    ap.add_argument("--poll-s", type=float, default=0.25, help="the server's CQA_GENERATION_POLL_S (default 2): "
+                    "short, so a switch window is mostly the loading rather than the wait for the next poll")
+    ap.add_argument("--formats", default="object,lines", help="documents.json formats, one server each: lines (a "
+                    "build's since round 18), object (before)")
+    ap.add_argument("--timeout", type=float, default=120, help="longest wait for the server to go live, seconds")
+    args = ap.parse_args()
+
+    formats = args.formats.split(",")
+    if not formats or set(formats) - {"lines", "object"}:
+        raise SystemExit("--formats: comma-separated, each lines or object")
+
+    from app.settings import Settings
+    if args.index_of is not None:
+        source = args.index_of
+    else:
+        from load import built_corpus
+        source = built_corpus(args.data_dir).data_dir
+    runs = []
+    for documents_format in formats:
+        with tempfile.TemporaryDirectory(prefix="cqa-switch-") as tmp:
+            folder = Path(tmp) / "data"
+            names = two_generations(source, folder, documents_format)
+            parts = load_parts(folder, Settings(data_dir=folder))
+            print(json.dumps({"documents_format": documents_format, "in_process": parts}), file=sys.stderr,
+                  flush=True)
+            size = (folder / "indexes" / names[0] / "documents.json").stat().st_size
+            lags, latency = run_server(folder, names, args)
+        runs.append({"documents_format": documents_format, "documents": parts["documents"],
+                     "documents_json_bytes": size, "live_after_s": lags, "in_process": parts,
+                     "search_latency": latency})
+    out = {"bench": "generation_switch", "machine": f"{platform.processor() or platform.machine()}, "
+           f"{platform.system()}", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "cpus": os.cpu_count(), "source": str(source), "switches": args.switches, "every_s": args.every,
+           "generation_poll_s": args.poll_s, "runs": runs}
+    by = {r["documents_format"]: r for r in runs}
+    if {"lines", "object"} <= set(by):
+        new, old = by["lines"], by["object"]
+        out["stall_ratio"] = round(old["in_process"]["longest_stall_ms"] / max(new["in_process"]["longest_stall_ms"],
+                                                                               1e-3), 2)
+        p95 = [r["search_latency"]["during_switch"]["p95_ms"] for r in (old, new)]
+        if all(p95):
+            out["switch_p95_ratio"] = round(p95[0] / p95[1], 2)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
