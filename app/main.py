@@ -157,7 +157,8 @@ class Service:
         gen = load_current(self.settings.index_root, self.settings.device)
         # claim it before serving it, so a concurrent reindex cannot prune it under us
         write_lease(self.settings.index_root, self.holder, gen.name, self.lease_ttl())
-        pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers, self.attention)
+        # what its first searches would build, built here, while the old generation still serves
+        pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers, self.attention).prepare()
         with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
             old, self.generation, self.pipeline = self.generation, gen, pipeline
         for name, n in gen.sizes().items():

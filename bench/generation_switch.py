@@ -8,9 +8,11 @@ GET /ready names the new generation; latency is split by whether a request overl
 Side by side in one run, one server per --formats entry, each with the generations' documents.json in that format:
 `lines` (a header and 2,000 documents a line, what a build writes since round 18) and `object` (the whole file one
 JSON object, as before). Beside each, in this process: the seconds `load_current` takes (the documents and the term
-matrix alone too), `build_pipeline` with the rerankers a service loads at its start, and the longest a thread that
+matrix alone too), `build_pipeline` with the rerankers a service loads at its start, the longest a thread that
 wakes every millisecond waited while `load_current` ran (how long loading held Python's lock at a stretch: what a
-search's Python waits). Prints a JSON object last.
+search's Python waits), and the first reranked /search answers on a generation just loaded, without and with
+`SearchPipeline.prepare` (which the service runs while it loads one, since round 18), beside a second search.
+Prints a JSON object last.
 
     python bench/generation_switch.py --data-dir /tmp/cqa-full --switches 6
     python bench/generation_switch.py --index-of /tmp/big10 --switches 6   # any data folder with a live generation
@@ -37,6 +39,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from load import PacedClient, get_json, post_json, server, split_latency  # noqa: E402
 
 POLL_S = 0.25
+QUESTIONS = ["where can I renew my residence permit", "cheap flights to Manila in December",
+             "is the metro open on Friday", "which bank gives the best car loan",
+             "visa renewal for my wife", "where to buy a used car in Doha",
+             "best school for kids near the pearl", "how do I get a driving licence"]
 
 
 def two_generations(source: Path, folder: Path, documents_format: str) -> tuple[str, str]:
@@ -103,7 +109,8 @@ def load_parts(folder: Path, settings) -> dict:
     from indexing.documents import Documents
     from indexing.searcher import Generation
     from indexing.termmatrix import TermMatrix
-    from ranking.pipeline import build_pipeline
+    from indexing.store import ThreadStore
+    from ranking.pipeline import SearchRequest, build_pipeline
     from ranking.rankers import search_rerankers
     gen_folder = folder / "indexes" / (folder / "indexes" / "current").read_text().strip()
     Generation(gen_folder, settings.device)  # the files in the page cache, as a build just wrote them
@@ -122,18 +129,33 @@ def load_parts(folder: Path, settings) -> dict:
     build_pipeline(settings, loaded[0], lambda thread_id: None, rerankers)
     out["build_pipeline_s"] = round(time.perf_counter() - t0, 3)
     out["documents"] = len(loaded[0].docs)
+
+    # the first reranked /search answers on a generation just loaded, without and with SearchPipeline.prepare (what
+    # the service runs while it loads), each question asked once, after one search that warms the models
+    def searched(pipe, question: str) -> float:
+        t0 = time.perf_counter()
+        pipe.search(SearchRequest(question, target="answers"))
+        return round(1000 * (time.perf_counter() - t0), 1)
+    with ThreadStore(folder / "threads.sqlite3") as store:
+        searched(build_pipeline(settings, loaded[0], store.get, rerankers), QUESTIONS[0])
+        plain = build_pipeline(settings, Generation(gen_folder, settings.device), store.get, rerankers)
+        out["first_search_ms"] = searched(plain, QUESTIONS[1])
+        out["second_search_ms"] = searched(plain, QUESTIONS[2])
+        ready = build_pipeline(settings, Generation(gen_folder, settings.device), store.get, rerankers)
+        t0 = time.perf_counter()
+        ready.prepare()
+        out["prepare_s"] = round(time.perf_counter() - t0, 3)
+        out["first_search_prepared_ms"] = searched(ready, QUESTIONS[3])
     return out
 
 
 def run_server(folder: Path, names: tuple[str, str], args) -> tuple[list[float], dict]:
     """The switches against a real server on ``folder``: each one's seconds to go live, and the search latency."""
     env = {"CQA_REFRESH_S": "0", "CQA_GENERATION_POLL_S": str(args.poll_s)}
-    questions = ["visa renewal for my wife", "where to buy a used car in Doha", "best school for kids near the pearl",
-                 "how do I get a driving licence"]
     windows, lags = [], []
     with server(folder, env) as (base, ready):
         post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
-        client = PacedClient(lambda i: post_json(base + "/search", {"question": {"body": questions[i % 4]},
+        client = PacedClient(lambda i: post_json(base + "/search", {"question": {"body": QUESTIONS[4 + i % 4]},
                                                                     "k": 10, "target": "answers"})[0], POLL_S)
         client.start()
         try:

@@ -351,6 +351,14 @@ class SearchPipeline:
             meta[VECTOR_ENCODER] = self.gen.dense.encoder
         return Query("search", req.text, tuple(out), meta)
 
+    def prepare(self) -> "SearchPipeline":
+        """Build now what searches of this generation would build when first needed: each thread's rows and its
+        comments' rows (a Python pass over every document: 0.3 s of the first reranked /search answers at 235k
+        documents, bench/generation_switch.py). The service calls it while it loads a generation, before it serves
+        it, so no request pays it."""
+        self._thread_answer_rows()
+        return self
+
     def _thread_answer_rows(self) -> dict[str, list[int]]:
         """thread id -> its comments' rows in the generation, in thread order (built once per generation)."""
         if self._answer_rows is None:

@@ -59,6 +59,19 @@ def test_health_ready_threads(client):
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found" and "nope" in r.json()["error"]["message"]
 
 
+def test_the_service_prepares_a_generation_before_it_serves_it(client):
+    """What a first reranked /search answers would build per generation (each thread's comment rows) is built while
+    the service loads the generation, so no request pays it (bench/generation_switch.py)."""
+    svc = client.app.state.service
+    gen, pipeline = svc.snapshot()
+    assert pipeline._answer_rows is not None
+    assert pipeline._answer_rows["t3"] == [gen.row[f"a:t3_a{j}"] for j in range(3)]
+    r = client.post("/reindex", headers=ADMIN)
+    assert wait_job(client, r.json()["job"]["id"])["state"] == "succeeded"
+    new_gen, new_pipeline = svc.snapshot()
+    assert new_gen.name != gen.name and new_pipeline._answer_rows is not None
+
+
 def test_not_ready_without_generation(settings, fast_encoder):
     with TestClient(create_app(settings.model_copy(update=STUB_RANKERS))) as c:
         r = c.get("/ready")
