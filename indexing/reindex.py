@@ -204,11 +204,12 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         report("translation", 0.2)
         t0 = time.perf_counter()
         pairs = translation_pairs(docs, tokens)
-        built = build_translation(root, pairs, tmp / "translation_qa", later=translation_later,
+        hashes = pair_hashes(pairs)
+        built = build_translation(root, pairs, hashes, tmp / "translation_qa", later=translation_later,
                                   retrain_changed=settings.translation_retrain_changed if carry_translation else 0.0)
         timings["translation"] = {**_timing(t0, len(docs)), **built}
         if not built.get("trains_after_publish"):
-            del pairs  # else kept to train the table once this generation is live
+            del pairs, hashes  # else kept to train the table once this generation is live
         del tokens
 
         dense_params, encoder = None, settings.encoder
@@ -277,7 +278,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             first = name
             stamp, name, tmp = _new_build(root)
             _link_tree(root / first, tmp, skip={"translation_qa", "manifest.json"})
-            trained = train_translation(pairs, built["trains_on"], tmp / "translation_qa")
+            trained = train_translation(pairs, hashes, tmp / "translation_qa")
             timings = {**timings, "translation": {**_timing(t0, len(docs)), **trained, "trained_after": first}}
             _publish_built(root, tmp, name, {**manifest, "generation": name, "created_at": stamp.isoformat(),
                                              "build": timings})
@@ -526,25 +527,14 @@ def translation_pairs(docs: Documents, tokens: list[list[str]]) -> list[tuple[li
             if kind != QUESTION and tid in question_row]
 
 
-def pairs_digest(pairs: list[tuple[list[str], list[str]]]) -> str:
-    """What IBM Model 1 training reads, as a digest: equal digests, equal pairs in the same order, the same table."""
-    import hashlib
-    h = hashlib.sha256()
-    for q, a in pairs:
-        h.update("\x1f".join(q).encode())
-        h.update(b"\x1e")
-        h.update("\x1f".join(a).encode())
-        h.update(b"\x1d")
-    return h.hexdigest()[:32]
-
-
 PAIRS_FILE = "pairs.npy"  # in a table's folder: the pairs it was trained on, one 64-bit digest each, sorted
 
 
 def pair_hashes(pairs: list[tuple[list[str], list[str]]]) -> np.ndarray:
-    """One 64-bit digest per (question, answer) token pair, sorted: which pairs a table was trained on, for counting
-    how many changed since (``changed_pairs``). A question's tokens, one list for all its answers as
-    ``translation_pairs`` hands them, are digested once."""
+    """One 64-bit digest per (question, answer) token pair, in the pairs' order: what IBM Model 1 trains on, read
+    once per build for both questions a build asks of it, whether the pairs are the live table's (``pairs_digest``)
+    and how many changed since it was trained (``changed_pairs``). A question's tokens, one list for all its answers
+    as ``translation_pairs`` hands them, are digested once."""
     import hashlib
     asked: dict[int, tuple[list[str], bytes]] = {}  # by the list's id; the list kept, so its id stays its own
     out = np.empty(len(pairs), dtype=np.uint64)
@@ -552,24 +542,29 @@ def pair_hashes(pairs: list[tuple[list[str], list[str]]]) -> np.ndarray:
         seen = asked.get(id(q))
         if seen is None or seen[0] is not q:
             seen = asked[id(q)] = (q, hashlib.blake2b("\x1f".join(q).encode(), digest_size=16).digest())
-        head = seen[1]
-        out[i] = int.from_bytes(hashlib.blake2b(head + "\x1f".join(a).encode(), digest_size=8).digest(), "little")
-    out.sort()
+        out[i] = int.from_bytes(hashlib.blake2b(seen[1] + "\x1f".join(a).encode(), digest_size=8).digest(), "little")
     return out
 
 
+def pairs_digest(hashes: np.ndarray) -> str:
+    """The pairs of ``pair_hashes`` as one digest: equal digests, the same pairs in the same order, the same table."""
+    import hashlib
+    return hashlib.sha256(np.ascontiguousarray(hashes, dtype=np.uint64).tobytes()).hexdigest()[:32]
+
+
 def changed_pairs(before: np.ndarray, now: np.ndarray) -> int:
-    """Pairs in one of two sorted digest lists and not the other, counted as multisets (the same pair twice is two):
-    a new or removed comment counts one, an edited one two (its old pair gone, its new one added)."""
+    """Pairs in one of two lists of ``pair_hashes`` and not the other, counted as multisets (the same pair twice is
+    two): a new or removed comment counts one, an edited one two (its old pair gone, its new one added)."""
     a, ca = np.unique(before, return_counts=True)
     b, cb = np.unique(now, return_counts=True)
     _, ia, ib = np.intersect1d(a, b, assume_unique=True, return_indices=True)
     return int(before.size + now.size - 2 * np.minimum(ca[ia], cb[ib]).sum())
 
 
-def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out: Path, later: bool = False,
-                      retrain_changed: float = 0.0) -> dict:
-    """The translation table of ``pairs`` saved at ``out``, and the build's record of it:
+def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], hashes: np.ndarray, out: Path,
+                      later: bool = False, retrain_changed: float = 0.0) -> dict:
+    """The translation table of ``pairs`` (whose ``pair_hashes`` are ``hashes``) saved at ``out``, and the build's
+    record of it:
 
     - copied from the live generation when it was trained on the same pairs (a new question without answers, an edit
       of a title, a delete of an unanswered thread change none: training again would give the same table);
@@ -583,12 +578,12 @@ def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out:
     import shutil
 
     from .searcher import manifest_of
-    digest = pairs_digest(pairs)
+    digest = pairs_digest(hashes)
     m = manifest_of(root) or {}
     live, live_digest = m.get("generation"), m.get("build", {}).get("translation", {}).get("pairs_digest")
     table = root / live / "translation_qa" if live else None
     if table is None or live_digest is None or not table.is_dir():
-        return train_translation(pairs, digest, out)
+        return train_translation(pairs, hashes, out)
     if live_digest == digest:
         shutil.copytree(table, out)
         return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
@@ -601,25 +596,24 @@ def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], out:
             _not_reused(live, "its translation table's pairs", e)
             trained = None
         if trained is not None:
-            changed = changed_pairs(trained, pair_hashes(pairs))
+            changed = changed_pairs(trained, hashes)
             if changed <= retrain_changed * len(pairs):
                 shutil.copytree(table, out)
                 return {"pairs": len(pairs), "pairs_digest": live_digest, "carried_from": live,
                         "changed_pairs": changed, "trained_on": int(trained.size)}
     if later:
         shutil.copytree(table, out)
-        return {"pairs": len(pairs), "pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True,
-                "trains_on": digest}
-    return train_translation(pairs, digest, out)
+        return {"pairs": len(pairs), "pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True}
+    return train_translation(pairs, hashes, out)
 
 
-def train_translation(pairs: list[tuple[list[str], list[str]]], digest: str, out: Path) -> dict:
-    """IBM Model 1 trained on ``pairs`` (whose ``pairs_digest`` is ``digest``), saved at ``out`` with the pairs'
-    digests (``PAIRS_FILE``); the build's record."""
+def train_translation(pairs: list[tuple[list[str], list[str]]], hashes: np.ndarray, out: Path) -> dict:
+    """IBM Model 1 trained on ``pairs`` (whose ``pair_hashes`` are ``hashes``), saved at ``out`` with those digests,
+    sorted (``PAIRS_FILE``); the build's record."""
     table = TranslationTable.train(pairs)
     table.save(out)
-    np.save(out / PAIRS_FILE, pair_hashes(pairs))
-    return {"pairs": table.params.get("pairs", 0), "pairs_digest": digest}
+    np.save(out / PAIRS_FILE, np.sort(hashes))
+    return {"pairs": table.params.get("pairs", 0), "pairs_digest": pairs_digest(hashes)}
 
 
 def _timing(t0: float, n: int) -> dict:
