@@ -2,13 +2,14 @@
 recall@10 against exact search, search latency and build time, side by side in one run.
 
 Vectors: every document vector of the full 2016 corpus's live generation (DATA/benchmarks/fullcorpus-2016, built if
-missing; its encoder, real text). Queries: the 2016 dev and test original questions, encoded as POST /search
-encodes a question (the generation's DenseSource); nothing is tuned on them. The index starts as an HNSW index built on the first --start fraction of the
-documents; then --steps builds each add the next documents and remove random held ones (what new and deleted
-threads do to a forum between refreshes), through ``DenseIndex.grown``, the code a rebuild runs: once keeping the
-added vectors beside the FAISS index until $CQA_DENSE_GROW_FOLD_DOCS (the default), once adding them to it at every
-step. At the end both grown indexes and an index built anew on the same final documents are each searched as
-/search searches them (``search_vectors``, top 10) and compared with exact (flat) search. Prints a JSON object last.
+missing; its encoder, real text). Queries: the 2016 dev and test original questions, encoded as POST /search encodes
+a question (the generation's DenseSource); nothing is tuned on them. The index starts as an HNSW index built on the
+first --start fraction of the documents; then --steps builds each add the next documents and remove random held ones
+(what new and deleted threads do to a forum between refreshes), through ``DenseIndex.grown``, the code a rebuild
+runs: once keeping the added vectors beside the FAISS index until $CQA_DENSE_GROW_FOLD_DOCS (the default), once
+adding them to it at every step. At the end both grown indexes and an index built anew on the same final documents
+are each searched as /search searches them (``search_vectors``, top 10) and compared with exact (flat) search. Prints
+a JSON object last.
 
     python bench/dense_growth.py --data-dir /tmp/cqa-full
 """

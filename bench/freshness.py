@@ -39,12 +39,14 @@ $CQA_DENSE_GROW (1: a build grows the live HNSW index; 0: builds it anew) gets i
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,7 +137,8 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "dense": {k: v for k, v in (result.get("indexes", {}).get("dense") or {}).items()
                       if k in ("built", "grown_from", "added", "removed_rows", "seconds")},
             "answers_encoded": (result.get("indexes", {}).get("answer_vectors") or {}).get("encoded"),
-            "translation": ("copied" if "reused_from" in table else "trained after going live" if "trained_after" in table
+            "translation": ("copied" if "reused_from" in table
+                            else "trained after going live" if "trained_after" in table
                             else "kept" if "carried_from" in table else "trained"),
             "translation_changed_pairs": table.get("changed_pairs"),
             "live_before_translation_s": (result.get("live_before_translation") or {}).get("seconds"),
@@ -161,16 +164,39 @@ def grown_corpus(corpus: Path, copies: int, folder: Path) -> dict:
     return built
 
 
-def run_server(corpus: Path, nice: int, ahead: int, later: bool, grow: bool, retrain: float, refresh_s: float,
-               plan: list[str],
-               news: list[tuple[str, str, str]], comments: list[str], load_questions: list[str],
-               timeout: float) -> dict:
+@dataclass(frozen=True)
+class Levels:
+    """One server's settings among those compared side by side (each a ``LEVEL_OPTIONS`` entry)."""
+    refresh_nice: int
+    encode_ahead_texts: int
+    refresh_translation_later: bool
+    dense_grow: bool
+    translation_retrain_changed: float
+
+    def env(self) -> dict[str, str]:
+        return {f"CQA_{name.upper()}": str(int(v) if isinstance(v, bool) else v) for name, v in asdict(self).items()}
+
+
+# option -> the setting (a Levels field) whose values it lists, and how to read one
+LEVEL_OPTIONS = {"nice_levels": ("refresh_nice", int), "encode_ahead_levels": ("encode_ahead_texts", int),
+                 "translation_later_levels": ("refresh_translation_later", lambda x: bool(int(x))),
+                 "grow_levels": ("dense_grow", lambda x: bool(int(x))),
+                 "retrain_levels": ("translation_retrain_changed", float)}
+
+
+def server_levels(args, defaults) -> list[Levels]:
+    """Every combination of the levels the options list, each option's setting at its default when not given."""
+    values = {field: [read(x) for x in getattr(args, option).split(",")] if getattr(args, option)
+              else [defaults[field].default] for option, (field, read) in LEVEL_OPTIONS.items()}
+    return [Levels(**dict(zip(values, combo))) for combo in itertools.product(*values.values())]
+
+
+def run_server(corpus: Path, levels: Levels, refresh_s: float, plan: list[str], news: list[tuple[str, str, str]],
+               comments: list[str], load_questions: list[str], timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="cqa-fresh-") as tmp:
         folder = Path(tmp) / "data"
         shutil.copytree(corpus, folder)
-        env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": str(refresh_s), "CQA_REFRESH_NICE": str(nice),
-               "CQA_ENCODE_AHEAD_TEXTS": str(ahead), "CQA_REFRESH_TRANSLATION_LATER": str(int(later)),
-               "CQA_DENSE_GROW": str(int(grow)), "CQA_TRANSLATION_RETRAIN_CHANGED": str(retrain)}
+        env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": str(refresh_s), **levels.env()}
         with server(folder, env) as (base, ready):
             post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
             def search(i):
@@ -194,17 +220,13 @@ def run_server(corpus: Path, nice: int, ahead: int, later: bool, grow: bool, ret
                         first = first or last
                         t = trial(base, kind, *last, timeout)
                     trials.append(t)
-                    print(json.dumps({"nice": nice, "encode_ahead": ahead, "translation_later": later,
-                                      "dense_grow": grow, "translation_retrain_changed": retrain, **t}),
-                          file=sys.stderr, flush=True)
+                    print(json.dumps({**asdict(levels), **t}), file=sys.stderr, flush=True)
                 time.sleep(5)  # searches after the last build, for the no-build side
             finally:
                 searches.stop.set()
                 searches.join()
             builds = [(t["job_started_at"], t["job_finished_at"]) for t in trials]
-            return {"nice": nice, "encode_ahead_texts": ahead, "translation_later": later, "dense_grow": grow,
-                    "translation_retrain_changed": retrain,
-                    "refresh_s": refresh_s, "generation_at_start": ready["generation"],
+            return {**asdict(levels), "refresh_s": refresh_s, "generation_at_start": ready["generation"],
                     "documents_at_start": ready.get("sizes", {}).get("documents"),
                     "trials": trials,
                     "search_latency": split_latency(searches.samples, builds, "during_build", "no_build")}
@@ -251,17 +273,7 @@ def main() -> None:
 
     defaults = Settings.model_fields
     refresh_s = args.refresh_s if args.refresh_s is not None else defaults["refresh_s"].default
-    levels = [int(x) for x in args.nice_levels.split(",")] if args.nice_levels else [defaults["refresh_nice"].default]
-    aheads = ([int(x) for x in args.encode_ahead_levels.split(",")] if args.encode_ahead_levels
-              else [defaults["encode_ahead_texts"].default])
-    laters = ([bool(int(x)) for x in args.translation_later_levels.split(",")] if args.translation_later_levels
-              else [defaults["refresh_translation_later"].default])
-    grows = ([bool(int(x)) for x in args.grow_levels.split(",")] if args.grow_levels
-             else [defaults["dense_grow"].default])
-    retrains = ([float(x) for x in args.retrain_levels.split(",")] if args.retrain_levels
-                else [defaults["translation_retrain_changed"].default])
-    servers = [(nice, ahead, later, grow, retrain) for nice in levels for ahead in aheads for later in laters
-               for grow in grows for retrain in retrains]
+    servers = server_levels(args, defaults)
     settings = Settings(data_dir=args.data_dir)
     ensure_corpus(settings, progress=True)
     _, test = qrels_for(settings, "test", "questions")
@@ -281,12 +293,12 @@ def main() -> None:
             corpus = Path(grown) / "data"
             out["grown_build"] = {"threads": built["threads"], "documents": built["documents"],
                                   "seconds": built["seconds"], "dense": built["indexes"]["dense"]}
-        for n, (nice, ahead, later, grow, retrain) in enumerate(servers):
+        for n, levels in enumerate(servers):
             # each server its own new threads and comments, so none is found because an earlier server's copy held it
             news = [(f"fresh-{qid}", subject, body)
                     for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
             load_questions = [f"{subject} {body}" for subject, body in dev.values()]
-            result = run_server(corpus, nice, ahead, later, grow, retrain, refresh_s, plan, news,
+            result = run_server(corpus, levels, refresh_s, plan, news,
                                 comments[n * args.answers:(n + 1) * args.answers], load_questions, args.timeout)
             result["summary"] = summary(result["trials"])
             out["servers"].append(result)

@@ -96,7 +96,8 @@ class DenseIndex:
         past ``fold_at`` vectors the delta is added to the base (FAISS's own add, as a build's, so an added vector
         is as findable as a built one), which is then written anew."""
         base, in_delta = live.moved(now_row)
-        delta = np.concatenate([live.delta[in_delta >= 0], np.asarray(added, dtype=np.float32).reshape(-1, live.index.d)])
+        added = np.asarray(added, dtype=np.float32).reshape(-1, live.index.d)
+        delta = np.concatenate([live.delta[in_delta >= 0], added])
         delta_rows = np.concatenate([in_delta[in_delta >= 0], np.asarray(added_rows, dtype=np.int64)])
         if len(delta) <= fold_at:
             return cls(live.index, dict(live.params), base, delta, delta_rows, live.base_file)
