@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from indexing.generations import point_current  # noqa: E402
 from load import PacedClient, get_json, post_json, server, split_latency  # noqa: E402
 
 POLL_S = 0.25
@@ -71,15 +72,8 @@ def two_generations(source: Path, folder: Path, documents_format: str) -> tuple[
         else:
             (folder / "indexes" / name / "documents.json").write_text(json.dumps(docs.__dict__, ensure_ascii=False),
                                                                       encoding="utf-8")
-    point(folder / "indexes", live)
+    point_current(folder / "indexes", live)
     return live, twin
-
-
-def point(root: Path, name: str) -> None:
-    """``current`` names ``name``, replaced in one step as a publish replaces it."""
-    tmp = root / ".current.tmp"
-    tmp.write_text(name + "\n", encoding="utf-8")
-    os.replace(tmp, root / "current")
 
 
 def longest_stall(fn) -> tuple[float, float]:
@@ -163,7 +157,7 @@ def run_server(folder: Path, names: tuple[str, str], args) -> tuple[list[float],
             for n in range(args.switches):
                 name = names[(n + 1) % 2]
                 flipped = time.time()
-                point(folder / "indexes", name)
+                point_current(folder / "indexes", name)
                 while get_json(base + "/ready")[1].get("generation") != name:
                     if time.time() - flipped > args.timeout:
                         raise SystemExit(f"the server did not go live on {name} within {args.timeout} s")

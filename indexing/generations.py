@@ -90,6 +90,12 @@ def publish(root: Path, tmp: Path, name: str) -> Path:
     final = root / name
     os.rename(tmp, final)
     _fsync_dir(root)
+    point_current(root, name)
+    return final
+
+
+def point_current(root: Path, name: str) -> None:
+    """The ``current`` pointer names generation ``name``: written aside, flushed, then replaced in one step."""
     ptr_tmp = root / f".{POINTER}.tmp"
     with open(ptr_tmp, "w", encoding="utf-8") as fh:
         fh.write(name + "\n")
@@ -97,7 +103,6 @@ def publish(root: Path, tmp: Path, name: str) -> Path:
         os.fsync(fh.fileno())
     os.replace(ptr_tmp, root / POINTER)
     _fsync_dir(root)
-    return final
 
 
 def list_generations(root: Path) -> list[str]:
