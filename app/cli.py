@@ -402,7 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build the HNSW or IVF dense index anew rather than grow the live generation's (a build "
                    "keeps the new documents' vectors beside it and marks the gone ones removed, while at most "
                    "$CQA_DENSE_GROW_MAX_REMOVED of its rows are): drops the removed rows, at a large forum's full "
-                   "build time (29-41 s for 235k documents on 2 cores); and train the translation table on the "
+                   "build time (29-41 s for 235k documents on 2 cores); write the stored comment vectors in one "
+                   "file anew rather than link the live one; and train the translation table on the "
                    "store's pairs as they are rather than keep the live one while at most "
                    "$CQA_TRANSLATION_RETRAIN_CHANGED of them changed")
     s.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",

@@ -9,12 +9,18 @@ in one run, on the same documents:
   product per pair numbered by ``np.unique`` (what a build did before round 18); the tables must be identical, bit
   for bit;
 - reading the store's documents: ``ThreadStore.documents`` (one query in one transaction, round 16) against
-  ``Documents.from_threads(iter_threads())`` (thread objects, batch by batch); the documents must be identical.
+  ``Documents.from_threads(iter_threads())`` (thread objects, batch by batch); the documents must be identical;
+- the stored comment vectors of a build that adds one comment to a live generation (``--generation``, default the
+  corpus's live one): the live file hard-linked and the new vector written beside it (``RowVectors.grown``, round
+  19) against every kept vector copied into a new one-row-per-document file (what a build did before); each side
+  flushed to disk as ``publish`` does (``fsync_tree``), and the vectors of every row must be identical.
 
 Rounds alternate the two sides. The documents are a data folder's store (default: the full 2016 corpus `cqa evaluate`
 builds under --data-dir), or --store. Prints a JSON object last.
 
     python bench/build_parts.py --data-dir /tmp/cqa-full --rounds 3
+    python bench/build_parts.py --store /tmp/big10/threads.sqlite3 --parts vectors \\
+        --generation /tmp/big10/indexes/$(cat /tmp/big10/indexes/current)
 """
 from __future__ import annotations
 
@@ -22,7 +28,9 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +43,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import indexing.text as text  # noqa: E402
 import indexing.translation as translation  # noqa: E402
 from indexing.documents import Documents  # noqa: E402
+from indexing.generations import ANSWER_VECTORS, current_generation, fsync_tree  # noqa: E402
 from indexing.reindex import translation_pairs  # noqa: E402
+from indexing.rowvectors import RowVectors  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 from indexing.text import Analyzer  # noqa: E402
 from load import built_corpus  # noqa: E402
@@ -92,7 +102,62 @@ def same_table(a: translation.TranslationTable, b: translation.TranslationTable)
             and all(np.array_equal(getattr(a.table, f), getattr(b.table, f)) for f in ("data", "indices", "indptr")))
 
 
-PARTS = ("read", "analyse", "translation")
+class OneCommentMore:
+    """A build of ``generation``'s documents and one new comment (the last row), as the stored comment vectors see
+    it: the live store in this round's layout (made once, untimed), the rows kept and the new vector."""
+
+    def __init__(self, generation: Path, work: Path):
+        live = RowVectors.open(generation / ANSWER_VECTORS)
+        if live is None:
+            raise SystemExit(f"{generation} stores no comment vectors (CQA_ANSWER_ENCODER)")
+        docs = Documents.load(generation / "documents.json")
+        self.n = len(docs) + 1
+        self.rows = np.asarray(docs.answer_rows() + [len(docs)], dtype=np.int64)
+        self.live_row = np.append(np.arange(len(docs), dtype=np.int64), -1)
+        new = np.random.default_rng(0).normal(size=(1, live.dim)).astype(np.float32)
+        self.new = new / np.linalg.norm(new)
+        kept = self.rows[:-1]
+        RowVectors.build(len(docs), kept, live[kept]).save(work / "live")  # as a round-19 generation holds them
+        self.live = RowVectors.load(work / "live")
+        self.work = work
+
+    def linked(self) -> tuple[float, RowVectors]:
+        out = self.work / "linked"
+        t0 = time.perf_counter()
+        RowVectors.grown(self.live, self.live_row, self.rows, self.rows[-1:], self.new).save(out)
+        fsync_tree(out)
+        return time.perf_counter() - t0, RowVectors.load(out)
+
+    def copied(self) -> tuple[float, RowVectors]:
+        """Before round 19: every kept vector copied into a matrix of one row per document, saved whole."""
+        out = self.work / "copied"
+        out.mkdir(exist_ok=True)
+        t0 = time.perf_counter()
+        copy = self.rows[:-1]
+        m = np.zeros((self.n, self.live.dim), dtype=np.float32)
+        m[copy] = self.live[self.live_row[copy]]
+        m[self.rows[-1]] = self.new[0]
+        np.save(out / "answer_vectors.npy", m)
+        fsync_tree(out)
+        return time.perf_counter() - t0, RowVectors.legacy(out / "answer_vectors.npy")
+
+    def written(self, side: str) -> int:
+        """Bytes a side wrote: its files but the hard-linked ones."""
+        return sum(p.stat().st_size for p in (self.work / side).rglob("*") if p.is_file() and p.stat().st_nlink == 1)
+
+    def same(self, a: RowVectors, b: RowVectors) -> bool:
+        for start in range(0, self.n, 50_000):
+            rows = list(range(start, min(start + 50_000, self.n)))
+            if not np.array_equal(a[rows], b[rows]):
+                return False
+        return True
+
+    def clear(self) -> None:
+        for side in ("linked", "copied"):
+            shutil.rmtree(self.work / side, ignore_errors=True)
+
+
+PARTS = ("read", "analyse", "translation", "vectors")
 
 
 def main() -> None:
@@ -102,11 +167,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--parts", default=",".join(PARTS), help=f"the comparisons to make, comma-separated, of {PARTS} "
                     "(translation trains on the compiled stemmers' tokens, made untimed without analyse)")
+    ap.add_argument("--generation", type=Path, default=None,
+                    help="vectors: the live generation's folder (default: the corpus's live generation)")
     args = ap.parse_args()
     parts = args.parts.split(",")
     if not parts or set(parts) - set(PARTS):
         raise SystemExit(f"--parts: comma-separated, each one of {PARTS}")
-    store = args.store or built_corpus(args.data_dir).store_path
+    corpus = built_corpus(args.data_dir) if args.store is None or ("vectors" in parts and args.generation is None) \
+        else None
+    store = args.store or corpus.store_path
+    work = Path(tempfile.mkdtemp(prefix="cqa-build-parts-"))
+    vectors = None
+    if "vectors" in parts:
+        generation = args.generation or corpus.index_root / current_generation(corpus.index_root)
+        vectors = OneCommentMore(generation, work)
     with ThreadStore(store) as st:
         docs = Documents.from_threads(st.iter_threads())
     times: dict[str, list[float]] = {}
@@ -143,17 +217,24 @@ def main() -> None:
             pairs = translation_pairs(docs, tokens)
             side_by_side("tables", "translation_flat_links", "translation_per_pair",
                          lambda: train(pairs, reference=False), lambda: train(pairs, reference=True), same_table)
+        if vectors is not None:
+            vectors.clear()
+            side_by_side("vectors", "vectors_linked", "vectors_copied", vectors.linked, vectors.copied, vectors.same)
+            written = {side: vectors.written(side) for side in ("linked", "copied")}
+    shutil.rmtree(work, ignore_errors=True)
     best = {k: round(min(v), 4) for k, v in times.items()}
     ratios = {f"{part}_ratio": round(best[slow] / best[fast], 2)
               for part, fast, slow in (("analyse", "analyse_compiled", "analyse_pure_python"),
                                        ("translation", "translation_flat_links", "translation_per_pair"),
-                                       ("read", "read_one_query", "read_thread_objects")) if fast in best}
+                                       ("read", "read_one_query", "read_thread_objects"),
+                                       ("vectors", "vectors_linked", "vectors_copied")) if fast in best}
     print(json.dumps({
         "bench": "build_parts", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
         "documents": len(docs), "answers": docs.counts()["answers"], "rounds": args.rounds,
         "seconds": {k: [round(x, 4) for x in v] for k, v in times.items()}, "best_s": best, **ratios,
-        **{f"same_{k}": v for k, v in same.items()}}))
+        **{f"same_{k}": v for k, v in same.items()},
+        **({"vectors_documents": vectors.n, "bytes_written": written} if vectors is not None else {})}))
 
 
 if __name__ == "__main__":

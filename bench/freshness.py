@@ -137,6 +137,8 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "dense": {k: v for k, v in (result.get("indexes", {}).get("dense") or {}).items()
                       if k in ("built", "grown_from", "added", "removed_rows", "seconds")},
             "answers_encoded": (result.get("indexes", {}).get("answer_vectors") or {}).get("encoded"),
+            "answer_vectors": {k: v for k, v in (result.get("indexes", {}).get("answer_vectors") or {}).items()
+                               if k in ("base", "added", "dead", "seconds")},
             "translation": ("copied" if "reused_from" in table
                             else "trained after going live" if "trained_after" in table
                             else "kept" if "carried_from" in table else "trained"),

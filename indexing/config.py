@@ -48,11 +48,13 @@ class IndexSettings(BaseSettings):
                              "builds anew.")
     dense_grow_max_removed: float = Field(0.1, ge=0, le=0.5, description="Growing stops, and the build builds the "
                                           "index anew, when more than this fraction of its rows would be marked "
-                                          "removed (each costs search time).")
+                                          "removed (each costs search time); likewise the stored comment vectors "
+                                          "are written anew past this fraction of dead rows in their linked file.")
     dense_grow_fold_docs: int = Field(10_000, ge=0, description="A grown index keeps the vectors added since its FAISS "
                                       "file was written beside it (searched exactly, so a build writes only them and "
                                       "links the file); past this many it adds them to the FAISS index and writes it "
-                                      "anew.")
+                                      "anew. The stored comment vectors keep their new rows beside the linked live "
+                                      "file up to the same count.")
     translation_retrain_changed: float = Field(0.02, ge=0, le=1, description="A build trains the translation table "
                                                "(IBM Model 1, read by `expand: translation` alone) again only when "
                                                "more than this share of the store's question-answer pairs changed "

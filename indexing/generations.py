@@ -7,7 +7,7 @@ Layout under the index root::
         manifest.json       # kind, format version, parameters, counts, model, build time
         documents.json      # ids, kinds, threads, categories, dates, texts: row order of every index
         terms/ bm25/ lm/ dense/
-        answer_vectors.npy  # the answer encoder's vector of each comment (rows as documents.json), if built
+        answer_vectors/     # the answer encoder's vector of each comment by row (indexing.rowvectors), if built
     .tmp-gen-.../           # a build in progress; never read, removed by the next reindex
 
 A reindex that dies before the pointer moves leaves the live generation untouched.
@@ -23,7 +23,7 @@ from pathlib import Path
 FORMAT = "cqa-index-generation"
 FORMAT_VERSION = 1
 POINTER = "current"
-ANSWER_VECTORS = "answer_vectors.npy"
+ANSWER_VECTORS = "answer_vectors"  # a folder; older generations' one file answer_vectors.npy still loads
 
 
 class IndexFormatError(Exception):

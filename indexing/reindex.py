@@ -26,6 +26,7 @@ from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, IndexFormatErr
                           prune, publish, remove_stale_builds)
 from .lm import LMIndex
 from .models import Thread
+from .rowvectors import RowVectors
 from .store import ThreadStore
 from .termmatrix import TermMatrix, saved_tokens
 from .text import Analyzer
@@ -246,11 +247,10 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         if answer_spec is not None:
             report("embed answers", 0.9)
             t0 = time.perf_counter()
-            encoded, where, copied = store_answer_vectors(docs, settings, answer_spec, tmp / ANSWER_VECTORS,
-                                                          progress, engine, carried)
+            encoded, where, how = store_answer_vectors(docs, settings, answer_spec, tmp / ANSWER_VECTORS,
+                                                       progress, engine, carried, link=grow_dense)
             timings["answer_vectors"] = {**_timing(t0, len(docs)), "answers": docs.counts()["answers"],
-                                         "encoded": encoded, "engine": where,
-                                         **({"copied": copied, "copied_from": carried.generation} if copied else {})}
+                                         "encoded": encoded, "engine": where, **how}
 
         report("publish", 0.95)
         manifest = {
@@ -485,38 +485,42 @@ def ahead_texts(settings: IndexSettings, threads: Iterable[Thread]) -> tuple[lis
     return docs.texts, [docs.texts[i] for i in docs.answer_rows()] if settings.answer_spec is not None else []
 
 
-def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, path: Path, progress: bool,
-                         engine: Engine, carried: Carried | None = None) -> tuple[int, str, int]:
-    """The answer encoder's vector of every comment (``$CQA_ANSWER_ENCODER``), one row per document (questions'
-    rows zero), saved at ``path`` for /search to rerank answers without encoding them. A comment the live generation
-    holds as it is (``carried``) gets the vector stored there, when that encoder made it; the others come through
-    the embedding cache, so a reindex encodes only new or changed comments, on ``engine``'s workers where it can load
-    the encoder (Ray), else in this process. Returns how many comments it encoded, the engine that encoded them and
-    how many vectors it copied from the live generation."""
-    rows = docs.answer_rows()
-    out, copied = None, 0
-    if (carried is not None and carried.manifest.get("answer_encoder") == spec.to_dict()
-            and (carried.folder / ANSWER_VECTORS).exists()):
+def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, folder: Path, progress: bool,
+                         engine: Engine, carried: Carried | None = None, link: bool = True) -> tuple[int, str, dict]:
+    """The answer encoder's vector of every comment (``$CQA_ANSWER_ENCODER``) by document row, saved in ``folder``
+    for /search to rerank answers without encoding them. A comment the live generation holds as it is (``carried``)
+    keeps the vector stored there, when that encoder made it: ``RowVectors.grown`` links the live file rather than
+    writing it again (with ``link`` off, as ``cqa reindex --full``, it writes all of them anew). The others come
+    through the embedding cache, so a reindex encodes only new or changed comments, on ``engine``'s workers where it
+    can load the encoder (Ray), else in this process. Returns how many comments it encoded, the engine that encoded
+    them and the build's record of what it kept."""
+    rows = np.asarray(docs.answer_rows(), dtype=np.int64)
+    live = None
+    if carried is not None and carried.manifest.get("answer_encoder") == spec.to_dict():
         try:
-            live = np.load(carried.folder / ANSWER_VECTORS, mmap_mode="r")
-            at = carried.live_row[rows] if rows else np.zeros(0, dtype=np.int64)
-            copy = np.asarray(rows, dtype=np.int64)[at >= 0]
-            out = np.zeros((len(docs), live.shape[1]), dtype=np.float32)
-            out[copy] = live[carried.live_row[copy]]
-            rows, copied = [r for r, a in zip(rows, at.tolist()) if a < 0], len(copy)
+            live = RowVectors.open(carried.folder / ANSWER_VECTORS)
         except UNREADABLE as e:
             _not_reused(carried.generation, "its comment vectors", e)
-            out = None
-    texts = [docs.texts[i] for i in rows]
+    kept = live.where(carried.live_row[rows]) >= 0 if live is not None else np.zeros(len(rows), dtype=bool)
+    need = rows[~kept]
     embed = engine.embedder(spec)
     where = engine.name if embed is not None else "local"
     embed = embed or local_engine(settings, spec=spec).embed
-    vecs, encoded = embed_cached(settings, spec.id, texts, embed, f"embed answers ({where})", "comment", progress)
-    if out is None:
-        out = np.zeros((len(docs), vecs.shape[1] if len(vecs) else 384), dtype=np.float32)
-    out[rows] = vecs
-    np.save(path, out)
-    return encoded, where, copied
+    vecs, encoded = embed_cached(settings, spec.id, [docs.texts[i] for i in need], embed,
+                                 f"embed answers ({where})", "comment", progress)
+    if not len(vecs):
+        vecs = np.zeros((0, live.dim if live is not None else 384), dtype=np.float32)
+    if live is None or not kept.any():
+        RowVectors.build(len(docs), need, vecs).save(folder)
+        return encoded, where, {"base": "written"}
+    out = RowVectors.grown(live, carried.live_row, rows, need, vecs, settings.dense_grow_fold_docs,
+                           settings.dense_grow_max_removed)
+    if not link:
+        out = out.folded()
+    out.save(folder)
+    return encoded, where, {"copied": int(kept.sum()), "copied_from": carried.generation,
+                            "base": "linked" if out.base_file is not None else "written", "added": len(out.added),
+                            "dead": out.dead}
 
 
 def translation_pairs(docs: Documents, tokens: list[list[str]]) -> list[tuple[list[str], list[str]]]:

@@ -23,6 +23,7 @@ from .generations import (
 )
 from .hits import Hit
 from .lm import LMIndex
+from .rowvectors import RowVectors
 from .termmatrix import TermMatrix
 from .text import Analyzer
 from .translation import TranslationTable
@@ -97,19 +98,20 @@ class Generation:
                                if (folder / "translation_qa").exists() else None)
         self.answer_vectors, self.answer_encoder = self._answer_vectors(folder)
 
-    def _answer_vectors(self, folder: Path) -> tuple[np.ndarray | None, EncoderSpec | None]:
-        """The answer encoder's stored comment vectors (memory-mapped, rows as the documents) and that encoder;
+    def _answer_vectors(self, folder: Path) -> tuple[RowVectors | None, EncoderSpec | None]:
+        """The answer encoder's stored comment vectors (memory-mapped, by document row) and that encoder;
         (None, None) when the generation has none or its checkpoint changed since (then they would not match
         the model's own vectors, and the answers reranker encodes the comments it scores instead)."""
         d = self.manifest.get("answer_encoder")
-        if not d or not (folder / ANSWER_VECTORS).exists():
+        if not d:
             return None, None
         try:
             spec = EncoderSpec.from_manifest({"encoder": d})
         except EncoderError as e:
             log.warning("%s: stored answer vectors not used: %s", folder.name, e)
             return None, None
-        return np.load(folder / ANSWER_VECTORS, mmap_mode="r"), spec
+        vectors = RowVectors.open(folder / ANSWER_VECTORS)
+        return (vectors, spec) if vectors is not None else (None, None)
 
     def answer_vector(self, answer_id: str, text: str) -> np.ndarray | None:
         """The answer encoder's stored vector of comment ``answer_id``, when this generation indexes that comment

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from .conftest import CQA, ROOT
@@ -58,7 +59,7 @@ def test_reindex_scale_bench_runs_both_engines_with_the_answer_vectors(cli_env, 
         dense, answers = run["stages"]["dense"], run["stages"]["answer_vectors"]
         assert dense["encoded"] > 0 and answers["encoded"] > 0
         assert answers["engine"] == ("ray" if run["engine"].startswith("ray") else "local")
-        assert run["index_sizes"]["answer_vectors.npy"]["bytes"] > 0
+        assert run["index_sizes"]["answer_vectors"]["bytes"] > 0
 
 
 def test_load_bench_revisits_threads_through_real_servers_with_and_without_score_memos(cli_env, semeval):
@@ -129,16 +130,27 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
         assert r["largest_score_difference"] < 1e-3
 
 
-def test_build_parts_bench_compares_with_the_pure_python_stemmer_and_per_pair_links(cli_env, semeval, tmp_path):
+def test_build_parts_bench_compares_with_the_pure_python_stemmer_per_pair_links_and_copied_vectors(cli_env, semeval, tmp_path):
     from indexing.loaders import load
     from indexing.store import ThreadStore
     with ThreadStore(tmp_path / "threads.sqlite3") as store:
         store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:60])
-    out = run_bench("build_parts.py", "--store", str(tmp_path / "threads.sqlite3"), "--rounds", "1", env=cli_env)
+        docs = store.documents()[0]
+    gen = tmp_path / "gen"  # a generation in the older layout: one row per document, zero for questions
+    gen.mkdir()
+    docs.save(gen / "documents.json")
+    vectors = np.random.default_rng(0).normal(size=(len(docs), 384)).astype(np.float32)
+    vectors[[i for i, k in enumerate(docs.kinds) if k != "answer"]] = 0
+    np.save(gen / "answer_vectors.npy", vectors)
+    out = run_bench("build_parts.py", "--store", str(tmp_path / "threads.sqlite3"), "--rounds", "1",
+                    "--generation", str(gen), env=cli_env)
     assert out["documents"] > 300 and out["answers"] == out["documents"] - 60
     assert out["same_tokens"] is True and out["same_tables"] is True and out["same_documents"] is True
-    assert len(out["seconds"]) == 6 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
+    assert out["same_vectors"] is True and out["vectors_documents"] == len(docs) + 1
+    assert len(out["seconds"]) == 8 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
     assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0 and out["read_ratio"] > 0
+    # the linked side writes the new vector and the row map, not the kept vectors
+    assert out["bytes_written"]["copied"] > (len(docs) + 1) * 384 * 4 > 4 * out["bytes_written"]["linked"]
     only = run_bench("build_parts.py", "--store", str(tmp_path / "threads.sqlite3"), "--rounds", "2",
                      "--parts", "translation", env=cli_env)
     assert set(only["seconds"]) == {"translation_flat_links", "translation_per_pair"}

@@ -208,6 +208,7 @@ def test_tokens_of_another_analysis_are_not_reused(settings, monkeypatch):
 def test_kept_comments_vectors_are_copied_from_the_live_generation(settings):
     from indexing.encoder import encode
     from indexing.generations import ANSWER_VECTORS
+    from indexing.rowvectors import RowVectors
     plain = settings.model_copy(update={"dense_encoder": "base"})
     with ThreadStore(plain.store_path) as st:
         st.upsert(threads(4))
@@ -219,7 +220,7 @@ def test_kept_comments_vectors_are_copied_from_the_live_generation(settings):
         st.upsert([edited] + threads(1, start=10))
     second = reindex(plain, progress=False)["indexes"]["answer_vectors"]
     assert (second["copied"], second["encoded"], second["copied_from"]) == (7, 3, first["generation"])
-    old = np.load(plain.index_root / first["generation"] / ANSWER_VECTORS)
+    old = RowVectors.open(plain.index_root / first["generation"] / ANSWER_VECTORS)
     g = load_current(plain.index_root, "cpu")
     old_row = {d: i for i, d in enumerate(Documents.load(plain.index_root / first["generation"] / "documents.json")
                                           .ids)}
@@ -231,6 +232,75 @@ def test_kept_comments_vectors_are_copied_from_the_live_generation(settings):
     want = encode([g.docs.texts[i] for i in rows], device="cpu", spec=plain.answer_spec)
     assert np.allclose(g.answer_vectors[rows], want, atol=1e-5)
     assert not np.asarray(g.answer_vectors[[i for i in range(len(g.docs)) if i not in rows]]).any()
+
+
+def test_a_build_links_the_live_comment_vectors_and_writes_only_the_new_ones(settings):
+    """The comment vectors (345 MB at 235k documents) are not written again by each build: the live generation's
+    file is hard-linked and only the new or edited comments' vectors are written beside it, until the base is written
+    anew (``cqa reindex --full``, a generation in the older one-file layout, or too many dead rows)."""
+    import os
+
+    from indexing.encoder import encode
+    from indexing.generations import ANSWER_VECTORS
+    plain = settings.model_copy(update={"dense_encoder": "base"})
+    with ThreadStore(plain.store_path) as st:
+        st.upsert(threads(20))
+    gens = [reindex(plain, progress=False)["generation"]]
+
+    def base(gen):
+        return plain.index_root / gen / ANSWER_VECTORS / "base.npy"
+
+    def served():
+        g = load_current(plain.index_root, "cpu")
+        rows = [i for i, k in enumerate(g.docs.kinds) if k == "answer"]
+        got = g.answer_vectors[rows]
+        assert np.allclose(got, encode([g.docs.texts[i] for i in rows], device="cpu", spec=plain.answer_spec),
+                           atol=1e-5)
+        assert not np.asarray(g.answer_vectors[[i for i in range(len(g.docs)) if i not in rows]]).any()
+        return g, dict(zip([g.docs.ids[i] for i in rows], got))
+
+    _, before = served()
+    with ThreadStore(plain.store_path) as st:  # a new thread and a comment more on t0
+        t0 = threads(1)[0]
+        st.upsert(threads(1, start=20) + [t0.model_copy(update={"answers": t0.answers + [
+            Answer(id="t0_a9", text="the new office is near the souq")]})])
+    summary = reindex(plain, progress=False)
+    built = summary["indexes"]["answer_vectors"]
+    assert built["base"] == "linked" and (built["copied"], built["encoded"], built["added"], built["dead"]) == \
+        (40, 3, 3, 0), built
+    assert os.path.samefile(base(gens[0]), base(summary["generation"]))
+    gens.append(summary["generation"])
+    _, after = served()
+    assert all(np.array_equal(after[d], v) for d, v in before.items())  # kept: bit for bit
+    with ThreadStore(plain.store_path) as st:  # an edit: its base row dead, its new vector added
+        t1 = threads(1, start=1)[0]
+        st.upsert([t1.model_copy(update={"answers": [t1.answers[0], Answer(id="t1_a1", text="moved to doha")]})])
+    summary = reindex(plain, progress=False)
+    built = summary["indexes"]["answer_vectors"]
+    assert built["base"] == "linked" and (built["copied"], built["encoded"], built["added"], built["dead"]) == \
+        (42, 1, 4, 1), built
+    gens.append(summary["generation"])
+    served()
+
+    full = reindex(plain, progress=False, grow_dense=False)  # `cqa reindex --full`: one compact base, written
+    built = full["indexes"]["answer_vectors"]
+    assert built["base"] == "written" and (built["copied"], built["encoded"], built["added"], built["dead"]) == \
+        (43, 0, 0, 0), built
+    assert not os.path.samefile(base(gens[-1]), base(full["generation"]))
+    served()
+
+    # a generation in the older layout (one row per document) serves as before; the next build writes a compact base
+    g = load_current(plain.index_root, "cpu")
+    old = np.asarray(g.answer_vectors[list(range(len(g.docs)))])
+    shutil.rmtree(g.folder / ANSWER_VECTORS)
+    np.save(g.folder / "answer_vectors.npy", old)
+    _, legacy = served()
+    with ThreadStore(plain.store_path) as st:
+        st.upsert(threads(1, start=30))
+    built = reindex(plain, progress=False)["indexes"]["answer_vectors"]
+    assert built["base"] == "written" and (built["copied"], built["encoded"]) == (43, 2), built  # 21 dead question rows
+    _, now = served()
+    assert all(np.array_equal(now[d], v) for d, v in legacy.items())
 
 
 @pytest.mark.parametrize("damaged", ["terms/tokens.npy", "dense/index.faiss", "dense/rows.npy", "documents.json"])
