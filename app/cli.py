@@ -38,15 +38,24 @@ def _emit(obj: dict) -> None:
 
 # --- ingest ---------------------------------------------------------------------------
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from indexing.generations import current_generation
     from indexing.ingest import ingest_paths
     from indexing.loaders import LoadError
     from indexing.store import StoreError, ThreadStore
 
     settings = _settings(args)
+    if args.nice:
+        os.nice(args.nice)
+    before_write = None
+    if args.encode == "always" or (args.encode == "auto" and current_generation(settings.index_root) is not None):
+        from indexing.reindex import encode_ahead
+
+        def before_write(threads):
+            return encode_ahead(settings, threads, None, progress=not args.quiet)
     with ThreadStore(settings.store_path) as store:
         try:
             report = ingest_paths(store, [Path(p) for p in args.paths], fmt=args.format,
-                                  strict=args.strict, progress=not args.quiet)
+                                  strict=args.strict, progress=not args.quiet, before_write=before_write)
         except (LoadError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
             print("nothing from that file was written; fix it or drop --strict to skip bad records",
@@ -341,6 +350,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["semeval", "jsonl"], help="force a format (default: by file name)")
     s.add_argument("--strict", action="store_true",
                    help="stop at the first malformed record (default: skip it, count it, and go on)")
+    s.add_argument("--encode", choices=["auto", "always", "never"], default="auto",
+                   help="put each file's texts in the embedding cache before writing it, so the build that takes "
+                   "it in (a serving instance's automatic refresh) encodes nothing and a forum's own new posts do "
+                   "not wait behind a build encoding the whole import; auto (default): when the data folder has a "
+                   "live index generation (a first import leaves encoding to `cqa reindex`, which can spread it "
+                   "over a Ray cluster)")
+    s.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
+                   help="lower this command's CPU priority by N (0-19), so a service on the same machine answers "
+                   "first while it encodes")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_ingest)
 

@@ -456,25 +456,28 @@ def embed_cached(settings: IndexSettings, model_id: str, texts: list[str], embed
         bar.close()
 
 
-def encode_ahead(settings: IndexSettings, threads: Iterable[Thread], max_texts: int) -> dict:
+def encode_ahead(settings: IndexSettings, threads: Iterable[Thread], max_texts: int | None,
+                 progress: bool = False) -> dict:
     """Put in the data folder's embedding cache now the vectors the next build will want for ``threads``: the dense
     index's of every text and the answer encoder's of every comment, encoded by this process (the service, whose
     encoders are loaded or soon are). POST /threads calls it before its write, so every build that sees the write
     (the automatic refresh's child, another worker's, a cron job's) finds them cached and need not load either model,
     which otherwise costs a new thread or answer several seconds of its wait to be searchable. A cache only: the
     build encodes whatever is missing, as before. More than ``max_texts`` texts are left to the build, so a large
-    import does not hold the service's encoder. Returns what it did (``texts``, ``encoded``, ``seconds``, or
-    ``skipped`` and why)."""
+    import does not hold the service's encoder (None: no limit, as `cqa ingest` asks, under progress bars). Returns
+    what it did (``texts``, ``encoded``, ``seconds``, or ``skipped`` and why)."""
     t0 = time.perf_counter()
     texts, answers = ahead_texts(settings, threads)
     n = len(texts) + len(answers)
-    if n > max_texts:
+    if max_texts is not None and n > max_texts:
         return {"texts": n,
                 "skipped": f"{n} texts, more than {max_texts} ($CQA_ENCODE_AHEAD_TEXTS): the build encodes them"}
     encoded = 0
-    for some, engine in ((texts, local_engine(settings)), (answers, local_engine(settings, spec=settings.answer_spec))):
+    for some, engine, what in ((texts, local_engine(settings), "texts"),
+                               (answers, local_engine(settings, spec=settings.answer_spec), "comments")):
         if some:
-            encoded += embed_cached(settings, engine.encoder.id, some, engine.embed, "encode ahead", "text", False)[1]
+            encoded += embed_cached(settings, engine.encoder.id, some, engine.embed, f"encode ahead ({what})", "text",
+                                    progress)[1]
     return {"texts": n, "encoded": encoded, "seconds": round(time.perf_counter() - t0, 3)}
 
 

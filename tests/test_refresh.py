@@ -450,3 +450,42 @@ def test_a_build_keeps_the_live_table_while_few_pairs_changed(settings, monkeypa
         store.delete("t3")
     older = reindex(s, progress=False, encode_fn=fake_encode)
     assert "carried_from" not in older["indexes"]["translation"] and trained == [1, 1, 1]
+
+
+def test_cqa_ingest_encodes_ahead_into_a_served_data_folder(cli_env, tmp_path):
+    """`cqa ingest` into a data folder with a live generation (a service's) puts every text in the embedding cache
+    before it writes, so the build that takes the import in encodes nothing; a first import leaves encoding to
+    `cqa reindex`; --encode overrides either way."""
+    def jsonl(name, threads):
+        f = tmp_path / name
+        f.write_text("".join(t.model_dump_json() + "\n" for t in threads))
+        return str(f)
+
+    def cqa(*argv, env=cli_env):
+        p = subprocess.run(CQA + list(argv), env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    first = [Thread(id=f"f{i}", subject=f"visa renewal question {i}", body=f"how long does renewal {i} take",
+                    answers=[Answer(id=f"f{i}_a{j}", text=f"it took {3 * i + j + 2} weeks for me") for j in range(2)])
+             for i in range(3)]
+    assert "encoded_ahead" not in cqa("ingest", "-q", jsonl("first.jsonl", first))  # no live generation yet
+    built = cqa("reindex", "-q")["indexes"]
+    assert built["dense"]["encoded"] == 9 and built["answer_vectors"]["encoded"] == 6, built
+
+    more = [Thread(id="m1", subject="Quokka music lessons", body="Where can my son learn the xylophone?",
+                   answers=[Answer(id="m1_a", text="Try the xylophone school near Stone Town."),
+                            Answer(id="m1_b", text="Ask at the cultural centre on Friday.")])]
+    out = cqa("ingest", "-q", "--nice", "5", jsonl("more.jsonl", more))
+    assert out["inserted"] == 1 and out["encoded_ahead"]["texts"] == out["encoded_ahead"]["encoded"] == 5, out
+    assert cqa("ingest", "-q", jsonl("more.jsonl", more))["encoded_ahead"]["encoded"] == 0  # cached, unchanged
+    built = cqa("reindex", "-q")["indexes"]
+    assert built["dense"]["encoded"] == 0 and built["answer_vectors"]["encoded"] == 0, built
+
+    late = [Thread(id="l1", subject="Parking at the airport", body="Is long stay parking cheap?",
+                   answers=[Answer(id="l1_a", text="Use the blue lot, it is half the price.")])]
+    assert "encoded_ahead" not in cqa("ingest", "-q", "--encode", "never", jsonl("late.jsonl", late))
+    assert cqa("reindex", "-q")["indexes"]["dense"]["encoded"] == 2  # left to the build, as asked
+    empty = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "empty")}
+    forced = cqa("ingest", "-q", "--encode", "always", jsonl("late.jsonl", late), env=empty)
+    assert forced["encoded_ahead"]["texts"] == 3 and forced["store"] == {"threads": 1, "answers": 1}
