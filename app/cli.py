@@ -48,10 +48,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         os.nice(args.nice)
     before_write = None
     if args.encode == "always" or (args.encode == "auto" and current_generation(settings.index_root) is not None):
-        from indexing.reindex import encode_ahead
+        from functools import partial
 
-        def before_write(threads):
-            return encode_ahead(settings, threads, None, progress=not args.quiet)
+        from indexing.reindex import encode_ahead
+        before_write = partial(encode_ahead, settings, max_texts=None, progress=not args.quiet)
     with ThreadStore(settings.store_path) as store:
         try:
             report = ingest_paths(store, [Path(p) for p in args.paths], fmt=args.format,

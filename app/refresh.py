@@ -5,7 +5,8 @@ Every ``$CQA_GENERATION_POLL_S`` a serving process reads the store's change coun
 live generation did, it compares the store's fingerprint with the one the live generation recorded. When they
 differ, it runs ``cqa reindex --if-stale`` in a child process, at a lower CPU priority than its own
 (``$CQA_REFRESH_NICE``), as a job of kind ``reindex`` (so POST /reindex meanwhile answers 409 with that job): at once
-when its last build ended at least ``$CQA_REFRESH_S`` ago, else when that much time has passed. The child takes the
+when its last build ended at least the gap ago, else when the gap has passed. The gap is the last build's length times
+``1 / $CQA_REFRESH_DUTY - 1`` (so building takes at most that share of the time), at most ``$CQA_REFRESH_S``. The child takes the
 data folder's reindex lock and checks again under it, so the workers of ``--workers N`` and any ``cqa reindex`` agree
 on one build; the others' children exit at once with ``skipped``. What the child encodes comes from the embedding
 cache for every text seen before, so a refresh encodes only the new texts. The process goes live on the new
@@ -35,6 +36,15 @@ from .schemas import RefreshOut
 log = logging.getLogger(__name__)
 
 
+def refresh_gap(took_s: float, duty: float, longest_s: float) -> float:
+    """Seconds from the end of an automatic build that took ``took_s`` to the start of the next: building then takes
+    at most ``duty`` of the time (``$CQA_REFRESH_DUTY``; 0: always ``longest_s``), and never waits over
+    ``longest_s`` (``$CQA_REFRESH_S``)."""
+    if duty <= 0:
+        return longest_s
+    return round(min(longest_s, took_s * (1 / duty - 1)), 3)
+
+
 class Refresher:
     """One per serving process. ``tick`` is cheap and is called every ``$CQA_GENERATION_POLL_S``, and at once after a
     write of this process (``Service.nudge``). While it knows the store is ahead, a write costs it no fingerprint (a
@@ -42,7 +52,8 @@ class Refresher:
 
     def __init__(self, svc):
         self.svc = svc
-        self.report = RefreshOut(interval_s=svc.settings.refresh_s, pending=False)  # what GET /ready says of it
+        self.report = RefreshOut(interval_s=svc.settings.refresh_s, gap_s=svc.settings.refresh_s,
+                                 pending=False)  # what GET /ready says of it
         self._seen: tuple[int, str | None] | None = None  # (store change count, live generation) last compared
         self._last_end = -math.inf  # monotonic time the last build of this process ended
         self._lock = threading.Lock()  # the follower's ticks and the build's end both compare
@@ -68,10 +79,10 @@ class Refresher:
 
     def tick(self) -> bool:
         """Compare the store with the live generation when either moved; start a build when they differ and the
-        interval allows. True when it started one."""
-        settings, r = self.svc.settings, self.report
+        gap allows. True when it started one."""
+        r = self.report
         self._compare()
-        if not r.pending or time.monotonic() - self._last_end < settings.refresh_s:
+        if not r.pending or time.monotonic() - self._last_end < r.gap_s:
             return False
         job, started = self.svc.jobs.submit("reindex", self._build)
         if started:
@@ -106,6 +117,7 @@ class Refresher:
                                                          else []))
         lines: list[str] = []
         early = None  # the generation this process served while the child trained the translation table
+        started = time.monotonic()
         try:
             with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) as child:  # its log: this stderr
                 for line in child.stdout:
@@ -113,6 +125,7 @@ class Refresher:
                     early = self._went_live(line) or early
         finally:
             self._last_end = time.monotonic()
+            r.gap_s = refresh_gap(self._last_end - started, settings.refresh_duty, settings.refresh_s)
             r.last_finished_at = time.time()
         try:
             if child.returncode != 0:

@@ -225,8 +225,10 @@ class ScoreStoreOut(BaseModel):
 class RefreshOut(BaseModel):
     """The automatic refresh as one serving process sees it: app/refresh.py keeps one and updates it."""
 
-    interval_s: float = Field(description="CQA_REFRESH_S: the least time from one automatic build's end to the next's "
-                              "start")
+    interval_s: float = Field(description="CQA_REFRESH_S: the longest time from one automatic build's end to the "
+                              "next's start")
+    gap_s: float = Field(description="the time from the last automatic build's end to the next's start now: its "
+                         "length * (1 / CQA_REFRESH_DUTY - 1), at most interval_s (interval_s before any build)")
     pending: bool = Field(description="the store holds changes (threads added, changed or deleted) the live "
                           "generation lacks, so search does not see them yet")
     pending_since: float | None = Field(None, description="since when (unix time) this process has seen them")

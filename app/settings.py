@@ -28,7 +28,13 @@ class Settings(RankingSettings):
                              "(a `cqa reindex --if-stale` in a child process at lower CPU priority) and goes live on "
                              "it; at once if its last build ended at least this many seconds ago, else when they have "
                              "passed, so a store written to all the time is rebuilt at most once per this interval "
-                             "plus a build. 0: off (only POST /reindex or `cqa reindex` build).")
+                             "plus a build. 0: off (only POST /reindex or `cqa reindex` build). While builds are "
+                             "cheap the wait is shorter: see refresh_duty.")
+    refresh_duty: float = Field(0.2, ge=0, le=1, description="The largest share of the time the automatic refresh "
+                                "spends building: after a build that took B seconds the next starts B * (1 / duty - "
+                                "1) seconds after it ended (B * 4 at 0.2), at most refresh_s; so a change written "
+                                "during or right after a build waits seconds where builds are quick, and a large "
+                                "forum's builds still leave the CPU to searches. 0: always refresh_s.")
     refresh_nice: int = Field(10, ge=0, le=19, description="How much lower the automatic refresh's CPU priority is "
                               "than the service's (a Unix nice increment), so searches come first on a small machine.")
     refresh_translation_later: bool = Field(True, description="The automatic refresh's build, when a comment was "

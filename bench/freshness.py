@@ -6,7 +6,8 @@ generation indexes; a result or folded into one), and then once reranked, as /se
 (`reranked_shows`: a new thread has no comments yet, which the reranker weighs). Three kinds of change:
 
 - quiet: the store has been quiet for $CQA_REFRESH_S since the last build, so the refresh starts at once;
-- right after: posted as soon as the previous build ended, so it waits out the interval first;
+- right after: posted as soon as the previous build ended, so it waits for the gap first (``gap_after_s`` of the
+  previous trial: $CQA_REFRESH_S, or less while builds are short, $CQA_REFRESH_DUTY);
 - answer: a new comment (a 2015 test comment, which the 2016 corpus does not hold) added to a thread posted before
   (POST /threads with the thread and its comments), searched for with its own text (target answers, "rerank": false)
   until it shows: a new comment changes IBM Model 1's training pairs, so its build keeps the live translation table
@@ -20,7 +21,9 @@ apart, and its latency is reported split by whether an automatic build was runni
 the encoders), and with --translation-later-levels each $CQA_REFRESH_TRANSLATION_LATER (1: a build whose
 question-answer pairs changed goes live before it trains the translation table, then publishes again with it; 0: one
 generation, after training), and with --retrain-levels each $CQA_TRANSLATION_RETRAIN_CHANGED (0: a build trains the
-table whenever a pair changed), gets its own server in turn, side by side in one run. Each trial says how many texts its
+table whenever a pair changed), and with --duty-levels each $CQA_REFRESH_DUTY (0: a change right after a build waits
+out $CQA_REFRESH_S; 0.2: four times the last build's length, at most that), gets its own server in turn, side by side
+in one run. Each trial says how many texts its
 build encoded, and whether and when it went live before the translation table was trained. Prints a JSON object last.
 
     python bench/freshness.py --data-dir /tmp/cqa-full --quiet 3 --right-after 1 --answers 2 --encode-ahead-levels 32,0
@@ -122,7 +125,7 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
     else:
         seconds = wait_for(lambda: found(base, thread_id, subject, body) == (kind != "delete"), timeout)
     wait_for(lambda: refresh_state(base)["last_outcome"] != "running", timeout)
-    job_id = refresh_state(base)["last_job"]
+    job_id, gap_after = refresh_state(base)["last_job"], refresh_state(base)["gap_s"]
     job = get_json(f"{base}/jobs/{job_id}")[1]
     result = job.get("result") or {}
     table = result.get("indexes", {}).get("translation") or {}
@@ -133,6 +136,7 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "job": job_id,
             "job_started_at": job["started_at"], "job_finished_at": job["finished_at"],
             "job_seconds": round(job["finished_at"] - job["started_at"], 2), "build_seconds": result.get("seconds"),
+            "gap_after_s": gap_after,
             "encoded": (result.get("indexes", {}).get("dense") or {}).get("encoded"),
             "dense": {k: v for k, v in (result.get("indexes", {}).get("dense") or {}).items()
                       if k in ("built", "grown_from", "added", "removed_rows", "seconds")},
@@ -174,6 +178,7 @@ class Levels:
     refresh_translation_later: bool
     dense_grow: bool
     translation_retrain_changed: float
+    refresh_duty: float
 
     def env(self) -> dict[str, str]:
         return {f"CQA_{name.upper()}": str(int(v) if isinstance(v, bool) else v) for name, v in asdict(self).items()}
@@ -183,7 +188,8 @@ class Levels:
 LEVEL_OPTIONS = {"nice_levels": ("refresh_nice", int), "encode_ahead_levels": ("encode_ahead_texts", int),
                  "translation_later_levels": ("refresh_translation_later", lambda x: bool(int(x))),
                  "grow_levels": ("dense_grow", lambda x: bool(int(x))),
-                 "retrain_levels": ("translation_retrain_changed", float)}
+                 "retrain_levels": ("translation_retrain_changed", float),
+                 "duty_levels": ("refresh_duty", float)}
 
 
 def server_levels(args, defaults) -> list[Levels]:
@@ -262,6 +268,8 @@ def main() -> None:
                     "(default: the setting's default); each with each other level")
     ap.add_argument("--retrain-levels", default=None, help="CQA_TRANSLATION_RETRAIN_CHANGED per server, "
                     "comma-separated (default: the setting's default); each with each other level")
+    ap.add_argument("--duty-levels", default=None, help="CQA_REFRESH_DUTY per server, comma-separated (0: a change "
+                    "right after a build waits the whole interval)")
     ap.add_argument("--copies", type=int, default=1, help="serve a store this many times the corpus's (whole copies "
                     "under new ids), built once before the servers start")
     ap.add_argument("--timeout", type=float, default=900, help="longest wait for one change, in seconds")

@@ -145,7 +145,9 @@ def test_a_thread_the_service_accepts_becomes_searchable_by_itself_also_after_ki
         _until(lambda: "qz1" not in _search_ids(base, QUESTION), "the deleted thread gone from /search")
         _until(lambda: http("GET", base + "/ready")[1]["refresh"]["last_outcome"] != "running", "the build's end")
         second = http("GET", base + "/ready")[1]["refresh"]
-        assert second["last_job"] != refresh["last_job"] and second["last_started_at"] >= ended + 5 - 0.5
+        # the gap: the first build's length * 4 ($CQA_REFRESH_DUTY 0.2), at most the interval
+        assert 0 < refresh["gap_s"] <= 5 and refresh["interval_s"] == 5, refresh
+        assert second["last_job"] != refresh["last_job"] and second["last_started_at"] >= ended + refresh["gap_s"] - 0.5
         with urllib.request.urlopen(base + "/metrics") as r:
             assert 'cqa_refreshes_total{outcome="built"} 2.0' in r.read().decode()
 
@@ -160,6 +162,40 @@ def test_a_thread_the_service_accepts_becomes_searchable_by_itself_also_after_ki
         p.terminate()
         p.wait(timeout=20)
 
+
+
+def test_the_refresh_gap_keeps_building_to_its_share_of_the_time():
+    from app.refresh import refresh_gap
+    assert refresh_gap(2.0, 0.2, 60) == 8.0  # building 2 s of every 10
+    assert refresh_gap(20.0, 0.2, 60) == 60  # never longer than $CQA_REFRESH_S
+    assert refresh_gap(2.0, 0.5, 60) == 2.0 and refresh_gap(2.0, 1.0, 60) == 0
+    assert refresh_gap(2.0, 0.0, 60) == 60  # 0: always the interval
+
+
+def test_a_write_right_after_a_build_waits_for_the_gap_not_the_interval(tmp_path):
+    """With a 10-minute CQA_REFRESH_S and CQA_REFRESH_DUTY 0.5, a thread posted right after a build is searchable
+    about a build's length later, not ten minutes later; GET /ready says the gap."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    p = start_server(tmp_path, port, {"CQA_REFRESH_S": "600", "CQA_REFRESH_DUTY": "0.5"})
+    try:
+        ready = wait_ready(p, base)
+        assert ready["refresh"]["gap_s"] == ready["refresh"]["interval_s"] == 600  # no build yet
+        post = {"threads": [{"id": "qz5", "subject": "Quokka lessons", "body": QUESTION}]}
+        assert http("POST", base + "/threads", post, ADMIN)[0] == 200
+        _until(lambda: "qz5" in _search_ids(base, QUESTION), "the posted thread found by /search", 60)
+        _until(lambda: http("GET", base + "/ready")[1]["refresh"]["last_outcome"] != "running", "the build's end", 60)
+        first = http("GET", base + "/ready")[1]["refresh"]
+        took = first["last_finished_at"] - first["last_started_at"]
+        assert 0 < first["gap_s"] <= took + 1, first
+        t1 = time.time()
+        post = {"threads": [{"id": "qz6", "subject": "Quokka lessons again", "body": QUESTION + " Urgent."}]}
+        assert http("POST", base + "/threads", post, ADMIN)[0] == 200
+        _until(lambda: "qz6" in _search_ids(base, QUESTION + " Urgent."), "the second thread found", 120)
+        second = http("GET", base + "/ready")[1]["refresh"]
+        assert second["last_job"] != first["last_job"] and second["last_started_at"] - t1 < first["gap_s"] + 5
+    finally:
+        stop_server(p)
 
 
 def test_a_write_starts_the_refresh_without_waiting_for_the_poll(tmp_path):
