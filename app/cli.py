@@ -44,14 +44,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from indexing.store import StoreError, ThreadStore
 
     settings = _settings(args)
-    if args.nice:
-        os.nice(args.nice)
     before_write = None
     if args.encode == "always" or (args.encode == "auto" and current_generation(settings.index_root) is not None):
         from functools import partial
 
         from indexing.reindex import encode_ahead
         before_write = partial(encode_ahead, settings, max_texts=None, progress=not args.quiet)
+    # encoding beside a service: no more CPU than its automatic refresh gets, so its searches come first
+    nice = args.nice if args.nice is not None else settings.refresh_nice if before_write is not None else 0
+    if nice:
+        os.nice(nice)
     with ThreadStore(settings.store_path) as store:
         try:
             report = ingest_paths(store, [Path(p) for p in args.paths], fmt=args.format,
@@ -356,9 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "not wait behind a build encoding the whole import; auto (default): when the data folder has a "
                    "live index generation (a first import leaves encoding to `cqa reindex`, which can spread it "
                    "over a Ray cluster)")
-    s.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
+    s.add_argument("--nice", type=int, default=None, choices=range(0, 20), metavar="N",
                    help="lower this command's CPU priority by N (0-19), so a service on the same machine answers "
-                   "first while it encodes")
+                   "first; default: $CQA_REFRESH_NICE (10) when it encodes, as the service's own automatic refresh "
+                   "builds, else 0")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_ingest)
 
