@@ -357,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "it in (a serving instance's automatic refresh) encodes nothing and a forum's own new posts do "
                    "not wait behind a build encoding the whole import; auto (default): when the data folder has a "
                    "live index generation (a first import leaves encoding to `cqa reindex`, which can spread it "
-                   "over a Ray cluster)")
+                   "over a Ray cluster); never: leave it to the next build, e.g. `cqa reindex --engine ray` for an "
+                   "import too large for this machine")
     s.add_argument("--nice", type=int, default=None, choices=range(0, 20), metavar="N",
                    help="lower this command's CPU priority by N (0-19), so a service on the same machine answers "
                    "first; default: $CQA_REFRESH_NICE (10) when it encodes, as the service's own automatic refresh "

@@ -15,6 +15,7 @@ from indexing.dense import DenseIndex
 from indexing.documents import Documents
 from indexing.models import Answer, Thread
 from indexing.reindex import reindex
+from indexing.rowvectors import RowVectors
 from indexing.searcher import load_current
 from indexing.store import ThreadStore
 
@@ -208,7 +209,6 @@ def test_tokens_of_another_analysis_are_not_reused(settings, monkeypatch):
 def test_kept_comments_vectors_are_copied_from_the_live_generation(settings):
     from indexing.encoder import encode
     from indexing.generations import ANSWER_VECTORS
-    from indexing.rowvectors import RowVectors
     plain = settings.model_copy(update={"dense_encoder": "base"})
     with ThreadStore(plain.store_path) as st:
         st.upsert(threads(4))
@@ -301,6 +301,27 @@ def test_a_build_links_the_live_comment_vectors_and_writes_only_the_new_ones(set
     assert built["base"] == "written" and (built["copied"], built["encoded"]) == (43, 2), built  # 21 dead question rows
     _, now = served()
     assert all(np.array_equal(now[d], v) for d, v in legacy.items())
+
+
+def test_damaged_live_comment_vectors_are_taken_from_the_cache_not_reused(settings, caplog):
+    from indexing.generations import ANSWER_VECTORS
+    plain = settings.model_copy(update={"dense_encoder": "base"})
+    with ThreadStore(plain.store_path) as st:
+        st.upsert(threads(6))
+    first = reindex(plain, progress=False)
+    rows = plain.index_root / first["generation"] / ANSWER_VECTORS / "rows.npy"
+    rows.write_bytes(rows.read_bytes()[:40])  # cut short
+    with ThreadStore(plain.store_path) as st:
+        st.upsert(threads(1, start=6))
+    built = reindex(plain, progress=False)["indexes"]["answer_vectors"]
+    assert built["base"] == "written" and "copied" not in built and built["encoded"] == 2, built  # the rest: cached
+    assert "not reusing its comment vectors" in caplog.text
+    g = load_current(plain.index_root, "cpu")
+    want = {d: v for d, v in zip(g.docs.ids, RowVectors.open(g.folder / ANSWER_VECTORS)[list(range(len(g.docs)))])}
+    fresh = reindex(plain, progress=False, grow_dense=False)  # compact, written anew: the same vectors
+    g = load_current(plain.index_root, "cpu")
+    assert fresh["indexes"]["answer_vectors"]["copied"] == 14
+    assert all(np.array_equal(g.answer_vectors[i], want[d]) for i, d in enumerate(g.docs.ids))
 
 
 @pytest.mark.parametrize("damaged", ["terms/tokens.npy", "dense/index.faiss", "dense/rows.npy", "documents.json"])
