@@ -29,6 +29,7 @@ class IngestReport:
     upsert: UpsertResult = field(default_factory=UpsertResult)
     errors: list[str] = field(default_factory=list)
     encoded_ahead: dict | None = None  # texts, encoded, seconds: summed over the files (None: not asked)
+    ahead_failed: list[str] = field(default_factory=list)  # files written without encoding ahead, and why
 
     def add_ahead(self, done: dict) -> None:
         self.encoded_ahead = {k: round(done[k] + (self.encoded_ahead or {}).get(k, 0), 3)
@@ -38,14 +39,16 @@ class IngestReport:
         return {"threads": self.threads, "answers": self.answers, "skipped": self.skipped,
                 "files": self.files, "inserted": self.upsert.inserted, "updated": self.upsert.updated,
                 "unchanged": self.upsert.unchanged,
-                **({"encoded_ahead": self.encoded_ahead} if self.encoded_ahead is not None else {})}
+                **({"encoded_ahead": self.encoded_ahead} if self.encoded_ahead is not None else {}),
+                **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {})}
 
 
 def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = None,
                  strict: bool = False, progress: bool = True,
                  before_write: Callable[[list[Thread]], dict] | None = None) -> IngestReport:
     """Load every file (folders are searched) and upsert its threads; ``before_write(threads)``, when given, runs
-    on each file's threads before its write (``encode_ahead``: returns its texts, encoded and seconds).
+    on each file's threads before its write (``encode_ahead``: returns its texts, encoded and seconds). It is a cache:
+    when it fails the file is written all the same, and the failure logged and listed in ``ahead_failed``.
 
     In strict mode the first malformed record raises ``LoadError`` and that file writes nothing;
     otherwise malformed records are skipped, counted and logged.
@@ -57,7 +60,11 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
         bar.set_postfix_str(f.name[-40:])
         result = load(f, fmt, strict=strict)
         if before_write is not None and result.threads:
-            report.add_ahead(before_write(result.threads))
+            try:
+                report.add_ahead(before_write(result.threads))
+            except Exception as e:  # noqa: BLE001 - a cache only: the build encodes what is missing; write on
+                log.warning("%s: encoding ahead failed, the build will encode its texts: %s", f.name, e)
+                report.ahead_failed.append(f"{f.name}: {type(e).__name__}: {e}")
         report.upsert.add(store.upsert(result.threads))
         report.files += 1
         report.threads += len(result.threads)

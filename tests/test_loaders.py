@@ -113,6 +113,22 @@ def test_jsonl_unpaired_surrogate_is_named_and_skipped(tmp_path):
     assert "line 1" in err and "answers[0].text has an unpaired surrogate (U+D800 at character 4)" in err
 
 
+def test_ingest_writes_a_file_whose_encoding_ahead_failed(tmp_path, caplog):
+    """Encoding ahead only fills a cache: when it fails, the file is written all the same and the failure said."""
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps({"id": "ok", "subject": "s", "answers": [{"id": "a", "text": "t"}]}) + "\n")
+    seen = []
+
+    def fails(threads):
+        seen.append([t.id for t in threads])
+        raise RuntimeError("no encoder here")
+    with ThreadStore(tmp_path / "s.db") as store:
+        rep = ingest_paths(store, [f], progress=False, before_write=fails)
+        assert seen == [["ok"]] and store.counts() == {"threads": 1, "answers": 1}
+    assert rep.as_dict()["encode_ahead_failed"] == ["t.jsonl: RuntimeError: no encoder here"]
+    assert "encoded_ahead" not in rep.as_dict() and "encoding ahead failed" in caplog.text
+
+
 def test_strict_failure_writes_nothing(tmp_path):
     f = tmp_path / "t.jsonl"
     f.write_text(json.dumps({"id": "ok", "subject": "s"}) + "\n42\n")
