@@ -154,7 +154,8 @@ class Service:
         from indexing.searcher import load_current
         from ranking.pipeline import build_pipeline
         from indexing.generations import write_lease
-        gen = load_current(self.settings.index_root, self.settings.device)
+        # the generation served until now lends what the new one shares with it (a grown FAISS index)
+        gen = load_current(self.settings.index_root, self.settings.device, self.generation)
         # claim it before serving it, so a concurrent reindex cannot prune it under us
         write_lease(self.settings.index_root, self.holder, gen.name, self.lease_ttl())
         # what its first searches would build, built here, while the old generation still serves

@@ -5,10 +5,12 @@ and a copy under another name whose files are hard links), its `current` pointer
 client sends a reranked POST /search (target answers) every 0.25 s. Each switch window runs from the flip until
 GET /ready names the new generation; latency is split by whether a request overlapped one.
 
-Side by side in one run, one server per --formats entry, each with the generations' documents.json in that format:
-`lines` (a header and 2,000 documents a line, what a build writes since round 18) and `object` (the whole file one
-JSON object, as before). Beside each, in this process: the seconds `load_current` takes (the documents and the term
-matrix alone too), `build_pipeline` with the rerankers a service loads at its start, the longest a thread that
+Side by side in one run, one server per --formats entry and --faiss entry. --formats: the generations' documents.json
+in that format, `lines` (a header and 2,000 documents a line, what a build writes since round 18) or `object` (the
+whole file one JSON object, as before). --faiss: the second generation's FAISS file `linked` (a hard link, as a build
+that grew the live index writes it: since round 19 the service then shares the index it has in memory rather than
+reading the file again) or `copied` (another file, as a build that wrote its index anew). Beside each, in this process: the seconds `load_current` takes (the documents and the term
+matrix alone too, and the second generation loaded after the first, as the service loads it), `build_pipeline` with the rerankers a service loads at its start, the longest a thread that
 wakes every millisecond waited while `load_current` ran (how long loading held Python's lock at a stretch: what a
 search's Python waits), and the first reranked /search answers on a generation just loaded, without and with
 `SearchPipeline.prepare` (which the service runs while it loads one, since round 18), beside a second search.
@@ -16,12 +18,14 @@ Prints a JSON object last.
 
     python bench/generation_switch.py --data-dir /tmp/cqa-full --switches 6
     python bench/generation_switch.py --index-of /tmp/big10 --switches 6   # any data folder with a live generation
+    python bench/generation_switch.py --index-of /tmp/big10 --switches 6 --formats lines --faiss copied,linked
 
 The data folder is not changed: each server gets a temporary one, its store copied and its indexes hard-linked.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -31,6 +35,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,10 +52,10 @@ QUESTIONS = ["where can I renew my residence permit", "cheap flights to Manila i
              "best school for kids near the pearl", "how do I get a driving licence"]
 
 
-def two_generations(source: Path, folder: Path, documents_format: str) -> tuple[str, str]:
+def two_generations(source: Path, folder: Path, documents_format: str, faiss_file: str = "linked") -> tuple[str, str]:
     """``folder`` a data folder serving ``source``'s live generation: the store copied, the generation's files hard
     links but documents.json, written in ``documents_format``, and a second generation beside it, the same files
-    under another name (its manifest says so)."""
+    under another name (its manifest says so), its FAISS file a copy when ``faiss_file`` is ``copied``."""
     from indexing.documents import Documents
     from indexing.generations import current_generation
     live = current_generation(source / "indexes")
@@ -62,8 +68,13 @@ def two_generations(source: Path, folder: Path, documents_format: str) -> tuple[
     twin = live + "-twin"
     top = str(source / "indexes" / live)
     docs = Documents.load(source / "indexes" / live / "documents.json")
+    def copy_function(name):
+        def put(src, dst):
+            (shutil.copy2 if name == twin and faiss_file == "copied" and Path(src).name == "index.faiss"
+             else os.link)(src, dst)
+        return put
     for name in (live, twin):  # every file a hard link but the manifest, which names the generation, and documents
-        shutil.copytree(top, folder / "indexes" / name, copy_function=os.link,
+        shutil.copytree(top, folder / "indexes" / name, copy_function=copy_function(name),
                         ignore=lambda d, names: ["manifest.json", "documents.json"] if d == top else [])
         m = json.loads((source / "indexes" / live / "manifest.json").read_text())
         (folder / "indexes" / name / "manifest.json").write_text(json.dumps({**m, "generation": name}))
@@ -98,8 +109,9 @@ def longest_stall(fn) -> tuple[float, float]:
     return took, max(gaps)
 
 
-def load_parts(folder: Path, settings) -> dict:
-    """Seconds of what the serving process does to go live on ``folder``'s generation, by part."""
+def load_parts(folder: Path, settings, twin: str) -> dict:
+    """Seconds of what the serving process does to go live on ``folder``'s generation, by part, and on ``twin``
+    after it."""
     from indexing.documents import Documents
     from indexing.searcher import Generation
     from indexing.termmatrix import TermMatrix
@@ -118,6 +130,13 @@ def load_parts(folder: Path, settings) -> dict:
     loaded = []
     took, stall = longest_stall(lambda: loaded.append(Generation(gen_folder, settings.device)))
     out["load_current_s"], out["longest_stall_ms"] = round(took, 3), round(1000 * stall, 1)
+    after = []
+    took, stall = longest_stall(lambda: after.append(Generation(folder / "indexes" / twin, settings.device,
+                                                                loaded[0])))
+    out["load_after_live_s"], out["load_after_live_stall_ms"] = round(took, 3), round(1000 * stall, 1)
+    out["faiss_index_shared"] = (loaded[0].dense is not None and after[0].dense is not None
+                                 and after[0].dense.index.index is loaded[0].dense.index.index)
+    after.clear()
     rerankers = search_rerankers(settings)  # the service loads them once, at its start
     t0 = time.perf_counter()
     build_pipeline(settings, loaded[0], lambda thread_id: None, rerankers)
@@ -183,14 +202,18 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=8.0, help="seconds from one flip to the next")
     ap.add_argument("--poll-s", type=float, default=0.25, help="the server's CQA_GENERATION_POLL_S (default 2): "
                     "short, so a switch window is mostly the loading rather than the wait for the next poll")
-    ap.add_argument("--formats", default="object,lines", help="documents.json formats, one server each: lines (a "
+    ap.add_argument("--formats", default="lines", help="documents.json formats, comma-separated: lines (a "
                     "build's since round 18), object (before)")
+    ap.add_argument("--faiss", default="copied,linked", help="the second generation's FAISS file, comma-separated: "
+                    "linked (a grown index's build: shared in memory since round 19), copied (a new file)")
     ap.add_argument("--timeout", type=float, default=120, help="longest wait for the server to go live, seconds")
     args = ap.parse_args()
 
-    formats = args.formats.split(",")
+    formats, faiss_files = args.formats.split(","), args.faiss.split(",")
     if not formats or set(formats) - {"lines", "object"}:
         raise SystemExit("--formats: comma-separated, each lines or object")
+    if not faiss_files or set(faiss_files) - {"linked", "copied"}:
+        raise SystemExit("--faiss: comma-separated, each linked or copied")
 
     from app.settings import Settings
     if args.index_of is not None:
@@ -199,23 +222,23 @@ def main() -> None:
         from load import built_corpus
         source = built_corpus(args.data_dir).data_dir
     runs = []
-    for documents_format in formats:
+    for documents_format, faiss_file in itertools.product(formats, faiss_files):
         with tempfile.TemporaryDirectory(prefix="cqa-switch-") as tmp:
             folder = Path(tmp) / "data"
-            names = two_generations(source, folder, documents_format)
-            parts = load_parts(folder, Settings(data_dir=folder))
-            print(json.dumps({"documents_format": documents_format, "in_process": parts}), file=sys.stderr,
-                  flush=True)
+            names = two_generations(source, folder, documents_format, faiss_file)
+            parts = load_parts(folder, Settings(data_dir=folder), names[1])
+            print(json.dumps({"documents_format": documents_format, "faiss": faiss_file, "in_process": parts}),
+                  file=sys.stderr, flush=True)
             size = (folder / "indexes" / names[0] / "documents.json").stat().st_size
             lags, latency = run_server(folder, names, args)
-        runs.append({"documents_format": documents_format, "documents": parts["documents"],
+        runs.append({"documents_format": documents_format, "faiss": faiss_file, "documents": parts["documents"],
                      "documents_json_bytes": size, "live_after_s": lags, "in_process": parts,
                      "search_latency": latency})
     out = {"bench": "generation_switch", "machine": f"{platform.processor() or platform.machine()}, "
            f"{platform.system()}", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "cpus": os.cpu_count(), "source": str(source), "switches": args.switches, "every_s": args.every,
            "generation_poll_s": args.poll_s, "runs": runs}
-    by = {r["documents_format"]: r for r in runs}
+    by = {r["documents_format"]: r for r in runs if r["faiss"] == faiss_files[-1]}
     if {"lines", "object"} <= set(by):
         new, old = by["lines"], by["object"]
         out["stall_ratio"] = round(old["in_process"]["longest_stall_ms"] / max(new["in_process"]["longest_stall_ms"],
@@ -223,6 +246,17 @@ def main() -> None:
         p95 = [r["search_latency"]["during_switch"]["p95_ms"] for r in (old, new)]
         if all(p95):
             out["switch_p95_ratio"] = round(p95[0] / p95[1], 2)
+    by = {r["faiss"]: r for r in runs if r["documents_format"] == formats[-1]}
+    if {"linked", "copied"} <= set(by):
+        new, old = by["linked"], by["copied"]
+        out["faiss_load_after_live_ratio"] = round(old["in_process"]["load_after_live_s"]
+                                                   / max(new["in_process"]["load_after_live_s"], 1e-3), 2)
+        for q in ("p50_ms", "p95_ms"):
+            pair = [r["search_latency"]["during_switch"][q] for r in (old, new)]
+            if all(pair):
+                out[f"faiss_switch_{q[:3]}_ratio"] = round(pair[0] / pair[1], 2)
+        out["faiss_live_after_s_median_ratio"] = round(
+            float(np.median(old["live_after_s"])) / max(float(np.median(new["live_after_s"])), 1e-3), 2)
     print(json.dumps(out))
 
 

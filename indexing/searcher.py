@@ -75,9 +75,11 @@ class DenseSource:
 
 
 class Generation:
-    """Everything one index generation holds, loaded read-only (arrays memory-mapped)."""
+    """Everything one index generation holds, loaded read-only (arrays memory-mapped). ``previous``, a generation
+    loaded before (the one a service served until now), lends what both hold from the same file: its FAISS index,
+    when a build grew it and linked its file (``DenseIndex.load``)."""
 
-    def __init__(self, folder: Path, device: str = "auto"):
+    def __init__(self, folder: Path, device: str = "auto", previous: "Generation | None" = None):
         self.folder = folder
         self.manifest = read_manifest(folder, FORMAT, FORMAT_VERSION)
         self.name = self.manifest["generation"]
@@ -93,7 +95,8 @@ class Generation:
                 encoder = EncoderSpec.from_manifest(self.manifest)
             except EncoderError as e:
                 raise IndexFormatError(f"{folder}: {e}") from None
-            self.dense = DenseSource(DenseIndex.load(folder / "dense"), self.docs.ids, device, encoder=encoder)
+            live = previous.dense.index if previous is not None and previous.dense is not None else None
+            self.dense = DenseSource(DenseIndex.load(folder / "dense", live), self.docs.ids, device, encoder=encoder)
         self.translation_qa = (TranslationTable.load(folder / "translation_qa")
                                if (folder / "translation_qa").exists() else None)
         self.answer_vectors, self.answer_encoder = self._answer_vectors(folder)
@@ -164,11 +167,12 @@ class Generation:
                 "answer_vectors": self.docs.counts()["answers"] if self.answer_vectors is not None else 0}
 
 
-def load_current(root: Path, device: str = "auto") -> Generation:
+def load_current(root: Path, device: str = "auto", previous: Generation | None = None) -> Generation:
+    """The live generation; ``previous``, the one served until now, lends it what they share (``Generation``)."""
     name = current_generation(root)
     if name is None:
         raise IndexFormatError(f"no live index generation under {root}; run `cqa reindex`")
-    return Generation(root / name, device)
+    return Generation(root / name, device, previous)
 
 
 def stored_answer_encoder(manifest: dict) -> str | None:

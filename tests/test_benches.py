@@ -220,11 +220,13 @@ def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp
     before = sorted(p.name for p in s.index_root.iterdir())
     out = run_bench("generation_switch.py", "--index-of", str(s.data_dir), "--switches", "3", "--every", "2",
                     env=cli_env, timeout=900)
-    assert [r["documents_format"] for r in out["runs"]] == ["object", "lines"]
+    assert [(r["documents_format"], r["faiss"]) for r in out["runs"]] == [("lines", "copied"), ("lines", "linked")]
     docs = len(Documents.load(s.index_root / built["generation"] / "documents.json"))
     for r in out["runs"]:
         assert r["documents"] == docs and len(r["live_after_s"]) == 3 and all(x > 0 for x in r["live_after_s"])
         lat = r["search_latency"]
         assert lat["failed"] == 0 and lat["during_switch"]["requests"] > 0 and lat["no_switch"]["requests"] > 0
         assert r["in_process"]["longest_stall_ms"] > 0 and r["in_process"]["load_current_s"] > 0
-    assert out["stall_ratio"] > 0 and sorted(p.name for p in s.index_root.iterdir()) == before  # left as it was
+        assert r["in_process"]["faiss_index_shared"] is (r["faiss"] == "linked")  # a linked file: shared, not read
+    assert out["faiss_load_after_live_ratio"] > 0
+    assert sorted(p.name for p in s.index_root.iterdir()) == before  # left as it was

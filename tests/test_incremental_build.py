@@ -373,6 +373,31 @@ def test_growth_across_builds_keeps_a_delta_until_it_folds_it_in(settings):
                                                                           69, g.docs.ids)}
 
 
+def test_a_generation_loaded_after_a_grown_one_shares_its_faiss_index(settings):
+    """The service loads each new generation with the one it served (``load_current(..., previous)``): a grown index's
+    FAISS file is a hard link of the live one, so the index in memory is shared, not read again, and the generation
+    searches as one loaded alone; after a fold (a file written anew) it is read."""
+    s = hnsw_settings(settings, dense_grow_fold_docs=4)
+    with ThreadStore(s.store_path) as st:
+        st.upsert(threads(20))
+    reindex(s, progress=False, encode_fn=fake_encode)
+    served = load_current(s.index_root)
+    probes = [fake_encode([t.question_text])[0] for t in threads(3, start=100, word="beach")] + \
+        [fake_encode([threads(1, start=5)[0].question_text])[0]]
+    for step, shared in ((0, True), (1, False)):  # 3 new documents, then 6 > 4: folded, written anew
+        with ThreadStore(s.store_path) as st:
+            st.upsert(threads(1, start=100 + step, word="beach"))
+        assert reindex(s, progress=False, encode_fn=fake_encode)["indexes"]["dense"]["base"] == \
+            ("linked" if shared else "written")
+        alone, lent = load_current(s.index_root), load_current(s.index_root, previous=served)
+        assert (lent.dense.index.index is served.dense.index.index) is shared
+        assert alone.dense.index.index is not served.dense.index.index
+        for q in probes:
+            assert lent.dense.index.search_vectors(q, 5, lent.docs.ids) == \
+                alone.dense.index.search_vectors(q, 5, alone.docs.ids)
+        served = lent
+
+
 def test_a_delta_is_searched_with_the_base_inside_a_filter(tmp_path):
     x = clustered(600)
     live = DenseIndex.build(x[:500], kind="hnsw")
