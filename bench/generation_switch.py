@@ -9,8 +9,10 @@ Side by side in one run, one server per --formats entry and --faiss entry. --for
 in that format, `lines` (a header and 2,000 documents a line, what a build writes since round 18) or `object` (the
 whole file one JSON object, as before). --faiss: the second generation's FAISS file `linked` (a hard link, as a build
 that grew the live index writes it: since round 19 the service then shares the index it has in memory rather than
-reading the file again) or `copied` (another file, as a build that wrote its index anew). Beside each, in this process: the seconds `load_current` takes (the documents and the term
-matrix alone too, and the second generation loaded after the first, as the service loads it), `build_pipeline` with the rerankers a service loads at its start, the longest a thread that
+reading the file again) or `copied` (another file, as a build that wrote its index anew). Beside each, in this
+process: the seconds `load_current` takes (the documents and the term matrix alone too, and the second generation
+loaded after the first, as the service loads it), `build_pipeline` with the rerankers a service loads at its start,
+the longest a thread that
 wakes every millisecond waited while `load_current` ran (how long loading held Python's lock at a stretch: what a
 search's Python waits), and the first reranked /search answers on a generation just loaded, without and with
 `SearchPipeline.prepare` (which the service runs while it loads one, since round 18), beside a second search.
