@@ -516,10 +516,9 @@ def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, folder:
     if live is None or not kept.any():
         RowVectors.build(len(docs), need, vecs).save(folder)
         return encoded, where, {"base": "written"}
-    out = RowVectors.grown(live, carried.live_row, rows, need, vecs, settings.dense_grow_fold_docs,
+    # without ``link`` every build folds (-1 added vectors is always too many): one compact base, written
+    out = RowVectors.grown(live, carried.live_row, rows, need, vecs, settings.dense_grow_fold_docs if link else -1,
                            settings.dense_grow_max_removed)
-    if not link:
-        out = out.folded()
     out.save(folder)
     return encoded, where, {"copied": int(kept.sum()), "copied_from": carried.generation,
                             "base": "linked" if out.base_file is not None else "written", "added": len(out.added),

@@ -19,6 +19,7 @@ whose rows are the documents' (``RowVectors.legacy``), and the first build after
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +104,7 @@ class RowVectors:
         """How many document rows have a vector."""
         return int((self.at >= 0).sum())
 
-    @property
+    @cached_property
     def dead(self) -> int:
         """Base rows no document row points to: disk a linked base keeps until it is written anew."""
         used = np.zeros(len(self.base), dtype=bool)
@@ -140,8 +141,8 @@ class RowVectors:
               fold_at: int = 10_000, max_dead: float = 0.1) -> "RowVectors":
         """A new generation's store from ``live``'s: document row ``r`` of ``rows`` whose ``live_row[r]`` is a live
         document row with a vector keeps that vector (the base's linked, the added ones copied); ``new`` are the
-        vectors of document rows ``new_rows``. Written anew in one base past ``fold_at`` added vectors or
-        ``max_dead`` of the base's rows dead."""
+        vectors of document rows ``new_rows``. Written anew in one base past ``fold_at`` added vectors (always when it
+        is negative) or ``max_dead`` of the base's rows dead."""
         rows = np.asarray(rows, dtype=np.int64)
         new_rows = np.asarray(new_rows, dtype=np.int64)
         new = np.asarray(new, dtype=np.float32).reshape(-1, live.dim)
