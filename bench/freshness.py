@@ -125,7 +125,8 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
     else:
         seconds = wait_for(lambda: found(base, thread_id, subject, body) == (kind != "delete"), timeout)
     wait_for(lambda: refresh_state(base)["last_outcome"] != "running", timeout)
-    job_id, gap_after = refresh_state(base)["last_job"], refresh_state(base)["gap_s"]
+    state = refresh_state(base)
+    job_id, gap_after = state["last_job"], state["gap_s"]
     job = get_json(f"{base}/jobs/{job_id}")[1]
     result = job.get("result") or {}
     table = result.get("indexes", {}).get("translation") or {}
