@@ -28,7 +28,7 @@ from .lm import LMIndex
 from .models import Thread
 from .rowvectors import RowVectors
 from .store import ThreadStore
-from .termmatrix import TermMatrix, saved_tokens
+from .termmatrix import TermMatrix, TokenIds, token_digests
 from .text import Analyzer
 from .translation import TranslationTable
 
@@ -190,7 +190,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
         tokens, how = analyse_carried(docs, carried, engine, analyzer, progress)
         timings["analyse"] = {**_timing(t0, len(docs)), **how}
         t0 = time.perf_counter()
-        terms = TermMatrix.build(tokens)
+        terms = TermMatrix.of(tokens)
         terms.save(tmp / "terms")
         timings["terms"] = _timing(t0, len(docs))
         t0 = time.perf_counter()
@@ -204,14 +204,16 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
 
         report("translation", 0.2)
         t0 = time.perf_counter()
-        pairs = translation_pairs(docs, tokens)
-        hashes = pair_hashes(pairs)
+        q_rows, a_rows = pair_rows(docs)
+        hashes = pair_hash(tokens.digests[q_rows], tokens.digests[a_rows])
+
+        def pairs():  # the token lists, only when a table is trained
+            return translation_pairs(docs, tokens.lists())
         built = build_translation(root, pairs, hashes, tmp / "translation_qa", later=translation_later,
                                   retrain_changed=settings.translation_retrain_changed if carry_translation else 0.0)
         timings["translation"] = {**_timing(t0, len(docs)), **built}
         if not built.get("trains_after_publish"):
-            del pairs, hashes  # else kept to train the table once this generation is live
-        del tokens
+            del hashes, tokens, pairs  # else kept to train the table once this generation is live
 
         dense_params, encoder = None, settings.encoder
         if not skip_dense:
@@ -278,7 +280,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             first = name
             stamp, name, tmp = _new_build(root)
             _link_tree(root / first, tmp, skip={"translation_qa", "manifest.json"})
-            trained = train_translation(pairs, hashes, tmp / "translation_qa")
+            trained = train_translation(pairs(), hashes, tmp / "translation_qa")
             timings = {**timings, "translation": {**_timing(t0, len(docs)), **trained, "trained_after": first}}
             _publish_built(root, tmp, name, {**manifest, "generation": name, "created_at": stamp.isoformat(),
                                              "build": timings})
@@ -334,28 +336,28 @@ class Carried:
 
 
 def analyse_carried(docs: Documents, carried: Carried | None, engine: Engine, analyzer: Analyzer,
-                    progress: bool) -> tuple[list[list[str]], dict]:
-    """Every document's tokens: a kept document's as the live generation saved them (``saved_tokens``: the same
-    lists, so every index built from them is the one a full analysis gives), the others analysed by ``engine``. The
-    live tokens count only when they were made by the same analysis (``Analyzer.fingerprint``). Returns the tokens and
-    the build's record."""
+                    progress: bool) -> tuple[TokenIds, dict]:
+    """Every document's token ids and digests: a kept document's carried over from the live generation's term matrix
+    (``TokenIds.carried``: the ids ``TokenIds.of`` gives the same token lists, so every index built from them is the
+    one a full analysis gives), the others analysed by ``engine``. The live ids count only when they were made by the
+    same analysis (``Analyzer.fingerprint``). Returns them and the build's record."""
     kept = carried.kept if carried is not None else np.zeros(0, dtype=np.int64)
-    old = None
+    live = None
     if len(kept) and carried.manifest.get("analysis") == analyzer.fingerprint():
         try:
-            old = saved_tokens(carried.folder / "terms", carried.live_row[kept])
+            live = TokenIds.load(carried.folder / "terms")
         except UNREADABLE as e:
             _not_reused(carried.generation, "its tokens", e)
-    if old is None:
-        return engine.analyse(docs.texts, analyzer, progress), {"analysed": len(docs)}
-    tokens: list[list[str] | None] = [None] * len(docs)
-    for j, t in zip(kept.tolist(), old):
-        tokens[j] = t
+    if live is None:
+        return TokenIds.of(engine.analyse(docs.texts, analyzer, progress), digest=True), {"analysed": len(docs)}
     rest = np.flatnonzero(carried.live_row < 0).tolist()
-    if rest:  # a build after deletes only has none
-        for j, t in zip(rest, engine.analyse([docs.texts[j] for j in rest], analyzer, progress)):
-            tokens[j] = t
-    return tokens, {"carried_from": carried.generation, "carried": len(kept), "analysed": len(rest)}
+    fresh = engine.analyse([docs.texts[j] for j in rest], analyzer, progress) if rest else []  # none after deletes
+    tokens = TokenIds.carried(live, carried.live_row, fresh)
+    how = {"carried_from": carried.generation, "carried": len(kept), "analysed": len(rest)}
+    if tokens.digests is None:  # the live generation was built before round 20: its tokens digested once
+        tokens.digests = token_digests(tokens.lists())
+        how["digested"] = len(docs)
+    return tokens, how
 
 
 GROWABLE = ("hnsw", "ivf")  # the kinds whose build costs far more than adding to them
@@ -525,31 +527,49 @@ def store_answer_vectors(docs: Documents, settings: IndexSettings, spec, folder:
                             "dead": out.dead}
 
 
-def translation_pairs(docs: Documents, tokens: list[list[str]]) -> list[tuple[list[str], list[str]]]:
-    """The store's (question, answer) token pairs, in document order, from the analysed documents: what IBM Model 1,
-    t(answer word | question word), is trained on for translation expansion (ranking/expansion.py)."""
+def pair_rows(docs: Documents) -> tuple[np.ndarray, np.ndarray]:
+    """The store's (question, answer) document row pairs, in document order: each comment whose thread's question is
+    among the documents, with that question."""
     question_row = {tid: i for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids)) if kind == QUESTION}
-    return [(tokens[question_row[tid]], tokens[i]) for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids))
-            if kind != QUESTION and tid in question_row]
+    pairs = [(question_row[tid], i) for i, (kind, tid) in enumerate(zip(docs.kinds, docs.thread_ids))
+             if kind != QUESTION and tid in question_row]
+    rows = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    return rows[:, 0], rows[:, 1]
+
+
+def translation_pairs(docs: Documents, tokens: list[list[str]]) -> list[tuple[list[str], list[str]]]:
+    """The store's (question, answer) token pairs (``pair_rows``), from the analysed documents: what IBM Model 1,
+    t(answer word | question word), is trained on for translation expansion (ranking/expansion.py). A question's
+    answers share one list."""
+    return [(tokens[q], tokens[a]) for q, a in zip(*(r.tolist() for r in pair_rows(docs)))]
 
 
 PAIRS_FILE = "pairs.npy"  # in a table's folder: the pairs it was trained on, one 64-bit digest each, sorted
+# how those digests are made, in a trained table's build record: 2, ``pair_hash`` of the documents' token digests
+# (round 20); a table whose record says otherwise was digested another way, so its pairs are not compared
+PAIR_HASH = 2
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser, on uint64 arrays (wrapping): a bijection whose every output bit depends on every input
+    bit."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def pair_hash(question: np.ndarray, answer: np.ndarray) -> np.ndarray:
+    """One 64-bit digest per (question, answer) pair of documents from their tokens' digests (``token_digests``, rows
+    in pair order): what a build reads for both questions it asks of IBM Model 1's pairs, whether they are the live
+    table's (``pairs_digest``) and how many changed since it was trained (``changed_pairs``). Both words of both
+    digests count, and the order (a pair is not its reverse)."""
+    q, a = np.asarray(question, dtype=np.uint64), np.asarray(answer, dtype=np.uint64)
+    return _mix(q[:, 0] ^ _mix(a[:, 0] ^ _mix(q[:, 1] ^ _mix(a[:, 1] + np.uint64(0x9E3779B97F4A7C15)))))
 
 
 def pair_hashes(pairs: list[tuple[list[str], list[str]]]) -> np.ndarray:
-    """One 64-bit digest per (question, answer) token pair, in the pairs' order: what IBM Model 1 trains on, read
-    once per build for both questions a build asks of it, whether the pairs are the live table's (``pairs_digest``)
-    and how many changed since it was trained (``changed_pairs``). A question's tokens, one list for all its answers
-    as ``translation_pairs`` hands them, are digested once."""
-    import hashlib
-    asked: dict[int, tuple[list[str], bytes]] = {}  # by the list's id; the list kept, so its id stays its own
-    out = np.empty(len(pairs), dtype=np.uint64)
-    for i, (q, a) in enumerate(pairs):
-        seen = asked.get(id(q))
-        if seen is None or seen[0] is not q:
-            seen = asked[id(q)] = (q, hashlib.blake2b("\x1f".join(q).encode(), digest_size=16).digest())
-        out[i] = int.from_bytes(hashlib.blake2b(seen[1] + "\x1f".join(a).encode(), digest_size=8).digest(), "little")
-    return out
+    """``pair_hash`` of (question, answer) token lists: what a build computes from its documents' digests."""
+    return pair_hash(token_digests(q for q, _ in pairs), token_digests(a for _, a in pairs))
 
 
 def pairs_digest(hashes: np.ndarray) -> str:
@@ -567,10 +587,10 @@ def changed_pairs(before: np.ndarray, now: np.ndarray) -> int:
     return int(before.size + now.size - 2 * np.minimum(ca[ia], cb[ib]).sum())
 
 
-def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], hashes: np.ndarray, out: Path,
-                      later: bool = False, retrain_changed: float = 0.0) -> dict:
-    """The translation table of ``pairs`` (whose ``pair_hashes`` are ``hashes``) saved at ``out``, and the build's
-    record of it:
+def build_translation(root: Path, pairs: Callable[[], list[tuple[list[str], list[str]]]], hashes: np.ndarray,
+                      out: Path, later: bool = False, retrain_changed: float = 0.0) -> dict:
+    """The translation table of the pairs ``pairs()`` gives (called only when the table is trained; their
+    ``pair_hash`` digests are ``hashes``) saved at ``out``, and the build's record of it:
 
     - copied from the live generation when it was trained on the same pairs (a new question without answers, an edit
       of a title, a delete of an unanswered thread change none: training again would give the same table);
@@ -586,14 +606,15 @@ def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], hash
     from .searcher import manifest_of
     digest = pairs_digest(hashes)
     m = manifest_of(root) or {}
-    live, live_digest = m.get("generation"), m.get("build", {}).get("translation", {}).get("pairs_digest")
+    live, live_record = m.get("generation"), m.get("build", {}).get("translation", {})
+    live_digest = live_record.get("pairs_digest")
     table = root / live / "translation_qa" if live else None
     if table is None or live_digest is None or not table.is_dir():
-        return train_translation(pairs, hashes, out)
+        return train_translation(pairs(), hashes, out)
     if live_digest == digest:
         shutil.copytree(table, out)
-        return {"pairs": len(pairs), "pairs_digest": digest, "reused_from": live}
-    if retrain_changed > 0 and pairs:
+        return {"pairs": len(hashes), "pairs_digest": digest, "pair_hash": PAIR_HASH, "reused_from": live}
+    if retrain_changed > 0 and len(hashes) and live_record.get("pair_hash") == PAIR_HASH:
         try:
             trained = np.load(table / PAIRS_FILE, allow_pickle=False)
         except FileNotFoundError:
@@ -603,23 +624,23 @@ def build_translation(root: Path, pairs: list[tuple[list[str], list[str]]], hash
             trained = None
         if trained is not None:
             changed = changed_pairs(trained, hashes)
-            if changed <= retrain_changed * len(pairs):
+            if changed <= retrain_changed * len(hashes):
                 shutil.copytree(table, out)
-                return {"pairs": len(pairs), "pairs_digest": live_digest, "carried_from": live,
+                return {"pairs": len(hashes), "pairs_digest": live_digest, "pair_hash": PAIR_HASH, "carried_from": live,
                         "changed_pairs": changed, "trained_on": int(trained.size)}
     if later:
         shutil.copytree(table, out)
-        return {"pairs": len(pairs), "pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True}
-    return train_translation(pairs, hashes, out)
+        return {"pairs": len(hashes), "pairs_digest": live_digest, "carried_from": live, "trains_after_publish": True}
+    return train_translation(pairs(), hashes, out)
 
 
 def train_translation(pairs: list[tuple[list[str], list[str]]], hashes: np.ndarray, out: Path) -> dict:
-    """IBM Model 1 trained on ``pairs`` (whose ``pair_hashes`` are ``hashes``), saved at ``out`` with those digests,
-    sorted (``PAIRS_FILE``); the build's record."""
+    """IBM Model 1 trained on ``pairs`` (whose ``pair_hash`` digests are ``hashes``), saved at ``out`` with those
+    digests, sorted (``PAIRS_FILE``); the build's record."""
     table = TranslationTable.train(pairs)
     table.save(out)
     np.save(out / PAIRS_FILE, np.sort(hashes))
-    return {"pairs": table.params.get("pairs", 0), "pairs_digest": pairs_digest(hashes)}
+    return {"pairs": table.params.get("pairs", 0), "pairs_digest": pairs_digest(hashes), "pair_hash": PAIR_HASH}
 
 
 def _timing(t0: float, n: int) -> dict:

@@ -6,9 +6,10 @@ vocabulary, memory-mapped on load.
 from __future__ import annotations
 
 import json
-from functools import cached_property
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +20,8 @@ class TermMatrix:
     def __init__(self, counts: sp.csc_matrix, vocab: list[str]):
         self.counts = counts
         self.vocab = vocab
-        # set by ``build``: every document's term ids in token order and the n + 1 offsets where each starts, saved
-        # with the matrix so a later build reads a kept document's tokens back (``saved_tokens``) instead of analysing
-        self.sequence: tuple[np.ndarray, np.ndarray] | None = None
+        # set by ``build`` and ``of``: every document's term ids in token order, saved with the matrix
+        self.sequence: TokenIds | None = None
         self.term_id = {t: i for i, t in enumerate(vocab)}
         self.doc_len = np.asarray(counts.sum(axis=1)).ravel().astype(np.float64)
 
@@ -36,26 +36,20 @@ class TermMatrix:
 
     @classmethod
     def build(cls, token_lists: Iterable[list[str]]) -> "TermMatrix":
-        term_id: dict[str, int] = {}
-        rows: list[np.ndarray] = []
-        cols: list[int] = []
-        lengths: list[int] = []
-        n = 0
-        for doc_tokens in token_lists:
-            ids = [term_id.setdefault(t, len(term_id)) for t in doc_tokens]
-            cols.extend(ids)
-            rows.append(np.full(len(ids), n, dtype=np.int32))
-            lengths.append(len(ids))
-            n += 1
-        r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int32)
-        c = np.asarray(cols, dtype=np.int32)
-        counts = sp.csc_matrix((np.ones(len(c), dtype=np.float32), (r, c)), shape=(n, len(term_id)))
+        return cls.of(TokenIds.of(token_lists))
+
+    @classmethod
+    def of(cls, tokens: "TokenIds") -> "TermMatrix":
+        """The counts of documents' term ids, saved with them (``sequence``) so a later build carries a kept
+        document's ids over (``TokenIds.carried``) instead of analysing it again."""
+        n = len(tokens)
+        lengths = np.diff(tokens.offsets)
+        r = np.repeat(np.arange(n, dtype=np.int32), lengths)
+        c = np.asarray(tokens.ids, dtype=np.int32)
+        counts = sp.csc_matrix((np.ones(len(c), dtype=np.float32), (r, c)), shape=(n, len(tokens.vocab)))
         counts.sum_duplicates()
-        vocab = [""] * len(term_id)
-        for t, i in term_id.items():
-            vocab[i] = t
-        m = cls(counts, vocab)
-        m.sequence = (c, np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64))
+        m = cls(counts, list(tokens.vocab))
+        m.sequence = tokens
         return m
 
     def query_terms(self, query: list[str] | Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -75,8 +69,7 @@ class TermMatrix:
         (folder / "vocab.json").write_text(json.dumps(self.vocab, ensure_ascii=False), encoding="utf-8")
         (folder / "shape.json").write_text(json.dumps(list(self.counts.shape)))
         if self.sequence is not None:
-            np.save(folder / "tokens.npy", self.sequence[0])
-            np.save(folder / "token_offsets.npy", self.sequence[1])
+            self.sequence.save(folder)
 
     @classmethod
     def load(cls, folder: Path) -> "TermMatrix":
@@ -88,19 +81,113 @@ class TermMatrix:
         return cls(counts, json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
 
 
-def saved_tokens(folder: Path, rows: np.ndarray) -> list[list[str]] | None:
-    """The token lists of documents ``rows`` of the term matrix saved in ``folder``, as the build that saved it
-    analysed them (the same strings in the same order); None when it saved no token sequence (an older build)."""
-    if not (folder / "tokens.npy").exists():
-        return None
-    vocab = np.array(json.loads((folder / "vocab.json").read_text(encoding="utf-8")), dtype=object)
-    sequence = np.load(folder / "tokens.npy", mmap_mode="r", allow_pickle=False)
-    offsets = np.load(folder / "token_offsets.npy", allow_pickle=False)
-    rows = np.asarray(rows, dtype=np.int64)
-    starts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    # every wanted position at once: each document's start, then counting up within it
-    where = np.repeat(starts - bounds[:-1], lengths) + np.arange(bounds[-1])
-    words = vocab[sequence[where]].tolist()
-    b = bounds.tolist()
-    return [words[b[i]:b[i + 1]] for i in range(len(rows))]
+def token_digests(token_lists: Iterable[list[str]]) -> np.ndarray:
+    """Each token list digested (BLAKE2b, 16 bytes, tokens joined by a unit separator so their bounds count), as two
+    64-bit words a list: what tells whether two documents were analysed into the same tokens, without the tokens."""
+    import hashlib
+    raw = b"".join(hashlib.blake2b("\x1f".join(t).encode(), digest_size=16).digest() for t in token_lists)
+    return np.frombuffer(raw, dtype="<u8").reshape(-1, 2).astype(np.uint64)
+
+
+@dataclass
+class TokenIds:
+    """Documents' tokens as term ids: document ``i``'s are ``vocab[ids[offsets[i]:offsets[i + 1]]]`` in token order,
+    the terms numbered in the order they first appear (what ``of`` gives). ``digests``, when known, are each
+    document's ``token_digests``.
+
+    A build saves them with its term matrix (``TermMatrix.save``), and the next build carries a kept document's ids
+    over from there (``carried``) rather than analysing its text again, or turning its ids into strings and back."""
+    vocab: list[str]
+    ids: np.ndarray  # int32
+    offsets: np.ndarray  # int64, one more than there are documents
+    digests: np.ndarray | None = None  # uint64, (documents, 2)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @classmethod
+    def of(cls, token_lists: Iterable[list[str]], digest: bool = False) -> "TokenIds":
+        """Token lists numbered in order of first appearance; with ``digest``, their digests too."""
+        term_id: dict[str, int] = {}
+        ids: list[int] = []
+        lengths: list[int] = [0]
+        lists = []
+        for doc in token_lists:
+            ids.extend([term_id.setdefault(t, len(term_id)) for t in doc])
+            lengths.append(len(doc))
+            if digest:
+                lists.append(doc)
+        return cls(list(term_id), np.asarray(ids, dtype=np.int32), np.cumsum(lengths, dtype=np.int64),
+                   token_digests(lists) if digest else None)
+
+    @classmethod
+    def carried(cls, live: "TokenIds", live_row: np.ndarray, fresh: list[list[str]]) -> "TokenIds":
+        """The token ids of documents that are either ``live``'s document ``live_row[j]`` or, where that is -1, the
+        next of ``fresh``'s token lists, in order: equal to ``of`` the same token lists, digests included when
+        ``live`` has them, but a kept document's ids are copied, all at once, and only ``fresh`` is looked up."""
+        live_row = np.asarray(live_row, dtype=np.int64)
+        kept, rest = np.flatnonzero(live_row >= 0), np.flatnonzero(live_row < 0)
+        if len(rest) != len(fresh):
+            raise ValueError(f"{len(rest)} documents are not kept, but {len(fresh)} token lists were given")
+        src = live_row[kept]
+        lengths = np.zeros(len(live_row), dtype=np.int64)
+        lengths[kept] = live.offsets[src + 1] - live.offsets[src]
+        lengths[rest] = [len(t) for t in fresh]
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        ids = np.empty(int(offsets[-1]), dtype=np.int64)
+        n_kept = lengths[kept]
+        within = np.arange(int(n_kept.sum()), dtype=np.int64) - np.repeat(np.cumsum(n_kept) - n_kept, n_kept)
+        ids[np.repeat(offsets[kept], n_kept) + within] = live.ids[np.repeat(live.offsets[src], n_kept) + within]
+        term_id = {t: i for i, t in enumerate(live.vocab)}
+        for j, doc in zip(rest.tolist(), fresh):
+            ids[offsets[j]:offsets[j + 1]] = [term_id.setdefault(t, len(term_id)) for t in doc]
+        digests = None
+        if live.digests is not None:
+            digests = np.empty((len(live_row), 2), dtype=np.uint64)
+            digests[kept] = live.digests[src]
+            digests[rest] = token_digests(fresh)
+        return cls(list(term_id), ids, offsets, digests).renumbered()
+
+    def renumbered(self) -> "TokenIds":
+        """The same tokens with the terms numbered in order of first appearance, those that appear nowhere dropped."""
+        n, first = len(self.ids), np.full(len(self.vocab), len(self.ids), dtype=np.int64)
+        np.minimum.at(first, self.ids, np.arange(n, dtype=np.int64))
+        used = np.flatnonzero(first < n)
+        order = used[np.argsort(first[used])]  # first appearances are distinct
+        new_id = np.full(len(self.vocab), -1, dtype=np.int64)
+        new_id[order] = np.arange(len(order))
+        return TokenIds([self.vocab[i] for i in order.tolist()], new_id[self.ids].astype(np.int32), self.offsets,
+                        self.digests)
+
+    def lists(self, rows: np.ndarray | None = None) -> list[list[str]]:
+        """The token lists of documents ``rows`` (default all), as strings, as they were analysed."""
+        rows = np.arange(len(self), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        starts, lengths = self.offsets[rows], self.offsets[rows + 1] - self.offsets[rows]
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        # every wanted position at once: each document's start, then counting up within it
+        where = np.repeat(starts - bounds[:-1], lengths) + np.arange(bounds[-1])
+        words = np.array(self.vocab, dtype=object)[self.ids[where]].tolist()
+        b = bounds.tolist()
+        return [words[b[i]:b[i + 1]] for i in range(len(rows))]
+
+    def save(self, folder: Path) -> None:
+        """The ids, offsets and digests beside the term matrix, whose ``vocab.json`` is their vocabulary."""
+        np.save(folder / "tokens.npy", np.asarray(self.ids, dtype=np.int32))
+        np.save(folder / "token_offsets.npy", np.asarray(self.offsets, dtype=np.int64))
+        if self.digests is not None:
+            np.save(folder / "token_digests.npy", self.digests)
+
+    @classmethod
+    def load(cls, folder: Path) -> "TokenIds | None":
+        """What ``save`` wrote beside a term matrix; None when it wrote none (an older build). The digests are None
+        when a build before round 20 saved the ids."""
+        if not (folder / "tokens.npy").exists():
+            return None
+        digests = folder / "token_digests.npy"
+        out = cls(json.loads((folder / "vocab.json").read_text(encoding="utf-8")),
+                  np.load(folder / "tokens.npy", mmap_mode="r", allow_pickle=False),
+                  np.load(folder / "token_offsets.npy", allow_pickle=False),
+                  np.load(digests, allow_pickle=False) if digests.exists() else None)
+        if out.offsets[-1] != len(out.ids) or (out.digests is not None and out.digests.shape != (len(out), 2)):
+            raise ValueError(f"{folder}: the saved token ids, offsets and digests do not agree")
+        return out

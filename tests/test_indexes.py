@@ -16,7 +16,7 @@ from indexing.models import Answer, Thread
 from indexing.reindex import ReindexError, reindex
 from indexing.searcher import load_current
 from indexing.store import ThreadStore
-from indexing.termmatrix import TermMatrix
+from indexing.termmatrix import TermMatrix, TokenIds, token_digests
 from indexing.text import _TOKEN, Analyzer
 
 from .conftest import ROOT
@@ -60,6 +60,45 @@ def test_compiled_stemmer_stems_every_corpus_word_as_snowball_does(language, sem
     compiled = Stemmer.Stemmer(language)
     differ = [(w, a, b) for w, a, b in zip(words, (pure.stemWord(w) for w in words), compiled.stemWords(words)) if a != b]
     assert differ == []
+
+
+def test_token_ids_carried_over_are_what_analysing_every_document_gives(tmp_path):
+    """A build carries a kept document's term ids from the live generation's term matrix (``TokenIds.carried``): kept
+    documents in another order, some gone (with the only use of a term), new ones with new terms, an empty one. The
+    ids, vocabulary order, offsets and digests must be those of numbering every token list afresh (``TokenIds.of``),
+    and so must the term matrix saved from them, file for file."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(60)]
+    live_lists = [list(rng.choice(words, size=rng.integers(0, 12))) for _ in range(40)] + [["only_here", "w1"]]
+    live = TokenIds.of(live_lists, digest=True)
+    assert live.lists() == live_lists and live.vocab[:2] == [live_lists[0][0], live_lists[0][1]]
+    keep = rng.permutation(40)[:30]  # the last live document, the only one with "only_here", is gone
+    fresh = [["brand", "new", "w3"], [], ["new", "w59", "again"]]
+    live_row = np.concatenate([keep[:10], [-1], keep[10:25], [-1, -1], keep[25:]])
+    now_lists, fresh_left = [], iter(fresh)
+    for r in live_row.tolist():
+        now_lists.append(live_lists[r] if r >= 0 else next(fresh_left))
+    live_folder = tmp_path / "live"
+    TermMatrix.of(live).save(live_folder)
+    carried = TokenIds.carried(TokenIds.load(live_folder), live_row, fresh)
+    expected = TokenIds.of(now_lists, digest=True)
+    assert carried.vocab == expected.vocab and "only_here" not in carried.vocab
+    np.testing.assert_array_equal(carried.ids, expected.ids)
+    np.testing.assert_array_equal(carried.offsets, expected.offsets)
+    np.testing.assert_array_equal(carried.digests, expected.digests)
+    assert carried.lists(np.array([10, 3])) == [fresh[0], now_lists[3]]
+    for name, ids in (("carried", carried), ("fresh", expected)):
+        TermMatrix.of(ids).save(tmp_path / name)
+    for f in sorted(p.name for p in (tmp_path / "fresh").iterdir()):
+        assert (tmp_path / "carried" / f).read_bytes() == (tmp_path / "fresh" / f).read_bytes(), f
+    with pytest.raises(ValueError, match="2 token lists"):
+        TokenIds.carried(live, live_row, fresh[:2])
+
+
+def test_token_digests_tell_token_bounds_and_order():
+    d = token_digests([["a b"], ["a", "b"], ["b", "a"], ["a", "b"], []])
+    assert d.shape == (5, 2) and d.dtype == np.uint64
+    assert len({tuple(r) for r in d.tolist()}) == 4 and (d[1] == d[3]).all()
 
 
 def test_bm25_by_hand():

@@ -9,6 +9,7 @@ import subprocess
 import time
 import urllib.request
 
+import numpy as np
 import pytest
 
 from app.settings import Settings
@@ -486,6 +487,42 @@ def test_a_build_keeps_the_live_table_while_few_pairs_changed(settings, monkeypa
         store.delete("t3")
     older = reindex(s, progress=False, encode_fn=fake_encode)
     assert "carried_from" not in older["indexes"]["translation"] and trained == [1, 1, 1]
+
+
+def test_a_generation_without_token_digests_is_digested_once_and_its_table_trained_once(settings, monkeypatch):
+    """A live generation built before round 20 saved no token digests, and digested its translation table's pairs
+    another way. The next build digests every document's carried tokens once and trains the table (pairs digested
+    two ways cannot be compared); the build after that carries both, and its digests are those of the tokens."""
+    from indexing.termmatrix import TokenIds, token_digests
+    from indexing.translation import TranslationTable
+    fill_store(settings, n=12)
+    first = reindex(settings, progress=False, encode_fn=fake_encode)
+    live = settings.index_root / first["generation"]
+    (live / "terms" / "token_digests.npy").unlink()
+    manifest = json.loads((live / "manifest.json").read_text())
+    del manifest["build"]["translation"]["pair_hash"]
+    (live / "manifest.json").write_text(json.dumps(manifest))
+    trained = []
+    train = TranslationTable.train
+    monkeypatch.setattr(TranslationTable, "train", lambda *a, **k: trained.append(1) or train(*a, **k))
+    s = settings.model_copy(update={"translation_retrain_changed": 0.5})  # one new pair of 37 would be kept
+
+    def one_more(n):
+        with ThreadStore(s.store_path) as store:
+            store.upsert([Thread(id=f"new{n}", subject="a brand new visa question",
+                                 answers=[Answer(id=f"new{n}_a", text=f"renew the visa permit {n} at the office")])])
+        return reindex(s, progress=False, encode_fn=fake_encode)
+
+    second = one_more(1)
+    a, t = second["indexes"]["analyse"], second["indexes"]["translation"]
+    assert (a["carried"], a["analysed"], a["digested"]) == (48, 2, 50)
+    assert "carried_from" not in t and t["pair_hash"] == 2 and trained == [1]
+    third = one_more(2)
+    a, t = third["indexes"]["analyse"], third["indexes"]["translation"]
+    assert (a["carried"], a["analysed"]) == (50, 2) and "digested" not in a
+    assert (t["carried_from"], t["changed_pairs"], t["pair_hash"]) == (second["generation"], 1, 2) and trained == [1]
+    saved = TokenIds.load(settings.index_root / third["generation"] / "terms")
+    np.testing.assert_array_equal(saved.digests, token_digests(saved.lists()))
 
 
 def test_cqa_ingest_encodes_ahead_into_a_served_data_folder(cli_env, tmp_path):
