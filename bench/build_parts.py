@@ -10,6 +10,12 @@ in one run, on the same documents:
   for bit;
 - reading the store's documents: ``ThreadStore.documents`` (one query in one transaction, round 16) against
   ``Documents.from_threads(iter_threads())`` (thread objects, batch by batch); the documents must be identical;
+- the term ids of a build that adds one comment to a live generation (``--generation``): the kept documents' term ids
+  carried over as ids (``TokenIds.carried``), the term matrix counted from them and the question-answer pairs
+  digested from the documents' saved token digests (``pair_hash``, round 20), against the kept documents' tokens read
+  back as strings, the term matrix numbered from the strings again and every pair's tokens hashed (what a build did
+  before); the term matrices (vocabulary, ids, counts) must be identical, and the pairs' digests must tell the same
+  pairs apart;
 - the stored comment vectors of a build that adds one comment to a live generation (``--generation``, default the
   corpus's live one): the live file hard-linked and the new vector written beside it (``RowVectors.grown``, round
   19) against every kept vector copied into a new one-row-per-document file (what a build did before); each side
@@ -19,7 +25,7 @@ Rounds alternate the two sides. The documents are a data folder's store (default
 builds under --data-dir), or --store. Prints a JSON object last.
 
     python bench/build_parts.py --data-dir /tmp/cqa-full --rounds 3
-    python bench/build_parts.py --store /tmp/big10/threads.sqlite3 --parts vectors \\
+    python bench/build_parts.py --store /tmp/big10/threads.sqlite3 --parts term_ids,vectors \\
         --generation /tmp/big10/indexes/$(cat /tmp/big10/indexes/current)
 """
 from __future__ import annotations
@@ -44,9 +50,10 @@ import indexing.text as text  # noqa: E402
 import indexing.translation as translation  # noqa: E402
 from indexing.documents import Documents  # noqa: E402
 from indexing.generations import ANSWER_VECTORS, current_generation, fsync_tree  # noqa: E402
-from indexing.reindex import translation_pairs  # noqa: E402
+from indexing.reindex import pair_hash, pair_rows, translation_pairs  # noqa: E402
 from indexing.rowvectors import RowVectors  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
+from indexing.termmatrix import TermMatrix, TokenIds, token_digests  # noqa: E402
 from indexing.text import Analyzer  # noqa: E402
 from load import built_corpus  # noqa: E402
 
@@ -157,7 +164,70 @@ class OneCommentMore:
             shutil.rmtree(self.work / side, ignore_errors=True)
 
 
-PARTS = ("read", "analyse", "translation", "vectors")
+def reference_pair_hashes(pairs) -> np.ndarray:
+    """Before round 20: every pair's answer tokens joined and hashed with its question's digest."""
+    import hashlib
+    asked: dict[int, tuple[list[str], bytes]] = {}
+    out = np.empty(len(pairs), dtype=np.uint64)
+    for i, (q, a) in enumerate(pairs):
+        seen = asked.get(id(q))
+        if seen is None or seen[0] is not q:
+            seen = asked[id(q)] = (q, hashlib.blake2b("\x1f".join(q).encode(), digest_size=16).digest())
+        out[i] = int.from_bytes(hashlib.blake2b(seen[1] + "\x1f".join(a).encode(), digest_size=8).digest(), "little")
+    return out
+
+
+class OneCommentTokens:
+    """A build of ``generation``'s documents and one new comment on its first thread (the last row), as the lexical
+    stages see it: the live term ids and digests (digested untimed when the generation predates them), the kept rows
+    and the new comment's tokens."""
+
+    def __init__(self, generation: Path, work: Path):
+        live = TokenIds.load(generation / "terms")
+        if live is None:
+            raise SystemExit(f"{generation} saved no token ids with its term matrix (an older build)")
+        if live.digests is None:
+            live.digests = token_digests(live.lists())
+        TermMatrix.of(live).save(work / "terms")  # as a round-20 generation holds them
+        self.folder = work / "terms"
+        self.docs = Documents.load(generation / "documents.json")
+        self.docs._add("a:bench_new", "answer", self.docs.thread_ids[0], self.docs.categories[0], None,
+                       "a brand new comment about the visa office hours")
+        self.live_row = np.append(np.arange(len(self.docs) - 1, dtype=np.int64), -1)
+        self.fresh = [Analyzer()(self.docs.texts[-1])]
+
+    def ids(self) -> tuple[float, tuple[TermMatrix, np.ndarray]]:
+        t0 = time.perf_counter()
+        tokens = TokenIds.carried(TokenIds.load(self.folder), self.live_row, self.fresh)
+        terms = TermMatrix.of(tokens)
+        q, a = pair_rows(self.docs)
+        hashes = pair_hash(tokens.digests[q], tokens.digests[a])
+        return time.perf_counter() - t0, (terms, hashes)
+
+    def strings(self) -> tuple[float, tuple[TermMatrix, np.ndarray]]:
+        t0 = time.perf_counter()
+        kept = np.flatnonzero(self.live_row >= 0)
+        lists = TokenIds.load(self.folder).lists(self.live_row[kept]) + self.fresh
+        terms = TermMatrix.build(lists)
+        hashes = reference_pair_hashes(translation_pairs(self.docs, lists))
+        return time.perf_counter() - t0, (terms, hashes)
+
+    @staticmethod
+    def same(a: tuple[TermMatrix, np.ndarray], b: tuple[TermMatrix, np.ndarray]) -> bool:
+        (ta, ha), (tb, hb) = a, b
+        matrices = (ta.vocab == tb.vocab and all(np.array_equal(getattr(ta.counts, f), getattr(tb.counts, f))
+                                                 for f in ("data", "indices", "indptr"))
+                    and np.array_equal(ta.sequence.ids, tb.sequence.ids)
+                    and np.array_equal(ta.sequence.offsets, tb.sequence.offsets))
+        # the two digests differ in kind; both must make the same pairs equal and the same pairs distinct
+        _, inv_a = np.unique(ha, return_inverse=True)
+        _, inv_b = np.unique(hb, return_inverse=True)
+        first_a = np.unique(inv_a, return_index=True)[1][inv_a]
+        first_b = np.unique(inv_b, return_index=True)[1][inv_b]
+        return matrices and np.array_equal(first_a, first_b)
+
+
+PARTS = ("read", "analyse", "translation", "term_ids", "vectors")
 
 
 def main() -> None:
@@ -168,19 +238,23 @@ def main() -> None:
     ap.add_argument("--parts", default=",".join(PARTS), help=f"the comparisons to make, comma-separated, of {PARTS} "
                     "(translation trains on the compiled stemmers' tokens, made untimed without analyse)")
     ap.add_argument("--generation", type=Path, default=None,
-                    help="vectors: the live generation's folder (default: the corpus's live generation)")
+                    help="term_ids, vectors: the live generation's folder (default: the corpus's live generation)")
     args = ap.parse_args()
     parts = args.parts.split(",")
     if not parts or set(parts) - set(PARTS):
         raise SystemExit(f"--parts: comma-separated, each one of {PARTS}")
-    corpus = built_corpus(args.data_dir) if args.store is None or ("vectors" in parts and args.generation is None) \
-        else None
+    corpus = built_corpus(args.data_dir) \
+        if args.store is None or ({"tokens", "vectors"} & set(parts) and args.generation is None) else None
     store = args.store or corpus.store_path
     work = Path(tempfile.mkdtemp(prefix="cqa-build-parts-"))
-    vectors = None
-    if "vectors" in parts:
+    vectors = comment_tokens = None
+    generation = None
+    if {"term_ids", "vectors"} & set(parts):
         generation = args.generation or corpus.index_root / current_generation(corpus.index_root)
+    if "vectors" in parts:
         vectors = OneCommentMore(generation, work)
+    if "term_ids" in parts:
+        comment_tokens = OneCommentTokens(generation, work)
     with ThreadStore(store) as st:
         docs = Documents.from_threads(st.iter_threads())
     times: dict[str, list[float]] = {}
@@ -217,6 +291,9 @@ def main() -> None:
             pairs = translation_pairs(docs, tokens)
             side_by_side("tables", "translation_flat_links", "translation_per_pair",
                          lambda: train(pairs, reference=False), lambda: train(pairs, reference=True), same_table)
+        if comment_tokens is not None:
+            side_by_side("term_ids", "term_ids_carried", "term_ids_from_strings", comment_tokens.ids,
+                         comment_tokens.strings, comment_tokens.same)
         if vectors is not None:
             vectors.clear()
             side_by_side("vectors", "vectors_linked", "vectors_copied", vectors.linked, vectors.copied, vectors.same)
@@ -227,6 +304,7 @@ def main() -> None:
               for part, fast, slow in (("analyse", "analyse_compiled", "analyse_pure_python"),
                                        ("translation", "translation_flat_links", "translation_per_pair"),
                                        ("read", "read_one_query", "read_thread_objects"),
+                                       ("term_ids", "term_ids_carried", "term_ids_from_strings"),
                                        ("vectors", "vectors_linked", "vectors_copied")) if fast in best}
     print(json.dumps({
         "bench": "build_parts", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
@@ -234,7 +312,8 @@ def main() -> None:
         "documents": len(docs), "answers": docs.counts()["answers"], "rounds": args.rounds,
         "seconds": {k: [round(x, 4) for x in v] for k, v in times.items()}, "best_s": best, **ratios,
         **{f"same_{k}": v for k, v in same.items()},
-        **({"vectors_documents": vectors.n, "bytes_written": written} if vectors is not None else {})}))
+        **({"vectors_documents": vectors.n, "bytes_written": written} if vectors is not None else {}),
+        **({"term_ids_documents": len(comment_tokens.docs)} if comment_tokens is not None else {})}))
 
 
 if __name__ == "__main__":

@@ -133,6 +133,8 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
 def test_build_parts_bench_compares_with_the_pure_python_stemmer_per_pair_links_and_copied_vectors(cli_env, semeval, tmp_path):
     from indexing.loaders import load
     from indexing.store import ThreadStore
+    from indexing.termmatrix import TermMatrix, TokenIds
+    from indexing.text import Analyzer
     with ThreadStore(tmp_path / "threads.sqlite3") as store:
         store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:60])
         docs = store.documents()[0]
@@ -142,12 +144,14 @@ def test_build_parts_bench_compares_with_the_pure_python_stemmer_per_pair_links_
     vectors = np.random.default_rng(0).normal(size=(len(docs), 384)).astype(np.float32)
     vectors[[i for i, k in enumerate(docs.kinds) if k != "answer"]] = 0
     np.save(gen / "answer_vectors.npy", vectors)
+    TermMatrix.of(TokenIds.of(map(Analyzer(), docs.texts))).save(gen / "terms")  # no token digests: an older build
     out = run_bench("build_parts.py", "--store", str(tmp_path / "threads.sqlite3"), "--rounds", "1",
                     "--generation", str(gen), env=cli_env)
     assert out["documents"] > 300 and out["answers"] == out["documents"] - 60
     assert out["same_tokens"] is True and out["same_tables"] is True and out["same_documents"] is True
     assert out["same_vectors"] is True and out["vectors_documents"] == len(docs) + 1
-    assert len(out["seconds"]) == 8 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
+    assert out["same_term_ids"] is True and out["term_ids_documents"] == len(docs) + 1 and out["term_ids_ratio"] > 0
+    assert len(out["seconds"]) == 10 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
     assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0 and out["read_ratio"] > 0
     # the linked side writes the new vector and the row map, not the kept vectors
     assert out["bytes_written"]["copied"] > (len(docs) + 1) * 384 * 4 > 4 * out["bytes_written"]["linked"]

@@ -1,5 +1,5 @@
 """A rebuild reuses what the live generation computed for documents it holds as they are (indexing.reindex.Carried):
-their tokens (analyse_carried: the indexes are byte for byte a full analysis's), and their vectors in the live HNSW
+their term ids (analyse_carried: the indexes are byte for byte a full analysis's), and their vectors in the live HNSW
 or IVF index, which it grows rather than building its own (grow_plan, DenseIndex.grown): only new texts are added,
 gone and edited documents are never returned, and every document is found as a full build finds it."""
 import filecmp
@@ -171,7 +171,7 @@ def test_cqa_reindex_full_builds_anew(settings, cli_env):
     assert runs[2]["built"] == "hnsw" and (runs[2]["encoded"], runs[2]["from_cache"]) == (3, 36)
 
 
-def test_a_rebuild_reads_kept_documents_tokens_back_and_builds_the_same_indexes(settings, tmp_path):
+def test_a_rebuild_carries_kept_documents_term_ids_and_builds_the_same_indexes(settings, tmp_path):
     settings = settings.model_copy(update={"translation_retrain_changed": 0.0})  # the table trained, not kept
     with ThreadStore(settings.store_path) as st:
         st.upsert(threads(30))
