@@ -10,6 +10,12 @@ in one run, on the same documents:
   for bit;
 - reading the store's documents: ``ThreadStore.documents`` (one query in one transaction, round 16) against
   ``Documents.from_threads(iter_threads())`` (thread objects, batch by batch); the documents must be identical;
+- a generation's documents, as a build writes them and a service going live reads them: documents.bin (round 20:
+  each column's UTF-8 bytes end to end with their offsets, the repeating columns coded, the texts decoded as they are
+  read) against documents.json as JSON lines (rounds 18-19); written, read, and read with every text (what a build
+  matching its documents with the live ones reads); the documents read must be identical, and the Python memory a
+  read holds is measured once for each (tracemalloc: a mapped file's pages are not Python's, and are shared by the
+  processes serving it);
 - the term ids of a build that adds one comment to a live generation (``--generation``): the kept documents' term ids
   carried over as ids (``TokenIds.carried``), the term matrix counted from them and the question-answer pairs
   digested from the documents' saved token digests (``pair_hash``, round 20), against the kept documents' tokens read
@@ -48,14 +54,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import indexing.text as text  # noqa: E402
 import indexing.translation as translation  # noqa: E402
-from indexing.documents import Documents  # noqa: E402
+from indexing.documents import Documents, documents_file  # noqa: E402
 from indexing.generations import ANSWER_VECTORS, current_generation, fsync_tree  # noqa: E402
 from indexing.reindex import pair_hash, pair_rows, translation_pairs  # noqa: E402
 from indexing.rowvectors import RowVectors  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 from indexing.termmatrix import TermMatrix, TokenIds, token_digests  # noqa: E402
 from indexing.text import Analyzer  # noqa: E402
-from load import built_corpus  # noqa: E402
+from load import built_corpus, save_documents_lines  # noqa: E402
 
 
 def analyse(texts: list[str], pure: bool) -> tuple[float, list[list[str]]]:
@@ -117,7 +123,7 @@ class OneCommentMore:
         live = RowVectors.open(generation / ANSWER_VECTORS)
         if live is None:
             raise SystemExit(f"{generation} stores no comment vectors (CQA_ANSWER_ENCODER)")
-        docs = Documents.load(generation / "documents.json")
+        docs = Documents.load(documents_file(generation))
         self.n = len(docs) + 1
         self.rows = np.asarray(docs.answer_rows() + [len(docs)], dtype=np.int64)
         self.live_row = np.append(np.arange(len(docs), dtype=np.int64), -1)
@@ -190,7 +196,8 @@ class OneCommentTokens:
             live.digests = token_digests(live.lists())
         TermMatrix.of(live).save(work / "terms")  # as a round-20 generation holds them
         self.folder = work / "terms"
-        self.docs = Documents.load(generation / "documents.json")
+        self.docs = Documents.load(documents_file(generation))
+        self.docs.texts = list(self.docs.texts)
         self.docs._add("a:bench_new", "answer", self.docs.thread_ids[0], self.docs.categories[0], None,
                        "a brand new comment about the visa office hours")
         self.live_row = np.append(np.arange(len(self.docs) - 1, dtype=np.int64), -1)
@@ -227,7 +234,39 @@ class OneCommentTokens:
         return matrices and np.array_equal(first_a, first_b)
 
 
-PARTS = ("read", "analyse", "translation", "term_ids", "vectors")
+class DocumentsFile:
+    """A generation's documents written and read in the binary format and in JSON lines, in ``work``."""
+
+    def __init__(self, docs: Documents, work: Path):
+        self.docs, self.binary, self.lines = docs, work / "documents.bin", work / "documents.json"
+
+    def save(self, binary: bool) -> tuple[float, None]:
+        t0 = time.perf_counter()
+        self.docs.save(self.binary) if binary else save_documents_lines(self.docs, self.lines)
+        return time.perf_counter() - t0, None
+
+    def load(self, binary: bool, every_text: bool = False) -> tuple[float, Documents]:
+        t0 = time.perf_counter()
+        docs = Documents.load(self.binary if binary else self.lines)
+        if every_text:
+            sum(map(len, docs.texts))
+        return time.perf_counter() - t0, docs
+
+    def held(self, binary: bool) -> int:
+        """Python bytes a read of the documents holds (tracemalloc), once loaded."""
+        import tracemalloc
+        tracemalloc.start()
+        docs = Documents.load(self.binary if binary else self.lines)
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        del docs
+        return held
+
+    def same(self, a: Documents, b: Documents) -> bool:
+        return a == b == self.docs
+
+
+PARTS = ("read", "analyse", "translation", "documents", "term_ids", "vectors")
 
 
 def main() -> None:
@@ -291,6 +330,18 @@ def main() -> None:
             pairs = translation_pairs(docs, tokens)
             side_by_side("tables", "translation_flat_links", "translation_per_pair",
                          lambda: train(pairs, reference=False), lambda: train(pairs, reference=True), same_table)
+        if "documents" in parts:
+            file = DocumentsFile(docs, work)
+            side_by_side("documents_written", "documents_save_binary", "documents_save_json_lines",
+                         lambda: file.save(True), lambda: file.save(False),
+                         lambda a, b: file.binary.stat().st_size > 0 and file.lines.stat().st_size > 0)
+            side_by_side("documents_load", "documents_load_binary", "documents_load_json_lines",
+                         lambda: file.load(True), lambda: file.load(False), file.same)
+            side_by_side("documents_load", "documents_load_binary_every_text", "documents_load_json_lines_every_text",
+                         lambda: file.load(True, True), lambda: file.load(False, True), file.same)
+            extra = {"documents_file_bytes": {"binary": file.binary.stat().st_size,
+                                              "json_lines": file.lines.stat().st_size},
+                     "documents_python_bytes_held": {"binary": file.held(True), "json_lines": file.held(False)}}
         if comment_tokens is not None:
             side_by_side("term_ids", "term_ids_carried", "term_ids_from_strings", comment_tokens.ids,
                          comment_tokens.strings, comment_tokens.same)
@@ -305,6 +356,10 @@ def main() -> None:
                                        ("translation", "translation_flat_links", "translation_per_pair"),
                                        ("read", "read_one_query", "read_thread_objects"),
                                        ("term_ids", "term_ids_carried", "term_ids_from_strings"),
+                                       ("documents_save", "documents_save_binary", "documents_save_json_lines"),
+                                       ("documents_load", "documents_load_binary", "documents_load_json_lines"),
+                                       ("documents_load_every_text", "documents_load_binary_every_text",
+                                        "documents_load_json_lines_every_text"),
                                        ("vectors", "vectors_linked", "vectors_copied")) if fast in best}
     print(json.dumps({
         "bench": "build_parts", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
@@ -313,7 +368,8 @@ def main() -> None:
         "seconds": {k: [round(x, 4) for x in v] for k, v in times.items()}, "best_s": best, **ratios,
         **{f"same_{k}": v for k, v in same.items()},
         **({"vectors_documents": vectors.n, "bytes_written": written} if vectors is not None else {}),
-        **({"term_ids_documents": len(comment_tokens.docs)} if comment_tokens is not None else {})}))
+        **({"term_ids_documents": len(comment_tokens.docs)} if comment_tokens is not None else {}),
+        **(extra if "documents" in parts else {})}))
 
 
 if __name__ == "__main__":

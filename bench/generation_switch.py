@@ -5,9 +5,10 @@ and a copy under another name whose files are hard links), its `current` pointer
 client sends a reranked POST /search (target answers) every 0.25 s. Each switch window runs from the flip until
 GET /ready names the new generation; latency is split by whether a request overlapped one.
 
-Side by side in one run, one server per --formats entry and --faiss entry. --formats: the generations' documents.json
-in that format, `lines` (a header and 2,000 documents a line, what a build writes since round 18) or `object` (the
-whole file one JSON object, as before). --faiss: the second generation's FAISS file `linked` (a hard link, as a build
+Side by side in one run, one server per --formats entry and --faiss entry. --formats: the generations' documents in
+that format, `binary` (documents.bin: the columns' UTF-8 bytes and offsets, the texts decoded as they are read, what a
+build writes since round 20), `lines` (documents.json, a header and 2,000 documents a line, rounds 18-19) or `object`
+(documents.json as one JSON object, before). --faiss: the second generation's FAISS file `linked` (a hard link, as a build
 that grew the live index writes it: since round 19 the service then shares the index it has in memory rather than
 reading the file again) or `copied` (another file, as a build that wrote its index anew). Beside each, in this
 process: the seconds `load_current` takes (the documents and the term matrix alone too, and the second generation
@@ -20,7 +21,8 @@ Prints a JSON object last.
 
     python bench/generation_switch.py --data-dir /tmp/cqa-full --switches 6
     python bench/generation_switch.py --index-of /tmp/big10 --switches 6   # any data folder with a live generation
-    python bench/generation_switch.py --index-of /tmp/big10 --switches 6 --formats lines --faiss copied,linked
+    python bench/generation_switch.py --index-of /tmp/big10 --switches 6 --formats binary --faiss copied,linked
+    python bench/generation_switch.py --index-of /tmp/big10 --switches 12 --formats lines,binary --faiss linked
 
 The data folder is not changed: each server gets a temporary one, its store copied and its indexes hard-linked.
 """
@@ -45,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from indexing.generations import point_current  # noqa: E402
-from load import PacedClient, get_json, post_json, server, split_latency  # noqa: E402
+from load import PacedClient, get_json, post_json, save_documents_lines, server, split_latency  # noqa: E402
 
 POLL_S = 0.25
 QUESTIONS = ["where can I renew my residence permit", "cheap flights to Manila in December",
@@ -56,9 +58,9 @@ QUESTIONS = ["where can I renew my residence permit", "cheap flights to Manila i
 
 def two_generations(source: Path, folder: Path, documents_format: str, faiss_file: str = "linked") -> tuple[str, str]:
     """``folder`` a data folder serving ``source``'s live generation: the store copied, the generation's files hard
-    links but documents.json, written in ``documents_format``, and a second generation beside it, the same files
+    links but the documents, written in ``documents_format``, and a second generation beside it, the same files
     under another name (its manifest says so), its FAISS file a copy when ``faiss_file`` is ``copied``."""
-    from indexing.documents import Documents
+    from indexing.documents import FILE, OLD_FILE, Documents, documents_file
     from indexing.generations import current_generation
     live = current_generation(source / "indexes")
     if live is None:
@@ -69,7 +71,8 @@ def two_generations(source: Path, folder: Path, documents_format: str, faiss_fil
         shutil.copytree(source / "cache", folder / "cache", copy_function=os.link)
     twin = live + "-twin"
     top = str(source / "indexes" / live)
-    docs = Documents.load(source / "indexes" / live / "documents.json")
+    docs = Documents.load(documents_file(source / "indexes" / live))
+    docs.texts = list(docs.texts)
     def copy_function(name):
         def put(src, dst):
             (shutil.copy2 if name == twin and faiss_file == "copied" and Path(src).name == "index.faiss"
@@ -77,14 +80,16 @@ def two_generations(source: Path, folder: Path, documents_format: str, faiss_fil
         return put
     for name in (live, twin):  # every file a hard link but the manifest, which names the generation, and documents
         shutil.copytree(top, folder / "indexes" / name, copy_function=copy_function(name),
-                        ignore=lambda d, names: ["manifest.json", "documents.json"] if d == top else [])
+                        ignore=lambda d, names: ["manifest.json", FILE, OLD_FILE] if d == top else [])
         m = json.loads((source / "indexes" / live / "manifest.json").read_text())
-        (folder / "indexes" / name / "manifest.json").write_text(json.dumps({**m, "generation": name}))
-        if documents_format == "lines":
-            docs.save(folder / "indexes" / name / "documents.json")
+        gen = folder / "indexes" / name
+        (gen / "manifest.json").write_text(json.dumps({**m, "generation": name}))
+        if documents_format == "binary":
+            docs.save(gen / FILE)
+        elif documents_format == "lines":
+            save_documents_lines(docs, gen / OLD_FILE)
         else:
-            (folder / "indexes" / name / "documents.json").write_text(json.dumps(docs.__dict__, ensure_ascii=False),
-                                                                      encoding="utf-8")
+            (gen / OLD_FILE).write_text(json.dumps(docs.__dict__, ensure_ascii=False), encoding="utf-8")
     point_current(folder / "indexes", live)
     return live, twin
 
@@ -114,7 +119,7 @@ def longest_stall(fn) -> tuple[float, float]:
 def load_parts(folder: Path, settings, twin: str) -> dict:
     """Seconds of what the serving process does to go live on ``folder``'s generation, by part, and on ``twin``
     after it."""
-    from indexing.documents import Documents
+    from indexing.documents import Documents, documents_file
     from indexing.searcher import Generation
     from indexing.termmatrix import TermMatrix
     from indexing.store import ThreadStore
@@ -124,7 +129,7 @@ def load_parts(folder: Path, settings, twin: str) -> dict:
     Generation(gen_folder, settings.device)  # the files in the page cache, as a build just wrote them
     out = {}
     t0 = time.perf_counter()
-    Documents.load(gen_folder / "documents.json")
+    Documents.load(documents_file(gen_folder))
     out["documents_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
     TermMatrix.load(gen_folder / "terms")
@@ -204,16 +209,16 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=8.0, help="seconds from one flip to the next")
     ap.add_argument("--poll-s", type=float, default=0.25, help="the server's CQA_GENERATION_POLL_S (default 2): "
                     "short, so a switch window is mostly the loading rather than the wait for the next poll")
-    ap.add_argument("--formats", default="lines", help="documents.json formats, comma-separated: lines (a "
-                    "build's since round 18), object (before)")
+    ap.add_argument("--formats", default="binary", help="the documents' formats, comma-separated: binary (a "
+                    "build's since round 20), lines (rounds 18-19), object (before)")
     ap.add_argument("--faiss", default="copied,linked", help="the second generation's FAISS file, comma-separated: "
                     "linked (a grown index's build: shared in memory since round 19), copied (a new file)")
     ap.add_argument("--timeout", type=float, default=120, help="longest wait for the server to go live, seconds")
     args = ap.parse_args()
 
     formats, faiss_files = args.formats.split(","), args.faiss.split(",")
-    if not formats or set(formats) - {"lines", "object"}:
-        raise SystemExit("--formats: comma-separated, each lines or object")
+    if not formats or set(formats) - {"binary", "lines", "object"}:
+        raise SystemExit("--formats: comma-separated, each binary, lines or object")
     if not faiss_files or set(faiss_files) - {"linked", "copied"}:
         raise SystemExit("--faiss: comma-separated, each linked or copied")
 
@@ -231,23 +236,31 @@ def main() -> None:
             parts = load_parts(folder, Settings(data_dir=folder), names[1])
             print(json.dumps({"documents_format": documents_format, "faiss": faiss_file, "in_process": parts}),
                   file=sys.stderr, flush=True)
-            size = (folder / "indexes" / names[0] / "documents.json").stat().st_size
+            from indexing.documents import documents_file
+            size = documents_file(folder / "indexes" / names[0]).stat().st_size
             lags, latency = run_server(folder, names, args)
         runs.append({"documents_format": documents_format, "faiss": faiss_file, "documents": parts["documents"],
-                     "documents_json_bytes": size, "live_after_s": lags, "in_process": parts,
+                     "documents_file_bytes": size, "live_after_s": lags, "in_process": parts,
                      "search_latency": latency})
     out = {"bench": "generation_switch", "machine": f"{platform.processor() or platform.machine()}, "
            f"{platform.system()}", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "cpus": os.cpu_count(), "source": str(source), "switches": args.switches, "every_s": args.every,
            "generation_poll_s": args.poll_s, "runs": runs}
     by = {r["documents_format"]: r for r in runs if r["faiss"] == faiss_files[-1]}
-    if {"lines", "object"} <= set(by):
-        new, old = by["lines"], by["object"]
-        out["stall_ratio"] = round(old["in_process"]["longest_stall_ms"] / max(new["in_process"]["longest_stall_ms"],
-                                                                               1e-3), 2)
-        p95 = [r["search_latency"]["during_switch"]["p95_ms"] for r in (old, new)]
-        if all(p95):
-            out["switch_p95_ratio"] = round(p95[0] / p95[1], 2)
+    for new_format, old_format in (("lines", "object"), ("binary", "lines")):
+        if {new_format, old_format} <= set(by):
+            new, old = by[new_format], by[old_format]
+            key = f"{new_format}_vs_{old_format}"
+            out[f"{key}_stall_ratio"] = round(old["in_process"]["longest_stall_ms"]
+                                              / max(new["in_process"]["longest_stall_ms"], 1e-3), 2)
+            out[f"{key}_load_ratio"] = round(old["in_process"]["load_current_s"]
+                                             / max(new["in_process"]["load_current_s"], 1e-3), 2)
+            for q in ("p50_ms", "p95_ms"):
+                pair = [r["search_latency"]["during_switch"][q] for r in (old, new)]
+                if all(pair):
+                    out[f"{key}_switch_{q[:3]}_ratio"] = round(pair[0] / pair[1], 2)
+            out[f"{key}_live_after_s_median_ratio"] = round(
+                float(np.median(old["live_after_s"])) / max(float(np.median(new["live_after_s"])), 1e-3), 2)
     by = {r["faiss"]: r for r in runs if r["documents_format"] == formats[-1]}
     if {"linked", "copied"} <= set(by):
         new, old = by["linked"], by["copied"]

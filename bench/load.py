@@ -85,6 +85,15 @@ def built_corpus(data_dir: Path):
     return corpus_settings(settings)
 
 
+def save_documents_lines(docs, path: Path, chunk: int = 2000) -> None:
+    """``docs`` as rounds 18 and 19 saved a generation's documents.json (version 2: a header line, then the columns
+    of ``chunk`` documents a line), the reference the binary documents.bin of round 20 is measured against."""
+    lines = [json.dumps({"format": "documents", "version": 2, "documents": len(docs), "chunk": chunk})]
+    lines += [json.dumps({k: list(v[lo:lo + chunk]) for k, v in docs.__dict__.items()}, ensure_ascii=False)
+              for lo in range(0, len(docs), chunk)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def renamed(thread, tag: str):
     """A copy of ``thread`` under new ids (its own and its comments', each + "~" + ``tag``): how the benches grow a
     store by whole copies of the corpus."""

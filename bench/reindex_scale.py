@@ -44,7 +44,7 @@ def _store(folder: Path, threads) -> IndexSettings:
 
 def _sizes(gen: Path, n_docs: int) -> dict:
     out = {}
-    for part in ("documents.json", "terms", "bm25", "lm", "translation_qa", "dense", "answer_vectors"):
+    for part in ("documents.bin", "terms", "bm25", "lm", "translation_qa", "dense", "answer_vectors"):
         files = [gen / part] if (gen / part).is_file() else [p for p in (gen / part).rglob("*") if p.is_file()]
         b = sum(p.stat().st_size for p in files)
         out[part] = {"bytes": b, "bytes_per_doc": round(b / n_docs, 1)}

@@ -2,14 +2,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import mmap
+import operator
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from .models import Thread
 
 QUESTION, ANSWER = "question", "answer"
-FORMAT, VERSION, CHUNK = "documents", 2, 2000  # documents.json: a header line, then CHUNK documents a line
+FORMAT, BINARY = "documents", 3
+FILE, OLD_FILE = "documents.bin", "documents.json"  # a generation's; the second written before round 20
+
+
+def documents_file(folder: Path) -> Path:
+    """A generation folder's documents: ``FILE``, or the ``OLD_FILE`` of a generation built before round 20."""
+    return folder / FILE if (folder / FILE).exists() or not (folder / OLD_FILE).exists() else folder / OLD_FILE
 
 
 def question_doc_id(thread_id: str) -> str:
@@ -58,22 +69,46 @@ class Documents:
         return {"total": len(self), "questions": q, "answers": len(self) - q}
 
     def save(self, path: Path) -> None:
-        """JSON lines: a header, then the columns of ``CHUNK`` documents a line. A service that goes live on a new
-        generation reads it while it answers searches, and parsing one line holds Python's lock for a few ms where
-        the whole file as one JSON value held it for 0.17 s at 235k documents (bench/generation_switch.py)."""
-        n = len(self)
-        lines = [json.dumps({"format": FORMAT, "version": VERSION, "documents": n, "chunk": CHUNK})]
-        lines += [json.dumps({k: v[lo:lo + CHUNK] for k, v in self.__dict__.items()}, ensure_ascii=False)
-                  for lo in range(0, n, CHUNK)]
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        """The binary format (``FILE``, version 3): a JSON header line naming each section's place, then the sections,
+        each 8-byte aligned. Each string column is its values' UTF-8 bytes end to end and their byte offsets; the
+        columns that repeat values (kinds, threads, categories, dates) keep each distinct value once and a code per
+        document (-1: None). A service going live reads the header, maps the file and makes the short columns'
+        strings; a text is decoded when it is read (``Texts``), so none is parsed up front and the file's pages are
+        shared by every process serving it (bench/build_parts.py ``documents``)."""
+        sections: list[tuple[str, bytes | np.ndarray]] = []
+        for name, values in self.__dict__.items():
+            if name in PLAIN:
+                sections += _strings(name, values)
+            else:
+                table: dict[str, int] = {}
+                codes = np.fromiter((-1 if v is None else table.setdefault(v, len(table)) for v in values),
+                                    dtype=np.int32, count=len(values))
+                sections += [(f"{name}.codes", codes), *_strings(f"{name}.values", list(table))]
+        place, at = {}, 0
+        for name, data in sections:
+            size = data.nbytes if isinstance(data, np.ndarray) else len(data)
+            place[name] = [at, size, data.dtype.str if isinstance(data, np.ndarray) else "bytes"]
+            at += size + (-size) % 8
+        head = json.dumps({"format": FORMAT, "version": BINARY, "documents": len(self), "sections": place}).encode()
+        head += b" " * ((-len(head) - 1) % 8) + b"\n"  # the sections 8-byte aligned in the file too
+        with open(path, "wb") as fh:
+            fh.write(head)
+            for name, data in sections:
+                raw = data.tobytes() if isinstance(data, np.ndarray) else data
+                fh.write(raw + b"\0" * ((-len(raw)) % 8))
 
     @classmethod
     def load(cls, path: Path) -> "Documents":
-        """What ``save`` wrote, a line at a time; or a file of one JSON object (generations built before round 18)."""
-        with open(path, encoding="utf-8") as fh:
-            head = json.loads(fh.readline())
+        """What ``save`` wrote (its texts read from the mapped file as they are asked for), or a generation's
+        ``documents.json`` from before round 20: JSON lines (a header, then the columns of 2,000 documents a
+        line), or one JSON object (before round 18)."""
+        with open(path, "rb") as fh:
+            first = fh.readline()
+            head = json.loads(first)
             if head.get("format") != FORMAT:
                 return cls(**head)
+            if head.get("version") == BINARY:
+                return cls._mapped(path, fh, len(first), head)
             docs = cls()
             columns = docs.__dict__
             for line in fh:
@@ -83,3 +118,91 @@ class Documents:
             raise ValueError(f"{path}: {head['documents']} documents announced, "
                              f"{sorted({len(v) for v in columns.values()})} read")
         return docs
+
+    @classmethod
+    def _mapped(cls, path: Path, fh, base: int, head: dict) -> "Documents":
+        n, place = head["documents"], head["sections"]
+        end = base + max((at + size for at, size, _ in place.values()), default=0)
+        size = os.fstat(fh.fileno()).st_size
+        if size < end:
+            raise ValueError(f"{path}: cut short: {size} bytes, its sections end at {end}")
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+        def array(name: str, count: int | None = None) -> np.ndarray:
+            at, nbytes, dtype = place[name]
+            a = np.frombuffer(mm, dtype=dtype, count=nbytes // np.dtype(dtype).itemsize, offset=base + at)
+            if count is not None and len(a) != count:
+                raise ValueError(f"{path}: {name} holds {len(a)} values, {count} expected")
+            return a
+
+        def strings(name: str, count: int | None = None) -> Texts:
+            offsets = array(f"{name}.offsets", None if count is None else count + 1)
+            at, nbytes, _ = place[f"{name}.bytes"]
+            if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != nbytes or (np.diff(offsets) < 0).any():
+                raise ValueError(f"{path}: {name}'s offsets do not fit its bytes")
+            return Texts(mm, base + at, offsets)
+
+        columns = {}
+        for name in cls().__dict__:
+            if name in PLAIN:
+                columns[name] = strings(name, n)
+                continue
+            codes = array(f"{name}.codes", n)
+            values = list(strings(f"{name}.values")) + [None]
+            if n and (codes.min() < -1 or codes.max() >= len(values) - 1):
+                raise ValueError(f"{path}: {name}'s codes do not fit its values")
+            columns[name] = [values[c] for c in codes.tolist()]  # -1: the None at the end
+        columns["ids"] = list(columns["ids"])  # looked up by id: made once
+        return cls(**columns)
+
+
+PLAIN = ("ids", "texts")  # the columns whose values rarely repeat: stored one by one, not as codes
+
+
+def _strings(name: str, values: list[str]) -> list[tuple[str, bytes | np.ndarray]]:
+    raw = [v.encode("utf-8", "surrogatepass") for v in values]
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
+    return [(f"{name}.offsets", offsets), (f"{name}.bytes", b"".join(raw))]
+
+
+class Texts(Sequence):
+    """Strings stored end to end as UTF-8 (``Documents.save``), decoded one at a time as they are read: a
+    generation's texts in a mapped file, not a list of 100k-1M string objects parsed when it goes live. Equal to a
+    list of the same strings; pickled as that list."""
+
+    def __init__(self, buffer, start: int, offsets: np.ndarray):
+        self._buffer, self._start, self._offsets = buffer, start, offsets
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = operator.index(i)
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("text index out of range")
+        a, b = self._start + int(self._offsets[i]), self._start + int(self._offsets[i + 1])
+        return self._buffer[a:b].decode("utf-8", "surrogatepass")
+
+    def __iter__(self):
+        start, buffer, offsets = self._start, self._buffer, self._offsets.tolist()
+        for a, b in zip(offsets[:-1], offsets[1:]):
+            yield buffer[start + a:start + b].decode("utf-8", "surrogatepass")
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (list, tuple, Texts)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+    def __repr__(self) -> str:
+        return f"Texts({len(self)} strings)"

@@ -5,7 +5,7 @@ Layout under the index root::
     current                 # one line: the live generation's name (replaced atomically)
     gen-20261121T150000Z-ab12/
         manifest.json       # kind, format version, parameters, counts, model, build time
-        documents.json      # ids, kinds, threads, categories, dates, texts: row order of every index
+        documents.bin       # ids, kinds, threads, categories, dates, texts: row order of every index
         terms/ bm25/ lm/ dense/
         answer_vectors/     # the answer encoder's vector of each comment by row (indexing.rowvectors), if built
     .tmp-gen-.../           # a build in progress; never read, removed by the next reindex

@@ -19,7 +19,8 @@ from tqdm import tqdm
 from .bm25 import BM25Index
 from .config import IndexSettings
 from .dense import DenseIndex, choose_kind
-from .documents import QUESTION, Documents
+from .documents import FILE as DOCUMENTS_FILE
+from .documents import QUESTION, Documents, documents_file
 from .embcache import EmbeddingCache, embed_with_cache
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
 from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, link_or_copy,
@@ -181,7 +182,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
             docs, fingerprint, n_threads = store.documents()  # one read transaction: they agree
         if len(docs) == 0:
             raise ReindexError("the store is empty: ingest threads first (`cqa ingest PATH`)")
-        docs.save(tmp / "documents.json")
+        docs.save(tmp / DOCUMENTS_FILE)
         timings["documents"] = _timing(t0, len(docs))
 
         report("lexical", 0.1)
@@ -319,7 +320,7 @@ class Carried:
             return None
         folder = root / name
         try:
-            live = Documents.load(folder / "documents.json")
+            live = Documents.load(documents_file(folder))
             manifest = json.loads((folder / "manifest.json").read_text())
         except UNREADABLE as e:
             _not_reused(name, "its documents", e)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .bm25 import BM25Index
 from .dense import DenseIndex
-from .documents import Documents, answer_doc_id, question_doc_id
+from .documents import Documents, answer_doc_id, documents_file, question_doc_id
 from .encoder import EncoderError, EncoderSpec
 from .generations import (
     ANSWER_VECTORS,
@@ -83,7 +83,7 @@ class Generation:
         self.folder = folder
         self.manifest = read_manifest(folder, FORMAT, FORMAT_VERSION)
         self.name = self.manifest["generation"]
-        self.docs = Documents.load(folder / "documents.json")
+        self.docs = Documents.load(documents_file(folder))
         self.row = {d: i for i, d in enumerate(self.docs.ids)}
         self.analyzer = Analyzer.from_dict(self.manifest["analyzer"])
         self.terms = TermMatrix.load(folder / "terms")

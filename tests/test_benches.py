@@ -140,7 +140,7 @@ def test_build_parts_bench_compares_with_the_pure_python_stemmer_per_pair_links_
         docs = store.documents()[0]
     gen = tmp_path / "gen"  # a generation in the older layout: one row per document, zero for questions
     gen.mkdir()
-    docs.save(gen / "documents.json")
+    docs.save(gen / "documents.bin")
     vectors = np.random.default_rng(0).normal(size=(len(docs), 384)).astype(np.float32)
     vectors[[i for i, k in enumerate(docs.kinds) if k != "answer"]] = 0
     np.save(gen / "answer_vectors.npy", vectors)
@@ -224,8 +224,8 @@ def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp
     before = sorted(p.name for p in s.index_root.iterdir())
     out = run_bench("generation_switch.py", "--index-of", str(s.data_dir), "--switches", "3", "--every", "2",
                     env=cli_env, timeout=900)
-    assert [(r["documents_format"], r["faiss"]) for r in out["runs"]] == [("lines", "copied"), ("lines", "linked")]
-    docs = len(Documents.load(s.index_root / built["generation"] / "documents.json"))
+    assert [(r["documents_format"], r["faiss"]) for r in out["runs"]] == [("binary", "copied"), ("binary", "linked")]
+    docs = len(Documents.load(s.index_root / built["generation"] / "documents.bin"))
     for r in out["runs"]:
         assert r["documents"] == docs and len(r["live_after_s"]) == 3 and all(x > 0 for x in r["live_after_s"])
         lat = r["search_latency"]

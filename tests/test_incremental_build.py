@@ -222,7 +222,7 @@ def test_kept_comments_vectors_are_copied_from_the_live_generation(settings):
     assert (second["copied"], second["encoded"], second["copied_from"]) == (7, 3, first["generation"])
     old = RowVectors.open(plain.index_root / first["generation"] / ANSWER_VECTORS)
     g = load_current(plain.index_root, "cpu")
-    old_row = {d: i for i, d in enumerate(Documents.load(plain.index_root / first["generation"] / "documents.json")
+    old_row = {d: i for i, d in enumerate(Documents.load(plain.index_root / first["generation"] / "documents.bin")
                                           .ids)}
     rows = [i for i, k in enumerate(g.docs.kinds) if k == "answer"]
     for i in rows:
@@ -324,7 +324,7 @@ def test_damaged_live_comment_vectors_are_taken_from_the_cache_not_reused(settin
     assert all(np.array_equal(g.answer_vectors[i], want[d]) for i, d in enumerate(g.docs.ids))
 
 
-@pytest.mark.parametrize("damaged", ["terms/tokens.npy", "dense/index.faiss", "dense/rows.npy", "documents.json"])
+@pytest.mark.parametrize("damaged", ["terms/tokens.npy", "dense/index.faiss", "dense/rows.npy", "documents.bin"])
 def test_a_damaged_live_generation_is_computed_again_not_reused(settings, damaged, caplog):
     """What a build reuses is an optimisation: a live generation it cannot read (a damaged file, another release's)
     costs the reuse and a warning, never the build."""
@@ -341,7 +341,7 @@ def test_a_damaged_live_generation_is_computed_again_not_reused(settings, damage
         st.upsert(threads(1, start=30))
     out = reindex(s, progress=False, encode_fn=fake_encode)["indexes"]
     assert "not reusing" in caplog.text
-    if damaged in ("terms/tokens.npy", "documents.json"):
+    if damaged in ("terms/tokens.npy", "documents.bin"):
         assert out["analyse"]["analysed"] == 60 and "carried" not in out["analyse"]
     if damaged != "terms/tokens.npy":
         assert out["dense"]["built"] == "hnsw"

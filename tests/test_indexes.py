@@ -267,28 +267,57 @@ def test_approximate_indexes_search_inside_the_filter(kind):
     assert np.mean(overlap) >= 0.8, overlap
 
 
-def test_documents_file_round_trips_a_chunk_a_line_and_reads_the_older_single_object(tmp_path, monkeypatch):
-    """documents.json: a header line and CHUNK documents a line (a service going live parses it a line at a time);
-    the same documents back, across chunk bounds and with newlines and any script in the texts; a generation's file
-    from before (one JSON object) still loads; a file cut short is an error, not fewer documents."""
+def test_documents_file_round_trips_and_reads_the_older_json_files(tmp_path):
+    """documents.bin: the same documents back, with newlines, any script, a lone surrogate, None and repeated values
+    in the coded columns; its texts decoded as they are read (``Texts``: indexing, negative indexes, slices, equal to
+    the list, pickled as it); a generation's documents.json from before (JSON lines, or one JSON object) still loads;
+    a file cut short or with offsets that do not fit is an error, not fewer or wrong documents."""
     import json
+    import pickle
 
-    import indexing.documents as documents
-    from indexing.documents import Documents
-    monkeypatch.setattr(documents, "CHUNK", 3)
+    from indexing.documents import Documents, Texts, documents_file
     d = Documents()
     arabic = "\u0627\u0644\u0641\u064a\u0632\u0627"
     for i in range(8):
-        d._add(f"a:{i}", "answer", f"t{i // 3}", None if i % 2 else "Visas", None, f"line one\nline {i} {arabic} \"q\"")
-    d.save(tmp_path / "documents.json")
-    lines = (tmp_path / "documents.json").read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 1 + 3 and json.loads(lines[0])["documents"] == 8
+        d._add(f"a:{i}", "answer" if i else "question", f"t{i // 3}", None if i % 2 else "Visas",
+               None if i == 3 else f"2016-01-0{i // 2 + 1}", f"line one\nline {i} {arabic} \"q\"")
+    d.texts[5] = "a lone surrogate \ud800 and an emoji \U0001F600"
+    d.save(tmp_path / "documents.bin")
+    got = Documents.load(tmp_path / "documents.bin")
+    assert got == d and got.__dict__ == d.__dict__ and isinstance(got.texts, Texts) and isinstance(got.ids, list)
+    assert got.texts[5] == d.texts[5] and got.texts[-1] == d.texts[7] and got.texts[2:4] == d.texts[2:4]
+    assert list(got.texts) == d.texts and len(got.texts) == 8 and got.texts != d.texts[:7]
+    with pytest.raises(IndexError):
+        got.texts[8]
+    assert pickle.loads(pickle.dumps(got.texts)) == d.texts
+    assert got.categories[1] is None and got.created_at[3] is None and got.categories[0] == "Visas"
+    head = (tmp_path / "documents.bin").read_bytes().split(b"\n", 1)[0]
+    assert (len(head) + 1) % 8 == 0 and json.loads(head)["documents"] == 8
+    plain = {k: v for k, v in d.__dict__.items() if k != "texts"}  # JSON cannot hold the lone surrogate
+    plain["texts"] = [t.replace("\ud800", "?") for t in d.texts]
+    d.texts = plain["texts"]
+    # version 2 (round 18): a header line, then the columns of a chunk of documents a line
+    lines = [json.dumps({"format": "documents", "version": 2, "documents": 8, "chunk": 3})]
+    lines += [json.dumps({k: v[lo:lo + 3] for k, v in plain.items()}, ensure_ascii=False) for lo in range(0, 8, 3)]
+    (tmp_path / "documents.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert Documents.load(tmp_path / "documents.json") == d
-    (tmp_path / "old.json").write_text(json.dumps(d.__dict__, ensure_ascii=False), encoding="utf-8")
+    (tmp_path / "old.json").write_text(json.dumps(plain, ensure_ascii=False), encoding="utf-8")  # before round 18
     assert Documents.load(tmp_path / "old.json") == d
     (tmp_path / "cut.json").write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="8 documents announced"):
         Documents.load(tmp_path / "cut.json")
+    whole = (tmp_path / "documents.bin").read_bytes()
+    (tmp_path / "cut.bin").write_bytes(whole[:-9])
+    with pytest.raises(ValueError, match="cut short"):
+        Documents.load(tmp_path / "cut.bin")
+    place = json.loads(head)["sections"]["texts.offsets"]
+    at = len(head) + 1 + place[0] + 8 * 8  # the last text's end offset, past its bytes
+    (tmp_path / "bad.bin").write_bytes(whole[:at] + (10 ** 9).to_bytes(8, "little") + whole[at + 8:])
+    with pytest.raises(ValueError, match="offsets do not fit"):
+        Documents.load(tmp_path / "bad.bin")
     empty = Documents()
-    empty.save(tmp_path / "empty.json")
-    assert Documents.load(tmp_path / "empty.json") == empty
+    empty.save(tmp_path / "empty.bin")
+    assert Documents.load(tmp_path / "empty.bin") == empty
+    assert documents_file(tmp_path) == tmp_path / "documents.bin"
+    (tmp_path / "documents.bin").unlink()
+    assert documents_file(tmp_path) == tmp_path / "documents.json"

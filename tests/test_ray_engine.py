@@ -22,7 +22,7 @@ from indexing.store import ThreadStore
 
 from .conftest import CQA, ROOT
 
-LEXICAL = ("documents.json", "terms", "bm25", "lm", "translation_qa")
+LEXICAL = ("documents.bin", "terms", "bm25", "lm", "translation_qa")
 
 
 def _generation(data_dir: Path) -> Path:
