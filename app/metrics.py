@@ -1,10 +1,11 @@
 """Prometheus metrics: requests, errors, latency per endpoint and per ranking stage, index sizes, the neural
-models' score memos."""
+models' score memos, and the process's own (memory, CPU, open files: one worker's, each worker answering for
+itself)."""
 from __future__ import annotations
 
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -13,6 +14,7 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, CPU seconds, open files (Linux)
         self.requests = Counter("cqa_requests_total", "HTTP requests", ["method", "endpoint", "status"],
                                 registry=self.registry)
         self.errors = Counter("cqa_errors_total", "HTTP responses with status >= 400", ["endpoint", "status"],

@@ -5,18 +5,18 @@ and a copy under another name whose files are hard links), its `current` pointer
 client sends a reranked POST /search (target answers) every 0.25 s. Each switch window runs from the flip until
 GET /ready names the new generation; latency is split by whether a request overlapped one.
 
-Side by side in one run, one server per --formats entry and --faiss entry. --formats: the generations' documents in
-that format, `binary` (documents.bin: the columns' UTF-8 bytes and offsets, the texts decoded as they are read, what a
-build writes since round 20), `lines` (documents.json, a header and 2,000 documents a line, rounds 18-19) or `object`
-(documents.json as one JSON object, before). --faiss: the second generation's FAISS file `linked` (a hard link, as a build
-that grew the live index writes it: since round 19 the service then shares the index it has in memory rather than
-reading the file again) or `copied` (another file, as a build that wrote its index anew). Beside each, in this
-process: the seconds `load_current` takes (the documents and the term matrix alone too, and the second generation
-loaded after the first, as the service loads it), `build_pipeline` with the rerankers a service loads at its start,
-the longest a thread that
-wakes every millisecond waited while `load_current` ran (how long loading held Python's lock at a stretch: what a
-search's Python waits), and the first reranked /search answers on a generation just loaded, without and with
-`SearchPipeline.prepare` (which the service runs while it loads one, since round 18), beside a second search.
+Side by side in one run, one server per --formats entry and --faiss entry. --formats: the generations' documents in that
+format, `binary` (documents.bin: the columns' UTF-8 bytes and offsets, the texts decoded as they are read, what a build
+writes since round 20), `lines` (documents.json, a header and 2,000 documents a line, rounds 18-19) or `object`
+(documents.json as one JSON object, before). --faiss: the second generation's FAISS file `linked` (a hard link, as a
+build that grew the live index writes it: since round 19 the service then shares the index it has in memory rather than
+reading the file again) or `copied` (another file, as a build that wrote its index anew). Beside each, the server's
+resident memory (GET /metrics) once ready and after the last switch, and in this process: the seconds `load_current`
+takes (the documents and the term matrix alone too, and the second generation loaded after the first, as the service
+loads it), `build_pipeline` with the rerankers a service loads at its start, the longest a thread that wakes every
+millisecond waited while `load_current` ran (how long loading held Python's lock at a stretch: what a search's Python
+waits), and the first reranked /search answers on a generation just loaded, without and with `SearchPipeline.prepare`
+(which the service runs while it loads one, since round 18), beside a second search.
 Prints a JSON object last.
 
     python bench/generation_switch.py --data-dir /tmp/cqa-full --switches 6
@@ -169,12 +169,24 @@ def load_parts(folder: Path, settings, twin: str) -> dict:
     return out
 
 
-def run_server(folder: Path, names: tuple[str, str], args) -> tuple[list[float], dict]:
-    """The switches against a real server on ``folder``: each one's seconds to go live, and the search latency."""
+def resident_mb(base: str) -> float | None:
+    """The server's resident memory (``process_resident_memory_bytes`` of GET /metrics), MB; None off Linux."""
+    import urllib.request
+    with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("process_resident_memory_bytes "):
+                return round(float(line.split()[1]) / 2 ** 20, 1)
+    return None
+
+
+def run_server(folder: Path, names: tuple[str, str], args) -> tuple[list[float], dict, dict]:
+    """The switches against a real server on ``folder``: each one's seconds to go live, the search latency, and the
+    server's resident memory once ready and after the last switch."""
     env = {"CQA_REFRESH_S": "0", "CQA_GENERATION_POLL_S": str(args.poll_s)}
     windows, lags = [], []
     with server(folder, env) as (base, ready):
         post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
+        memory = {"ready_mb": resident_mb(base)}
         client = PacedClient(lambda i: post_json(base + "/search", {"question": {"body": QUESTIONS[4 + i % 4]},
                                                                     "k": 10, "target": "answers"})[0], POLL_S)
         client.start()
@@ -197,7 +209,8 @@ def run_server(folder: Path, names: tuple[str, str], args) -> tuple[list[float],
         finally:
             client.stop.set()
             client.join()
-    return lags, split_latency(client.samples, windows, "during_switch", "no_switch")
+        memory["after_switches_mb"] = resident_mb(base)
+    return lags, split_latency(client.samples, windows, "during_switch", "no_switch"), memory
 
 
 def main() -> None:
@@ -238,10 +251,10 @@ def main() -> None:
                   file=sys.stderr, flush=True)
             from indexing.documents import documents_file
             size = documents_file(folder / "indexes" / names[0]).stat().st_size
-            lags, latency = run_server(folder, names, args)
+            lags, latency, memory = run_server(folder, names, args)
         runs.append({"documents_format": documents_format, "faiss": faiss_file, "documents": parts["documents"],
                      "documents_file_bytes": size, "live_after_s": lags, "in_process": parts,
-                     "search_latency": latency})
+                     "search_latency": latency, "server_resident": memory})
     out = {"bench": "generation_switch", "machine": f"{platform.processor() or platform.machine()}, "
            f"{platform.system()}", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "cpus": os.cpu_count(), "source": str(source), "switches": args.switches, "every_s": args.every,

@@ -359,6 +359,9 @@ def test_metrics(client):
     assert 'cqa_errors_total{endpoint="/search",status="422"}' in text
     assert "cqa_stage_seconds_bucket" in text and 'stage="bm25"' in text
     assert 'cqa_index_documents{index="documents"} 160.0' in text
+    if sys.platform == "linux":  # the process collector reads /proc
+        rss = [line for line in text.splitlines() if line.startswith("process_resident_memory_bytes ")]
+        assert len(rss) == 1 and float(rss[0].split()[1]) > 50e6  # torch and the models alone are more
 
 
 def test_unpaired_surrogates_are_a_clear_422_and_store_nothing(client):

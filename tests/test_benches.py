@@ -151,7 +151,11 @@ def test_build_parts_bench_compares_with_the_pure_python_stemmer_per_pair_links_
     assert out["same_tokens"] is True and out["same_tables"] is True and out["same_documents"] is True
     assert out["same_vectors"] is True and out["vectors_documents"] == len(docs) + 1
     assert out["same_term_ids"] is True and out["term_ids_documents"] == len(docs) + 1 and out["term_ids_ratio"] > 0
-    assert len(out["seconds"]) == 10 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
+    assert out["same_documents_load"] is True and out["same_documents_written"] is True
+    assert out["documents_load_ratio"] > 0 and out["documents_save_ratio"] > 0
+    held = out["documents_python_bytes_held"]  # the texts stay in the mapped file, not in Python's heap
+    assert 0 < held["binary"] < held["json_lines"] and out["documents_file_bytes"]["binary"] > 0
+    assert len(out["seconds"]) == 16 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
     assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0 and out["read_ratio"] > 0
     # the linked side writes the new vector and the row map, not the kept vectors
     assert out["bytes_written"]["copied"] > (len(docs) + 1) * 384 * 4 > 4 * out["bytes_written"]["linked"]
@@ -232,5 +236,7 @@ def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp
         assert lat["failed"] == 0 and lat["during_switch"]["requests"] > 0 and lat["no_switch"]["requests"] > 0
         assert r["in_process"]["longest_stall_ms"] > 0 and r["in_process"]["load_current_s"] > 0
         assert r["in_process"]["faiss_index_shared"] is (r["faiss"] == "linked")  # a linked file: shared, not read
+        if sys.platform == "linux":  # GET /metrics' process collector reads /proc
+            assert r["server_resident"]["ready_mb"] > 50 and r["server_resident"]["after_switches_mb"] > 50
     assert out["faiss_load_after_live_ratio"] > 0
     assert sorted(p.name for p in s.index_root.iterdir()) == before  # left as it was
