@@ -325,9 +325,12 @@ class Carried:
         except UNREADABLE as e:
             _not_reused(name, "its documents", e)
             return None
-        at = {(d, t): i for i, (d, t) in enumerate(zip(live.ids, live.texts))}
-        live_row = np.fromiter((at.pop((d, t), -1) for d, t in zip(docs.ids, docs.texts)), dtype=np.int64,
-                               count=len(docs))  # pop: each live document matches one document at most
+        # by id, then the text compared, rather than hashing every text of both; pop: each live document matches one
+        # document at most
+        at = {d: i for i, d in enumerate(live.ids)}
+        texts = list(live.texts)  # decoded in one pass
+        live_row = np.fromiter((-1 if (i := at.pop(d, -1)) < 0 or texts[i] != t else i
+                                for d, t in zip(docs.ids, docs.texts)), dtype=np.int64, count=len(docs))
         return cls(name, folder, manifest, live_row)
 
     @property
