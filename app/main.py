@@ -3,6 +3,7 @@ never at import; CPU-bound ranking runs off the event loop."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import socket
@@ -249,6 +250,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc = Service(settings)
         app.state.settings, app.state.service = settings, svc
         await run_in_threadpool(svc.load_rankers, asyncio.get_running_loop())
+        if settings.gc_freeze:  # the models and libraries: never garbage, walked by every full collection
+            gc.collect()
+            gc.freeze()
         for b in svc.batchers:
             b.start()
         try:

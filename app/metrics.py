@@ -3,10 +3,14 @@ models' score memos, and the process's own (memory, CPU, open files: one worker'
 itself)."""
 from __future__ import annotations
 
+import bisect
+import gc
+import itertools
+import time
 from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -44,6 +48,7 @@ class Metrics:
                                      ["outcome"], registry=self.registry)
         self.memo_stats: Callable[[], dict[str, dict]] = dict
         self.registry.register(_MemoCollector(lambda: self.memo_stats()))
+        self.registry.register(_GCCollector())
 
     def watch_memos(self, stats: Callable[[], dict[str, dict]]) -> None:
         """Export the score memos ``stats()`` reports (model -> ScoreMemo.stats()) at each scrape."""
@@ -71,3 +76,47 @@ class _MemoCollector:
             misses.add_metric([model], st["misses"])
             pairs.add_metric([model], st["pairs"])
         yield from (hits, shared, misses, pairs)
+
+
+GC_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class _GCPauses:
+    """The time Python's cyclic garbage collector stopped this process, by generation (``gc.callbacks``: one callback
+    for the process, however many services it runs). A collection of generation 2 walks every tracked object: with
+    the models loaded that is the longest pause a request can meet (``$CQA_GC_FREEZE``)."""
+
+    def __init__(self) -> None:
+        self.buckets = [[0] * (len(GC_BUCKETS) + 1) for _ in range(3)]  # the last: over the largest bound
+        self.seconds, self.longest = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+        self._started = 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        took, g = time.perf_counter() - self._started, info["generation"]
+        self.buckets[g][bisect.bisect_left(GC_BUCKETS, took)] += 1
+        self.seconds[g] += took
+        self.longest[g] = max(self.longest[g], took)
+
+
+GC_PAUSES = _GCPauses()
+
+
+class _GCCollector:
+    def collect(self):
+        pauses = HistogramMetricFamily("cqa_gc_pause_seconds", "how long each collection of Python's cyclic garbage "
+                                       "collector stopped this process, by generation (2: every tracked object "
+                                       "walked)", labels=["generation"])
+        longest = GaugeMetricFamily("cqa_gc_longest_pause_seconds", "the longest of them since the process started",
+                                    labels=["generation"])
+        for g in range(3):
+            counts = list(itertools.accumulate(GC_PAUSES.buckets[g]))
+            pauses.add_metric([str(g)], [(str(le), c) for le, c in zip(GC_BUCKETS, counts)] + [("+Inf", counts[-1])],
+                              GC_PAUSES.seconds[g])
+            longest.add_metric([str(g)], GC_PAUSES.longest[g])
+        frozen = GaugeMetricFamily("cqa_gc_frozen_objects", "objects out of the collector's reach ($CQA_GC_FREEZE: "
+                                   "those made while the models loaded)", value=gc.get_freeze_count())
+        yield from (pauses, longest, frozen)

@@ -35,6 +35,10 @@ class Settings(RankingSettings):
                                 "1) seconds after it ended (B * 4 at 0.2), at most refresh_s; so a change written "
                                 "during or right after a build waits seconds where builds are quick, and a large "
                                 "forum's builds still leave the CPU to searches. 0: always refresh_s.")
+    gc_freeze: bool = Field(True, description="Once the models are loaded, move every object the service has made "
+                            "so far out of reach of Python's cyclic garbage collector (gc.freeze): they live as long "
+                            "as the process, and a full collection would otherwise walk them all, stopping every "
+                            "request meanwhile. GET /metrics: cqa_gc_pause_seconds.")
     refresh_nice: int = Field(10, ge=0, le=19, description="How much lower the automatic refresh's CPU priority is "
                               "than the service's (a Unix nice increment), so searches come first on a small machine.")
     refresh_translation_later: bool = Field(True, description="The automatic refresh's build, when a comment was "

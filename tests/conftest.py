@@ -45,6 +45,7 @@ def explicit_reindex_only():
     test that writes threads decides when search sees them. The automatic refresh, on by default, has its own tests
     (tests/test_refresh.py), which turn it on with CQA_REFRESH_S."""
     os.environ["CQA_REFRESH_S"] = "0"
+    os.environ["CQA_GC_FREEZE"] = "0"  # an app started in this process must not freeze the test run's objects
     yield
 
 

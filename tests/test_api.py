@@ -359,6 +359,7 @@ def test_metrics(client):
     assert 'cqa_errors_total{endpoint="/search",status="422"}' in text
     assert "cqa_stage_seconds_bucket" in text and 'stage="bm25"' in text
     assert 'cqa_index_documents{index="documents"} 160.0' in text
+    assert "cqa_gc_frozen_objects 0.0" in text and 'cqa_gc_pause_seconds_bucket{generation="0",le="0.05"}' in text
     if sys.platform == "linux":  # the process collector reads /proc
         rss = [line for line in text.splitlines() if line.startswith("process_resident_memory_bytes ")]
         assert len(rss) == 1 and float(rss[0].split()[1]) > 50e6  # torch and the models alone are more
@@ -422,7 +423,8 @@ def free_port() -> int:
 
 def start_server(tmp_path, port, extra_env=None):
     env = {**os.environ, "CQA_DATA_DIR": str(tmp_path / "var"), "CQA_SHARED_DATA_DIR": str(tmp_path / "none"),
-           "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "CQA_API_TOKEN": TOKEN, **(extra_env or {})}
+           "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "CQA_API_TOKEN": TOKEN, "CQA_GC_FREEZE": "1",
+           **(extra_env or {})}
     return subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -491,7 +493,12 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
         for model in ("cross-encoder", "bi-encoder"):
             assert after[model]["misses"] == memos[model]["misses"] and after[model]["hits"] == memos[model]["hits"] + 2
         with urllib.request.urlopen(base + "/metrics") as r:
-            assert f'cqa_score_memo_hits_total{{model="cross-encoder"}} {after["cross-encoder"]["hits"]}.0' in r.read().decode()
+            metrics = r.read().decode()
+        assert f'cqa_score_memo_hits_total{{model="cross-encoder"}} {after["cross-encoder"]["hits"]}.0' in metrics
+        # the models' objects frozen once loaded (CQA_GC_FREEZE), out of every full collection's walk
+        frozen = [line for line in metrics.splitlines() if line.startswith("cqa_gc_frozen_objects ")]
+        assert len(frozen) == 1 and float(frozen[0].split()[1]) > 100_000, frozen
+        assert 'cqa_gc_pause_seconds_count{generation="2"}' in metrics
         # a thread the live generation indexes: the bi-encoder reads its comments' stored vectors (no model call for
         # them) and scores as it does when it encodes them (the same thread under ids the generation does not know)
         demo = json.loads((ROOT / "data/demo/threads.jsonl").read_text().splitlines()[2])

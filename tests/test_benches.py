@@ -212,6 +212,31 @@ def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path,
 
 
 @pytest.mark.slow
+def test_gc_pauses_bench_serves_with_and_without_the_freeze(tmp_path, cli_env, semeval):
+    from app.settings import Settings
+    from indexing.loaders import load
+    from indexing.reindex import reindex
+    from indexing.store import ThreadStore
+
+    from .test_indexes import fake_encode
+    s = Settings(data_dir=tmp_path / "small", dense_encoder="base", answer_encoder="none")
+    s.data_dir.mkdir()
+    with ThreadStore(s.store_path) as store:
+        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:30])
+    reindex(s, progress=False, encode_fn=fake_encode)
+    out = run_bench("gc_pauses.py", "--index-of", str(s.data_dir), "--requests", "6", "--levels", "1,2",
+                    "--targets", "answers", env=cli_env, timeout=900)
+    by = {r["gc_freeze"]: r for r in out["runs"]}
+    assert set(by) == {"0", "1"} and by["0"]["frozen_objects"] == 0 and by["1"]["frozen_objects"] > 100_000
+    for r in out["runs"]:
+        assert [level["concurrency"] for level in r["levels"]] == [1, 2]
+        assert all(level["requests"] == 6 and level["failed"] == 0 and level["p50_ms"] > 0 for level in r["levels"])
+        gcs = r["gc_all_levels"]
+        assert set(gcs) == {"0", "1", "2"} and gcs["0"]["collections"] > 0  # a search makes young objects
+        assert all(g["collections"] >= g["pauses_over_25ms"] >= 0 and g["pause_s"] >= 0 for g in gcs.values())
+
+
+@pytest.mark.slow
 def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp_path, cli_env, semeval):
     from app.settings import Settings
     from indexing.documents import Documents
