@@ -250,7 +250,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc = Service(settings)
         app.state.settings, app.state.service = settings, svc
         await run_in_threadpool(svc.load_rankers, asyncio.get_running_loop())
-        if settings.gc_freeze:  # the models and libraries: never garbage, walked by every full collection
+        # the models and libraries: never garbage, yet walked by every full collection. Frozen before the first
+        # generation loads, so a generation replaced later is collected as before.
+        if settings.gc_freeze:
             gc.collect()
             gc.freeze()
         for b in svc.batchers:
