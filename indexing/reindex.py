@@ -352,11 +352,16 @@ def analyse_carried(docs: Documents, carried: Carried | None, engine: Engine, an
             live = TokenIds.load(carried.folder / "terms")
         except UNREADABLE as e:
             _not_reused(carried.generation, "its tokens", e)
+    if live is not None:
+        rest = np.flatnonzero(carried.live_row < 0).tolist()
+        fresh = engine.analyse([docs.texts[j] for j in rest], analyzer, progress) if rest else []  # none after deletes
+        try:
+            tokens = TokenIds.carried(live, carried.live_row, fresh)
+        except UNREADABLE as e:  # saved ids that do not fit the live documents
+            _not_reused(carried.generation, "its tokens", e)
+            live = None
     if live is None:
         return TokenIds.of(engine.analyse(docs.texts, analyzer, progress), digest=True), {"analysed": len(docs)}
-    rest = np.flatnonzero(carried.live_row < 0).tolist()
-    fresh = engine.analyse([docs.texts[j] for j in rest], analyzer, progress) if rest else []  # none after deletes
-    tokens = TokenIds.carried(live, carried.live_row, fresh)
     how = {"carried_from": carried.generation, "carried": len(kept), "analysed": len(rest)}
     if tokens.digests is None:  # the live generation was built before round 20: its tokens digested once
         tokens.digests = token_digests(tokens.lists())

@@ -351,6 +351,22 @@ def test_a_damaged_live_generation_is_computed_again_not_reused(settings, damage
                                         g.docs.ids)[0].doc_id == "q:t30"
 
 
+def test_saved_token_ids_that_do_not_fit_the_live_documents_are_not_carried(settings, caplog):
+    """Term ids saved for fewer documents than the live generation holds (here: one document's offsets, and no
+    digests, as an older build saved them) are not carried: a warning, and every document analysed."""
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(5))
+    reindex(settings, progress=False, skip_dense=True)
+    terms = load_current(settings.index_root).folder / "terms"
+    n_tokens = len(np.load(terms / "tokens.npy"))
+    np.save(terms / "token_offsets.npy", np.array([0, n_tokens], dtype=np.int64))
+    (terms / "token_digests.npy").unlink()
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(1, start=30))
+    again = reindex(settings, progress=False, skip_dense=True)["indexes"]["analyse"]
+    assert "not reusing" in caplog.text and again["analysed"] == 18 and "carried" not in again
+
+
 def test_growth_across_builds_keeps_a_delta_until_it_folds_it_in(settings):
     s = hnsw_settings(settings, dense_grow_fold_docs=10)
     with ThreadStore(s.store_path) as st:
