@@ -81,6 +81,14 @@ class TermMatrix:
         return cls(counts, json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
 
 
+def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Every position of the spans ``[starts[i], starts[i] + lengths[i])``, in order, at once: each span's start, then
+    counting up within it."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    before = np.cumsum(lengths) - lengths  # where each span begins in the output
+    return np.repeat(np.asarray(starts, dtype=np.int64) - before, lengths) + np.arange(int(lengths.sum()))
+
+
 def token_digests(token_lists: Iterable[list[str]]) -> np.ndarray:
     """Each token list digested (BLAKE2b, 16 bytes, tokens joined by a unit separator so their bounds count), as two
     64-bit words a list: what tells whether two documents were analysed into the same tokens, without the tokens."""
@@ -136,8 +144,7 @@ class TokenIds:
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         ids = np.empty(int(offsets[-1]), dtype=np.int64)
         n_kept = lengths[kept]
-        within = np.arange(int(n_kept.sum()), dtype=np.int64) - np.repeat(np.cumsum(n_kept) - n_kept, n_kept)
-        ids[np.repeat(offsets[kept], n_kept) + within] = live.ids[np.repeat(live.offsets[src], n_kept) + within]
+        ids[spans(offsets[kept], n_kept)] = live.ids[spans(live.offsets[src], n_kept)]
         term_id = {t: i for i, t in enumerate(live.vocab)}
         for j, doc in zip(rest.tolist(), fresh):
             ids[offsets[j]:offsets[j + 1]] = [term_id.setdefault(t, len(term_id)) for t in doc]
@@ -163,11 +170,8 @@ class TokenIds:
         """The token lists of documents ``rows`` (default all), as strings, as they were analysed."""
         rows = np.arange(len(self), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
         starts, lengths = self.offsets[rows], self.offsets[rows + 1] - self.offsets[rows]
-        bounds = np.concatenate([[0], np.cumsum(lengths)])
-        # every wanted position at once: each document's start, then counting up within it
-        where = np.repeat(starts - bounds[:-1], lengths) + np.arange(bounds[-1])
-        words = np.array(self.vocab, dtype=object)[self.ids[where]].tolist()
-        b = bounds.tolist()
+        words = np.array(self.vocab, dtype=object)[self.ids[spans(starts, lengths)]].tolist()
+        b = np.concatenate([[0], np.cumsum(lengths)]).tolist()
         return [words[b[i]:b[i + 1]] for i in range(len(rows))]
 
     def save(self, folder: Path) -> None:
