@@ -86,7 +86,7 @@ class Documents:
                 sections += [(f"{name}.codes", codes), *_strings(f"{name}.values", list(table))]
         place, at = {}, 0
         for name, data in sections:
-            size = data.nbytes if isinstance(data, np.ndarray) else len(data)
+            size = memoryview(data).nbytes
             place[name] = [at, size, data.dtype.str if isinstance(data, np.ndarray) else "bytes"]
             at += size + (-size) % 8
         head = json.dumps({"format": FORMAT, "version": BINARY, "documents": len(self), "sections": place}).encode()
@@ -94,8 +94,8 @@ class Documents:
         with open(path, "wb") as fh:
             fh.write(head)
             for name, data in sections:
-                raw = data.tobytes() if isinstance(data, np.ndarray) else data
-                fh.write(raw + b"\0" * ((-len(raw)) % 8))
+                fh.write(data)  # an array's buffer or the bytes as they are, not copied
+                fh.write(b"\0" * (-memoryview(data).nbytes % 8))
 
     @classmethod
     def load(cls, path: Path) -> "Documents":
