@@ -48,6 +48,7 @@ class Metrics:
                                      ["outcome"], registry=self.registry)
         self.memo_stats: Callable[[], dict[str, dict]] = dict
         self.registry.register(_MemoCollector(lambda: self.memo_stats()))
+        GC_PAUSES.install()
         self.registry.register(_GCCollector())
 
     def watch_memos(self, stats: Callable[[], dict[str, dict]]) -> None:
@@ -78,26 +79,29 @@ class _MemoCollector:
         yield from (hits, shared, misses, pairs)
 
 
-GC_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
-
-
 class _GCPauses:
     """The time Python's cyclic garbage collector stopped this process, by generation (``gc.callbacks``: one callback
-    for the process, however many services it runs). A collection of generation 2 walks every tracked object: with
-    the models loaded that is the longest pause a request can meet (``$CQA_GC_FREEZE``)."""
+    for the process, however many services it runs, installed by the first). A collection of generation 2 walks every
+    tracked object: with the models loaded that is the longest pause a request can meet (``$CQA_GC_FREEZE``).
+
+    Plain counts, not a prometheus_client ``Histogram``: its locks, taken inside a collection that a scrape holding
+    them set off, would deadlock the process."""
 
     def __init__(self) -> None:
-        self.buckets = [[0] * (len(GC_BUCKETS) + 1) for _ in range(3)]  # the last: over the largest bound
+        self.buckets = [[0] * (len(BUCKETS) + 1) for _ in range(3)]  # the last: over the largest bound
         self.seconds, self.longest = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
         self._started = 0.0
-        gc.callbacks.append(self)
+
+    def install(self) -> None:
+        if self not in gc.callbacks:
+            gc.callbacks.append(self)
 
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._started = time.perf_counter()
             return
         took, g = time.perf_counter() - self._started, info["generation"]
-        self.buckets[g][bisect.bisect_left(GC_BUCKETS, took)] += 1
+        self.buckets[g][bisect.bisect_left(BUCKETS, took)] += 1
         self.seconds[g] += took
         self.longest[g] = max(self.longest[g], took)
 
@@ -114,7 +118,7 @@ class _GCCollector:
                                     labels=["generation"])
         for g in range(3):
             counts = list(itertools.accumulate(GC_PAUSES.buckets[g]))
-            pauses.add_metric([str(g)], [(str(le), c) for le, c in zip(GC_BUCKETS, counts)] + [("+Inf", counts[-1])],
+            pauses.add_metric([str(g)], [(str(le), c) for le, c in zip(BUCKETS, counts)] + [("+Inf", counts[-1])],
                               GC_PAUSES.seconds[g])
             longest.add_metric([str(g)], GC_PAUSES.longest[g])
         frozen = GaugeMetricFamily("cqa_gc_frozen_objects", "objects out of the collector's reach ($CQA_GC_FREEZE: "
