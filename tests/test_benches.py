@@ -189,7 +189,9 @@ def test_store_scale_bench_grows_a_store_beside_one_without_the_seq_index(tmp_pa
     assert all(r > 0 for r in out["ratios"].values())
 
 
-def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path, cli_env, semeval):
+def small_served_folder(tmp_path, semeval, n_threads: int):
+    """A data folder of the first ``n_threads`` 2016 dev threads with a live generation (the packaged encoder, no
+    comment vectors, stand-in embeddings) for a bench to serve or grow; its settings and the build's summary."""
     from app.settings import Settings
     from indexing.loaders import load
     from indexing.reindex import reindex
@@ -199,8 +201,12 @@ def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path,
     s = Settings(data_dir=tmp_path / "small", dense_encoder="base", answer_encoder="none")
     s.data_dir.mkdir()
     with ThreadStore(s.store_path) as store:
-        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:40])
-    reindex(s, progress=False, encode_fn=fake_encode)
+        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:n_threads])
+    return s, reindex(s, progress=False, encode_fn=fake_encode)
+
+
+def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 40)
     out = run_bench("dense_growth.py", "--index-of", str(s.data_dir), "--steps", "4", "--queries", "20",
                     "--remove", "0.02", env=cli_env)
     assert out["documents"] < out["corpus_rows"] and out["grown_folded"]["rows"] == out["corpus_rows"]  # removed, added
@@ -213,17 +219,7 @@ def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path,
 
 @pytest.mark.slow
 def test_gc_pauses_bench_serves_with_and_without_the_freeze(tmp_path, cli_env, semeval):
-    from app.settings import Settings
-    from indexing.loaders import load
-    from indexing.reindex import reindex
-    from indexing.store import ThreadStore
-
-    from .test_indexes import fake_encode
-    s = Settings(data_dir=tmp_path / "small", dense_encoder="base", answer_encoder="none")
-    s.data_dir.mkdir()
-    with ThreadStore(s.store_path) as store:
-        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:30])
-    reindex(s, progress=False, encode_fn=fake_encode)
+    s, _ = small_served_folder(tmp_path, semeval, 30)
     out = run_bench("gc_pauses.py", "--index-of", str(s.data_dir), "--requests", "6", "--levels", "1,2",
                     "--targets", "answers", env=cli_env, timeout=900)
     by = {r["gc_freeze"]: r for r in out["runs"]}
@@ -238,18 +234,8 @@ def test_gc_pauses_bench_serves_with_and_without_the_freeze(tmp_path, cli_env, s
 
 @pytest.mark.slow
 def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp_path, cli_env, semeval):
-    from app.settings import Settings
     from indexing.documents import Documents
-    from indexing.loaders import load
-    from indexing.reindex import reindex
-    from indexing.store import ThreadStore
-
-    from .test_indexes import fake_encode
-    s = Settings(data_dir=tmp_path / "small", dense_encoder="base", answer_encoder="none")
-    s.data_dir.mkdir()
-    with ThreadStore(s.store_path) as store:
-        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:30])
-    built = reindex(s, progress=False, encode_fn=fake_encode)
+    s, built = small_served_folder(tmp_path, semeval, 30)
     before = sorted(p.name for p in s.index_root.iterdir())
     out = run_bench("generation_switch.py", "--index-of", str(s.data_dir), "--switches", "3", "--every", "2",
                     env=cli_env, timeout=900)
