@@ -2,15 +2,15 @@
 searchable (or stops being found) without anyone calling POST /reindex.
 
 Every ``$CQA_GENERATION_POLL_S`` a serving process reads the store's change counter (one row). When it moved, or the
-live generation did, it compares the store's fingerprint with the one the live generation recorded. When they
-differ, it runs ``cqa reindex --if-stale`` in a child process, at a lower CPU priority than its own
-(``$CQA_REFRESH_NICE``), as a job of kind ``reindex`` (so POST /reindex meanwhile answers 409 with that job): at once
-when its last build ended at least the gap ago, else when the gap has passed. The gap is the last build's length times
-``1 / $CQA_REFRESH_DUTY - 1`` (so building takes at most that share of the time), at most ``$CQA_REFRESH_S``. The
-child takes the data folder's reindex lock and checks again under it, so the workers of ``--workers N`` and any ``cqa reindex`` agree
-on one build; the others' children exit at once with ``skipped``. What the child encodes comes from the embedding
-cache for every text seen before, so a refresh encodes only the new texts. The process goes live on the new
-generation as soon as the child ends; the others follow it within ``$CQA_GENERATION_POLL_S``.
+live generation did, it compares the store's fingerprint with the one the live generation recorded. When they differ, it
+runs ``cqa reindex --if-stale`` in a child process, at a lower CPU priority than its own (``$CQA_REFRESH_NICE``), as a
+job of kind ``reindex`` (so POST /reindex meanwhile answers 409 with that job): at once when its last build ended at
+least the gap ago, else when the gap has passed. The gap is the last build's length times ``1 / $CQA_REFRESH_DUTY - 1``
+(so building takes at most that share of the time), at most ``$CQA_REFRESH_S``. The child takes the data folder's
+reindex lock and checks again under it, so the workers of ``--workers N`` and any ``cqa reindex`` agree on one build;
+the others' children exit at once with ``skipped``. What the child encodes comes from the embedding cache for every text
+seen before, so a refresh encodes only the new texts. The process goes live on the new generation as soon as the child
+ends; the others follow it within ``$CQA_GENERATION_POLL_S``.
 
 A change the store has accepted is never lost by a refresh: a refresh that fails or is killed leaves the live
 generation as it was, and the next tick tries again (also after a restart, which finds the store ahead of the live

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from indexing.documents import documents_file  # noqa: E402
 from indexing.generations import point_current  # noqa: E402
 from load import PacedClient, get_json, post_json, save_documents_lines, server, split_latency  # noqa: E402
 
@@ -60,7 +61,7 @@ def two_generations(source: Path, folder: Path, documents_format: str, faiss_fil
     """``folder`` a data folder serving ``source``'s live generation: the store copied, the generation's files hard
     links but the documents, written in ``documents_format``, and a second generation beside it, the same files
     under another name (its manifest says so), its FAISS file a copy when ``faiss_file`` is ``copied``."""
-    from indexing.documents import FILE, OLD_FILE, Documents, documents_file
+    from indexing.documents import FILE, OLD_FILE, Documents
     from indexing.generations import current_generation
     live = current_generation(source / "indexes")
     if live is None:
@@ -119,7 +120,7 @@ def longest_stall(fn) -> tuple[float, float]:
 def load_parts(folder: Path, settings, twin: str) -> dict:
     """Seconds of what the serving process does to go live on ``folder``'s generation, by part, and on ``twin``
     after it."""
-    from indexing.documents import Documents, documents_file
+    from indexing.documents import Documents
     from indexing.searcher import Generation
     from indexing.termmatrix import TermMatrix
     from indexing.store import ThreadStore
@@ -249,7 +250,6 @@ def main() -> None:
             parts = load_parts(folder, Settings(data_dir=folder), names[1])
             print(json.dumps({"documents_format": documents_format, "faiss": faiss_file, "in_process": parts}),
                   file=sys.stderr, flush=True)
-            from indexing.documents import documents_file
             size = documents_file(folder / "indexes" / names[0]).stat().st_size
             lags, latency, memory = run_server(folder, names, args)
         runs.append({"documents_format": documents_format, "faiss": faiss_file, "documents": parts["documents"],
