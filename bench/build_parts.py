@@ -10,6 +10,13 @@ in one run, on the same documents:
   for bit;
 - reading the store's documents: ``ThreadStore.documents`` (one query in one transaction, round 16) against
   ``Documents.from_threads(iter_threads())`` (thread objects, batch by batch); the documents must be identical;
+- a build's documents and their match with the live generation's (``copy``), when one thread was written since the
+  live generation was built (its last: a thread a comment is added to is written last): the threads the live
+  generation holds as they are copied from its documents and only the one written read from the store
+  (``read_documents`` with the live generation's record of the store's threads, round 21), against every thread read
+  from the store and each document matched with the live ones by id and text (``Carried.matched``, what a build did
+  before); each side loads the live documents as a build does, and the documents and their live rows must be
+  identical;
 - a generation's documents, as a build writes them and a service going live reads them: documents.bin (round 20:
   each column's UTF-8 bytes end to end with their offsets, the repeating columns coded, the texts decoded as they are
   read) against documents.json as JSON lines (rounds 18-19); written, read, and read with every text (what a build
@@ -56,7 +63,11 @@ import indexing.text as text  # noqa: E402
 import indexing.translation as translation  # noqa: E402
 from indexing.documents import Documents, documents_file  # noqa: E402
 from indexing.generations import ANSWER_VECTORS, current_generation, fsync_tree  # noqa: E402
-from indexing.reindex import pair_hash, pair_rows, translation_pairs  # noqa: E402
+from indexing.documents import FILE as DOCUMENTS_FILE  # noqa: E402
+from indexing.documents import MADE  # noqa: E402
+from indexing.reindex import (THREADS_FILE, LiveDocuments, pair_hash, pair_rows, read_documents,  # noqa: E402
+                              translation_pairs)
+from indexing.store import ThreadRows  # noqa: E402
 from indexing.rowvectors import RowVectors  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 from indexing.termmatrix import TermMatrix, TokenIds, token_digests  # noqa: E402
@@ -266,7 +277,39 @@ class DocumentsFile:
         return a == b == self.docs
 
 
-PARTS = ("read", "analyse", "translation", "documents", "term_ids", "vectors")
+class OneThreadWritten:
+    """A live generation of the store's documents (in ``work``) whose record of the store's threads says the last one
+    written was written since (its content hash another)."""
+
+    def __init__(self, store: Path, work: Path):
+        self.store, self.root = store, work / "copy-root"
+        folder = self.root / "gen-live"
+        folder.mkdir(parents=True)
+        with ThreadStore(store) as st:
+            read = st.documents()
+        read.documents.save(folder / DOCUMENTS_FILE)
+        hashes = read.threads.hashes.copy()
+        hashes[-1] = bytes(32)
+        ThreadRows(read.threads.ids, read.threads.seqs, hashes).save(folder / THREADS_FILE)
+        (folder / "manifest.json").write_text(json.dumps({"generation": folder.name, "documents_made": MADE}))
+        (self.root / "current").write_text(folder.name)
+        self.threads = len(read.threads)
+
+    def build(self, copy: bool) -> tuple[float, tuple[Documents, np.ndarray, dict]]:
+        t0 = time.perf_counter()
+        live = LiveDocuments.of(self.root)
+        if not copy:
+            live.threads = None  # as a generation without the record: every thread read, every document matched
+        with ThreadStore(self.store) as st:
+            _, docs, carried, how = read_documents(st, live)
+        return time.perf_counter() - t0, (docs, carried.live_row, how)
+
+    @staticmethod
+    def same(a, b) -> bool:
+        return a[0].__dict__ == b[0].__dict__ and np.array_equal(a[1], b[1]) and a[2]["read_threads"] == 1
+
+
+PARTS = ("read", "analyse", "translation", "documents", "term_ids", "vectors", "copy")
 
 
 def main() -> None:
@@ -296,6 +339,7 @@ def main() -> None:
         comment_tokens = OneCommentTokens(generation, work)
     with ThreadStore(store) as st:
         docs = Documents.from_threads(st.iter_threads())
+    written_one = OneThreadWritten(store, work) if "copy" in parts else None
     times: dict[str, list[float]] = {}
     same: dict[str, bool] = {}
 
@@ -318,7 +362,7 @@ def main() -> None:
     for _ in range(args.rounds):
         if "read" in parts:
             with ThreadStore(store) as st:
-                side_by_side("documents", "read_one_query", "read_thread_objects", timed(lambda: st.documents()[0]),
+                side_by_side("documents", "read_one_query", "read_thread_objects", timed(lambda: st.documents().documents),
                              timed(lambda: Documents.from_threads(st.iter_threads())),
                              lambda a, b: a.__dict__ == b.__dict__ == docs.__dict__)
         if "analyse" in parts:
@@ -342,6 +386,9 @@ def main() -> None:
             extra = {"documents_file_bytes": {"binary": file.binary.stat().st_size,
                                               "json_lines": file.lines.stat().st_size},
                      "documents_python_bytes_held": {"binary": file.held(True), "json_lines": file.held(False)}}
+        if written_one is not None:
+            side_by_side("copy", "documents_copied", "documents_read_and_matched", lambda: written_one.build(True),
+                         lambda: written_one.build(False), written_one.same)
         if comment_tokens is not None:
             side_by_side("term_ids", "term_ids_carried", "term_ids_from_strings", comment_tokens.ids,
                          comment_tokens.strings, comment_tokens.same)
@@ -360,7 +407,8 @@ def main() -> None:
                                        ("documents_load", "documents_load_binary", "documents_load_json_lines"),
                                        ("documents_load_every_text", "documents_load_binary_every_text",
                                         "documents_load_json_lines_every_text"),
-                                       ("vectors", "vectors_linked", "vectors_copied")) if fast in best}
+                                       ("vectors", "vectors_linked", "vectors_copied"),
+                                       ("copy", "documents_copied", "documents_read_and_matched")) if fast in best}
     print(json.dumps({
         "bench": "build_parts", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),

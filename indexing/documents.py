@@ -7,6 +7,7 @@ import operator
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,9 @@ from .models import Thread
 QUESTION, ANSWER = "question", "answer"
 FORMAT, BINARY = "documents", 3
 FILE, OLD_FILE = "documents.bin", "documents.json"  # a generation's; the second written before round 20
+# how documents are made from threads (``Documents.from_threads``, ``ThreadStore.documents``): a build copies a live
+# generation's documents only when they were made the same way (one more when that changes)
+MADE = 1
 
 
 def documents_file(folder: Path) -> Path:
@@ -60,6 +64,11 @@ class Documents:
         self.created_at.append(created)
         self.texts.append(text)
 
+    def question_rows(self) -> np.ndarray:
+        """Each thread's first row (its question), in order: a thread's documents are the rows from its question to
+        the next one's."""
+        return np.flatnonzero(np.fromiter((k == QUESTION for k in self.kinds), dtype=bool, count=len(self)))
+
     def answer_rows(self) -> list[int]:
         """The rows that are comments, in order: what the answer encoder encodes."""
         return [i for i, k in enumerate(self.kinds) if k == ANSWER]
@@ -80,9 +89,11 @@ class Documents:
             if name in PLAIN:
                 sections += _strings(name, values)
             else:
-                table: dict[str, int] = {}
-                codes = np.fromiter((-1 if v is None else table.setdefault(v, len(table)) for v in values),
-                                    dtype=np.int32, count=len(values))
+                table = dict.fromkeys(values)  # the distinct values in order of first appearance
+                table.pop(None, None)
+                code = {v: i for i, v in enumerate(table)}
+                code[None] = -1
+                codes = np.fromiter(map(code.__getitem__, values), dtype=np.int32, count=len(values))
                 sections += [(f"{name}.codes", codes), *_strings(f"{name}.values", list(table))]
         place, at = {}, 0
         for name, data in sections:
@@ -160,7 +171,7 @@ PLAIN = ("ids", "texts")  # the columns whose values rarely repeat: stored one b
 
 
 def _strings(name: str, values: list[str]) -> list[tuple[str, bytes | np.ndarray]]:
-    raw = [v.encode("utf-8", "surrogatepass") for v in values]
+    raw = list(map(str.encode, values, repeat("utf-8"), repeat("surrogatepass")))
     offsets = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
     return [(f"{name}.offsets", offsets), (f"{name}.bytes", b"".join(raw))]
@@ -179,7 +190,10 @@ class Texts(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                return [self[j] for j in range(start, stop, step)]
+            return list(self._decoded(start, max(start, stop)))  # a run decoded in one pass, as ``__iter__``
         i = operator.index(i)
         n = len(self)
         if i < 0:
@@ -190,7 +204,10 @@ class Texts(Sequence):
         return self._buffer[a:b].decode("utf-8", "surrogatepass")
 
     def __iter__(self):
-        start, buffer, offsets = self._start, self._buffer, self._offsets.tolist()
+        return self._decoded(0, len(self))
+
+    def _decoded(self, first: int, end: int):
+        start, buffer, offsets = self._start, self._buffer, self._offsets[first:end + 1].tolist()
         for a, b in zip(offsets[:-1], offsets[1:]):
             yield buffer[start + a:start + b].decode("utf-8", "surrogatepass")
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .models import Answer, Thread
 
 if TYPE_CHECKING:
@@ -198,31 +200,96 @@ class ThreadStore:
         with self._lock:
             return _fingerprint(self._conn)
 
-    def documents(self) -> tuple["Documents", str, int]:
-        """What a reindex reads: every question and answer as ``Documents.from_threads(self.iter_threads())`` gives
-        them, with the store's fingerprint and thread count, all read in one transaction, so they agree with each
-        other while other processes write (batches read one by one could meet a thread twice, updated in between).
-        One query and no thread objects: 5.6x faster on the SemEval corpus (bench/build_parts.py), the same documents
-        (tests/test_store.py)."""
+    def documents(self, known: "ThreadRows | None" = None) -> "StoreRead":
+        """What a reindex reads, all in one read transaction, so the parts agree with each other while other processes
+        write (batches read one by one could meet a thread twice, updated in between): the store's fingerprint, every
+        thread's id, write number and content hash (``ThreadRows``), and the documents of every thread (questions and
+        answers as ``Documents.from_threads(self.iter_threads())`` gives them), or, with ``known``, of the threads
+        that ``known`` does not hold as they are (same id, write number and content): the live generation's record
+        of the store it was built from, whose documents a build copies rather than reading them again.
+        One query and no thread objects: 5.6x faster than thread objects on the SemEval corpus, the same documents
+        (bench/build_parts.py, tests/test_store.py)."""
         from .documents import ANSWER, QUESTION, Documents, answer_doc_id, question_doc_id
         from .models import question_text
         docs, last = Documents(), None
         with self._lock:
             self._conn.execute("BEGIN")
             try:
-                fingerprint, n = _fingerprint(self._conn), _counts(self._conn)["threads"]
-                rows = self._conn.execute(
-                    "SELECT t.id, t.subject, t.body, t.category, t.created_at, a.id, a.text, a.created_at "
-                    "FROM threads t LEFT JOIN answers a ON a.thread_id = t.id ORDER BY t.seq, a.position")
-                for tid, subject, body, category, created, aid, text, answered in rows:
-                    if tid != last:
-                        docs._add(question_doc_id(tid), QUESTION, tid, category, created, question_text(subject, body))
-                        last = tid
-                    if aid is not None:
-                        docs._add(answer_doc_id(aid), ANSWER, tid, category, answered or created, text)
+                fingerprint = _fingerprint(self._conn)
+                rows = self._conn.execute("SELECT id, seq, content_hash FROM threads ORDER BY seq").fetchall()
+                threads = ThreadRows([r[0] for r in rows], np.fromiter((r[1] for r in rows), np.int64, len(rows)),
+                                     np.array([bytes.fromhex(r[2]) for r in rows], dtype=ThreadRows.HASH))
+                read = threads.differ(known)
+                wanted = {threads.ids[i] for i in np.flatnonzero(read).tolist()} if known is not None else None
+                if read.any():
+                    first = int(threads.seqs[read].min())
+                    rows = self._conn.execute(
+                        "SELECT t.id, t.subject, t.body, t.category, t.created_at, a.id, a.text, a.created_at "
+                        "FROM threads t LEFT JOIN answers a ON a.thread_id = t.id WHERE t.seq >= ? "
+                        "ORDER BY t.seq, a.position", (first,))
+                    for tid, subject, body, category, created, aid, text, answered in rows:
+                        if wanted is not None and tid not in wanted:
+                            continue  # an older thread that ``known`` holds, written between two it lacks
+                        if tid != last:
+                            docs._add(question_doc_id(tid), QUESTION, tid, category, created,
+                                      question_text(subject, body))
+                            last = tid
+                        if aid is not None:
+                            docs._add(answer_doc_id(aid), ANSWER, tid, category, answered or created, text)
             finally:
                 self._conn.execute("COMMIT")
-        return docs, fingerprint, n
+        return StoreRead(fingerprint, threads, read, docs)
+
+
+@dataclass(frozen=True)
+class ThreadRows:
+    """Every thread of a store, in its order (the write number ``seq``, which an insert or an update sets to one more
+    than any thread's): id, write number and content hash (sha256). A generation saves the one it was built from
+    (``save``, ``load``), so the next build knows which threads it holds as they are."""
+    ids: list[str]
+    seqs: np.ndarray  # int64
+    hashes: np.ndarray  # HASH
+    HASH = "S32"
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def differ(self, known: "ThreadRows | None") -> np.ndarray:
+        """Per thread, whether ``known`` lacks it as it is (another write number or content, or no such id): all
+        True without ``known``. The same write number is not enough: a thread deleted while it was the last written
+        leaves its number to the next thread written, and the same content is not either: a thread deleted and
+        written again as it was moves last."""
+        if known is None:
+            return np.ones(len(self), dtype=bool)
+        at = {t: i for i, t in enumerate(known.ids)}
+        where = np.fromiter((at.get(t, -1) for t in self.ids), dtype=np.int64, count=len(self))
+        found = where >= 0
+        same = np.zeros(len(self), dtype=bool)
+        same[found] = (known.seqs[where[found]] == self.seqs[found]) & (known.hashes[where[found]] == self.hashes[found])
+        return ~same
+
+    def save(self, path: Path) -> None:
+        """The write numbers and hashes in thread order (the ids are the generation's documents')."""
+        table = np.zeros(len(self), dtype=[("seq", "<i8"), ("hash", self.HASH)])
+        table["seq"], table["hash"] = self.seqs, self.hashes
+        np.save(path, table, allow_pickle=False)
+
+    @classmethod
+    def load(cls, path: Path, ids: list[str]) -> "ThreadRows":
+        table = np.load(path, allow_pickle=False)
+        if table.dtype.names != ("seq", "hash") or len(table) != len(ids):
+            raise ValueError(f"{path}: {len(table)} threads of {table.dtype}, {len(ids)} threads expected")
+        return cls(list(ids), table["seq"].astype(np.int64), table["hash"].astype(cls.HASH))
+
+
+@dataclass
+class StoreRead:
+    """``ThreadStore.documents``: the store's fingerprint and threads, which of them were read (``read``, per thread)
+    and their documents, in the store's order."""
+    fingerprint: str
+    threads: ThreadRows
+    read: np.ndarray
+    documents: "Documents"
 
 
 def _read_threads(conn: sqlite3.Connection, lock, batch: int) -> Iterator[Thread]:

@@ -137,7 +137,7 @@ def test_build_parts_bench_compares_with_the_pure_python_stemmer_per_pair_links_
     from indexing.text import Analyzer
     with ThreadStore(tmp_path / "threads.sqlite3") as store:
         store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:60])
-        docs = store.documents()[0]
+        docs = store.documents().documents
     gen = tmp_path / "gen"  # a generation in the older layout: one row per document, zero for questions
     gen.mkdir()
     docs.save(gen / "documents.bin")

@@ -429,3 +429,105 @@ def test_a_delta_is_searched_with_the_base_inside_a_filter(tmp_path):
     assert sorted(h.doc_id for h in only_delta) == ["d550", "d551", "d552"] and only_delta[0].doc_id == "d550"
     np.testing.assert_array_equal(grown.vector(550), x[550])
     assert grown.n_docs == 600 and grown.holds([0, 550, 600]).tolist() == [True, True, False]
+
+
+def test_a_rebuild_copies_the_kept_threads_documents_and_writes_what_a_full_read_writes(settings, tmp_path):
+    """A build reads from the store only the threads the live generation lacks as they are (``read_documents``, the
+    live generation's ``store_threads.npy``) and copies the others' documents from it. Through a new thread, a
+    comment added to an old thread, a thread deleted while last written and another taking its write number, a thread
+    deleted and written again as it was, and a comment moved to another thread, each generation's documents, record
+    and indexes are byte for byte what a build from nothing writes."""
+    from indexing.reindex import THREADS_FILE
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(12))
+    first = reindex(settings, progress=False, skip_dense=True)
+    assert first["indexes"]["documents"]["read_threads"] == 12 and "copied_from" not in first["indexes"]["documents"]
+    t2 = threads(1, start=2)[0]
+    t7 = threads(1, start=7)[0]
+    changes = [
+        (lambda st: st.upsert(threads(1, start=40, word="salary")), 12, 1),
+        (lambda st: st.upsert([t2.model_copy(update={"answers": t2.answers + [Answer(id="t2_new", text="new")]})]),
+         12, 1),
+        (lambda st: (st.delete("t2"), st.upsert(threads(1, start=50, word="beach"))), 12, 1),
+        (lambda st: (st.delete("t5"), st.upsert(threads(1, start=5))), 12, 1),
+        (lambda st: (st.upsert([t7.model_copy(update={"answers": t7.answers[:1]})]),
+                     st.upsert([Thread(id="t60", subject="moved here", body="b",
+                                       answers=[Answer(id="t7_a1", text=t7.answers[1].text)])])), 12, 2),
+    ]
+    for k, (change, copied, read) in enumerate(changes):
+        with ThreadStore(settings.store_path) as st:
+            change(st)
+        out = reindex(settings, progress=False, skip_dense=True)
+        d = out["indexes"]["documents"]
+        assert (d["copied_threads"], d["read_threads"]) == (copied, read), (k, d)
+        alone = settings.model_copy(update={"data_dir": tmp_path / f"alone{k}"})
+        alone.data_dir.mkdir()
+        shutil.copy(settings.store_path, alone.store_path)
+        full = reindex(alone, progress=False, skip_dense=True)
+        ours, theirs = settings.index_root / out["generation"], alone.index_root / full["generation"]
+        for name in ("documents.bin", THREADS_FILE, "terms/tokens.npy", "terms/token_digests.npy", "bm25/weights.npy"):
+            if (theirs / name).exists() or name == "documents.bin":
+                assert filecmp.cmp(ours / name, theirs / name, shallow=False), (k, name)
+        for part in ("bm25", "lm"):
+            assert all(filecmp.cmp(ours / part / p.name, theirs / part / p.name, shallow=False)
+                       for p in (theirs / part).iterdir()), (k, part)
+    # the edited thread's documents and the moved comment were read, and matched with their live rows by id and
+    # text: their tokens were carried, and only the new question analysed
+    assert out["indexes"]["analyse"]["analysed"] == 1
+    g = load_current(settings.index_root)
+    assert g.docs.thread_ids[g.docs.ids.index("a:t7_a1")] == "t60"
+
+
+def test_a_live_generation_without_its_record_of_the_threads_is_read_again(settings, caplog):
+    """A generation built before round 21 (no ``store_threads.npy``), one whose documents were made otherwise
+    (``documents_made``), or whose record does not fit its documents: every thread read, the documents matched one by
+    one, and a damaged record says so."""
+    from indexing.reindex import THREADS_FILE
+    with ThreadStore(settings.store_path) as st:
+        st.upsert(threads(6))
+    reindex(settings, progress=False, skip_dense=True)
+    for k, spoil in enumerate(("gone", "made", "damaged")):
+        live = load_current(settings.index_root).folder
+        if spoil == "gone":
+            (live / THREADS_FILE).unlink()
+        elif spoil == "made":
+            m = json.loads((live / "manifest.json").read_text())
+            (live / "manifest.json").write_text(json.dumps({**m, "documents_made": 0}))
+        else:
+            np.save(live / THREADS_FILE, np.zeros(2, dtype=[("seq", "<i8"), ("hash", "S32")]))
+        with ThreadStore(settings.store_path) as st:
+            st.upsert(threads(1, start=20 + k))
+        out = reindex(settings, progress=False, skip_dense=True)["indexes"]
+        assert "copied_from" not in out["documents"] and out["documents"]["read_threads"] == 7 + k
+        assert out["analyse"]["analysed"] == 3  # matched one by one: only the new thread analysed
+    assert "not reusing its record of the store's threads" in caplog.text
+
+
+def test_a_growing_build_does_not_read_the_live_faiss_file(settings, monkeypatch):
+    """A build that grows the live HNSW index and keeps its file links the file without reading it (``DenseIndex.load``
+    with ``lazy``: the size and rows its build recorded checked instead); the generation it publishes searches as
+    before."""
+    import faiss
+    s = hnsw_settings(settings)
+    with ThreadStore(s.store_path) as st:
+        st.upsert(threads(20))
+    reindex(s, progress=False, encode_fn=fake_encode)
+    read = faiss.read_index
+
+    def refused(*a, **k):
+        raise AssertionError("the live FAISS file was read")
+    monkeypatch.setattr(faiss, "read_index", refused)
+    with ThreadStore(s.store_path) as st:
+        st.upsert(threads(1, start=30))
+    out = reindex(s, progress=False, encode_fn=fake_encode)["indexes"]["dense"]
+    assert (out["base"], out["added"]) == ("linked", 3)
+    monkeypatch.setattr(faiss, "read_index", read)
+    g = load_current(s.index_root)
+    assert g.dense.index.search_vectors(fake_encode(["question 30 about visa 2 body 30"])[0], 1,
+                                        g.docs.ids)[0].doc_id == "q:t30"
+    live = DenseIndex.load(g.folder / "dense", lazy=True)
+    assert live._index is None and live.ntotal == 60 and live.index.ntotal == 60  # read when first used
+    m = json.loads((g.folder / "dense" / "manifest.json").read_text())
+    (g.folder / "dense" / "manifest.json").write_text(json.dumps({**m, "params": {**m["params"], "dim": 385}}))
+    with pytest.raises(ValueError, match="60 vectors of 384 dimensions, 60 of 385 recorded"):
+        DenseIndex.load(g.folder / "dense", lazy=True).index  # a file that is not the one recorded: said when read

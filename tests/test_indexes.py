@@ -286,6 +286,9 @@ def test_documents_file_round_trips_and_reads_the_older_json_files(tmp_path):
     got = Documents.load(tmp_path / "documents.bin")
     assert got == d and got.__dict__ == d.__dict__ and isinstance(got.texts, Texts) and isinstance(got.ids, list)
     assert got.texts[5] == d.texts[5] and got.texts[-1] == d.texts[7] and got.texts[2:4] == d.texts[2:4]
+    for cut in (slice(None), slice(3, None), slice(-3, -1), slice(5, 2), slice(6, 99), slice(1, 7, 2),
+                slice(None, None, -1), slice(99, 100)):
+        assert got.texts[cut] == d.texts[cut], cut
     assert list(got.texts) == d.texts and len(got.texts) == 8 and got.texts != d.texts[:7]
     with pytest.raises(IndexError):
         got.texts[8]

@@ -2,6 +2,7 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from indexing.models import Answer, Thread
@@ -121,7 +122,8 @@ def test_a_reindex_reads_the_documents_the_thread_objects_give_in_one_transactio
         s.upsert([Thread(id="t4", subject="", body="body only, edited", created_at="2015-02-01T10:00:00",
                          answers=[Answer(id="t4_x", text="dated by its thread"),
                                   Answer(id="t4_y", text="its own date", created_at="2015-02-02T10:00:00")])])
-        docs, fingerprint, n = s.documents()
+        read = s.documents()
+        docs, fingerprint, n = read.documents, read.fingerprint, len(read.threads)
         want = Documents.from_threads(s.iter_threads())
         assert docs.__dict__ == want.__dict__ and fingerprint == s.fingerprint() and n == 30
         assert docs.ids[-3:] == ["q:t4", "a:t4_x", "a:t4_y"] and docs.created_at[-2] == "2015-02-01T10:00:00"
@@ -139,7 +141,8 @@ def test_a_reindex_reads_the_documents_the_thread_objects_give_in_one_transactio
         with ThreadStore(path) as r:
             reads, deadline = [], time.time() + 10
             while (len(reads) < 20 or len({f for _, f, _ in reads}) < 3) and time.time() < deadline:
-                reads.append(r.documents())
+                read = r.documents()
+                reads.append((read.documents, read.fingerprint, len(read.threads)))
     finally:
         stop.set()
         writer.join()
@@ -147,3 +150,45 @@ def test_a_reindex_reads_the_documents_the_thread_objects_give_in_one_transactio
         questions = [i for i in docs.ids if i.startswith("q:")]
         assert len(questions) == len(set(questions)) == n == 30 and len(docs.ids) == len(set(docs.ids))
     assert len({f for _, f, _ in reads}) > 1  # the writer did move the store meanwhile
+
+
+def test_documents_read_only_what_a_known_record_lacks(tmp_path):
+    """With the record of the threads a generation was built from (``ThreadRows``), ``documents`` reads only the
+    threads written since: new ones and edited ones (which move last), a thread written again as it was after its
+    deletion (last now, so its place changed), and a thread that took the write number of a deleted one (the same
+    number, other content). The others it says it did not read; their documents are the known generation's."""
+    from indexing.documents import Documents
+    with ThreadStore(tmp_path / "s.db") as s:
+        s.upsert([make(f"t{i}", n=i % 3) for i in range(6)])
+        before = s.documents()
+        assert before.read.all() and len(before.threads) == 6 and before.threads.hashes.dtype == np.dtype("S32")
+        assert s.documents(before.threads).read.sum() == 0 and len(s.documents(before.threads).documents) == 0
+        s.delete("t5")  # the last written: its write number is free again
+        s.upsert([make("t9", n=1)])  # takes it
+        s.delete("t1")
+        s.upsert([make("t1", n=1)])  # as it was: written last now
+        s.upsert([make("t3", n=4, subject="edited")])
+        s.delete("t0")
+        now = s.documents(before.threads)
+        assert now.threads.ids == ["t2", "t4", "t9", "t1", "t3"]
+        assert dict(zip(now.threads.ids, now.read.tolist())) == {"t2": False, "t4": False, "t9": True, "t1": True,
+                                                                 "t3": True}
+        assert now.threads.seqs[2] == before.threads.seqs[5]  # t9 has t5's number, and is read all the same
+        full = s.documents()
+        assert now.fingerprint == full.fingerprint == s.fingerprint()
+        assert now.documents.__dict__ == Documents.from_threads(
+            [s.get("t9"), s.get("t1"), s.get("t3")]).__dict__
+        assert full.documents.__dict__ == Documents.from_threads(s.iter_threads()).__dict__
+
+
+def test_thread_rows_round_trip_and_refuse_another_count(tmp_path):
+    from indexing.store import ThreadRows
+    with ThreadStore(tmp_path / "s.db") as s:
+        s.upsert([make("t1"), make("t2")])
+        rows = s.documents().threads
+    rows.save(tmp_path / "rows.npy")
+    back = ThreadRows.load(tmp_path / "rows.npy", ["t1", "t2"])
+    assert back.ids == rows.ids and np.array_equal(back.seqs, rows.seqs) and np.array_equal(back.hashes, rows.hashes)
+    assert not back.differ(rows).any()
+    with pytest.raises(ValueError, match="3 threads expected"):
+        ThreadRows.load(tmp_path / "rows.npy", ["t1", "t2", "t3"])
