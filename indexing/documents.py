@@ -1,6 +1,7 @@
 """The documents every index holds, in one row order: questions (subject + body) and answers."""
 from __future__ import annotations
 
+import bisect
 import json
 import mmap
 import operator
@@ -170,11 +171,19 @@ class Documents:
 PLAIN = ("ids", "texts")  # the columns whose values rarely repeat: stored one by one, not as codes
 
 
-def _strings(name: str, values: list[str]) -> list[tuple[str, bytes | np.ndarray]]:
+def _strings(name: str, values: Sequence[str]) -> list[tuple[str, bytes | np.ndarray]]:
+    if isinstance(values, (Texts, TextRuns)):  # their UTF-8 bytes as they are: not decoded, not encoded again
+        offsets, chunks = values.encoded()
+        return [(f"{name}.offsets", offsets), (f"{name}.bytes", b"".join(chunks))]
+    offsets, raw = _encoded(values)
+    return [(f"{name}.offsets", offsets), (f"{name}.bytes", b"".join(raw))]
+
+
+def _encoded(values: Sequence[str]) -> tuple[np.ndarray, list[bytes]]:
     raw = list(map(str.encode, values, repeat("utf-8"), repeat("surrogatepass")))
     offsets = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
-    return [(f"{name}.offsets", offsets), (f"{name}.bytes", b"".join(raw))]
+    return offsets, raw
 
 
 class Texts(Sequence):
@@ -223,3 +232,74 @@ class Texts(Sequence):
 
     def __repr__(self) -> str:
         return f"Texts({len(self)} strings)"
+
+    def encoded(self, first: int = 0, end: int | None = None) -> tuple[np.ndarray, list[memoryview]]:
+        """Strings ``first`` to ``end`` as ``Documents.save`` writes them: their offsets from 0 and their bytes (a view
+        of the mapped file, not a copy)."""
+        end = len(self) if end is None else end
+        offsets = self._offsets[first:end + 1] - self._offsets[first]
+        a = self._start + int(self._offsets[first])
+        return offsets, [memoryview(self._buffer)[a:a + int(offsets[-1])]]
+
+
+class TextRuns(Sequence):
+    """Texts made of runs of other sequences of texts, in order (``extend``): what a build copies of a live
+    generation's mapped ``Texts`` is saved as its bytes (``Documents.save``), never decoded unless read, nor encoded
+    again. Equal to a list of the same strings; pickled as that list."""
+
+    def __init__(self):
+        self._runs: list[tuple[Sequence[str], int, int]] = []
+        self._starts = [0]  # where each run begins, then the end
+
+    def extend(self, texts: Sequence[str], first: int, end: int) -> None:
+        """Strings ``first`` to ``end`` of ``texts`` after the others."""
+        if end > first:
+            self._runs.append((texts, first, end))
+            self._starts.append(self._starts[-1] + end - first)
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = operator.index(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("text index out of range")
+        k = bisect.bisect_right(self._starts, i) - 1
+        texts, first, _ = self._runs[k]
+        return texts[first + i - self._starts[k]]
+
+    def __iter__(self):
+        for texts, first, end in self._runs:
+            yield from (texts[first:end] if isinstance(texts, (Texts, list)) else
+                        (texts[j] for j in range(first, end)))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (list, tuple, Texts, TextRuns)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+    def __repr__(self) -> str:
+        return f"TextRuns({len(self)} strings in {len(self._runs)} runs)"
+
+    def encoded(self) -> tuple[np.ndarray, list]:
+        """All of them as ``Documents.save`` writes them: offsets from 0, and the bytes in chunks (a mapped run's as
+        they are in its file)."""
+        offsets, chunks, at = [np.zeros(1, dtype=np.int64)], [], 0
+        for texts, first, end in self._runs:
+            if isinstance(texts, Texts):
+                off, raw = texts.encoded(first, end)
+            else:
+                off, raw = _encoded(texts[first:end])
+            offsets.append(off[1:] + at)
+            chunks += raw
+            at += int(off[-1])
+        return np.concatenate(offsets), chunks

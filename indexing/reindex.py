@@ -20,7 +20,7 @@ from .bm25 import BM25Index
 from .config import IndexSettings
 from .dense import DenseIndex, choose_kind
 from .documents import FILE as DOCUMENTS_FILE
-from .documents import MADE, QUESTION, Documents, documents_file
+from .documents import MADE, QUESTION, Documents, TextRuns, documents_file
 from .embcache import EmbeddingCache, embed_with_cache
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
 from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, link_or_copy,
@@ -375,10 +375,13 @@ def read_documents(store: ThreadStore, live: LiveDocuments | None) -> tuple[Stor
             runs[-1][2] = b
         else:
             runs.append([src, a, b])
-    docs = Documents()
+    docs = Documents(texts=TextRuns())
     for name, column in docs.__dict__.items():
         for src, a, b in runs:
-            column.extend((old if src else fresh).__dict__[name][a:b])
+            if name == "texts":  # a live text stays the bytes of its mapped file until read
+                column.extend((old if src else fresh).texts, a, b)
+            else:
+                column.extend((old if src else fresh).__dict__[name][a:b])
     live_row = np.concatenate([np.arange(a, b, dtype=np.int64) if src else np.full(b - a, -1, dtype=np.int64)
                                for src, a, b in runs] or [np.zeros(0, dtype=np.int64)])
     # a document read matched by id and text among the live threads not copied (edited or deleted since)

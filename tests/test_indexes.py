@@ -275,7 +275,7 @@ def test_documents_file_round_trips_and_reads_the_older_json_files(tmp_path):
     import json
     import pickle
 
-    from indexing.documents import Documents, Texts, documents_file
+    from indexing.documents import Documents, Texts, TextRuns, documents_file
     d = Documents()
     arabic = "\u0627\u0644\u0641\u064a\u0632\u0627"
     for i in range(8):
@@ -289,6 +289,24 @@ def test_documents_file_round_trips_and_reads_the_older_json_files(tmp_path):
     for cut in (slice(None), slice(3, None), slice(-3, -1), slice(5, 2), slice(6, 99), slice(1, 7, 2),
                 slice(None, None, -1), slice(99, 100)):
         assert got.texts[cut] == d.texts[cut], cut
+    # runs of mapped texts and of plain ones (what a build copies of a live generation): read as the list they
+    # stand for, and saved as the same bytes without decoding the mapped ones
+    runs, want = TextRuns(), []
+    for texts, first, end in ((got.texts, 5, 8), (["fresh \ud800 one", "two"], 0, 2), (got.texts, 0, 3),
+                              (got.texts, 4, 4), (["three"], 0, 1), (got.texts, 3, 5)):
+        runs.extend(texts, first, end)
+        want += list(texts[first:end])
+    assert runs == want and list(runs) == want and len(runs) == 11 and runs[-1] == want[-1] and runs[4] == "two"
+    assert runs[2:9] == want[2:9] and runs[::-3] == want[::-3] and pickle.loads(pickle.dumps(runs)) == want
+    with pytest.raises(IndexError):
+        runs[11]
+    columns = {"ids": [f"x{i}" for i in range(11)], "kinds": ["answer"] * 11, "thread_ids": ["t"] * 11,
+               "categories": [None] * 11, "created_at": [None] * 11}
+    copied, plain = Documents(**columns, texts=runs), Documents(**columns, texts=want)
+    copied.save(tmp_path / "runs.bin")
+    plain.save(tmp_path / "plain.bin")
+    assert (tmp_path / "runs.bin").read_bytes() == (tmp_path / "plain.bin").read_bytes()
+    assert Documents.load(tmp_path / "runs.bin").texts == want
     assert list(got.texts) == d.texts and len(got.texts) == 8 and got.texts != d.texts[:7]
     with pytest.raises(IndexError):
         got.texts[8]
