@@ -13,7 +13,8 @@ in one run, on the same documents:
 - a build's documents and their match with the live generation's (``copy``), when one thread was written since the
   live generation was built (its last: a thread a comment is added to is written last): the threads the live
   generation holds as they are copied from its documents and only the one written read from the store
-  (``read_documents`` with the live generation's record of the store's threads, round 21), against every thread read
+  (``read_documents`` with the live generation's record of the store's threads, round 21; the copied texts kept as
+  the live file's bytes, ``TextRuns``), against every thread read
   from the store and each document matched with the live ones by id and text (``Carried.matched``, what a build did
   before); each side loads the live documents as a build does, and the documents and their live rows must be
   identical;
@@ -40,6 +41,7 @@ builds under --data-dir), or --store. Prints a JSON object last.
     python bench/build_parts.py --data-dir /tmp/cqa-full --rounds 3
     python bench/build_parts.py --store /tmp/big10/threads.sqlite3 --parts term_ids,vectors \\
         --generation /tmp/big10/indexes/$(cat /tmp/big10/indexes/current)
+    python bench/build_parts.py --store /tmp/big10/threads.sqlite3 --parts copy
 """
 from __future__ import annotations
 

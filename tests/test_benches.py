@@ -155,7 +155,8 @@ def test_build_parts_bench_compares_with_the_pure_python_stemmer_per_pair_links_
     assert out["documents_load_ratio"] > 0 and out["documents_save_ratio"] > 0
     held = out["documents_python_bytes_held"]  # the texts stay in the mapped file, not in Python's heap
     assert 0 < held["binary"] < held["json_lines"] and out["documents_file_bytes"]["binary"] > 0
-    assert len(out["seconds"]) == 16 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
+    assert len(out["seconds"]) == 18 and all(len(v) == 1 and v[0] > 0 for v in out["seconds"].values())
+    assert out["same_copy"] is True and out["copy_ratio"] > 0  # one thread read, the others copied: the same
     assert out["analyse_ratio"] > 0 and out["translation_ratio"] > 0 and out["read_ratio"] > 0
     # the linked side writes the new vector and the row map, not the kept vectors
     assert out["bytes_written"]["copied"] > (len(docs) + 1) * 384 * 4 > 4 * out["bytes_written"]["linked"]
@@ -251,3 +252,30 @@ def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp
             assert r["server_resident"]["ready_mb"] > 50 and r["server_resident"]["after_switches_mb"] > 50
     assert out["faiss_load_after_live_ratio"] > 0
     assert sorted(p.name for p in s.index_root.iterdir()) == before  # left as it was
+
+
+@pytest.mark.slow
+def test_change_build_bench_builds_a_comment_with_this_tree_and_a_reference_revision(tmp_path, cli_env, semeval):
+    """Both sides build the same generations (here the reference is this tree's last commit); the current side
+    copies every thread's documents but the one a comment was added to."""
+    from indexing.loaders import load
+    from indexing.store import ThreadStore
+    env = {**cli_env, "CQA_DENSE_ENCODER": "base", "CQA_ANSWER_ENCODER": "none", "CQA_DENSE_EXACT_MAX_DOCS": "0"}
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with ThreadStore(folder / "threads.sqlite3") as store:
+        store.upsert(load(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml").threads[:25])
+    subprocess.run([*CQA, "--data-dir", str(folder), "reindex", "-q"], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=600)
+    out = run_bench("change_build.py", "--data-dir", str(folder), "--reference", "HEAD", "--rounds", "1",
+                    "--work", str(tmp_path), env=env, timeout=900)
+    assert out["same"] == {"documents": True, "terms": True, "bm25": True, "lm": True, "dense/rows.npy": True,
+                           "dense/delta_rows.npy": True}
+    record = out["current_documents_record"]
+    assert (record["copied_threads"], record["read_threads"]) == (24, 1)
+    for side in ("reference", "current"):
+        m = out["median"][side]
+        assert m["wall_s"] > m["build_s"] >= m["live_s"] > 0 and m["peak_rss_mb"] > 50
+        assert out["median_stage_s"][side]["documents"] > 0 and len(out["seconds"][side]["wall_s"]) == 1
+    assert all(r > 0 for r in out["ratio"].values()) and out["documents"] > 25
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("cqa-change-build-")] == []  # cleaned up
