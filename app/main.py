@@ -7,10 +7,11 @@ import gc
 import logging
 import os
 import socket
+import sys
 import threading
 import uuid
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from typing import Callable, Literal
 
@@ -155,12 +156,14 @@ class Service:
         from indexing.searcher import load_current
         from ranking.pipeline import build_pipeline
         from indexing.generations import write_lease
-        # the generation served until now lends what the new one shares with it (a grown FAISS index)
-        gen = load_current(self.settings.index_root, self.settings.device, self.generation)
-        # claim it before serving it, so a concurrent reindex cannot prune it under us
-        write_lease(self.settings.index_root, self.holder, gen.name, self.lease_ttl())
-        # what its first searches would build, built here, while the old generation still serves
-        pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers, self.attention).prepare()
+        with shorter_turns(self.settings.load_switch_interval_ms / 1000):  # searches go on meanwhile
+            # the generation served until now lends what the new one shares with it (a grown FAISS index)
+            gen = load_current(self.settings.index_root, self.settings.device, self.generation)
+            # claim it before serving it, so a concurrent reindex cannot prune it under us
+            write_lease(self.settings.index_root, self.holder, gen.name, self.lease_ttl())
+            # what its first searches would build, built here, while the old generation still serves
+            pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers,
+                                      self.attention).prepare()
         with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
             old, self.generation, self.pipeline = self.generation, gen, pipeline
         for name, n in gen.sizes().items():
@@ -173,6 +176,21 @@ class Service:
     def snapshot(self):
         with self._lock:
             return self.generation, self.pipeline
+
+
+@contextmanager
+def shorter_turns(seconds: float):
+    """Python's switch interval at most ``seconds`` meanwhile (0: as it is). A thread that runs Python without a
+    pause (loading a generation) keeps the interpreter's lock until another thread has waited the interval; a search's
+    model gives the lock up at each of its many steps (torch, ONNX Runtime) and waits that long to get it back, each
+    time (bench/generation_switch.py --switch-interval-levels)."""
+    before = sys.getswitchinterval()
+    if seconds:
+        sys.setswitchinterval(min(before, seconds))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def encode_before_write(svc: Service, threads) -> None:

@@ -39,6 +39,12 @@ class Settings(RankingSettings):
                             "so far out of reach of Python's cyclic garbage collector (gc.freeze): they live as long "
                             "as the process, and a full collection would otherwise walk them all, stopping every "
                             "request meanwhile. GET /metrics: cqa_gc_pause_seconds.")
+    load_switch_interval_ms: float = Field(0.5, ge=0, le=100, description="While the service loads a generation "
+                                           "beside the one it serves, how long Python lets one thread hold its lock "
+                                           "while another waits (sys.setswitchinterval; Python's default is 5 ms): a "
+                                           "search's model runs many short steps that each give the lock up, and each "
+                                           "waited up to that long for the loading thread to hand it back. 0: "
+                                           "Python's setting as it is.")
     refresh_nice: int = Field(10, ge=0, le=19, description="How much lower the automatic refresh's CPU priority is "
                               "than the service's (a Unix nice increment), so searches come first on a small machine.")
     refresh_translation_later: bool = Field(True, description="The automatic refresh's build, when a comment was "

@@ -23,6 +23,10 @@ Prints a JSON object last.
     python bench/generation_switch.py --index-of /tmp/big10 --switches 6   # any data folder with a live generation
     python bench/generation_switch.py --index-of /tmp/big10 --switches 6 --formats binary --faiss copied,linked
     python bench/generation_switch.py --index-of /tmp/big10 --switches 12 --formats lines,binary --faiss linked
+    python bench/generation_switch.py --index-of /tmp/big10 --switches 12 --faiss linked --switch-interval-levels 0,0.5
+
+With --switch-interval-levels each $CQA_LOAD_SWITCH_INTERVAL_MS (Python's switch interval while the server loads a
+generation; 0: Python's own, 5 ms) gets its own server, in the order given.
 
 The data folder is not changed: each server gets a temporary one, its store copied and its indexes hard-linked.
 """
@@ -180,10 +184,12 @@ def resident_mb(base: str) -> float | None:
     return None
 
 
-def run_server(folder: Path, names: tuple[str, str], args) -> tuple[list[float], dict, dict]:
+def run_server(folder: Path, names: tuple[str, str], args, interval: str | None = None
+               ) -> tuple[list[float], dict, dict]:
     """The switches against a real server on ``folder``: each one's seconds to go live, the search latency, and the
-    server's resident memory once ready and after the last switch."""
-    env = {"CQA_REFRESH_S": "0", "CQA_GENERATION_POLL_S": str(args.poll_s)}
+    server's resident memory once ready and after the last switch. ``interval``: its $CQA_LOAD_SWITCH_INTERVAL_MS."""
+    env = {"CQA_REFRESH_S": "0", "CQA_GENERATION_POLL_S": str(args.poll_s),
+           **({"CQA_LOAD_SWITCH_INTERVAL_MS": interval} if interval is not None else {})}
     windows, lags = [], []
     with server(folder, env) as (base, ready):
         post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
@@ -227,8 +233,11 @@ def main() -> None:
                     "build's since round 20), lines (rounds 18-19), object (before)")
     ap.add_argument("--faiss", default="copied,linked", help="the second generation's FAISS file, comma-separated: "
                     "linked (a grown index's build: shared in memory since round 19), copied (a new file)")
+    ap.add_argument("--switch-interval-levels", default=None, help="each server's CQA_LOAD_SWITCH_INTERVAL_MS, "
+                    "comma-separated, one server each (default: the server's default only)")
     ap.add_argument("--timeout", type=float, default=120, help="longest wait for the server to go live, seconds")
     args = ap.parse_args()
+    intervals = args.switch_interval_levels.split(",") if args.switch_interval_levels else [None]
 
     formats, faiss_files = args.formats.split(","), args.faiss.split(",")
     if not formats or set(formats) - {"binary", "lines", "object"}:
@@ -243,7 +252,7 @@ def main() -> None:
         from load import built_corpus
         source = built_corpus(args.data_dir).data_dir
     runs = []
-    for documents_format, faiss_file in itertools.product(formats, faiss_files):
+    for documents_format, faiss_file, interval in itertools.product(formats, faiss_files, intervals):
         with tempfile.TemporaryDirectory(prefix="cqa-switch-") as tmp:
             folder = Path(tmp) / "data"
             names = two_generations(source, folder, documents_format, faiss_file)
@@ -251,15 +260,17 @@ def main() -> None:
             print(json.dumps({"documents_format": documents_format, "faiss": faiss_file, "in_process": parts}),
                   file=sys.stderr, flush=True)
             size = documents_file(folder / "indexes" / names[0]).stat().st_size
-            lags, latency, memory = run_server(folder, names, args)
-        runs.append({"documents_format": documents_format, "faiss": faiss_file, "documents": parts["documents"],
+            lags, latency, memory = run_server(folder, names, args, interval)
+        runs.append({"documents_format": documents_format, "faiss": faiss_file, "load_switch_interval_ms": interval,
+                     "documents": parts["documents"],
                      "documents_file_bytes": size, "live_after_s": lags, "in_process": parts,
                      "search_latency": latency, "server_resident": memory})
     out = {"bench": "generation_switch", "machine": f"{platform.processor() or platform.machine()}, "
            f"{platform.system()}", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "cpus": os.cpu_count(), "source": str(source), "switches": args.switches, "every_s": args.every,
            "generation_poll_s": args.poll_s, "runs": runs}
-    by = {r["documents_format"]: r for r in runs if r["faiss"] == faiss_files[-1]}
+    by = {r["documents_format"]: r for r in runs if r["faiss"] == faiss_files[-1] and
+          r["load_switch_interval_ms"] == intervals[-1]}
     for new_format, old_format in (("lines", "object"), ("binary", "lines")):
         if {new_format, old_format} <= set(by):
             new, old = by[new_format], by[old_format]
@@ -274,7 +285,8 @@ def main() -> None:
                     out[f"{key}_switch_{q[:3]}_ratio"] = round(pair[0] / pair[1], 2)
             out[f"{key}_live_after_s_median_ratio"] = round(
                 float(np.median(old["live_after_s"])) / max(float(np.median(new["live_after_s"])), 1e-3), 2)
-    by = {r["faiss"]: r for r in runs if r["documents_format"] == formats[-1]}
+    by = {r["faiss"]: r for r in runs if r["documents_format"] == formats[-1] and
+          r["load_switch_interval_ms"] == intervals[-1]}
     if {"linked", "copied"} <= set(by):
         new, old = by["linked"], by["copied"]
         out["faiss_load_after_live_ratio"] = round(old["in_process"]["load_after_live_s"]
@@ -285,6 +297,16 @@ def main() -> None:
                 out[f"faiss_switch_{q[:3]}_ratio"] = round(pair[0] / pair[1], 2)
         out["faiss_live_after_s_median_ratio"] = round(
             float(np.median(old["live_after_s"])) / max(float(np.median(new["live_after_s"])), 1e-3), 2)
+    if len(intervals) > 1:  # the first level against each other, during the switches
+        first = next(r for r in runs if r["load_switch_interval_ms"] == intervals[0])
+        for r in runs:
+            if r["load_switch_interval_ms"] != intervals[0] and r["faiss"] == first["faiss"] \
+                    and r["documents_format"] == first["documents_format"]:
+                for q in ("p50_ms", "p95_ms"):
+                    pair = [x["search_latency"]["during_switch"][q] for x in (first, r)]
+                    if all(pair):
+                        key = f"switch_interval_{intervals[0]}_vs_{r['load_switch_interval_ms']}_switch_{q[:3]}_ratio"
+                        out[key] = round(pair[0] / pair[1], 2)
     print(json.dumps(out))
 
 
