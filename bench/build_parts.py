@@ -364,7 +364,8 @@ def main() -> None:
     for _ in range(args.rounds):
         if "read" in parts:
             with ThreadStore(store) as st:
-                side_by_side("documents", "read_one_query", "read_thread_objects", timed(lambda: st.documents().documents),
+                side_by_side("documents", "read_one_query", "read_thread_objects",
+                             timed(lambda: st.documents().documents),
                              timed(lambda: Documents.from_threads(st.iter_threads())),
                              lambda a, b: a.__dict__ == b.__dict__ == docs.__dict__)
         if "analyse" in parts:

@@ -237,7 +237,8 @@ class DenseIndex:
 
     def save(self, folder: Path) -> None:
         """Into ``folder``: the base's FAISS file (a hard link to the file it was read from when unchanged, so a
-        growth step writes only what it added), the row maps and the delta, with the FAISS file's size and rows (what ``load`` with ``lazy`` checks)."""
+        growth step writes only what it added), the row maps and the delta, with the FAISS file's size and rows
+        (what ``load`` with ``lazy`` checks)."""
         from .generations import link_or_copy
         folder.mkdir(parents=True, exist_ok=True)
         if self.base_file is not None:

@@ -265,7 +265,8 @@ class ThreadRows:
         where = np.fromiter((at.get(t, -1) for t in self.ids), dtype=np.int64, count=len(self))
         found = where >= 0
         same = np.zeros(len(self), dtype=bool)
-        same[found] = (known.seqs[where[found]] == self.seqs[found]) & (known.hashes[where[found]] == self.hashes[found])
+        at_known = where[found]
+        same[found] = (known.seqs[at_known] == self.seqs[found]) & (known.hashes[at_known] == self.hashes[found])
         return ~same
 
     def save(self, path: Path) -> None:
