@@ -50,7 +50,7 @@ def copy_folder(src: Path, dst: Path) -> None:
     hard-linked: a build never writes a published file, it links or writes new ones."""
     dst.mkdir(parents=True)
     shutil.copytree(src / "indexes", dst / "indexes", copy_function=os.link,
-                    ignore=shutil.ignore_patterns(".reindex.lock"))
+                    ignore=shutil.ignore_patterns(".*"))  # the lock, and any file written in place before a rename
     (dst / "cache").mkdir()
     for db in [src / "threads.sqlite3", *sorted((src / "cache").glob("*.sqlite3"))]:
         with sqlite3.connect(db) as a, sqlite3.connect(dst / db.relative_to(src)) as b:
