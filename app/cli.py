@@ -126,6 +126,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     settings = _settings(args)  # with --dense-encoder, validated as $CQA_DENSE_ENCODER is
     if args.nice:
         os.nice(args.nice)  # before the build starts its threads, which inherit it
+    if args.when_told:  # the imports above done: wait to be told (the automatic refresh's spare build process)
+        if not sys.stdin.readline().strip():
+            print(json.dumps({"skipped": "not told to build (end of input)"}))
+            return 0
     if args.engine == "local" and (args.address or args.ray_workers):
         print("error: --address and --ray-workers go with --engine ray", file=sys.stderr)
         return 2
@@ -430,6 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "$CQA_TRANSLATION_RETRAIN_CHANGED of them changed")
     s.add_argument("--nice", type=int, default=0, choices=range(0, 20), metavar="N",
                    help="lower this build's CPU priority by N (0-19), so a service on the same machine answers first")
+    s.add_argument("--when-told", action="store_true",
+                   help="start, import what a build needs, then wait until a line arrives on stdin and build; at "
+                   "the end of input exit without building (what a serving process's automatic refresh keeps "
+                   "started, $CQA_REFRESH_PRESTART, so a change does not wait for Python to start)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_reindex)
 

@@ -284,6 +284,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             follower.cancel()
+            if svc.refresher is not None:
+                await run_in_threadpool(svc.refresher.close)
             for b in svc.batchers:
                 await b.stop()
             from indexing.generations import drop_lease

@@ -57,6 +57,62 @@ class Refresher:
         self._seen: tuple[int, str | None] | None = None  # (store change count, live generation) last compared
         self._last_end = -math.inf  # monotonic time the last build of this process ended
         self._lock = threading.Lock()  # the follower's ticks and the build's end both compare
+        self._spare: subprocess.Popen | None = None  # the next build's process, waiting ($CQA_REFRESH_PRESTART)
+        self._spare_lock = threading.Lock()
+        self.prestart()
+
+    def _command(self) -> tuple[list[str], dict[str, str]]:
+        settings = self.svc.settings
+        flags = ["--if-stale", "--nice", str(settings.refresh_nice), "--when-told"]
+        return reindex_command(settings, *flags, *(["--translation-later"] if settings.refresh_translation_later
+                                                    else []))
+
+    def prestart(self) -> None:
+        """Start the next build's process now, unless one waits already or ``$CQA_REFRESH_PRESTART`` is off: it
+        imports what a build needs at its own CPU priority and waits to be told, so a change does not wait for
+        that."""
+        if not self.svc.settings.refresh_prestart:
+            return
+        with self._spare_lock:
+            if self._spare is None or self._spare.poll() is not None:
+                argv, env = self._command()
+                self._spare = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                               text=True)
+            self.report.spare_pid = self._spare.pid
+
+    def _child(self) -> tuple[subprocess.Popen, str]:
+        """The build's process, told to build: the spare when one waits (``prestarted``), else a new one
+        (``started``)."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+            self.report.spare_pid = None
+        if spare is not None and spare.poll() is None:
+            try:
+                spare.stdin.write("build\n")
+                spare.stdin.close()
+                return spare, "prestarted"
+            except OSError:  # it ended meanwhile (a broken pipe): a new one
+                spare.kill()
+                spare.wait()
+        argv, env = self._command()
+        child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        child.stdin.write("build\n")
+        child.stdin.close()
+        return child, "started"
+
+    def close(self) -> None:
+        """End the spare process (the end of its input: it exits without building)."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+            self.report.spare_pid = None
+        if spare is not None:
+            try:
+                spare.stdin.close()
+                spare.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                spare.kill()
+                spare.wait()
+            spare.stdout.close()
 
     def _compare(self, force: bool = False) -> None:
         """Compare the store with the live generation when either moved since the last comparison (or ``force``),
@@ -112,14 +168,12 @@ class Refresher:
         r = self.report
         progress("refresh: cqa reindex --if-stale in a child process", 0.0)
         settings = self.svc.settings
-        flags = ["--if-stale", "--nice", str(settings.refresh_nice)]
-        argv, env = reindex_command(settings, *flags, *(["--translation-later"] if settings.refresh_translation_later
-                                                         else []))
         lines: list[str] = []
         early = None  # the generation this process served while the child trained the translation table
         started = time.monotonic()
         try:
-            with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) as child:  # its log: this stderr
+            child, how = self._child()
+            with child:  # its log: this stderr
                 for line in child.stdout:
                     lines.append(line)
                     early = self._went_live(line) or early
@@ -127,6 +181,10 @@ class Refresher:
             self._last_end = time.monotonic()
             r.gap_s = refresh_gap(self._last_end - started, settings.refresh_duty, settings.refresh_s)
             r.last_finished_at = time.time()
+            try:
+                self.prestart()  # the next build's process, ready by the time the next change comes
+            except OSError as e:
+                log.warning("automatic refresh: could not start the next build's process: %s", e)
         try:
             if child.returncode != 0:
                 raise RuntimeError(f"`cqa reindex --if-stale` exited with status {child.returncode} (its log is on "
@@ -148,4 +206,5 @@ class Refresher:
         r.last_generation = summary.get("generation")
         r.last_outcome = outcome
         self.svc.metrics.refreshes.labels(outcome).inc()
-        return {"trigger": "refresh", **summary, **({"served_before_translation": early} if early else {})}
+        return {"trigger": "refresh", "child": how, **summary,
+                **({"served_before_translation": early} if early else {})}

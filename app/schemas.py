@@ -245,6 +245,8 @@ class RefreshOut(BaseModel):
     last_finished_at: float | None = None
     last_generation: str | None = Field(None, description="the generation it built, or the live one it found")
     last_error: str | None = None
+    spare_pid: int | None = Field(None, description="the process of the next automatic build, started and waiting to "
+                                  "be told to build, its imports done (CQA_REFRESH_PRESTART); None: none is waiting")
 
 
 class TranslationOut(BaseModel):

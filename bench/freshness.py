@@ -22,7 +22,9 @@ the encoders), and with --translation-later-levels each $CQA_REFRESH_TRANSLATION
 question-answer pairs changed goes live before it trains the translation table, then publishes again with it; 0: one
 generation, after training), and with --retrain-levels each $CQA_TRANSLATION_RETRAIN_CHANGED (0: a build trains the
 table whenever a pair changed), and with --duty-levels each $CQA_REFRESH_DUTY (0: a change right after a build waits
-out $CQA_REFRESH_S; 0.2: four times the last build's length, at most that), gets its own server in turn, side by side
+out $CQA_REFRESH_S; 0.2: four times the last build's length, at most that), and with --prestart-levels each
+$CQA_REFRESH_PRESTART (1: the next build's process waits started, its imports done; 0: started when a build is due),
+gets its own server in turn, side by side
 in one run. Each trial says how many texts its
 build encoded, and whether and when it went live before the translation table was trained. Prints a JSON object last.
 
@@ -150,7 +152,7 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "translation_changed_pairs": table.get("changed_pairs"),
             "live_before_translation_s": (result.get("live_before_translation") or {}).get("seconds"),
             "served_before_translation": result.get("served_before_translation") is not None,
-            "outcome": job["state"]}
+            "child": result.get("child"), "outcome": job["state"]}
 
 
 def grown_corpus(corpus: Path, copies: int, folder: Path) -> dict:
@@ -180,6 +182,7 @@ class Levels:
     dense_grow: bool
     translation_retrain_changed: float
     refresh_duty: float
+    refresh_prestart: bool
 
     def env(self) -> dict[str, str]:
         return {f"CQA_{name.upper()}": str(int(v) if isinstance(v, bool) else v) for name, v in asdict(self).items()}
@@ -190,7 +193,8 @@ LEVEL_OPTIONS = {"nice_levels": ("refresh_nice", int), "encode_ahead_levels": ("
                  "translation_later_levels": ("refresh_translation_later", lambda x: bool(int(x))),
                  "grow_levels": ("dense_grow", lambda x: bool(int(x))),
                  "retrain_levels": ("translation_retrain_changed", float),
-                 "duty_levels": ("refresh_duty", float)}
+                 "duty_levels": ("refresh_duty", float),
+                 "prestart_levels": ("refresh_prestart", lambda x: bool(int(x)))}
 
 
 def server_levels(args, defaults) -> list[Levels]:
@@ -271,6 +275,8 @@ def main() -> None:
                     "comma-separated (default: the setting's default); each with each other level")
     ap.add_argument("--duty-levels", default=None, help="CQA_REFRESH_DUTY per server, comma-separated (0: a change "
                     "right after a build waits the whole interval)")
+    ap.add_argument("--prestart-levels", default=None, help="CQA_REFRESH_PRESTART per server, comma-separated 1 or "
+                    "0 (0: each build's process started when the build is due)")
     ap.add_argument("--copies", type=int, default=1, help="serve a store this many times the corpus's (whole copies "
                     "under new ids), built once before the servers start")
     ap.add_argument("--timeout", type=float, default=900, help="longest wait for one change, in seconds")

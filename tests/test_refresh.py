@@ -562,3 +562,40 @@ def test_cqa_ingest_encodes_ahead_into_a_served_data_folder(cli_env, tmp_path):
     empty = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "empty")}
     forced = cqa("ingest", "-q", "--encode", "always", jsonl("late.jsonl", late), env=empty)
     assert forced["encoded_ahead"]["texts"] == 3 and forced["store"] == {"threads": 1, "answers": 1}
+
+
+def test_the_next_build_waits_started_and_ends_with_the_service(tmp_path, cli_env):
+    """With $CQA_REFRESH_PRESTART (default on) the next build's process is started and waits, its imports done: a
+    write's build is told to that process (``child: prestarted``), a new one waits after it, and the one waiting ends
+    with the service. `cqa reindex --when-told` at the end of its input exits without building."""
+    from pathlib import Path
+    told = subprocess.run([*CQA, "reindex", "--if-stale", "-q", "--when-told"], cwd=ROOT, env=cli_env, input="",
+                          capture_output=True, text=True, timeout=120)
+    assert told.returncode == 0 and json.loads(told.stdout.splitlines()[-1])["skipped"].startswith("not told")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    p = start_server(tmp_path, port, {"CQA_REFRESH_S": "1", "CQA_GENERATION_POLL_S": "0.5"})
+    try:
+        wait_ready(p, base)
+        spare = http("GET", base + "/ready")[1]["refresh"]["spare_pid"]
+        assert spare and Path(f"/proc/{spare}").exists()
+        status, _ = http("POST", base + "/threads", {"threads": [{"id": "qz7", "subject": "Quokka lessons",
+                                                                  "body": QUESTION}]}, ADMIN)
+        assert status == 200
+        _until(lambda: "qz7" in _search_ids(base, QUESTION), "the posted thread found by /search", 120)
+        _until(lambda: http("GET", base + "/ready")[1]["refresh"]["last_outcome"] == "built", "the build's end", 60)
+        refresh = http("GET", base + "/ready")[1]["refresh"]
+        job = http("GET", base + f"/jobs/{refresh['last_job']}")[1]
+        assert job["result"]["child"] == "prestarted"
+        _until(lambda: http("GET", base + "/ready")[1]["refresh"]["spare_pid"] not in (None, spare),
+               "the next build's process started", 30)
+        after = http("GET", base + "/ready")[1]["refresh"]["spare_pid"]
+    finally:
+        stop_server(p)
+
+    def ended(pid: int) -> bool:
+        try:
+            return "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        except FileNotFoundError:
+            return True
+    _until(lambda: ended(after), "the waiting process ended with the service", 30)
