@@ -165,6 +165,15 @@ class Refresher:
         return self.svc.generation.name if self.svc.generation is not None else None
 
     def _build(self, progress) -> dict:
+        try:
+            return self._build_once(progress)
+        finally:  # the next build's process, started once this one's generation is live (its imports not meanwhile)
+            try:
+                self.prestart()
+            except OSError as e:
+                log.warning("automatic refresh: could not start the next build's process: %s", e)
+
+    def _build_once(self, progress) -> dict:
         r = self.report
         progress("refresh: cqa reindex --if-stale in a child process", 0.0)
         settings = self.svc.settings
@@ -181,10 +190,6 @@ class Refresher:
             self._last_end = time.monotonic()
             r.gap_s = refresh_gap(self._last_end - started, settings.refresh_duty, settings.refresh_s)
             r.last_finished_at = time.time()
-            try:
-                self.prestart()  # the next build's process, ready by the time the next change comes
-            except OSError as e:
-                log.warning("automatic refresh: could not start the next build's process: %s", e)
         try:
             if child.returncode != 0:
                 raise RuntimeError(f"`cqa reindex --if-stale` exited with status {child.returncode} (its log is on "
