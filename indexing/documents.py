@@ -172,11 +172,9 @@ PLAIN = ("ids", "texts")  # the columns whose values rarely repeat: stored one b
 
 
 def _strings(name: str, values: Sequence[str]) -> list[tuple[str, bytes | np.ndarray]]:
-    if isinstance(values, (Texts, TextRuns)):  # their UTF-8 bytes as they are: not decoded, not encoded again
-        offsets, chunks = values.encoded()
-        return [(f"{name}.offsets", offsets), (f"{name}.bytes", b"".join(chunks))]
-    offsets, raw = _encoded(values)
-    return [(f"{name}.offsets", offsets), (f"{name}.bytes", b"".join(raw))]
+    # Texts' UTF-8 bytes as they are: not decoded, not encoded again
+    offsets, chunks = values.encoded() if isinstance(values, (Texts, TextRuns)) else _encoded(values)
+    return [(f"{name}.offsets", offsets), (f"{name}.bytes", b"".join(chunks))]
 
 
 def _encoded(values: Sequence[str]) -> tuple[np.ndarray, list[bytes]]:
@@ -186,10 +184,23 @@ def _encoded(values: Sequence[str]) -> tuple[np.ndarray, list[bytes]]:
     return offsets, raw
 
 
-class Texts(Sequence):
+class _Strings(Sequence):
+    """A read-only sequence of strings that is not a list: equal to a list of the same strings, pickled as that list."""
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (list, tuple, _Strings)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+
+class Texts(_Strings):
     """Strings stored end to end as UTF-8 (``Documents.save``), decoded one at a time as they are read: a
-    generation's texts in a mapped file, not a list of 100k-1M string objects parsed when it goes live. Equal to a
-    list of the same strings; pickled as that list."""
+    generation's texts in a mapped file, not a list of 100k-1M string objects parsed when it goes live."""
 
     def __init__(self, buffer, start: int, offsets: np.ndarray):
         self._buffer, self._start, self._offsets = buffer, start, offsets
@@ -220,16 +231,6 @@ class Texts(Sequence):
         for a, b in zip(offsets[:-1], offsets[1:]):
             yield buffer[start + a:start + b].decode("utf-8", "surrogatepass")
 
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, (list, tuple, Texts)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None
-
-    def __reduce__(self):
-        return list, (list(self),)
-
     def __repr__(self) -> str:
         return f"Texts({len(self)} strings)"
 
@@ -242,10 +243,10 @@ class Texts(Sequence):
         return offsets, [memoryview(self._buffer)[a:a + int(offsets[-1])]]
 
 
-class TextRuns(Sequence):
-    """Texts made of runs of other sequences of texts, in order (``extend``): what a build copies of a live
-    generation's mapped ``Texts`` is saved as its bytes (``Documents.save``), never decoded unless read, nor encoded
-    again. Equal to a list of the same strings; pickled as that list."""
+class TextRuns(_Strings):
+    """Texts made of runs of other sequences of texts (``Texts`` or lists), in order (``extend``): what a build copies
+    of a live generation's mapped ``Texts`` is saved as its bytes (``Documents.save``), never decoded unless read, nor
+    encoded again."""
 
     def __init__(self):
         self._runs: list[tuple[Sequence[str], int, int]] = []
@@ -274,18 +275,7 @@ class TextRuns(Sequence):
 
     def __iter__(self):
         for texts, first, end in self._runs:
-            yield from (texts[first:end] if isinstance(texts, (Texts, list)) else
-                        (texts[j] for j in range(first, end)))
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, (list, tuple, Texts, TextRuns)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None
-
-    def __reduce__(self):
-        return list, (list(self),)
+            yield from texts[first:end]  # a run of a Texts decoded in one pass
 
     def __repr__(self) -> str:
         return f"TextRuns({len(self)} strings in {len(self._runs)} runs)"
