@@ -315,6 +315,7 @@ class LiveDocuments:
     manifest: dict
     documents: Documents
     threads: ThreadRows | None
+    starts: np.ndarray  # each thread's first document row (its question), then the number of documents
 
     @classmethod
     def of(cls, root: Path) -> "LiveDocuments | None":
@@ -329,13 +330,13 @@ class LiveDocuments:
         except UNREADABLE as e:
             _not_reused(name, "its documents", e)
             return None
-        threads = None
+        threads, questions = None, docs.question_rows()
         if manifest.get("documents_made") == MADE and (folder / THREADS_FILE).exists():
             try:
-                threads = ThreadRows.load(folder / THREADS_FILE, [docs.thread_ids[i] for i in docs.question_rows()])
+                threads = ThreadRows.load(folder / THREADS_FILE, [docs.thread_ids[i] for i in questions])
             except UNREADABLE as e:
                 _not_reused(name, "its record of the store's threads", e)
-        return cls(name, folder, manifest, docs, threads)
+        return cls(name, folder, manifest, docs, threads, np.append(questions, len(docs)))
 
 
 def read_documents(store: ThreadStore, live: LiveDocuments | None) -> tuple[StoreRead, Documents, "Carried | None",
@@ -355,8 +356,7 @@ def read_documents(store: ThreadStore, live: LiveDocuments | None) -> tuple[Stor
     if live.threads is None:
         return (read, read.documents, Carried.matched(live, read.documents),
                 {"read_threads": len(read.threads)})
-    old, fresh = live.documents, read.documents
-    old_starts = np.append(old.question_rows(), len(old))
+    old, fresh, old_starts = live.documents, read.documents, live.starts
     fresh_starts = np.append(fresh.question_rows(), len(fresh)).tolist()
     at = {t: k for k, t in enumerate(live.threads.ids)}
     # runs of rows: (from the live generation?, start, stop), one per run of threads copied or read in order
