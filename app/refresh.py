@@ -3,7 +3,8 @@ searchable (or stops being found) without anyone calling POST /reindex.
 
 Every ``$CQA_GENERATION_POLL_S`` a serving process reads the store's change counter (one row). When it moved, or the
 live generation did, it compares the store's fingerprint with the one the live generation recorded. When they differ, it
-runs ``cqa reindex --if-stale`` in a child process, at a lower CPU priority than its own (``$CQA_REFRESH_NICE``), as a
+runs ``cqa reindex --if-stale`` in a child process (started ahead, its imports done, and told to build:
+``$CQA_REFRESH_PRESTART``), at a lower CPU priority than its own (``$CQA_REFRESH_NICE``), as a
 job of kind ``reindex`` (so POST /reindex meanwhile answers 409 with that job): at once when its last build ended at
 least the gap ago, else when the gap has passed. The gap is the last build's length times ``1 / $CQA_REFRESH_DUTY - 1``
 (so building takes at most that share of the time), at most ``$CQA_REFRESH_S``. The child takes the data folder's
@@ -61,11 +62,13 @@ class Refresher:
         self._spare_lock = threading.Lock()
         self.prestart()
 
-    def _command(self) -> tuple[list[str], dict[str, str]]:
+    def _spawn(self) -> subprocess.Popen:
+        """A build's process (`cqa reindex --if-stale --when-told`), waiting for the line that tells it to build."""
         settings = self.svc.settings
         flags = ["--if-stale", "--nice", str(settings.refresh_nice), "--when-told"]
-        return reindex_command(settings, *flags, *(["--translation-later"] if settings.refresh_translation_later
-                                                    else []))
+        argv, env = reindex_command(settings, *flags, *(["--translation-later"] if settings.refresh_translation_later
+                                                        else []))
+        return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def prestart(self) -> None:
         """Start the next build's process now, unless one waits already or ``$CQA_REFRESH_PRESTART`` is off: it
@@ -75,9 +78,7 @@ class Refresher:
             return
         with self._spare_lock:
             if self._spare is None or self._spare.poll() is not None:
-                argv, env = self._command()
-                self._spare = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                               text=True)
+                self._spare = self._spawn()
             self.report.spare_pid = self._spare.pid
 
     def _child(self) -> tuple[subprocess.Popen, str]:
@@ -94,8 +95,7 @@ class Refresher:
             except OSError:  # it ended meanwhile (a broken pipe): a new one
                 spare.kill()
                 spare.wait()
-        argv, env = self._command()
-        child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        child = self._spawn()
         child.stdin.write("build\n")
         child.stdin.close()
         return child, "started"
