@@ -364,6 +364,9 @@ class ShippedFigure(BaseModel):
     command: str
     measured_at: str
     machine: str
+    inference: dict[str, str] | None = Field(None, description="how each MiniLM model of the ranker ran (model -> "
+                                             "variant); auto runs the subtask A default in torch-bf16 on a CPU with "
+                                             "bf16 instructions; null: not recorded (torch-fp32 at the time)")
 
 
 class LiveFigure(BaseModel):

@@ -25,6 +25,10 @@ class RankerSpec:
     description: str
     checkpoint: str | None = None  # the setting that holds the checkpoint directory (MiniLM, BiLSTM)
     inference: str | None = None  # MiniLM: a variant of ranking/neural/inference.py; None: the setting (auto)
+    # ``auto`` runs this ranker's MiniLM parts in torch-bf16 on a CPU with bf16 instructions: cleared on dev, where
+    # it lost at most 0.005 MAP against torch-fp32 (docs/BENCHMARKS.md, "Round 22"). Only where it is served or
+    # evaluated itself: as a part of another ranker it runs what that one runs.
+    auto_bf16: bool = False
     max_length: int | None = None  # MiniLM word pieces per input; None: the checkpoint's
     parts: tuple[str, ...] = ()  # presets this one combines (or read from ``file``)
     weights: tuple[float, ...] = ()
@@ -55,6 +59,8 @@ class RankerSpec:
         for name in ("checkpoint", "inference", "max_length", "file"):
             if getattr(self, name) is not None:
                 bits.append(f"{name}={getattr(self, name)}")
+        if self.auto_bf16:
+            bits.append("auto_bf16")
         if self.part_names():
             bits.append("parts=" + "+".join(self.part_names()))
         bits += [f"{k}={v}" for k, v in self.options.items()]
@@ -115,7 +121,7 @@ PRESETS: dict[str, RankerSpec] = {
                                         "POST /rerank)", file="combination_cross_A.json"),
     "cascade": RankerSpec("cascade", "bilstm+signals orders every candidate, cross-encoder+signals rescores its "
                           "top $CQA_CASCADE_TOP (N chosen on dev-A from the MAP-against-latency curve)",
-                          parts=("bilstm+signals", "cross-encoder+signals")),
+                          parts=("bilstm+signals", "cross-encoder+signals"), auto_bf16=True),
     "related-answers": RankerSpec("related", "subtask C: the answer ranker on (new question, comment) and (thread "
                                   "question, comment), the thread's rank and its question's similarity by the B "
                                   "fusion, the comment's quality in its own thread by an A ranker with forum "
@@ -187,27 +193,46 @@ def retriever_config(name: str):
 
 
 def build(name: str, settings, inference: str | None = None, max_length: int | None = None,
-          built: dict | None = None):
+          built: dict | None = None, chosen_by: str | None = None, part: bool = False):
     """The ranker of a preset, its parts built first (each once per ``built`` cache). ``inference`` (a
     variant of ranking/neural/inference.py, or an alias such as ``int8``) and ``max_length`` apply to every
     MiniLM ranker in it; the ranker's name then says so (``name[onnx-int8]``). Without ``inference`` the
-    MiniLM rankers run ``settings.inference`` (``auto``: what the device runs best)."""
+    MiniLM rankers run ``settings.inference`` (``auto``: what the device runs best), except in a ranker cleared
+    for bf16 (``RankerSpec.auto_bf16``) on a CPU with bf16 instructions, whose MiniLM parts ``auto`` runs in
+    torch-bf16; its name stays the preset's, and each such model's ``note`` (``GET /ready``) says why.
+    ``chosen_by``: that note, for the parts of such a ranker; ``part``: built as a part of another ranker, which
+    decided its variant."""
     built = {} if built is None else built
     spec = spec_of(name)
     if spec.kind == "retriever":
         raise UnknownRanker(f"{name!r} is a first-stage retriever; run it with a fullcorpus benchmark")
     if inference is not None:
         inference = _variant(inference, name)
-    key = (name, inference, max_length)
+    if not _has_minilm(name):  # nothing in it runs a MiniLM model: one instance (and one memo) whatever was asked
+        inference = max_length = chosen_by = None
+    elif inference is None and not part and spec.auto_bf16 and _auto_bf16(settings):
+        inference, chosen_by = "torch-bf16", (f"auto: {name} runs torch-bf16 on this CPU's bf16 instructions "
+                                              "(no loss on dev against torch-fp32)")
+    key = (name, inference, max_length, chosen_by)
     if key in built:
         return built[key]
     if spec.kind == "minilm":
         spec = replace(spec, inference=inference or spec.inference, max_length=max_length or spec.max_length)
-    parts = [build(p, settings, inference, max_length, built) for p in spec.part_names()]
-    label = name + "".join(f"[{v}]" for v in (inference, max_length and f"len{max_length}")
+    parts = [build(p, settings, inference, max_length, built, chosen_by, part=True) for p in spec.part_names()]
+    shown = None if chosen_by and spec.kind != "minilm" else inference  # a chosen variant shows on its models
+    label = name + "".join(f"[{v}]" for v in (shown, max_length and f"len{max_length}")
                            if v and _has_minilm(name))
-    built[key] = BUILDERS[spec.kind](spec, settings, parts, label)
-    return built[key]
+    built[key] = ranker = BUILDERS[spec.kind](spec, settings, parts, label)
+    if chosen_by and spec.kind == "minilm":
+        ranker.note = ranker.note or chosen_by
+    return ranker
+
+
+def _auto_bf16(settings) -> bool:
+    from indexing.encoder import resolve_device
+
+    from .neural.inference import auto_bf16
+    return auto_bf16(settings.inference, resolve_device(settings.device))
 
 
 def _variant(text: str, label: str) -> str:

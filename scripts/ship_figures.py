@@ -29,7 +29,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=SHIPPED_FILE)
     ap.add_argument("--update", action="store_true", help="keep the file's entries for other benchmarks")
     args = ap.parse_args()
-    machine = f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU, Python {platform.python_version()}"
+    from ranking.neural.inference import cpu_flags, has_bf16
+    bf16 = "with" if has_bf16(cpu_flags()) else "without"
+    machine = (f"{os.cpu_count()} CPU cores {bf16} bf16 instructions, {platform.machine()}, no GPU, "
+               f"Python {platform.python_version()}")
     figures = []
     for entry in args.entries:
         bench, _, ranker = entry.partition("=")
@@ -49,7 +52,8 @@ def main() -> int:
         if "latency_ms" in r:
             f["p50 ms per search"] = r["latency_ms"]["p50"]
         figures.append({"benchmark": bench, "ranker": r["ranker"], "figures": f, "command": cmd,
-                        "measured_at": r["created_at"][:19] + "Z", "machine": machine})
+                        "measured_at": r["created_at"][:19] + "Z", "machine": machine,
+                        "inference": r.get("inference")})
     if args.update and args.out.exists():
         given = {f["benchmark"] for f in figures}
         kept = [f for f in json.loads(args.out.read_text(encoding="utf-8"))["figures"] if f["benchmark"] not in given]

@@ -14,6 +14,13 @@ SEMEVAL = ROOT.parent / "shared" / "data" / "semeval2016"
 CQA = [sys.executable, "-m", "app.cli"]
 
 
+def rerank_model(name: str) -> str:
+    """The name a MiniLM model of the /rerank cascade serves under here: with ``[torch-bf16]`` on a CPU with bf16
+    instructions, where ``auto`` runs the cascade in bf16 (ranking.presets.RankerSpec.auto_bf16), else as is."""
+    from ranking.neural.inference import auto_bf16
+    return name + ("[torch-bf16]" if auto_bf16("auto", "cpu") else "")
+
+
 @pytest.fixture(scope="session")
 def semeval() -> Path:
     if not SEMEVAL.exists():

@@ -14,7 +14,7 @@ from indexing.generations import (LEASES, current_generation, drop_lease, leased
                                   prune, write_lease)
 from indexing.reindex import reindex
 
-from .conftest import CQA, ROOT, STUB_RANKERS
+from .conftest import CQA, ROOT, STUB_RANKERS, rerank_model
 from .test_api import free_port, http, start_server, stop_server, wait_ready
 from .test_indexes import fake_encode, fill_store
 
@@ -150,7 +150,7 @@ def test_two_workers_both_go_live_on_a_reindex_by_another_process(tmp_path, cli_
         memos: dict[str, dict] = {}
         for _ in range(60):
             ready = http("GET", base + "/ready")[1]
-            memos[ready["worker"]] = ready["score_memos"]["cross-encoder"]
+            memos[ready["worker"]] = ready["score_memos"][rerank_model("cross-encoder")]
             if len(memos) == 2:
                 break
         assert len(memos) == 2, "one worker never answered /ready"

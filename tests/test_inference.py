@@ -21,8 +21,12 @@ AMX = {**NO_BF16, "amx_tile": True, "amx_bf16": True, "amx_int8": True}
 
 def test_auto_follows_the_hardware():
     assert resolve("auto", "cpu", NO_BF16).inference.label == CPU_DEFAULT == "torch-fp32"
-    # bf16 instructions make torch-bf16 faster, but it lost 0.0098 dev-C MAP: a setting away, not the default
+    # bf16 instructions make torch-bf16 faster, but it lost 0.0098 dev-C MAP: not every ranker's default (only
+    # the rankers cleared on dev take it, ranking.presets.RankerSpec.auto_bf16; the next test)
     assert resolve("auto", "cpu", AMX).inference.label == "torch-fp32"
+    assert inf.auto_bf16("auto", "cpu", AMX) and inf.auto_bf16("auto", "cpu", {"avx512_bf16": True})
+    assert not inf.auto_bf16("auto", "cpu", NO_BF16)
+    assert not inf.auto_bf16("torch-fp32", "cpu", AMX) and not inf.auto_bf16("auto", "cuda", AMX)
     assert resolve("auto", "cpu", {"avx512_bf16": True}).inference.label == "torch-fp32"
     assert resolve("torch-bf16", "cpu", {"avx512_bf16": True}).inference.label == "torch-bf16"
     assert resolve("auto", "cuda", NO_BF16).inference.label == "torch-bf16"
@@ -138,3 +142,48 @@ def test_the_service_reports_how_each_model_runs(tmp_path, monkeypatch):
     report = inference_report([build("cascade", s, built=built), build("cross-encoder+signals", s, built=built)])
     assert sorted(r["model"] for r in report) == ["bi-encoder", "cross-encoder"]
     assert all(r["variant"] == "torch-fp32" and "no bf16 instructions" in r["note"] for r in report)
+
+
+def test_auto_runs_only_the_rankers_cleared_on_dev_in_bf16(tmp_path, monkeypatch):
+    """On a CPU with bf16 instructions ``auto`` runs the subtask A default (cleared in round 22: no MAP lost on dev,
+    faster through a real server) in torch-bf16, under its own name, and says why in each model's note; every other
+    ranker stays torch-fp32, those sharing its models included. Without bf16 instructions, or with a variant set,
+    nothing changes. Rankers running the same weights in two variants share one torch module."""
+    from ranking.presets import PRESETS, build
+    from ranking.rankers import inference_report, walk
+    from tests.conftest import SEMEVAL
+
+    def variants(ranker):
+        return {r["model"]: (r["variant"], r["note"]) for r in inference_report([ranker])}
+
+    assert {n for n, s in PRESETS.items() if s.auto_bf16} == {"cascade"}
+    s = Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent, device="cpu")
+    monkeypatch.setattr(inf, "cpu_flags", lambda: {"avx512_bf16": True})
+    built: dict = {}
+    a, b, c = (build(n, s, built=built) for n in ("cascade", "question-fusion", "related-answers"))
+    assert (a.name, b.name, c.name) == ("cascade", "question-fusion", "related-answers")
+    got = variants(a)
+    assert set(got) == {"cross-encoder[torch-bf16]", "bi-encoder[torch-bf16]"}, got
+    assert all(v == "torch-bf16" and "auto: cascade runs torch-bf16" in note for v, note in got.values()), got
+    assert variants(b) == {"question-bi-encoder": ("torch-fp32", "")}
+    assert variants(c) == {"bi-encoder": ("torch-fp32", ""), "question-bi-encoder": ("torch-fp32", "")}
+    assert variants(build("cross-encoder+signals", s, built=built)) == {
+        "cross-encoder": ("torch-fp32", ""), "bi-encoder": ("torch-fp32", "")}  # A's other rankers: not cleared
+    modules = {}
+    for r in walk([a, b, c]):
+        if hasattr(r, "inference"):
+            modules.setdefault(r.name.partition("[")[0], set()).add(id(r.model))
+    assert all(len(ids) == 1 for ids in modules.values()), modules  # one copy of each checkpoint's weights
+    # the A bi-encoder in both variants on the same pairs: bf16 really runs, and stays close to fp32
+    abe = {r.inference.label: r for r in walk([a, c]) if r.name.startswith("bi-encoder")}
+    pairs = [("Where can I renew my visa in Doha?", "Go to the immigration office with your passport."),
+             ("Where can I renew my visa in Doha?", "The beaches near Doha are lovely in winter.")]
+    half, full = (np.asarray(abe[v].score_pairs(pairs)) for v in ("torch-bf16", "torch-fp32"))
+    assert not np.array_equal(half, full) and np.allclose(half, full, atol=0.02), (half, full)
+
+    monkeypatch.setattr(inf, "cpu_flags", lambda: NO_BF16)  # no bf16 instructions: auto is fp32 everywhere
+    fp32 = {"cross-encoder": ("torch-fp32", ""), "bi-encoder": ("torch-fp32", "")}
+    assert variants(build("cascade", s)) == fp32
+    monkeypatch.setattr(inf, "cpu_flags", lambda: {"avx512_bf16": True})
+    pinned = Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent, device="cpu", inference="torch-fp32")
+    assert variants(build("cascade", pinned)) == fp32  # a variant set by the operator is what runs

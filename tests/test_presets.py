@@ -45,9 +45,10 @@ def test_every_preset_builds_and_scores(name, settings, built):
     assert len(scores) == 1 and len(scores[0]) == len(QUERY.candidates)
     assert all(isinstance(s, float) for s in scores[0])
     assert ranker.name == name
-    # composite presets receive their built parts: each part once, shared through the cache
+    # composite presets receive their built parts: each part once, shared through the cache (keyed by name,
+    # variant, input length and, for a ranker auto runs in bf16 on a CPU with bf16 instructions, why)
     for part in PRESETS[name].part_names():
-        assert any(r is built[(part, None, None)] for r in getattr(ranker, "parts", []))
+        assert any(r is v for k, v in built.items() if k[0] == part for r in getattr(ranker, "parts", []))
 
 
 def test_retriever_presets_are_configs_not_rankers(settings):

@@ -74,6 +74,7 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
         run.setdefault(p.qid, {})[p.cid] = p.score
     figures = {**official.official(), **ir_figures(qrels, run)}
     ap = per_question_ap(gold, pred)
+    from ..rankers import inference_report
     out, stamp = report_folder(reports_dir, bench.name, ranker.name)
     write_predictions(pred, out / "predictions.txt")
     write_trec_run(run, out / "run.trec", ranker.name)
@@ -82,7 +83,9 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
               "generation": generation, "created_at": stamp.isoformat(), "seconds": round(seconds, 2),
               "questions": official.questions, "lines": official.lines, "figures": figures,
               "MAP": figures["MAP"], "MRR": figures["MRR"], "P@1": figures.get("P@1"),
-              "per_question_ap": ap, "folder": str(out)}
+              "per_question_ap": ap, "folder": str(out),
+              # how each MiniLM model in it ran: the same preset runs torch-bf16 or torch-fp32 by the CPU (auto)
+              "inference": {r["model"]: r["variant"] for r in inference_report([ranker])}}
     finish_report(out, report, PUBLISHED.get(bench.subtask) if bench.split == "test" else None)
     return report
 
@@ -182,7 +185,10 @@ def shipped_figures(path: Path = SHIPPED_FILE) -> list[dict]:
     by scripts/ship_figures.py from real report folders: what a fresh install shows before any run."""
     if not path.exists():
         return []
-    return json.loads(path.read_text(encoding="utf-8"))["figures"]
+    figures = json.loads(path.read_text(encoding="utf-8"))["figures"]
+    for f in figures:  # figures shipped before reports recorded how the MiniLM models ran: not recorded (None)
+        f.setdefault("inference", None)
+    return figures
 
 
 def latest_reports(reports_dir: Path) -> dict[str, dict]:

@@ -12,15 +12,18 @@ Torch stays the training and GPU path. On a CPU the choices are measured in ``be
   at run time by ONNX Runtime. It replaces torch's deprecated ``torch.ao`` dynamic quantisation, whose
   scores were further from fp32 (rank correlation 0.969 against 0.997 on 90 dev pairs in a trial run).
 
-``auto`` picks, on CUDA, torch with bf16 autocast (as training does); on any CPU, ``CPU_DEFAULT``,
-torch-fp32. Each faster CPU variant was measured against it on dev, with a budget of 0.005 MAP per subtask's
-default ranker (docs/BENCHMARKS.md, "Inference variants"):
+``auto`` picks, on CUDA, torch with bf16 autocast (as training does); on a CPU, ``CPU_DEFAULT``, torch-fp32,
+except for the rankers cleared for bf16 (``auto_bf16``), which run torch-bf16 on a CPU with bf16 instructions.
+Each faster CPU variant was measured against torch-fp32 on dev, with a budget of 0.005 MAP per subtask's
+default ranker (docs/BENCHMARKS.md, "Inference variants" and "Round 22"):
 
 - onnx-int8, on a 2-core CPU without bf16: 1.25x (cross-encoder) to 1.37x (bi-encoder) faster at 30
   candidates, -0.0016 dev-A, but -0.011 dev-B and -0.018 dev-C, where the bi-encoders' cosines carry the
   ranking;
 - torch-bf16, on a 2-core CPU with AVX512-BF16 (2026-11-23): 1.69x faster for the /rerank cascade on a
-  10-comment thread, the same dev-A and dev-B MAP, but -0.0098 dev-C.
+  10-comment thread, the same dev-A and dev-B MAP, but -0.0098 dev-C. So it is not the default of every ranker,
+  but (round 22) it is ``auto``'s choice for the subtask A and B defaults, which lose nothing on dev, on such a
+  CPU: ``ranking.presets.RankerSpec.auto_bf16``.
 
 Both are a setting away (``CQA_INFERENCE``, or ``NAME[VARIANT]`` per ranker). A variant the machine cannot run
 falls back to one it can, and the reason is logged and kept in ``Resolved.note``.
@@ -124,6 +127,14 @@ def resolve(requested: str = "auto", device: str = "cpu", flags: dict[str, bool]
         note = f"{want.label} needs the onnx and onnxruntime packages, which are not installed: torch-fp32"
         want = Inference("torch", "fp32")
     return _noted(Resolved(want, device, requested, note))
+
+
+def auto_bf16(requested: str, device: str, flags: dict[str, bool] | None = None) -> bool:
+    """Whether ``auto`` (``requested``) runs a ranker cleared for bf16 (``RankerSpec.auto_bf16``) in torch-bf16
+    here: on a CPU (``device``, already resolved) with bf16 instructions. CUDA runs bf16 for every ranker anyway."""
+    if requested != "auto" or device != "cpu":
+        return False
+    return has_bf16(cpu_flags() if flags is None else flags)
 
 
 def _noted(r: Resolved) -> Resolved:

@@ -1,6 +1,8 @@
 """The BiLSTM as a ranker: cos(o_q, o_a) for each candidate, with per-token attention kept."""
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -132,12 +134,9 @@ class MiniLMRanker:
 
         from indexing.encoder import resolve_device
 
-        from .minilm import load
         dev = resolve_device(device)
         resolved = resolve(inference, dev)
-        model, config = load(folder, dev)
-        if max_length:
-            model.config.max_length = max_length
+        model, config = shared_model(Path(folder), dev, max_length)
         runner = model
         if resolved.inference.backend == "onnx":
             export_dir = export_dir or Path(tempfile.gettempdir()) / "cqa"
@@ -249,6 +248,27 @@ class MiniLMRanker:
             for j, i in enumerate(idx):
                 out[i] = res[j] if stack else float(res[j])
         return out
+
+
+_LOADED: "weakref.WeakValueDictionary[tuple, torch.nn.Module]" = weakref.WeakValueDictionary()
+_CONFIGS: dict[tuple, dict] = {}
+_LOADING = threading.Lock()
+
+
+def shared_model(folder: Path, device: str, max_length: int | None = None) -> tuple["MiniLMRankerModel", dict]:
+    """A MiniLM checkpoint's torch module and config, loaded once per process while a ranker holds it: rankers that
+    run the same weights in other variants (a ranker ``auto`` runs in bf16 beside one in fp32, ranking/presets.py)
+    share one copy (about 90 MB each). Keyed by the weights' digest, so a retrained checkpoint loads anew."""
+    from .minilm import load
+    key = (str(folder.resolve()), checkpoint_digest(folder), device, max_length)
+    with _LOADING:
+        model = _LOADED.get(key)
+        if model is None:
+            model, config = load(folder, device)
+            if max_length:
+                model.config.max_length = max_length
+            _LOADED[key], _CONFIGS[key] = model, config
+        return model, _CONFIGS[key]
 
 
 # Inputs per model call on a CPU. Batches hold texts of similar length (sorted), and smaller ones pad less:
