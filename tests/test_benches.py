@@ -126,7 +126,14 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     assert similar["metadata_regimes"] == {"search order": 4} and unordered["metadata_regimes"] == {"no search order": 4}
     assert out["served_question_reranker"] == out["question_reranker"] == "question-fusion"
     assert out["served_answers_reranker"] == out["answers_reranker"] == "related-answers"
-    for r in (full, bare, similar, unordered, related, unordered_threads):
+    exact = [similar, unordered, related, unordered_threads]
+    if rerank_model("cross-encoder") == "cross-encoder":  # the cascade in fp32: the same scores, served or not
+        exact += [full, bare]
+    else:  # in bf16 (auto on a CPU with bf16 instructions) a score moves with the batch it is scored in, the
+        # server's and the bench's batches differ: close, not equal (test-A, 327 threads: the same MAP, round 22)
+        for r in (full, bare):
+            assert r["served_map"] == pytest.approx(r["in_process_map"], abs=0.05) and r["largest_score_difference"] < 2e-2
+    for r in exact:
         assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["threads_ranked_differently"] == 0
         assert r["largest_score_difference"] < 1e-3
 
