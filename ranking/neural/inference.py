@@ -22,8 +22,9 @@ default ranker (docs/BENCHMARKS.md, "Inference variants" and "Round 22"):
   ranking;
 - torch-bf16, on a 2-core CPU with AVX512-BF16 (2026-11-23): 1.69x faster for the /rerank cascade on a
   10-comment thread, the same dev-A and dev-B MAP, but -0.0098 dev-C. So it is not the default of every ranker,
-  but (round 22) it is ``auto``'s choice for the subtask A and B defaults, which lose nothing on dev, on such a
-  CPU: ``ranking.presets.RankerSpec.auto_bf16``.
+  but (round 22) it is ``auto``'s choice on such a CPU for the subtask A default, the cascade, which loses nothing
+  on dev and answers 1.2-1.45x sooner through a real server (``ranking.presets.RankerSpec.auto_bf16``; the B
+  default gained nothing there, its candidates' vectors being stored).
 
 Both are a setting away (``CQA_INFERENCE``, or ``NAME[VARIANT]`` per ranker). A variant the machine cannot run
 falls back to one it can, and the reason is logged and kept in ``Resolved.note``.
