@@ -16,7 +16,8 @@ takes (the documents and the term matrix alone too, and the second generation lo
 loads it), `build_pipeline` with the rerankers a service loads at its start, the longest a thread that wakes every
 millisecond waited while `load_current` ran (how long loading held Python's lock at a stretch: what a search's Python
 waits), and the first reranked /search answers on a generation just loaded, without and with `SearchPipeline.prepare`
-(which the service runs while it loads one, since round 18), beside a second search.
+(which the service runs while it loads one, since round 18), beside a second search; and what ``prepare`` builds, built
+again row by row as before round 22 (the reference), with whether both agree.
 Prints a JSON object last.
 
     python bench/generation_switch.py --data-dir /tmp/cqa-full --switches 6
@@ -171,7 +172,22 @@ def load_parts(folder: Path, settings, twin: str) -> dict:
         ready.prepare()
         out["prepare_s"] = round(time.perf_counter() - t0, 3)
         out["first_search_prepared_ms"] = searched(ready, QUESTIONS[3])
+        t0 = time.perf_counter()
+        reference = rows_row_by_row(ready.gen)
+        out["prepare_row_by_row_s"] = round(time.perf_counter() - t0, 3)
+        out["prepare_same_rows"] = reference == tuple({t: list(r) for t, r in d.items()} for d in ready.retriever.thread_runs)
     return out
+
+
+def rows_row_by_row(gen) -> tuple[dict, dict]:
+    """The reference for ``prepare``: each thread's rows and its comments' rows as it built them before round 22, in a
+    pass over every row (now ranges from the question rows, ``Retriever.thread_runs``)."""
+    from indexing.documents import ANSWER
+    rows: dict[str, list[int]] = {}
+    for row, tid in enumerate(gen.docs.thread_ids):
+        rows.setdefault(tid, []).append(row)
+    kinds = gen.docs.kinds
+    return rows, {tid: [i for i in r if kinds[i] == ANSWER] for tid, r in rows.items()}
 
 
 def resident_mb(base: str) -> float | None:

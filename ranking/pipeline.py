@@ -7,7 +7,7 @@ import math
 import re
 import time
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -200,7 +200,6 @@ class SearchPipeline:
         self.retriever, self.rerankers, self.threads = retriever, dict(rerankers), threads
         self.depth, self.attention = depth, attention
         self.thread_depth, self.thread_comments = thread_depth, thread_comments
-        self._answer_rows: dict[str, list[int]] | None = None
 
     @property
     def gen(self) -> Generation:
@@ -353,19 +352,15 @@ class SearchPipeline:
 
     def prepare(self) -> "SearchPipeline":
         """Build now what searches of this generation would build when first needed: each thread's rows and its
-        comments' rows (a Python pass over every document: 0.3 s of the first reranked /search answers at 235k
-        documents, bench/generation_switch.py). The service calls it while it loads a generation, before it serves
-        it, so no request pays it."""
+        comments' rows (ranges from the question rows: 0.02 s at 235k documents; a pass over every document took 0.3
+        s of the first reranked /search answers before round 22, bench/generation_switch.py). The service calls it
+        while it loads a generation, before it serves it, so no request pays it."""
         self._thread_answer_rows()
         return self
 
-    def _thread_answer_rows(self) -> dict[str, list[int]]:
+    def _thread_answer_rows(self) -> dict[str, Sequence[int]]:
         """thread id -> its comments' rows in the generation, in thread order (built once per generation)."""
-        if self._answer_rows is None:
-            kinds = self.gen.docs.kinds
-            self._answer_rows = {tid: [i for i in rows if kinds[i] == ANSWER]
-                                 for tid, rows in self.retriever.thread_rows.items()}
-        return self._answer_rows
+        return self.retriever.thread_answer_rows
 
     def candidates(self, doc_ids: list[str], target: str,
                    thread_ranks: dict[str, int] | None = None) -> list[Candidate]:

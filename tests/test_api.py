@@ -64,12 +64,12 @@ def test_the_service_prepares_a_generation_before_it_serves_it(client):
     the service loads the generation, so no request pays it (bench/generation_switch.py)."""
     svc = client.app.state.service
     gen, pipeline = svc.snapshot()
-    assert pipeline._answer_rows is not None
-    assert pipeline._answer_rows["t3"] == [gen.row[f"a:t3_a{j}"] for j in range(3)]
+    assert "thread_runs" in pipeline.retriever.__dict__  # a cached property, already computed
+    assert list(pipeline.retriever.thread_answer_rows["t3"]) == [gen.row[f"a:t3_a{j}"] for j in range(3)]
     r = client.post("/reindex", headers=ADMIN)
     assert wait_job(client, r.json()["job"]["id"])["state"] == "succeeded"
     new_gen, new_pipeline = svc.snapshot()
-    assert new_gen.name != gen.name and new_pipeline._answer_rows is not None
+    assert new_gen.name != gen.name and "thread_runs" in new_pipeline.retriever.__dict__
 
 
 def test_not_ready_without_generation(settings, fast_encoder):

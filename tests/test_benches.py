@@ -256,6 +256,7 @@ def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp
         assert lat["failed"] == 0 and lat["during_switch"]["requests"] > 0 and lat["no_switch"]["requests"] > 0
         assert r["in_process"]["longest_stall_ms"] > 0 and r["in_process"]["load_current_s"] > 0
         assert r["in_process"]["faiss_index_shared"] is (r["faiss"] == "linked")  # a linked file: shared, not read
+        assert r["in_process"]["prepare_same_rows"] is True  # the thread rows as ranges equal the row-by-row reference
         if sys.platform == "linux":  # GET /metrics' process collector reads /proc
             assert r["server_resident"]["ready_mb"] > 50 and r["server_resident"]["after_switches_mb"] > 50
     assert out["faiss_load_after_live_ratio"] > 0

@@ -150,3 +150,27 @@ def test_targets_filters_and_fusion(gen):
     assert expanded.expansion.method == "rm3" and set(expanded.timings_ms) >= {"bm25", "lm", "dense", "fusion"}
     with pytest.raises(ValueError, match="unknown target"):
         r.search("x", 3, "everything")
+
+
+def test_thread_rows_are_ranges_from_the_question_rows_and_fall_back_row_by_row():
+    """A generation holds each thread as consecutive rows from its question: the retriever's thread rows are ranges
+    made from the question rows alone. Rows laid out otherwise are grouped row by row, with the same result."""
+    from types import SimpleNamespace
+
+    from indexing.documents import ANSWER, QUESTION
+    from ranking.retriever import Retriever
+
+    def retriever(tids, kinds):
+        r = Retriever.__new__(Retriever)  # only what the thread rows read
+        r.gen = SimpleNamespace(name="g", docs=SimpleNamespace(thread_ids=tids))
+        r._kinds = np.array([k == ANSWER for k in kinds], dtype=bool)  # as Retriever makes it
+        return r
+
+    Q, A = QUESTION, ANSWER
+    r = retriever(["t1", "t1", "t1", "t2", "t3", "t3"], [Q, A, A, Q, Q, A])
+    assert all(isinstance(v, range) for v in r.thread_rows.values())
+    assert {t: list(v) for t, v in r.thread_rows.items()} == {"t1": [0, 1, 2], "t2": [3], "t3": [4, 5]}
+    assert {t: list(v) for t, v in r.thread_answer_rows.items()} == {"t1": [1, 2], "t2": [], "t3": [5]}
+    r = retriever(["t1", "t1", "t2", "t1"], [Q, A, Q, A])  # t1's second comment after t2: not consecutive
+    assert r.thread_rows == {"t1": [0, 1, 3], "t2": [2]} and r.thread_answer_rows == {"t1": [1, 3], "t2": []}
+    assert retriever([], []).thread_rows == {}
