@@ -46,6 +46,24 @@ def refresh_gap(took_s: float, duty: float, longest_s: float) -> float:
     return round(min(longest_s, took_s * (1 / duty - 1)), 3)
 
 
+def _tell(proc: subprocess.Popen) -> None:
+    """Tell a waiting build process (`cqa reindex --when-told`) to build: a line, then the end of its input."""
+    proc.stdin.write("build\n")
+    proc.stdin.close()
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """End a waiting build process that is not to build: the end of its input (it exits without building), killed
+    if it does not within 10 s; its pipes closed."""
+    try:
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):  # a broken pipe (it ended), or it did not end
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
+
+
 class Refresher:
     """One per serving process. ``tick`` is cheap and is called every ``$CQA_GENERATION_POLL_S``, and at once after a
     write of this process (``Service.nudge``). While it knows the store is ahead, a write costs it no fingerprint (a
@@ -77,42 +95,40 @@ class Refresher:
         if not self.svc.settings.refresh_prestart:
             return
         with self._spare_lock:
-            if self._spare is None or self._spare.poll() is not None:
+            if self._spare is not None and self._spare.poll() is not None:  # it ended on its own: its pipes closed
+                _end(self._spare)
+                self._spare = None
+            if self._spare is None:
                 self._spare = self._spawn()
             self.report.spare_pid = self._spare.pid
+
+    def _take_spare(self) -> subprocess.Popen | None:
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+            self.report.spare_pid = None
+        return spare
 
     def _child(self) -> tuple[subprocess.Popen, str]:
         """The build's process, told to build: the spare when one waits (``prestarted``), else a new one
         (``started``)."""
-        with self._spare_lock:
-            spare, self._spare = self._spare, None
-            self.report.spare_pid = None
-        if spare is not None and spare.poll() is None:
-            try:
-                spare.stdin.write("build\n")
-                spare.stdin.close()
-                return spare, "prestarted"
-            except OSError:  # it ended meanwhile (a broken pipe): a new one
-                spare.kill()
-                spare.wait()
+        spare = self._take_spare()
+        if spare is not None:
+            if spare.poll() is None:
+                try:
+                    _tell(spare)
+                    return spare, "prestarted"
+                except OSError:  # it ended meanwhile (a broken pipe)
+                    pass
+            _end(spare)  # ended: a new one
         child = self._spawn()
-        child.stdin.write("build\n")
-        child.stdin.close()
+        _tell(child)
         return child, "started"
 
     def close(self) -> None:
         """End the spare process (the end of its input: it exits without building)."""
-        with self._spare_lock:
-            spare, self._spare = self._spare, None
-            self.report.spare_pid = None
+        spare = self._take_spare()
         if spare is not None:
-            try:
-                spare.stdin.close()
-                spare.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                spare.kill()
-                spare.wait()
-            spare.stdout.close()
+            _end(spare)
 
     def _compare(self, force: bool = False) -> None:
         """Compare the store with the live generation when either moved since the last comparison (or ``force``),
