@@ -251,24 +251,25 @@ class MiniLMRanker:
 
 
 _LOADED: "weakref.WeakValueDictionary[tuple, torch.nn.Module]" = weakref.WeakValueDictionary()
-_CONFIGS: dict[tuple, dict] = {}
 _LOADING = threading.Lock()
 
 
 def shared_model(folder: Path, device: str, max_length: int | None = None) -> tuple["MiniLMRankerModel", dict]:
     """A MiniLM checkpoint's torch module and config, loaded once per process while a ranker holds it: rankers that
     run the same weights in other variants (a ranker ``auto`` runs in bf16 beside one in fp32, ranking/presets.py)
-    share one copy (about 90 MB each). Keyed by the weights' digest, so a retrained checkpoint loads anew."""
+    share one copy (22.6M parameters, 90 MB in fp32). Keyed by the weights' digest, so a retrained checkpoint loads
+    anew."""
     from .minilm import load
     key = (str(folder.resolve()), checkpoint_digest(folder), device, max_length)
     with _LOADING:
         model = _LOADED.get(key)
         if model is None:
             model, config = load(folder, device)
+            model.checkpoint_config = config  # kept as long as the module is
             if max_length:
                 model.config.max_length = max_length
-            _LOADED[key], _CONFIGS[key] = model, config
-        return model, _CONFIGS[key]
+            _LOADED[key] = model
+        return model, model.checkpoint_config
 
 
 # Inputs per model call on a CPU. Batches hold texts of similar length (sorted), and smaller ones pad less:
