@@ -220,8 +220,7 @@ def build(name: str, settings, inference: str | None = None, max_length: int | N
         spec = replace(spec, inference=inference or spec.inference, max_length=max_length or spec.max_length)
     parts = [build(p, settings, inference, max_length, built, chosen_by, part=True) for p in spec.part_names()]
     shown = None if chosen_by and spec.kind != "minilm" else inference  # a chosen variant shows on its models
-    label = name + "".join(f"[{v}]" for v in (shown, max_length and f"len{max_length}")
-                           if v and _has_minilm(name))
+    label = name + "".join(f"[{v}]" for v in (shown, max_length and f"len{max_length}") if v)
     built[key] = ranker = BUILDERS[spec.kind](spec, settings, parts, label)
     if chosen_by and spec.kind == "minilm":
         ranker.note = ranker.note or chosen_by
