@@ -70,6 +70,10 @@ class Documents:
         the next one's."""
         return np.flatnonzero(np.fromiter((k == QUESTION for k in self.kinds), dtype=bool, count=len(self)))
 
+    def thread_starts(self) -> np.ndarray:
+        """``question_rows``, then the number of documents: thread k's rows are ``starts[k]`` to ``starts[k + 1]``."""
+        return np.append(self.question_rows(), len(self))
+
     def answer_rows(self) -> list[int]:
         """The rows that are comments, in order: what the answer encoder encodes."""
         return [i for i, k in enumerate(self.kinds) if k == ANSWER]

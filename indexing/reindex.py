@@ -330,13 +330,13 @@ class LiveDocuments:
         except UNREADABLE as e:
             _not_reused(name, "its documents", e)
             return None
-        threads, questions = None, docs.question_rows()
+        threads, starts = None, docs.thread_starts()
         if manifest.get("documents_made") == MADE and (folder / THREADS_FILE).exists():
             try:
-                threads = ThreadRows.load(folder / THREADS_FILE, [docs.thread_ids[i] for i in questions])
+                threads = ThreadRows.load(folder / THREADS_FILE, [docs.thread_ids[i] for i in starts[:-1]])
             except UNREADABLE as e:
                 _not_reused(name, "its record of the store's threads", e)
-        return cls(name, folder, manifest, docs, threads, np.append(questions, len(docs)))
+        return cls(name, folder, manifest, docs, threads, starts)
 
 
 def read_documents(store: ThreadStore, live: LiveDocuments | None) -> tuple[StoreRead, Documents, "Carried | None",
@@ -357,7 +357,7 @@ def read_documents(store: ThreadStore, live: LiveDocuments | None) -> tuple[Stor
         return (read, read.documents, Carried.matched(live, read.documents),
                 {"read_threads": len(read.threads)})
     old, fresh, old_starts = live.documents, read.documents, live.starts
-    fresh_starts = np.append(fresh.question_rows(), len(fresh)).tolist()
+    fresh_starts = fresh.thread_starts().tolist()
     at = {t: k for k, t in enumerate(live.threads.ids)}
     # runs of rows: (from the live generation?, start, stop), one per run of threads copied or read in order
     runs: list[list] = []

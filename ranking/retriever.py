@@ -82,6 +82,7 @@ class Retriever:
     def thread_runs(self) -> tuple[dict[str, Sequence[int]], dict[str, Sequence[int]]]:
         """Each thread's rows and its comments' rows, built together once per generation."""
         tids = self.gen.docs.thread_ids
+        # ``Documents.thread_starts``, from the answer mask this retriever holds (not another pass over the kinds)
         starts = np.flatnonzero(~self._kinds).tolist()
         ends = starts[1:] + [len(tids)]
         rows = {tids[a]: range(a, b) for a, b in zip(starts, ends)}
