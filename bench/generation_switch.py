@@ -2,7 +2,7 @@
 `cqa serve` (automatic refresh off) on a data folder holding two generations with the same indexes (the live one,
 and a copy under another name whose files are hard links), its `current` pointer flipped between them every
 --every seconds (as a publish flips it, nothing being built; the server polls for it every --poll-s), while one
-client sends a reranked POST /search (target answers) every 0.25 s. Each switch window runs from the flip until
+client sends a reranked POST /search (target answers) every --pace seconds (0.25). Each switch window runs from the flip until
 GET /ready names the new generation; latency is split by whether a request overlapped one.
 
 Side by side in one run, one server per --formats entry and --faiss entry. --formats: the generations' documents in that
@@ -55,7 +55,6 @@ from indexing.documents import documents_file  # noqa: E402
 from indexing.generations import point_current  # noqa: E402
 from load import PacedClient, get_json, post_json, save_documents_lines, server, split_latency  # noqa: E402
 
-POLL_S = 0.25
 QUESTIONS = ["where can I renew my residence permit", "cheap flights to Manila in December",
              "is the metro open on Friday", "which bank gives the best car loan",
              "visa renewal for my wife", "where to buy a used car in Doha",
@@ -211,7 +210,7 @@ def run_server(folder: Path, names: tuple[str, str], args, interval: str | None 
         post_json(base + "/search", {"question": {"body": "warm up"}, "target": "answers"})
         memory = {"ready_mb": resident_mb(base)}
         client = PacedClient(lambda i: post_json(base + "/search", {"question": {"body": QUESTIONS[4 + i % 4]},
-                                                                    "k": 10, "target": "answers"})[0], POLL_S)
+                                                                    "k": 10, "target": "answers"})[0], args.pace)
         client.start()
         try:
             time.sleep(args.every)
@@ -243,6 +242,8 @@ def main() -> None:
     ap.add_argument("--index-of", type=Path, default=None, help="serve this data folder's live generation instead")
     ap.add_argument("--switches", type=int, default=6, help="flips of the current pointer")
     ap.add_argument("--every", type=float, default=8.0, help="seconds from one flip to the next")
+    ap.add_argument("--pace", type=float, default=0.25, help="seconds between the client's searches (the pause after "
+                    "each answer): shorter, more of them meet a switch window, which is short on a small corpus")
     ap.add_argument("--poll-s", type=float, default=0.25, help="the server's CQA_GENERATION_POLL_S (default 2): "
                     "short, so a switch window is mostly the loading rather than the wait for the next poll")
     ap.add_argument("--formats", default="binary", help="the documents' formats, comma-separated: binary (a "

@@ -246,8 +246,9 @@ def test_generation_switch_bench_flips_a_real_server_between_two_generations(tmp
     from indexing.documents import Documents
     s, built = small_served_folder(tmp_path, semeval, 30)
     before = sorted(p.name for p in s.index_root.iterdir())
+    # a search every 0.05 s: on 30 threads a switch window is short, and at 0.25 s one run met none of its three
     out = run_bench("generation_switch.py", "--index-of", str(s.data_dir), "--switches", "3", "--every", "2",
-                    env=cli_env, timeout=900)
+                    "--pace", "0.05", env=cli_env, timeout=900)
     assert [(r["documents_format"], r["faiss"]) for r in out["runs"]] == [("binary", "copied"), ("binary", "linked")]
     docs = len(Documents.load(s.index_root / built["generation"] / "documents.bin"))
     for r in out["runs"]:
