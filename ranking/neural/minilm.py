@@ -106,8 +106,9 @@ def single_ids(t: list[int], cfg: MiniLMConfig) -> list[int]:
     return [tok.cls_token_id, *t[: cfg.max_length - 2], tok.sep_token_id]
 
 
-def collate(seqs: list[list[int]], device: str, types: list[list[int]] | None = None):
-    n = max(len(s) for s in seqs)
+def collate(seqs: list[list[int]], device: str, types: list[list[int]] | None = None, width: int | None = None):
+    """Ids, attention mask and token types, padded to the longest sequence or to ``width`` if that is longer."""
+    n = max(max(len(s) for s in seqs), width or 0)
     ids = torch.zeros((len(seqs), n), dtype=torch.long)
     mask = torch.zeros((len(seqs), n), dtype=torch.long)
     tt = torch.zeros((len(seqs), n), dtype=torch.long)

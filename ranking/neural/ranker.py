@@ -123,6 +123,8 @@ class MiniLMRanker:
     memo: ScoreMemo | None = None  # serving: recent pairs' scores (ranking.rankers.for_serving sets it)
     # serving, a bi-encoder: recent texts' vectors (questions and candidates), keyed by (text, vector_id)
     vector_memo: ScoreMemo | None = None
+    # 0: each batch is padded to its longest input; N: each input to the next multiple of N (``pad_multiple``)
+    pad_multiple: int = 0
 
     @classmethod
     def from_checkpoint(cls, folder: Path, device: str = "auto", name: str | None = None, inference: str = "auto",
@@ -146,7 +148,7 @@ class MiniLMRanker:
                      if config["kind"] == "bi-encoder" else None)
         return cls(runner, dev, batch_size=CPU_BATCH if dev == "cpu" else 32, name=name or config["kind"],
                    cache_key=key, cache_dir=cache_dir, inference=resolved.inference, note=resolved.note,
-                   vector_id=vector_id)
+                   vector_id=vector_id, pad_multiple=pad_multiple(resolved.inference, dev))
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         """A bi-encoder reuses the vectors a query and its candidates carry when they are its own (a dense
@@ -229,25 +231,60 @@ class MiniLMRanker:
     def _cross(self, q_wp, a_wp, owner) -> list[float]:
         from .minilm import collate, pair_ids
         pairs = [pair_ids(q_wp[owner[i]], a, self.model.config) for i, a in enumerate(a_wp)]
-        return self._batched([p[0] for p in pairs], lambda idx: self.model.pair_score(
-            *collate([pairs[i][0] for i in idx], self.device, [pairs[i][1] for i in idx])))
+        return self._batched([p[0] for p in pairs], lambda idx, width: self.model.pair_score(
+            *collate([pairs[i][0] for i in idx], self.device, [pairs[i][1] for i in idx], width=width)))
 
     def _vectors(self, wps: list[list[int]]) -> torch.Tensor:
         """A bi-encoder's vector of each text given as word pieces, in batches of similar length."""
         from .minilm import collate, single_ids
         seqs = [single_ids(t, self.model.config) for t in wps]
-        return torch.stack(self._batched(seqs, lambda idx: self.model.text_vector(
-            *collate([seqs[i] for i in idx], self.device)[:2]), stack=True))
+        return torch.stack(self._batched(seqs, lambda idx, width: self.model.text_vector(
+            *collate([seqs[i] for i in idx], self.device, width=width)[:2]), stack=True))
 
     def _batched(self, seqs: list[list[int]], run, stack: bool = False) -> list:
-        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        """``run(idx, width)`` over batches of at most ``batch_size`` inputs sorted by length. Without
+        ``pad_multiple`` a batch is padded to its longest input; with it, each batch holds inputs of one padded
+        width (``padded_width``), so an input's score does not depend on what else is scored beside it."""
+        width = [padded_width(len(s), self.pad_multiple) for s in seqs]
+        order = sorted(range(len(seqs)), key=lambda i: (width[i], len(seqs[i])))
         out: list = [None] * len(seqs)
-        for s in range(0, len(order), self.batch_size):
-            idx = order[s: s + self.batch_size]
-            res = run(idx).float().cpu()
+        for idx in _batches(order, width, self.batch_size):
+            res = run(idx, width[idx[0]] or None).float().cpu()
             for j, i in enumerate(idx):
                 out[i] = res[j] if stack else float(res[j])
         return out
+
+
+def padded_width(length: int, multiple: int) -> int:
+    """The width an input of ``length`` tokens is padded to: the next multiple of ``multiple`` (0 when unset)."""
+    return -(-length // multiple) * multiple if multiple else 0
+
+
+def _batches(order: list[int], width: list[int], size: int) -> list[list[int]]:
+    """``order`` cut into runs of at most ``size`` with one ``width`` each."""
+    out: list[list[int]] = []
+    for i in order:
+        if not out or len(out[-1]) == size or width[out[-1][0]] != width[i]:
+            out.append([])
+        out[-1].append(i)
+    return out
+
+
+# bf16 scores are padded to a multiple of 32 tokens. A bf16 score moves with the width its input is padded to (the
+# attention's sums run over the padded width and round differently), not with the other inputs of its batch. Padded
+# to the longest of its batch, one test-A pair's score differed by 0.0156 between scored alone and scored with seven
+# others; padded to a multiple of 32, by 0.0 (bench/bf16_padding.py). A thread's order then no longer depends on
+# the requests the micro-batcher scores beside it, and a served thread scores as the same thread in process. At 60
+# dev-A threads of 10 pairs each the median time per thread was within noise of batch padding (docs/BENCHMARKS.md,
+# "Round 23"). fp32 moves by about 1e-6 either way and keeps batch padding, so its scores and figures stay as
+# they were.
+BF16_PAD_MULTIPLE = 32
+
+
+def pad_multiple(inference: Inference, device: str) -> int:
+    """How a variant pads its inputs on ``device``: ``BF16_PAD_MULTIPLE`` for torch-bf16 on a CPU, where it was
+    measured; 0 (each batch to its longest input) otherwise."""
+    return BF16_PAD_MULTIPLE if inference.label == "torch-bf16" and device == "cpu" else 0
 
 
 _LOADED: "weakref.WeakValueDictionary[tuple, torch.nn.Module]" = weakref.WeakValueDictionary()
@@ -297,6 +334,8 @@ def score_cache_key(folder: Path, device: str, max_length: int, inference: Infer
     variant = "fp32" if device == "cuda" or inference.label == "torch-fp32" else inference.label
     if inference.backend == "onnx":
         variant += f"-export{EXPORT_VERSION}"
+    if pad_multiple(inference, device):
+        variant += f"-pad{pad_multiple(inference, device)}"
     parts = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json"),
              f"code{SCORING_CODE_VERSION}", device, variant, f"len{max_length}"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
