@@ -108,6 +108,39 @@ def test_every_variant_scores_like_fp32(kind, pairs, tmp_path_factory):
                            atol=1e-6)  # int8 really ran
 
 
+def test_bf16_pads_each_input_to_a_multiple_whatever_its_batch_mates(pairs):
+    """A bf16 score moves with the width its input is padded to. So torch-bf16 on a CPU pads each input to the next
+    multiple of 32 tokens and scores only inputs of one width together, and a pair scores the same alone, with its
+    thread, or beside other threads (the micro-batcher's merged requests). fp32 keeps batch padding."""
+    from ranking.neural import ranker as R
+    from ranking.neural.minilm import collate
+    fp32 = MiniLMRanker.from_checkpoint(ROOT / "models" / "cross-encoder", "cpu", inference="torch-fp32")
+    assert fp32.pad_multiple == 0 and R.pad_multiple(Inference("torch", "bf16"), "cpu") == R.BF16_PAD_MULTIPLE == 32
+    assert R.pad_multiple(Inference("torch", "bf16"), "cuda") == 0 and R.pad_multiple(Inference("onnx", "int8"), "cpu") == 0
+    assert [R.padded_width(n, 32) for n in (1, 32, 33, 192)] == [32, 32, 64, 192] and R.padded_width(7, 0) == 0
+    ids, mask, types = collate([[101, 7, 102], [101, 102]], "cpu", [[0, 0, 0], [0, 0]], width=32)
+    assert ids.shape == (2, 32) and mask.sum().item() == 5 and types.shape == (2, 32)
+    # the batches: at most batch_size inputs, one width each, every input once
+    lengths = [40, 3, 64, 65, 33, 31, 100, 5, 6, 7]
+    widths = [R.padded_width(n, 32) for n in lengths]
+    batches = R._batches(sorted(range(10), key=lambda i: (widths[i], lengths[i])), widths, 3)
+    assert sorted(i for b in batches for i in b) == list(range(10))
+    assert all(len(b) <= 3 and len({widths[i] for i in b}) == 1 for b in batches)
+    # the scores: a bf16 ranker built directly (as the service builds it where the CPU has bf16 instructions)
+    bf16 = MiniLMRanker(fp32.model, "cpu", inference=Inference("torch", "bf16"), pad_multiple=R.BF16_PAD_MULTIPLE)
+    flat = [(q.text, c.text) for q in pairs for c in q.candidates]
+    merged = bf16.score_pairs(flat)
+    per_thread = [s for q in pairs for s in bf16.score_pairs([(q.text, c.text) for c in q.candidates])]
+    alone = [bf16.score_pairs([p])[0] for p in flat[:12]]
+    assert merged != fp32.score_pairs(flat)  # bf16 really ran
+    if inf.has_bf16(inf.cpu_flags()):  # where bf16 runs (elsewhere torch-bf16 falls back to fp32): exactly equal
+        assert merged == per_thread and alone == merged[:12]
+    else:  # bf16 emulated: this CPU's kernels were not measured
+        assert np.allclose(merged, per_thread, atol=0.02) and np.allclose(alone, merged[:12], atol=0.02)
+    assert score_cache_key(ROOT / "models" / "cross-encoder", "cpu", 192, Inference("torch", "bf16")) != \
+        score_cache_key(ROOT / "models" / "cross-encoder", "cuda", 192, Inference("torch", "bf16"))
+
+
 def test_onnx_exports_are_made_once_per_checkpoint_and_variant(tmp_path):
     folder = ROOT / "models" / "bi-encoder"
     MiniLMRanker.from_checkpoint(folder, "cpu", inference="onnx-int8", export_dir=tmp_path)
