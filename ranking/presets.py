@@ -26,8 +26,9 @@ class RankerSpec:
     checkpoint: str | None = None  # the setting that holds the checkpoint directory (MiniLM, BiLSTM)
     inference: str | None = None  # MiniLM: a variant of ranking/neural/inference.py; None: the setting (auto)
     # ``auto`` runs this ranker's MiniLM parts in torch-bf16 on a CPU with bf16 instructions: cleared on dev, where
-    # it lost at most 0.005 MAP against torch-fp32 (docs/BENCHMARKS.md, "Round 22"). Only where it is served or
-    # evaluated itself: as a part of another ranker it runs what that one runs.
+    # it lost at most 0.005 MAP against torch-fp32, and faster through a real server (docs/BENCHMARKS.md, "Round 22":
+    # the cascade; "Round 23": related-answers). Only where it is served or evaluated itself: as a part of another
+    # ranker it runs what that one runs.
     auto_bf16: bool = False
     max_length: int | None = None  # MiniLM word pieces per input; None: the checkpoint's
     parts: tuple[str, ...] = ()  # presets this one combines (or read from ``file``)
@@ -125,7 +126,7 @@ PRESETS: dict[str, RankerSpec] = {
     "related-answers": RankerSpec("related", "subtask C: the answer ranker on (new question, comment) and (thread "
                                   "question, comment), the thread's rank and its question's similarity by the B "
                                   "fusion, the comment's quality in its own thread by an A ranker with forum "
-                                  "signals, weights tuned on dev-C", file="related_defaults.json"),
+                                  "signals, weights tuned on dev-C", file="related_defaults.json", auto_bf16=True),
     "search-answers": RankerSpec("related", "POST /search answers: the related-answers features over the first "
                                  "stage's comments and the similar threads' comments, with first-stage scores and "
                                  "the comment's forum-signal quality; weights tuned end to end on "
@@ -192,6 +193,12 @@ def retriever_config(name: str):
     return RetrieverConfig(tuple(o["sources"]), o["fusion"], expansion=o["expansion"])
 
 
+# Why a model of a ranker cleared for bf16 runs torch-bf16 (GET /ready's note). One text for every such ranker, so a
+# model they share (the A bi-encoder: the cascade's and the C ranker's) is built once and keeps one memo.
+AUTO_BF16_NOTE = ("auto: torch-bf16 on this CPU's bf16 instructions, in the rankers cleared on dev against torch-fp32 "
+                  "(" + ", ".join(n for n, s in PRESETS.items() if s.auto_bf16) + ")")
+
+
 def build(name: str, settings, inference: str | None = None, max_length: int | None = None,
           built: dict | None = None, chosen_by: str | None = None, part: bool = False):
     """The ranker of a preset, its parts built first (each once per ``built`` cache). ``inference`` (a
@@ -211,8 +218,7 @@ def build(name: str, settings, inference: str | None = None, max_length: int | N
     if not _has_minilm(name):  # nothing in it runs a MiniLM model: one instance (and one memo) whatever was asked
         inference = max_length = chosen_by = None
     elif inference is None and not part and spec.auto_bf16 and _auto_bf16(settings):
-        inference, chosen_by = "torch-bf16", (f"auto: {name} runs torch-bf16 on this CPU's bf16 instructions "
-                                              "(no loss on dev against torch-fp32)")
+        inference, chosen_by = "torch-bf16", AUTO_BF16_NOTE
     key = (name, inference, max_length, chosen_by)
     if key in built:
         return built[key]

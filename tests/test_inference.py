@@ -178,18 +178,18 @@ def test_the_service_reports_how_each_model_runs(tmp_path, monkeypatch):
 
 
 def test_auto_runs_only_the_rankers_cleared_on_dev_in_bf16(tmp_path, monkeypatch):
-    """On a CPU with bf16 instructions ``auto`` runs the subtask A default (cleared in round 22: no MAP lost on dev,
-    faster through a real server) in torch-bf16, under its own name, and says why in each model's note; every other
-    ranker stays torch-fp32, those sharing its models included. Without bf16 instructions, or with a variant set,
+    """On a CPU with bf16 instructions ``auto`` runs the subtask A and C defaults (cleared in rounds 22 and 23: at
+    most 0.005 MAP lost on dev, faster through a real server) in torch-bf16, under their own names, and says why in
+    each model's note; every other ranker stays torch-fp32, those sharing their models included. Without bf16 instructions, or with a variant set,
     nothing changes. Rankers running the same weights in two variants share one torch module."""
-    from ranking.presets import PRESETS, build
+    from ranking.presets import AUTO_BF16_NOTE, PRESETS, build
     from ranking.rankers import inference_report, walk
     from tests.conftest import SEMEVAL
 
     def variants(ranker):
         return {r["model"]: (r["variant"], r["note"]) for r in inference_report([ranker])}
 
-    assert {n for n, s in PRESETS.items() if s.auto_bf16} == {"cascade"}
+    assert {n for n, s in PRESETS.items() if s.auto_bf16} == {"cascade", "related-answers"}
     s = Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent, device="cpu")
     monkeypatch.setattr(inf, "cpu_flags", lambda: {"avx512_bf16": True})
     built: dict = {}
@@ -197,18 +197,25 @@ def test_auto_runs_only_the_rankers_cleared_on_dev_in_bf16(tmp_path, monkeypatch
     assert (a.name, b.name, c.name) == ("cascade", "question-fusion", "related-answers")
     got = variants(a)
     assert set(got) == {"cross-encoder[torch-bf16]", "bi-encoder[torch-bf16]"}, got
-    assert all(v == "torch-bf16" and "auto: cascade runs torch-bf16" in note for v, note in got.values()), got
-    assert variants(b) == {"question-bi-encoder": ("torch-fp32", "")}
-    assert variants(c) == {"bi-encoder": ("torch-fp32", ""), "question-bi-encoder": ("torch-fp32", "")}
+    assert all(v == "torch-bf16" and note == AUTO_BF16_NOTE for v, note in got.values()), got
+    assert "(cascade, related-answers)" in AUTO_BF16_NOTE
+    assert variants(b) == {"question-bi-encoder": ("torch-fp32", "")}  # the B default: not cleared
+    # the C default (cleared in round 23) runs its parts in bf16, the B fusion inside it included; the A bi-encoder it
+    # shares with the cascade is one ranker, with one memo
+    assert variants(c) == {"bi-encoder[torch-bf16]": ("torch-bf16", AUTO_BF16_NOTE),
+                           "question-bi-encoder[torch-bf16]": ("torch-bf16", AUTO_BF16_NOTE)}
+    shared = [r for r in walk([a, c]) if r.name == "bi-encoder[torch-bf16]"]
+    assert len({id(r) for r in shared}) == 1
     assert variants(build("cross-encoder+signals", s, built=built)) == {
         "cross-encoder": ("torch-fp32", ""), "bi-encoder": ("torch-fp32", "")}  # A's other rankers: not cleared
     modules = {}
-    for r in walk([a, b, c]):
+    for r in walk([a, b, c, build("cross-encoder+signals", s, built=built)]):
         if hasattr(r, "inference"):
             modules.setdefault(r.name.partition("[")[0], set()).add(id(r.model))
     assert all(len(ids) == 1 for ids in modules.values()), modules  # one copy of each checkpoint's weights
     # the A bi-encoder in both variants on the same pairs: bf16 really runs, and stays close to fp32
-    abe = {r.inference.label: r for r in walk([a, c]) if r.name.startswith("bi-encoder")}
+    abe = {r.inference.label: r for r in walk([a, build("cross-encoder+signals", s, built=built)])
+           if r.name.startswith("bi-encoder")}
     pairs = [("Where can I renew my visa in Doha?", "Go to the immigration office with your passport."),
              ("Where can I renew my visa in Doha?", "The beaches near Doha are lovely in winter.")]
     half, full = (np.asarray(abe[v].score_pairs(pairs)) for v in ("torch-bf16", "torch-fp32"))
