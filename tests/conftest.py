@@ -15,8 +15,9 @@ CQA = [sys.executable, "-m", "app.cli"]
 
 
 def rerank_model(name: str) -> str:
-    """The name a MiniLM model of the /rerank cascade serves under here: with ``[torch-bf16]`` on a CPU with bf16
-    instructions, where ``auto`` runs the cascade in bf16 (ranking.presets.RankerSpec.auto_bf16), else as is."""
+    """The name a MiniLM model of the rankers cleared for bf16 (the /rerank cascade, the /rerank/answers ranker)
+    serves under here: with ``[torch-bf16]`` on a CPU with bf16 instructions, where ``auto`` runs them in bf16
+    (ranking.presets.RankerSpec.auto_bf16), else as is."""
     from ranking.neural.inference import auto_bf16
     return name + ("[torch-bf16]" if auto_bf16("auto", "cpu") else "")
 

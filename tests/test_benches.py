@@ -88,8 +88,9 @@ def test_load_bench_revisits_threads_through_real_servers_with_and_without_score
     ce = rerank_model("cross-encoder")  # the cascade's models, as this machine serves them
     assert memos["bilstm"]["hits"] > 0 and memos[ce]["hits"] > 0 and memos[rerank_model("bi-encoder")]["hits"] > 0
     # the test-C threads sent again with another question: the bi-encoder (answer ranker) and the question
-    # similarity's encoders hold the vectors of their comments and thread questions
-    for encoder in ("bi-encoder", "question-bi-encoder", "minilm-cosine"):
+    # similarity's encoders hold the vectors of their comments and thread questions (the C ranker's MiniLM models as
+    # this machine serves them; minilm-cosine is the index encoder)
+    for encoder in (rerank_model("bi-encoder"), rerank_model("question-bi-encoder"), "minilm-cosine"):
         assert memos[f"{encoder} vectors"]["hits"] > 0, (encoder, memos)
     # each server starts with a score store and a vector store of its own, never one an earlier run left in the data
     # folder
