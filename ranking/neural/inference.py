@@ -24,7 +24,9 @@ default ranker (docs/BENCHMARKS.md, "Inference variants" and "Round 22"):
   10-comment thread, the same dev-A and dev-B MAP, but -0.0098 dev-C. So it is not the default of every ranker,
   but (round 22) it is ``auto``'s choice on such a CPU for the subtask A default, the cascade, which loses nothing
   on dev and answers 1.2-1.45x sooner through a real server (``ranking.presets.RankerSpec.auto_bf16``; the B
-  default gained nothing there, its candidates' vectors being stored).
+  default gained nothing there, its candidates' vectors being stored); and (round 23, bf16 inputs padded to a
+  multiple of 32 tokens, ``ranking.neural.ranker.pad_multiple``) for the C default, which then lost 0.0025 dev-C
+  and answers 1.5x sooner where its comments are not indexed.
 
 Both are a setting away (``CQA_INFERENCE``, or ``NAME[VARIANT]`` per ranker). A variant the machine cannot run
 falls back to one it can, and the reason is logged and kept in ``Resolved.note``.
