@@ -82,13 +82,11 @@ def _copy_errors() -> tuple[type[Exception], ...]:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
-
-    from indexing.backup import backup
+    from indexing.backup import backup, dated_name
     settings = _settings(args)
     dest = Path(args.dest)
     if dest.is_dir():
-        dest = dest / f"threads-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.sqlite3"
+        dest = dest / dated_name("store")
     try:
         _emit(backup(settings.store_path, dest))
     except _copy_errors() as e:
@@ -378,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "file is never replaced. To restore: put it as threads.sqlite3 in an empty data folder and run "
                        "`cqa serve`, which builds the indexes. Last line: JSON with the file, its threads, answers, "
                        "fingerprint, bytes and seconds.")
-    s.add_argument("dest", help="the new file, or a folder to put threads-YYYYmmddTHHMMSSZ.sqlite3 in")
+    s.add_argument("dest", help="the new file, or a folder to put threads-YYYYmmddTHHMMSS.mmmZ.sqlite3 in (UTC)")
     s.set_defaults(func=cmd_backup)
 
     s = sub.add_parser("export", help="write every thread as JSONL, which `cqa ingest` reads back",

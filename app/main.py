@@ -33,6 +33,8 @@ from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
 from .refresh import Refresher
 from .schemas import (
+    BackupIn,
+    BackupsOut,
     DeletedOut,
     EvaluationIn,
     EvaluationOut,
@@ -506,6 +508,60 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             response.status_code = 409
         return {"job": job.__dict__, "started": started,
                 "message": "reindex started" if started else "a reindex is already running"}
+
+    # --- backups ---------------------------------------------------------------------------------
+    @app.post("/backups", status_code=202, response_model=JobSubmitted, dependencies=[Depends(require_admin)],
+              summary="Copy the store (or export every thread) into the backups folder, as a job (admin)")
+    def post_backup(response: Response, body: BackupIn | None = None, svc: Service = Depends(service)):
+        """What `cqa backup` (kind store) or `cqa export` (kind export) does, from the service: one consistent
+        snapshot while writes go on, checked, flushed and named only when complete, in $CQA_BACKUP_DIR. The job's
+        result is the command's summary; GET /backups/{name} then downloads the file. One backup job at a time."""
+        from indexing.backup import backup, dated_name, export
+        kind = (body or BackupIn()).kind
+        folder = svc.settings.backups_folder
+
+        def run(progress):
+            dest = folder / dated_name(kind)
+            progress(kind, 0.0)
+            summary = (backup(svc.settings.store_path, dest) if kind == "store"
+                       else export(svc.settings.store_path, dest))
+            return {"name": dest.name, "kind": kind, **summary}
+        job, started = svc.jobs.submit("backup", run)
+        if not started:
+            response.status_code = 409
+        return {"job": job.__dict__, "started": started,
+                "message": f"{kind} backup started" if started else "a backup is already running"}
+
+    @app.get("/backups", response_model=BackupsOut, dependencies=[Depends(require_admin)],
+             summary="The complete backups in the backups folder, newest first (admin)")
+    def list_backups(svc: Service = Depends(service)):
+        from dataclasses import asdict
+
+        from indexing.backup import backups_in
+        folder = svc.settings.backups_folder
+        return {"folder": str(folder), "backups": [asdict(f) for f in backups_in(folder)]}
+
+    @app.get("/backups/{name}", dependencies=[Depends(require_admin)], response_class=Response,
+             summary="Download one backup (admin)")
+    def get_backup(name: str, svc: Service = Depends(service)):
+        from fastapi.responses import FileResponse
+
+        from indexing.backup import backup_kind, backup_path
+        path = backup_path(svc.settings.backups_folder, name)
+        if path is None:
+            raise HTTPException(404, detail=f"no backup named {name!r}; GET /backups lists them")
+        media = "application/vnd.sqlite3" if backup_kind(name) == "store" else "application/gzip"
+        return FileResponse(path, media_type=media, filename=name)
+
+    @app.delete("/backups/{name}", response_model=DeletedOut, dependencies=[Depends(require_admin)],
+                summary="Delete one backup (admin)")
+    def delete_backup(name: str, svc: Service = Depends(service)):
+        from indexing.backup import backup_path
+        path = backup_path(svc.settings.backups_folder, name)
+        if path is None:
+            raise HTTPException(404, detail=f"no backup named {name!r}; GET /backups lists them")
+        path.unlink(missing_ok=True)
+        return {"deleted": name, "note": f"removed from {svc.settings.backups_folder}"}
 
     @app.get("/jobs/{job_id}", response_model=JobOut, summary="State and progress of a job")
     def get_job(job_id: str, svc: Service = Depends(service)):

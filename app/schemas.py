@@ -182,6 +182,12 @@ class ThreadsIn(Strict):
     threads: list[Thread] = Field(..., min_length=1, description="at most CQA_MAX_THREADS_PER_REQUEST")
 
 
+class BackupIn(Strict):
+    kind: Literal["store", "export"] = Field("store", description="store: a consistent copy of the SQLite store "
+                                            "(`cqa backup`), which serves again from an empty data folder; export: "
+                                            "every thread as gzipped JSONL (`cqa export`), which `cqa ingest` reads")
+
+
 class EvaluationIn(Strict):
     benchmark: str = Field(..., max_length=100)
     ranker: str | None = Field(None, max_length=100)
@@ -380,6 +386,18 @@ class LiveFigure(BaseModel):
     folder: str | None = None
 
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+
+class BackupFileOut(BaseModel):
+    name: str = Field(description="the file's name, for GET and DELETE /backups/{name}")
+    kind: Literal["store", "export"]
+    bytes: int
+    modified: float = Field(description="when it was completed, seconds since the epoch")
+
+
+class BackupsOut(BaseModel):
+    folder: str = Field(description="where they are ($CQA_BACKUP_DIR, or backups/ in the data folder)")
+    backups: list[BackupFileOut] = Field(description="complete backups, newest first")
 
 
 class EvaluationOut(BaseModel):

@@ -3,6 +3,7 @@ administer it, request limits and micro-batching."""
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 from pydantic import Field
 
@@ -14,6 +15,8 @@ class Settings(RankingSettings):
     port: int = Field(8000, ge=1, le=65535)
     api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")
     max_request_bytes: int = Field(1_000_000, ge=1024, description="Larger request bodies get 413.")
+    backup_dir: Path | None = Field(None, description="Where POST /backups writes its copies of the store and its "
+                                    "exports, and GET /backups lists them (default: backups/ in the data folder).")
     max_text_chars: int = Field(20_000, ge=100, description="Longest question, answer or candidate text.")
     max_candidates: int = Field(200, ge=1, description="Most candidates one /rerank request may send.")
     max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")
@@ -63,6 +66,11 @@ class Settings(RankingSettings):
                                     "embedding cache, so the build that indexes them loads no model: a new thread or "
                                     "answer is searchable seconds sooner. A request with more leaves them to the "
                                     "build, so a large import does not hold the encoder searches use. 0: off.")
+
+
+    @property
+    def backups_folder(self) -> Path:
+        return self.backup_dir or self.data_dir / "backups"
 
 
 @lru_cache(maxsize=1)

@@ -4,8 +4,10 @@ Meanwhile one client POSTs a new thread with two comments to /threads every 0.1 
 (target answers, reranked) every 0.25 s; their latencies are split by whether a backup or export was running.
 
 The reference, side by side in the same run on the same store: SQLite's online backup API as Python offers it
-(`sqlite3.Connection.backup`, the whole file in one step), in this process. Every copy's answers and threads are
-counted, and every backup passes `PRAGMA integrity_check`.
+(`sqlite3.Connection.backup`, the whole file in one step), in this process; and the same copy and export asked of
+the serving process, `POST /backups` (timed to its job's end through GET /jobs/{id}), each file then downloaded by
+`GET /backups/{name}` (timed apart). Every copy's answers and threads are counted, and every backup (the downloaded
+ones too) passes `PRAGMA integrity_check`.
 
 The store is a copy of the full 2016 corpus's (DATA/benchmarks/fullcorpus-2016, built if missing); --copies N adds
 N-1 copies of every thread under new ids first, for a store N times the size (the live index generation holds only
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import PacedClient, built_corpus, post_json, server, split_latency  # noqa: E402
+from load import PacedClient, built_corpus, get_json, post_json, server, split_latency  # noqa: E402
 
 TOKEN = "backup-bench"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
@@ -80,6 +82,31 @@ def run_cli(args: list[str], env: dict) -> tuple[float, float, dict]:
     return w0, time.perf_counter() - t0, json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def run_api(base: str, kind: str, dest: Path) -> tuple[float, float, dict]:
+    """POST /backups (``kind`` store or export) on the serving process, waited for through GET /jobs/{id}, then the
+    file downloaded by GET /backups/{name} into ``dest``: (wall start, wall seconds to the job's end, its summary with
+    the download's seconds)."""
+    import urllib.request
+    w0, t0 = time.time(), time.perf_counter()
+    status, submitted = post_json(base + "/backups", {"kind": kind}, headers=ADMIN)
+    if status != 202:
+        raise SystemExit(f"POST /backups answered {status}: {submitted}")
+    job = submitted["job"]
+    while job["state"] not in ("succeeded", "failed"):
+        time.sleep(0.02)
+        job = get_json(f"{base}/jobs/{job['id']}")[1]
+    wall = time.perf_counter() - t0
+    if job["state"] != "succeeded":
+        raise SystemExit(f"the {kind} backup job failed: {job['error']}")
+    t1 = time.perf_counter()
+    with urllib.request.urlopen(urllib.request.Request(f"{base}/backups/{job['result']['name']}", headers=ADMIN)) as r:
+        dest.write_bytes(r.read())
+    summary = {**job["result"], "download_s": round(time.perf_counter() - t1, 3), "downloaded": str(dest)}
+    if dest.stat().st_size != summary["bytes"]:
+        raise SystemExit(f"downloaded {dest.stat().st_size} bytes of {summary['bytes']}")
+    return w0, wall, summary
+
+
 def main() -> None:
     import os
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,7 +147,8 @@ def main() -> None:
             writer, searcher = PacedClient(write, 0.1), PacedClient(search, 0.25)
             writer.start()
             searcher.start()
-            runs: dict[str, list[dict]] = {"backup": [], "export": [], "reference_backup": []}
+            runs: dict[str, list[dict]] = {"backup": [], "export": [], "api_backup": [], "api_export": [],
+                                           "reference_backup": []}
             windows = []
             try:
                 time.sleep(5)  # writes and searches with nothing else running
@@ -131,6 +159,13 @@ def main() -> None:
                         w0, wall, summary = run_cli(cmd, env)
                         windows.append((w0, w0 + wall))
                         runs[kind].append({"wall_s": round(wall, 3), **summary})
+                        time.sleep(args.pause)
+                    for kind in ("store", "export"):  # the same through the serving process: POST /backups
+                        suffix = "sqlite3" if kind == "store" else "jsonl.gz"
+                        w0, wall, summary = run_api(base, kind, out_dir / f"api-{kind}-{r}.{suffix}")
+                        windows.append((w0, w0 + wall))
+                        runs["api_backup" if kind == "store" else "api_export"].append({"wall_s": round(wall, 3),
+                                                                                         **summary})
                         time.sleep(args.pause)
                     w0 = time.time()
                     ref = reference_backup(store_path, out_dir / f"reference-{r}.sqlite3")
@@ -143,8 +178,8 @@ def main() -> None:
                 searcher.stop.set()
                 writer.join()
                 searcher.join()
-            for b in runs["backup"]:
-                with sqlite3.connect(b["backup"]) as c:
+            for b in runs["backup"] + runs["api_backup"]:
+                with sqlite3.connect(b.get("downloaded", b["backup"])) as c:
                     b["integrity"] = c.execute("PRAGMA integrity_check").fetchone()[0]
 
     def best(kind, key):
@@ -155,10 +190,15 @@ def main() -> None:
         "store": {**counts, "bytes": size, "copies": args.copies}, "rounds": args.rounds, "runs": runs,
         "best_s": {"backup": best("backup", "seconds"), "backup_wall": best("backup", "wall_s"),
                    "export": best("export", "seconds"), "export_wall": best("export", "wall_s"),
+                   "api_backup": best("api_backup", "seconds"), "api_backup_wall": best("api_backup", "wall_s"),
+                   "api_backup_download": best("api_backup", "download_s"),
+                   "api_export": best("api_export", "seconds"), "api_export_wall": best("api_export", "wall_s"),
                    "reference_backup": best("reference_backup", "seconds")},
         "backup_vs_reference": round(best("reference_backup", "seconds") / best("backup", "seconds"), 2),
-        "all_intact": all(b["integrity"] == "ok" for b in runs["backup"] + runs["reference_backup"]),
+        "api_backup_wall_vs_cli_wall": round(best("backup", "wall_s") / best("api_backup", "wall_s"), 2),
+        "all_intact": all(b["integrity"] == "ok" for b in runs["backup"] + runs["api_backup"] + runs["reference_backup"]),
         "threads_grew": [b["threads"] for b in runs["backup"]],
+        "api_threads_grew": [b["threads"] for b in runs["api_backup"]],
         "writes": split_latency(writer.samples, windows), "searches": split_latency(searcher.samples, windows)}))
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
 from contextlib import closing, nullcontext
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .store import Snapshot, StoreError, _counts, _fingerprint, read_only
@@ -96,3 +99,56 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
     if dest is not None:
         summary["bytes"] = dest.stat().st_size
     return {**summary, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+# --- a folder of backups (`cqa backup FOLDER`, POST /backups) ------------------------------------------------------
+# Each kind's file name: threads-<UTC time to the millisecond>Z and the kind's suffix
+BACKUP_SUFFIXES = {"store": ".sqlite3", "export": ".jsonl.gz"}
+_BACKUP_NAME = re.compile(r"threads-\d{8}T\d{6}(?:\.\d{3})?Z(\.sqlite3|\.jsonl\.gz)")
+
+
+def dated_name(kind: str, now: datetime | None = None) -> str:
+    """A new backup's file name in a backups folder: ``threads-20261125T051200.123Z.sqlite3`` (``store``) or
+    ``... .jsonl.gz`` (``export``)."""
+    now = now or datetime.now(timezone.utc)
+    return f"threads-{now:%Y%m%dT%H%M%S}.{now.microsecond // 1000:03d}Z{BACKUP_SUFFIXES[kind]}"
+
+
+@dataclass(frozen=True)
+class BackupFile:
+    """One complete backup in a backups folder."""
+    name: str
+    kind: str  # store (a SQLite copy) or export (gzipped JSONL)
+    bytes: int
+    modified: float  # seconds since the epoch
+
+
+def backup_kind(name: str) -> str | None:
+    """``store`` or ``export`` for a backup's file name, None for any other name (half-written files, which start
+    with a dot, and anything that is not a backup)."""
+    m = _BACKUP_NAME.fullmatch(name)
+    if m is None:
+        return None
+    return next(k for k, suffix in BACKUP_SUFFIXES.items() if suffix == m.group(1))
+
+
+def backups_in(folder: Path) -> list[BackupFile]:
+    """The complete backups in ``folder``, newest first (by name, which is the UTC time it began)."""
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in folder.iterdir():
+        kind = backup_kind(path.name)
+        if kind is not None and path.is_file():
+            st = path.stat()
+            out.append(BackupFile(path.name, kind, st.st_size, st.st_mtime))
+    return sorted(out, key=lambda f: f.name, reverse=True)
+
+
+def backup_path(folder: Path, name: str) -> Path | None:
+    """The file of the backup named ``name`` in ``folder``, or None: only a backup's own name is looked up, never a
+    path (no ``..``, no folder)."""
+    if backup_kind(name) is None:
+        return None
+    path = folder / name
+    return path if path.is_file() else None

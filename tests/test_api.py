@@ -269,6 +269,53 @@ def test_admin_auth(client, settings):
         assert r.status_code == 403 and "disabled" in r.json()["error"]["message"]
 
 
+def test_backups_over_http_copy_export_list_download_and_delete(client, tmp_path):
+    """POST /backups runs `cqa backup` (or `cqa export`) as a job into the backups folder; GET /backups lists the
+    complete files, newest first; GET /backups/{name} downloads one, a store that opens with every thread, or JSONL
+    that `cqa ingest` reads; DELETE removes it. Admin only; a name that is not a backup's is a 404, never a path."""
+    import gzip
+    import sqlite3
+
+    for method, path in (("POST", "/backups"), ("GET", "/backups"), ("GET", "/backups/x"), ("DELETE", "/backups/x")):
+        assert client.request(method, path).status_code == 401, path
+    svc = client.app.state.service
+    assert client.get("/backups", headers=ADMIN).json() == {"folder": str(svc.settings.backups_folder), "backups": []}
+    assert client.post("/backups", json={"kind": "zip"}, headers=ADMIN).status_code == 422
+    assert client.post("/backups", json={"kind": "store", "to": "/etc"}, headers=ADMIN).status_code == 422
+    r = client.post("/backups", headers=ADMIN)  # no body: a copy of the store
+    assert r.status_code == 202 and r.json()["started"]
+    store = wait_job(client, r.json()["job"]["id"])
+    assert store["state"] == "succeeded", store
+    made = store["result"]
+    assert made["kind"] == "store" and made["threads"] == 40 and made["answers"] == 120 and made["fingerprint"]
+    client.post("/threads", json={"threads": [{"id": "after", "subject": "written after the copy"}]}, headers=ADMIN)
+    r = client.post("/backups", json={"kind": "export"}, headers=ADMIN)
+    exported = wait_job(client, r.json()["job"]["id"])
+    assert exported["state"] == "succeeded" and exported["result"]["threads"] == 41, exported
+    listed = client.get("/backups", headers=ADMIN).json()["backups"]
+    assert [b["name"] for b in listed] == [exported["result"]["name"], made["name"]]  # newest first
+    assert [b["kind"] for b in listed] == ["export", "store"] and all(b["bytes"] > 0 for b in listed)
+    got = client.get(f"/backups/{made['name']}", headers=ADMIN)
+    assert got.status_code == 200 and got.headers["content-type"] == "application/vnd.sqlite3"
+    assert made["name"] in got.headers["content-disposition"] and len(got.content) == made["bytes"]
+    (tmp_path / "copy.sqlite3").write_bytes(got.content)
+    with sqlite3.connect(tmp_path / "copy.sqlite3") as c:
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert c.execute("SELECT count(*) FROM threads").fetchone()[0] == 40  # as of the moment it began
+    got = client.get(f"/backups/{exported['result']['name']}", headers=ADMIN)
+    assert got.status_code == 200 and got.headers["content-type"] == "application/gzip"
+    lines = gzip.decompress(got.content).decode().splitlines()
+    assert len(lines) == 41 and json.loads(lines[-1])["id"] == "after"
+    for name in ("threads.sqlite3", "threads-x.sqlite3", ".threads-20261125T051200.123Z.sqlite3.tmp",
+                 "threads-20261125T051200.123Z.sqlite3"):  # the store itself, a half-written file, one never made
+        r = client.get(f"/backups/{name}", headers=ADMIN)
+        assert r.status_code == 404 and "GET /backups lists them" in r.json()["error"]["message"], name
+    assert client.get("/backups/..%2Fthreads.sqlite3", headers=ADMIN).status_code == 404  # no route takes a path
+    assert client.delete(f"/backups/{made['name']}", headers=ADMIN).json()["deleted"] == made["name"]
+    assert client.get(f"/backups/{made['name']}", headers=ADMIN).status_code == 404
+    assert [b["name"] for b in client.get("/backups", headers=ADMIN).json()["backups"]] == [exported["result"]["name"]]
+
+
 def test_threads_upsert_delete_and_reindex_job(client):
     thread = {"id": "n1", "subject": "brand new zebra question", "category": "Visas",
               "answers": [{"id": "n1a", "text": "zebra crossing answer"}]}

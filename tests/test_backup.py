@@ -8,6 +8,8 @@ import json
 import sqlite3
 import subprocess
 import threading
+import time
+import urllib.request
 
 import pytest
 
@@ -116,8 +118,9 @@ def test_a_copy_never_replaces_a_file_nor_leaves_half_of_one(tmp_path, monkeypat
 
 
 def test_cqa_backup_of_a_serving_store_serves_again_in_a_new_data_folder(tmp_path, cli_env):
-    """A real `cqa serve` takes a new thread; `cqa backup` copies its store while it runs; a second `cqa serve` on an
-    empty data folder holding only that copy builds its indexes and finds the thread. `cqa export` of the same store,
+    """A real `cqa serve` takes a new thread; `cqa backup` copies its store while it runs, and so does POST /backups,
+    whose copy GET /backups/{name} downloads; a second `cqa serve` on an empty data folder holding only the downloaded
+    copy builds its indexes and finds the thread. `cqa export` of the same store,
     ingested into a third folder, holds the same threads; bad requests end with a message and status 2."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -142,11 +145,28 @@ def test_cqa_backup_of_a_serving_store_serves_again_in_a_new_data_folder(tmp_pat
         assert json.loads(lines[-1])["id"] == "qb1"
         again = subprocess.run(CQA + ["backup", made["backup"]], env=env, capture_output=True, text=True, cwd=ROOT)
         assert again.returncode == 2 and "never replaces a file" in again.stderr
+        # the same copy through the real server: POST /backups as a job, then downloaded
+        status, submitted = http("POST", base + "/backups", {"kind": "store"}, admin)
+        assert status == 202
+        job = submitted["job"]
+        for _ in range(300):
+            job = http("GET", f"{base}/jobs/{job['id']}")[1]
+            if job["state"] in ("succeeded", "failed"):
+                break
+            time.sleep(0.1)
+        assert job["state"] == "succeeded", job
+        served = job["result"]
+        assert served["fingerprint"] == made["fingerprint"] and served["threads"] == made["threads"]
+        request = urllib.request.Request(f"{base}/backups/{served['name']}", headers=admin)
+        with urllib.request.urlopen(request) as r:
+            (tmp_path / "downloaded.sqlite3").write_bytes(r.read())
+        with sqlite3.connect(tmp_path / "downloaded.sqlite3") as c:
+            assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            assert c.execute("SELECT count(*) FROM threads").fetchone()[0] == made["threads"]
     finally:
         stop_server(p)
     (tmp_path / "restored" / "var").mkdir(parents=True)
-    (tmp_path / "restored" / "var" / "threads.sqlite3").write_bytes((copies / made["backup"].rsplit("/", 1)[1])
-                                                                    .read_bytes())
+    (tmp_path / "restored" / "var" / "threads.sqlite3").write_bytes((tmp_path / "downloaded.sqlite3").read_bytes())
     p = start_server(tmp_path / "restored", port)
     try:
         ready = wait_ready(p, base)
@@ -162,3 +182,20 @@ def test_cqa_backup_of_a_serving_store_serves_again_in_a_new_data_folder(tmp_pat
                             text=True, cwd=ROOT)
     assert ingest.returncode == 0 and json.loads(ingest.stdout.strip().splitlines()[-1])["store"]["threads"] == \
         made["threads"]
+
+
+def test_backup_names_sort_by_time_and_only_a_backup_name_is_looked_up(tmp_path):
+    from datetime import datetime, timezone
+
+    from indexing.backup import backup_kind, backup_path, backups_in, dated_name
+    early = dated_name("store", datetime(2026, 11, 25, 5, 12, 0, 123456, tzinfo=timezone.utc))
+    late = dated_name("export", datetime(2026, 11, 25, 5, 12, 0, 124000, tzinfo=timezone.utc))
+    assert early == "threads-20261125T051200.123Z.sqlite3" and late == "threads-20261125T051200.124Z.jsonl.gz"
+    assert backup_kind(early) == "store" and backup_kind(late) == "export"
+    assert backup_kind("threads-20261125T051200Z.sqlite3") == "store"  # what `cqa backup FOLDER` named before
+    for name in ("threads.sqlite3", "../threads-20261125T051200.123Z.sqlite3", "." + early + ".tmp", early + ".tmp"):
+        assert backup_kind(name) is None and backup_path(tmp_path, name) is None, name
+    for name in (early, late, "." + early + ".tmp", "notes.txt"):
+        (tmp_path / name).write_text("x")
+    assert [(f.name, f.kind) for f in backups_in(tmp_path)] == [(late, "export"), (early, "store")]
+    assert backup_path(tmp_path, early) == tmp_path / early and backups_in(tmp_path / "none") == []

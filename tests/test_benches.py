@@ -193,9 +193,11 @@ def test_backup_bench_copies_a_store_a_real_server_writes_to(cli_env):
     assert out["all_intact"] is True and out["store"]["threads"] >= 33
     grew = out["threads_grew"]
     assert len(grew) == 2 and grew[0] >= out["store"]["threads"] and grew == sorted(grew)
-    for kind in ("backup", "export"):
+    for kind in ("backup", "export", "api_backup", "api_export"):  # the CLI and POST /backups, in the same run
         assert all(r["threads"] >= out["store"]["threads"] and r["wall_s"] >= r["seconds"] > 0
-                   for r in out["runs"][kind])
+                   for r in out["runs"][kind]), kind
+    assert all(r["download_s"] > 0 and r["name"].startswith("threads-") for r in out["runs"]["api_backup"])
+    assert out["api_threads_grew"] == sorted(out["api_threads_grew"]) and out["api_backup_wall_vs_cli_wall"] > 0
     assert out["writes"]["failed"] == 0 and out["searches"]["failed"] == 0 and out["writes"]["outside"]["requests"] > 0
     assert out["backup_vs_reference"] > 0
 
