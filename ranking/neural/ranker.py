@@ -103,9 +103,9 @@ def _split(flat: list, queries: list[Query]) -> list[list]:
 class MiniLMRanker:
     """A fine-tuned MiniLM (ranking/neural/minilm.py) as a ranker. Pairs are scored in batches sorted by
     length, so padding stays small; in torch-bf16 on a CPU each input is padded to a multiple of 32 tokens
-    (``pad_multiple``), so its score does not depend on what it is batched with. ``inference`` says how it runs (ranking/neural/inference.py: torch or
-    an ONNX Runtime export, fp32, bf16 or int8); ``model`` is then the torch module or the ONNX session,
-    both called the same way. With a ``cache_dir`` (evaluation runs), scores are kept in a score store keyed by
+    (``pad_multiple``), so its score does not depend on what it is batched with. ``inference`` says how it runs
+    (ranking/neural/inference.py: torch or an ONNX Runtime export, fp32, bf16 or int8); ``model`` is then the
+    torch module or the ONNX session, both called the same way. With a ``cache_dir`` (evaluation runs), scores are kept in a score store keyed by
     the checkpoint's weights, the settings and the pair's texts (``cached_scores``), so a benchmark re-run only
     scores pairs it has not seen. A serving ranker has a ``memo`` instead (ranking/neural/memo.py): the pairs it
     scored lately, in memory and in the data folder's shared score store, so a thread sorted again costs the
@@ -326,9 +326,9 @@ SCORING_CODE_VERSION = 2
 
 def score_cache_key(folder: Path, device: str, max_length: int, inference: Inference) -> str:
     """What a model's scores depend on: the weights, the checkpoint's config, the scoring code, the device
-    (CUDA runs torch in bf16), the inference variant (backend, precision, export, padding) and the input length. It keys the
-    model's scores in the evaluation cache and in the serving score store. torch-fp32 and CUDA keep the key they
-    had before there were variants."""
+    (CUDA runs torch in bf16), the inference variant (backend, precision, export, padding) and the input length. It
+    keys the model's scores in the evaluation cache and in the serving score store. torch-fp32 and CUDA keep the
+    key they had before there were variants."""
     import hashlib
 
     from indexing.loaders import file_digest
