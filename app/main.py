@@ -515,8 +515,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def post_backup(response: Response, body: BackupIn | None = None, svc: Service = Depends(service)):
         """What `cqa backup` (kind store) or `cqa export` (kind export) does, from the service: one consistent
         snapshot while writes go on, checked, flushed and named only when complete, in $CQA_BACKUP_DIR. The job's
-        result is the command's summary; GET /backups/{name} then downloads the file. One backup job at a time."""
-        from indexing.backup import backup, dated_name, export
+        result is the command's summary; GET /backups/{name} then downloads the file. One backup job at a time.
+        Once it is complete, the older backups of its kind beyond $CQA_BACKUP_KEEP are deleted, and so are the hidden
+        half-written files of backups killed mid-way (untouched for 10 minutes); the result names them."""
+        from indexing.backup import backup, dated_name, export, tidy
         kind = (body or BackupIn()).kind
         folder = svc.settings.backups_folder
 
@@ -525,7 +527,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             progress(kind, 0.0)
             summary = (backup(svc.settings.store_path, dest) if kind == "store"
                        else export(svc.settings.store_path, dest))
-            return {"name": dest.name, "kind": kind, **summary}
+            # only once the new one is complete: the older ones beyond CQA_BACKUP_KEEP, and what killed runs left
+            return {"name": dest.name, "kind": kind, **summary, **tidy(folder, kind, svc.settings.backup_keep)}
         job, started = svc.jobs.submit("backup", run)
         if not started:
             response.status_code = 409

@@ -17,6 +17,8 @@ class Settings(RankingSettings):
     max_request_bytes: int = Field(1_000_000, ge=1024, description="Larger request bodies get 413.")
     backup_dir: Path | None = Field(None, description="Where POST /backups writes its copies of the store and its "
                                     "exports, and GET /backups lists them (default: backups/ in the data folder).")
+    backup_keep: int = Field(0, ge=0, le=10_000, description="After each POST /backups, keep only this many of the "
+                             "newest backups of its kind in the backups folder, deleting older ones (0: keep all).")
     max_text_chars: int = Field(20_000, ge=100, description="Longest question, answer or candidate text.")
     max_candidates: int = Field(200, ge=1, description="Most candidates one /rerank request may send.")
     max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")

@@ -152,3 +152,27 @@ def backup_path(folder: Path, name: str) -> Path | None:
         return None
     path = folder / name
     return path if path.is_file() else None
+
+
+# A hidden file a backup writes to first is older than this only if its writer died (kill -9, a lost machine): a
+# backup still running writes to its file all the time.
+STALE_PARTIAL_S = 600.0
+
+
+def tidy(folder: Path, kind: str, keep: int, now: float | None = None) -> dict:
+    """After a backup into ``folder``: delete the older backups of ``kind`` beyond the newest ``keep`` (0: none
+    deleted), and the hidden half-written files a killed backup left (untouched for ``STALE_PARTIAL_S``). Returns the
+    names deleted."""
+    now = time.time() if now is None else now
+    dropped = [f.name for f in backups_in(folder) if f.kind == kind][keep:] if keep else []
+    for name in dropped:
+        (folder / name).unlink(missing_ok=True)
+    partial = []
+    if folder.is_dir():
+        for path in folder.iterdir():
+            name = path.name
+            if (name.startswith(".") and name.endswith(".tmp") and backup_kind(name[1:-4]) is not None
+                    and now - path.stat().st_mtime > STALE_PARTIAL_S):
+                path.unlink(missing_ok=True)
+                partial.append(name)
+    return {"deleted_older": dropped, "deleted_partial": partial}

@@ -314,6 +314,15 @@ def test_backups_over_http_copy_export_list_download_and_delete(client, tmp_path
     assert client.delete(f"/backups/{made['name']}", headers=ADMIN).json()["deleted"] == made["name"]
     assert client.get(f"/backups/{made['name']}", headers=ADMIN).status_code == 404
     assert [b["name"] for b in client.get("/backups", headers=ADMIN).json()["backups"]] == [exported["result"]["name"]]
+    assert made["deleted_older"] == [] and exported["result"]["deleted_partial"] == []  # CQA_BACKUP_KEEP 0: keep all
+    svc.settings = svc.settings.model_copy(update={"backup_keep": 1})  # keep the newest of each kind
+    names = []
+    for _ in range(2):
+        job = wait_job(client, client.post("/backups", json={"kind": "store"}, headers=ADMIN).json()["job"]["id"])
+        names.append(job["result"]["name"])
+    assert job["result"]["deleted_older"] == [names[0]]
+    assert [b["name"] for b in client.get("/backups", headers=ADMIN).json()["backups"]] == \
+        [names[1], exported["result"]["name"]]
 
 
 def test_threads_upsert_delete_and_reindex_job(client):

@@ -199,3 +199,28 @@ def test_backup_names_sort_by_time_and_only_a_backup_name_is_looked_up(tmp_path)
         (tmp_path / name).write_text("x")
     assert [(f.name, f.kind) for f in backups_in(tmp_path)] == [(late, "export"), (early, "store")]
     assert backup_path(tmp_path, early) == tmp_path / early and backups_in(tmp_path / "none") == []
+
+
+def test_tidy_keeps_the_newest_of_a_kind_and_drops_only_stale_partial_files(tmp_path):
+    import os
+    from datetime import datetime, timedelta, timezone
+
+    from indexing.backup import STALE_PARTIAL_S, backups_in, dated_name, tidy
+    t0 = datetime(2026, 11, 25, 5, 0, tzinfo=timezone.utc)
+    stores = [dated_name("store", t0 + timedelta(minutes=i)) for i in range(4)]
+    exports = [dated_name("export", t0 + timedelta(minutes=i)) for i in range(2)]
+    for name in stores + exports + ["notes.txt"]:
+        (tmp_path / name).write_text("x")
+    stale, running = tmp_path / f".{dated_name('store', t0)}.tmp", tmp_path / f".{stores[-1]}x.tmp"
+    foreign = tmp_path / ".cache.tmp"
+    for path in (stale, running, foreign):
+        path.write_text("partial")
+    now = 1_800_000_000.0
+    for path in (stale, foreign):
+        os.utime(path, (now - STALE_PARTIAL_S - 1, now - STALE_PARTIAL_S - 1))
+    os.utime(running, (now - 5, now - 5))  # a backup still writing
+    done = tidy(tmp_path, "store", keep=2, now=now)
+    assert done == {"deleted_older": [stores[1], stores[0]], "deleted_partial": [stale.name]}
+    assert [f.name for f in backups_in(tmp_path)] == [stores[3], stores[2], exports[1], exports[0]]
+    assert running.exists() and foreign.exists() and (tmp_path / "notes.txt").exists()  # not a backup's partial file
+    assert tidy(tmp_path, "export", keep=0, now=now) == {"deleted_older": [], "deleted_partial": []}  # 0: keep all
