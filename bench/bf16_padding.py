@@ -9,7 +9,9 @@ scores new pairs with. On the first ``--threads`` threads of a SemEval file, eac
 - with every other thread's pairs in one call (requests the micro-batcher merges).
 
 It reports the largest score difference between those, how many threads would come back in another order, and
-the time per thread (the models take turns on each thread, ``--rounds`` times). Without bf16 instructions the
+the time per thread (the models take turns on each thread, ``--rounds`` times). And, for the cross-encoder, what
+moves a score (``cause``): on the first ``--cause-pairs`` pairs, the width a pair is padded to, or the other rows of
+its batch at one width. Without bf16 instructions the
 variant runs fp32 (said in ``inference``). Prints a JSON object last.
 
     python bench/bf16_padding.py --benchmark semeval2016-dev-A --threads 60 --rounds 2
@@ -51,12 +53,34 @@ def split(flat: list[float], threads: list[list]) -> list[list[float]]:
     return out
 
 
+def cause(ranker: MiniLMRanker, pairs: list[tuple[str, str]]) -> dict:
+    """What moves a cross-encoder's score, each pair scored through the model with ``collate`` as ``score_pairs``
+    does: the width it is padded to (alone at its own length against alone at the model's longest input), or the other
+    rows of its batch (alone against in batches of 8, all at that longest width)."""
+    import torch
+
+    from ranking.neural.minilm import collate, pair_ids, word_pieces
+    cfg = ranker.model.config
+    seqs = [pair_ids(q, a, cfg) for q, a in zip(word_pieces([q for q, _ in pairs]), word_pieces([a for _, a in pairs]))]
+
+    def run(idx, width=None):
+        with torch.no_grad(), ranker._autocast():
+            return ranker.model.pair_score(*collate([seqs[i][0] for i in idx], "cpu", [seqs[i][1] for i in idx],
+                                                    width=width)).float().tolist()
+    own = [run([i])[0] for i in range(len(seqs))]
+    widest = [run([i], cfg.max_length)[0] for i in range(len(seqs))]
+    batched = [v for s in range(0, len(seqs), 8) for v in run(list(range(s, min(s + 8, len(seqs)))), cfg.max_length)]
+    return {"pairs": len(seqs), "width_moves_score_by": round(max(abs(x - y) for x, y in zip(own, widest)), 6),
+            "batch_rows_move_score_by": round(max(abs(x - y) for x, y in zip(widest, batched)), 6)}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", default="semeval2016-dev-A", help="a subtask A benchmark (its threads' pairs)")
     ap.add_argument("--threads", type=int, default=60, help="how many of its threads (default 60)")
     ap.add_argument("--rounds", type=int, default=2, help="timed passes over the threads (default 2)")
     ap.add_argument("--models", default="cross-encoder,bi-encoder", help="the cascade's MiniLM models to run")
+    ap.add_argument("--cause-pairs", type=int, default=40, help="pairs the cross-encoder's cause probe scores (40)")
     args = ap.parse_args(argv)
     bench = BENCHMARKS[args.benchmark]
     if bench.subtask != "A":
@@ -86,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
                     per_thread[k].append(r.score_pairs(t))
                     times[k].append(time.perf_counter() - t0)
         res = {"inference": now.inference.label, "note": now.note, "pad_multiple_now": now.pad_multiple}
+        if now.model.config.kind == "cross-encoder":
+            res["cause"] = cause(now, flat[: args.cause_pairs])
         for k, r in variants.items():
             alone = split([r.score_pairs([p])[0] for p in flat], threads)
             merged = split(r.score_pairs(flat), threads)

@@ -148,6 +148,8 @@ def test_bf16_padding_bench_scores_each_pair_three_ways_beside_batch_padding(cli
             assert m["inference"] == "torch-bf16" and m["pad_multiple_now"] == 32
             assert now["largest_difference_alone_vs_thread"] == now["largest_difference_merged_vs_thread"] == 0
             assert now["threads_reordered_merged_vs_thread"] == 0
+            if "cause" in m:  # the cross-encoder's probe: the rows of a batch do not move a bf16 score
+                assert m["cause"]["pairs"] >= 20 and m["cause"]["batch_rows_move_score_by"] == 0
         else:  # torch-bf16 falls back to fp32 without bf16 instructions, and fp32 keeps batch padding
             assert m["inference"] == "torch-fp32" and m["pad_multiple_now"] == 0 and "no bf16" in m["note"]
 
