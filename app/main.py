@@ -544,26 +544,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         folder = svc.settings.backups_folder
         return {"folder": str(folder), "backups": [asdict(f) for f in backups_in(folder)]}
 
+    def backup_or_404(svc: Service, name: str):
+        from indexing.backup import backup_path
+        path = backup_path(svc.settings.backups_folder, name)
+        if path is None:
+            raise HTTPException(404, detail=f"no backup named {name!r}; GET /backups lists them")
+        return path
+
     @app.get("/backups/{name}", dependencies=[Depends(require_admin)], response_class=Response,
              summary="Download one backup (admin)")
     def get_backup(name: str, svc: Service = Depends(service)):
         from fastapi.responses import FileResponse
 
-        from indexing.backup import backup_kind, backup_path
-        path = backup_path(svc.settings.backups_folder, name)
-        if path is None:
-            raise HTTPException(404, detail=f"no backup named {name!r}; GET /backups lists them")
+        from indexing.backup import backup_kind
+        path = backup_or_404(svc, name)
         media = "application/vnd.sqlite3" if backup_kind(name) == "store" else "application/gzip"
         return FileResponse(path, media_type=media, filename=name)
 
     @app.delete("/backups/{name}", response_model=DeletedOut, dependencies=[Depends(require_admin)],
                 summary="Delete one backup (admin)")
     def delete_backup(name: str, svc: Service = Depends(service)):
-        from indexing.backup import backup_path
-        path = backup_path(svc.settings.backups_folder, name)
-        if path is None:
-            raise HTTPException(404, detail=f"no backup named {name!r}; GET /backups lists them")
-        path.unlink(missing_ok=True)
+        backup_or_404(svc, name).unlink(missing_ok=True)
         return {"deleted": name, "note": f"removed from {svc.settings.backups_folder}"}
 
     @app.get("/jobs/{job_id}", response_model=JobOut, summary="State and progress of a job")

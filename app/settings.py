@@ -69,7 +69,6 @@ class Settings(RankingSettings):
                                     "answer is searchable seconds sooner. A request with more leaves them to the "
                                     "build, so a large import does not hold the encoder searches use. 0: off.")
 
-
     @property
     def backups_folder(self) -> Path:
         return self.backup_dir or self.data_dir / "backups"

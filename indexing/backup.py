@@ -18,12 +18,22 @@ from pathlib import Path
 from .store import Snapshot, StoreError, _counts, _fingerprint, read_only
 
 
+def _partial_name(name: str) -> str:
+    """The hidden name a file named ``name`` is written under until it is complete."""
+    return f".{name}.tmp"
+
+
+def _partial_of(name: str) -> str | None:
+    """The name whose hidden partial file ``name`` is, or None."""
+    return name[1:-4] if name.startswith(".") and name.endswith(".tmp") else None
+
+
 def _hidden_beside(dest: Path) -> Path:
     """The file a write to ``dest`` goes to first; refuses a ``dest`` that exists."""
     if dest.exists():
         raise StoreError(f"{dest} exists: this never replaces a file; name a new one")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name}.tmp"
+    tmp = dest.parent / _partial_name(dest.name)
     tmp.unlink(missing_ok=True)  # left by a run killed before it finished
     return tmp
 
@@ -167,12 +177,8 @@ def tidy(folder: Path, kind: str, keep: int, now: float | None = None) -> dict:
     dropped = [f.name for f in backups_in(folder) if f.kind == kind][keep:] if keep else []
     for name in dropped:
         (folder / name).unlink(missing_ok=True)
-    partial = []
-    if folder.is_dir():
-        for path in folder.iterdir():
-            name = path.name
-            if (name.startswith(".") and name.endswith(".tmp") and backup_kind(name[1:-4]) is not None
-                    and now - path.stat().st_mtime > STALE_PARTIAL_S):
-                path.unlink(missing_ok=True)
-                partial.append(name)
-    return {"deleted_older": dropped, "deleted_partial": partial}
+    partial = [p for p in (folder.iterdir() if folder.is_dir() else ())
+               if backup_kind(_partial_of(p.name) or "") and now - p.stat().st_mtime > STALE_PARTIAL_S]
+    for path in partial:
+        path.unlink(missing_ok=True)
+    return {"deleted_older": dropped, "deleted_partial": [p.name for p in partial]}

@@ -271,14 +271,13 @@ def _batches(order: list[int], width: list[int], size: int) -> list[list[int]]:
     return out
 
 
-# bf16 scores are padded to a multiple of 32 tokens. A bf16 score moves with the width its input is padded to (the
-# attention's sums run over the padded width and round differently), not with the other inputs of its batch. Padded
-# to the longest of its batch, one test-A pair's score differed by 0.0156 between scored alone and scored with seven
-# others; padded to a multiple of 32, by 0.0 (bench/bf16_padding.py). A thread's order then no longer depends on
-# the requests the micro-batcher scores beside it, and a served thread scores as the same thread in process. At 60
-# dev-A threads of 10 pairs each the median time per thread was within noise of batch padding (docs/BENCHMARKS.md,
-# "Round 23"). fp32 moves by about 1e-6 either way and keeps batch padding, so its scores and figures stay as
-# they were.
+# bf16 inputs are padded to a multiple of 32 tokens. A bf16 score moves with the width its input is padded to (the
+# attention's sums run over the padded width and round differently), not with the other inputs of its batch
+# (bench/bf16_padding.py, ``cause``). Padded to the longest of its batch, a dev-A pair's cross-encoder score differed
+# by up to 0.031 between scored alone and scored with its thread; padded to a multiple of 32, by 0.0, and no slower
+# (60 dev-A threads, docs/BENCHMARKS.md, "Round 23"). A thread's order then no longer depends on the requests the
+# micro-batcher scores beside it, and a served thread scores as the same thread in process. fp32 moves by about 1e-6
+# either way and keeps batch padding, so its scores and figures stay as they were.
 BF16_PAD_MULTIPLE = 32
 
 
@@ -335,8 +334,9 @@ def score_cache_key(folder: Path, device: str, max_length: int, inference: Infer
     variant = "fp32" if device == "cuda" or inference.label == "torch-fp32" else inference.label
     if inference.backend == "onnx":
         variant += f"-export{EXPORT_VERSION}"
-    if pad_multiple(inference, device):
-        variant += f"-pad{pad_multiple(inference, device)}"
+    padding = pad_multiple(inference, device)
+    if padding:
+        variant += f"-pad{padding}"
     parts = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json"),
              f"code{SCORING_CODE_VERSION}", device, variant, f"len{max_length}"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
