@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
-import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,34 +35,23 @@ def main() -> None:
     args = ap.parse_args()
 
     from app.settings import Settings
-    from indexing.reindex import reindex
     from indexing.searcher import load_current
     from indexing.store import ThreadStore
     from ranking.evaluation.measures import paired_randomization, per_query
-    from ranking.fullcorpus import corpus_settings, ensure_corpus, figures_of
+    from ranking.fullcorpus import figures_of, unanswered_copy
     from ranking.pipeline import build_pipeline
     from ranking.rankers import search_rerankers
     from ranking.search_benchmark import FIRST_STAGE, RERANKED, qrels_for, search_run
 
     settings = Settings(data_dir=args.data_dir)
-    ensure_corpus(settings, progress=True)
     out: dict = {"bench": "unanswered", "share": args.share, "seed": args.seed, "splits": {}}
     with tempfile.TemporaryDirectory(prefix="cqa-unanswered-") as tmp:
-        folder = Path(tmp) / "data"
-        shutil.copytree(corpus_settings(settings).data_dir, folder)
-        copy = settings.model_copy(update={"data_dir": folder})
-        with ThreadStore(copy.store_path) as store:
-            threads = list(store.iter_threads())
-            rng = random.Random(args.seed)
-            stripped = [t.model_copy(update={"answers": []}) for t in threads
-                        if t.answers and rng.random() < args.share]
-            store.upsert(stripped)
-            out["threads"], out["threads_stripped"] = len(threads), len(stripped)
-            out["threads_without_comments_before"] = sum(1 for t in threads if not t.answers)
-            out["threads_without_comments"] = sum(1 for t in store.iter_threads() if not t.answers)
-        t0 = time.perf_counter()
-        reindex(copy, progress=True)
-        out["reindex_seconds"] = round(time.perf_counter() - t0, 1)
+        made = unanswered_copy(settings, Path(tmp) / "data", args.share, args.seed)
+        copy = made.settings
+        out["threads"], out["threads_stripped"] = made.threads, made.stripped
+        out["threads_without_comments_before"] = made.without_comments_before
+        out["threads_without_comments"] = made.without_comments
+        out["reindex_seconds"] = made.reindex_seconds
         gen = load_current(copy.index_root, copy.device)
         with ThreadStore(copy.store_path) as store:
             pipe = build_pipeline(copy, gen, store.get)

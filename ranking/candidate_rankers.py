@@ -167,7 +167,11 @@ class FusedRanker:
     method: str = "zscore"
     name: str = "fusion"
     unordered_weights: list[float] | None = None
-    missing: str = "score"  # a part's score for a candidate it has no evidence for: "score" as given; "neutral": 0
+    # A part's say for a candidate it has no evidence for (``without_evidence``: a thread without comments for the parts
+    # that read what answered it). None: its score as given, normalised with the others'. A number: the part's
+    # normalised value for such a candidate, its other candidates normalised among themselves (0.0: no say either
+    # way; below 0, a penalty of that many of the others' standard deviations under z-score fusion).
+    missing: float | None = None
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         transform = SCORE_TRANSFORMS[self.method]
@@ -178,14 +182,14 @@ class FusedRanker:
             if not used:
                 continue
             scores = part.score([queries[i] for i in used])
-            blind = getattr(part, "without_evidence", None) if self.missing == "neutral" else None
+            blind = getattr(part, "without_evidence", None) if self.missing is not None else None
             for i, row in zip(used, scores):
                 row = np.asarray(row, dtype=float)
                 if blind is None:
                     out[i] = out[i] + weights[i][j] * transform(row)
                     continue
-                seen = ~blind(queries[i])  # normalised among the candidates it has evidence for; 0 for the others
-                part_row = np.zeros(len(row))
+                seen = ~blind(queries[i])  # normalised among the candidates it has evidence for
+                part_row = np.full(len(row), float(self.missing))
                 part_row[seen] = transform(row[seen])
                 out[i] = out[i] + weights[i][j] * part_row
         return [row.tolist() for row in out]

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import random
+import shutil
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -64,6 +67,38 @@ def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generatio
             or stored_answer_encoder(m) != cs.answer_encoder_id):
         reindex(cs, progress=progress)
     return load_current(cs.index_root, settings.device)
+
+
+@dataclass(frozen=True)
+class UnansweredCopy:
+    """A copy of the full corpus in which a seeded share of the answered threads lost their comments (a forum whose
+    new questions have no comment yet), reindexed: what ``unanswered_copy`` made."""
+    settings: RankingSettings  # the copy's data folder
+    threads: int
+    stripped: int  # threads whose comments were removed
+    without_comments_before: int
+    without_comments: int
+    reindex_seconds: float
+
+
+def unanswered_copy(settings: RankingSettings, folder: Path, share: float, seed: int,
+                    progress: bool = True) -> UnansweredCopy:
+    """Copy the full corpus (built if missing) into ``folder``, remove the comments of each answered thread with
+    probability ``share`` (``random.Random(seed)``, judged and unjudged threads alike), and reindex the copy. The
+    corpus itself is not changed. bench/unanswered.py measures on it, scripts/tune_missing.py tunes on it."""
+    ensure_corpus(settings, progress)
+    shutil.copytree(corpus_settings(settings).data_dir, folder)
+    copy = settings.model_copy(update={"data_dir": folder})
+    with ThreadStore(copy.store_path) as store:
+        threads = list(store.iter_threads())
+        rng = random.Random(seed)
+        stripped = [t.model_copy(update={"answers": []}) for t in threads if t.answers and rng.random() < share]
+        store.upsert(stripped)
+        without = sum(1 for t in store.iter_threads() if not t.answers)
+    t0 = time.perf_counter()
+    reindex(copy, progress=progress)
+    return UnansweredCopy(copy, len(threads), len(stripped), sum(1 for t in threads if not t.answers), without,
+                          round(time.perf_counter() - t0, 1))
 
 
 def search_all(gen: Generation, config: RetrieverConfig, queries: dict[str, str], progress: bool = False,

@@ -137,7 +137,7 @@ PRESETS: dict[str, RankerSpec] = {
     "search-questions-neutral": RankerSpec("fusion", "search-questions, where a thread without comments gets 0 from "
                                            "the parts that read what answered it (no evidence either way) instead of "
                                            "their score for no comments", file="search_questions_defaults.json",
-                                           options={"missing": "neutral"}),
+                                           options={"missing": 0.0}),
     **{f"stage-{src}": RankerSpec("first-stage-score", f"a search candidate's {what} over the whole corpus "
                                   "(0 outside /search)", options={"source": src})
        for src, what in (("bm25", "BM25 score"), ("lm", "query-likelihood score"), ("dense", "MiniLM cosine"),
@@ -150,6 +150,9 @@ PRESETS: dict[str, RankerSpec] = {
                                           "and a question candidate's thread comments (at /search from the comment "
                                           "vectors the generation stores)", parts=("bi-encoder",), options={"how": how})
        for how, what in (("max", "a question candidate's best"), ("top3", "the mean of the three best"))},
+    "comment-centrality": RankerSpec("comment-centrality", "a comment's mean subtask A bi-encoder cosine with the "
+                                     "question's other candidates (what the rest of its thread says; no metadata "
+                                     "needed)", parts=("bi-encoder",)),
     # first-stage retrievers over a whole corpus (the full-corpus benchmarks)
     "first-stage": RankerSpec("retriever", "the tuned first stage of the service (ranking/retriever_defaults.json)",
                               file="retriever_defaults.json"),
@@ -313,7 +316,7 @@ def _fusion(spec, settings, parts, name):
     unordered = _unordered(d)
     return FusedRanker(parts, [d["weights"].get(n, 0.0) for n in names], method=spec.method, name=name,
                        unordered_weights=None if unordered is None else [unordered.get(n, 0.0) for n in names],
-                       missing=spec.options.get("missing", "score"))
+                       missing=spec.options.get("missing", d.get("missing")))
 
 
 def _combination(spec, settings, parts, name):
@@ -351,6 +354,11 @@ def _answers_model(spec, settings, parts, name):
     return AnswersModel(parts[0], spec.options["how"], name=name)
 
 
+def _comment_centrality(spec, settings, parts, name):
+    from .rankers import CommentCentrality
+    return CommentCentrality(parts[0], name=name)
+
+
 def _cascade(spec, settings, parts, name):
     from .cascade import Cascade
     return Cascade(parts, settings.cascade_top, name)
@@ -364,4 +372,5 @@ BUILDERS = {"ir-baseline": _ir_baseline, "minilm-cosine": _minilm_cosine, "lexic
             "translation-lm": _translation, "minilm": _minilm, "bilstm": _bilstm, "fusion": _fusion,
             "combination": _combination, "related": _related, "first-stage-score": _first_stage_score,
             "answers-cosine": _answers_cosine, "answers-model": _answers_model, "cascade": _cascade,
+            "comment-centrality": _comment_centrality,
             "factory": _factory}

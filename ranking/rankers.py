@@ -174,6 +174,40 @@ class AnswersModel:
 
 
 @dataclass
+class CommentCentrality:
+    """A comment scored by how much its candidates agree with it: its mean cosine with every other candidate of the
+    question, by a subtask A bi-encoder (the vectors its pair scores use, so a served one encodes nothing more). What
+    a thread's other comments say carries no user id and no order, so a layer has it whatever metadata the input
+    lacks. 0 for a question's only candidate."""
+    model: Any  # a bi-encoder MiniLMRanker
+    name: str = ""
+
+    def __post_init__(self):
+        if getattr(self.model, "vector_id", None) is None:
+            raise ValueError(f"{self.name or 'comment-centrality'} needs a bi-encoder, not {self.model.name}")
+        self.name = self.name or "comment-centrality"
+
+    @property
+    def parts(self) -> tuple:
+        """Its model, as a composite ranker's parts (walk, for_serving, inference_report see it)."""
+        return (self.model,)
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        texts = list(dict.fromkeys(c.text for q in queries for c in q.candidates))
+        vecs = dict(zip(texts, self.model.vectors_of(texts)))
+        out = []
+        for q in queries:
+            n = len(q.candidates)
+            if n < 2:
+                out.append([0.0] * n)
+                continue
+            m = np.stack([np.asarray(vecs[c.text], dtype=np.float64) for c in q.candidates])
+            sims = m @ m.T
+            out.append(((sims.sum(axis=1) - np.diag(sims)) / (n - 1)).tolist())
+        return out
+
+
+@dataclass
 class AnswersCosine:
     """A question candidate scored by what answered it: the MiniLM cosine of the question and each comment
     of the candidate's thread (meta "comments"; stored embeddings in "comment_vectors" when a search

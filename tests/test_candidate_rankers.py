@@ -68,7 +68,7 @@ def test_fused_ranker_ranks_candidates_in_no_search_order_by_its_unordered_weigh
 
 
 def test_a_part_with_no_evidence_for_a_candidate_gives_it_no_say_when_neutral():
-    """FusedRanker(missing="neutral"): a part that reads what answered a thread (AnswersCosine, AnswersModel: their
+    """FusedRanker(missing=0.0): a part that reads what answered a thread (AnswersCosine, AnswersModel: their
     ``without_evidence``) gives a thread without comments 0, where its score for no comments would sink it; the
     other candidates are normalised among themselves."""
     from ranking.rankers import AnswersCosine, without_comments
@@ -86,12 +86,16 @@ def test_a_part_with_no_evidence_for_a_candidate_gives_it_no_say_when_neutral():
                             Candidate("a", "visa office", {"comments": ["x", "y", "z"]}),
                             Candidate("b", "visa fee", {"comments": ["x"]})))
     as_scored = FusedRanker([Given(), Comments()], [1.0, 1.0]).score([q])[0]
-    neutral = FusedRanker([Given(), Comments()], [1.0, 1.0], missing="neutral").score([q])[0]
+    neutral = FusedRanker([Given(), Comments()], [1.0, 1.0], missing=0.0).score([q])[0]
     assert max(range(3), key=as_scored.__getitem__) == 1  # the thread without comments sinks below "a"
     assert max(range(3), key=neutral.__getitem__) == 0  # no say: the first stage puts it first
     # a and b: one place apart in the given order (its z-scores over all three), +1 and -1 among the two with comments
     assert neutral[1] - neutral[2] == pytest.approx(1 / np.std([0, -1, -2]) + 2.0)
     assert AnswersCosine.without_evidence(q).tolist() == [True, False, False]
+    # an imputed value below 0: a penalty of that many of the others' standard deviations, and nothing else moves
+    imputed = FusedRanker([Given(), Comments()], [1.0, 1.0], missing=-1.0).score([q])[0]
+    assert imputed == pytest.approx([neutral[0] - 1.0, neutral[1], neutral[2]])
+    assert sorted(range(3), key=imputed.__getitem__, reverse=True) == [1, 0, 2]  # between the sinking and no say
 
 
 def test_retriever_defaults_are_the_tuned_ones(tmp_path):
@@ -108,3 +112,36 @@ def test_retriever_defaults_are_the_tuned_ones(tmp_path):
     assert "dev" in d["chosen_by"] and all(d["dev"]["MAP@10"] > s["MAP@10"] for s in d["dev_single_sources"].values())
     # without the file, the untuned default, which is not the tuned one
     assert load_retriever_defaults(tmp_path / "missing.json") == RetrieverConfig() != cfg
+
+
+def test_comment_centrality_is_each_comments_mean_cosine_with_the_others():
+    """CommentCentrality: a comment's mean dot product with every other candidate of its question, from the
+    bi-encoder's vectors (each distinct text asked for once, in one call); 0 for a question's only candidate; a
+    model without vectors (a cross-encoder) is refused."""
+    from ranking.rankers import CommentCentrality
+
+    class Vectors:  # a bi-encoder: unit vectors by text
+        vector_id = "fake"
+        name = "fake-bi-encoder"
+        table = {"a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.0, 1.0]}
+
+        def __init__(self):
+            self.calls = []
+
+        def vectors_of(self, texts):
+            self.calls.append(list(texts))
+            return [np.asarray(self.table[t]) for t in texts]
+    model = Vectors()
+    three = Query("q1", "x", tuple(Candidate(t, t) for t in "abc"))
+    again = Query("q2", "y", (Candidate("b2", "b"), Candidate("a2", "a")))
+    alone = Query("q3", "z", (Candidate("c3", "c"),))
+    got = CommentCentrality(model).score([three, again, alone])
+    assert got[0] == pytest.approx([(0.6 + 0.0) / 2, (0.6 + 0.8) / 2, (0.0 + 0.8) / 2])
+    assert got[1] == pytest.approx([0.6, 0.6]) and got[2] == [0.0]
+    assert model.calls == [["a", "b", "c"]]  # one call, each text once
+
+    class Cross:
+        vector_id = None
+        name = "cross"
+    with pytest.raises(ValueError, match="needs a bi-encoder"):
+        CommentCentrality(Cross())
