@@ -91,6 +91,7 @@ class Service:
         self.question_batcher: MicroBatcher | None = None
         self.answers_reranker = None  # POST /rerank/answers: the comments of given threads (the subtask C ranker)
         self.answers_batcher: MicroBatcher | None = None
+        self.arabic_reranker = None  # POST /rerank for Arabic input ($CQA_ARABIC_RANKER)
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
         self.refresher = Refresher(self) if settings.refresh_s > 0 else None  # builds when the store moved
@@ -134,6 +135,9 @@ class Service:
         self.question_batcher = self._batcher(self.question_reranker)
         self.answers_reranker = service_reranker(self.settings, built, self.settings.default_ranker_c)
         self.answers_batcher = self._batcher(self.answers_reranker)
+        # POST /rerank's Arabic input ($CQA_ARABIC_RANKER, lexical: scored as it comes, without a batcher)
+        self.arabic_reranker = (service_reranker(self.settings, built, self.settings.arabic_ranker)
+                                if self.settings.arabic_ranker else None)
         searchers = search_rerankers(self.settings, built)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
         served = [self.reranker, self.question_reranker, self.answers_reranker, *searchers.values()]
@@ -356,6 +360,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ready", "generation": gen.name, "sizes": gen.sizes(),
                 "dense_encoder": gen.dense.encoder.id if gen.dense is not None else None, "reranker": svc.reranker.name,
                 "question_reranker": svc.question_reranker.name, "answers_reranker": svc.answers_reranker.name,
+                "arabic_reranker": svc.arabic_reranker.name if svc.arabic_reranker is not None else None,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
                 "inference": svc.inference, "score_memos": svc.score_memos(),
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None,
@@ -399,6 +404,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/rerank", response_model=RerankOut, summary="Score and sort given candidates, e.g. a thread's comments")
     async def rerank(body: RerankIn, svc: Service = Depends(service)):
+        from ranking.arabic import is_arabic
         from ranking.candidates import Candidate, Query, indexed_answer_meta
         from ranking.combination import regime_of
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
@@ -411,8 +417,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                  **indexed_answer_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)),
                   {"author_id": body.asker_id, "thread_order": body.thread_order})
-        scores = await svc.rerank_batcher.score(q)
-        return {**sorted_by_score(body.candidates, scores, svc.reranker, t0, svc.metrics.stage.labels("rerank")),
+        if svc.arabic_reranker is not None and is_arabic(q):
+            ranker, scores = svc.arabic_reranker, (await run_in_threadpool(svc.arabic_reranker.score, [q]))[0]
+        else:
+            ranker, scores = svc.reranker, await svc.rerank_batcher.score(q)
+        return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
                 "metadata": regime_of(q)}
 
     @app.post("/rerank/questions", response_model=RerankQuestionsOut,

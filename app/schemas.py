@@ -278,6 +278,8 @@ class ReadyOut(BaseModel):
     reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
     question_reranker: str = Field(description="the reranker of POST /rerank/questions (given candidate questions)")
     answers_reranker: str = Field(description="the reranker of POST /rerank/answers (the comments of given threads)")
+    arabic_reranker: str | None = Field(None, description="the reranker of POST /rerank for Arabic input "
+                                        "($CQA_ARABIC_RANKER; null: the default ranker ranks it)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
     inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")
     score_memos: dict[str, ScoreMemoOut] = Field(default_factory=dict, description="each neural model's memory of "
@@ -304,10 +306,12 @@ class RerankResult(BaseModel):
 
 class RerankOut(BaseModel):
     results: list[RerankResult]
-    reranker: str
+    reranker: str = Field(description="the ranker that scored them: $CQA_DEFAULT_RANKER, or $CQA_ARABIC_RANKER when "
+                          "most letters of the question and candidates are Arabic script")
     metadata: Literal["full", "no-users", "no-order", "none"] = Field(
         description="what forum metadata the input carried, and so which weights ranked it: user ids and thread "
-        "order (full), thread order only (no-users), user ids only (no-order), neither (none)")
+        "order (full), thread order only (no-users), user ids only (no-order), neither (none); the Arabic ranker "
+        "reads none of it")
     timings_ms: dict[str, float]
 
 

@@ -14,6 +14,7 @@ fusion with weights chosen on the training folds.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,23 @@ from .evaluation.tuning import FOLD_SEED, FOLDS, folds_of, fused_scores, grid_se
 
 # Arabic light normalisation (indexing/text.py) and Snowball's Arabic stemmer; English stopwords stay out too.
 ARABIC = Analyzer(stemmer="arabic")
+_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
+_ARABIC_LETTER = re.compile("[\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb50-\ufdff\ufe70-\ufeff]")
+
+
+def arabic_share(texts) -> float:
+    """The share of the letters of ``texts`` that are Arabic script (0.0 when there is no letter)."""
+    letters = arabic = 0
+    for t in texts:
+        letters += len(_LETTER.findall(t or ""))
+        arabic += len(_ARABIC_LETTER.findall(t or ""))
+    return arabic / letters if letters else 0.0
+
+
+def is_arabic(q: Query) -> bool:
+    """Whether most letters of a question and its candidates are Arabic script: POST /rerank then ranks them with
+    $CQA_ARABIC_RANKER, as dev-D measured, not with the English models of the default ranker."""
+    return arabic_share([q.text, *(c.text for c in q.candidates)]) > 0.5
 PARTS = ("ir-baseline", "bm25", "lm", "bm25-question", "translation-lm")
 WEIGHT_GRID = (0.0, 0.5, 1.0, 2.0)
 

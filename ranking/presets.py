@@ -150,6 +150,12 @@ PRESETS: dict[str, RankerSpec] = {
                                           "and a question candidate's thread comments (at /search from the comment "
                                           "vectors the generation stores)", parts=("bi-encoder",), options={"how": how})
        for how, what in (("max", "a question candidate's best"), ("top3", "the mean of the three best"))},
+    "bm25-arabic": RankerSpec("lexical", "BM25 of the question against each candidate with the Arabic analyzer "
+                              "(light normalisation, Snowball's Arabic stemmer), its statistics from the candidates "
+                              "given: what POST /rerank ranks Arabic input with ($CQA_ARABIC_RANKER, chosen on "
+                              "dev-D)", options={"model": "bm25", "analyzer": "arabic"}),
+    "lm-arabic": RankerSpec("lexical", "the Dirichlet query-likelihood LM with the Arabic analyzer, its statistics "
+                            "from the candidates given", options={"model": "lm", "analyzer": "arabic"}),
     "comment-centrality": RankerSpec("comment-centrality", "a comment's mean subtask A bi-encoder cosine with the "
                                      "question's other candidates (what the rest of its thread says; no metadata "
                                      "needed)", parts=("bi-encoder",)),
@@ -283,6 +289,9 @@ def _minilm_cosine(spec, settings, parts, name):
 
 def _lexical_ranker(spec, settings, parts, name):
     from .candidate_rankers import LexicalRanker
+    if spec.options.get("analyzer") == "arabic":
+        from .arabic import ARABIC
+        return LexicalRanker(model=spec.options["model"], name=name, analyzer=ARABIC)
     return LexicalRanker(model=spec.options["model"], name=name)
 
 

@@ -149,6 +149,40 @@ def test_rerank_sorts_candidates(client):
     assert found.status_code == 200 and found.json()["results"], found.text
 
 
+def test_rerank_ranks_arabic_input_with_the_arabic_ranker(client, settings):
+    """Most letters Arabic script: POST /rerank answers with $CQA_ARABIC_RANKER (bm25-arabic: its Arabic stemmer
+    matches a plural to its singular, which the default analyzer does not), scored as in process; English input still
+    goes to the default ranker, and /ready names both."""
+    from ranking.arabic import ARABIC
+    from ranking.candidate_rankers import LexicalRanker
+    from ranking.candidates import Candidate, Query
+    body = {"question": {"body": "ما هو علاج الصداع المزمن"},
+            "candidates": [{"id": "a", "text": "الطقس حار اليوم في الدوحة"},
+                           {"id": "b", "text": "العلاجات المتاحة للصداع كثيرة"},
+                           {"id": "c", "text": "راجع الطبيب"}]}
+    r = client.post("/rerank", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["reranker"] == "bm25-arabic" and out["results"][0]["id"] == "b"
+    q = Query("rerank", body["question"]["body"], tuple(Candidate(c["id"], c["text"]) for c in body["candidates"]))
+    by_id = dict(zip("abc", LexicalRanker("bm25", "bm25-arabic", ARABIC, per_query=True).score([q])[0]))
+    assert {x["id"]: x["score"] for x in out["results"]} == pytest.approx(by_id)
+    english = {"question": {"body": "how do I renew my visa"}, "candidates": [{"id": "a", "text": "renew it online"}]}
+    assert client.post("/rerank", json=english).json()["reranker"] == "stub-overlap"
+    assert client.get("/ready").json()["arabic_reranker"] == "bm25-arabic"
+
+
+def test_rerank_with_the_arabic_ranker_off_ranks_arabic_with_the_default(settings, fast_encoder):
+    settings = settings.model_copy(update={**STUB_RANKERS, "arabic_ranker": ""})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(settings)) as c:
+        r = c.post("/rerank", json={"question": {"body": "ما هو علاج الصداع"},
+                                    "candidates": [{"id": "a", "text": "علاج الصداع"}]})
+        assert r.status_code == 200 and r.json()["reranker"] == "stub-overlap", r.text
+        assert c.get("/ready").json()["arabic_reranker"] is None
+
+
 def test_rerank_questions_sorts_given_questions(client):
     """POST /rerank/questions: a forum's own candidate questions, sorted by the subtask B ranker; bad input is a 422
     that names the field."""

@@ -47,3 +47,14 @@ def test_cli_refuses_a_ranker_for_dev_d(tmp_path, cli_env):
     p = subprocess.run(CQA + ["evaluate", "--benchmark", "semeval2016-dev-D", "--ranker", "bm25"], env=cli_env,
                        capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 2 and "cross-validation" in p.stderr
+
+
+def test_input_is_taken_as_arabic_when_most_of_its_letters_are():
+    """is_arabic counts letters, not characters: digits, spaces and punctuation do not vote; an English question with
+    an Arabic word in it stays English, an Arabic one with a drug name in Latin letters stays Arabic."""
+    from ranking.arabic import arabic_share, is_arabic
+    assert arabic_share(["123 !?"]) == 0.0 and arabic_share([]) == 0.0
+    assert arabic_share(["abc", "ابت"]) == 0.5
+    assert is_arabic(Query("q", "ما هو علاج الصداع", (Candidate("a", "تناول panadol مرتين"),)))
+    assert not is_arabic(Query("q", "where to buy شاورما in Doha", (Candidate("a", "try the souq, 2 shops"),)))
+    assert not is_arabic(Query("q", "ابت", (Candidate("a", "abc"),)))  # half is not most

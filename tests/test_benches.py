@@ -134,6 +134,21 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
         assert r["largest_score_difference"] < 1e-3
 
 
+def test_arabic_rerank_bench_sends_dev_d_to_real_servers_with_the_arabic_ranker_off_and_on(cli_env, semeval):
+    """bench/arabic_rerank.py: dev-D questions reach a real POST /rerank with the Arabic ranker off (the default ranker
+    answers) and on (bm25-arabic answers), each scoring as the same ranker in process."""
+    for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation
+        subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
+    out = run_bench("arabic_rerank.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "3", env=cli_env, timeout=900)
+    assert out["questions"] == out["taken_as_arabic"] == 3
+    assert out["off"]["rankers_answered"] == [out["off"]["reranker"]] == ["cascade"]
+    assert out["on"]["rankers_answered"] == [out["on"]["reranker"]] == ["bm25-arabic"]
+    for r in (out["off"], out["on"]):
+        assert r["served_MAP"] == pytest.approx(r["in_process_MAP"], abs=1e-4) and r["threads_ordered_differently"] == 0
+    assert out["on"]["largest_score_difference"] == 0.0  # lexical: the same arithmetic served or not
+    assert 0 < out["given_order_MAP"] < 1 and 0 < out["bm25_arabic_file_statistics_MAP"] < 1
+
+
 def test_bf16_padding_bench_scores_each_pair_three_ways_beside_batch_padding(cli_env, semeval):
     """bench/bf16_padding.py: the cascade's MiniLM models in torch-bf16, padded as now and as before, each pair
     scored with its thread, alone and with every other thread; where the CPU runs bf16 the padding now used gives

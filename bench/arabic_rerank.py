@@ -1,0 +1,117 @@
+"""Arabic input to POST /rerank, as an Arabic forum sends it: each question of the 2016 subtask D dev file (Arabic
+medical questions) with its 30 or so question-answer pairs in the search engine's order, each pair one candidate
+(its question and answer as the text, no user id, no time), to a real `cqa serve`. The returned order is scored
+with the official scorer's MAP, side by side in one run:
+
+- off: a server with CQA_ARABIC_RANKER empty, where the default ranker (its models trained on English) ranks Arabic
+  input too, as every /rerank did before Arabic input had a ranker of its own;
+- on: a server with the default settings, which rank Arabic input with $CQA_ARABIC_RANKER;
+
+each beside the same ranker run in process on the same questions (the reference: what `cqa evaluate` would
+compute), the given order, and the same BM25 with its statistics from every pair of the file (what `cqa evaluate
+--benchmark semeval2016-dev-D` reports as bm25: a search engine's statistics over that forum, which a request's
+30 candidates do not give). Paired randomisation compares on with off, question by question. Prints a JSON object
+last.
+
+    python bench/arabic_rerank.py --data-dir DEMO
+
+The data folder needs a live generation (/rerank needs one to start; the demo corpus will do). The test questions'
+text was never released, so this is dev-D, the file the Arabic ranker was chosen on (docs/BENCHMARKS.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import post_json, server  # noqa: E402
+
+
+def body_of(q) -> dict:
+    """What an Arabic forum sends: the new question and each question-answer pair as a candidate, nothing else."""
+    return {"question": {"body": q.text}, "candidates": [{"id": c.id, "text": c.text} for c in q.candidates]}
+
+
+def served(base: str, queries) -> tuple[list[list[float]], list[str], list[float]]:
+    scores, rankers, latency = [], [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        status, out = post_json(base + "/rerank", body_of(q))
+        latency.append(time.perf_counter() - t0)
+        if status != 200:
+            raise SystemExit(f"POST /rerank answered {status} for question {q.id}: {out}")
+        by_id = {r["id"]: r["score"] for r in out["results"]}
+        scores.append([by_id[c.id] for c in q.candidates])
+        rankers.append(out["reranker"])
+    return scores, rankers, latency
+
+
+def p50_ms(seconds: list[float]) -> float:
+    s = sorted(seconds)
+    return round(1000 * s[len(s) // 2], 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="a data folder with a live generation")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all 250)")
+    args = ap.parse_args()
+
+    from app.settings import Settings
+    from ranking.arabic import ARABIC, d_queries, is_arabic
+    from ranking.candidate_rankers import LexicalRanker
+    from ranking.evaluation.benchmarks import BENCHMARKS
+    from ranking.evaluation.measures import paired_randomization
+    from ranking.evaluation.runner import align_to_gold
+    from ranking.evaluation.scorer import Line, per_question_ap, read_lines, score
+    from ranking.rankers import service_reranker
+
+    settings = Settings(data_dir=args.data_dir)
+    xml, gold_path = BENCHMARKS["semeval2016-dev-D"].paths(settings.semeval_dir)
+    queries, gold = d_queries(xml), read_lines(gold_path)
+    if args.limit:
+        queries = queries[: args.limit]
+        kept = {q.id for q in queries}
+        gold = [g for g in gold if g.qid in kept]
+
+    def official(scores) -> tuple[float, dict[str, float]]:
+        lines = [Line(q.id, c.id, float(v), False) for q, row in zip(queries, scores) for c, v in zip(q.candidates, row)]
+        pred = align_to_gold(lines, gold)
+        return round(score(gold, pred).MAP, 4), per_question_ap(gold, pred)
+
+    out: dict = {"bench": "arabic_rerank", "benchmark": "semeval2016-dev-D", "questions": len(queries),
+                 "pairs": sum(len(q.candidates) for q in queries),
+                 "taken_as_arabic": sum(is_arabic(q) for q in queries)}
+    out["given_order_MAP"] = official([[-float(i) for i in range(len(q.candidates))] for q in queries])[0]
+    out["bm25_arabic_file_statistics_MAP"] = official(LexicalRanker("bm25", "bm25", ARABIC).score(queries))[0]
+    ap_of = {}
+    for label, env in (("off", {"CQA_ARABIC_RANKER": ""}), ("on", {})):
+        with server(args.data_dir, env) as (base, ready):
+            scores, names, latency = served(base, queries)
+            name = ready["reranker"] if label == "off" else ready["arabic_reranker"]
+        reference = service_reranker(settings, {}, name)  # the served preset, set up as the service sets it up
+        ref_scores = [reference.score([q])[0] for q in queries]
+        served_map, ap_of[label] = official(scores)
+        out[label] = {"reranker": name, "rankers_answered": sorted(set(names)), "served_MAP": served_map,
+                      "in_process_MAP": official(ref_scores)[0],
+                      "threads_ordered_differently": sum(
+                          sorted(range(len(a)), key=lambda i: -a[i]) != sorted(range(len(b)), key=lambda i: -b[i])
+                          for a, b in zip(scores, ref_scores)),
+                      "largest_score_difference": max(abs(x - y) for a, b in zip(scores, ref_scores)
+                                                      for x, y in zip(a, b)),
+                      "p50_ms": p50_ms(latency), "p95_ms": round(1000 * sorted(latency)[int(0.95 * (len(latency) - 1))], 1)}
+        print(json.dumps({label: out[label]}), file=sys.stderr, flush=True)
+    keys = sorted(ap_of["on"])
+    out["p_on_vs_off"] = round(paired_randomization([ap_of["on"][k] for k in keys], [ap_of["off"][k] for k in keys]), 4)
+    out["p50_ratio_off_over_on"] = round(out["off"]["p50_ms"] / out["on"]["p50_ms"], 1)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
