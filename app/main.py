@@ -417,8 +417,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                  **indexed_answer_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)),
                   {"author_id": body.asker_id, "thread_order": body.thread_order})
-        if svc.arabic_reranker is not None and is_arabic(q):
-            ranker, scores = svc.arabic_reranker, (await run_in_threadpool(svc.arabic_reranker.score, [q]))[0]
+        if svc.arabic_reranker is not None and is_arabic(q):  # its statistics: the forum's, from the generation
+            arabic = Query(q.id, q.text, q.candidates, {**q.meta, "generation": gen})
+            ranker, scores = svc.arabic_reranker, (await run_in_threadpool(svc.arabic_reranker.score, [arabic]))[0]
         else:
             ranker, scores = svc.reranker, await svc.rerank_batcher.score(q)
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),

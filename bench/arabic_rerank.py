@@ -7,16 +7,18 @@ with the official scorer's MAP, side by side in one run:
   input too, as every /rerank did before Arabic input had a ranker of its own;
 - on: a server with the default settings, which rank Arabic input with $CQA_ARABIC_RANKER;
 
-each beside the same ranker run in process on the same questions (the reference: what `cqa evaluate` would
-compute), the given order, and the same BM25 with its statistics from every pair of the file (what `cqa evaluate
---benchmark semeval2016-dev-D` reports as bm25: a search engine's statistics over that forum, which a request's
-30 candidates do not give). Paired randomisation compares on with off, question by question. Prints a JSON object
-last.
+each beside the same ranker run in process on the same questions and the same generation (the reference), the
+given order, and BM25 with the Arabic analyzer and its statistics from every pair of the file (what `cqa evaluate
+--benchmark semeval2016-dev-D` reports as bm25). Paired randomisation compares on with off, question by question.
+Prints a JSON object last.
 
-    python bench/arabic_rerank.py --data-dir DEMO
+    python bench/arabic_rerank.py --data-dir DEMO     # an English forum: the Arabic ranker's statistics come from
+                                                      # each request's candidates
+    python bench/arabic_rerank.py --data-dir DFORUM   # the dev-D pairs as the forum (cqa ingest of the dev-D file,
+                                                      # cqa reindex): its statistics come from the forum
 
-The data folder needs a live generation (/rerank needs one to start; the demo corpus will do). The test questions'
-text was never released, so this is dev-D, the file the Arabic ranker was chosen on (docs/BENCHMARKS.md).
+The data folder needs a live generation (/rerank needs one to start). The test questions' text was never
+released, so this is dev-D, the file the Arabic ranker was chosen on (docs/BENCHMARKS.md).
 """
 from __future__ import annotations
 
@@ -70,6 +72,9 @@ def main() -> None:
     from ranking.evaluation.measures import paired_randomization
     from ranking.evaluation.runner import align_to_gold
     from ranking.evaluation.scorer import Line, per_question_ap, read_lines, score
+    from indexing.searcher import load_current
+    from ranking.arabic import ForumStatistics
+    from ranking.candidates import Query
     from ranking.rankers import service_reranker
 
     settings = Settings(data_dir=args.data_dir)
@@ -88,6 +93,9 @@ def main() -> None:
     out: dict = {"bench": "arabic_rerank", "benchmark": "semeval2016-dev-D", "questions": len(queries),
                  "pairs": sum(len(q.candidates) for q in queries),
                  "taken_as_arabic": sum(is_arabic(q) for q in queries)}
+    gen = load_current(settings.index_root, settings.device)  # what the servers serve; the reference reads it too
+    out["generation"] = gen.name
+    out["forum_arabic_documents"] = ForumStatistics.of(gen).n_docs
     out["given_order_MAP"] = official([[-float(i) for i in range(len(q.candidates))] for q in queries])[0]
     out["bm25_arabic_file_statistics_MAP"] = official(LexicalRanker("bm25", "bm25", ARABIC).score(queries))[0]
     ap_of = {}
@@ -96,7 +104,7 @@ def main() -> None:
             scores, names, latency = served(base, queries)
             name = ready["reranker"] if label == "off" else ready["arabic_reranker"]
         reference = service_reranker(settings, {}, name)  # the served preset, set up as the service sets it up
-        ref_scores = [reference.score([q])[0] for q in queries]
+        ref_scores = [reference.score([Query(q.id, q.text, q.candidates, {"generation": gen})])[0] for q in queries]
         served_map, ap_of[label] = official(scores)
         out[label] = {"reranker": name, "rankers_answered": sorted(set(names)), "served_MAP": served_map,
                       "in_process_MAP": official(ref_scores)[0],

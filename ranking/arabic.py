@@ -15,8 +15,12 @@ fusion with weights chosen on the training folds.
 from __future__ import annotations
 
 import re
+import weakref
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from indexing.loaders import load_semeval
 from indexing.text import Analyzer
@@ -50,6 +54,113 @@ def is_arabic(q: Query) -> bool:
     return arabic_share([q.text, *(c.text for c in q.candidates)]) > 0.5
 PARTS = ("ir-baseline", "bm25", "lm", "bm25-question", "translation-lm")
 WEIGHT_GRID = (0.0, 0.5, 1.0, 2.0)
+
+
+_AR_STEMS: dict[str, str] = {}
+
+
+def restem(token: str) -> str:
+    """A token of another analyzer with Arabic script in it stemmed again by Snowball's Arabic stemmer (the index's
+    analyzer normalises Arabic but stems every token as English, which leaves Arabic words whole); others as given."""
+    if not _ARABIC_LETTER.search(token):
+        return token
+    stem = _AR_STEMS.get(token)
+    if stem is None:
+        stem = _AR_STEMS.setdefault(token, _arabic_stemmer().stemWord(token))
+    return stem
+
+
+def _arabic_stemmer():
+    import snowballstemmer
+    return snowballstemmer.stemmer("arabic")
+
+
+@dataclass
+class ForumStatistics:
+    """Term statistics of a forum's Arabic documents, from an index generation: the documents with a term in Arabic
+    script, their number, mean length and each term's document frequency among them, the generation's terms stemmed
+    again (``restem``), so the generation's analyzer followed by ``restem`` reads a text as they count it."""
+    analyzer: Analyzer  # the generation's
+    n_docs: int
+    avgdl: float
+    _counts: object  # the generation's documents x terms counts (CSC)
+    _term_id: dict[str, int]
+    _by_stem: dict[str, list[int]]  # a stem -> the generation's Arabic terms that restem to it
+    _arabic_doc: np.ndarray  # bool per document
+
+    @classmethod
+    def of(cls, gen) -> "ForumStatistics":
+        """The statistics of a loaded generation, computed once per generation (the first Arabic request after it
+        goes live pays a pass over its vocabulary)."""
+        stats = _FORUM_STATS.get(gen)
+        if stats is None:
+            terms = gen.terms
+            counts = terms.counts
+            by_stem: dict[str, list[int]] = {}
+            for j, t in enumerate(terms.vocab):
+                if _ARABIC_LETTER.search(t):
+                    by_stem.setdefault(restem(t), []).append(j)
+            arabic_doc = np.zeros(terms.n_docs, dtype=bool)
+            for ids in by_stem.values():
+                for j in ids:
+                    arabic_doc[counts.indices[counts.indptr[j]:counts.indptr[j + 1]]] = True
+            n = int(arabic_doc.sum())
+            stats = cls(gen.analyzer, n, float(terms.doc_len[arabic_doc].mean()) if n else 0.0, counts, terms.term_id,
+                        by_stem, arabic_doc)
+            _FORUM_STATS[gen] = stats
+        return stats
+
+    def tokens(self, text: str) -> list[str]:
+        return [restem(t) for t in self.analyzer(text)]
+
+    def df(self, term: str) -> int:
+        """Of the Arabic documents, how many hold the term (a stem, or a term in other script as the index has it)."""
+        ids = self._by_stem.get(term) or ([self._term_id[term]] if term in self._term_id else [])
+        c = self._counts
+        rows = np.concatenate([c.indices[c.indptr[j]:c.indptr[j + 1]] for j in ids]) if ids else np.empty(0, int)
+        return int(len(np.unique(rows[self._arabic_doc[rows]])))
+
+
+_FORUM_STATS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # generation -> ForumStatistics
+
+
+@dataclass
+class ArabicBM25:
+    """BM25 for Arabic input (POST /rerank, $CQA_ARABIC_RANKER). Its statistics (idf, mean length) come from the
+    forum: the Arabic documents of the live generation the query carries (meta "generation"), the question and
+    candidates read as the index reads them with Arabic words stemmed (``ForumStatistics``). A forum that knows
+    fewer Arabic documents than the request has candidates (an English forum), or a query without a generation,
+    takes them from the candidates given, with the Arabic analyzer (``ARABIC``), as ``LexicalRanker`` does."""
+    name: str = "bm25-arabic"
+    k1: float = 1.2
+    b: float = 0.75
+    per_query: bool = False  # set when served: the candidates' statistics then come from each request alone
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        from indexing.bm25 import bm25_weight, idf_lucene
+        out: list[list[float] | None] = [None] * len(queries)
+        alone = []
+        for i, q in enumerate(queries):
+            gen = q.meta.get("generation")
+            stats = ForumStatistics.of(gen) if gen is not None else None
+            if stats is None or stats.n_docs < len(q.candidates):
+                alone.append(i)
+                continue
+            qtf = Counter(stats.tokens(q.text))
+            idf = {t: float(idf_lucene(np.array([stats.df(t)], dtype=float), stats.n_docs)[0]) for t in qtf}
+            row = []
+            for c in q.candidates:
+                toks = stats.tokens(c.text)
+                tf = Counter(toks)
+                row.append(sum(w * float(bm25_weight(np.array([tf[t]], dtype=float), np.array([len(toks)], dtype=float),
+                                                     stats.avgdl, np.array([idf[t]]), self.k1, self.b)[0])
+                               for t, w in qtf.items() if tf[t]))
+            out[i] = row
+        if alone:
+            fallback = LexicalRanker("bm25", self.name, ARABIC, per_query=self.per_query)
+            for i, row in zip(alone, fallback.score([queries[i] for i in alone])):
+                out[i] = row
+        return out
 
 
 def d_queries(xml: Path) -> list[Query]:

@@ -150,10 +150,12 @@ PRESETS: dict[str, RankerSpec] = {
                                           "and a question candidate's thread comments (at /search from the comment "
                                           "vectors the generation stores)", parts=("bi-encoder",), options={"how": how})
        for how, what in (("max", "a question candidate's best"), ("top3", "the mean of the three best"))},
-    "bm25-arabic": RankerSpec("lexical", "BM25 of the question against each candidate with the Arabic analyzer "
-                              "(light normalisation, Snowball's Arabic stemmer), its statistics from the candidates "
-                              "given: what POST /rerank ranks Arabic input with ($CQA_ARABIC_RANKER, chosen on "
-                              "dev-D)", options={"model": "bm25", "analyzer": "arabic"}),
+    "bm25-arabic": RankerSpec("arabic-bm25", "BM25 of the question against each candidate with Arabic words "
+                              "stemmed (Snowball's Arabic stemmer), its statistics from the forum's Arabic documents "
+                              "in the live generation, or from the candidates given where the forum has fewer: what "
+                              "POST /rerank ranks Arabic input with ($CQA_ARABIC_RANKER, chosen on dev-D)"),
+    "bm25-arabic-candidates": RankerSpec("lexical", "BM25 with the Arabic analyzer, its statistics from the "
+                                         "candidates given", options={"model": "bm25", "analyzer": "arabic"}),
     "lm-arabic": RankerSpec("lexical", "the Dirichlet query-likelihood LM with the Arabic analyzer, its statistics "
                             "from the candidates given", options={"model": "lm", "analyzer": "arabic"}),
     "comment-centrality": RankerSpec("comment-centrality", "a comment's mean subtask A bi-encoder cosine with the "
@@ -363,6 +365,11 @@ def _answers_model(spec, settings, parts, name):
     return AnswersModel(parts[0], spec.options["how"], name=name)
 
 
+def _arabic_bm25(spec, settings, parts, name):
+    from .arabic import ArabicBM25
+    return ArabicBM25(name=name)
+
+
 def _comment_centrality(spec, settings, parts, name):
     from .rankers import CommentCentrality
     return CommentCentrality(parts[0], name=name)
@@ -381,5 +388,5 @@ BUILDERS = {"ir-baseline": _ir_baseline, "minilm-cosine": _minilm_cosine, "lexic
             "translation-lm": _translation, "minilm": _minilm, "bilstm": _bilstm, "fusion": _fusion,
             "combination": _combination, "related": _related, "first-stage-score": _first_stage_score,
             "answers-cosine": _answers_cosine, "answers-model": _answers_model, "cascade": _cascade,
-            "comment-centrality": _comment_centrality,
+            "comment-centrality": _comment_centrality, "arabic-bm25": _arabic_bm25,
             "factory": _factory}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from indexing.catalog import ARABIC_DEV_D as DEV_D
 from indexing.catalog import ARABIC_DEV_D_GOLD as DEV_D_GOLD
 from ranking.arabic import ARABIC, d_queries, folds_of, translation_table
@@ -58,3 +60,48 @@ def test_input_is_taken_as_arabic_when_most_of_its_letters_are():
     assert is_arabic(Query("q", "ما هو علاج الصداع", (Candidate("a", "تناول panadol مرتين"),)))
     assert not is_arabic(Query("q", "where to buy شاورما in Doha", (Candidate("a", "try the souq, 2 shops"),)))
     assert not is_arabic(Query("q", "ابت", (Candidate("a", "abc"),)))  # half is not most
+
+
+def test_arabic_bm25_takes_its_statistics_from_the_forums_arabic_documents(settings):
+    """ArabicBM25 with a generation (as POST /rerank gives it): idf and mean length from the generation's documents
+    that hold Arabic, its words stemmed again (a plural and its singular count as one term), not from the candidates;
+    with fewer Arabic documents in the forum than candidates, or no generation, the candidates' statistics."""
+    import math
+
+    import numpy as np
+
+    from indexing.reindex import reindex
+    from indexing.searcher import load_current
+    from indexing.store import ThreadStore
+    from indexing.models import Answer, Thread
+    from ranking.arabic import ArabicBM25, ForumStatistics, restem
+    from ranking.candidate_rankers import LexicalRanker
+
+    from .test_indexes import fake_encode
+    arabic = ["علاج الصداع المزمن", "العلاجات المتاحة للصداع", "الطقس حار في الدوحة", "السفر إلى الدوحة"]
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([Thread(id=f"a{i}", subject="", body=t, answers=[Answer(id=f"a{i}_1", text="شكرا")])
+                      for i, t in enumerate(arabic)] +
+                     [Thread(id=f"e{i}", subject=f"visa question {i}", body="how to renew", answers=[])
+                      for i in range(5)])
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    gen = load_current(settings.index_root)
+    stats = ForumStatistics.of(gen)
+    assert ForumStatistics.of(gen) is stats  # once per generation
+    assert stats.n_docs == 8  # four questions and four comments hold Arabic; the five English threads do not count
+    assert restem("العلاجات") == restem("علاج") and stats.df(restem("علاج")) == 2  # a plural and its singular: one term
+    assert stats.tokens("الدوحة") == [restem("الدوحه")] and stats.df(stats.tokens("الدوحة")[0]) == 2
+    assert stats.df("visa") == 0  # in the forum, in no Arabic document
+    q = Query("q", "علاج الصداع", (Candidate("x", "علاج الصداع"), Candidate("y", "الطقس حار"),
+                                   Candidate("z", "علاج")))
+    with_forum = ArabicBM25().score([Query(q.id, q.text, q.candidates, {"generation": gen})])[0]
+    idf = math.log1p((8 - 2 + 0.5) / (2 + 0.5))  # both query terms are in two of the eight Arabic documents
+
+    def part(tf, dl):
+        return idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / stats.avgdl))
+    assert with_forum == pytest.approx([2 * part(1, 2), 0.0, part(1, 1)])
+    assert stats.avgdl == pytest.approx(np.mean(gen.terms.doc_len[stats._arabic_doc]))
+    many = Query("m", q.text, tuple(Candidate(f"c{i}", "علاج") for i in range(9)), {"generation": gen})
+    by_candidates = LexicalRanker("bm25", "bm25", ARABIC).score([many])
+    assert ArabicBM25().score([many]) == by_candidates  # nine candidates, eight Arabic documents: the candidates'
+    assert ArabicBM25().score([q]) == LexicalRanker("bm25", "bm25", ARABIC).score([q])  # no generation
