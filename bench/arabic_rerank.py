@@ -8,8 +8,9 @@ with the official scorer's MAP, side by side in one run:
 - on: a server with the default settings, which rank Arabic input with $CQA_ARABIC_RANKER;
 
 each beside the same ranker run in process on the same questions and the same generation (the reference), the
-given order, and BM25 with the Arabic analyzer and its statistics from every pair of the file (what `cqa evaluate
---benchmark semeval2016-dev-D` reports as bm25). Paired randomisation compares on with off, question by question.
+given order, BM25 with the Arabic analyzer and its statistics from every pair of the file (what `cqa evaluate
+--benchmark semeval2016-dev-D` reports as bm25), and the same with each request's candidates as its statistics
+(bm25-arabic-candidates). Paired randomisation compares on with off, and with the latter, question by question.
 Prints a JSON object last.
 
     python bench/arabic_rerank.py --data-dir DEMO     # an English forum: the Arabic ranker's statistics come from
@@ -98,6 +99,9 @@ def main() -> None:
     out["forum_arabic_documents"] = ForumStatistics.of(gen).n_docs
     out["given_order_MAP"] = official([[-float(i) for i in range(len(q.candidates))] for q in queries])[0]
     out["bm25_arabic_file_statistics_MAP"] = official(LexicalRanker("bm25", "bm25", ARABIC).score(queries))[0]
+    # the same BM25 with each request's candidates as its statistics (bm25-arabic-candidates), in process
+    out["bm25_arabic_candidates_statistics_MAP"], candidates_ap = official(
+        LexicalRanker("bm25", "bm25", ARABIC, per_query=True).score(queries))
     ap_of = {}
     for label, env in (("off", {"CQA_ARABIC_RANKER": ""}), ("on", {})):
         with server(args.data_dir, env) as (base, ready):
@@ -117,6 +121,8 @@ def main() -> None:
         print(json.dumps({label: out[label]}), file=sys.stderr, flush=True)
     keys = sorted(ap_of["on"])
     out["p_on_vs_off"] = round(paired_randomization([ap_of["on"][k] for k in keys], [ap_of["off"][k] for k in keys]), 4)
+    out["p_on_vs_candidates_statistics"] = round(paired_randomization(
+        [ap_of["on"][k] for k in keys], [candidates_ap[k] for k in keys]), 4)
     out["p50_ratio_off_over_on"] = round(out["off"]["p50_ms"] / out["on"]["p50_ms"], 1)
     print(json.dumps(out))
 

@@ -147,6 +147,8 @@ def test_arabic_rerank_bench_sends_dev_d_to_real_servers_with_the_arabic_ranker_
         assert r["served_MAP"] == pytest.approx(r["in_process_MAP"], abs=1e-4) and r["threads_ordered_differently"] == 0
     assert out["on"]["largest_score_difference"] == 0.0  # lexical: the same arithmetic served or not
     assert 0 < out["given_order_MAP"] < 1 and 0 < out["bm25_arabic_file_statistics_MAP"] < 1
+    assert out["forum_arabic_documents"] == 0  # the demo forum is English: the candidates give the statistics
+    assert out["on"]["served_MAP"] == out["bm25_arabic_candidates_statistics_MAP"]
 
 
 def test_bf16_padding_bench_scores_each_pair_three_ways_beside_batch_padding(cli_env, semeval):
