@@ -170,6 +170,9 @@ class Service:
             # what its first searches would build, built here, while the old generation still serves
             pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers,
                                       self.attention).prepare()
+            if self.arabic_reranker is not None:  # and the first Arabic /rerank's forum statistics
+                from ranking.arabic import ForumStatistics
+                ForumStatistics.of(gen)
         with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
             old, self.generation, self.pipeline = self.generation, gen, pipeline
         for name, n in gen.sizes().items():

@@ -96,12 +96,17 @@ def main() -> None:
                  "taken_as_arabic": sum(is_arabic(q) for q in queries)}
     gen = load_current(settings.index_root, settings.device)  # what the servers serve; the reference reads it too
     out["generation"] = gen.name
+    t0 = time.perf_counter()  # what the first Arabic request after a generation goes live pays once
     out["forum_arabic_documents"] = ForumStatistics.of(gen).n_docs
+    out["forum_statistics_seconds"] = round(time.perf_counter() - t0, 3)
+    out["forum_terms"] = len(gen.terms.vocab)
     out["given_order_MAP"] = official([[-float(i) for i in range(len(q.candidates))] for q in queries])[0]
     out["bm25_arabic_file_statistics_MAP"] = official(LexicalRanker("bm25", "bm25", ARABIC).score(queries))[0]
     # the same BM25 with each request's candidates as its statistics (bm25-arabic-candidates), in process
     out["bm25_arabic_candidates_statistics_MAP"], candidates_ap = official(
         LexicalRanker("bm25", "bm25", ARABIC, per_query=True).score(queries))
+    out["lm_arabic_candidates_statistics_MAP"] = official(  # the other candidate for the Arabic ranker (lm-arabic)
+        LexicalRanker("lm", "lm", ARABIC, per_query=True).score(queries))[0]
     ap_of = {}
     for label, env in (("off", {"CQA_ARABIC_RANKER": ""}), ("on", {})):
         with server(args.data_dir, env) as (base, ready):

@@ -6,6 +6,7 @@ unseen threads. Writes the combination's JSON file. JSON object last.
 With --regimes, also one set of weights per metadata regime (ranking/combination.py REGIMES): the training
 threads and dev-A with user ids removed, shuffled, or both, the features a regime lacks held at zero.
 Usage: python scripts/train_combination.py [--name bilstm+signals|cross-encoder+signals] [--regimes]
+       [--extra-part PRESET --out FILE]   (a candidate feature tried without touching the shipped file)
 """
 from __future__ import annotations
 
@@ -49,8 +50,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", choices=sorted(COMBINATIONS), default="bilstm+signals")
     ap.add_argument("--regimes", action="store_true", help="also weights for input without user ids or thread order")
+    ap.add_argument("--extra-part", action="append", default=[], metavar="PRESET",
+                    help="try another ranker preset as a feature beside the combination's parts (repeatable); use "
+                    "with --out, so the shipped file stays as it is")
+    ap.add_argument("--out", type=Path, help="write the combination here (default: its shipped file, ranking/)")
     args = ap.parse_args()
     _, part_names, signal_names, which = COMBINATIONS[args.name]
+    part_names = tuple(part_names) + tuple(args.extra_part)
     files = TRAIN_FILES if which == "train" else (HELD_OUT_FILE,)
     features = list(part_names) + list(signal_names)
     s = Settings()
@@ -90,10 +96,10 @@ def main() -> None:
               "coef": full["coef"], "intercept": full["intercept"], "C": full["C"], "dev_MAP": full["dev_MAP"],
               "grid": full["grid"], "train_files": list(files),
               "train_pairs": full["train_pairs"], "trained_at": datetime.now(timezone.utc).isoformat(),
-              "command": f"python scripts/train_combination.py --name {args.name}{' --regimes' if args.regimes else ''}"}
+              "command": "python scripts/train_combination.py " + " ".join(sys.argv[1:])}
     if args.regimes:
         record["regimes"] = {r: {k: v for k, v in fit(r).items() if k != "train_pairs"} for r in REGIMES if r != "full"}
-    combination_file(args.name).write_text(json.dumps(record, indent=2) + "\n")
+    (args.out or combination_file(args.name)).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({k: record[k] for k in ("C", "dev_MAP", "train_pairs")} |
                      {"weights": dict(zip(features, np.round(full["coef"], 3).tolist()))} |
                      {"regimes": {r: {"C": v["C"], "dev_MAP": v["dev_MAP"]} for r, v in record.get("regimes", {}).items()}}))
