@@ -55,9 +55,32 @@ def served(base: str, queries) -> tuple[list[list[float]], list[str], list[float
     return scores, rankers, latency
 
 
-def p50_ms(seconds: list[float]) -> float:
+def detection_cost(settings, arabic_queries) -> dict:
+    """What deciding the language adds to every POST /rerank, English ones included: ``is_arabic`` timed in process
+    over each test-A thread (English), each dev-D question, and the largest request the defaults accept
+    ($CQA_MAX_CANDIDATES candidates of $CQA_MAX_TEXT_CHARS characters)."""
+    from ranking.arabic import is_arabic
+    from ranking.candidates import Candidate, Query
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+
+    def each_ms(queries) -> list[float]:
+        out = []
+        for q in queries:
+            t0 = time.perf_counter()
+            is_arabic(q)
+            out.append(time.perf_counter() - t0)
+        return out
+    english = queries_for(BENCHMARKS["semeval2016-test-A"].paths(settings.semeval_dir)[0], "A")
+    text = ("How do I renew my residence permit in Doha? " * 500)[: settings.max_text_chars]
+    largest = Query("largest", text, tuple(Candidate(str(i), text) for i in range(settings.max_candidates)))
+    return {"english_test_A_p50_ms": p50_ms(each_ms(english), 3), "arabic_dev_D_p50_ms": p50_ms(each_ms(arabic_queries), 3),
+            "largest_request_ms": p50_ms(each_ms([largest] * 3), 1),
+            "taken_as_arabic_of_english": sum(is_arabic(q) for q in english), "english_threads": len(english)}
+
+
+def p50_ms(seconds: list[float], digits: int = 1) -> float:
     s = sorted(seconds)
-    return round(1000 * s[len(s) // 2], 1)
+    return round(1000 * s[len(s) // 2], digits)
 
 
 def main() -> None:
@@ -100,6 +123,7 @@ def main() -> None:
     out["forum_arabic_documents"] = ForumStatistics.of(gen).n_docs
     out["forum_statistics_seconds"] = round(time.perf_counter() - t0, 3)
     out["forum_terms"] = len(gen.terms.vocab)
+    out["detection"] = detection_cost(settings, queries)
     out["given_order_MAP"] = official([[-float(i) for i in range(len(q.candidates))] for q in queries])[0]
     out["bm25_arabic_file_statistics_MAP"] = official(LexicalRanker("bm25", "bm25", ARABIC).score(queries))[0]
     # the same BM25 with each request's candidates as its statistics (bm25-arabic-candidates), in process

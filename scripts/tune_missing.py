@@ -99,7 +99,7 @@ def main() -> None:
             fusion.missing = served
     out = {"tune": "missing", "split": args.split, "share": args.share, "seed": args.seed, "budget": args.budget,
            "threads_stripped": made.stripped, "threads_without_comments": made.without_comments,
-           "served": label(served), "MAP@10": table, "best_within_budget": None if best is None else best,
+           "served": label(served), "MAP@10": table, "best_within_budget": best,
            "adopted": adopted, "chosen": label(chosen), "checks": checks,
            "seconds": round(time.perf_counter() - t0, 1)}
     if args.write and adopted:

@@ -60,6 +60,9 @@ def test_input_is_taken_as_arabic_when_most_of_its_letters_are():
     assert is_arabic(Query("q", "ما هو علاج الصداع", (Candidate("a", "تناول panadol مرتين"),)))
     assert not is_arabic(Query("q", "where to buy شاورما in Doha", (Candidate("a", "try the souq, 2 shops"),)))
     assert not is_arabic(Query("q", "ابت", (Candidate("a", "abc"),)))  # half is not most
+    assert arabic_share(["a ١٢٣ ، ؟"]) == 0.0  # Arabic-Indic digits and Arabic punctuation are not letters
+    from ranking.arabic import VOTING_CHARS  # each text votes with its start only, so a huge request costs little
+    assert not is_arabic(Query("q", "x" * VOTING_CHARS + "ب" * 10 * VOTING_CHARS, ()))
 
 
 def test_arabic_bm25_takes_its_statistics_from_the_forums_arabic_documents(settings):

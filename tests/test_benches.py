@@ -148,6 +148,7 @@ def test_arabic_rerank_bench_sends_dev_d_to_real_servers_with_the_arabic_ranker_
     assert out["on"]["largest_score_difference"] == 0.0  # lexical: the same arithmetic served or not
     assert 0 < out["given_order_MAP"] < 1 and 0 < out["bm25_arabic_file_statistics_MAP"] < 1
     assert out["forum_arabic_documents"] == 0  # the demo forum is English: the candidates give the statistics
+    assert out["detection"]["taken_as_arabic_of_english"] == 0 and out["detection"]["english_threads"] == 327
     assert out["on"]["served_MAP"] == out["bm25_arabic_candidates_statistics_MAP"]
 
 
