@@ -126,8 +126,8 @@ class Service:
             return False
 
     def load_rankers(self, loop) -> None:
-        from ranking.rankers import (inference_report, score_memos, search_rerankers, service_reranker, serving_store,
-                                     serving_vector_store)
+        from ranking.rankers import (arabic_reranker, inference_report, score_memos, search_rerankers,
+                                     service_reranker, serving_store, serving_vector_store)
         built: dict = {}  # a model two rerankers share loads once
         self.reranker = service_reranker(self.settings, built)
         self.rerank_batcher = self._batcher(self.reranker)
@@ -135,9 +135,8 @@ class Service:
         self.question_batcher = self._batcher(self.question_reranker)
         self.answers_reranker = service_reranker(self.settings, built, self.settings.default_ranker_c)
         self.answers_batcher = self._batcher(self.answers_reranker)
-        # POST /rerank's Arabic input ($CQA_ARABIC_RANKER, lexical: scored as it comes, without a batcher)
-        self.arabic_reranker = (service_reranker(self.settings, built, self.settings.arabic_ranker)
-                                if self.settings.arabic_ranker else None)
+        # Arabic input to POST /rerank and /search ($CQA_ARABIC_RANKER, lexical: scored as it comes, no batcher)
+        self.arabic_reranker = arabic_reranker(self.settings, built)
         searchers = search_rerankers(self.settings, built)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
         served = [self.reranker, self.question_reranker, self.answers_reranker, *searchers.values()]
@@ -169,7 +168,7 @@ class Service:
             write_lease(self.settings.index_root, self.holder, gen.name, self.lease_ttl())
             # what its first searches would build, built here, while the old generation still serves
             pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers,
-                                      self.attention).prepare()
+                                      self.attention, self.arabic_reranker).prepare()
             if self.arabic_reranker is not None:  # and the first Arabic /rerank's forum statistics
                 from ranking.arabic import ForumStatistics
                 ForumStatistics.of(gen)

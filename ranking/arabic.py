@@ -55,6 +55,11 @@ def arabic_share(texts) -> float:
 VOTING_CHARS = 500  # of each text, the first characters that vote: enough for a language, and a bound on the cost
 
 
+def is_arabic_text(text: str) -> bool:
+    """Whether most letters of a text's first ``VOTING_CHARS`` characters are Arabic script (a /search question)."""
+    return arabic_share([text[:VOTING_CHARS]]) > 0.5
+
+
 def is_arabic(q: Query) -> bool:
     """Whether most letters of a question and its candidates are Arabic script (the first ``VOTING_CHARS``
     characters of each text vote): POST /rerank then ranks them with $CQA_ARABIC_RANKER, as dev-D measured, not with

@@ -26,6 +26,7 @@ from .candidates import (
     answer_candidates,
     question_candidate,
 )
+from .arabic import is_arabic_text
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 from .settings import MAX_RESULTS
@@ -196,10 +197,15 @@ class SearchPipeline:
 
     def __init__(self, retriever: Retriever, rerankers: Mapping[str, Ranker],
                  threads: Callable[[str], Thread | None] | None = None, depth: int = 30, attention=None,
-                 thread_depth: int = 10, thread_comments: int = 20):
+                 thread_depth: int = 10, thread_comments: int = 20, arabic: Ranker | None = None):
         self.retriever, self.rerankers, self.threads = retriever, dict(rerankers), threads
         self.depth, self.attention = depth, attention
         self.thread_depth, self.thread_comments = thread_depth, thread_comments
+        # A question mostly in Arabic script: its first stage leaves out the dense index (an English encoder's
+        # vectors), and ``arabic`` ($CQA_ARABIC_RANKER) reranks its head instead of the target's reranker; dev-D over
+        # an Arabic forum, docs/BENCHMARKS.md "Round 24". None: Arabic is searched as any text.
+        self.arabic = arabic
+        self.arabic_config = without_source(retriever.config, "dense")
 
     @property
     def gen(self) -> Generation:
@@ -218,8 +224,11 @@ class SearchPipeline:
             out.target = req.target
             return out
         t_all = time.perf_counter()
+        arabic = self.arabic is not None and is_arabic_text(req.text)
         ranker = self.rerankers.get(req.target) if req.rerank else None
-        got = self.retrieve(req)
+        if arabic and ranker is not None:
+            ranker = self.arabic
+        got = self.retrieve(req, self.arabic_config if arabic else None)
         groups, timings = got.groups, got.timings_ms
         floor = min((f for f in got.first if f is not None), default=0.0)
         first = [f if f is not None else floor for f in got.first]
@@ -227,6 +236,8 @@ class SearchPipeline:
         if ranker is not None and got.n_head:
             t0 = time.perf_counter()
             q = self.head_query(req, got)
+            if arabic:  # the Arabic ranker's statistics: the forum's, from this generation
+                q = Query(q.id, q.text, q.candidates, {**q.meta, "generation": self.gen})
             n_head = len(q.candidates)
             head_scores = ranker.score([q])[0]
             order = rerank_order(head_scores, len(groups))
@@ -272,21 +283,23 @@ class SearchPipeline:
         fetch = max(MAX_RESULTS, 2 * self.depth if rerank else 0)
         return min(fetch + (MAX_RESULTS // 2 + 5 if req.collapse else 0), 200)
 
-    def retrieve(self, req: SearchRequest) -> Retrieved:
-        """The first stage, its hits as candidates with their metadata, the comments of the most similar threads
-        (answers, when reranking), and the duplicate collapse. Nothing here depends on k (``fetch_depth``)."""
+    def retrieve(self, req: SearchRequest, config: RetrieverConfig | None = None) -> Retrieved:
+        """The first stage (``config``: other sources than the retriever's), its hits as candidates with their
+        metadata, the comments of the most similar threads (answers, when reranking), and the duplicate collapse.
+        Nothing here depends on k (``fetch_depth``)."""
         if not 1 <= req.k <= MAX_RESULTS:
             raise ValueError(f"k must be from 1 to {MAX_RESULTS}, got {req.k}")
         rerank = req.rerank and req.target in RERANKED_TARGETS
         fetch = self.fetch_depth(req)
-        r = self.retriever.search(req.text, fetch, req.target, req.filters, req.expansion)
+        r = self.retriever.search(req.text, fetch, req.target, req.filters, req.expansion, config)
         timings = dict(r.timings_ms)
         hit_ids = [h.doc_id for h in r.hits]
         thread_ranks: dict[str, int] = {}  # thread id -> its rank among the similar threads
         similar_ids: list[str] = []  # their comments, by thread rank, then in thread order
         if rerank and req.target == "answers" and self.thread_depth:
             t0 = time.perf_counter()
-            similar = self.retriever.search(req.text, self.thread_depth, "questions", req.filters, req.expansion)
+            similar = self.retriever.search(req.text, self.thread_depth, "questions", req.filters, req.expansion,
+                                            config)
             rows = self._thread_answer_rows()
             for h in similar.hits:
                 tid = h.doc_id.split(":", 1)[1]
@@ -438,20 +451,30 @@ def default_config(gen: Generation) -> RetrieverConfig:
     has none."""
     from .config import load_retriever_defaults
     cfg = load_retriever_defaults()
-    if "dense" in cfg.sources and gen.dense is None:
-        cfg = replace(cfg, sources=tuple(s for s in cfg.sources if s != "dense"))
-    return cfg
+    return without_source(cfg, "dense") if gen.dense is None else cfg
+
+
+def without_source(cfg: RetrieverConfig, name: str) -> RetrieverConfig:
+    """``cfg`` without one of its sources, its fusion weight left out with it."""
+    if name not in cfg.sources:
+        return cfg
+    keep = [i for i, s in enumerate(cfg.sources) if s != name]
+    return replace(cfg, sources=tuple(cfg.sources[i] for i in keep),
+                   weights=None if cfg.weights is None else tuple(cfg.weights[i] for i in keep))
 
 
 def build_pipeline(settings, gen: Generation, threads: Callable[[str], Thread | None] | None,
-                   rerankers: Mapping[str, Ranker] | None = None, attention=None) -> SearchPipeline:
+                   rerankers: Mapping[str, Ranker] | None = None, attention=None,
+                   arabic: Ranker | None | str = "settings") -> SearchPipeline:
     """The pipeline the service serves a generation with: the tuned first stage, each target's reranker
-    (``search_rerankers`` unless given, e.g. behind the service's micro-batchers), $CQA_RERANK_DEPTH and
+    (``search_rerankers`` unless given, e.g. behind the service's micro-batchers), the reranker of a question in
+    Arabic (``arabic``: $CQA_ARABIC_RANKER unless given; None: none), $CQA_RERANK_DEPTH and
     $CQA_SEARCH_THREAD_DEPTH."""
-    from .rankers import search_rerankers
+    from .rankers import arabic_reranker, search_rerankers
     return SearchPipeline(Retriever(gen, default_config(gen)),
                           search_rerankers(settings) if rerankers is None else rerankers,
-                          threads, settings.rerank_depth, attention, settings.search_thread_depth)
+                          threads, settings.rerank_depth, attention, settings.search_thread_depth,
+                          arabic=arabic_reranker(settings) if arabic == "settings" else arabic)
 
 
 def collapse_duplicates(texts: list[str], threshold: float = COLLAPSE_JACCARD) -> list[list[int]]:

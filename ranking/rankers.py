@@ -249,6 +249,12 @@ def service_reranker(settings, built: dict | None = None, name: str | None = Non
                        serving_store(settings), settings.vector_memo_texts, serving_vector_store(settings))
 
 
+def arabic_reranker(settings, built: dict | None = None) -> Ranker | None:
+    """The ranker of Arabic input ($CQA_ARABIC_RANKER: POST /rerank, and the head of a /search whose question is
+    Arabic), set up for serving; None when the setting is empty."""
+    return service_reranker(settings, built, settings.arabic_ranker) if settings.arabic_ranker else None
+
+
 def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
     """The reranker of each /search target, set up for serving: answers ($CQA_SEARCH_RANKER_ANSWERS,
     measured on the search-answers benchmarks) and questions ($CQA_SEARCH_RANKER_QUESTIONS; a reranked threads

@@ -119,8 +119,9 @@ class Retriever:
         return np.flatnonzero(mask)
 
     def search(self, query: str, k: int = 10, target: str = "answers", filters: Filters | None = None,
-               expansion: str | None = None) -> Retrieval:
-        cfg = self.config
+               expansion: str | None = None, config: RetrieverConfig | None = None) -> Retrieval:
+        """``config``: this search's sources and fusion instead of the retriever's (their sources in the generation)."""
+        cfg = config or self.config
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         allowed = self.allowed_rows(target, filters)

@@ -17,9 +17,10 @@ class RankingSettings(IndexSettings):
                                 "`cqa predict` and the service when none is named.")
     default_ranker_b: str = Field("question-fusion", description="Default ranker of subtask B (question similarity).")
     default_ranker_c: str = Field("related-answers", description="Default ranker of subtask C.")
-    arabic_ranker: str = Field("bm25-arabic", description="The ranker of POST /rerank for Arabic input (most letters "
-                               "of the question and candidates in Arabic script), which the default ranker's English "
-                               "models rank worse (dev-D); empty: the default ranker ranks every input.")
+    arabic_ranker: str = Field("bm25-arabic", description="The ranker of Arabic input (most letters in Arabic "
+                               "script), which the English models rank worse (dev-D): POST /rerank's, and the reranker "
+                               "of a POST /search whose question is Arabic, whose first stage then also leaves the "
+                               "dense index out; empty: Arabic is ranked and searched as any text.")
     search_ranker_answers: str = Field("search-answers", description="Reranker of POST /search, target answers.")
     search_ranker_questions: str = Field("search-questions",
                                          description="Reranker of POST /search, target questions.")

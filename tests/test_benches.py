@@ -152,6 +152,23 @@ def test_arabic_rerank_bench_sends_dev_d_to_real_servers_with_the_arabic_ranker_
     assert out["on"]["served_MAP"] == out["bm25_arabic_candidates_statistics_MAP"]
 
 
+def test_arabic_search_bench_searches_a_dev_d_forum_with_arabic_handling_off_and_on(cli_env, semeval):
+    """bench/arabic_search.py over the dev-D pairs as the forum (indexed without the dense index, to keep this
+    quick): POST /search with the Arabic ranker off (the /search rerankers answer) and on (bm25-arabic answers), each
+    reranked run scoring as the pipeline in process."""
+    from indexing.catalog import ARABIC_DEV_D
+    for cmd in (["ingest", str(semeval / ARABIC_DEV_D)], ["reindex", "--no-dense"]):
+        subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
+    out = run_bench("arabic_search.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "3", env=cli_env, timeout=900)
+    for config, rankers in (("off", {"answers": ["search-answers"], "questions": ["search-questions"]}),
+                            ("on", {"answers": ["bm25-arabic"], "questions": ["bm25-arabic"]})):
+        for target, r in out["configs"][config]["targets"].items():
+            assert r["questions"] == 3 and r["reranked"]["reranker"] == rankers[target], (config, target, r)
+            assert r["reranked"]["MAP@10"] == r["reranked"]["in_process_MAP@10"]
+            assert r["reranked"]["questions_ranked_differently"] == 0
+    assert set(out["p_on_vs_off"]) == {"answers", "questions"}
+
+
 def test_bf16_padding_bench_scores_each_pair_three_ways_beside_batch_padding(cli_env, semeval):
     """bench/bf16_padding.py: the cascade's MiniLM models in torch-bf16, padded as now and as before, each pair
     scored with its thread, alone and with every other thread; where the CPU runs bf16 the padding now used gives

@@ -418,3 +418,49 @@ def test_freshness_bench_finds_new_threads_through_the_refresh_alone(fresh_corpu
     assert 0 < quiet["gap_after_s"] <= 5 and after["job_started_at"] >= quiet["job_finished_at"] + quiet["gap_after_s"] \
         - 0.5, (quiet, after)
     assert srv["search_latency"]["failed"] == 0 and srv["search_latency"]["no_build"]["requests"] > 0
+
+
+def test_a_question_in_arabic_leaves_the_dense_index_out_and_gets_the_arabic_ranker(settings):
+    """A /search question mostly in Arabic script: its first stage fuses BM25 and the LM without the dense index (an
+    English encoder's vectors), both for its hits and for the similar threads, and $CQA_ARABIC_RANKER reranks its
+    head with the forum's statistics; an English question is searched as before, and with no Arabic ranker Arabic is
+    too."""
+    from indexing.models import Answer, Thread
+    from ranking.arabic import ArabicBM25
+    from ranking.pipeline import without_source
+
+    class Spy:
+        name = "spy"
+
+        def __init__(self):
+            self.seen = []
+
+        def score(self, queries):
+            self.seen.extend(queries)
+            return [[0.0] * len(q.candidates) for q in queries]
+    arabic = ["علاج الصداع المزمن", "العلاجات المتاحة للصداع", "الطقس حار في الدوحة", "السفر إلى الدوحة"]
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([Thread(id=f"a{i}", subject="", body=t, answers=[Answer(id=f"a{i}_1", text=t + " شكرا")])
+                      for i, t in enumerate(arabic)] +
+                     [Thread(id=f"e{i}", subject=f"visa question {i}", body="how to renew",
+                             answers=[Answer(id=f"e{i}_1", text="renew it online")]) for i in range(5)])
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    from indexing.searcher import load_current
+    gen = load_current(settings.index_root)
+    spy, ar = Spy(), ArabicBM25()
+    with ThreadStore(settings.store_path) as store:
+        pipe = build_pipeline(settings, gen, store.get, {"answers": spy, "questions": spy}, arabic=ar)
+        assert "dense" in pipe.retriever.config.sources and pipe.arabic_config.sources == ("bm25", "lm")
+        for target in ("answers", "questions"):
+            got = pipe.search(SearchRequest.asking("", "علاج الصداع", target=target, k=5))
+            assert got.reranker == "bm25-arabic" and "dense" not in got.timings_ms and got.results, got
+            assert got.results[0].thread_id in ("a0", "a1")
+            english = pipe.search(SearchRequest.asking("visa", "how to renew my visa", target=target, k=5))
+            assert english.reranker == "spy" and "dense" in english.timings_ms
+        assert not spy.seen or all("generation" not in q.meta for q in spy.seen)
+        plain = build_pipeline(settings, gen, store.get, {"answers": spy, "questions": spy}, arabic=None)
+        got = plain.search(SearchRequest.asking("", "علاج الصداع", target="answers", k=5))
+        assert got.reranker == "spy" and "dense" in got.timings_ms  # no Arabic ranker: as any text
+    cfg = RetrieverConfig(("bm25", "lm", "dense"), "rrf", (0.5, 1.0, 2.0))
+    assert without_source(cfg, "lm") == RetrieverConfig(("bm25", "dense"), "rrf", (0.5, 2.0))
+    assert without_source(cfg, "translation") is cfg
