@@ -15,9 +15,11 @@ fusion with weights chosen on the training folds.
 from __future__ import annotations
 
 import re
+import threading
 import weakref
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -67,20 +69,22 @@ def is_arabic(q: Query) -> bool:
     return arabic_share([q.text[:VOTING_CHARS], *(c.text[:VOTING_CHARS] for c in q.candidates)]) > 0.5
 
 
-_AR_STEMS: dict[str, str] = {}
-
-
 def restem(token: str) -> str:
     """A token of another analyzer with Arabic script in it stemmed again by Snowball's Arabic stemmer (the index's
     analyzer normalises Arabic but stems every token as English, which leaves Arabic words whole); others as given."""
-    if not _ARABIC_LETTER.search(token):
-        return token
-    stem = _AR_STEMS.get(token)
-    if stem is None:
-        stem = _AR_STEMS.setdefault(token, _arabic_stemmer().stemWord(token))
-    return stem
+    return _arabic_stem(token) if _ARABIC_LETTER.search(token) else token
 
 
+@lru_cache(maxsize=200_000)  # the stems of the most recent Arabic terms (the dev-D forum has 60,839 terms in all)
+def _arabic_stem(token: str) -> str:
+    with _STEMMER_LOCK:  # a Snowball stemmer keeps its word in itself: one thread at a time
+        return _arabic_stemmer().stemWord(token)
+
+
+_STEMMER_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=1)
 def _arabic_stemmer():
     import snowballstemmer
     return snowballstemmer.stemmer("arabic")
