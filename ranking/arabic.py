@@ -106,7 +106,8 @@ class ForumStatistics:
     @classmethod
     def of(cls, gen) -> "ForumStatistics":
         """The statistics of a loaded generation, computed once per generation: a pass over its vocabulary, which the
-        service makes as the generation goes live (0.22 s for the dev-D forum's 60,839 terms, bench/arabic_rerank.py)."""
+        service makes as the generation goes live (0.22-0.31 s for the dev-D forum's 60,839 terms,
+        bench/arabic_rerank.py)."""
         stats = _FORUM_STATS.get(gen)
         if stats is None:
             terms = gen.terms
