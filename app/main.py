@@ -91,7 +91,7 @@ class Service:
         self.question_batcher: MicroBatcher | None = None
         self.answers_reranker = None  # POST /rerank/answers: the comments of given threads (the subtask C ranker)
         self.answers_batcher: MicroBatcher | None = None
-        self.arabic_reranker = None  # POST /rerank for Arabic input ($CQA_ARABIC_RANKER)
+        self.arabic_reranker = None  # Arabic input to POST /rerank and /search ($CQA_ARABIC_RANKER)
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
         self.refresher = Refresher(self) if settings.refresh_s > 0 else None  # builds when the store moved
@@ -169,9 +169,6 @@ class Service:
             # what its first searches would build, built here, while the old generation still serves
             pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers,
                                       self.attention, self.arabic_reranker).prepare()
-            if self.arabic_reranker is not None:  # and the first Arabic /rerank's forum statistics
-                from ranking.arabic import ForumStatistics
-                ForumStatistics.of(gen)
         with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
             old, self.generation, self.pipeline = self.generation, gen, pipeline
         for name, n in gen.sizes().items():

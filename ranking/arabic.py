@@ -24,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from indexing.bm25 import bm25_weight, idf_lucene
 from indexing.loaders import load_semeval
+from indexing.termmatrix import TermMatrix
 from indexing.text import Analyzer
 from indexing.translation import TranslationTable
 
@@ -41,7 +43,7 @@ PARTS = ("ir-baseline", "bm25", "lm", "bm25-question", "translation-lm")
 WEIGHT_GRID = (0.0, 0.5, 1.0, 2.0)
 _LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 _ARABIC_SCRIPT = "[\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb50-\ufdff\ufe70-\ufeff]"
-_ARABIC_LETTER = re.compile(_ARABIC_SCRIPT)  # any character of the script (a token holding one is Arabic)
+_ARABIC_CHAR = re.compile(_ARABIC_SCRIPT)  # any character of the script (a token holding one is Arabic)
 _ARABIC_ONLY_LETTER = re.compile(f"(?={_ARABIC_SCRIPT})[^\\W\\d_]")  # its letters: not its digits or punctuation
 
 
@@ -72,7 +74,7 @@ def is_arabic(q: Query) -> bool:
 def restem(token: str) -> str:
     """A token of another analyzer with Arabic script in it stemmed again by Snowball's Arabic stemmer (the index's
     analyzer normalises Arabic but stems every token as English, which leaves Arabic words whole); others as given."""
-    return _arabic_stem(token) if _ARABIC_LETTER.search(token) else token
+    return _arabic_stem(token) if _ARABIC_CHAR.search(token) else token
 
 
 @lru_cache(maxsize=200_000)  # the stems of the most recent Arabic terms (the dev-D forum has 60,839 terms in all)
@@ -96,33 +98,28 @@ class ForumStatistics:
     script, their number, mean length and each term's document frequency among them, the generation's terms stemmed
     again (``restem``), so the generation's analyzer followed by ``restem`` reads a text as they count it."""
     analyzer: Analyzer  # the generation's
+    terms: TermMatrix  # the generation's
     n_docs: int
     avgdl: float
-    _counts: object  # the generation's documents x terms counts (CSC)
-    _term_id: dict[str, int]
     _by_stem: dict[str, list[int]]  # a stem -> the generation's Arabic terms that restem to it
     _arabic_doc: np.ndarray  # bool per document
 
     @classmethod
     def of(cls, gen) -> "ForumStatistics":
-        """The statistics of a loaded generation, computed once per generation: a pass over its vocabulary, which the
-        service makes as the generation goes live (0.22-0.31 s for the dev-D forum's 60,839 terms,
-        bench/arabic_rerank.py)."""
+        """The statistics of a loaded generation, computed once per generation (``ArabicBM25.prepare``, which the
+        service runs as the generation goes live): a pass over its vocabulary."""
         stats = _FORUM_STATS.get(gen)
         if stats is None:
             terms = gen.terms
-            counts = terms.counts
             by_stem: dict[str, list[int]] = {}
             for j, t in enumerate(terms.vocab):
-                if _ARABIC_LETTER.search(t):
+                if _ARABIC_CHAR.search(t):
                     by_stem.setdefault(restem(t), []).append(j)
-            arabic_doc = np.zeros(terms.n_docs, dtype=bool)
-            for ids in by_stem.values():
-                for j in ids:
-                    arabic_doc[counts.indices[counts.indptr[j]:counts.indptr[j + 1]]] = True
+            arabic_terms = [j for ids in by_stem.values() for j in ids]
+            arabic_doc = terms.counts[:, arabic_terms].getnnz(axis=1) > 0
             n = int(arabic_doc.sum())
-            stats = cls(gen.analyzer, n, float(terms.doc_len[arabic_doc].mean()) if n else 0.0, counts, terms.term_id,
-                        by_stem, arabic_doc)
+            stats = cls(gen.analyzer, terms, n, float(terms.doc_len[arabic_doc].mean()) if n else 0.0, by_stem,
+                        arabic_doc)
             _FORUM_STATS[gen] = stats
         return stats
 
@@ -131,10 +128,10 @@ class ForumStatistics:
 
     def df(self, term: str) -> int:
         """Of the Arabic documents, how many hold the term (a stem, or a term in other script as the index has it)."""
-        ids = self._by_stem.get(term) or ([self._term_id[term]] if term in self._term_id else [])
-        c = self._counts
-        rows = np.concatenate([c.indices[c.indptr[j]:c.indptr[j + 1]] for j in ids]) if ids else np.empty(0, int)
-        return int(len(np.unique(rows[self._arabic_doc[rows]])))
+        ids = self._by_stem.get(term) or ([self.terms.term_id[term]] if term in self.terms.term_id else [])
+        if not ids:
+            return 0
+        return int(np.count_nonzero((self.terms.counts[:, ids].getnnz(axis=1) > 0) & self._arabic_doc))
 
 
 _FORUM_STATS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # generation -> ForumStatistics
@@ -142,18 +139,22 @@ _FORUM_STATS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # gener
 
 @dataclass
 class ArabicBM25:
-    """BM25 for Arabic input (POST /rerank, $CQA_ARABIC_RANKER). Its statistics (idf, mean length) come from the
-    forum: the Arabic documents of the live generation the query carries (meta "generation"), the question and
-    candidates read as the index reads them with Arabic words stemmed (``ForumStatistics``). A forum that knows
-    fewer Arabic documents than the request has candidates (an English forum), or a query without a generation,
-    takes them from the candidates given, with the Arabic analyzer (``ARABIC``), as ``LexicalRanker`` does."""
+    """BM25 for Arabic input ($CQA_ARABIC_RANKER: POST /rerank, and the head of a /search whose question is Arabic).
+    Its statistics (idf, mean length) come from the forum: the Arabic documents of the live generation the query
+    carries (meta "generation"), the question and candidates read as the index reads them with Arabic words stemmed
+    (``ForumStatistics``). A forum that knows fewer Arabic documents than the request has candidates (an English
+    forum), or a query without a generation, takes them from the candidates given, with the Arabic analyzer
+    (``ARABIC``), as ``LexicalRanker`` does."""
     name: str = "bm25-arabic"
     k1: float = 1.2
     b: float = 0.75
     per_query: bool = False  # set when served: the candidates' statistics then come from each request alone
 
+    def prepare(self, gen) -> None:
+        """What scoring with ``gen`` needs, computed now (the service calls it as the generation goes live)."""
+        ForumStatistics.of(gen)
+
     def score(self, queries: list[Query]) -> list[list[float]]:
-        from indexing.bm25 import bm25_weight, idf_lucene
         out: list[list[float] | None] = [None] * len(queries)
         alone = []
         for i, q in enumerate(queries):
@@ -163,20 +164,18 @@ class ArabicBM25:
                 alone.append(i)
                 continue
             qtf = Counter(stats.tokens(q.text))
-            idf = {t: float(idf_lucene(np.array([stats.df(t)], dtype=float), stats.n_docs)[0]) for t in qtf}
-            row = []
-            for c in q.candidates:
-                toks = stats.tokens(c.text)
-                tf = Counter(toks)
-                row.append(sum(w * float(bm25_weight(np.array([tf[t]], dtype=float), np.array([len(toks)], dtype=float),
-                                                     stats.avgdl, np.array([idf[t]]), self.k1, self.b)[0])
-                               for t, w in qtf.items() if tf[t]))
-            out[i] = row
+            idf = {t: float(idf_lucene(stats.df(t), stats.n_docs)) for t in qtf}
+            out[i] = [self._bm25(qtf, idf, stats.tokens(c.text), stats.avgdl) for c in q.candidates]
         if alone:
             fallback = LexicalRanker("bm25", self.name, ARABIC, per_query=self.per_query)
             for i, row in zip(alone, fallback.score([queries[i] for i in alone])):
                 out[i] = row
         return out
+
+    def _bm25(self, qtf: Counter, idf: dict[str, float], tokens: list[str], avgdl: float) -> float:
+        tf = Counter(tokens)
+        return sum(w * float(bm25_weight(tf[t], len(tokens), avgdl, idf[t], self.k1, self.b))
+                   for t, w in qtf.items() if tf[t])
 
 
 def d_queries(xml: Path) -> list[Query]:

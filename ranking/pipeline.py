@@ -367,8 +367,11 @@ class SearchPipeline:
         """Build now what searches of this generation would build when first needed: each thread's rows and its
         comments' rows (ranges from the question rows: 0.02 s at 235k documents; a pass over every document took 0.3
         s of the first reranked /search answers before round 22, bench/generation_switch.py). The service calls it
-        while it loads a generation, before it serves it, so no request pays it."""
+        while it loads a generation, before it serves it, so no request pays it. So does the Arabic ranker's
+        (``prepare``: ``ArabicBM25``'s forum statistics, which POST /rerank reads too)."""
         self._thread_answer_rows()
+        if hasattr(self.arabic, "prepare"):
+            self.arabic.prepare(self.gen)
         return self
 
     def _thread_answer_rows(self) -> dict[str, Sequence[int]]:

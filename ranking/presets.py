@@ -153,7 +153,8 @@ PRESETS: dict[str, RankerSpec] = {
     "bm25-arabic": RankerSpec("arabic-bm25", "BM25 of the question against each candidate with Arabic words "
                               "stemmed (Snowball's Arabic stemmer), its statistics from the forum's Arabic documents "
                               "in the live generation, or from the candidates given where the forum has fewer: what "
-                              "POST /rerank ranks Arabic input with ($CQA_ARABIC_RANKER, chosen on dev-D)"),
+                              "POST /rerank and the head of POST /search rank Arabic input with ($CQA_ARABIC_RANKER, "
+                              "chosen on dev-D)"),
     "bm25-arabic-candidates": RankerSpec("lexical", "BM25 with the Arabic analyzer, its statistics from the "
                                          "candidates given", options={"model": "bm25", "analyzer": "arabic"}),
     "lm-arabic": RankerSpec("lexical", "the Dirichlet query-likelihood LM with the Arabic analyzer, its statistics "
