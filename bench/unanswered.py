@@ -40,7 +40,7 @@ def main() -> None:
     from ranking.evaluation.measures import paired_randomization, per_query
     from ranking.fullcorpus import figures_of, unanswered_copy
     from ranking.pipeline import build_pipeline
-    from ranking.rankers import search_rerankers
+    from ranking.rankers import service_reranker
     from ranking.search_benchmark import FIRST_STAGE, RERANKED, qrels_for, search_run
 
     settings = Settings(data_dir=args.data_dir)
@@ -57,7 +57,7 @@ def main() -> None:
             pipe = build_pipeline(copy, gen, store.get)
             variants = {}
             for name in filter(None, args.variants.split(",")):
-                ranker = search_rerankers(copy.model_copy(update={"search_ranker_questions": name}), {})["questions"]
+                ranker = service_reranker(copy, {}, name)  # set up as search_rerankers sets up the served one
                 variants[name] = build_pipeline(copy, gen, store.get, {"questions": ranker})
             for split in args.splits.split(","):
                 qrels, questions = qrels_for(settings, split, "questions")

@@ -33,7 +33,7 @@ from indexing.store import ThreadStore  # noqa: E402
 from ranking.candidate_rankers import FusedRanker  # noqa: E402
 from ranking.fullcorpus import corpus_settings, ensure_corpus, figures_of, unanswered_copy  # noqa: E402
 from ranking.pipeline import build_pipeline  # noqa: E402
-from ranking.rankers import search_rerankers, walk  # noqa: E402
+from ranking.rankers import service_reranker, walk  # noqa: E402
 from ranking.search_benchmark import RERANKED, qrels_for, search_run  # noqa: E402
 
 GRID = (0.0, -0.25, -0.5, -0.75, -1.0, -1.25, -1.5, -2.0, -3.0)
@@ -69,7 +69,8 @@ def main() -> None:
     grid = [None] + [float(x) for x in args.grid.split(",")]
     t0 = time.perf_counter()
     usual_gen = ensure_corpus(settings, progress=True)
-    ranker = search_rerankers(settings, {})["questions"]  # one served reranker, both corpora
+    # the served /search questions reranker, set up as search_rerankers sets it up (without the answers one)
+    ranker = service_reranker(settings, {}, settings.search_ranker_questions)
     fusion = fusion_of(ranker)
     served = fusion.missing
     table: dict[str, dict[str, dict[str, float]]] = {}
