@@ -105,9 +105,9 @@ class MiniLMRanker:
     length, so padding stays small; in torch-bf16 on a CPU each input is padded to a multiple of 32 tokens
     (``pad_multiple``), so its score does not depend on what it is batched with. ``inference`` says how it runs
     (ranking/neural/inference.py: torch or an ONNX Runtime export, fp32, bf16 or int8); ``model`` is then the
-    torch module or the ONNX session, both called the same way. With a ``cache_dir`` (evaluation runs), scores are kept in a score store keyed by
-    the checkpoint's weights, the settings and the pair's texts (``cached_scores``), so a benchmark re-run only
-    scores pairs it has not seen. A serving ranker has a ``memo`` instead (ranking/neural/memo.py): the pairs it
+    torch module or the ONNX session, both called the same way. With a ``cache_dir`` (evaluation runs), scores are
+    kept in a score store keyed by the checkpoint's weights, the settings and the pair's texts (``cached_scores``),
+    so a benchmark re-run only scores pairs it has not seen. A serving ranker has a ``memo`` instead (ranking/neural/memo.py): the pairs it
     scored lately, in memory and in the data folder's shared score store, so a thread sorted again costs the
     model only its new comments; a serving bi-encoder also has a ``vector_memo``: the vectors of the texts it encoded
     lately, so a text met again with another question (a thread's comments, a candidate question) is not encoded
