@@ -393,6 +393,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         return await searched(svc, SearchRequest.like_thread(t, k=k, target=target, rerank=rerank))
 
+    async def routed(svc: Service, q, gen, ranker, batcher, thread_question: bool = False):
+        """(the ranker that ran, its scores of ``q``): input whose letters are mostly Arabic script goes to
+        $CQA_ARABIC_RANKER, with the forum's statistics from ``gen`` (and with ``thread_question``, each comment read
+        after its thread's question); the rest to ``ranker`` through its micro-batcher."""
+        from ranking.arabic import as_read_by_arabic_ranker, is_arabic
+        if svc.arabic_reranker is not None and is_arabic(q):
+            arabic = as_read_by_arabic_ranker(q, gen, thread_question)
+            return svc.arabic_reranker, (await run_in_threadpool(svc.arabic_reranker.score, [arabic]))[0]
+        return ranker, await batcher.score(q)
+
     async def searched(svc: Service, req) -> SearchResponse:
         """The live generation's pipeline on ``req``, its stage timings into /metrics."""
         _, pipeline = ready_generation(svc)
@@ -403,7 +413,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/rerank", response_model=RerankOut, summary="Score and sort given candidates, e.g. a thread's comments")
     async def rerank(body: RerankIn, svc: Service = Depends(service)):
-        from ranking.arabic import is_arabic
         from ranking.candidates import Candidate, Query, indexed_answer_meta
         from ranking.combination import regime_of
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
@@ -416,11 +425,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                  **indexed_answer_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)),
                   {"author_id": body.asker_id, "thread_order": body.thread_order})
-        if svc.arabic_reranker is not None and is_arabic(q):  # its statistics: the forum's, from the generation
-            arabic = Query(q.id, q.text, q.candidates, {**q.meta, "generation": gen})
-            ranker, scores = svc.arabic_reranker, (await run_in_threadpool(svc.arabic_reranker.score, [arabic]))[0]
-        else:
-            ranker, scores = svc.reranker, await svc.rerank_batcher.score(q)
+        ranker, scores = await routed(svc, q, gen, svc.reranker, svc.rerank_batcher)
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
                 "metadata": regime_of(q)}
 
@@ -438,9 +443,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body,
                                                  **indexed_question_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)), {"search_order": body.search_order})
-        scores = await svc.question_batcher.score(q)
-        return {**sorted_by_score(body.candidates, scores, svc.question_reranker, t0,
-                                  svc.metrics.stage.labels("rerank_questions")), "search_order": body.search_order}
+        ranker, scores = await routed(svc, q, gen, svc.question_reranker, svc.question_batcher)
+        return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank_questions")),
+                "search_order": body.search_order and ranker is svc.question_reranker}
 
     @app.post("/rerank/answers", response_model=RerankAnswersOut,
               summary="Score and sort the comments of given threads by how well each answers a new question "
@@ -452,13 +457,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [f for i, t in enumerate(body.threads) for f in t.fields(f"threads.{i}")])
         t0 = time.perf_counter()
-        threads = [t.thread() for t in body.threads]
-        q = Query("rerank-answers", body.question.text, tuple(related_comment_candidates(threads, svc.generation)),
+        threads, gen = [t.thread() for t in body.threads], svc.generation
+        q = Query("rerank-answers", body.question.text, tuple(related_comment_candidates(threads, gen)),
                   {"subject": body.question.subject, "body": body.question.body, "search_order": body.search_order})
-        scores = await svc.answers_batcher.score(q)
-        out = sorted_by_score([c for _, c in comments], scores, svc.answers_reranker, t0,
-                              svc.metrics.stage.labels("rerank_answers"))
-        out["search_order"] = body.search_order
+        ranker, scores = await routed(svc, q, gen, svc.answers_reranker, svc.answers_batcher, thread_question=True)
+        out = sorted_by_score([c for _, c in comments], scores, ranker, t0, svc.metrics.stage.labels("rerank_answers"))
+        out["search_order"] = body.search_order and ranker is svc.answers_reranker
         thread_of = {c.id: tid for tid, c in comments}
         for r in out["results"]:
             r["thread_id"] = thread_of[r["id"]]

@@ -278,8 +278,9 @@ class ReadyOut(BaseModel):
     reranker: str = Field(description="the reranker of POST /rerank (one thread's comments)")
     question_reranker: str = Field(description="the reranker of POST /rerank/questions (given candidate questions)")
     answers_reranker: str = Field(description="the reranker of POST /rerank/answers (the comments of given threads)")
-    arabic_reranker: str | None = Field(None, description="the reranker of POST /rerank for Arabic input "
-                                        "($CQA_ARABIC_RANKER; null: the default ranker ranks it)")
+    arabic_reranker: str | None = Field(None, description="the reranker of Arabic input at POST /rerank, "
+                                        "/rerank/questions, /rerank/answers and /search ($CQA_ARABIC_RANKER; null: "
+                                        "the default rankers rank it)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
     inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")
     score_memos: dict[str, ScoreMemoOut] = Field(default_factory=dict, description="each neural model's memory of "
@@ -316,12 +317,14 @@ class RerankOut(BaseModel):
 
 
 class OrderWeighed(BaseModel):
-    search_order: bool = Field(description="whether the order given was weighed (the request's search_order)")
+    search_order: bool = Field(description="whether the order given was weighed: the request's search_order, "
+                               "false when the Arabic ranker (which reads the texts only) scored them")
 
 
 class RerankQuestionsOut(OrderWeighed):
     results: list[RerankResult]
-    reranker: str = Field(description="the subtask B ranker ($CQA_DEFAULT_RANKER_B)")
+    reranker: str = Field(description="the ranker that scored them: the subtask B ranker ($CQA_DEFAULT_RANKER_B), or "
+                          "$CQA_ARABIC_RANKER when most letters of the question and candidates are Arabic script")
     timings_ms: dict[str, float]
 
 
@@ -331,7 +334,8 @@ class RerankAnswerResult(RerankResult):
 
 class RerankAnswersOut(OrderWeighed):
     results: list[RerankAnswerResult] = Field(description="every comment of every thread sent, the most useful first")
-    reranker: str = Field(description="the subtask C ranker ($CQA_DEFAULT_RANKER_C)")
+    reranker: str = Field(description="the ranker that scored them: the subtask C ranker ($CQA_DEFAULT_RANKER_C), or "
+                          "$CQA_ARABIC_RANKER when most letters of the question and comments are Arabic script")
     timings_ms: dict[str, float]
 
 

@@ -1,17 +1,24 @@
-"""Arabic input to POST /rerank, as an Arabic forum sends it: each question of the 2016 subtask D dev file (Arabic
-medical questions) with its 30 or so question-answer pairs in the search engine's order, each pair one candidate
-(its question and answer as the text, no user id, no time), to a real `cqa serve`. The returned order is scored
-with the official scorer's MAP, side by side in one run:
+"""Arabic input to POST /rerank, /rerank/questions and /rerank/answers, as an Arabic forum sends it, to a real `cqa
+serve`: each question of the 2016 subtask D dev file (Arabic medical questions) with its 30 or so question-answer
+pairs in the search engine's order, no user id, no time:
 
-- off: a server with CQA_ARABIC_RANKER empty, where the default ranker (its models trained on English) ranks Arabic
-  input too, as every /rerank did before Arabic input had a ranker of its own;
+- /rerank: each pair one candidate, its question and answer as the text;
+- /rerank/questions: each pair's question as a candidate question (id: its thread's id in the forum);
+- /rerank/answers: each pair as a related thread, its question and its answer as the one comment (ids: the forum's).
+
+The returned order is scored with the official scorer's MAP against the pairs' labels (at /rerank/questions that is
+a proxy: a label judges the pair, and the endpoint sees its question only), side by side in one run:
+
+- off: a server with CQA_ARABIC_RANKER empty, where each endpoint's default ranker (its models trained on English)
+  ranks Arabic input too, as before Arabic input had a ranker of its own;
 - on: a server with the default settings, which rank Arabic input with $CQA_ARABIC_RANKER;
 
-each beside the same ranker run in process on the same questions and the same generation (the reference), the
-given order, BM25 with the Arabic analyzer and its statistics from every pair of the file (what `cqa evaluate
---benchmark semeval2016-dev-D` reports as bm25), and the same with each request's candidates as its statistics
-(bm25-arabic-candidates). Paired randomisation compares on with off, and with the latter, question by question.
-Prints a JSON object last.
+each beside the ranker the server named run in process on the same texts and the same generation (the reference;
+for the English rankers at /rerank/questions and /rerank/answers, bench/rerank_quality.py holds that reference on
+subtasks B and C). At /rerank also the given order, BM25 with the Arabic analyzer and its statistics from every pair
+of the file (what `cqa evaluate --benchmark semeval2016-dev-D` reports as bm25), and the same with each request's
+candidates as its statistics (bm25-arabic-candidates). Paired randomisation compares on with off at each endpoint,
+question by question. Prints a JSON object last.
 
     python bench/arabic_rerank.py --data-dir DEMO     # an English forum: the Arabic ranker's statistics come from
                                                       # each request's candidates
@@ -36,21 +43,49 @@ sys.path.insert(0, str(ROOT / "bench"))
 from load import post_json, server  # noqa: E402
 
 
-def body_of(q) -> dict:
-    """What an Arabic forum sends: the new question and each question-answer pair as a candidate, nothing else."""
-    return {"question": {"body": q.text}, "candidates": [{"id": c.id, "text": c.text} for c in q.candidates]}
+ENDPOINTS = {"rerank": "/rerank", "questions": "/rerank/questions", "answers": "/rerank/answers"}
 
 
-def served(base: str, queries) -> tuple[list[list[float]], list[str], list[float]]:
+def body_of(q, endpoint: str) -> dict:
+    """What an Arabic forum sends: the new question, and each question-answer pair as ``endpoint`` takes it."""
+    question = {"body": q.text}
+    if endpoint == "rerank":
+        return {"question": question, "candidates": [{"id": c.id, "text": c.text} for c in q.candidates]}
+    if endpoint == "questions":
+        return {"question": question, "candidates": [{"id": c.meta["thread_id"], "body": c.meta["question"]}
+                                                     for c in q.candidates]}
+    return {"question": question, "threads": [
+        {"id": c.meta["thread_id"], "body": c.meta["question"],
+         "comments": [{"id": c.meta["answer_id"], "text": c.meta["answer"]}]} for c in q.candidates]}
+
+
+def sent_id(c, endpoint: str) -> str:
+    """The id ``body_of`` gives a pair's result at ``endpoint`` (the pair's own id, QAID, is what the gold file
+    scores)."""
+    return {"rerank": c.id, "questions": c.meta["thread_id"], "answers": c.meta["answer_id"]}[endpoint]
+
+
+def as_read(q, endpoint: str, gen):
+    """The query the Arabic ranker should see for ``body_of(q, endpoint)``, written out here from the texts sent
+    (not by the service's code): a candidate question as subject and body join, a comment after its thread's
+    question."""
+    from indexing.models import question_text
+    from ranking.candidates import Candidate, Query
+    text = {"rerank": lambda c: c.text, "questions": lambda c: question_text("", c.meta["question"]),
+            "answers": lambda c: f"{question_text('', c.meta['question'])}\n{c.meta['answer']}"}[endpoint]
+    return Query(q.id, q.text, tuple(Candidate(c.id, text(c)) for c in q.candidates), {"generation": gen})
+
+
+def served(base: str, queries, endpoint: str) -> tuple[list[list[float]], list[str], list[float]]:
     scores, rankers, latency = [], [], []
     for q in queries:
         t0 = time.perf_counter()
-        status, out = post_json(base + "/rerank", body_of(q))
+        status, out = post_json(base + ENDPOINTS[endpoint], body_of(q, endpoint))
         latency.append(time.perf_counter() - t0)
         if status != 200:
-            raise SystemExit(f"POST /rerank answered {status} for question {q.id}: {out}")
+            raise SystemExit(f"POST {ENDPOINTS[endpoint]} answered {status} for question {q.id}: {out}")
         by_id = {r["id"]: r["score"] for r in out["results"]}
-        scores.append([by_id[c.id] for c in q.candidates])
+        scores.append([by_id[sent_id(c, endpoint)] for c in q.candidates])
         rankers.append(out["reranker"])
     return scores, rankers, latency
 
@@ -87,6 +122,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="a data folder with a live generation")
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all 250)")
+    ap.add_argument("--endpoints", default=",".join(ENDPOINTS),
+                    help=f"comma-separated, among {', '.join(ENDPOINTS)} (default: all)")
     args = ap.parse_args()
 
     from app.settings import Settings
@@ -130,28 +167,44 @@ def main() -> None:
         LexicalRanker("bm25", "bm25", ARABIC, per_query=True).score(queries))
     out["lm_arabic_candidates_statistics_MAP"] = official(  # the other candidate for the Arabic ranker (lm-arabic)
         LexicalRanker("lm", "lm", ARABIC, per_query=True).score(queries))[0]
-    ap_of = {}
+    endpoints = args.endpoints.split(",")
+    if unknown := set(endpoints) - set(ENDPOINTS):
+        raise SystemExit(f"--endpoints: unknown {sorted(unknown)}; choose among {sorted(ENDPOINTS)}")
+    ap_of: dict = {e: {} for e in endpoints}
+    out["endpoints"] = {e: {} for e in endpoints}
     for label, env in (("off", {"CQA_ARABIC_RANKER": ""}), ("on", {})):
         with server(args.data_dir, env) as (base, ready):
-            scores, names, latency = served(base, queries)
-            name = ready["reranker"] if label == "off" else ready["arabic_reranker"]
-        reference = service_reranker(settings, {}, name)  # the served preset, set up as the service sets it up
-        ref_scores = [reference.score([Query(q.id, q.text, q.candidates, {"generation": gen})])[0] for q in queries]
-        served_map, ap_of[label] = official(scores)
-        out[label] = {"reranker": name, "rankers_answered": sorted(set(names)), "served_MAP": served_map,
-                      "in_process_MAP": official(ref_scores)[0],
-                      "threads_ordered_differently": sum(
-                          sorted(range(len(a)), key=lambda i: -a[i]) != sorted(range(len(b)), key=lambda i: -b[i])
-                          for a, b in zip(scores, ref_scores)),
-                      "largest_score_difference": max(abs(x - y) for a, b in zip(scores, ref_scores)
-                                                      for x, y in zip(a, b)),
-                      "p50_ms": p50_ms(latency), "p95_ms": round(1000 * sorted(latency)[int(0.95 * (len(latency) - 1))], 1)}
-        print(json.dumps({label: out[label]}), file=sys.stderr, flush=True)
-    keys = sorted(ap_of["on"])
-    out["p_on_vs_off"] = round(paired_randomization([ap_of["on"][k] for k in keys], [ap_of["off"][k] for k in keys]), 4)
-    out["p_on_vs_candidates_statistics"] = round(paired_randomization(
-        [ap_of["on"][k] for k in keys], [candidates_ap[k] for k in keys]), 4)
-    out["p50_ratio_off_over_on"] = round(out["off"]["p50_ms"] / out["on"]["p50_ms"], 1)
+            runs = {e: served(base, queries, e) for e in endpoints}
+        for e, (scores, names, latency) in runs.items():
+            name = names[0]
+            r = {"reranker": name, "rankers_answered": sorted(set(names))}
+            r["served_MAP"], ap_of[e][label] = official(scores)
+            arabic = name == ready["arabic_reranker"]
+            if arabic or e == "rerank":  # the served preset, set up as the service sets it up
+                reference = service_reranker(settings, {}, name)
+                ref_scores = [reference.score([as_read(q, e, gen) if arabic
+                                               else Query(q.id, q.text, q.candidates, {"generation": gen})])[0]
+                              for q in queries]
+                r.update({"in_process_MAP": official(ref_scores)[0],
+                          "threads_ordered_differently": sum(
+                              sorted(range(len(a)), key=lambda i: -a[i]) != sorted(range(len(b)), key=lambda i: -b[i])
+                              for a, b in zip(scores, ref_scores)),
+                          "largest_score_difference": max(abs(x - y) for a, b in zip(scores, ref_scores)
+                                                          for x, y in zip(a, b))})
+            r.update({"p50_ms": p50_ms(latency),
+                      "p95_ms": round(1000 * sorted(latency)[int(0.95 * (len(latency) - 1))], 1)})
+            out["endpoints"][e][label] = r
+            print(json.dumps({e: {label: r}}), file=sys.stderr, flush=True)
+    for e in endpoints:
+        keys = sorted(ap_of[e]["on"])
+        res = out["endpoints"][e]
+        res["p_on_vs_off"] = round(paired_randomization([ap_of[e]["on"][k] for k in keys],
+                                                        [ap_of[e]["off"][k] for k in keys]), 4)
+        res["p50_ratio_off_over_on"] = round(res["off"]["p50_ms"] / res["on"]["p50_ms"], 1)
+    if "rerank" in endpoints:
+        keys = sorted(ap_of["rerank"]["on"])
+        out["endpoints"]["rerank"]["p_on_vs_candidates_statistics"] = round(paired_randomization(
+            [ap_of["rerank"]["on"][k] for k in keys], [candidates_ap[k] for k in keys]), 4)
     print(json.dumps(out))
 
 

@@ -71,6 +71,16 @@ def is_arabic(q: Query) -> bool:
     return arabic_share([q.text[:VOTING_CHARS], *(c.text[:VOTING_CHARS] for c in q.candidates)]) > 0.5
 
 
+def as_read_by_arabic_ranker(q: Query, gen, thread_question: bool = False) -> Query:
+    """``q`` as $CQA_ARABIC_RANKER reads it: the live generation ``gen`` in its metadata (the forum's statistics,
+    ``ArabicBM25``), and with ``thread_question`` (POST /rerank/answers) each comment after its thread's question, as
+    a dev-D question-answer pair is read."""
+    cands = q.candidates
+    if thread_question:
+        cands = tuple(Candidate(c.id, f"{c.meta.get('thread_question') or ''}\n{c.text}", c.meta) for c in cands)
+    return Query(q.id, q.text, cands, {**q.meta, "generation": gen})
+
+
 def restem(token: str) -> str:
     """A token of another analyzer with Arabic script in it stemmed again by Snowball's Arabic stemmer (the index's
     analyzer normalises Arabic but stems every token as English, which leaves Arabic words whole); others as given."""
@@ -180,7 +190,8 @@ class ArabicBM25:
 
 def d_queries(xml: Path) -> list[Query]:
     """One query per original question, its pairs in the search engine's order. A candidate's text is the pair's
-    question and answer; ``question`` in its metadata is the pair's question alone."""
+    question and answer; ``question`` and ``answer`` in its metadata are each alone, ``thread_id`` and ``answer_id``
+    the ids `cqa ingest` of the file gives them."""
     doc = load_semeval(xml, strict=True)
     threads = {t.id: t for t in doc.threads}
     out = []
@@ -188,9 +199,10 @@ def d_queries(xml: Path) -> list[Query]:
         cands = []
         for pos, tid in enumerate(oq.thread_ids, 1):
             t = threads[tid]
-            answer = t.answers[0].text if t.answers else ""
-            cands.append(Candidate(t.meta["qaid"], f"{t.body}\n{answer}", {"position": pos, "question": t.body,
-                                                                             "answer": answer}))
+            answer = t.answers[0] if t.answers else None
+            cands.append(Candidate(t.meta["qaid"], f"{t.body}\n{answer.text if answer else ''}", {
+                "position": pos, "question": t.body, "answer": answer.text if answer else "", "thread_id": t.id,
+                "answer_id": answer.id if answer else None}))
         out.append(Query(oq.id, oq.body, tuple(cands)))
     return out
 

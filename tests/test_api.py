@@ -172,6 +172,48 @@ def test_rerank_ranks_arabic_input_with_the_arabic_ranker(client, settings):
     assert client.get("/ready").json()["arabic_reranker"] == "bm25-arabic"
 
 
+def test_rerank_questions_and_answers_rank_arabic_input_with_the_arabic_ranker(client):
+    """Most letters Arabic script: POST /rerank/questions and /rerank/answers answer with $CQA_ARABIC_RANKER too, scored
+    as in process on the texts as it reads them (a candidate question as subject and body join; a comment after its
+    thread's question, as a dev-D pair), and say that the search order was not weighed; English input still goes to
+    the subtask B and C rankers, which weigh it."""
+    from ranking.arabic import ARABIC
+    from ranking.candidate_rankers import LexicalRanker
+    from ranking.candidates import Candidate, Query
+
+    def bm25(question: str, texts: dict[str, str]) -> dict[str, float]:  # the forum is English: the candidates' stats
+        q = Query("q", question, tuple(Candidate(i, t) for i, t in texts.items()))
+        return dict(zip(texts, LexicalRanker("bm25", "bm25-arabic", ARABIC, per_query=True).score([q])[0]))
+
+    question = {"body": "ما هو علاج الصداع المزمن"}
+    cands = [{"id": "q1", "subject": "الطقس", "body": "الطقس حار اليوم في الدوحة"},
+             {"id": "q2", "body": "العلاجات المتاحة للصداع كثيرة"}]
+    r = client.post("/rerank/questions", json={"question": question, "candidates": cands})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["reranker"] == "bm25-arabic" and out["search_order"] is False and out["results"][0]["id"] == "q2"
+    expected = bm25(question["body"], {"q1": "الطقس\nالطقس حار اليوم في الدوحة", "q2": "العلاجات المتاحة للصداع كثيرة"})
+    assert {x["id"]: x["score"] for x in out["results"]} == pytest.approx(expected)
+
+    # c2's own words miss the question; its thread's question holds them, and it is read with them
+    threads = [{"id": "r1", "body": "الطقس حار اليوم", "comments": [{"id": "c1", "text": "نعم حار جدا"}]},
+               {"id": "r2", "body": "علاج الصداع المزمن", "comments": [{"id": "c2", "text": "راجع الطبيب"}]}]
+    r = client.post("/rerank/answers", json={"question": question, "threads": threads})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["reranker"] == "bm25-arabic" and out["search_order"] is False
+    assert [(x["id"], x["thread_id"]) for x in out["results"]] == [("c2", "r2"), ("c1", "r1")]
+    expected = bm25(question["body"], {"c1": "الطقس حار اليوم\nنعم حار جدا", "c2": "علاج الصداع المزمن\nراجع الطبيب"})
+    assert {x["id"]: x["score"] for x in out["results"]} == pytest.approx(expected)
+
+    english = {"subject": "visa", "body": "how do I renew my visa"}
+    said = client.post("/rerank/questions", json={"question": english, "candidates": [{"id": "q1", "body": "visa"}]})
+    assert said.json()["reranker"] == "stub-overlap" and said.json()["search_order"] is True
+    said = client.post("/rerank/answers", json={"question": english, "threads": [
+        {"id": "r1", "body": "visa", "comments": [{"id": "c1", "text": "renew it online"}]}]})
+    assert said.json()["reranker"] == "stub-overlap" and said.json()["search_order"] is True
+
+
 def test_rerank_with_the_arabic_ranker_off_ranks_arabic_with_the_default(settings, fast_encoder):
     settings = settings.model_copy(update={**STUB_RANKERS, "arabic_ranker": ""})
     fill_store(settings)
@@ -180,6 +222,12 @@ def test_rerank_with_the_arabic_ranker_off_ranks_arabic_with_the_default(setting
         r = c.post("/rerank", json={"question": {"body": "ما هو علاج الصداع"},
                                     "candidates": [{"id": "a", "text": "علاج الصداع"}]})
         assert r.status_code == 200 and r.json()["reranker"] == "stub-overlap", r.text
+        r = c.post("/rerank/questions", json={"question": {"body": "ما هو علاج الصداع"},
+                                              "candidates": [{"id": "q1", "body": "علاج الصداع"}]})
+        assert r.status_code == 200 and r.json()["reranker"] == "stub-overlap" and r.json()["search_order"], r.text
+        r = c.post("/rerank/answers", json={"question": {"body": "ما هو علاج الصداع"}, "threads": [
+            {"id": "r1", "body": "علاج الصداع", "comments": [{"id": "c1", "text": "راجع الطبيب"}]}]})
+        assert r.status_code == 200 and r.json()["reranker"] == "stub-overlap" and r.json()["search_order"], r.text
         assert c.get("/ready").json()["arabic_reranker"] is None
 
 

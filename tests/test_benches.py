@@ -135,21 +135,29 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
 
 
 def test_arabic_rerank_bench_sends_dev_d_to_real_servers_with_the_arabic_ranker_off_and_on(cli_env, semeval):
-    """bench/arabic_rerank.py: dev-D questions reach a real POST /rerank with the Arabic ranker off (the default ranker
-    answers) and on (bm25-arabic answers), each scoring as the same ranker in process."""
+    """bench/arabic_rerank.py: dev-D questions reach a real POST /rerank, /rerank/questions and /rerank/answers with
+    the Arabic ranker off (each endpoint's default ranker answers) and on (bm25-arabic answers at all three), each
+    scoring as the same ranker in process on the texts as it should read them."""
     for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("arabic_rerank.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "3", env=cli_env, timeout=900)
     assert out["questions"] == out["taken_as_arabic"] == 3
-    assert out["off"]["rankers_answered"] == [out["off"]["reranker"]] == ["cascade"]
-    assert out["on"]["rankers_answered"] == [out["on"]["reranker"]] == ["bm25-arabic"]
-    for r in (out["off"], out["on"]):
-        assert r["served_MAP"] == pytest.approx(r["in_process_MAP"], abs=1e-4) and r["threads_ordered_differently"] == 0
-    assert out["on"]["largest_score_difference"] == 0.0  # lexical: the same arithmetic served or not
+    defaults = {"rerank": "cascade", "questions": "question-fusion", "answers": "related-answers"}
+    assert set(out["endpoints"]) == set(defaults)
+    for endpoint, r in out["endpoints"].items():
+        assert r["off"]["rankers_answered"] == [r["off"]["reranker"]] == [defaults[endpoint]]
+        assert r["on"]["rankers_answered"] == [r["on"]["reranker"]] == ["bm25-arabic"]
+        assert r["on"]["served_MAP"] == r["on"]["in_process_MAP"] and r["on"]["threads_ordered_differently"] == 0
+        assert r["on"]["largest_score_difference"] == 0.0  # lexical: the same arithmetic served or not
+        assert 0 <= r["p_on_vs_off"] <= 1
+    off = out["endpoints"]["rerank"]["off"]
+    assert off["served_MAP"] == pytest.approx(off["in_process_MAP"], abs=1e-4) and off["threads_ordered_differently"] == 0
     assert 0 < out["given_order_MAP"] < 1 and 0 < out["bm25_arabic_file_statistics_MAP"] < 1
     assert out["forum_arabic_documents"] == 0  # the demo forum is English: the candidates give the statistics
     assert out["detection"]["taken_as_arabic_of_english"] == 0 and out["detection"]["english_threads"] == 327
-    assert out["on"]["served_MAP"] == out["bm25_arabic_candidates_statistics_MAP"]
+    assert out["endpoints"]["rerank"]["on"]["served_MAP"] == out["bm25_arabic_candidates_statistics_MAP"]
+    # a comment read after its thread's question is the pair's text /rerank gets: the same scores
+    assert out["endpoints"]["answers"]["on"]["served_MAP"] == out["endpoints"]["rerank"]["on"]["served_MAP"]
 
 
 def test_arabic_search_bench_searches_a_dev_d_forum_with_arabic_handling_off_and_on(cli_env, semeval):

@@ -62,6 +62,37 @@ def test_compiled_stemmer_stems_every_corpus_word_as_snowball_does(language, sem
     assert differ == []
 
 
+@pytest.mark.parametrize("language", ["english", "arabic"])
+def test_one_analyzers_stemmer_shared_by_threads_stems_as_it_does_alone(language):
+    """The serving threads (searches, /rerank, a build's analysis) share each analyzer's compiled stemmer, which keeps
+    the word it is stemming in itself. PyStemmer holds the GIL while it stems, so threads cannot interleave inside
+    a word: six threads, each stemming 60,000 words in its own order with the stemmer's own cache off, must get every
+    stem a stemmer of their own gives."""
+    import random
+    import threading
+
+    import Stemmer
+    rng = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyz" if language == "english" else "ابتثجحخدذرزسشصضطظعغفقكلمنهوي"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 24))) for _ in range(60_000)]
+    alone = dict(zip(words, Stemmer.Stemmer(language).stemWords(words)))
+    shared = Analyzer(stemmer=language)._stem
+    shared.maxCacheSize = 0  # every call stems
+    wrong: list[int] = []
+
+    def stem_all(seed: int) -> None:
+        order = words[:]
+        random.Random(seed).shuffle(order)
+        wrong.append(sum(shared.stemWord(w) != alone[w] for w in order))
+    threads = [threading.Thread(target=stem_all, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [0] * 6
+    assert sum(alone[w] != w for w in words) > 1000  # the words do get stemmed: the check can see a wrong stem
+
+
 def test_token_ids_carried_over_are_what_analysing_every_document_gives(tmp_path):
     """A build carries a kept document's term ids from the live generation's term matrix (``TokenIds.carried``): kept
     documents in another order, some gone (with the only use of a term), new ones with new terms, an empty one. The
