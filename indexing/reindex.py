@@ -30,7 +30,7 @@ from .models import Thread
 from .rowvectors import RowVectors
 from .store import StoreRead, ThreadRows, ThreadStore
 from .termmatrix import TermMatrix, TokenIds, token_digests
-from .text import Analyzer
+from .text import INDEX_ANALYZER, Analyzer
 from .translation import TranslationTable
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def reindex(settings: IndexSettings, progress: bool = True, skip_dense: bool = F
 
     ``engine`` does the analysis and the embedding (default: this process, see ``indexing.engines``); whatever
     the engine, this function merges its output and writes and publishes the generation."""
-    analyzer = analyzer or Analyzer()
+    analyzer = analyzer or INDEX_ANALYZER
     engine = engine or local_engine(settings, encode_fn)
     root = settings.index_root
     report = on_progress or (lambda stage, frac: None)

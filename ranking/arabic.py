@@ -27,7 +27,7 @@ import numpy as np
 from indexing.bm25 import bm25_weight, idf_lucene
 from indexing.loaders import load_semeval
 from indexing.termmatrix import TermMatrix
-from indexing.text import Analyzer
+from indexing.text import ARABIC_CHAR, ARABIC_SCRIPT, Analyzer
 from indexing.translation import TranslationTable
 
 from .candidate_rankers import LexicalRanker, TranslationLMRanker
@@ -42,9 +42,7 @@ ARABIC = Analyzer(stemmer="arabic")
 PARTS = ("ir-baseline", "bm25", "lm", "bm25-question", "translation-lm")
 WEIGHT_GRID = (0.0, 0.5, 1.0, 2.0)
 _LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
-_ARABIC_SCRIPT = "[\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb50-\ufdff\ufe70-\ufeff]"
-_ARABIC_CHAR = re.compile(_ARABIC_SCRIPT)  # any character of the script (a token holding one is Arabic)
-_ARABIC_ONLY_LETTER = re.compile(f"(?={_ARABIC_SCRIPT})[^\\W\\d_]")  # its letters: not its digits or punctuation
+_ARABIC_ONLY_LETTER = re.compile(f"(?={ARABIC_SCRIPT})[^\\W\\d_]")  # its letters: not its digits or punctuation
 
 
 def arabic_share(texts) -> float:
@@ -82,9 +80,10 @@ def as_read_by_arabic_ranker(q: Query, gen, thread_question: bool = False) -> Qu
 
 
 def restem(token: str) -> str:
-    """A token of another analyzer with Arabic script in it stemmed again by Snowball's Arabic stemmer (the index's
-    analyzer normalises Arabic but stems every token as English, which leaves Arabic words whole); others as given."""
-    return _arabic_stem(token) if _ARABIC_CHAR.search(token) else token
+    """A token of another analyzer with Arabic script in it stemmed by Snowball's Arabic stemmer (the analyzer of a
+    generation built before round 25 normalises Arabic but stems every token as English, which leaves Arabic words
+    whole); others as given."""
+    return _arabic_stem(token) if ARABIC_CHAR.search(token) else token
 
 
 @lru_cache(maxsize=200_000)  # the stems of the most recent Arabic terms (the dev-D forum has 60,839 terms in all)
@@ -96,6 +95,10 @@ def _arabic_stem(token: str) -> str:
 _STEMMER_LOCK = threading.Lock()
 
 
+def _as_is(token: str) -> str:
+    return token
+
+
 @lru_cache(maxsize=1)
 def _arabic_stemmer():
     import snowballstemmer
@@ -105,8 +108,9 @@ def _arabic_stemmer():
 @dataclass
 class ForumStatistics:
     """Term statistics of a forum's Arabic documents, from an index generation: the documents with a term in Arabic
-    script, their number, mean length and each term's document frequency among them, the generation's terms stemmed
-    again (``restem``), so the generation's analyzer followed by ``restem`` reads a text as they count it."""
+    script, their number, mean length and each term's document frequency among them. A generation whose analyzer
+    stems Arabic (``Analyzer.arabic_stem``, every build since round 25) holds Arabic stems already; an older one's
+    Arabic terms are stemmed here (``restem``), and so are a text's tokens, so both count a text alike."""
     analyzer: Analyzer  # the generation's
     terms: TermMatrix  # the generation's
     n_docs: int
@@ -122,9 +126,10 @@ class ForumStatistics:
         if stats is None:
             terms = gen.terms
             by_stem: dict[str, list[int]] = {}
+            stem = _as_is if gen.analyzer.arabic_stem else restem
             for j, t in enumerate(terms.vocab):
-                if _ARABIC_CHAR.search(t):
-                    by_stem.setdefault(restem(t), []).append(j)
+                if ARABIC_CHAR.search(t):
+                    by_stem.setdefault(stem(t), []).append(j)
             arabic_terms = [j for ids in by_stem.values() for j in ids]
             arabic_doc = terms.counts[:, arabic_terms].getnnz(axis=1) > 0
             n = int(arabic_doc.sum())
@@ -134,7 +139,7 @@ class ForumStatistics:
         return stats
 
     def tokens(self, text: str) -> list[str]:
-        return [restem(t) for t in self.analyzer(text)]
+        return self.analyzer(text) if self.analyzer.arabic_stem else [restem(t) for t in self.analyzer(text)]
 
     def df(self, term: str) -> int:
         """Of the Arabic documents, how many hold the term (a stem, or a term in other script as the index has it)."""

@@ -20,6 +20,7 @@ from indexing.loaders import file_digest, load_semeval
 from indexing.reindex import reindex
 from indexing.searcher import Generation, load_current, manifest_of, stored_answer_encoder
 from indexing.store import ThreadStore
+from indexing.text import INDEX_ANALYZER
 
 from .evaluation.measures import ir_figures, write_trec_qrels, write_trec_run
 from .evaluation.runner import finish_report, report_folder
@@ -64,7 +65,8 @@ def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generatio
     if (m is None or m.get("store_fingerprint") != fingerprint or not m["indexes"].get("dense")
             or "translation" not in m.get("build", {})
             or m.get("model") != cs.encoder.id  # the manifest's "model" is its encoder's id
-            or stored_answer_encoder(m) != cs.answer_encoder_id):
+            or stored_answer_encoder(m) != cs.answer_encoder_id
+            or m.get("analysis") != INDEX_ANALYZER.fingerprint()):  # built by an older analyzer: what a build reads now
         reindex(cs, progress=progress)
     return load_current(cs.index_root, settings.device)
 

@@ -65,10 +65,13 @@ def test_input_is_taken_as_arabic_when_most_of_its_letters_are():
     assert not is_arabic(Query("q", "x" * VOTING_CHARS + "ب" * 10 * VOTING_CHARS, ()))
 
 
-def test_arabic_bm25_takes_its_statistics_from_the_forums_arabic_documents(settings):
+@pytest.mark.parametrize("arabic_stem", [True, False], ids=["stemmed-in-the-index", "older-generation"])
+def test_arabic_bm25_takes_its_statistics_from_the_forums_arabic_documents(settings, arabic_stem):
     """ArabicBM25 with a generation (as POST /rerank gives it): idf and mean length from the generation's documents
-    that hold Arabic, its words stemmed again (a plural and its singular count as one term), not from the candidates;
-    with fewer Arabic documents in the forum than candidates, or no generation, the candidates' statistics."""
+    that hold Arabic, its words stemmed (a plural and its singular count as one term: by the index's analyzer, or
+    stemmed again for a generation built before it stemmed Arabic), not from the candidates; with fewer Arabic
+    documents in the forum than candidates, or no generation, the candidates' statistics. Both generations give the
+    same figures."""
     import math
 
     import numpy as np
@@ -77,6 +80,7 @@ def test_arabic_bm25_takes_its_statistics_from_the_forums_arabic_documents(setti
     from indexing.searcher import load_current
     from indexing.store import ThreadStore
     from indexing.models import Answer, Thread
+    from indexing.text import Analyzer
     from ranking.arabic import ArabicBM25, ForumStatistics, restem
     from ranking.candidate_rankers import LexicalRanker
 
@@ -87,8 +91,10 @@ def test_arabic_bm25_takes_its_statistics_from_the_forums_arabic_documents(setti
                       for i, t in enumerate(arabic)] +
                      [Thread(id=f"e{i}", subject=f"visa question {i}", body="how to renew", answers=[])
                       for i in range(5)])
-    reindex(settings, progress=False, encode_fn=fake_encode)
+    reindex(settings, progress=False, encode_fn=fake_encode, analyzer=Analyzer(arabic_stem=arabic_stem))
     gen = load_current(settings.index_root)
+    assert gen.analyzer.arabic_stem is arabic_stem
+    assert ("العلاجات" in gen.terms.term_id) is not arabic_stem  # the plural itself only where Arabic is not stemmed
     stats = ForumStatistics.of(gen)
     assert ForumStatistics.of(gen) is stats  # once per generation
     assert stats.n_docs == 8  # four questions and four comments hold Arabic; the five English threads do not count
