@@ -131,6 +131,9 @@ class ForumStatistics:
                 if ARABIC_CHAR.search(t):
                     by_stem.setdefault(stem(t), []).append(j)
             arabic_terms = [j for ids in by_stem.values() for j in ids]
+            for s, ids in by_stem.items():  # a stem out of Arabic script ("ل28" -> "28") meets the term itself, as
+                if s in terms.term_id and not ARABIC_CHAR.search(s):  # in a generation that stems Arabic
+                    ids.append(terms.term_id[s])
             arabic_doc = terms.counts[:, arabic_terms].getnnz(axis=1) > 0
             n = int(arabic_doc.sum())
             stats = cls(gen.analyzer, terms, n, float(terms.doc_len[arabic_doc].mean()) if n else 0.0, by_stem,
@@ -143,7 +146,10 @@ class ForumStatistics:
 
     def df(self, term: str) -> int:
         """Of the Arabic documents, how many hold the term (a stem, or a term in other script as the index has it)."""
-        ids = self._by_stem.get(term) or ([self.terms.term_id[term]] if term in self.terms.term_id else [])
+        # a term in Arabic script that is no stem of the generation's (in one built before it stemmed Arabic, a
+        # whole word that happens to be spelt as the stem asked for) holds no document with that stem
+        whole = term in self.terms.term_id and (self.analyzer.arabic_stem or not ARABIC_CHAR.search(term))
+        ids = self._by_stem.get(term) or ([self.terms.term_id[term]] if whole else [])
         if not ids:
             return 0
         return int(np.count_nonzero((self.terms.counts[:, ids].getnnz(axis=1) > 0) & self._arabic_doc))

@@ -102,3 +102,16 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     aside_box = browser.find_element(By.CSS_SELECTOR, "aside").rect
     assert aside_box["y"] > main_box["y"] + main_box["height"] - 1
     browser.save_screenshot(str(tmp_path / "narrow.png"))
+
+    # Arabic reads right to left where it is typed and where it is shown; English stays left to right.
+    rtl = "return arguments[0].matches(':dir(rtl)')"
+    assert not browser.execute_script(rtl, body)
+    assert not browser.execute_script(rtl, first.find_element(By.CSS_SELECTOR, ".text"))
+    body.clear()
+    body.send_keys("ما هو الحد الأدنى للراتب لكفالة العائلة؟")
+    assert browser.execute_script(rtl, body)
+    # a result in Arabic, as the page renders one (its own renderResult), read right to left
+    shown = browser.execute_script(
+        "const li = renderResult({text: arguments[0], kind: 'answer', id: 'a1', thread_id: 't1', rank: 1, score: 1},"
+        " 99); document.body.append(li); return li.querySelector('.text').matches(':dir(rtl)')", "ما هو الحد الأدنى")
+    assert shown
