@@ -131,7 +131,7 @@ class ForumStatistics:
                 if ARABIC_CHAR.search(t):
                     by_stem.setdefault(stem(t), []).append(j)
             arabic_terms = [j for ids in by_stem.values() for j in ids]
-            for s, ids in by_stem.items():  # a stem out of Arabic script ("ل28" -> "28") meets the term itself, as
+            for s, ids in by_stem.items():  # a stem out of Arabic script ("٢٨" -> "28") meets the term itself, as
                 if s in terms.term_id and not ARABIC_CHAR.search(s):  # in a generation that stems Arabic
                     ids.append(terms.term_id[s])
             arabic_doc = terms.counts[:, arabic_terms].getnnz(axis=1) > 0

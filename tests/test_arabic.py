@@ -85,7 +85,8 @@ def test_arabic_bm25_takes_its_statistics_from_the_forums_arabic_documents(setti
     from ranking.candidate_rankers import LexicalRanker
 
     from .test_indexes import fake_encode
-    arabic = ["علاج الصداع المزمن", "العلاجات المتاحة للصداع", "الطقس حار في الدوحة", "السفر إلى الدوحة"]
+    arabic = ["علاج الصداع المزمن", "العلاجات المتاحة للصداع", "الطقس حار في الدوحة", "السفر إلى الدوحة",
+              "الجرعة ٢٨ يوما", "عمري 28 سنة"]  # the stem of "٢٨" (Arabic-Indic digits) is "28": two documents
     with ThreadStore(settings.store_path) as store:
         store.upsert([Thread(id=f"a{i}", subject="", body=t, answers=[Answer(id=f"a{i}_1", text="شكرا")])
                       for i, t in enumerate(arabic)] +
@@ -97,20 +98,22 @@ def test_arabic_bm25_takes_its_statistics_from_the_forums_arabic_documents(setti
     assert ("العلاجات" in gen.terms.term_id) is not arabic_stem  # the plural itself only where Arabic is not stemmed
     stats = ForumStatistics.of(gen)
     assert ForumStatistics.of(gen) is stats  # once per generation
-    assert stats.n_docs == 8  # four questions and four comments hold Arabic; the five English threads do not count
+    assert stats.n_docs == 12  # six questions and six comments hold Arabic; the five English threads do not count
+    assert stats.df("28") == 2  # "٢٨" and "28" alike, however the generation was built
+    assert stats.df("العلاجات") == 0  # a whole word is no stem, even where the generation holds it whole
     assert restem("العلاجات") == restem("علاج") and stats.df(restem("علاج")) == 2  # a plural and its singular: one term
     assert stats.tokens("الدوحة") == [restem("الدوحه")] and stats.df(stats.tokens("الدوحة")[0]) == 2
     assert stats.df("visa") == 0  # in the forum, in no Arabic document
     q = Query("q", "علاج الصداع", (Candidate("x", "علاج الصداع"), Candidate("y", "الطقس حار"),
                                    Candidate("z", "علاج")))
     with_forum = ArabicBM25().score([Query(q.id, q.text, q.candidates, {"generation": gen})])[0]
-    idf = math.log1p((8 - 2 + 0.5) / (2 + 0.5))  # both query terms are in two of the eight Arabic documents
+    idf = math.log1p((12 - 2 + 0.5) / (2 + 0.5))  # both query terms are in two of the twelve Arabic documents
 
     def part(tf, dl):
         return idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / stats.avgdl))
     assert with_forum == pytest.approx([2 * part(1, 2), 0.0, part(1, 1)])
     assert stats.avgdl == pytest.approx(np.mean(gen.terms.doc_len[stats._arabic_doc]))
-    many = Query("m", q.text, tuple(Candidate(f"c{i}", "علاج") for i in range(9)), {"generation": gen})
+    many = Query("m", q.text, tuple(Candidate(f"c{i}", "علاج") for i in range(13)), {"generation": gen})
     by_candidates = LexicalRanker("bm25", "bm25", ARABIC).score([many])
-    assert ArabicBM25().score([many]) == by_candidates  # nine candidates, eight Arabic documents: the candidates'
+    assert ArabicBM25().score([many]) == by_candidates  # 13 candidates, 12 Arabic documents: the candidates'
     assert ArabicBM25().score([q]) == LexicalRanker("bm25", "bm25", ARABIC).score([q])  # no generation
