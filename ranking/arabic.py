@@ -218,6 +218,14 @@ def d_queries(xml: Path) -> list[Query]:
     return out
 
 
+def in_gold_order(lines: list[Line]) -> list[Line]:
+    """Prediction lines in the order of the subtask D gold files: questions as the file gives them, each one's pairs
+    by numeric QAID. The official scorer reads a prediction line by line beside the gold, so `cqa predict --subtask
+    D` writes them so (and ties in score then fall as they do in ``run_cross_validation``, aligned to the gold)."""
+    order = {q: i for i, q in enumerate(dict.fromkeys(ln.qid for ln in lines))}
+    return sorted(lines, key=lambda ln: (order[ln.qid], (0, int(ln.cid), "") if ln.cid.isdigit() else (1, 0, ln.cid)))
+
+
 @dataclass
 class _QuestionField:
     """A lexical ranker over the pair's question alone."""

@@ -51,6 +51,33 @@ def test_cli_refuses_a_ranker_for_dev_d(tmp_path, cli_env):
     assert p.returncode == 2 and "cross-validation" in p.stderr
 
 
+def test_cqa_predict_writes_subtask_d_predictions_the_official_scorer_reads(tmp_path, cli_env, semeval):
+    """`cqa predict --subtask D` as a user runs it: every pair of the dev-D file ranked by $CQA_ARABIC_RANKER with the
+    file's statistics, written in the gold's order (each question's pairs by QAID), so that `cqa evaluate --gold
+    --pred` scores it; its MAP is the cross-validation's bm25, computed here in process."""
+    import json
+
+    from ranking.arabic import in_gold_order
+    from ranking.candidate_rankers import LexicalRanker
+    from ranking.evaluation.runner import align_to_gold
+    from ranking.evaluation.scorer import Line, score
+    pred = tmp_path / "d.pred"
+    p = subprocess.run(CQA + ["predict", "--subtask", "D", "--input", str(semeval / DEV_D), "--output", str(pred)],
+                       env=cli_env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert p.returncode == 0, p.stderr
+    said = json.loads(p.stdout.strip().splitlines()[-1])
+    assert said["ranker"] == "bm25-arabic" and said["queries"] == 250 and said["lines"] == 7384
+    p = subprocess.run(CQA + ["evaluate", "--gold", str(semeval / DEV_D_GOLD), "--pred", str(pred), "--json"],
+                       env=cli_env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert p.returncode == 0, p.stderr
+    figures = json.loads(p.stdout.strip().splitlines()[-1])
+    queries, gold = d_queries(semeval / DEV_D), read_lines(semeval / DEV_D_GOLD)
+    scores = LexicalRanker("bm25", "bm25", ARABIC).score(queries)
+    lines = [Line(q.id, c.id, float(v), False) for q, row in zip(queries, scores) for c, v in zip(q.candidates, row)]
+    assert figures["MAP"] == round(score(gold, align_to_gold(lines, gold)).MAP, 4)  # --json prints four places
+    assert [(ln.qid, ln.cid) for ln in in_gold_order(lines)] == [(g.qid, g.cid) for g in gold]
+
+
 def test_input_is_taken_as_arabic_when_most_of_its_letters_are():
     """is_arabic counts letters, not characters: digits, spaces and punctuation do not vote; an English question with
     an Arabic word in it stays English, an Arabic one with a drug name in Latin letters stays Arabic."""

@@ -116,6 +116,9 @@ def related_threads(doc, variant: str | None = None) -> dict[str, list[Thread]]:
 def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Query]:
     """The task's queries in file order, candidates in the IR order the task gives them (``variant``: one of
     SUBTASK_VARIANTS[subtask])."""
+    if subtask == "D" and variant is None:  # Arabic: each original question with its question-answer pairs
+        from ..arabic import d_queries
+        return d_queries(xml)
     doc = load_semeval(xml, strict=True)
     if variant is not None and variant not in SUBTASK_VARIANTS.get(subtask, ()):
         raise BenchmarkError(f"unknown variant {variant!r} of subtask {subtask}; "
@@ -136,7 +139,7 @@ def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Que
         elif subtask == "C":
             cands = [c for r, t in enumerate(rel, 1) for c in answer_candidates(t, r)]
         else:
-            raise BenchmarkError(f"unknown subtask {subtask!r}; expected A, B or C")
+            raise BenchmarkError(f"unknown subtask {subtask!r}; expected A, B, C or D")
         meta = {"subject": oq.subject, "body": oq.body}
         if variant == "unordered":  # the caller says so (POST /rerank/questions, search_order false)
             meta["search_order"] = False

@@ -13,7 +13,7 @@ from .runner import default_ranker
 from .scorer import ScoringError, score_files
 
 DEFAULT_HELP = ("default: $CQA_DEFAULT_RANKER (cascade) for A, $CQA_DEFAULT_RANKER_B (question-fusion) "
-                "for B, $CQA_DEFAULT_RANKER_C (related-answers) for C")
+                "for B, $CQA_DEFAULT_RANKER_C (related-answers) for C, $CQA_ARABIC_RANKER (bm25-arabic) for D")
 
 
 def _build(label: str, settings, args: argparse.Namespace):
@@ -47,8 +47,11 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_predict_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--subtask", choices=["A", "B", "C"], required=True)
-    p.add_argument("--input", type=Path, required=True, help="SemEval-format XML (labels optional)")
+    p.add_argument("--subtask", choices=["A", "B", "C", "D"], required=True,
+                   help="A: a thread's comments; B: related questions; C: related threads' comments; D: Arabic "
+                        "question-answer pairs (the 2016 subtask D format; its term statistics come from the "
+                        "file's pairs, as `cqa evaluate --benchmark semeval2016-dev-D` reports bm25)")
+    p.add_argument("--input", type=Path, required=True, help="SemEval-format XML, or .xml.gz (labels optional)")
     p.add_argument("--output", type=Path, required=True, help="where to write the predictions")
     p.add_argument("--ranker", default=None, metavar="NAME", help=f"ranker ({DEFAULT_HELP})")
     p.add_argument("--inference", choices=VARIANTS + tuple(ALIASES), default=None, metavar="VARIANT",
@@ -176,6 +179,9 @@ def predict_command(args: argparse.Namespace, settings, emit) -> int:
         ranker = _build(args.ranker or default_ranker(args.subtask, settings), settings, args)
         queries = queries_for(args.input, args.subtask)
         lines = predictions(queries, ranker)
+        if args.subtask == "D":  # the D gold files list each question's pairs by QAID
+            from ..arabic import in_gold_order
+            lines = in_gold_order(lines)
         write_predictions(lines, args.output)
     except (LoadError, BenchmarkError, UnknownRanker) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -91,8 +91,10 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
 
 
 def default_ranker(subtask: str, settings) -> str:
-    """The ranker used when none is named: configurable per subtask (CQA_DEFAULT_RANKER[_B|_C])."""
-    return {"B": settings.default_ranker_b, "C": settings.default_ranker_c}.get(subtask, settings.default_ranker)
+    """The ranker used when none is named: configurable per subtask (CQA_DEFAULT_RANKER[_B|_C]; D, Arabic:
+    CQA_ARABIC_RANKER, or bm25-arabic where it is empty)."""
+    return {"B": settings.default_ranker_b, "C": settings.default_ranker_c,
+            "D": settings.arabic_ranker or "bm25-arabic"}.get(subtask, settings.default_ranker)
 
 
 def run_named(settings, benchmark: str, ranker: str | None = None, generation: str | None = None,
