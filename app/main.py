@@ -391,24 +391,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         t = await run_in_threadpool(svc.store.get, thread_id)
         if t is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
-        return await searched(svc, SearchRequest.like_thread(t, k=k, target=target, rerank=rerank))
+        return await searched(svc, SearchRequest.like_thread(t, k=k, target=target, rerank=rerank),
+                              "/threads/{id}/similar")
 
-    async def routed(svc: Service, q, gen, ranker, batcher, thread_question: bool = False):
+    async def routed(svc: Service, endpoint: str, q, gen, ranker, batcher, thread_question: bool = False):
         """(the ranker that ran, its scores of ``q``): input whose letters are mostly Arabic script goes to
         $CQA_ARABIC_RANKER, with the forum's statistics from ``gen`` (and with ``thread_question``, each comment read
-        after its thread's question); the rest to ``ranker`` through its micro-batcher."""
+        after its thread's question); the rest to ``ranker`` through its micro-batcher. /metrics counts which ran
+        (``cqa_ranked_total``)."""
         from ranking.arabic import as_read_by_arabic_ranker, is_arabic
         if svc.arabic_reranker is not None and is_arabic(q):
             arabic = as_read_by_arabic_ranker(q, gen, thread_question)
-            return svc.arabic_reranker, (await run_in_threadpool(svc.arabic_reranker.score, [arabic]))[0]
-        return ranker, await batcher.score(q)
+            ranker, scores = svc.arabic_reranker, (await run_in_threadpool(svc.arabic_reranker.score, [arabic]))[0]
+        else:
+            scores = await batcher.score(q)
+        svc.metrics.ranked.labels(endpoint, ranker.name).inc()
+        return ranker, scores
 
-    async def searched(svc: Service, req) -> SearchResponse:
+    async def searched(svc: Service, req, endpoint: str = "/search") -> SearchResponse:
         """The live generation's pipeline on ``req``, its stage timings into /metrics."""
         _, pipeline = ready_generation(svc)
         out = await run_in_threadpool(pipeline.search, req)
         for stage, ms in out.timings_ms.items():
             svc.metrics.stage.labels(stage).observe(ms / 1000)
+        svc.metrics.ranked.labels(endpoint, out.reranker or "none").inc()
         return out
 
     @app.post("/rerank", response_model=RerankOut, summary="Score and sort given candidates, e.g. a thread's comments")
@@ -425,7 +431,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                  **indexed_answer_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)),
                   {"author_id": body.asker_id, "thread_order": body.thread_order})
-        ranker, scores = await routed(svc, q, gen, svc.reranker, svc.rerank_batcher)
+        ranker, scores = await routed(svc, "/rerank", q, gen, svc.reranker, svc.rerank_batcher)
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
                 "metadata": regime_of(q)}
 
@@ -443,7 +449,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body,
                                                  **indexed_question_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)), {"search_order": body.search_order})
-        ranker, scores = await routed(svc, q, gen, svc.question_reranker, svc.question_batcher)
+        ranker, scores = await routed(svc, "/rerank/questions", q, gen, svc.question_reranker, svc.question_batcher)
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank_questions")),
                 "search_order": body.search_order and ranker is svc.question_reranker}
 
@@ -460,7 +466,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         threads, gen = [t.thread() for t in body.threads], svc.generation
         q = Query("rerank-answers", body.question.text, tuple(related_comment_candidates(threads, gen)),
                   {"subject": body.question.subject, "body": body.question.body, "search_order": body.search_order})
-        ranker, scores = await routed(svc, q, gen, svc.answers_reranker, svc.answers_batcher, thread_question=True)
+        ranker, scores = await routed(svc, "/rerank/answers", q, gen, svc.answers_reranker, svc.answers_batcher,
+                                       thread_question=True)
         out = sorted_by_score([c for _, c in comments], scores, ranker, t0, svc.metrics.stage.labels("rerank_answers"))
         out["search_order"] = body.search_order and ranker is svc.answers_reranker
         thread_of = {c.id: tid for tid, c in comments}

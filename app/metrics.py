@@ -32,6 +32,9 @@ class Metrics:
         self.generation = Gauge("cqa_generation_served", "1 for the index generation this process serves",
                                 ["generation"], registry=self.registry)
         self.store_threads = Gauge("cqa_store_threads", "threads in the store", registry=self.registry)
+        self.ranked = Counter("cqa_ranked_total", "requests ranked, by endpoint and the ranker that ran: an "
+                              "endpoint's default, or $CQA_ARABIC_RANKER for Arabic input (/search: the target's "
+                              "reranker; none when not reranked)", ["endpoint", "ranker"], registry=self.registry)
         self.batch_size = Histogram("cqa_rerank_batch_size", "requests per reranker batch",
                                     buckets=(1, 2, 4, 8, 16, 32), registry=self.registry)
         self.refreshes = Counter("cqa_refreshes_total", "automatic refreshes ($CQA_REFRESH_S) this process ran, by "

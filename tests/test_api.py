@@ -212,6 +212,15 @@ def test_rerank_questions_and_answers_rank_arabic_input_with_the_arabic_ranker(c
     said = client.post("/rerank/answers", json={"question": english, "threads": [
         {"id": "r1", "body": "visa", "comments": [{"id": "c1", "text": "renew it online"}]}]})
     assert said.json()["reranker"] == "stub-overlap" and said.json()["search_order"] is True
+    assert client.post("/search", json={"question": english}).json()["reranker"] == "stub-overlap"
+    assert client.post("/search", json={"question": english, "rerank": False}).status_code == 200
+    # /metrics counts which ranker ran, per endpoint
+    metrics = client.get("/metrics").text
+    for endpoint, ranker in [("/rerank/questions", "bm25-arabic"), ("/rerank/questions", "stub-overlap"),
+                             ("/rerank/answers", "bm25-arabic"), ("/rerank/answers", "stub-overlap"),
+                             ("/search", "stub-overlap"), ("/search", "none")]:
+        assert f'cqa_ranked_total{{endpoint="{endpoint}",ranker="{ranker}"}} 1.0' in metrics, (endpoint, ranker)
+    assert 'cqa_ranked_total{endpoint="/rerank",' not in metrics  # no /rerank request here
 
 
 def test_rerank_with_the_arabic_ranker_off_ranks_arabic_with_the_default(settings, fast_encoder):
