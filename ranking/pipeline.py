@@ -26,7 +26,7 @@ from .candidates import (
     answer_candidates,
     question_candidate,
 )
-from .arabic import is_arabic_text
+from .arabic import as_read_by_arabic_ranker, is_arabic_text
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 from .settings import MAX_RESULTS
@@ -235,9 +235,9 @@ class SearchPipeline:
         order, scores, n_head = list(range(len(groups))), list(first), 0
         if ranker is not None and got.n_head:
             t0 = time.perf_counter()
-            q = self.head_query(req, got)
-            if arabic:  # the Arabic ranker's statistics: the forum's, from this generation
-                q = Query(q.id, q.text, q.candidates, {**q.meta, "generation": self.gen})
+            q = self.head_query(req, got, question_vector=not arabic)
+            if arabic:  # the forum's statistics, from this generation; a comment after its thread's question
+                q = as_read_by_arabic_ranker(q, self.gen, thread_question=req.target == "answers")
             n_head = len(q.candidates)
             head_scores = ranker.score([q])[0]
             order = rerank_order(head_scores, len(groups))
@@ -346,9 +346,12 @@ class SearchPipeline:
         return Retrieved(r, candidates, doc_ids, col.groups, n_head,
                          [scores.get(doc_ids[g[0]]) for g in col.groups], timings)
 
-    def head_query(self, req: SearchRequest, got: Retrieved) -> Query:
+    def head_query(self, req: SearchRequest, got: Retrieved, question_vector: bool = True) -> Query:
         """What the reranker scores: the first ``depth`` groups of first-stage hits after collapse and, for
-        answers, the comments of the most similar threads. Below them the first stage's order stands."""
+        answers, the comments of the most similar threads. Below them the first stage's order stands. With
+        ``question_vector``, the question's dense vector too (the first stage's, from its cache), where the first
+        stage has a dense source; an Arabic search, whose first stage leaves it out and whose ranker reads no vector,
+        goes without."""
         r = got.retrieval
         out, rank = [], 0
         for g, first in zip(got.groups[: got.n_head], got.first):
@@ -358,7 +361,7 @@ class SearchPipeline:
             stages = {n: st.get(did) for n, st in r.stages.items()} | {"fused": first}
             out.append(_for_reranking(got.candidates[g[0]], rank if retrieved else self.depth + 1, stages))
         meta = {"subject": req.subject, "body": req.body}
-        if self.gen.dense is not None and "dense" in self.retriever.config.sources:
+        if question_vector and self.gen.dense is not None and "dense" in self.retriever.config.sources:
             meta["vector"] = self.gen.dense.embed(req.text)  # the first stage's, from its cache
             meta[VECTOR_ENCODER] = self.gen.dense.encoder
         return Query("search", req.text, tuple(out), meta)

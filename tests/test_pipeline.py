@@ -447,7 +447,11 @@ def test_a_question_in_arabic_leaves_the_dense_index_out_and_gets_the_arabic_ran
     reindex(settings, progress=False, encode_fn=fake_encode)
     from indexing.searcher import load_current
     gen = load_current(settings.index_root)
-    spy, ar = Spy(), ArabicBM25()
+    class ArabicSpy(ArabicBM25):
+        def score(self, queries):
+            self.seen = queries
+            return super().score(queries)
+    spy, ar = Spy(), ArabicSpy()
     with ThreadStore(settings.store_path) as store:
         pipe = build_pipeline(settings, gen, store.get, {"answers": spy, "questions": spy}, arabic=ar)
         assert "dense" in pipe.retriever.config.sources and pipe.arabic_config.sources == ("bm25", "lm")
@@ -455,6 +459,13 @@ def test_a_question_in_arabic_leaves_the_dense_index_out_and_gets_the_arabic_ran
             got = pipe.search(SearchRequest.asking("", "علاج الصداع", target=target, k=5))
             assert got.reranker == "bm25-arabic" and "dense" not in got.timings_ms and got.results, got
             assert got.results[0].thread_id in ("a0", "a1")
+            [q] = ar.seen  # the forum's statistics; no dense vector of the question (no ranker of it reads one)
+            assert q.meta["generation"] is gen and "vector" not in q.meta
+            if target == "answers":  # each comment after its thread's question, as /rerank/answers reads it
+                assert all(c.text == f"{c.meta['thread_question']}\n{store.get(c.meta['thread_id']).answers[0].text}"
+                           for c in q.candidates)
+            else:
+                assert all(c.text == store.get(c.meta["thread_id"]).question_text for c in q.candidates)
             english = pipe.search(SearchRequest.asking("visa", "how to renew my visa", target=target, k=5))
             assert english.reranker == "spy" and "dense" in english.timings_ms
         assert not spy.seen or all("generation" not in q.meta for q in spy.seen)
