@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from indexing.bm25 import bm25_weight, idf_lucene
-from indexing.loaders import load_semeval
+from indexing.loaders import LoadError, load_semeval
 from indexing.termmatrix import TermMatrix
 from indexing.text import ARABIC_CHAR, ARABIC_SCRIPT, Analyzer
 from indexing.translation import TranslationTable
@@ -205,6 +205,9 @@ def d_queries(xml: Path) -> list[Query]:
     the ids `cqa ingest` of the file gives them."""
     doc = load_semeval(xml, strict=True)
     threads = {t.id: t for t in doc.threads}
+    if not doc.threads or any("qaid" not in t.meta for t in doc.threads):
+        raise LoadError(xml, "the file", "not in the subtask D format (Question elements holding QApair elements, "
+                        "each with a QAID); subtasks A, B and C take the English files")
     out = []
     for oq in doc.org_questions.values():
         cands = []

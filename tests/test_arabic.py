@@ -76,6 +76,10 @@ def test_cqa_predict_writes_subtask_d_predictions_the_official_scorer_reads(tmp_
     lines = [Line(q.id, c.id, float(v), False) for q, row in zip(queries, scores) for c, v in zip(q.candidates, row)]
     assert figures["MAP"] == round(score(gold, align_to_gold(lines, gold)).MAP, 4)  # --json prints four places
     assert [(ln.qid, ln.cid) for ln in in_gold_order(lines)] == [(g.qid, g.cid) for g in gold]
+    english = semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev.xml"  # another subtask's file: a clear error
+    p = subprocess.run(CQA + ["predict", "--subtask", "D", "--input", str(english), "--output", str(tmp_path / "x")],
+                       env=cli_env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert p.returncode == 2 and "not in the subtask D format" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
 def test_input_is_taken_as_arabic_when_most_of_its_letters_are():
