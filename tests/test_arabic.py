@@ -80,6 +80,9 @@ def test_cqa_predict_writes_subtask_d_predictions_the_official_scorer_reads(tmp_
     p = subprocess.run(CQA + ["predict", "--subtask", "D", "--input", str(english), "--output", str(tmp_path / "x")],
                        env=cli_env, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert p.returncode == 2 and "not in the subtask D format" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = subprocess.run(CQA + ["predict", "--subtask", "A", "--input", str(semeval / DEV_D), "--output",  # and back
+                              str(tmp_path / "y")], env=cli_env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert p.returncode == 2 and "its subtask is D, not A" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
 def test_input_is_taken_as_arabic_when_most_of_its_letters_are():

@@ -120,6 +120,8 @@ def queries_for(xml: Path, subtask: str, variant: str | None = None) -> list[Que
         from ..arabic import d_queries
         return d_queries(xml)
     doc = load_semeval(xml, strict=True)
+    if doc.threads and all("qaid" in t.meta for t in doc.threads):  # every thread a subtask D question-answer pair
+        raise BenchmarkError(f"{xml}: a subtask D file (Arabic question-answer pairs); its subtask is D, not {subtask}")
     if variant is not None and variant not in SUBTASK_VARIANTS.get(subtask, ()):
         raise BenchmarkError(f"unknown variant {variant!r} of subtask {subtask}; "
                              + "; ".join(f"subtask {t} has {', '.join(v)}" for t, v in SUBTASK_VARIANTS.items()))
