@@ -8,6 +8,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -267,6 +268,10 @@ def _minilm_checkpoint(settings, model: str, task: str) -> Path:
             ("bi-encoder", "B"): settings.question_bi_encoder_checkpoint}[(model, task)]
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     settings = _settings(args)
     given = {k: v for k, v in vars(args).items() if v is not None}
@@ -299,9 +304,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
             cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in MINILM_TRAIN_FLAGS if k in given})
             out = args.out or _minilm_checkpoint(settings, args.model, cfg.task)
+            # SIGTERM (a scheduler's or `timeout`'s limit) stops training as Ctrl-C does: the best point so far is kept
+            signal.signal(signal.SIGTERM, _interrupt)
             m = train_minilm_from_semeval(settings.semeval_dir, out, cfg, progress=not args.quiet)
             summary = {"best": m["best"], "dev_MAP": m["dev_MAP"], "evaluations": len(m["evaluations"]),
-                       "train_seconds": m["train_seconds"]}
+                       "train_seconds": m["train_seconds"],
+                       **({"interrupted_at": m["interrupted_at"]} if "interrupted_at" in m else {})}
     except (RuntimeError, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -496,7 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "(defaults: 1 epoch, lr 3e-5, batch 16)\n"
                        "  bi-encoder     the same MiniLM fine-tuned with the cosine hinge loss on cos(q, a) (margin "
                        "0.2)\n\n"
-                       "CUDA with bf16 autocast is used when present. The committed checkpoints' exact commands are "
+                       "CUDA with bf16 autocast is used when present. Ctrl-C or SIGTERM stops a MiniLM run and keeps "
+                       "its best evaluation point so far.\nThe committed checkpoints' exact commands are "
                        "in docs/BENCHMARKS.md.")
     s.add_argument("--model", choices=["bilstm", "cross-encoder", "bi-encoder"], default="bilstm")
     s.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,

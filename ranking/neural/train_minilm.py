@@ -158,27 +158,37 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
                     "state": {k: v.detach().clone() for k, v in model.own_state_dict().items()}}
 
     model.train()
-    for epoch in range(1, cfg.epochs + 1):
-        batches = length_batches(triplets(groups, rng, cfg.negatives)[:per_epoch], cfg.batch_size, rng)
-        losses: list[float] = []
-        bar = tqdm(batches, desc=f"{cfg.kind} epoch {epoch}", unit="batch", disable=not progress)
-        for bi, batch in enumerate(bar):
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
-                pos, neg = _step_scores(model, batch, device)
-                loss = loss_fn(pos.float(), neg.float())
-            losses.append(optimizer_step(loss, opt, body + head, 1.0, sched))
-            bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
-            step += 1
+    interrupted_at = None
+    epoch, losses = 1, []
+    try:
+        for epoch in range(1, cfg.epochs + 1):
+            batches = length_batches(triplets(groups, rng, cfg.negatives)[:per_epoch], cfg.batch_size, rng)
+            losses = []
+            bar = tqdm(batches, desc=f"{cfg.kind} epoch {epoch}", unit="batch", disable=not progress)
+            for bi, batch in enumerate(bar):
+                with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
+                    pos, neg = _step_scores(model, batch, device)
+                    loss = loss_fn(pos.float(), neg.float())
+                losses.append(optimizer_step(loss, opt, body + head, 1.0, sched))
+                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
+                step += 1
+                if cfg.max_steps and step >= cfg.max_steps:
+                    break
+                if cfg.eval_every and step % cfg.eval_every == 0 and bi + 1 < len(batches):
+                    checkpoint(epoch, losses)
+            checkpoint(epoch, losses)
             if cfg.max_steps and step >= cfg.max_steps:
                 break
-            if cfg.eval_every and step % cfg.eval_every == 0 and bi + 1 < len(batches):
-                checkpoint(epoch, losses)
-        checkpoint(epoch, losses)
-        if cfg.max_steps and step >= cfg.max_steps:
-            break
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under `cqa train` (a job's time limit): keep the best point so far
+        interrupted_at = {"epoch": epoch, "step": step}
+        log.warning("interrupted at epoch %d step %d; keeping the best evaluation point so far", epoch, step)
+        model.eval()
+        if best["state"] is None:  # nothing evaluated yet: the model as it stands is the only point there is
+            checkpoint(epoch, losses)
     model.load_state_dict(best["state"], strict=False)
     metrics = {"best": best["at"], "dev_MAP": best["dev_MAP"], "evaluations": history,
-               "train_seconds": round(time.perf_counter() - t_start, 1)}
+               "train_seconds": round(time.perf_counter() - t_start, 1),
+               **({"interrupted_at": interrupted_at} if interrupted_at else {})}
     save(out, model.eval(), {"train": cfg.__dict__, **start, **(meta or {})}, metrics)
     return metrics
 
