@@ -86,6 +86,36 @@ def test_training_writes_a_dev_selected_compact_checkpoint(tiny_cross):
     assert config["kind"] == "cross-encoder" and config["model"]["max_length"] == 64
 
 
+@pytest.mark.parametrize("stop_at_call,evaluated", [(3, [2]), (1, [0])])
+def test_an_interrupted_run_keeps_its_best_evaluation_point(stop_at_call, evaluated, tmp_path, monkeypatch):
+    """Ctrl-C, or SIGTERM under `cqa train` (a job's time limit), ends training early with a checkpoint of the best
+    point evaluated so far; interrupted before any evaluation, the model as it stands is evaluated and kept."""
+    import signal
+
+    import ranking.neural.train_minilm as tm
+    from app.cli import _interrupt
+    threads = load(PROJECT_ROOT / "data/demo/threads.jsonl").threads[:4]
+    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 48, 48)
+    queries = [Query(t.id, t.question_text, tuple(Candidate(a.id, a.text) for a in t.answers)) for t in threads[:2]]
+    gold = [Line(q.id, c.id, 0.0, a.label == "Good") for q, t in zip(queries, threads) for c, a in zip(q.candidates, t.answers)]
+    calls, step = [], tm.optimizer_step
+
+    def stepping(*args):
+        calls.append(1)
+        if len(calls) == stop_at_call:
+            _interrupt(signal.SIGTERM, None)  # what the handler `cqa train` installs does on SIGTERM
+        return step(*args)
+    monkeypatch.setattr(tm, "optimizer_step", stepping)
+    out = tmp_path / "stopped"
+    metrics = train_minilm(groups, queries, gold, out, MiniLMTrainConfig(
+        max_steps=10, eval_every=2, batch_size=2, max_length=64, device="cpu"), progress=False)
+    assert metrics["interrupted_at"] == {"epoch": 1, "step": stop_at_call - 1}
+    logged = [json.loads(line)["step"] for line in (out / "training_log.jsonl").read_text().splitlines()]
+    assert logged == evaluated and metrics["best"]["step"] == evaluated[-1]
+    assert json.loads((out / "metrics.json").read_text())["interrupted_at"] == metrics["interrupted_at"]
+    assert MiniLMRanker.from_checkpoint(out, "cpu").score(queries)  # a whole checkpoint, loadable
+
+
 def test_checkpoint_round_trip_scores_like_the_trained_model(tiny_cross):
     out, _, queries = tiny_cross
     model, _ = load_minilm(out, "cpu")
