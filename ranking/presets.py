@@ -107,6 +107,10 @@ PRESETS: dict[str, RankerSpec] = {
     "question-bi-encoder": RankerSpec("minilm", "all-MiniLM-L6-v2 fine-tuned with the cosine hinge loss on subtask B "
                                       "question-question pairs (2016 train), cos(q, q')",
                                       checkpoint="question_bi_encoder_checkpoint"),
+    "question-cross-encoder": RankerSpec("minilm", "all-MiniLM-L6-v2 cross-encoder trained on subtask B "
+                                         "question-question pairs (`cqa train --model cross-encoder --task B`; not "
+                                         "shipped: $CQA_QUESTION_CROSS_ENCODER_CHECKPOINT names one)",
+                                         checkpoint="question_cross_encoder_checkpoint"),
     "question-fusion": RankerSpec("fusion", "subtask B: per-question z-score fusion of the IR order, lexical scores, "
                                   "the zero-shot cosine, the question-question bi-encoder and the A-trained models, "
                                   "weights tuned on dev-B", file="question_fusion_defaults.json"),
