@@ -307,16 +307,25 @@ def _translation(spec, settings, parts, name):
     return TranslationLMRanker(semeval_dir=settings.semeval_dir, cache_dir=settings.cache_dir, name=name)
 
 
+def _checkpoint_folder(spec, settings, name) -> Path:
+    """The checkpoint folder a preset's setting names, or a FileNotFoundError that says which setting and how to get one."""
+    folder = Path(getattr(settings, spec.checkpoint))
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{name}: no checkpoint at {folder}; set CQA_{spec.checkpoint.upper()} to a checkpoint "
+                                f"folder (`cqa train` writes one)")
+    return folder
+
+
 def _minilm(spec, settings, parts, name):
     from .neural.ranker import MiniLMRanker
-    return MiniLMRanker.from_checkpoint(getattr(settings, spec.checkpoint), settings.device, name=name,
+    return MiniLMRanker.from_checkpoint(_checkpoint_folder(spec, settings, name), settings.device, name=name,
                                         inference=spec.inference or settings.inference, max_length=spec.max_length,
                                         cache_dir=settings.cache_dir / "scores", export_dir=settings.cache_dir)
 
 
 def _bilstm(spec, settings, parts, name):
     from .neural.ranker import BiLSTMRanker
-    return BiLSTMRanker.from_checkpoint(getattr(settings, spec.checkpoint), settings.device)
+    return BiLSTMRanker.from_checkpoint(_checkpoint_folder(spec, settings, name), settings.device)
 
 
 def _unordered(d: dict):

@@ -33,6 +33,10 @@ def settings(tmp_path_factory):
     return Settings(data_dir=tmp_path_factory.mktemp("presets") / "var", shared_data_dir=SEMEVAL.parent)
 
 
+# presets whose checkpoint the release does not ship (docs/BENCHMARKS.md, round 26: the question cross-encoder)
+NOT_SHIPPED = {"question-cross-encoder"}
+
+
 @pytest.fixture(scope="module")
 def built():
     return {}
@@ -40,6 +44,12 @@ def built():
 
 @pytest.mark.parametrize("name", sorted(n for n, s in PRESETS.items() if s.kind not in ("retriever", "factory")))
 def test_every_preset_builds_and_scores(name, settings, built):
+    spec = PRESETS[name]
+    if name in NOT_SHIPPED:  # a preset for a model the release does not ship: a clear error naming its setting
+        assert not (getattr(settings, spec.checkpoint) / "config.json").exists()
+        with pytest.raises(FileNotFoundError, match=f"no checkpoint at .*CQA_{spec.checkpoint.upper()}"):
+            build(name, settings, built=built)
+        return
     ranker = build(name, settings, built=built)
     scores = ranker.score([QUERY])
     assert len(scores) == 1 and len(scores[0]) == len(QUERY.candidates)
