@@ -308,11 +308,15 @@ def _translation(spec, settings, parts, name):
 
 
 def _checkpoint_folder(spec, settings, name) -> Path:
-    """The checkpoint folder a preset's setting names, or a FileNotFoundError that says which setting and how to get one."""
+    """The checkpoint folder a preset's setting names; where it holds none, the checkpoint reader's error with the
+    preset and the setting that would name one."""
+    from .neural.checkpoint import NoCheckpoint, require
     folder = Path(getattr(settings, spec.checkpoint))
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"{name}: no checkpoint at {folder}; set CQA_{spec.checkpoint.upper()} to a checkpoint "
-                                f"folder (`cqa train` writes one)")
+    try:
+        require(folder)
+    except NoCheckpoint:
+        raise NoCheckpoint(f"{name}: no checkpoint at {folder}; set CQA_{spec.checkpoint.upper()} to a checkpoint "
+                           f"folder (`cqa train` writes one)") from None
     return folder
 
 

@@ -203,6 +203,9 @@ def test_like_checkpoints_average_into_one_scored_on_dev(tiny_cross, tmp_path):
 def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(CheckpointError, match="not a checkpoint"):
         load_minilm(tmp_path)
+    with pytest.raises(CheckpointError, match="not a checkpoint"):  # not the weights file's bare FileNotFoundError
+        MiniLMRanker.from_checkpoint(tmp_path, "cpu")
+    assert issubclass(CheckpointError, ValueError)  # what every command reports as a one-line error
     (tmp_path / "config.json").write_text(json.dumps({"kind": "bilstm-attention", "format_version": 1}))
     with pytest.raises(CheckpointError, match="not a MiniLM ranker checkpoint"):
         load_minilm(tmp_path)

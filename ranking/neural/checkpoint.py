@@ -15,8 +15,20 @@ from .vocab import token_embeddings
 FORMAT_VERSION = 1
 
 
-class CheckpointError(Exception):
-    pass
+class CheckpointError(ValueError):
+    """A folder that is not a checkpoint this code reads (a ValueError, so every command reports it as a clear error)."""
+
+
+class NoCheckpoint(CheckpointError, FileNotFoundError):
+    """A folder without a checkpoint in it."""
+
+
+def require(folder: Path) -> Path:
+    """The config.json of a checkpoint folder, or NoCheckpoint."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise NoCheckpoint(f"{folder} is not a checkpoint (no config.json); train one with `cqa train`")
+    return path
 
 
 def code_version() -> str:
@@ -43,9 +55,7 @@ def read_metrics(folder: Path) -> dict:
 
 def read(folder: Path, kinds: tuple[str, ...], version: int, what: str) -> tuple[dict, dict[str, torch.Tensor]]:
     """config.json and the weights of a checkpoint of one of ``kinds``; a clear error otherwise."""
-    path = Path(folder) / "config.json"
-    if not path.exists():
-        raise CheckpointError(f"{folder} is not a checkpoint (no config.json); train one with `cqa train`")
+    path = require(folder)
     config = json.loads(path.read_text())
     if config.get("kind") not in kinds or config.get("format_version") != version:
         raise CheckpointError(f"{path}: kind {config.get('kind')!r} version {config.get('format_version')!r} "

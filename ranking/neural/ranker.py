@@ -296,7 +296,9 @@ def shared_model(folder: Path, device: str, max_length: int | None = None) -> tu
     run the same weights in other variants (a ranker ``auto`` runs in bf16 beside one in fp32, ranking/presets.py)
     share one copy (22.6M parameters, 90 MB in fp32). Keyed by the weights' digest, so a retrained checkpoint loads
     anew."""
+    from .checkpoint import require
     from .minilm import load
+    require(folder)  # a clear error before the digest reads the weights' file
     key = (str(folder.resolve()), checkpoint_digest(folder), device, max_length)
     with _LOADING:
         model = _LOADED.get(key)

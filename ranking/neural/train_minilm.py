@@ -182,7 +182,6 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under `cqa train` (a job's time limit): keep the best point so far
         interrupted_at = {"epoch": epoch, "step": step}
         log.warning("interrupted at epoch %d step %d; keeping the best evaluation point so far", epoch, step)
-        model.eval()
         if best["state"] is None:  # nothing evaluated yet: the model as it stands is the only point there is
             checkpoint(epoch, losses)
     model.load_state_dict(best["state"], strict=False)
