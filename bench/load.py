@@ -3,7 +3,8 @@ concurrencies. POST /search per target with reranking on and off (side by side i
 --search-configs data folder in turn (e.g. generations built with two dense encoders); with
 --rerank-configs, POST /rerank with each 2016 test-A thread's question and comments (asker, authors, thread
 order: what a forum sends to sort a thread) for each configuration in turn, one server each, in one run (and
-POST /rerank/questions and /rerank/answers with the test-B and test-C questions, --rerank-inputs questions,answers).
+POST /rerank/questions and /rerank/answers with the test-B and test-C questions, --rerank-inputs questions,answers);
+each rerank configuration also reports its server's resident memory after its requests (resident_mb).
 Bounded by request count and time.
 Defaults to the SemEval full corpus built by the fullcorpus benchmark. Prints a JSON object last.
 
@@ -208,6 +209,16 @@ def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, t
         store.cleanup()
 
 
+def resident_mb(base: str) -> float | None:
+    """The serving process's resident memory after its requests (GET /metrics, process_resident_memory_bytes; one
+    worker's where there are several); None where the platform does not report it."""
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("process_resident_memory_bytes "):
+                return round(float(line.split()[1]) / 2**20, 1)
+    return None
+
+
 def memo_report(base: str, workers: int) -> dict:
     """What the score memos answered: GET /ready's ``score_memos`` (and the two stores), one worker's; with
     several workers, each worker's under ``by_worker`` (asked until each has answered, at most 100 times)."""
@@ -398,7 +409,7 @@ def main() -> None:
                         levels.append(r)
                     for group in {name.split("-")[0] for name in bodies}:
                         start[group] = start.get(group, 0) + args.requests
-                out["rerank"][label].update(memo_report(base, workers))
+                out["rerank"][label].update(memo_report(base, workers), resident_mb=resident_mb(base))
     out["levels"] = levels
     print(json.dumps(out))
 

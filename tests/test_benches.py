@@ -83,6 +83,7 @@ def test_load_bench_revisits_threads_through_real_servers_with_and_without_score
             ("answers-other-question", "rerank/answers", "related-answers")}
     assert out["rerank"]["no-memo"]["env"] == {"CQA_SCORE_MEMO_PAIRS": "0", "CQA_VECTOR_MEMO_TEXTS": "0"}
     assert out["rerank"]["no-memo"]["score_memos"] == {}
+    assert all(out["rerank"][c]["resident_mb"] > 100 for c in ("no-memo", "default", "two"))  # the models are loaded
     memos = out["rerank"]["default"]["score_memos"]
     # the second and third rounds send the first round's comments again: every one of them is a hit in each model
     ce = rerank_model("cross-encoder")  # the cascade's models, as this machine serves them
