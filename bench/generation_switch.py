@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from indexing.documents import documents_file  # noqa: E402
 from indexing.generations import point_current  # noqa: E402
-from load import PacedClient, get_json, post_json, save_documents_lines, server, split_latency  # noqa: E402
+from load import (PacedClient, get_json, post_json, resident_mb, save_documents_lines, server,  # noqa: E402
+                  split_latency)
 
 QUESTIONS = ["where can I renew my residence permit", "cheap flights to Manila in December",
              "is the metro open on Friday", "which bank gives the best car loan",
@@ -187,16 +188,6 @@ def rows_row_by_row(gen) -> tuple[dict, dict]:
         rows.setdefault(tid, []).append(row)
     kinds = gen.docs.kinds
     return rows, {tid: [i for i in r if kinds[i] == ANSWER] for tid, r in rows.items()}
-
-
-def resident_mb(base: str) -> float | None:
-    """The server's resident memory (``process_resident_memory_bytes`` of GET /metrics), MB; None off Linux."""
-    import urllib.request
-    with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("process_resident_memory_bytes "):
-                return round(float(line.split()[1]) / 2 ** 20, 1)
-    return None
 
 
 def run_server(folder: Path, names: tuple[str, str], args, interval: str | None = None

@@ -210,9 +210,9 @@ def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, t
 
 
 def resident_mb(base: str) -> float | None:
-    """The serving process's resident memory after its requests (GET /metrics, process_resident_memory_bytes; one
-    worker's where there are several); None where the platform does not report it."""
-    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+    """The server's resident memory (``process_resident_memory_bytes`` of GET /metrics; one worker's where there are
+    several), MB; None off Linux, where the platform does not report it."""
+    with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
         for line in r.read().decode().splitlines():
             if line.startswith("process_resident_memory_bytes "):
                 return round(float(line.split()[1]) / 2**20, 1)
