@@ -5,8 +5,11 @@ cross-encoder+signals on the training file the MiniLM rankers held out, so its r
 unseen threads. Writes the combination's JSON file. JSON object last.
 With --regimes, also one set of weights per metadata regime (ranking/combination.py REGIMES): the training
 threads and dev-A with user ids removed, shuffled, or both, the features a regime lacks held at zero.
+With --cross-fitted SCORES (scripts/crossfit_A.py), cross-encoder+signals also trains on the other training files,
+their MiniLM scores out of fold: each comment scored by a model trained without its thread.
 Usage: python scripts/train_combination.py [--name bilstm+signals|cross-encoder+signals] [--regimes]
        [--extra-part PRESET --out FILE]   (a candidate feature tried without touching the shipped file)
+       [--cross-fitted var/crossfit/scores.json]
 """
 from __future__ import annotations
 
@@ -41,6 +44,16 @@ from ranking.rankers import encodes_texts, get_ranker, walk  # noqa: E402
 GRID = (0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 10.0)
 
 
+class ScoreTable:
+    """A part whose scores were computed elsewhere: each candidate's score by its id (out-of-fold MiniLM scores)."""
+
+    def __init__(self, scores: dict[str, float]):
+        self.scores = scores
+
+    def score(self, queries: list) -> list[list[float]]:
+        return [[self.scores[c.id] for c in q.candidates] for q in queries]
+
+
 def main() -> None:
     import argparse
 
@@ -53,11 +66,19 @@ def main() -> None:
     ap.add_argument("--extra-part", action="append", default=[], metavar="PRESET",
                     help="try another ranker preset as a feature beside the combination's parts (repeatable); use "
                     "with --out, so the shipped file stays as it is")
+    ap.add_argument("--cross-fitted", type=Path, metavar="SCORES",
+                    help="cross-encoder+signals: also train on the files scored out of fold in SCORES "
+                    "(scripts/crossfit_A.py score), their MiniLM parts' scores read from it")
     ap.add_argument("--out", type=Path, help="write the combination here (default: its shipped file, ranking/)")
     args = ap.parse_args()
     _, part_names, signal_names, which = COMBINATIONS[args.name]
     part_names = tuple(part_names) + tuple(args.extra_part)
     files = TRAIN_FILES if which == "train" else (HELD_OUT_FILE,)
+    crossfit = json.loads(args.cross_fitted.read_text()) if args.cross_fitted else None
+    if crossfit and (which == "train" or crossfit.get("limit") or set(crossfit["files"]) & set(files)):
+        raise SystemExit(f"error: {args.cross_fitted}: --cross-fitted adds files the {args.name} layer does not train "
+                         "on, scored in full (not a --limit smoke run)")
+    fitted_files = tuple(crossfit["files"]) if crossfit else ()
     features = list(part_names) + list(signal_names)
     s = Settings()
     built: dict = {}  # parts that share a model (comment-centrality and bi-encoder) load it once
@@ -67,17 +88,27 @@ def main() -> None:
             r.vector_memo = ScoreMemo(1_000_000)
     dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-A"].paths(s.semeval_dir)
     gold = read_lines(dev_gold)
-    labels_of = {}
-    for f in files:
-        labels_of.update({a.id: a.label == "Good" for t in load(s.semeval_dir / f).threads for a in t.answers})
+    # per file: comment ids repeat across the 2015 files (2015 train and dev share 68 thread ids, other threads)
+    labels_of = {f: {a.id: a.label == "Good" for t in load(s.semeval_dir / f).threads for a in t.answers}
+                 for f in files + fitted_files}
+
+    def file_features(f: str, variant: str | None) -> tuple[list[np.ndarray], np.ndarray]:
+        """A training file's feature rows and labels; a cross-fitted file's MiniLM parts read out of fold."""
+        queries = queries_for(s.semeval_dir / f, "A", variant)
+        use = parts
+        if f in fitted_files:
+            use = [ScoreTable(crossfit["scores"][n][f]) if n in crossfit["scores"] else p
+                   for n, p in zip(part_names, parts)]
+        y = np.concatenate([np.asarray([labels_of[f][c.id] for c in q.candidates], dtype=int) for q in queries])
+        return feature_matrix(queries, use, signal_names), y
 
     def fit(regime: str) -> dict:
         """Train on the training threads as that regime sees them, pick C by dev-A seen the same way."""
         variant = REGIMES[regime][1]
-        queries = [q for f in files for q in queries_for(s.semeval_dir / f, "A", variant)]
         mask = regime_mask(features, regime)
-        X = np.vstack(feature_matrix(queries, parts, signal_names)) * mask
-        y = np.concatenate([np.asarray([labels_of[c.id] for c in q.candidates], dtype=int) for q in queries])
+        rows = [file_features(f, variant) for f in files + fitted_files]
+        X = np.vstack([x for r, _ in rows for x in r]) * mask
+        y = np.concatenate([lab for _, lab in rows])
         dev_q = queries_for(dev_xml, "A", variant)
         results = []
         for C in GRID:
@@ -94,9 +125,14 @@ def main() -> None:
     full = fit("full")
     record = {"name": args.name, "parts": list(part_names), "features": features,
               "coef": full["coef"], "intercept": full["intercept"], "C": full["C"], "dev_MAP": full["dev_MAP"],
-              "grid": full["grid"], "train_files": list(files),
+              "grid": full["grid"], "train_files": list(files + fitted_files),
               "train_pairs": full["train_pairs"], "trained_at": datetime.now(timezone.utc).isoformat(),
               "command": "python scripts/train_combination.py " + " ".join(sys.argv[1:])}
+    if crossfit:
+        record["cross_fitted"] = {"files": list(fitted_files), "folds": crossfit["folds"], "seed": crossfit["seed"],
+                                  "parts": sorted(crossfit["scores"]), "inference": crossfit["inference"],
+                                  "fold_dev_MAP": {k: [m["dev_MAP"] for m in v] for k, v in crossfit["models"].items()},
+                                  "fold_train": {k: v[0]["train"] for k, v in crossfit["models"].items()}}
     if args.regimes:
         record["regimes"] = {r: {k: v for k, v in fit(r).items() if k != "train_pairs"} for r in REGIMES if r != "full"}
     (args.out or combination_file(args.name)).write_text(json.dumps(record, indent=2) + "\n")

@@ -1,0 +1,138 @@
+"""Cross-fitted (out-of-fold) MiniLM scores for the subtask A training threads (issue 16).
+
+The learned layer `cross-encoder+signals` (ranking/combination.py) must learn from ranker scores of threads the
+rankers never saw, so until now it trained on the one file the MiniLM models hold out (2015 test: 1,844 comments).
+Cross-fitting gives it the other training files too: their threads are dealt into K folds by original question
+(`ranking.evaluation.tuning.folds_of`, seed 2016; the related threads of one 2016 question share a fold), a model
+of each kind is trained on the other folds with the shipped recipe (`cqa train`'s settings, the best dev-A point
+kept), and it scores its own fold. Every training comment then carries the score of a model that never saw it.
+`python scripts/train_combination.py --name cross-encoder+signals --regimes --cross-fitted OUT/scores.json` trains
+the layer on those scores and on the held-out file's scores of the shipped models.
+
+    python scripts/crossfit_A.py train --kind cross-encoder --fold 0 [--folds 4] [--epochs 3 --eval-every 167]
+                                       [--device cuda] [--out var/crossfit]      (one fold model; run them at once)
+    python scripts/crossfit_A.py score [--folds 4] [--out var/crossfit]   (each fold model scores its fold)
+
+`score` writes OUT/scores.json: per kind and file, each training comment's out-of-fold score; each thread's fold; each
+fold model's dev-A MAP and training settings. JSON object last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.settings import Settings  # noqa: E402
+from indexing.catalog import HELD_OUT_FILE, NEURAL_TRAIN_FILES  # noqa: E402
+from ranking.evaluation.tuning import FOLD_SEED, folds_of  # noqa: E402
+
+KINDS = ("cross-encoder", "bi-encoder")
+FILES = tuple(f for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE)
+
+
+def question_key(thread_id: str) -> str:
+    """The original question a thread belongs to: 2016's related threads (``Q201_R26``) share ``Q201``'s fold."""
+    return thread_id.split("_R")[0]
+
+
+def fold_of_threads(threads: dict[str, list], folds: int, seed: int = FOLD_SEED) -> dict[str, dict[str, int]]:
+    """File -> thread id -> fold: the original questions dealt into ``folds`` as the cross-validations deal theirs.
+    Keyed by file first: thread ids repeat across the 2015 files (68 of 2015 train's are 2015 dev's, other threads)."""
+    keys = sorted({(f, question_key(t.id)) for f, ts in threads.items() for t in ts})
+    fold = {keys[j]: i for i, idx in enumerate(folds_of(keys, folds, seed)) for j in idx}
+    return {f: {t.id: fold[(f, question_key(t.id))] for t in ts} for f, ts in threads.items()}
+
+
+def training_threads(settings: Settings) -> dict[str, list]:
+    """File -> its threads, for the training files other than the held-out one."""
+    from indexing.loaders import load
+    return {f: load(settings.semeval_dir / f).threads for f in FILES}
+
+
+def train_fold(args: argparse.Namespace, settings: Settings) -> dict:
+    from indexing.loaders import file_digest
+    from ranking.neural.train_minilm import DEV_BENCHMARKS, MiniLMTrainConfig, _dev_set, minilm_groups, train_minilm
+    threads = training_threads(settings)
+    fold = fold_of_threads(threads, args.folds)
+    kept = [t for f, ts in threads.items() for t in ts if fold[f][t.id] != args.fold]
+    cfg = MiniLMTrainConfig(kind=args.kind, epochs=args.epochs, eval_every=args.eval_every, max_length=args.max_length,
+                            device=args.device, seed=args.seed, max_steps=args.max_steps)
+    meta = {"data": {f: file_digest(settings.semeval_dir / f) for f in FILES}, "held_out": HELD_OUT_FILE,
+            "dev": DEV_BENCHMARKS["A"], "cross_fit": {"fold": args.fold, "folds": args.folds, "seed": FOLD_SEED,
+                                                      "threads_left_out": sum(map(len, threads.values())) - len(kept)}}
+    out = args.out / f"{args.kind}-fold{args.fold}"
+    m = train_minilm(minilm_groups(kept), *_dev_set(settings.semeval_dir, "A"), out, cfg, meta, progress=False)
+    return {"kind": args.kind, "fold": args.fold, "out": str(out), "dev_MAP": m["dev_MAP"], "best": m["best"],
+            "train_seconds": m["train_seconds"], "threads": len(kept)}
+
+
+def score_folds(args: argparse.Namespace, settings: Settings) -> dict:
+    from ranking.evaluation.benchmarks import queries_for
+    from ranking.neural.ranker import MiniLMRanker
+    threads = training_threads(settings)
+    fold = fold_of_threads(threads, args.folds)
+    queries = {f: queries_for(settings.semeval_dir / f, "A")[:args.limit] for f in FILES}
+    scores: dict[str, dict[str, dict[str, float]]] = {k: {f: {} for f in FILES} for k in KINDS}
+    models: dict[str, list[dict]] = {k: [] for k in KINDS}
+    t0 = time.perf_counter()
+    for kind in KINDS:
+        for i in range(args.folds):
+            folder = args.out / f"{kind}-fold{i}"
+            ranker = MiniLMRanker.from_checkpoint(folder, args.device, name=kind, inference=args.inference)
+            mine = [(f, q) for f, qs in queries.items() for q in qs if fold[f][q.id] == i]
+            for (f, q), row in zip(mine, ranker.score([q for _, q in mine])):
+                scores[kind][f].update({c.id: float(s) for c, s in zip(q.candidates, row)})
+            cfg = json.loads((folder / "config.json").read_text())
+            met = json.loads((folder / "metrics.json").read_text())
+            models[kind].append({"fold": i, "questions": len(mine), "dev_MAP": met["dev_MAP"], "best": met["best"],
+                                 "train": cfg.get("train"), "train_seconds": met.get("train_seconds")})
+    from indexing.encoder import resolve_device
+    from ranking.neural.inference import resolve
+    device = resolve_device(args.device)
+    record = {"folds": args.folds, "seed": FOLD_SEED, "files": list(FILES),
+              "inference": f"{device} {resolve(args.inference, device).inference.label}",
+              "limit": args.limit,
+              "fold_of": fold, "models": models, "scores": scores,
+              "seconds": round(time.perf_counter() - t0, 1)}
+    (args.out / "scores.json").write_text(json.dumps(record) + "\n")
+    return {"out": str(args.out / "scores.json"), "comments": {k: sum(map(len, v.values())) for k, v in scores.items()},
+            "fold_dev_MAP": {k: [round(m["dev_MAP"], 4) for m in v] for k, v in models.items()},
+            "seconds": record["seconds"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=["train", "score"])
+    ap.add_argument("--kind", choices=KINDS, help="train: which MiniLM ranker")
+    ap.add_argument("--fold", type=int, help="train: the fold left out")
+    ap.add_argument("--folds", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=3, help="train (default 3, the shipped cross-encoder's recipe)")
+    ap.add_argument("--eval-every", type=int, default=167, help="train: dev-A evaluation every N steps")
+    ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--max-steps", type=int, default=None, help="train: stop after this many steps (smoke runs)")
+    ap.add_argument("--limit", type=int, default=None, help="score: the first N questions of each file (smoke runs)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--inference", default="auto", help="score: the variant (CUDA always runs torch-bf16)")
+    ap.add_argument("--out", type=Path, default=Path("var/crossfit"))
+    args = ap.parse_args()
+    settings = Settings()
+    if args.step == "train":
+        import signal
+
+        def stop(signum, frame):  # a job's time limit stops training as Ctrl-C does: the best point so far is kept
+            raise KeyboardInterrupt(f"signal {signum}")
+        signal.signal(signal.SIGTERM, stop)
+        if args.kind is None or args.fold is None or not 0 <= args.fold < args.folds:
+            ap.error(f"train needs --kind and --fold in 0..{args.folds - 1}")
+        print(json.dumps(train_fold(args, settings)))
+    else:
+        print(json.dumps(score_folds(args, settings)))
+
+
+if __name__ == "__main__":
+    main()
