@@ -3,7 +3,7 @@
 The learned layer `cross-encoder+signals` (ranking/combination.py) must learn from ranker scores of threads the
 rankers never saw, so until now it trained on the one file the MiniLM models hold out (2015 test: 1,844 comments).
 Cross-fitting gives it the other training files too: their threads are dealt into K folds by original question
-(`ranking.evaluation.tuning.folds_of`, seed 2016; the related threads of one 2016 question share a fold), a model
+(`ranking.evaluation.tuning.thread_folds`, seed 2016; the related threads of one 2016 question share a fold), a model
 of each kind is trained on the other folds with the shipped recipe (`cqa train`'s settings, the best dev-A point
 kept), and it scores its own fold. Every training comment then carries the score of a model that never saw it.
 `python scripts/train_combination.py --name cross-encoder+signals --regimes --cross-fitted OUT/scores.json` trains
@@ -28,23 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
 from indexing.catalog import HELD_OUT_FILE, NEURAL_TRAIN_FILES  # noqa: E402
-from ranking.evaluation.tuning import FOLD_SEED, folds_of  # noqa: E402
+from ranking.evaluation.tuning import FOLD_SEED, thread_folds  # noqa: E402
 
 KINDS = ("cross-encoder", "bi-encoder")
 FILES = tuple(f for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE)
-
-
-def question_key(thread_id: str) -> str:
-    """The original question a thread belongs to: 2016's related threads (``Q201_R26``) share ``Q201``'s fold."""
-    return thread_id.split("_R")[0]
-
-
-def fold_of_threads(threads: dict[str, list], folds: int, seed: int = FOLD_SEED) -> dict[str, dict[str, int]]:
-    """File -> thread id -> fold: the original questions dealt into ``folds`` as the cross-validations deal theirs.
-    Keyed by file first: thread ids repeat across the 2015 files (68 of 2015 train's are 2015 dev's, other threads)."""
-    keys = sorted({(f, question_key(t.id)) for f, ts in threads.items() for t in ts})
-    fold = {keys[j]: i for i, idx in enumerate(folds_of(keys, folds, seed)) for j in idx}
-    return {f: {t.id: fold[(f, question_key(t.id))] for t in ts} for f, ts in threads.items()}
 
 
 def training_threads(settings: Settings) -> dict[str, list]:
@@ -57,7 +44,7 @@ def train_fold(args: argparse.Namespace, settings: Settings) -> dict:
     from indexing.loaders import file_digest
     from ranking.neural.train_minilm import DEV_BENCHMARKS, MiniLMTrainConfig, _dev_set, minilm_groups, train_minilm
     threads = training_threads(settings)
-    fold = fold_of_threads(threads, args.folds)
+    fold = thread_folds(threads, args.folds)
     kept = [t for f, ts in threads.items() for t in ts if fold[f][t.id] != args.fold]
     cfg = MiniLMTrainConfig(kind=args.kind, epochs=args.epochs, eval_every=args.eval_every, max_length=args.max_length,
                             device=args.device, seed=args.seed, max_steps=args.max_steps)
@@ -74,7 +61,7 @@ def score_folds(args: argparse.Namespace, settings: Settings) -> dict:
     from ranking.evaluation.benchmarks import queries_for
     from ranking.neural.ranker import MiniLMRanker
     threads = training_threads(settings)
-    fold = fold_of_threads(threads, args.folds)
+    fold = thread_folds(threads, args.folds)
     queries = {f: queries_for(settings.semeval_dir / f, "A")[:args.limit] for f in FILES}
     scores: dict[str, dict[str, dict[str, float]]] = {k: {f: {} for f in FILES} for k in KINDS}
     models: dict[str, list[dict]] = {k: [] for k in KINDS}

@@ -243,3 +243,46 @@ def test_write_params_replaces_a_section_and_keeps_the_rest(tmp_path):
     assert json.loads(path.read_text()) == {"weights": {"a": 1.0}, "unordered": {"weights": {"b": 0.5}}}
     write_params(path, {"weights": {"c": 1.0}})  # a whole new tuning: its old sections go with it
     assert json.loads(path.read_text()) == {"weights": {"c": 1.0}}
+
+
+def test_cross_fitting_folds_keep_a_questions_threads_together_and_files_apart(settings):
+    """scripts/crossfit_A.py's folds: every training thread in one of K folds, the related threads of one original
+    question in the same fold, thread ids that repeat across files (2015 train and dev) dealt per file, the folds
+    of similar size and the same on every run."""
+    from indexing.loaders import load
+    from ranking.evaluation.tuning import question_key, thread_folds
+    files = {f: load(settings.semeval_dir / f).threads for f in
+             ("train/SemEval2016-Task3-CQA-QL-train-part2-subtaskA.xml",
+              "train2015/SemEval2015-Task3-CQA-QL-train-recovered-subtaskA.xml",
+              "train2015/SemEval2015-Task3-CQA-QL-dev-reformatted-excluding-2016-questions-cleansed.xml")}
+    folds = thread_folds(files, 4)
+    assert folds == thread_folds(files, 4)
+    assert {f: set(v) for f, v in folds.items()} == {f: {t.id for t in ts} for f, ts in files.items()}
+    assert {i for v in folds.values() for i in v.values()} == {0, 1, 2, 3}
+    for f, ts in files.items():
+        by_question: dict[str, set[int]] = {}
+        for t in ts:
+            by_question.setdefault(question_key(t.id), set()).add(folds[f][t.id])
+        assert all(len(v) == 1 for v in by_question.values())
+    part2 = files["train/SemEval2016-Task3-CQA-QL-train-part2-subtaskA.xml"]
+    assert len({question_key(t.id) for t in part2}) < len(part2)  # several related threads per question there
+    train, dev = (folds[f] for f in list(files)[1:])
+    shared = set(train) & set(dev)
+    assert shared and any(train[i] != dev[i] for i in shared)  # the same id in two files: two threads, dealt apart
+    sizes = [sum(i == k for v in folds.values() for i in v.values()) for k in range(4)]
+    assert max(sizes) - min(sizes) < 0.1 * sum(sizes)
+
+
+def test_train_combination_refuses_a_smoke_runs_cross_fitted_scores(cli_env, tmp_path):
+    """train_combination.py --cross-fitted takes only scores of every comment of files the layer does not train on:
+    a --limit smoke run's scores are refused before any model is loaded."""
+    from .conftest import ROOT
+    scores = tmp_path / "scores.json"
+    scores.write_text(json.dumps({"folds": 4, "seed": 2016, "limit": 3, "inference": "cpu torch-fp32",
+                                  "files": ["train/SemEval2016-Task3-CQA-QL-train-part2-subtaskA.xml"],
+                                  "scores": {"cross-encoder": {}}, "models": {}}))
+    p = subprocess.run([sys.executable, str(ROOT / "scripts/train_combination.py"), "--name", "cross-encoder+signals",
+                        "--cross-fitted", str(scores), "--out", str(tmp_path / "out.json")], env=cli_env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and "--limit smoke run" in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "out.json").exists()

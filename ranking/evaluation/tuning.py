@@ -26,11 +26,25 @@ def write_params(path: Path, record: dict, section: str | None = None) -> None:
     path.write_text(json.dumps(whole, indent=2) + "\n", encoding="utf-8")
 
 
-def folds_of(queries: list[Query], k: int = FOLDS, seed: int = FOLD_SEED) -> list[list[int]]:
-    """Query indexes of each fold: the questions shuffled with a fixed seed, then dealt round robin."""
+def folds_of(queries: list, k: int = FOLDS, seed: int = FOLD_SEED) -> list[list[int]]:
+    """Query indexes of each fold: the questions (or any items) shuffled with a fixed seed, then dealt round robin."""
     order = list(range(len(queries)))
     random.Random(seed).shuffle(order)
     return [sorted(order[i::k]) for i in range(k)]
+
+
+def question_key(thread_id: str) -> str:
+    """The original question a thread belongs to: 2016's related threads (``Q201_R26``) share ``Q201``'s key."""
+    return thread_id.split("_R")[0]
+
+
+def thread_folds(threads: dict[str, list], k: int = FOLDS, seed: int = FOLD_SEED) -> dict[str, dict[str, int]]:
+    """File -> thread id -> fold, for cross-fitting over training files (`scripts/crossfit_A.py`): the original
+    questions dealt into ``k`` folds as ``folds_of`` deals questions, so the related threads of one question share a
+    fold. Keyed by file first: thread ids repeat across files (68 of 2015 train's are 2015 dev's, other threads)."""
+    keys = sorted({(f, question_key(t.id)) for f, ts in threads.items() for t in ts})
+    fold = {keys[j]: i for i, idx in enumerate(folds_of(keys, k, seed)) for j in idx}
+    return {f: {t.id: fold[(f, question_key(t.id))] for t in ts} for f, ts in threads.items()}
 
 
 def fused_scores(part_scores: dict[str, list[list[float]]], weights: dict[str, float]) -> list[list[float]]:
