@@ -72,6 +72,13 @@ def combination_file(name: str) -> Path:
     return Path(__file__).with_name(COMBINATIONS[name][0])
 
 
+def good_labels(semeval_dir: Path, files: tuple[str, ...] | list[str]) -> dict[str, dict[str, bool]]:
+    """File -> comment id -> the comment is Good: a layer's training labels. Keyed by file first, since comment ids
+    repeat across the training files (2015 train and 2015 dev share thread ids, with other threads and comments)."""
+    from indexing.loaders import load
+    return {f: {a.id: a.label == "Good" for t in load(semeval_dir / f).threads for a in t.answers} for f in files}
+
+
 def part_scores(part, queries: list[Query]) -> list[list[float]]:
     """A part's scores as the service computes them: a lexical part (BM25) one question at a time, so its term
     statistics come from that question's own candidates and never from the others scored with it."""

@@ -30,6 +30,7 @@ from ranking.combination import (  # noqa: E402
     LearnedCombination,
     combination_file,
     feature_matrix,
+    good_labels,
     regime_mask,
 )
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
@@ -59,7 +60,6 @@ def main() -> None:
 
     from sklearn.linear_model import LogisticRegression
 
-    from indexing.loaders import load
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", choices=sorted(COMBINATIONS), default="bilstm+signals")
     ap.add_argument("--regimes", action="store_true", help="also weights for input without user ids or thread order")
@@ -88,9 +88,7 @@ def main() -> None:
             r.vector_memo = ScoreMemo(1_000_000)
     dev_xml, dev_gold = BENCHMARKS["semeval2016-dev-A"].paths(s.semeval_dir)
     gold = read_lines(dev_gold)
-    # per file: comment ids repeat across the 2015 files (2015 train and dev share 68 thread ids, other threads)
-    labels_of = {f: {a.id: a.label == "Good" for t in load(s.semeval_dir / f).threads for a in t.answers}
-                 for f in files + fitted_files}
+    labels_of = good_labels(s.semeval_dir, files + fitted_files)
 
     def file_features(f: str, variant: str | None) -> tuple[list[np.ndarray], np.ndarray]:
         """A training file's feature rows and labels; a cross-fitted file's MiniLM parts read out of fold."""

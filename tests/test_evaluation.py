@@ -286,3 +286,18 @@ def test_train_combination_refuses_a_smoke_runs_cross_fitted_scores(cli_env, tmp
                        capture_output=True, text=True, timeout=300)
     assert p.returncode != 0 and "--limit smoke run" in p.stderr, p.stderr[-2000:]
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_layers_training_labels_are_read_per_file(settings):
+    """ranking.combination.good_labels: comment ids repeat across the training files (2015 train and 2015 dev share
+    thread ids, with other threads), so each file keeps its own comments' labels; one dictionary over both files
+    gave 111 of the 22,737 training comments of bilstm+signals another comment's label (round 28)."""
+    from indexing.loaders import load
+    from ranking.combination import good_labels
+    files = ("train2015/SemEval2015-Task3-CQA-QL-train-recovered-subtaskA.xml",
+             "train2015/SemEval2015-Task3-CQA-QL-dev-reformatted-excluding-2016-questions-cleansed.xml")
+    labels = good_labels(settings.semeval_dir, files)
+    own = {f: {a.id: a.label == "Good" for t in load(settings.semeval_dir / f).threads for a in t.answers} for f in files}
+    assert labels == own
+    shared = set(labels[files[0]]) & set(labels[files[1]])
+    assert any(labels[files[0]][c] != labels[files[1]][c] for c in shared)  # the same id, two comments, two labels
