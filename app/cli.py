@@ -8,7 +8,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -268,10 +267,6 @@ def _minilm_checkpoint(settings, model: str, task: str) -> Path:
             ("bi-encoder", "B"): settings.question_bi_encoder_checkpoint}[(model, task)]
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def cmd_train(args: argparse.Namespace) -> int:
     settings = _settings(args)
     given = {k: v for k, v in vars(args).items() if v is not None}
@@ -298,14 +293,14 @@ def cmd_train(args: argparse.Namespace) -> int:
             summary = {"dev_MAP": m["dev_MAP"], "ingredients_dev_MAP": m["ingredients_dev_MAP"],
                        "seconds": m["seconds"]}
         else:
+            from ranking.neural.train import stop_on_sigterm
             from ranking.neural.train_minilm import (
                 MiniLMTrainConfig,
                 train_minilm_from_semeval,
             )
             cfg = MiniLMTrainConfig(kind=args.model, **{k: given[k] for k in MINILM_TRAIN_FLAGS if k in given})
             out = args.out or _minilm_checkpoint(settings, args.model, cfg.task)
-            # SIGTERM (a scheduler's or `timeout`'s limit) stops training as Ctrl-C does: the best point so far is kept
-            signal.signal(signal.SIGTERM, _interrupt)
+            stop_on_sigterm()  # a job's time limit stops training as Ctrl-C does: the best point so far is kept
             m = train_minilm_from_semeval(settings.semeval_dir, out, cfg, progress=not args.quiet)
             summary = {"best": m["best"], "dev_MAP": m["dev_MAP"], "evaluations": len(m["evaluations"]),
                        "train_seconds": m["train_seconds"],

@@ -27,44 +27,39 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
-from indexing.catalog import HELD_OUT_FILE, NEURAL_TRAIN_FILES  # noqa: E402
 from ranking.evaluation.tuning import FOLD_SEED, thread_folds  # noqa: E402
 
 KINDS = ("cross-encoder", "bi-encoder")
-FILES = tuple(f for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE)
-
-
-def training_threads(settings: Settings) -> dict[str, list]:
-    """File -> its threads, for the training files other than the held-out one."""
-    from indexing.loaders import load
-    return {f: load(settings.semeval_dir / f).threads for f in FILES}
 
 
 def train_fold(args: argparse.Namespace, settings: Settings) -> dict:
-    from indexing.loaders import file_digest
-    from ranking.neural.train_minilm import DEV_BENCHMARKS, MiniLMTrainConfig, _dev_set, minilm_groups, train_minilm
-    threads = training_threads(settings)
+    """One fold model: ``args.kind`` trained on the threads of the other folds, as `cqa train` trains it."""
+    from ranking.neural.train_minilm import MiniLMTrainConfig, a_training_threads, train_minilm_from_semeval
+    threads = a_training_threads(settings.semeval_dir)
     fold = thread_folds(threads, args.folds)
-    kept = [t for f, ts in threads.items() for t in ts if fold[f][t.id] != args.fold]
+    kept = {f: [t for t in ts if fold[f][t.id] != args.fold] for f, ts in threads.items()}
+    left_out = sum(map(len, threads.values())) - sum(map(len, kept.values()))
     cfg = MiniLMTrainConfig(kind=args.kind, epochs=args.epochs, eval_every=args.eval_every, max_length=args.max_length,
                             device=args.device, seed=args.seed, max_steps=args.max_steps)
-    meta = {"data": {f: file_digest(settings.semeval_dir / f) for f in FILES}, "held_out": HELD_OUT_FILE,
-            "dev": DEV_BENCHMARKS["A"], "cross_fit": {"fold": args.fold, "folds": args.folds, "seed": FOLD_SEED,
-                                                      "threads_left_out": sum(map(len, threads.values())) - len(kept)}}
     out = args.out / f"{args.kind}-fold{args.fold}"
-    m = train_minilm(minilm_groups(kept), *_dev_set(settings.semeval_dir, "A"), out, cfg, meta, progress=False)
+    m = train_minilm_from_semeval(settings.semeval_dir, out, cfg, progress=False, threads=kept, meta={
+        "cross_fit": {"fold": args.fold, "folds": args.folds, "seed": FOLD_SEED, "threads_left_out": left_out}})
     return {"kind": args.kind, "fold": args.fold, "out": str(out), "dev_MAP": m["dev_MAP"], "best": m["best"],
-            "train_seconds": m["train_seconds"], "threads": len(kept)}
+            "train_seconds": m["train_seconds"], "threads": sum(map(len, kept.values()))}
 
 
 def score_folds(args: argparse.Namespace, settings: Settings) -> dict:
+    """Each fold model scores the questions of its own fold; OUT/scores.json."""
     from ranking.evaluation.benchmarks import queries_for
+    from ranking.neural.checkpoint import read_metrics
     from ranking.neural.ranker import MiniLMRanker
-    threads = training_threads(settings)
+    from ranking.neural.train_minilm import a_training_threads
+    threads = a_training_threads(settings.semeval_dir)
     fold = thread_folds(threads, args.folds)
-    queries = {f: queries_for(settings.semeval_dir / f, "A")[:args.limit] for f in FILES}
-    scores: dict[str, dict[str, dict[str, float]]] = {k: {f: {} for f in FILES} for k in KINDS}
+    queries = {f: queries_for(settings.semeval_dir / f, "A")[:args.limit] for f in threads}
+    scores: dict[str, dict[str, dict[str, float]]] = {k: {f: {} for f in threads} for k in KINDS}
     models: dict[str, list[dict]] = {k: [] for k in KINDS}
+    inference = ""
     t0 = time.perf_counter()
     for kind in KINDS:
         for i in range(args.folds):
@@ -73,15 +68,12 @@ def score_folds(args: argparse.Namespace, settings: Settings) -> dict:
             mine = [(f, q) for f, qs in queries.items() for q in qs if fold[f][q.id] == i]
             for (f, q), row in zip(mine, ranker.score([q for _, q in mine])):
                 scores[kind][f].update({c.id: float(s) for c, s in zip(q.candidates, row)})
-            cfg = json.loads((folder / "config.json").read_text())
-            met = json.loads((folder / "metrics.json").read_text())
+            met = read_metrics(folder)
             models[kind].append({"fold": i, "questions": len(mine), "dev_MAP": met["dev_MAP"], "best": met["best"],
-                                 "train": cfg.get("train"), "train_seconds": met.get("train_seconds")})
-    from indexing.encoder import resolve_device
-    from ranking.neural.inference import resolve
-    device = resolve_device(args.device)
-    record = {"folds": args.folds, "seed": FOLD_SEED, "files": list(FILES),
-              "inference": f"{device} {resolve(args.inference, device).inference.label}",
+                                 "train": json.loads((folder / "config.json").read_text()).get("train"),
+                                 "train_seconds": met.get("train_seconds")})
+            inference = f"{ranker.device} {ranker.inference.label}"
+    record = {"folds": args.folds, "seed": FOLD_SEED, "files": list(threads), "inference": inference,
               "limit": args.limit,
               "fold_of": fold, "models": models, "scores": scores,
               "seconds": round(time.perf_counter() - t0, 1)}
@@ -109,11 +101,8 @@ def main() -> None:
     args = ap.parse_args()
     settings = Settings()
     if args.step == "train":
-        import signal
-
-        def stop(signum, frame):  # a job's time limit stops training as Ctrl-C does: the best point so far is kept
-            raise KeyboardInterrupt(f"signal {signum}")
-        signal.signal(signal.SIGTERM, stop)
+        from ranking.neural.train import stop_on_sigterm
+        stop_on_sigterm()  # a job's time limit stops training as Ctrl-C does: the best point so far is kept
         if args.kind is None or args.fold is None or not 0 <= args.fold < args.folds:
             ap.error(f"train needs --kind and --fold in 0..{args.folds - 1}")
         print(json.dumps(train_fold(args, settings)))

@@ -93,7 +93,7 @@ def test_an_interrupted_run_keeps_its_best_evaluation_point(stop_at_call, evalua
     import signal
 
     import ranking.neural.train_minilm as tm
-    from app.cli import _interrupt
+    from ranking.neural.train import interrupt
     threads = load(PROJECT_ROOT / "data/demo/threads.jsonl").threads[:4]
     groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 48, 48)
     queries = [Query(t.id, t.question_text, tuple(Candidate(a.id, a.text) for a in t.answers)) for t in threads[:2]]
@@ -103,7 +103,7 @@ def test_an_interrupted_run_keeps_its_best_evaluation_point(stop_at_call, evalua
     def stepping(*args):
         calls.append(1)
         if len(calls) == stop_at_call:
-            _interrupt(signal.SIGTERM, None)  # what the handler `cqa train` installs does on SIGTERM
+            interrupt(signal.SIGTERM, None)  # what the handler `cqa train` installs does on SIGTERM
         return step(*args)
     monkeypatch.setattr(tm, "optimizer_step", stepping)
     out = tmp_path / "stopped"

@@ -70,6 +70,19 @@ def optimizer_step(loss: torch.Tensor, opt, params, clip: float, scheduler=None)
     return loss.item()
 
 
+def interrupt(signum, frame) -> None:
+    """The SIGTERM handler of a training run (``stop_on_sigterm``): what Ctrl-C raises."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> None:
+    """From now on SIGTERM (a scheduler's or `timeout`'s limit) stops a training run as Ctrl-C does: the MiniLM
+    trainer catches the KeyboardInterrupt and keeps its best evaluation point so far (`cqa train`,
+    scripts/crossfit_A.py)."""
+    import signal
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def append_log(path: Path, record: dict) -> None:
     with open(path, "a") as fh:
         fh.write(json.dumps(record) + "\n")

@@ -269,19 +269,29 @@ def _dev_set(semeval_dir: Path, task: str) -> tuple[list[Query], list[Line]]:
     return queries_for(dev_xml, task), read_lines(dev_gold)
 
 
-def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool = True) -> dict:
-    from indexing.loaders import file_digest, load
-    if cfg.task == "B":
-        return _train_question_pairs(semeval_dir, out, cfg, progress)
-
+def a_training_threads(semeval_dir: Path) -> dict[str, list]:
+    """File -> its threads, for the subtask A MiniLM models' training files (every neural training file but the
+    one held out for the learned layer)."""
     from indexing.catalog import NEURAL_TRAIN_FILES
+    from indexing.loaders import load
+    return {f: load(semeval_dir / f).threads for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE}
 
-    files = [f for f in NEURAL_TRAIN_FILES if f != HELD_OUT_FILE]
-    threads = [t for f in files for t in load(semeval_dir / f).threads]
-    groups = minilm_groups(threads)
-    meta = {"data": {f: file_digest(semeval_dir / f) for f in files}, "held_out": HELD_OUT_FILE,
-            "dev": DEV_BENCHMARKS["A"], "groups": len(groups)}
-    return train_minilm(groups, *_dev_set(semeval_dir, "A"), out, cfg, meta, progress)
+
+def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool = True,
+                              threads: dict[str, list] | None = None, meta: dict | None = None) -> dict:
+    """A MiniLM model of ``cfg.task``, selected on that task's dev set. Subtask A trains on ``threads`` (file ->
+    threads; default ``a_training_threads``: a cross-fitting fold model is given the other folds' threads), and
+    ``meta`` adds to what its checkpoint records."""
+    from indexing.loaders import file_digest
+    if cfg.task == "B":
+        if threads is not None or meta:
+            raise ValueError("threads and meta are for subtask A models; subtask B trains on the question pairs")
+        return _train_question_pairs(semeval_dir, out, cfg, progress)
+    threads = a_training_threads(semeval_dir) if threads is None else threads
+    groups = minilm_groups([t for ts in threads.values() for t in ts])
+    record = {"data": {f: file_digest(semeval_dir / f) for f in threads}, "held_out": HELD_OUT_FILE,
+              "dev": DEV_BENCHMARKS["A"], "groups": len(groups), **(meta or {})}
+    return train_minilm(groups, *_dev_set(semeval_dir, "A"), out, cfg, record, progress)
 
 
 def _train_question_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool) -> dict:
