@@ -12,13 +12,10 @@ OUT_DIR=${1:-var/crossfit}
 BUDGET=${BUDGET:-240}
 PY=${PY:-python3}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-mkdir -p "$OUT_DIR/logs"
+source "$(dirname "$0")/gpu_jobs.sh"
 for k in cross-encoder bi-encoder; do
   for i in 0 1 2 3; do
-    ( s=$(date +%s)
-      timeout -k 30 "$BUDGET" $PY scripts/crossfit_A.py train --kind $k --fold $i --device cuda --out "$OUT_DIR" \
-        >"$OUT_DIR/logs/$k-$i.log" 2>&1
-      echo "{\"job\": \"$k-$i\", \"rc\": $?, \"seconds\": $(( $(date +%s) - s ))}" >>"$OUT_DIR/logs/jobs.jsonl" ) &
+    gpu_job "$k-$i" $PY scripts/crossfit_A.py train --kind $k --fold $i --device cuda --out "$OUT_DIR"
   done
 done
 wait

@@ -13,12 +13,10 @@ OUT_DIR=${1:-var/gpu}
 BUDGET=${BUDGET:-300}
 CQA=${CQA:-cqa}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-mkdir -p "$OUT_DIR/logs"
+source "$(dirname "$0")/gpu_jobs.sh"
 job() {  # NAME ARGS...: one `cqa train` in the background, stopped by SIGTERM after BUDGET seconds
   local name=$1; shift
-  ( s=$(date +%s)
-    timeout -k 60 "$BUDGET" $CQA train "$@" --device cuda -q --out "$OUT_DIR/$name" >"$OUT_DIR/logs/$name.log" 2>&1
-    echo "{\"job\": \"$name\", \"rc\": $?, \"seconds\": $(( $(date +%s) - s ))}" >>"$OUT_DIR/logs/jobs.jsonl" ) &
+  gpu_job "$name" $CQA train "$@" --device cuda -q --out "$OUT_DIR/$name"
 }
 job cross128 --model cross-encoder --epochs 3 --eval-every 167
 job cross256 --model cross-encoder --epochs 3 --eval-every 167 --max-length 256
