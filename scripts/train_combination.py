@@ -75,9 +75,13 @@ def main() -> None:
     part_names = tuple(part_names) + tuple(args.extra_part)
     files = TRAIN_FILES if which == "train" else (HELD_OUT_FILE,)
     crossfit = json.loads(args.cross_fitted.read_text()) if args.cross_fitted else None
-    if crossfit and (which == "train" or crossfit.get("limit") or set(crossfit["files"]) & set(files)):
-        raise SystemExit(f"error: {args.cross_fitted}: --cross-fitted adds files the {args.name} layer does not train "
-                         "on, scored in full (not a --limit smoke run)")
+    if crossfit:
+        why = (f"{args.name} trains on every training file already" if which == "train"
+               else "its scores are a --limit smoke run's, not every comment's" if crossfit.get("limit")
+               else f"it scores {', '.join(sorted(set(crossfit['files']) & set(files)))}, which the layer reads with "
+               "the shipped models" if set(crossfit["files"]) & set(files) else None)
+        if why:
+            raise SystemExit(f"error: --cross-fitted {args.cross_fitted}: {why}")
     fitted_files = tuple(crossfit["files"]) if crossfit else ()
     features = list(part_names) + list(signal_names)
     s = Settings()
