@@ -261,10 +261,14 @@ MINILM_TRAIN_FLAGS = ("epochs", "margin", "seed", "device", "lr", "batch_size", 
 
 def _minilm_checkpoint(settings, model: str, task: str) -> Path:
     """Where a MiniLM model of ``task`` is written unless --out says otherwise: the configured checkpoint."""
-    return {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
-            ("bi-encoder", "A"): settings.bi_encoder_checkpoint,
-            ("cross-encoder", "B"): settings.question_cross_encoder_checkpoint,
-            ("bi-encoder", "B"): settings.question_bi_encoder_checkpoint}[(model, task)]
+    where = {("cross-encoder", "A"): settings.cross_encoder_checkpoint,
+             ("bi-encoder", "A"): settings.bi_encoder_checkpoint,
+             ("cross-encoder", "B"): settings.question_cross_encoder_checkpoint,
+             ("bi-encoder", "B"): settings.question_bi_encoder_checkpoint,
+             ("bi-encoder", "C"): settings.related_bi_encoder_checkpoint}.get((model, task))
+    if where is None:
+        raise ValueError(f"no configured checkpoint for a {model} of task {task}; give --out")
+    return where
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -508,9 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--epochs", type=int, default=None)
     s.add_argument("--margin", type=float, default=None, help="M in max(0, M - s(q,a+) + s(q,a-))")
     s.add_argument("--loss", choices=["hinge", "bce"], default=None, help="cross-encoder loss (default hinge)")
-    s.add_argument("--task", choices=["A", "B"], default=None,
+    s.add_argument("--task", choices=["A", "B", "C"], default=None,
                    help="MiniLM: A (default) question-comment pairs of subtask A; B question-question pairs of "
-                        "subtask B (2016 train part 2 and recovered part 1, selected on dev-B)")
+                        "subtask B (2016 train part 2 and recovered part 1, selected on dev-B); C (new question, "
+                        "comment of a related thread) pairs of subtask C (2016 train part 2, selected on dev-C)")
     s.add_argument("--seed", type=int, default=None)
     s.add_argument("--lr", type=float, default=None)
     s.add_argument("--batch-size", type=int, default=None, help="triplets per step")

@@ -107,6 +107,9 @@ PRESETS: dict[str, RankerSpec] = {
     "question-bi-encoder": RankerSpec("minilm", "all-MiniLM-L6-v2 fine-tuned with the cosine hinge loss on subtask B "
                                       "question-question pairs (2016 train), cos(q, q')",
                                       checkpoint="question_bi_encoder_checkpoint"),
+    "related-bi-encoder": RankerSpec("minilm", "the subtask A bi-encoder fine-tuned further with the cosine hinge "
+                                     "loss on subtask C pairs (new question, comment of a related thread; 2016 train "
+                                     "part 2), cos(q, c)", checkpoint="related_bi_encoder_checkpoint"),
     "question-cross-encoder": RankerSpec("minilm", "all-MiniLM-L6-v2 cross-encoder trained on subtask B "
                                          "question-question pairs (`cqa train --model cross-encoder --task B`; not "
                                          "shipped: $CQA_QUESTION_CROSS_ENCODER_CHECKPOINT names one)",

@@ -33,6 +33,10 @@ class RankingSettings(IndexSettings):
     question_bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "question-bi-encoder",
                                                  description="MiniLM bi-encoder trained on subtask B question-question "
                                                  "pairs (shipped; `cqa train --model bi-encoder --task B` rebuilds it).")
+    related_bi_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "related-bi-encoder",
+                                                description="Where `cqa train --model bi-encoder --task C` writes a "
+                                                "MiniLM bi-encoder of subtask C (new question, related comment) pairs "
+                                                "(the related-bi-encoder preset).")
     question_cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "question-cross-encoder",
                                                     description="Where `cqa train --model cross-encoder --task B` writes a "
                                                     "MiniLM cross-encoder of subtask B question pairs (not shipped: "

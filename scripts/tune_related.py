@@ -6,8 +6,10 @@ grid, chosen by official dev-C MAP, stored in ranking/related_defaults.json. The
 the file only when it gets a weight.
 With --section unordered (on semeval2016-dev-C-unordered, the parts the file already names): the weights for threads
 in no search order, where the thread's rank is 0, stored under that key beside the file's own.
+With --answer-model: a second answer ranker on (new question, comment), weighed over the same grid.
 Usage: python scripts/tune_related.py [--answer-ranker bi-encoder] [--thread-ranker fusion]
-       [--quality-ranker bilstm+signals] [--benchmark NAME --section unordered]  (JSON object last)
+       [--quality-ranker bilstm+signals] [--answer-model related-bi-encoder] [--benchmark NAME --section unordered]
+       [--out FILE]  (JSON object last)
 """
 from __future__ import annotations
 
@@ -42,7 +44,11 @@ def main() -> None:
     ap.add_argument("--thread-ranker", default="fusion", help="subtask B ranker for the thread question")
     ap.add_argument("--quality-ranker", default=None,
                     help="subtask A ranker for the comment within its own thread (own_quality), e.g. bilstm+signals")
+    ap.add_argument("--answer-model", default=None,
+                    help="a second answer ranker on (new question, comment) (answer_model), e.g. related-bi-encoder")
     ap.add_argument("--benchmark", default="semeval2016-dev-C")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="write the tuned file here instead of ranking/related_defaults.json (a candidate to judge)")
     ap.add_argument("--section", choices=["unordered"], help="store under this key of the file, keeping the rest")
     args = ap.parse_args()
     bench = BENCHMARKS[args.benchmark]
@@ -50,29 +56,35 @@ def main() -> None:
         raise SystemExit("tune on a dev subtask C benchmark only")
     path = HERE / PRESETS["related-answers"].file
     shipped = json.loads(path.read_text(encoding="utf-8"))
-    if args.section and (bench.variant != "unordered" or (args.answer_ranker, args.thread_ranker, args.quality_ranker)
-                         != tuple(shipped.get(k) for k in ("answer_ranker", "thread_ranker", "quality_ranker"))):
+    parts = ("answer_ranker", "thread_ranker", "quality_ranker", "answer_model")
+    if args.section and (bench.variant != "unordered"
+                         or tuple(getattr(args, k) for k in parts) != tuple(shipped.get(k) for k in parts)):
         raise SystemExit("--section unordered: tune on semeval2016-dev-C-unordered with the parts the file names")
     settings = Settings()
     xml, gold_path = bench.paths(settings.semeval_dir)
     queries, gold = queries_for(xml, "C", bench.variant), read_lines(gold_path)
     quality = get_ranker(args.quality_ranker, settings) if args.quality_ranker else None
+    second = get_ranker(args.answer_model, settings) if args.answer_model else None
     X = feature_columns(queries, get_ranker(args.answer_ranker, settings), get_ranker(args.thread_ranker, settings),
-                        quality)
+                        quality, second)
     # the new-question score (weight 1), the thread features of the grid (not the thread's rank when there is no
     # order: it is 0), and own_quality when asked for
     thread = [c for c in range(1, 5) if not (args.section and FEATURES[c] == "thread_rank")]
-    columns = [0] + thread + ([FEATURES.index("own_quality")] if quality else [])
+    columns = ([0] + thread + ([FEATURES.index("own_quality")] if quality else [])
+               + ([FEATURES.index("answer_model")] if second else []))
     X = [x[:, columns] for x in X]
     results = []
-    for w in itertools.product((1.0,), *[GRID] * len(thread), *([QUALITY_GRID] if quality else [])):
+    for w in itertools.product((1.0,), *[GRID] * len(thread), *([QUALITY_GRID] if quality else []),
+                               *([GRID] if second else [])):
         lines = [Line(q.id, c.id, float(s), False) for q, x in zip(queries, X)
                  for c, s in zip(q.candidates, x @ np.asarray(w))]
         results.append({"weights": list(w), "dev_MAP": score(gold, align_to_gold(lines, gold)).MAP})
     results.sort(key=lambda r: -r["dev_MAP"])
     alone = next(r["dev_MAP"] for r in results if r["weights"][0] == 1.0 and not any(r["weights"][1:]))
     best = results[0]["weights"]
-    used = columns if quality and (best[-1] or args.section) else columns[:1 + len(thread)]  # weight 0: not named
+    # the thread features are always written; own_quality and answer_model only with a weight (weight 0: not named)
+    used = columns[:1 + len(thread)] + [c for c, w in zip(columns[1 + len(thread):], best[1 + len(thread):])
+                                        if w or args.section]
     weights = [0.0] * (max(used) + 1)
     for col, w in zip(used, best):
         weights[col] = w
@@ -80,13 +92,15 @@ def main() -> None:
               "features": list(FEATURES[:len(weights)]), "weights": weights, "dev_MAP": results[0]["dev_MAP"],
               "benchmark": bench.name, "thread_ranker": args.thread_ranker,
               **({"quality_ranker": args.quality_ranker} if FEATURES.index("own_quality") in used else {}),
+              **({"answer_model": args.answer_model} if FEATURES.index("answer_model") in used else {}),
               "answer_ranker_alone_dev_MAP": alone, "tuned_features": [FEATURES[c] for c in columns],
               "top5": results[:5], "grid_size": len(results), "tuned_at": datetime.now(timezone.utc).isoformat(),
               "command": f"python scripts/tune_related.py --answer-ranker {args.answer_ranker} "
                          f"--thread-ranker {args.thread_ranker}"
                          + (f" --quality-ranker {args.quality_ranker}" if quality else "")
+                         + (f" --answer-model {args.answer_model}" if second else "")
                          + (f" --benchmark {bench.name} --section {args.section}" if args.section else "")}
-    write_params(path, record, args.section)
+    write_params(args.out or path, record, args.section)
     print(json.dumps({k: record.get(k) for k in ("answer_ranker", "quality_ranker", "weights", "dev_MAP",
                                                  "answer_ranker_alone_dev_MAP")}))
 

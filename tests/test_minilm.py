@@ -116,6 +116,36 @@ def test_an_interrupted_run_keeps_its_best_evaluation_point(stop_at_call, evalua
     assert MiniLMRanker.from_checkpoint(out, "cpu").score(queries)  # a whole checkpoint, loadable
 
 
+def test_subtask_C_training_pairs_are_each_original_question_with_its_related_comments_judged_for_it(semeval):
+    """`cqa train --task C`: the new question is the original question (as the C benchmarks give it), its answers the
+    comments of all its related threads, Good only when judged Good against the original question (not against
+    their own thread's question, subtask A's label), from 2016 train part 2 alone."""
+    import xml.etree.ElementTree as ET
+    from indexing.catalog import TRAIN_PART2
+    from ranking.neural.train_minilm import related_comments_as_threads
+    threads = related_comments_as_threads(semeval)
+    root = ET.parse(semeval / TRAIN_PART2).getroot()
+    judged = {}
+    for oq in root.iter("OrgQuestion"):
+        for c in oq.iter("RelComment"):
+            judged.setdefault(oq.get("ORGQ_ID"), {})[c.get("RELC_ID")] = c.get("RELC_RELEVANCE2ORGQ")
+    assert {t.id for t in threads} == set(judged) and len(threads) == 67
+    by_question = {q.id: q.text for q in queries_for(semeval / TRAIN_PART2, "C")}
+    for t in threads:
+        assert t.question_text == by_question[t.id]
+        assert {a.id: a.label for a in t.answers} == {
+            c: "Good" if rel == "Good" else "Bad" for c, rel in judged[t.id].items()}
+    labels = [a.label for t in threads for a in t.answers]
+    assert (labels.count("Good"), len(labels)) == (849, 6700)
+    # a comment can be Good for its own thread and Bad for the new question: the A label is not what C trains on
+    own = {c.get("RELC_ID"): c.get("RELC_RELEVANCE2RELQ") for c in root.iter("RelComment")}
+    assert any(own[a.id] == "Good" and a.label == "Bad" for t in threads for a in t.answers)
+    from app.cli import _minilm_checkpoint
+    assert _minilm_checkpoint(Settings(), "bi-encoder", "C") == Settings().related_bi_encoder_checkpoint
+    with pytest.raises(ValueError, match="cross-encoder of task C; give --out"):
+        _minilm_checkpoint(Settings(), "cross-encoder", "C")
+
+
 def test_checkpoint_round_trip_scores_like_the_trained_model(tiny_cross):
     out, _, queries = tiny_cross
     model, _ = load_minilm(out, "cpu")

@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class MiniLMTrainConfig:
     kind: str = "cross-encoder"
-    task: str = "A"             # A: (question, good comment, bad comment); B: (question, related, unrelated question)
+    task: str = "A"             # A: (question, good comment, bad comment); B: (question, related, unrelated question);
+    #                             C: (new question, good comment of a related thread, bad one)
     loss: str = "hinge"         # cross-encoder: hinge | bce; the bi-encoder always uses the cosine hinge
     margin: float | None = None  # hinge margin; default 1.0 on raw scores, 0.2 on cosines
     epochs: int = 1
@@ -81,7 +82,7 @@ def _provenance(folder: Path, config: dict) -> dict:
 
 
 def _task_of(config: dict) -> str:
-    """The task a MiniLM checkpoint was trained for (A unless its training settings say B)."""
+    """The task a MiniLM checkpoint was trained for (A unless its training settings say B or C)."""
     return (config.get("train") or {}).get("task", "A")
 
 
@@ -257,8 +258,26 @@ def question_pairs_as_threads(semeval_dir: Path) -> list:
     return out
 
 
+def related_comments_as_threads(semeval_dir: Path) -> list:
+    """Subtask C training data in the shape of subtask A threads: each original question of 2016 train part 2 (the
+    one training file with comments judged against the original question; the recovered part 1 has none) with the
+    comments of its related threads as answers, Good when judged Good for the original question, Bad when
+    PotentiallyUseful or Bad (RELC_RELEVANCE2ORGQ)."""
+    from indexing.catalog import TRAIN_PART2
+    from indexing.loaders import load_semeval
+    from indexing.models import Answer, Thread
+    doc = load_semeval(semeval_dir / TRAIN_PART2, strict=True)
+    related: dict[str, list] = {}
+    for t in doc.threads:
+        related.setdefault(t.meta.get("orgq_id"), []).extend(
+            Answer(id=a.id, text=a.text, label={"Good": "Good"}.get(a.meta.get("relevance2orgq"), "Bad"))
+            for a in t.answers if a.meta.get("relevance2orgq"))
+    return [Thread(id=oq.id, subject=oq.subject, body=oq.body, answers=related[oq.id])
+            for oq in doc.org_questions.values() if related.get(oq.id)]
+
+
 # task -> the benchmark a MiniLM model of that task is selected on
-DEV_BENCHMARKS = {"A": DEV_BENCHMARK, "B": "semeval2016-dev-B"}
+DEV_BENCHMARKS = {"A": DEV_BENCHMARK, "B": "semeval2016-dev-B", "C": "semeval2016-dev-C"}
 
 
 def _dev_set(semeval_dir: Path, task: str) -> tuple[list[Query], list[Line]]:
@@ -283,10 +302,10 @@ def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConf
     threads; default ``a_training_threads``: a cross-fitting fold model is given the other folds' threads), and
     ``meta`` adds to what its checkpoint records."""
     from indexing.loaders import file_digest
-    if cfg.task == "B":
+    if cfg.task in ("B", "C"):
         if threads is not None or meta:
-            raise ValueError("threads and meta are for subtask A models; subtask B trains on the question pairs")
-        return _train_question_pairs(semeval_dir, out, cfg, progress)
+            raise ValueError(f"threads and meta are for subtask A models; subtask {cfg.task} trains on its own pairs")
+        return _train_on_2016_pairs(semeval_dir, out, cfg, progress)
     threads = a_training_threads(semeval_dir) if threads is None else threads
     groups = minilm_groups([t for ts in threads.values() for t in ts])
     record = {"data": {f: file_digest(semeval_dir / f) for f in threads}, "held_out": HELD_OUT_FILE,
@@ -294,16 +313,18 @@ def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConf
     return train_minilm(groups, *_dev_set(semeval_dir, "A"), out, cfg, record, progress)
 
 
-def _train_question_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool) -> dict:
-    """Question-question similarity (subtask B): trained on 2016 train, selected on 2016 dev-B."""
+def _train_on_2016_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool) -> dict:
+    """Subtask B (question-question similarity; 2016 train part 2 and the recovered part 1) or C (new question and
+    a related thread's comment; 2016 train part 2), selected on that subtask's 2016 dev set."""
     from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2
     from indexing.loaders import file_digest
 
-    threads = question_pairs_as_threads(semeval_dir)
+    threads, files = ((question_pairs_as_threads(semeval_dir), (TRAIN_PART2, TRAIN_PART1_B)) if cfg.task == "B"
+                      else (related_comments_as_threads(semeval_dir), (TRAIN_PART2,)))
     groups = minilm_groups(threads)
-    meta = {"task": "B", "data": {f: file_digest(semeval_dir / f) for f in (TRAIN_PART2, TRAIN_PART1_B)},
-            "dev": DEV_BENCHMARKS["B"], "groups": len(groups)}
-    return train_minilm(groups, *_dev_set(semeval_dir, "B"), out, cfg, meta, progress)
+    meta = {"task": cfg.task, "data": {f: file_digest(semeval_dir / f) for f in files},
+            "dev": DEV_BENCHMARKS[cfg.task], "groups": len(groups)}
+    return train_minilm(groups, *_dev_set(semeval_dir, cfg.task), out, cfg, meta, progress)
 
 
 def average_from_semeval(semeval_dir: Path, sources: list[Path], out: Path, task: str, kind: str) -> dict:
