@@ -68,7 +68,7 @@ def main() -> None:
     X = feature_columns(queries, get_ranker(args.answer_ranker, settings), get_ranker(args.thread_ranker, settings),
                         quality, second)
     # the new-question score (weight 1), the thread features of the grid (not the thread's rank when there is no
-    # order: it is 0), and own_quality when asked for
+    # order: it is 0), and own_quality and answer_model when asked for
     thread = [c for c in range(1, 5) if not (args.section and FEATURES[c] == "thread_rank")]
     columns = ([0] + thread + ([FEATURES.index("own_quality")] if quality else [])
                + ([FEATURES.index("answer_model")] if second else []))
@@ -100,6 +100,8 @@ def main() -> None:
                          + (f" --quality-ranker {args.quality_ranker}" if quality else "")
                          + (f" --answer-model {args.answer_model}" if second else "")
                          + (f" --benchmark {bench.name} --section {args.section}" if args.section else "")}
+    if args.section and args.out and not args.out.exists():  # a section of a candidate: the shipped file around it
+        args.out.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
     write_params(args.out or path, record, args.section)
     print(json.dumps({k: record.get(k) for k in ("answer_ranker", "quality_ranker", "weights", "dev_MAP",
                                                  "answer_ranker_alone_dev_MAP")}))
