@@ -236,44 +236,44 @@ def minilm_groups(threads: list) -> list[Group]:
     return groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 512, 512)
 
 
-def question_pairs_as_threads(semeval_dir: Path) -> list:
-    """Subtask B training data in the shape of subtask A threads: each original question of 2016 train
-    (part 2 and the recovered part 1) with its related questions as "answers", Good when judged
-    PerfectMatch or Relevant, Bad when Irrelevant."""
-    from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2
+def _per_original_question(path: Path, answers_of) -> list:
+    """A subtask B/C training file in the shape of subtask A threads: each original question (as the B and C
+    benchmarks give it) with ``answers_of(its related threads)`` as its answers; questions with none left out."""
     from indexing.loaders import load_semeval
-    from indexing.models import Answer, Thread
-    out = []
-    for f in (TRAIN_PART2, TRAIN_PART1_B):
-        doc = load_semeval(semeval_dir / f, strict=True)
-        related: dict[str, list] = {}
-        for t in doc.threads:
-            related.setdefault(t.meta.get("orgq_id"), []).append(t)
-        for oq in doc.org_questions.values():
-            answers = {t.id: Answer(id=t.id, text=t.question_text,
-                                    label="Good" if t.meta.get("relevance2orgq") in ("PerfectMatch", "Relevant") else "Bad")
-                       for t in related.get(oq.id, [])}
-            if answers:
-                out.append(Thread(id=oq.id, subject=oq.subject, body=oq.body, answers=list(answers.values())))
-    return out
+    from indexing.models import Thread
+
+    from ..evaluation.benchmarks import related_threads
+    doc = load_semeval(path, strict=True)
+    related = related_threads(doc)
+    out = [Thread(id=oq.id, subject=oq.subject, body=oq.body, answers=answers_of(related[oq.id]))
+           for oq in doc.org_questions.values()]
+    return [t for t in out if t.answers]
+
+
+def question_pairs_as_threads(semeval_dir: Path) -> list:
+    """Subtask B training data: each original question of 2016 train (part 2 and the recovered part 1) with its
+    related questions as "answers", Good when judged PerfectMatch or Relevant, Bad when Irrelevant."""
+    from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2
+    from indexing.models import Answer
+
+    def related_questions(threads):
+        return [Answer(id=t.id, text=t.question_text,
+                       label="Good" if t.meta.get("relevance2orgq") in ("PerfectMatch", "Relevant") else "Bad")
+                for t in threads]
+    return [t for f in (TRAIN_PART2, TRAIN_PART1_B) for t in _per_original_question(semeval_dir / f, related_questions)]
 
 
 def related_comments_as_threads(semeval_dir: Path) -> list:
-    """Subtask C training data in the shape of subtask A threads: each original question of 2016 train part 2 (the
-    one training file with comments judged against the original question; the recovered part 1 has none) with the
-    comments of its related threads as answers, Good when judged Good for the original question, Bad when
-    PotentiallyUseful or Bad (RELC_RELEVANCE2ORGQ)."""
+    """Subtask C training data: each original question of 2016 train part 2 (the one training file with comments
+    judged against the original question; the recovered part 1 has none) with the comments of its related threads
+    as answers, Good when judged Good for the original question, Bad when PotentiallyUseful or Bad
+    (RELC_RELEVANCE2ORGQ)."""
     from indexing.catalog import TRAIN_PART2
-    from indexing.loaders import load_semeval
-    from indexing.models import Answer, Thread
-    doc = load_semeval(semeval_dir / TRAIN_PART2, strict=True)
-    related: dict[str, list] = {}
-    for t in doc.threads:
-        related.setdefault(t.meta.get("orgq_id"), []).extend(
-            Answer(id=a.id, text=a.text, label={"Good": "Good"}.get(a.meta.get("relevance2orgq"), "Bad"))
-            for a in t.answers if a.meta.get("relevance2orgq"))
-    return [Thread(id=oq.id, subject=oq.subject, body=oq.body, answers=related[oq.id])
-            for oq in doc.org_questions.values() if related.get(oq.id)]
+
+    def judged_comments(threads):
+        return [a.model_copy(update={"label": "Good" if a.meta["relevance2orgq"] == "Good" else "Bad"})
+                for t in threads for a in t.answers if a.meta.get("relevance2orgq")]
+    return _per_original_question(semeval_dir / TRAIN_PART2, judged_comments)
 
 
 # task -> the benchmark a MiniLM model of that task is selected on
