@@ -26,9 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
-from ranking.evaluation.runner import align_to_gold  # noqa: E402
-from ranking.evaluation.scorer import Line, read_lines, score  # noqa: E402
-from ranking.evaluation.tuning import write_params  # noqa: E402
+from ranking.evaluation.scorer import read_lines  # noqa: E402
+from ranking.evaluation.tuning import GoldMAP, write_params  # noqa: E402
 from ranking.presets import HERE, PRESETS  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
 from ranking.related import FEATURES, feature_columns  # noqa: E402
@@ -73,12 +72,11 @@ def main() -> None:
     columns = ([0] + thread + ([FEATURES.index("own_quality")] if quality else [])
                + ([FEATURES.index("answer_model")] if second else []))
     X = [x[:, columns] for x in X]
+    dev_map = GoldMAP(queries, gold)
     results = []
     for w in itertools.product((1.0,), *[GRID] * len(thread), *([QUALITY_GRID] if quality else []),
                                *([GRID] if second else [])):
-        lines = [Line(q.id, c.id, float(s), False) for q, x in zip(queries, X)
-                 for c, s in zip(q.candidates, x @ np.asarray(w))]
-        results.append({"weights": list(w), "dev_MAP": score(gold, align_to_gold(lines, gold)).MAP})
+        results.append({"weights": list(w), "dev_MAP": dev_map([x @ np.asarray(w) for x in X])})
     results.sort(key=lambda r: -r["dev_MAP"])
     alone = next(r["dev_MAP"] for r in results if r["weights"][0] == 1.0 and not any(r["weights"][1:]))
     best = results[0]["weights"]

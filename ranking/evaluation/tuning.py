@@ -12,8 +12,8 @@ import numpy as np
 
 from ..candidates import Query
 from ..fusion import zscore
-from .runner import align_to_gold
-from .scorer import Line, score
+from .benchmarks import BenchmarkError
+from .scorer import Line, ScoringError, average_precision, rank_by_score
 
 
 FOLDS, FOLD_SEED = 5, 2016
@@ -54,12 +54,37 @@ def fused_scores(part_scores: dict[str, list[list[float]]], weights: dict[str, f
             for i in range(n)]
 
 
+class GoldMAP:
+    """Official MAP of score settings for one set of queries and its gold, for a grid that scores many: the gold lines
+    of these queries are matched to their candidates once, then each call ranks each question's gold labels by the
+    scores as the scorer does (questions and ties in the gold's order) and averages their average precision, so it
+    equals ``score(gold, align_to_gold(lines, gold)).MAP`` without building and aligning lines each time."""
+
+    def __init__(self, queries: list[Query], gold: list[Line]):
+        where = {(q.id, c.id): (i, j) for i, q in enumerate(queries) for j, c in enumerate(q.candidates)}
+        ids = {q.id for q in queries}
+        self.questions: dict[str, tuple[int, list[int], list[bool]]] = {}
+        for g in gold:
+            if g.qid not in ids:
+                continue
+            if (g.qid, g.cid) not in where:
+                raise BenchmarkError(f"the ranker produced no score for gold candidate ({g.qid}, {g.cid})")
+            i, j = where[(g.qid, g.cid)]
+            _, js, labels = self.questions.setdefault(g.qid, (i, [], []))
+            js.append(j)
+            labels.append(g.label)
+        if not self.questions:
+            raise ScoringError("nothing to score (no gold lines for these queries)")
+
+    def __call__(self, scores: list) -> float:
+        """MAP of ``scores`` (per query, one score per candidate, in the queries' order)."""
+        return sum(average_precision(rank_by_score([(rel, float(scores[i][j])) for j, rel in zip(js, labels)]))
+                   for i, js, labels in self.questions.values()) / len(self.questions)
+
+
 def map_of(queries: list[Query], scores: list[list[float]], gold: list[Line]) -> float:
     """Official MAP of these scores against the gold lines of these queries."""
-    ids = {q.id for q in queries}
-    g = [x for x in gold if x.qid in ids]
-    lines = [Line(q.id, c.id, float(s), False) for q, row in zip(queries, scores) for c, s in zip(q.candidates, row)]
-    return score(g, align_to_gold(lines, g)).MAP
+    return GoldMAP(queries, gold)(scores)
 
 
 def grid_search(queries: list[Query], part_scores: dict[str, list[list[float]]], gold: list[Line],
@@ -68,11 +93,12 @@ def grid_search(queries: list[Query], part_scores: dict[str, list[list[float]]],
     the one with fewer parts first."""
     parts = tuple(part_scores)
     z = {p: [zscore(np.asarray(s, dtype=float)) for s in part_scores[p]] for p in parts}
+    map_of_scores = GoldMAP(queries, gold)
     results = []
     for w in itertools.product(grid, repeat=len(parts)):
         if not any(w):
             continue
         fused = [sum(wi * z[p][i] for wi, p in zip(w, parts)) for i in range(len(queries))]
-        results.append({"weights": dict(zip(parts, w)), "dev_MAP": map_of(queries, fused, gold)})
+        results.append({"weights": dict(zip(parts, w)), "dev_MAP": map_of_scores(fused)})
     results.sort(key=lambda r: (-round(r["dev_MAP"], 6), sum(v > 0 for v in r["weights"].values())))
     return results
