@@ -5,6 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+# pytest workers (pytest-xdist); 0: one process. The slow tier keeps each file's tests on one worker, so the full
+# corpus its pipeline tests share is embedded once (tests/conftest.py).
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 .PHONY: serve test test-slow test-all venv bench clean
 
@@ -23,14 +27,14 @@ serve: $(STAMP)
 
 ## Set up with the test extra and run the test suite (slow tests excluded).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 ## The slow tests (full SemEval corpus, real model encoding).
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(PYTEST) --dist loadfile -m slow
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m 'slow or not slow'
+	$(PYTEST) --dist loadfile -m 'slow or not slow'
 
 clean:
 	rm -rf $(VENV) var build *.egg-info

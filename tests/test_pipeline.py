@@ -306,6 +306,20 @@ def test_openapi_documents_the_search_response(dev_service, monkeypatch):
 
 
 @pytest.mark.slow
+def test_fullcorpus_first_stage(cli_env, fresh_corpus_dir):
+    """The first stage alone over the whole corpus reproduces the documented figures (docs/BENCHMARKS.md). (Here,
+    beside the other tests of the fresh full-corpus folder: `make test-slow` keeps a file's tests on one worker.)"""
+    from .test_evaluation import run_cli
+    env = {**cli_env, "CQA_DATA_DIR": str(fresh_corpus_dir)}
+    bm25 = run_cli(["evaluate", "--benchmark", "semeval2016-test-fullcorpus", "--ranker", "first-stage-bm25",
+                    "--json"], env)
+    assert bm25["MAP@10"] == pytest.approx(0.1956, abs=0.0005) and bm25["Recall@100"] == pytest.approx(0.3953, abs=5e-4)
+    tuned = run_cli(["evaluate", "--benchmark", "semeval2016-test-fullcorpus", "--json"], env)
+    # with the default dense encoder, the question bi-encoder ("One encoder per generation")
+    assert tuned["ranker"] == "first-stage" and tuned["MAP@10"] == pytest.approx(0.2231, abs=0.003)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("target,documented", [("answers", 0.2843), ("questions", 0.6487), ("threads", 0.6487)])
 def test_search_benchmark_reproduces_the_documented_figures(target, documented, fresh_corpus_dir):
     """The end-to-end /search benchmark on 2016 test, from a fresh data folder: the documented MAP@10, above
