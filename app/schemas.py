@@ -96,8 +96,10 @@ class RerankIn(Strict):
     asker_id: str | None = Field(None, max_length=200, description="who asked the question; with every candidate's "
                                  "author_id, the ranker uses who wrote what (e.g. the asker's own comments)")
     thread_order: bool | None = Field(None, description="true: the candidates come in their thread's order; false: "
-                                      "they do not (e.g. another search's order); unset: judged from created_at "
-                                      "(every candidate has one and none goes back in time)")
+                                      "they do not (e.g. another search's order, newest first); unset: judged from created_at "
+                                      "(every candidate has one and none goes back in time). Candidates not in "
+                                      "their thread's order that all carry an ISO 8601 created_at are put back in "
+                                      "it by their times, so the ranker still reads each one's place in the thread")
 
     @field_validator("candidates")
     @classmethod

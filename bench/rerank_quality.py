@@ -7,7 +7,7 @@ asker, category, and their comments as subtask A sends them) to /rerank/answers.
 the project's official-scorer MAP, side by side with the reference: the same ranker run in process on the same file,
 as `cqa evaluate` runs it. Their difference is what the served path adds or loses. Prints a JSON object last.
 
-    python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-A,semeval2016-test-A-nometa-shuffled
+    python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-A,semeval2016-test-A-nometa-shuffled-nodates
     python bench/rerank_quality.py --data-dir DEMO --benchmarks semeval2016-test-B,semeval2016-test-C
 
 The data folder needs a live generation (`/rerank` needs one to start; the demo corpus will do). Each server gets
@@ -53,7 +53,8 @@ def served_scores(base: str, queries, variant: str | None, subtask: str = "A", t
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="a data folder with a live generation")
-    ap.add_argument("--benchmarks", default="semeval2016-test-A,semeval2016-test-A-nometa-shuffled",
+    ap.add_argument("--benchmarks", default="semeval2016-test-A,semeval2016-test-A-nometa-shuffled,"
+                    "semeval2016-test-A-nometa-shuffled-nodates",
                     help="subtask A, B or C benchmarks (cqa evaluate --list), comma-separated")
     ap.add_argument("--config", default="default", help="the server's settings, as one bench/load.py "
                     "--rerank-configs entry (label=RANKER@INFERENCE;VAR=VALUE); the reference runs the same ranker")

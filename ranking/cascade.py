@@ -25,6 +25,10 @@ class Cascade:
     info: dict = field(default_factory=dict)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
+        from .combination import scored_in_time_order
+        return scored_in_time_order(self._score, queries)  # the head is cut from the thread's order where known
+
+    def _score(self, queries: list[Query]) -> list[list[float]]:
         cheap, expensive = self.parts
         first = cheap.score(queries)
         heads = [sorted(np.argsort(-np.asarray(s), kind="stable")[: self.top].tolist()) for s in first]

@@ -3,7 +3,8 @@ its regularisation chosen by dev MAP. Ranker scores are z-scored within each que
 
 Forum metadata is not always there. Each question is scored in the regime its input allows: who wrote each
 comment is known ("users"), and the candidates come in their thread's order ("order": the caller says so, or
-every candidate has a timestamp and they never go back in time). A regime has its own weights, trained on the
+every candidate has a timestamp and they never go back in time; candidates of one thread in another order with
+their timestamps are put back in the thread's order first, ``in_time_order``). A regime has its own weights, trained on the
 training threads with that metadata removed and chosen on dev-A with it removed, and the features it lacks
 (NEEDS) weigh nothing; so input without user ids or in a foreign order is ranked by what it does carry.
 
@@ -12,12 +13,13 @@ does with the one thread it is given: the weights are trained, chosen and evalua
 computes (``part_scores``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
-from .candidates import Query
+from .candidates import Candidate, Query
 from .fusion import zscore
 from .signals import ALL_NAMES, NAMES, matrix
 
@@ -40,8 +42,8 @@ NEEDS: dict[str, frozenset[str]] = {
 REGIMES: dict[str, tuple[frozenset[str], str | None]] = {
     "full": (frozenset({"users", "order"}), None),
     "no-users": (frozenset({"order"}), "nometa"),
-    "no-order": (frozenset({"users"}), "shuffled"),
-    "none": (frozenset(), "nometa-shuffled"),
+    "no-order": (frozenset({"users"}), "shuffled-nodates"),  # no time either: the order is not recovered
+    "none": (frozenset(), "nometa-shuffled-nodates"),
 }
 
 
@@ -55,10 +57,69 @@ def in_thread_order(q: Query) -> bool:
     return all(stamps) and all(a <= b for a, b in zip(stamps, stamps[1:]))
 
 
+def time_order(q: Query) -> list[int] | None:
+    """The thread's order of candidates that come in another (``thread_order`` false, or timestamps that go back in
+    time), recovered from their timestamps: the candidate indices oldest first, ties in the order given. None where
+    the order given is the thread's already, or cannot be recovered: a candidate without an ISO 8601 timestamp, or
+    candidates of more than one thread."""
+    if not q.candidates or in_thread_order(q):
+        return None
+    if len({c.meta.get("thread_id") for c in q.candidates}) > 1:
+        return None
+    stamps = [_when(c.meta.get("created_at")) for c in q.candidates]
+    if any(t is None for t in stamps):
+        return None
+    return sorted(range(len(stamps)), key=lambda i: stamps[i])
+
+
+def _when(stamp) -> datetime | None:
+    """An ISO 8601 timestamp (``2013-06-11 09:28:51``, ``2013-06-11T09:28:51Z``...) as a naive UTC datetime; None
+    if it is missing or not one."""
+    if isinstance(stamp, datetime):
+        t = stamp
+    else:
+        try:
+            t = datetime.fromisoformat(str(stamp).strip())
+        except ValueError:
+            return None
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+
+
+def in_time_order(q: Query) -> tuple[Query, list[int] | None]:
+    """The query as its thread ordered it, where ``time_order`` recovers that order: its candidates oldest first,
+    each with its position in that order and no dialogue signals carried from the order given (they are read again
+    from this one), said to be in thread order; and the order (None: the query as it is). A forum that lists a
+    thread's comments newest first, or by votes, and sends their times gets the thread-order regime."""
+    order = time_order(q)
+    if order is None:
+        return q, None
+    cands = []
+    for pos, i in enumerate(order, 1):
+        c = q.candidates[i]
+        cands.append(Candidate(c.id, c.text, {**{k: v for k, v in c.meta.items() if k != "dialogue"}, "position": pos}))
+    return replace(q, candidates=tuple(cands), meta={**q.meta, "thread_order": True}), order
+
+
+def scored_in_time_order(score, queries: list[Query]) -> list[list[float]]:
+    """``score`` (a ranker's batch scoring) run on each query in its thread's order where ``in_time_order``
+    recovers it; the scores come back in the order given."""
+    pairs = [in_time_order(q) for q in queries]
+    out = []
+    for (_, order), s in zip(pairs, score([q for q, _ in pairs])):
+        if order is None:
+            out.append(s)
+            continue
+        back = [0.0] * len(order)
+        for j, i in enumerate(order):
+            back[i] = s[j]
+        out.append(back)
+    return out
+
+
 def regime_of(q: Query) -> str:
     asker = q.meta.get("author_id") or any(c.meta.get("asker_id") for c in q.candidates)
     users = bool(asker) and all(c.meta.get("author_id") for c in q.candidates)
-    order = in_thread_order(q)
+    order = in_thread_order(q) or time_order(q) is not None
     return {(True, True): "full", (False, True): "no-users", (True, False): "no-order"}.get((users, order), "none")
 
 
@@ -113,6 +174,9 @@ class LearnedCombination:
         return self.regimes.get(r, (self.coef, self.intercept))
 
     def score(self, queries: list[Query]) -> list[list[float]]:
+        return scored_in_time_order(self._score, queries)
+
+    def _score(self, queries: list[Query]) -> list[list[float]]:
         out = []
         for q, X in zip(queries, feature_matrix(queries, self.parts, self.signals)):
             w, b = self.weights_for(q)

@@ -139,7 +139,11 @@ def test_rerank_sorts_candidates(client):
     cands = [{**c, "author_id": f"u{i}", "created_at": f"2024-01-0{i + 1} 10:00"} for i, c in enumerate(body["candidates"])]
     said = client.post("/rerank", json={**body, "candidates": cands, "asker_id": "u9"}).json()
     assert said["metadata"] == "full"  # users known, timestamps in order: the thread's order
-    assert client.post("/rerank", json={**body, "candidates": cands[::-1], "asker_id": "u9"}).json()["metadata"] == "no-order"
+    # newest first, with their times: put back in the thread's order by them
+    assert client.post("/rerank", json={**body, "candidates": cands[::-1], "asker_id": "u9"}).json()["metadata"] == "full"
+    untimed = [{k: v for k, v in c.items() if k != "created_at"} for c in cands[::-1]]
+    assert client.post("/rerank", json={**body, "candidates": untimed, "asker_id": "u9", "thread_order": False}
+                       ).json()["metadata"] == "no-order"
     assert client.post("/rerank", json={**body, "thread_order": True}).json()["metadata"] == "no-users"
     # a question that is a title alone (two of the first eighty 2016 test-A threads are) is a question
     title_only = client.post("/rerank", json={**body, "question": {"subject": "how do I renew my visa"}})

@@ -114,9 +114,11 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("rerank_quality.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "4", "--benchmarks",
-                    "semeval2016-dev-A,semeval2016-dev-A-nometa-shuffled,semeval2016-dev-B,semeval2016-dev-B-unordered,"
-                    "semeval2016-dev-C,semeval2016-dev-C-unordered", env=cli_env, timeout=900)
-    full, bare = out["benchmarks"]["semeval2016-dev-A"], out["benchmarks"]["semeval2016-dev-A-nometa-shuffled"]
+                    "semeval2016-dev-A,semeval2016-dev-A-nometa-shuffled,semeval2016-dev-A-nometa-shuffled-nodates,"
+                    "semeval2016-dev-B,semeval2016-dev-B-unordered,semeval2016-dev-C,semeval2016-dev-C-unordered",
+                    env=cli_env, timeout=900)
+    full, bare = out["benchmarks"]["semeval2016-dev-A"], out["benchmarks"]["semeval2016-dev-A-nometa-shuffled-nodates"]
+    timed = out["benchmarks"]["semeval2016-dev-A-nometa-shuffled"]  # shuffled with the times: the thread's order back
     similar = out["benchmarks"]["semeval2016-dev-B"]  # POST /rerank/questions, the subtask B ranker
     unordered = out["benchmarks"]["semeval2016-dev-B-unordered"]  # the same, search_order false
     related = out["benchmarks"]["semeval2016-dev-C"]  # POST /rerank/answers, the subtask C ranker
@@ -125,12 +127,13 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     assert unordered_threads["metadata_regimes"] == {"no search order": 4}
     assert full["threads"] == bare["threads"] == similar["threads"] == unordered["threads"] == related["threads"] == 4
     assert full["metadata_regimes"] == {"full": 4} and bare["metadata_regimes"] == {"none": 4}
+    assert timed["metadata_regimes"] == {"no-users": 4} and timed["threads"] == 4
     assert similar["metadata_regimes"] == {"search order": 4} and unordered["metadata_regimes"] == {"no search order": 4}
     assert out["served_question_reranker"] == out["question_reranker"] == "question-fusion"
     assert out["served_answers_reranker"] == out["answers_reranker"] == "related-answers"
     # the same scores served or not, the cascade in fp32 or (auto on a CPU with bf16 instructions) in bf16, whose
     # inputs are padded to a multiple of 32 tokens so that a score does not move with the batch (round 23)
-    for r in (full, bare, similar, unordered, related, unordered_threads):
+    for r in (full, bare, timed, similar, unordered, related, unordered_threads):
         assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["threads_ranked_differently"] == 0
         assert r["largest_score_difference"] < 1e-3
 

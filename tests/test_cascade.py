@@ -80,3 +80,23 @@ def test_the_cascade_preset_reads_its_depth_from_the_settings(tmp_path):
     s = Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent, cascade_top=3)
     r = build("cascade", s, built={})
     assert r.top == 3 and [p.name for p in r.parts] == ["bilstm+signals", "cross-encoder+signals"]
+
+
+def test_the_cascade_cuts_its_head_from_the_threads_order_its_times_give():
+    """Comments of one thread in another order with their times: the cascade puts them back in the thread's order
+    before the cheap ranker, so the head keeps each comment's place in the thread, and the scores come back in the
+    order given."""
+    q = query()
+    timed = tuple(Candidate(c.id, c.text, {**c.meta, "created_at": f"2016-01-{i + 1:02d} 10:00:00"})
+                  for i, c in enumerate(q.candidates))
+    thread = Query(q.id, q.text, timed, {})
+    order = [5, 2, 7, 0, 3, 6, 1, 4]
+    given = Query(q.id, q.text, tuple(timed[i] for i in order), {"thread_order": False})
+    cheap, expensive = ByMeta("cheap"), ByMeta("good")
+    want = dict(zip([c.id for c in timed], Cascade([cheap, expensive], 3).score([thread])[0]))
+    got = dict(zip([c.id for c in given.candidates], Cascade([cheap, expensive], 3).score([given])[0]))
+    assert got == want
+    head = expensive.seen[-1]
+    assert [c.meta["position"] for c in head.candidates] == sorted(c.meta["position"] for c in head.candidates)
+    assert [int(c.id[1:]) + 1 for c in head.candidates] == [c.meta["position"] for c in head.candidates]
+    assert cheap.seen[-1].meta["thread_order"] is True

@@ -55,7 +55,10 @@ def test_metadata_regime_of_a_question():
     c = lambda i, author=None, at=None: Candidate(f"c{i}", "text", {"author_id": author, "created_at": at})  # noqa: E731
     timed = (c(1, "u1", "2016-01-01 10:00"), c(2, "u2", "2016-01-01 10:00"), c(3, "u1", "2016-01-02 09:00"))
     assert regime_of(Query("q", "x", timed, {"author_id": "u0"})) == "full"  # ties do not go back in time
-    assert regime_of(Query("q", "x", timed[::-1], {"author_id": "u0"})) == "no-order"
+    # in another order with their times: put back in the thread's order (ranking.combination.in_time_order)
+    assert regime_of(Query("q", "x", timed[::-1], {"author_id": "u0"})) == "full"
+    untimed = timed[::-1][:2] + (c(1, "u1"),)  # one without a time: the order cannot be recovered
+    assert regime_of(Query("q", "x", untimed, {"author_id": "u0"})) == "no-order"
     assert regime_of(Query("q", "x", timed)) == "no-users"
     assert regime_of(Query("q", "x", (c(1), c(2)))) == "none"
     assert regime_of(Query("q", "x", (c(1), c(2)), {"thread_order": True})) == "no-users"
@@ -88,3 +91,42 @@ def test_shipped_regimes_weigh_nothing_they_lack_and_ignore_a_foreign_order():
     assert max(a, key=a.get) in ("c0", "c3")
     said = Query("q", q.text, cands, {"thread_order": True})  # the same candidates, said to be in thread order
     assert comb.score([said])[0] != pytest.approx(comb.score([q])[0])
+
+
+def test_a_thread_in_another_order_with_its_times_is_ranked_in_the_threads_order():
+    """A forum that sends a thread's comments newest first (or by votes) with their times: the A layers put them back
+    in the thread's order by those times, so each comment scores as in that order (its place in the thread, the
+    dialogue around it), the scores coming back in the order given. Without every time, with times that are not ISO
+    8601, or with comments of several threads, the order given stays a foreign one."""
+    from ranking.combination import in_time_order, regime_of, time_order
+    comb = build("bilstm+signals", Settings())
+    texts = ["Go to the immigration office with your passport.", "Thanks, will do!", "lol",
+             "Your sponsor's PRO renews it online; it takes two days.", "me too, any news?"]
+    authors = ["u1", "asker", "u2", "u3", "u1"]
+    times = ["2016-01-01 10:00:00", "2016-01-01T11:00:00", "2016-01-02 09:30:00", "2016-01-02T08:45:00-01:00",
+             "2016-01-03 08:00:00"]  # ISO 8601 in two spellings; the fourth is 09:45 UTC, after the third
+    cands = tuple(Candidate(f"c{i}", t, {"author_id": a, "created_at": w})
+                  for i, (t, a, w) in enumerate(zip(texts, authors, times)))
+    thread = Query("q", "How do I renew my residence permit?", cands, {"author_id": "asker"})
+    want = dict(zip([c.id for c in cands], comb.score([thread])[0]))
+    for order in ([4, 3, 2, 1, 0], [2, 0, 4, 1, 3]):
+        given = tuple(cands[i] for i in order)
+        for meta in ({"author_id": "asker"}, {"author_id": "asker", "thread_order": False}):
+            q = Query("q", thread.text, given, meta)
+            assert time_order(q) == sorted(range(5), key=lambda j: order[j])
+            assert regime_of(q) == "full"
+            got = dict(zip([c.id for c in given], comb.score([q])[0]))
+            assert got == pytest.approx(want, abs=1e-12)
+            back, _ = in_time_order(q)
+            assert [c.id for c in back.candidates] == [c.id for c in cands]
+            assert [c.meta["position"] for c in back.candidates] == [1, 2, 3, 4, 5]
+    reversed_ = tuple(reversed(cands))
+    foreign = Query("q", thread.text, reversed_, {"author_id": "asker", "thread_order": False})
+    blind = [c.meta for c in reversed_]
+    for change in ({"created_at": None}, {"created_at": "03/01/2016"}, {"thread_id": "another"}):
+        cs = tuple(Candidate(c.id, c.text, {**m, **(change if i == 0 else {})}) for i, (c, m) in
+                   enumerate(zip(reversed_, blind)))
+        q = Query("q", thread.text, cs, foreign.meta)
+        assert time_order(q) is None and in_time_order(q)[0] is q and regime_of(q) == "no-order", change
+    said = Query("q", thread.text, reversed_, {"author_id": "asker", "thread_order": True})
+    assert time_order(said) is None  # the caller's word that this is the thread's order wins

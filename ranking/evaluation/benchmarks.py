@@ -51,9 +51,12 @@ class Benchmark:
 
 # Input variants of subtasks A and C (what a ranker meets outside SemEval): "nometa" removes every user id (asker and
 # commenters), "shuffled" shuffles each thread's comments with a fixed seed (the order is not the thread's),
-# "nometa-shuffled" does both, so neither who wrote a comment nor its place in the thread carries information. In C
-# each related thread is changed so; the threads keep the search engine's order, which is the caller's input.
-VARIANTS = ("nometa", "shuffled", "nometa-shuffled")
+# "nometa-shuffled" does both. Each comment keeps its time, from which the A layers put a thread's comments back in
+# its order (ranking/combination.py ``in_time_order``); "-nodates" also removes every comment's time, so that the
+# order is lost: in "nometa-shuffled-nodates" neither who wrote a comment nor its place in the thread carries
+# information. In C each related thread is changed so; the threads keep the search engine's order, which is the
+# caller's input.
+VARIANTS = ("nometa", "shuffled", "nometa-shuffled", "shuffled-nodates", "nometa-shuffled-nodates")
 # Subtask B's candidates carry no user ids; their order is the search engine's, which the B ranker weighs (and the C
 # ranker through it). "unordered" gives each question's related questions (B) or related threads (C, each thread whole)
 # in another order (seeded), as a caller with no search order sends them, and says so (the query's "search_order" is
@@ -91,10 +94,12 @@ BENCHMARKS["semeval2016-dev-D"] = Benchmark("semeval2016-dev-D", "dev", "D", ARA
 
 def as_variant(t: Thread, variant: str, seed: int = SHUFFLE_SEED) -> Thread:
     """The thread as a source without that metadata gives it: no user ids ("nometa"), its comments in an order
-    that is not the thread's ("shuffled", the same way on every run), or both."""
+    that is not the thread's ("shuffled", the same way on every run), or both; "nodates": no comment's time."""
     answers, asker = list(t.answers), t.author_id
     if "nometa" in variant:
         answers, asker = [a.model_copy(update={"author_id": None}) for a in answers], None
+    if "nodates" in variant:
+        answers = [a.model_copy(update={"created_at": None}) for a in answers]
     if "shuffled" in variant:
         random.Random(f"{seed}:{t.id}").shuffle(answers)
     return t.model_copy(update={"author_id": asker, "answers": answers})
