@@ -54,7 +54,11 @@ def in_thread_order(q: Query) -> bool:
     if said is not None:
         return bool(said)
     stamps = [c.meta.get("created_at") for c in q.candidates]
-    return all(stamps) and all(a <= b for a, b in zip(stamps, stamps[1:]))
+    if not all(stamps):
+        return False
+    when = [_when(s) for s in stamps]  # times compared as times where they are ISO 8601, as time_order sorts them
+    keys = when if all(w is not None for w in when) else stamps
+    return all(a <= b for a, b in zip(keys, keys[1:]))
 
 
 def time_order(q: Query) -> list[int] | None:

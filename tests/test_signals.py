@@ -63,6 +63,9 @@ def test_metadata_regime_of_a_question():
     assert regime_of(Query("q", "x", (c(1), c(2)))) == "none"
     assert regime_of(Query("q", "x", (c(1), c(2)), {"thread_order": True})) == "no-users"
     assert not in_thread_order(Query("q", "x", timed, {"thread_order": False}))  # the caller's word wins
+    # times compared as times: 08:00 UTC comes before 09:00, though its text sorts after
+    zoned = (c(1, "u1", "2016-01-01T10:00:00+02:00"), c(2, "u2", "2016-01-01 09:00:00"))
+    assert in_thread_order(Query("q", "x", zoned))
     half = (c(1, "u1", "2016-01-01"), c(2, None, "2016-01-02"))
     assert regime_of(Query("q", "x", half, {"author_id": "u0"})) == "no-users"  # one author missing
 
