@@ -9,7 +9,10 @@ export TRANSFORMERS_OFFLINE := 1
 # CPU-bound model work, and on two workers of a 2-core machine it took 1,960 s against 1,499 s (docs/BENCHMARKS.md,
 # "Round 30"). On more workers, `--dist loadfile` keeps the full corpus's tests on one (tests/conftest.py).
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+# each tier ends with its slowest tests and their times (pytest --durations), where CI time goes; 0: all, unset: none
+TEST_DURATIONS ?= 15
+PYTEST_ARGS := -q $(if $(TEST_DURATIONS),--durations=$(TEST_DURATIONS))
+PYTEST := $(BIN)/python -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS)
 
 .PHONY: serve test test-slow test-all venv bench clean
 
@@ -32,7 +35,7 @@ test: $(STAMP)
 
 ## The slow tests (full SemEval corpus, real model encoding).
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow
 
 test-all: $(STAMP)
 	$(PYTEST) --dist loadfile -m 'slow or not slow'

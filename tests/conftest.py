@@ -102,9 +102,9 @@ def fresh_corpus_dir(tmp_path_factory) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests of the fresh full-corpus folder live in one file: `make test-slow` runs on two pytest-xdist workers
-    with ``--dist loadfile``, which keeps a file's tests on one worker, so that folder (``fresh_corpus_dir``, a
-    session fixture: one per worker) is built once. (``--dist loadgroup`` would group them by marker, but pytest-xdist
+    """The tests of the fresh full-corpus folder live in one file: `make test-slow` runs them in one process, but
+    `make test-all` (and any run on pytest-xdist workers) uses ``--dist loadfile``, which keeps a file's tests on one
+    worker, so that folder (``fresh_corpus_dir``, a session fixture: one per worker) is built once. (``--dist loadgroup`` would group them by marker, but pytest-xdist
     3.8 marks the group on a node id that pytest 9 no longer reads.)"""
     files = {item.path.name for item in items if "fresh_corpus_dir" in getattr(item, "fixturenames", ())}
     if len(files) > 1:

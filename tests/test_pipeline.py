@@ -308,7 +308,8 @@ def test_openapi_documents_the_search_response(dev_service, monkeypatch):
 @pytest.mark.slow
 def test_fullcorpus_first_stage(cli_env, fresh_corpus_dir):
     """The first stage alone over the whole corpus reproduces the documented figures (docs/BENCHMARKS.md). (Here,
-    beside the other tests of the fresh full-corpus folder: `make test-slow` keeps a file's tests on one worker.)"""
+    beside the other tests of the fresh full-corpus folder: on pytest-xdist workers, `--dist loadfile` keeps a file's
+    tests on one worker.)"""
     from .test_evaluation import run_cli
     env = {**cli_env, "CQA_DATA_DIR": str(fresh_corpus_dir)}
     bm25 = run_cli(["evaluate", "--benchmark", "semeval2016-test-fullcorpus", "--ranker", "first-stage-bm25",
