@@ -27,7 +27,9 @@ COMBINATION_FILE = Path(__file__).with_name("combination_A.json")
 # name -> (file, ranker parts, signals, training files); see scripts/train_combination.py
 COMBINATIONS = {
     "bilstm+signals": ("combination_A.json", ("bilstm", "bm25", "ir-baseline"), NAMES, "train"),
-    "cross-encoder+signals": ("combination_cross_A.json", ("cross-encoder", "bi-encoder", "bm25", "ir-baseline"),
+    # closest-comment(-margin): what the texts say of a comment's place in the thread (round 31, rule 8)
+    "cross-encoder+signals": ("combination_cross_A.json", ("cross-encoder", "bi-encoder", "bm25", "ir-baseline",
+                                                           "closest-comment", "closest-comment-margin"),
                               ALL_NAMES, "held-out"),
 }
 

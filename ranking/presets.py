@@ -169,6 +169,13 @@ PRESETS: dict[str, RankerSpec] = {
     "comment-centrality": RankerSpec("comment-centrality", "a comment's mean subtask A bi-encoder cosine with the "
                                      "question's other candidates (what the rest of its thread says; no metadata "
                                      "needed)", parts=("bi-encoder",)),
+    "closest-comment": RankerSpec("closest-comment", "a comment's highest subtask A bi-encoder cosine with another "
+                                  "candidate of the question (its closest neighbour in the thread; no metadata "
+                                  "needed)", parts=("bi-encoder",)),
+    "closest-comment-margin": RankerSpec("closest-comment", "closest-comment minus the comment's bi-encoder cosine "
+                                         "with the question: above 0, it is closer to another comment than to the "
+                                         "question (a reply to the thread, not an answer; no metadata needed)",
+                                         parts=("bi-encoder",), options={"margin": True}),
     # first-stage retrievers over a whole corpus (the full-corpus benchmarks)
     "first-stage": RankerSpec("retriever", "the tuned first stage of the service (ranking/retriever_defaults.json)",
                               file="retriever_defaults.json"),
@@ -396,6 +403,11 @@ def _comment_centrality(spec, settings, parts, name):
     return CommentCentrality(parts[0], name=name)
 
 
+def _closest_comment(spec, settings, parts, name):
+    from .rankers import ClosestComment
+    return ClosestComment(parts[0], margin=spec.options.get("margin", False), name=name)
+
+
 def _cascade(spec, settings, parts, name):
     from .cascade import Cascade
     return Cascade(parts, settings.cascade_top, name)
@@ -409,5 +421,6 @@ BUILDERS = {"ir-baseline": _ir_baseline, "minilm-cosine": _minilm_cosine, "lexic
             "translation-lm": _translation, "minilm": _minilm, "bilstm": _bilstm, "fusion": _fusion,
             "combination": _combination, "related": _related, "first-stage-score": _first_stage_score,
             "answers-cosine": _answers_cosine, "answers-model": _answers_model, "cascade": _cascade,
-            "comment-centrality": _comment_centrality, "arabic-bm25": _arabic_bm25,
+            "comment-centrality": _comment_centrality, "closest-comment": _closest_comment,
+            "arabic-bm25": _arabic_bm25,
             "factory": _factory}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .candidates import ANSWER_ENCODER, Query, encoder_of, stored
+from .candidates import ANSWER_ENCODER, Query, encoder_of, stored, stored_vector
 from .presets import UnknownRanker  # noqa: F401  (what get_ranker raises)
 
 if TYPE_CHECKING:
@@ -173,6 +173,23 @@ class AnswersModel:
                 for q, qv in zip(queries, vecs)]
 
 
+def _needs_vectors(model, name: str) -> None:
+    if getattr(model, "vector_id", None) is None:
+        raise ValueError(f"{name} needs a bi-encoder, not {model.name}")
+
+
+def candidate_vectors(model, queries: list[Query]) -> list[np.ndarray]:
+    """Per query, its candidates' vectors by a bi-encoder (a row each): a candidate's own stored vector where it
+    carries one by this model (the comment vectors a generation stores), else the model's, each distinct text asked
+    for once in one call (through a serving vector memo, so texts its pair scores encoded are not encoded again)."""
+    own = [[stored_vector(c.meta, model.vector_id) for c in q.candidates] for q in queries]
+    todo = list(dict.fromkeys(c.text for q, vs in zip(queries, own) for c, v in zip(q.candidates, vs) if v is None))
+    vecs = dict(zip(todo, model.vectors_of(todo)))
+    return [np.stack([np.asarray(v if v is not None else vecs[c.text], dtype=np.float64)
+                      for c, v in zip(q.candidates, vs)]) if q.candidates else np.zeros((0, 0))
+            for q, vs in zip(queries, own)]
+
+
 @dataclass
 class CommentCentrality:
     """A comment scored by how much its candidates agree with it: its mean cosine with every other candidate of the
@@ -183,8 +200,7 @@ class CommentCentrality:
     name: str = ""
 
     def __post_init__(self):
-        if getattr(self.model, "vector_id", None) is None:
-            raise ValueError(f"{self.name or 'comment-centrality'} needs a bi-encoder, not {self.model.name}")
+        _needs_vectors(self.model, self.name or "comment-centrality")
         self.name = self.name or "comment-centrality"
 
     @property
@@ -193,17 +209,49 @@ class CommentCentrality:
         return (self.model,)
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        texts = list(dict.fromkeys(c.text for q in queries for c in q.candidates))
-        vecs = dict(zip(texts, self.model.vectors_of(texts)))
         out = []
-        for q in queries:
+        for q, m in zip(queries, candidate_vectors(self.model, queries)):
             n = len(q.candidates)
             if n < 2:
                 out.append([0.0] * n)
                 continue
-            m = np.stack([np.asarray(vecs[c.text], dtype=np.float64) for c in q.candidates])
             sims = m @ m.T
             out.append(((sims.sum(axis=1) - np.diag(sims)) / (n - 1)).tolist())
+        return out
+
+
+@dataclass
+class ClosestComment:
+    """A comment scored by its closest neighbour among the question's other candidates: its highest cosine with one
+    of them, by a subtask A bi-encoder (the vectors its pair scores use); with ``margin``, that minus the bi-encoder's
+    score of the comment for the question (their cosine). A comment closer to another comment than to the question
+    talks to the thread rather than answering it: what its place in the thread and its author's other comments say
+    where that metadata is known, read from the texts alone. The closest cosine of a question's only candidate is 0."""
+    model: Any  # a bi-encoder MiniLMRanker
+    margin: bool = False
+    name: str = ""
+
+    def __post_init__(self):
+        default = "closest-comment-margin" if self.margin else "closest-comment"
+        _needs_vectors(self.model, self.name or default)
+        self.name = self.name or default
+
+    @property
+    def parts(self) -> tuple:
+        return (self.model,)
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        answered = self.model.score(queries) if self.margin else None
+        out = []
+        for qi, (q, m) in enumerate(zip(queries, candidate_vectors(self.model, queries))):
+            closest = np.zeros(len(q.candidates))
+            if len(q.candidates) > 1:
+                sims = m @ m.T
+                np.fill_diagonal(sims, -np.inf)
+                closest = sims.max(axis=1)
+            if answered is not None:
+                closest = closest - np.asarray(answered[qi], dtype=np.float64)
+            out.append(closest.tolist())
         return out
 
 

@@ -145,3 +145,47 @@ def test_comment_centrality_is_each_comments_mean_cosine_with_the_others():
         name = "cross"
     with pytest.raises(ValueError, match="needs a bi-encoder"):
         CommentCentrality(Cross())
+
+
+def test_closest_comment_is_each_comments_highest_cosine_with_another_and_its_margin_over_the_question():
+    """ClosestComment: a comment's highest dot product with another candidate of its question (0 for an only
+    candidate); with ``margin``, minus the bi-encoder's score of the comment for the question. A candidate carrying
+    its own stored vector by this model is not encoded again; each other distinct text is asked for once, in one
+    call; a model without vectors is refused."""
+    from ranking.candidates import ANSWER_ENCODER, ANSWER_VECTOR
+    from ranking.rankers import ClosestComment
+
+    class Vectors:  # a bi-encoder: unit vectors by text, its score the question's vector dotted with each comment's
+        vector_id = "fake"
+        name = "fake-bi-encoder"
+        table = {"a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.0, 1.0], "x": [0.8, 0.6], "y": [0.0, 1.0]}
+
+        def __init__(self):
+            self.calls = []
+
+        def vectors_of(self, texts):
+            self.calls.append(list(texts))
+            return [np.asarray(self.table[t]) for t in texts]
+
+        def score(self, queries):
+            return [[float(np.dot(self.table[q.text], self.table[c.text])) for c in q.candidates] for q in queries]
+    model = Vectors()
+    # "c" arrives with the vector a generation stores for it: [1, 0], not the model's [0, 1], and it is used
+    stored_c = Candidate("c1", "c", {ANSWER_ENCODER: "fake", ANSWER_VECTOR: [1.0, 0.0]})
+    three = Query("q1", "x", (Candidate("a1", "a"), Candidate("b1", "b"), stored_c))
+    again = Query("q2", "y", (Candidate("b2", "b"), Candidate("a2", "a")))
+    alone = Query("q3", "x", (Candidate("c3", "c"),))
+    closest = ClosestComment(model).score([three, again, alone])
+    assert closest[0] == pytest.approx([1.0, 0.6, 1.0])  # a and the stored c are the same vector
+    assert closest[1] == pytest.approx([0.6, 0.6]) and closest[2] == [0.0]
+    assert model.calls == [["a", "b", "c"]]  # the stored c of q1 not asked for; the c of q3 has none, so it is
+    margin = ClosestComment(model, margin=True).score([three, again, alone])
+    assert margin[0] == pytest.approx([1.0 - 0.8, 0.6 - 0.96, 1.0 - 0.6])
+    assert margin[1] == pytest.approx([0.6 - 0.8, 0.6 - 0.0]) and margin[2] == pytest.approx([0.0 - 0.6])
+    assert ClosestComment(model, margin=True).name == "closest-comment-margin"
+
+    class Cross:
+        vector_id = None
+        name = "cross"
+    with pytest.raises(ValueError, match="closest-comment needs a bi-encoder"):
+        ClosestComment(Cross())
