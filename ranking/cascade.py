@@ -6,8 +6,8 @@ carried over first: each candidate keeps its position in the given list and its 
 (ranking/signals.py), the head stays in the given order, and the query says whether that order was the
 thread's (ranking/combination.py ``in_thread_order``). Only the z-scoring of ranker scores within the
 question and a comment's closest neighbour (``closest-comment``, found among the head's comments) see the head
-alone; the MAP-against-``top`` curve in docs/BENCHMARKS.md (before round 31) measures what the z-scoring and the cut cost (on SemEval's
-threads of 10 comments the head of 10 is the whole thread).
+alone; the MAP-against-``top`` curve in docs/BENCHMARKS.md (before round 31) measures what the z-scoring and the
+cut cost (on SemEval's threads of 10 comments the head of 10 is the whole thread).
 """
 from __future__ import annotations
 
