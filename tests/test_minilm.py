@@ -435,7 +435,9 @@ def test_score_store_that_cannot_be_read_or_written_never_costs_a_score(tmp_path
 def test_serving_reranker_rescoring_a_thread_costs_the_models_only_its_new_comments(semeval, tmp_path):
     """The service's /rerank ranker remembers the pairs its MiniLM models scored: the same thread again costs
     them nothing and gives the same scores; the thread with one more comment costs at most that comment, and
-    scores as a ranker without the memo does."""
+    scores as a ranker without the memo does. A first view costs each model one pair per comment; the bi-encoder's
+    pairs are read twice, by its part of the layer and by closest-comment-margin (round 31), the second time from
+    the memo."""
     s = Settings(data_dir=tmp_path, inference="torch-fp32")
     ranker = service_reranker(s)
     memos = {r.name: r.memo for r in walk([ranker]) if getattr(r, "memo", None) is not None}
@@ -445,7 +447,9 @@ def test_serving_reranker_rescoring_a_thread_costs_the_models_only_its_new_comme
     thread, other = queries
     first = ranker.score([thread])
     cold = {n: m.stats() for n, m in memos.items()}
-    assert all(st["misses"] == len(thread.candidates) and st["hits"] == 0 for st in cold.values())
+    assert all(st["misses"] == len(thread.candidates) for st in cold.values()), cold
+    assert {n: st["hits"] for n, st in cold.items()} == {"cross-encoder": 0, "bilstm": 0,
+                                                         "bi-encoder": len(thread.candidates)}, cold
     assert ranker.score([thread]) == first
     assert all(m.stats()["misses"] == cold[n]["misses"] for n, m in memos.items())  # no model call
     grown = Query(thread.id, thread.text, thread.candidates + other.candidates[:1], thread.meta)
