@@ -9,6 +9,10 @@ export TRANSFORMERS_OFFLINE := 1
 # CPU-bound model work, and on two workers of a 2-core machine it took 1,960 s against 1,499 s (docs/BENCHMARKS.md,
 # "Round 30"). On more workers, `--dist loadfile` keeps the full corpus's tests on one (tests/conftest.py).
 TEST_WORKERS ?= 2
+# torch (and ONNX Runtime) threads per worker of the default tier: one per worker, so two workers fill the 2 cores
+# without oversubscribing them (the default tier's four heaviest bench tests: 384 s -> 296 s, docs/BENCHMARKS.md,
+# "Round 32"); unset with TEST_WORKERS=0 or 1, where torch takes every core.
+TEST_THREADS ?= $(if $(filter 0 1,$(TEST_WORKERS)),,1)
 # each tier ends with its slowest tests and their times (pytest --durations), where CI time goes; 0: all, unset: none
 TEST_DURATIONS ?= 15
 PYTEST_ARGS := -q $(if $(TEST_DURATIONS),--durations=$(TEST_DURATIONS))
@@ -31,14 +35,14 @@ serve: $(STAMP)
 
 ## Set up with the test extra and run the test suite (slow tests excluded).
 test: $(STAMP)
-	$(PYTEST)
+	$(if $(TEST_THREADS),OMP_NUM_THREADS=$(TEST_THREADS) )$(PYTEST)
 
 ## The slow tests (full SemEval corpus, real model encoding).
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow
 
 test-all: $(STAMP)
-	$(PYTEST) --dist loadfile -m 'slow or not slow'
+	$(if $(TEST_THREADS),OMP_NUM_THREADS=$(TEST_THREADS) )$(PYTEST) --dist loadfile -m 'slow or not slow'
 
 clean:
 	rm -rf $(VENV) var build *.egg-info
