@@ -16,7 +16,7 @@ TEST_THREADS ?= $(if $(filter 0 1,$(TEST_WORKERS)),,1)
 # each tier ends with its slowest tests and their times (pytest --durations), where CI time goes; 0: all, unset: none
 TEST_DURATIONS ?= 15
 PYTEST_ARGS := -q $(if $(TEST_DURATIONS),--durations=$(TEST_DURATIONS))
-PYTEST := $(BIN)/python -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS)
+PYTEST := $(if $(TEST_THREADS),OMP_NUM_THREADS=$(TEST_THREADS) )$(BIN)/python -m pytest $(PYTEST_ARGS) -n $(TEST_WORKERS)
 
 .PHONY: serve test test-slow test-all venv bench clean
 
@@ -35,14 +35,14 @@ serve: $(STAMP)
 
 ## Set up with the test extra and run the test suite (slow tests excluded).
 test: $(STAMP)
-	$(if $(TEST_THREADS),OMP_NUM_THREADS=$(TEST_THREADS) )$(PYTEST)
+	$(PYTEST)
 
 ## The slow tests (full SemEval corpus, real model encoding).
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow
 
 test-all: $(STAMP)
-	$(if $(TEST_THREADS),OMP_NUM_THREADS=$(TEST_THREADS) )$(PYTEST) --dist loadfile -m 'slow or not slow'
+	$(PYTEST) --dist loadfile -m 'slow or not slow'
 
 clean:
 	rm -rf $(VENV) var build *.egg-info
