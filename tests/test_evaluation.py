@@ -263,6 +263,40 @@ def test_grid_MAP_equals_the_official_scorer_on_ties_too(settings):
         GoldMAP([Query(first.id, first.text, first.candidates[1:])], gold)
 
 
+def test_grid_search_normalises_each_part_by_the_method_a_fusion_preset_names():
+    """ranking.evaluation.tuning.grid_search: each part's scores per query made summable by a SCORE_TRANSFORMS method
+    (z-score by default) before the weighted sum; the method decides which setting wins."""
+    from ranking.candidates import Candidate, Query
+    from ranking.evaluation.scorer import Line
+    from ranking.evaluation.tuning import grid_search
+    q = Query("q1", "question", [Candidate(f"c{i}", "text") for i in range(3)])
+    gold = [Line("q1", "c0", 0.0, True), Line("q1", "c1", 0.0, False), Line("q1", "c2", 0.0, False)]
+    # "far": c0 just below c1, a long way above c2; "other": c0 below c2, a long way above c1
+    parts = {"far": [[9.0, 10.0, 0.0]], "other": [[0.6, 0.0, 1.0]]}
+    by = {m: {tuple(r["weights"].values()): r["dev_MAP"] for r in grid_search([q], parts, gold, (0.0, 1.0), m)}
+          for m in ("zscore", "minmax", "rrf")}
+    assert all(len(v) == 3 for v in by.values())  # (0, 0) is left out
+    assert by["zscore"][(1.0, 0.0)] == by["minmax"][(1.0, 0.0)] == by["rrf"][(1.0, 0.0)] == 0.5
+    assert by["zscore"][(0.0, 1.0)] == 0.5
+    # both parts: the score gaps put c0 first under z-score and min-max; under ranks (second twice) it comes last
+    assert by["zscore"][(1.0, 1.0)] == by["minmax"][(1.0, 1.0)] == 1.0
+    assert by["rrf"][(1.0, 1.0)] == pytest.approx(1 / 3)
+    with pytest.raises(KeyError):
+        grid_search([q], parts, gold, (1.0,), "rank")
+
+
+def test_tune_candidate_fusion_refuses_to_ship_weights_of_another_method(tmp_path):
+    """scripts/tune_candidate_fusion.py --method minmax explores: the presets that read ranking/ z-score their
+    parts, so its weights must go elsewhere, before any model is loaded."""
+    from ranking.candidate_rankers import FUSION_DEFAULTS
+    shipped = FUSION_DEFAULTS.read_bytes()
+    script = Path(__file__).resolve().parent.parent / "scripts" / "tune_candidate_fusion.py"
+    p = subprocess.run([sys.executable, str(script), "--method", "minmax"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode != 0 and "write these weights to an --out outside ranking/" in p.stderr
+    assert FUSION_DEFAULTS.read_bytes() == shipped
+
+
 def test_cross_fitting_folds_keep_a_questions_threads_together_and_files_apart(settings):
     """scripts/crossfit_A.py's folds: every training thread in one of K folds, the related threads of one original
     question in the same fold, thread ids that repeat across files (2015 train and dev) dealt per file, the folds

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..candidates import Query
-from ..fusion import zscore
+from ..fusion import SCORE_TRANSFORMS, zscore
 from .benchmarks import BenchmarkError
 from .scorer import Line, ScoringError, average_precision, rank_by_score
 
@@ -88,11 +88,13 @@ def map_of(queries: list[Query], scores: list[list[float]], gold: list[Line]) ->
 
 
 def grid_search(queries: list[Query], part_scores: dict[str, list[list[float]]], gold: list[Line],
-                grid: tuple[float, ...] = (0.0, 0.5, 1.0)) -> list[dict]:
+                grid: tuple[float, ...] = (0.0, 0.5, 1.0), method: str = "zscore") -> list[dict]:
     """Every weight setting of ``grid`` per part (not all zero) with its MAP, best first; between equal MAPs
-    the one with fewer parts first."""
+    the one with fewer parts first. Each part's scores are made summable per query by ``method`` (a
+    ``ranking.fusion.SCORE_TRANSFORMS`` name, as a fusion preset's ``method``)."""
+    transform = SCORE_TRANSFORMS[method]
     parts = tuple(part_scores)
-    z = {p: [zscore(np.asarray(s, dtype=float)) for s in part_scores[p]] for p in parts}
+    z = {p: [transform(np.asarray(s, dtype=float)) for s in part_scores[p]] for p in parts}
     map_of_scores = GoldMAP(queries, gold)
     results = []
     for w in itertools.product(grid, repeat=len(parts)):
