@@ -114,6 +114,12 @@ PRESETS: dict[str, RankerSpec] = {
                                          "question-question pairs (`cqa train --model cross-encoder --task B`; not "
                                          "shipped: $CQA_QUESTION_CROSS_ENCODER_CHECKPOINT names one)",
                                          checkpoint="question_cross_encoder_checkpoint"),
+    "question-centrality": RankerSpec("comment-centrality", "a candidate question's mean question-bi-encoder cosine "
+                                      "with the new question's other candidates (how much the rest of the search "
+                                      "agrees with it)", parts=("question-bi-encoder",)),
+    "closest-question": RankerSpec("closest-comment", "a candidate question's highest question-bi-encoder cosine "
+                                   "with another candidate of the new question (a near-duplicate among them)",
+                                   parts=("question-bi-encoder",)),
     "question-fusion": RankerSpec("fusion", "subtask B: per-question z-score fusion of the IR order, lexical scores, "
                                   "the zero-shot cosine, the question-question bi-encoder and the A-trained models, "
                                   "weights tuned on dev-B", file="question_fusion_defaults.json"),
