@@ -12,7 +12,13 @@ grid the dev-B tuning uses ({0, 0.5, 1} per part), and three choices are compare
 weights), by the training folds, and by both pooled (MAP over the 267 + 50 questions). Dev-B figures use the
 shipped question bi-encoder, trained on all training questions. Test is not read.
 
-    python scripts/cv_question_model.py [--folds 5] [--out var/reports/cv-question-model]
+The parts built over the question model's vectors (`question-centrality`, `closest-question`) are scored from each
+fold's model as well, where the shipped weights or a `--candidate` file (a `scripts/tune_candidate_fusion.py`
+output) weigh them. `--candidate` judges that file's weights beside the shipped ones, with the paired randomisation
+and t-tests of their per-question AP on the training folds and on dev-B. `--reuse-folds` scores with the fold
+models already under OUT when they hold out the same questions, instead of training them again.
+
+    python scripts/cv_question_model.py [--folds 5] [--out var/reports/cv-question-model] [--candidate FILE]
 
 Writes OUT/report.json (the folds' dev-B MAP and training time, each part's cross-validated MAP, the three
 choices with their training-fold and dev-B MAP) and the folds' checkpoints under OUT/fold-K. JSON object last.
@@ -31,8 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.settings import Settings  # noqa: E402
 from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
+from ranking.evaluation.measures import paired_randomization, paired_t  # noqa: E402
 from ranking.evaluation.scorer import Line, read_lines  # noqa: E402
-from ranking.evaluation.tuning import FOLD_SEED, folds_of, fused_scores, grid_search, map_of  # noqa: E402
+from ranking.evaluation.tuning import FOLD_SEED, GoldMAP, folds_of, fused_scores, grid_search, map_of  # noqa: E402
 from ranking.neural.ranker import MiniLMRanker  # noqa: E402
 from ranking.neural.train_minilm import (  # noqa: E402
     MiniLMTrainConfig,
@@ -40,11 +47,25 @@ from ranking.neural.train_minilm import (  # noqa: E402
     question_pairs_as_threads,
     train_minilm,
 )
-from ranking.presets import PRESETS  # noqa: E402
+from ranking.presets import BUILDERS, PRESETS  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
 
 UNTRAINED = ("ir-baseline", "bm25", "minilm-cosine")
 MODEL = "question-bi-encoder"
+# presets whose only part is the question model: scored from each fold's model too
+OVER_MODEL = tuple(n for n, spec in PRESETS.items() if spec.parts == (MODEL,))
+
+
+def over_model(name: str, model, settings: Settings):
+    """The preset ``name`` built over ``model`` (a fold's question model) in place of the shipped one."""
+    spec = PRESETS[name]
+    return BUILDERS[spec.kind](spec, settings, [model], name)
+
+
+def reusable(fold_dir: Path, held: list[str]) -> bool:
+    """Whether ``fold_dir`` holds a trained fold model that held out exactly ``held``."""
+    cfg = fold_dir / "config.json"
+    return cfg.is_file() and json.loads(cfg.read_text()).get("held_out_questions") == sorted(held)
 
 
 def shipped_recipe(settings: Settings, groups: list, max_steps: int | None = None,
@@ -68,6 +89,10 @@ def main() -> None:
     ap.add_argument("--init-from", metavar="CHECKPOINT",
                     help="start each fold's model from this bi-encoder checkpoint (e.g. the subtask A bi-encoder) "
                          "instead of the shipped recipe's start")
+    ap.add_argument("--candidate", type=Path, metavar="FILE",
+                    help="a weights file (scripts/tune_candidate_fusion.py --out) to judge beside the shipped weights")
+    ap.add_argument("--reuse-folds", action="store_true",
+                    help="score with OUT/fold-K where it holds out the same questions, instead of training it again")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args()
     s = Settings()
@@ -80,42 +105,67 @@ def main() -> None:
     folds = [[queries[i].id for i in fold] for fold in folds_of(queries, args.folds)]
     args.out.mkdir(parents=True, exist_ok=True)
 
-    oof: dict[str, list[float]] = {}
+    shipped = PRESETS["question-fusion"].params()["weights"]
+    candidate = json.loads(args.candidate.read_text())["weights"] if args.candidate else {}
+    scored = (*UNTRAINED, MODEL, *(n for n in OVER_MODEL if shipped.get(n) or candidate.get(n)))
+    for name, weights in (("question-fusion", shipped), (str(args.candidate), candidate)):
+        if any(w for n, w in weights.items() if n not in scored):
+            raise SystemExit(f"{name} weighs parts this cross-validation does not score: {weights}")
+    trained = [n for n in scored if n == MODEL or n in OVER_MODEL]
+
+    oof: dict[str, dict[str, list[float]]] = {n: {} for n in trained}
     fold_log = []
     for k, held in enumerate(folds):
         held_set = set(held)
         train_threads = [t for tid, t in threads.items() if tid not in held_set]
         groups = minilm_groups(train_threads)
         cfg = shipped_recipe(s, groups, args.max_steps, args.init_from)
+        fold_dir = args.out / f"fold-{k}"
         t0 = time.perf_counter()
-        metrics = train_minilm(groups, dev_q, dev_gold, args.out / f"fold-{k}", cfg,
-                               {"task": "B", "cv_fold": k, "held_out_questions": sorted(held)}, not args.quiet)
-        ranker = MiniLMRanker.from_checkpoint(args.out / f"fold-{k}", s.device, name=f"{MODEL}-fold{k}")
+        reused = args.reuse_folds and reusable(fold_dir, held)
+        if reused:
+            metrics = json.loads((fold_dir / "metrics.json").read_text())
+        else:
+            metrics = train_minilm(groups, dev_q, dev_gold, fold_dir, cfg,
+                                   {"task": "B", "cv_fold": k, "held_out_questions": sorted(held)}, not args.quiet)
+        ranker = MiniLMRanker.from_checkpoint(fold_dir, s.device, name=f"{MODEL}-fold{k}")
         fq = [q for q in queries if q.id in held_set]
-        oof.update({q.id: row for q, row in zip(fq, ranker.score(fq))})
+        for n in trained:
+            part = ranker if n == MODEL else over_model(n, ranker, s)
+            oof[n].update({q.id: row for q, row in zip(fq, part.score(fq))})
         fold_log.append({"fold": k, "train_questions": len(train_threads), "held_out_questions": len(held),
                          "steps": cfg.max_steps, "init_from": cfg.init_from, "dev_B_MAP": metrics["dev_MAP"],
-                         "held_out_MAP": map_of(fq, [oof[q.id] for q in fq], gold),
+                         "held_out_MAP": map_of(fq, [oof[MODEL][q.id] for q in fq], gold), "reused": reused,
                          "seconds": round(time.perf_counter() - t0, 1)})
         print(json.dumps(fold_log[-1]), file=sys.stderr, flush=True)
 
     train_parts = {n: get_ranker(n, s).score(queries) for n in UNTRAINED}
-    train_parts[MODEL] = [oof[q.id] for q in queries]
-    dev_parts = {n: get_ranker(n, s).score(dev_q) for n in (*UNTRAINED, MODEL)}
-    by_train = grid_search(queries, train_parts, gold)
-    by_dev = grid_search(dev_q, dev_parts, dev_gold)
+    train_parts.update({n: [oof[n][q.id] for q in queries] for n in trained})
+    dev_parts = {n: get_ranker(n, s).score(dev_q) for n in scored}
+    searched = (*UNTRAINED, MODEL)  # the grids: the parts round 4's cross-validation searched
+    by_train = grid_search(queries, {n: train_parts[n] for n in searched}, gold)
+    by_dev = grid_search(dev_q, {n: dev_parts[n] for n in searched}, dev_gold)
     pooled_q, pooled_gold = queries + dev_q, gold + dev_gold
-    by_both = grid_search(pooled_q, {n: train_parts[n] + dev_parts[n] for n in train_parts}, pooled_gold)
-    shipped = PRESETS["question-fusion"].params()["weights"]
-    if any(w for n, w in shipped.items() if n not in train_parts):
-        raise SystemExit(f"question-fusion weighs parts this cross-validation does not score: {shipped}")
-    shipped = {n: shipped.get(n, 0.0) for n in train_parts}
+    by_both = grid_search(pooled_q, {n: train_parts[n] + dev_parts[n] for n in searched}, pooled_gold)
+    shipped = {n: shipped.get(n, 0.0) for n in scored}
+    train_map, dev_map = GoldMAP(queries, gold), GoldMAP(dev_q, dev_gold)
+
+    def fused(weights: dict[str, float], parts: dict[str, list]) -> list[list[float]]:
+        w = {n: v for n, v in weights.items() if v}
+        return fused_scores({n: parts[n] for n in w}, w)
 
     def judged(weights: dict[str, float]) -> dict:
-        w = {n: v for n, v in weights.items() if v}
-        return {"weights": weights,
-                "train_cv_MAP": map_of(queries, fused_scores({n: train_parts[n] for n in w}, w), gold),
-                "dev_B_MAP": map_of(dev_q, fused_scores({n: dev_parts[n] for n in w}, w), dev_gold)}
+        return {"weights": weights, "train_cv_MAP": train_map(fused(weights, train_parts)),
+                "dev_B_MAP": dev_map(fused(weights, dev_parts))}
+
+    def against_shipped(weights: dict[str, float], parts: dict[str, list], gold_map: GoldMAP) -> dict:
+        """The candidate's per-question AP against the shipped weights': paired randomisation and t-test."""
+        a, b = gold_map.per_question(fused(weights, parts)), gold_map.per_question(fused(shipped, parts))
+        qids = sorted(a)
+        x, y = [a[q] for q in qids], [b[q] for q in qids]
+        return {"questions": len(qids), "MAP": sum(x) / len(x), "shipped_MAP": sum(y) / len(y),
+                "p_randomization": paired_randomization(x, y), "p_ttest": paired_t(x, y),
+                "better": sum(u > v for u, v in zip(x, y)), "worse": sum(u < v for u, v in zip(x, y))}
     report = {
         "folds": fold_log, "questions": {"train": len(queries), "dev": len(dev_q)},
         "single_parts": {n: judged({n: 1.0}) for n in train_parts},
@@ -124,8 +174,13 @@ def main() -> None:
                    "by dev-B over these parts": judged(by_dev[0]["weights"])},
         "fold_seed": FOLD_SEED, "command": "python scripts/cv_question_model.py " + " ".join(sys.argv[1:]),
     }
+    if args.candidate:
+        weights = {n: candidate.get(n, 0.0) for n in scored}
+        report["candidate"] = {"file": str(args.candidate), **judged(weights),
+                               "train_folds": against_shipped(weights, train_parts, train_map),
+                               "dev_B": against_shipped(weights, dev_parts, dev_map)}
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("single_parts", "chosen")}))
+    print(json.dumps({k: report[k] for k in ("single_parts", "chosen", "candidate") if k in report}))
 
 
 if __name__ == "__main__":

@@ -108,9 +108,9 @@ DEV_THREADS = 250
 
 @pytest.mark.slow
 def test_ray_engine_on_the_dev_corpus(tmp_path, cli_env, semeval):
-    """Half the 2016 dev corpus (its first 250 of 500 threads, about 2,700 texts), each engine encoding every text
-    itself: forum text in many blocks (3 of analysis, 11 of embedding), where the demo corpus fits in one. Half, not
-    the whole, since each engine encodes everything and the test's time is the encoding (311 s for the whole)."""
+    """Half the 2016 dev corpus (its first 250 of 500 threads, about 2,500 distinct texts), each engine encoding every
+    text itself: forum text in many blocks (3 of analysis, 10 of embedding), where the demo corpus fits in one. Half,
+    not the whole, since each engine encodes everything and the test's time is the encoding (311 s for the whole)."""
     threads = load(semeval / split_file("dev"), strict=True).threads
     assert len(threads) == 2 * DEV_THREADS
     source = tmp_path / "dev-half.jsonl"
@@ -120,4 +120,4 @@ def test_ray_engine_on_the_dev_corpus(tmp_path, cli_env, semeval):
     out = _ray_reindex(ray, cli_env)
     engine = assert_same_generation(_generation(local), _generation(ray))["engine"]
     assert out["documents"]["total"] > 2 * engine["block_size"]
-    assert out["indexes"]["dense"]["encoded"] > 10 * engine["embed_batch"]
+    assert out["indexes"]["dense"]["encoded"] > 9 * engine["embed_batch"]

@@ -78,8 +78,13 @@ class GoldMAP:
 
     def __call__(self, scores: list) -> float:
         """MAP of ``scores`` (per query, one score per candidate, in the queries' order)."""
-        return sum(average_precision(rank_by_score([(rel, float(scores[i][j])) for j, rel in zip(js, labels)]))
-                   for i, js, labels in self.questions.values()) / len(self.questions)
+        return sum(self.per_question(scores).values()) / len(self.questions)
+
+    def per_question(self, scores: list) -> dict[str, float]:
+        """Each gold question's average precision by ``scores``, as the official scorer ranks it (the input of a
+        paired test)."""
+        return {qid: average_precision(rank_by_score([(rel, float(scores[i][j])) for j, rel in zip(js, labels)]))
+                for qid, (i, js, labels) in self.questions.items()}
 
 
 def map_of(queries: list[Query], scores: list[list[float]], gold: list[Line]) -> float:
