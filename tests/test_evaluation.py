@@ -240,13 +240,14 @@ def test_write_params_replaces_a_section_and_keeps_the_rest(tmp_path):
 
 def test_grid_MAP_equals_the_official_scorer_on_ties_too(settings):
     """The tuning grids' MAP (GoldMAP: the gold matched to the candidates once) is the official scorer's MAP of the
-    same scores, to the last digit, on dev-C's 50 questions with random scores and with many ties, and a gold
+    same scores, to the last digit, on dev-C's 50 questions with random scores and with many ties (and so is each
+    question's AP), and a gold
     candidate the queries lack is the same clear error as align_to_gold's."""
     import numpy as np
     from ranking.candidates import Query
     from ranking.evaluation.benchmarks import BENCHMARKS, BenchmarkError, queries_for
     from ranking.evaluation.runner import align_to_gold
-    from ranking.evaluation.scorer import Line, read_lines, score
+    from ranking.evaluation.scorer import Line, per_question_ap, read_lines, score
     from ranking.evaluation.tuning import GoldMAP, map_of
     xml, gold_path = BENCHMARKS["semeval2016-dev-C"].paths(settings.semeval_dir)
     queries, gold = queries_for(xml, "C"), read_lines(gold_path)
@@ -258,6 +259,9 @@ def test_grid_MAP_equals_the_official_scorer_on_ties_too(settings):
         lines = [Line(q.id, c.id, float(s), False) for q, row in zip(queries, scores) for c, s in zip(q.candidates, row)]
         official = score(gold, align_to_gold(lines, gold)).MAP
         assert grid_map(scores) == official == map_of(queries, scores, gold)
+        # per question (what a paired test reads): the scorer's own per-question AP, every question of the gold
+        assert grid_map.per_question(scores) == per_question_ap(gold, align_to_gold(lines, gold))
+        assert len(grid_map.per_question(scores)) == len({g.qid for g in gold}) == 50
     first = queries[0]
     with pytest.raises(BenchmarkError, match="no score for gold candidate"):
         GoldMAP([Query(first.id, first.text, first.candidates[1:])], gold)
