@@ -16,7 +16,8 @@ The parts built over the question model's vectors (`question-centrality`, `close
 fold's model as well, where the shipped weights or a `--candidate` file (a `scripts/tune_candidate_fusion.py`
 output) weigh them. `--candidate` judges that file's weights beside the shipped ones, with the paired randomisation
 and t-tests of their per-question AP on the training folds and on dev-B. `--reuse-folds` scores with the fold
-models already under OUT when they hold out the same questions, instead of training them again.
+models already under OUT when they hold out the same questions and were trained from the same start for as many
+steps, instead of training them again.
 
     python scripts/cv_question_model.py [--folds 5] [--out var/reports/cv-question-model] [--candidate FILE]
 
@@ -62,10 +63,16 @@ def over_model(name: str, model, settings: Settings):
     return BUILDERS[spec.kind](spec, settings, [model], name)
 
 
-def reusable(fold_dir: Path, held: list[str]) -> bool:
-    """Whether ``fold_dir`` holds a trained fold model that held out exactly ``held``."""
-    cfg = fold_dir / "config.json"
-    return cfg.is_file() and json.loads(cfg.read_text()).get("held_out_questions") == sorted(held)
+def reusable(fold_dir: Path, held: list[str], cfg: MiniLMTrainConfig) -> bool:
+    """Whether ``fold_dir`` holds a fold model trained as ``cfg`` says (its start and steps) that held out exactly
+    ``held``."""
+    path = fold_dir / "config.json"
+    if not (path.is_file() and (fold_dir / "metrics.json").is_file()):
+        return False
+    config = json.loads(path.read_text())
+    trained = config.get("train") or {}
+    return (config.get("held_out_questions") == sorted(held) and trained.get("init_from") == cfg.init_from
+            and trained.get("max_steps") == cfg.max_steps)
 
 
 def shipped_recipe(settings: Settings, groups: list, max_steps: int | None = None,
@@ -92,7 +99,8 @@ def main() -> None:
     ap.add_argument("--candidate", type=Path, metavar="FILE",
                     help="a weights file (scripts/tune_candidate_fusion.py --out) to judge beside the shipped weights")
     ap.add_argument("--reuse-folds", action="store_true",
-                    help="score with OUT/fold-K where it holds out the same questions, instead of training it again")
+                    help="score with OUT/fold-K where it holds out the same questions and was trained with the same "
+                         "start and steps, instead of training it again")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args()
     s = Settings()
@@ -122,7 +130,7 @@ def main() -> None:
         cfg = shipped_recipe(s, groups, args.max_steps, args.init_from)
         fold_dir = args.out / f"fold-{k}"
         t0 = time.perf_counter()
-        reused = args.reuse_folds and reusable(fold_dir, held)
+        reused = args.reuse_folds and reusable(fold_dir, held, cfg)
         if reused:
             metrics = json.loads((fold_dir / "metrics.json").read_text())
         else:
