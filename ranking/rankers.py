@@ -195,7 +195,8 @@ class CommentCentrality:
     """A comment scored by how much its candidates agree with it: its mean cosine with every other candidate of the
     question, by a subtask A bi-encoder (the vectors its pair scores use, so a served one encodes nothing more). What
     a thread's other comments say carries no user id and no order, so a layer has it whatever metadata the input
-    lacks. 0 for a question's only candidate."""
+    lacks. 0 for a question's only candidate. Over the question bi-encoder (``question-centrality``) it scores a
+    candidate question by the new question's other candidates alike."""
     model: Any  # a bi-encoder MiniLMRanker
     name: str = ""
 
@@ -226,7 +227,8 @@ class ClosestComment:
     of them, by a subtask A bi-encoder (the vectors its pair scores use); with ``margin``, that minus the bi-encoder's
     score of the comment for the question (their cosine). A comment closer to another comment than to the question
     talks to the thread rather than answering it: what its place in the thread and its author's other comments say
-    where that metadata is known, read from the texts alone. The closest cosine of a question's only candidate is 0."""
+    where that metadata is known, read from the texts alone. The closest cosine of a question's only candidate is 0.
+    Over the question bi-encoder (``closest-question``) it finds a candidate question's nearest other candidate."""
     model: Any  # a bi-encoder MiniLMRanker
     margin: bool = False
     name: str = ""

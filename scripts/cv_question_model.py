@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.settings import Settings  # noqa: E402
 from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
-from ranking.evaluation.measures import paired_randomization, paired_t  # noqa: E402
+from ranking.evaluation.measures import paired_ap  # noqa: E402
 from ranking.evaluation.scorer import Line, read_lines  # noqa: E402
 from ranking.evaluation.tuning import FOLD_SEED, GoldMAP, folds_of, fused_scores, grid_search, map_of  # noqa: E402
 from ranking.neural.ranker import MiniLMRanker  # noqa: E402
@@ -169,11 +169,8 @@ def main() -> None:
     def against_shipped(weights: dict[str, float], parts: dict[str, list], gold_map: GoldMAP) -> dict:
         """The candidate's per-question AP against the shipped weights': paired randomisation and t-test."""
         a, b = gold_map.per_question(fused(weights, parts)), gold_map.per_question(fused(shipped, parts))
-        qids = sorted(a)
-        x, y = [a[q] for q in qids], [b[q] for q in qids]
-        return {"questions": len(qids), "MAP": sum(x) / len(x), "shipped_MAP": sum(y) / len(y),
-                "p_randomization": paired_randomization(x, y), "p_ttest": paired_t(x, y),
-                "better": sum(u > v for u, v in zip(x, y)), "worse": sum(u < v for u, v in zip(x, y))}
+        return {"MAP": sum(a.values()) / len(a), "shipped_MAP": sum(b.values()) / len(b), **paired_ap(a, b),
+                "better": sum(a[q] > b[q] for q in a), "worse": sum(a[q] < b[q] for q in a)}
     report = {
         "folds": fold_log, "questions": {"train": len(queries), "dev": len(dev_q)},
         "single_parts": {n: judged({n: 1.0}) for n in train_parts},

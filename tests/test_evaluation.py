@@ -241,8 +241,7 @@ def test_write_params_replaces_a_section_and_keeps_the_rest(tmp_path):
 def test_grid_MAP_equals_the_official_scorer_on_ties_too(settings):
     """The tuning grids' MAP (GoldMAP: the gold matched to the candidates once) is the official scorer's MAP of the
     same scores, to the last digit, on dev-C's 50 questions with random scores and with many ties (and so is each
-    question's AP), and a gold
-    candidate the queries lack is the same clear error as align_to_gold's."""
+    question's AP), and a gold candidate the queries lack is the same clear error as align_to_gold's."""
     import numpy as np
     from ranking.candidates import Query
     from ranking.evaluation.benchmarks import BENCHMARKS, BenchmarkError, queries_for

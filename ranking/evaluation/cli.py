@@ -8,7 +8,7 @@ from pathlib import Path
 from ..neural.inference import ALIASES, VARIANTS
 from ..presets import PRESETS, UnknownRanker, build, build_label
 from .benchmarks import BENCHMARKS, BenchmarkError, queries_for
-from .measures import paired_randomization, paired_t
+from .measures import paired_ap
 from .runner import default_ranker
 from .scorer import ScoringError, score_files
 
@@ -127,14 +127,6 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
     except (ScoringError, BenchmarkError, UnknownRanker, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-
-def paired_ap(a: dict[str, float], b: dict[str, float]) -> dict:
-    """The paired tests of two runs' per-question AP over the questions both have: how many, the paired
-    randomisation p and the paired t-test p (a against b)."""
-    qs = sorted(set(a) & set(b))
-    x, y = [a[q] for q in qs], [b[q] for q in qs]
-    return {"questions": len(qs), "p_randomization": paired_randomization(x, y), "p_ttest": paired_t(x, y)}
 
 
 def _print_compare(label: str, c: dict) -> None:

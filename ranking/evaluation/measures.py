@@ -85,3 +85,11 @@ def paired_t(a: list[float], b: list[float]) -> float:
         return 0.0
     p = stats.ttest_rel(a, b).pvalue
     return float(p) if not math.isnan(p) else 1.0
+
+
+def paired_ap(a: dict[str, float], b: dict[str, float]) -> dict:
+    """The paired tests of two runs' per-question AP over the questions both have: how many, the paired
+    randomisation p and the paired t-test p (a against b)."""
+    qs = sorted(set(a) & set(b))
+    x, y = [a[q] for q in qs], [b[q] for q in qs]
+    return {"questions": len(qs), "p_randomization": paired_randomization(x, y), "p_ttest": paired_t(x, y)}

@@ -78,13 +78,16 @@ class GoldMAP:
 
     def __call__(self, scores: list) -> float:
         """MAP of ``scores`` (per query, one score per candidate, in the queries' order)."""
-        return sum(self.per_question(scores).values()) / len(self.questions)
+        return sum(ap for _, ap in self._aps(scores)) / len(self.questions)
 
     def per_question(self, scores: list) -> dict[str, float]:
         """Each gold question's average precision by ``scores``, as the official scorer ranks it (the input of a
         paired test)."""
-        return {qid: average_precision(rank_by_score([(rel, float(scores[i][j])) for j, rel in zip(js, labels)]))
-                for qid, (i, js, labels) in self.questions.items()}
+        return dict(self._aps(scores))
+
+    def _aps(self, scores: list):
+        for qid, (i, js, labels) in self.questions.items():
+            yield qid, average_precision(rank_by_score([(rel, float(scores[i][j])) for j, rel in zip(js, labels)]))
 
 
 def map_of(queries: list[Query], scores: list[list[float]], gold: list[Line]) -> float:
