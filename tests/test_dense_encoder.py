@@ -462,6 +462,40 @@ def test_a_text_one_serving_process_encoded_is_read_by_another(bi_ranker, tmp_pa
     assert for_serving(MiniLMCosine(device="cpu"), memo_texts=10).vector_memo.store is None  # no store asked for
 
 
+def test_an_evaluation_bi_encoder_keeps_its_vectors_for_its_other_parts_and_the_next_run(bi_ranker, tmp_path,
+                                                                                          monkeypatch):
+    """An evaluation run's bi-encoder (a ``cache_dir``, no serving memo) keeps the vectors it encodes in a vector store
+    beside its pair scores: closest-comment over it, after its own scores, encodes nothing, and a later run (a new
+    ranker on the same cache folder: a benchmark's metadata-free variant, the same texts) reads them, the vectors
+    of encoding anew; the same weights run otherwise (another cache_key) read none."""
+    import dataclasses
+
+    from ranking.rankers import ClosestComment
+    comments = (Candidate("c1", TEXTS[1]), Candidate("c2", TEXTS[3]), Candidate("c3", TEXTS[2]))
+    query = Query("q1", TEXTS[0], comments)
+    encoded = []
+
+    def run(ranker):
+        ranker = dataclasses.replace(ranker, memo=None, vector_memo=None, cache_dir=tmp_path / "cache")
+        real = ranker._vectors
+        monkeypatch.setattr(ranker, "_vectors", lambda wps: encoded.append(len(wps)) or real(wps))
+        return ranker
+    first = run(bi_ranker)
+    scores = first.score([query])[0]
+    assert encoded == [4]  # the question and the three comments, once
+    closest = ClosestComment(first).score([query])[0]
+    assert encoded == [4]  # its vectors are the ones the scores encoded
+    assert list((tmp_path / "cache").glob(f"text-vectors-{bi_ranker.cache_key}.sqlite3"))
+    later = run(bi_ranker)
+    assert np.allclose(later.vectors_of([c.text for c in comments])[1], bi_ranker.text_vectors([TEXTS[3]])[0], atol=1e-6)
+    assert ClosestComment(later).score([query])[0] == closest and encoded == [4]  # read, not encoded
+    assert later.score([Query("q2", "Which insurance is the cheapest?", comments)]) and encoded == [4, 1]
+    assert np.allclose(later.score([query])[0], scores, atol=0)
+    other = run(dataclasses.replace(bi_ranker, cache_key="the same weights in another variant"))
+    other.vectors_of([TEXTS[1]])
+    assert encoded == [4, 1, 1]
+
+
 def test_rerank_answers_candidates_carry_what_the_generation_stores(settings):
     """POST /rerank/answers builds each comment as the subtask C files give it (``answer_candidates``: position,
     author, asker, dialogue, thread rank), plus the stored vectors of the live generation: the comment's

@@ -566,8 +566,8 @@ def test_related_answers_weighs_each_comment_within_its_own_thread_by_a_quality_
 @pytest.fixture(scope="module")
 def winners_data_dir(tmp_path_factory) -> Path:
     """The data folder of the default rankers' CLI runs: empty when the first of them starts. The metadata-free A test
-    scores in it afterwards, so the pair scores test-A's run stored (keyed by weights, settings and texts: the same
-    scores as scoring anew) are read, not computed twice."""
+    scores in it afterwards, so the pair scores and the bi-encoder's text vectors test-A's run stored (keyed by weights,
+    settings and texts: the same scores as scoring anew) are read, not computed twice."""
     return tmp_path_factory.mktemp("winners") / "var"
 
 
@@ -600,7 +600,8 @@ def test_default_A_ranker_holds_up_without_metadata(winners_data_dir):
     weighing each comment's closest neighbour in its thread (closest-comment, closest-comment-margin); rounds 26-30 lost
     0.0111 (0.8315 -> 0.8204), round 8 0.0104 (0.8271 -> 0.8167; in bf16 0.0103-0.0105), round 3 0.0101 (0.8253 ->
     0.8152), round 2 0.0081 (0.8115 -> 0.8034). Scored in the default rankers' data folder: after their test-A run,
-    the cascade's cross-encoder pairs are in its score store (the same texts without the metadata)."""
+    the cascade's cross-encoder pairs are in its score store and the bi-encoder's vectors of the texts (which its
+    closest-comment parts read) in its vector store (the same texts without the metadata)."""
     from ranking.evaluation.runner import run_named
     from tests.conftest import SEMEVAL
     settings = Settings(data_dir=winners_data_dir, shared_data_dir=SEMEVAL.parent)

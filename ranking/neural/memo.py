@@ -18,7 +18,8 @@ in the data folder's cache, unbounded, flushed before the run goes on.
 
 A serving encoder's memo of text vectors (``memo_vectors``, ``CQA_VECTOR_MEMO_TEXTS``) has the same two tiers: its
 shared file is a ``VectorStore`` (``CQA_VECTOR_STORE_TEXTS``), whose values are the vectors' exact bytes, so a text
-any serving process of the data folder encoded is never encoded again, and scores the same.
+any serving process of the data folder encoded is never encoded again, and scores the same. An evaluation run's
+bi-encoder keeps its vectors in one too (``ranking.neural.ranker.cached_vectors``), beside its pair scores.
 """
 from __future__ import annotations
 

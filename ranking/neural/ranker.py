@@ -15,7 +15,7 @@ from indexing.encoder import bi_encoder_id, checkpoint_digest
 from ..candidates import Query, stored, stored_vector
 from .bilstm import BiLSTMAttention, pad
 from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
-from .memo import ScoreMemo, ScoreStore, memo_vectors
+from .memo import ScoreMemo, ScoreStore, VectorStore, memo_vectors
 from .vocab import encode_texts, id_to_token
 
 if TYPE_CHECKING:
@@ -185,9 +185,15 @@ class MiniLMRanker:
         return out
 
     def vectors_of(self, texts: list[str]) -> list:
-        """A bi-encoder's vectors of distinct texts, in one model call for those a serving ``vector_memo`` lacks."""
+        """A bi-encoder's vectors of distinct texts, in one model call for those a serving ``vector_memo`` lacks. An
+        evaluation run (a ``cache_dir``, no memo) keeps them in a vector store beside its pair scores
+        (``cached_vectors``), so its other parts over the same model (closest-comment, comment-centrality) and the
+        next run on the same texts (a benchmark's metadata-free variant) read them instead of encoding them again."""
         if not texts:
             return []
+        if self.vector_memo is None and self.cache_dir and self.cache_key:
+            return cached_vectors(self.cache_dir / f"text-vectors-{self.cache_key}.sqlite3",
+                                  f"bi-encoder:{self.cache_key}", texts, self.vector_id or "", self.text_vectors)
         return memo_vectors(self.vector_memo, texts, self.vector_id or "", self.text_vectors)
 
     @torch.no_grad()
@@ -346,6 +352,16 @@ def score_cache_key(folder: Path, device: str, max_length: int, inference: Infer
 
 # Evaluation runs keep every pair score they compute (the store's bound never bites)
 EVALUATION_PAIRS = 10**12
+
+
+def cached_vectors(path: Path, model: str, texts: list[str], encoder: str, encode) -> list:
+    """The vectors of distinct ``texts`` kept in the vector store at ``path`` (keyed by ``model``, the bi-encoder's
+    identity, as a serving ``vector_memo`` keys them); ``encode`` sees only the texts no earlier call encoded, in one
+    call. Written before it returns, as ``cached_scores``."""
+    memo = ScoreMemo(max(1, len(texts)), model=model, store=VectorStore.at(path, EVALUATION_PAIRS))
+    vectors = memo_vectors(memo, texts, encoder, encode)
+    memo.store.flush()
+    return vectors
 
 
 def cached_scores(path: Path, model: str, pairs: list[tuple[str, str]], compute) -> list[float]:
