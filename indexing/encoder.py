@@ -139,27 +139,22 @@ CPU_BATCH = 16
 
 class TextEncoder:
     """all-MiniLM-L6-v2 as sentence-transformers runs it (the package's BERT, mean pooling over the tokens,
-    L2 normalisation, at most ``max_seq_length`` word pieces) in one plain transformers graph: texts sorted by
-    length and batched, so padding stays small. Its vectors equal sentence-transformers' (the reference in
+    L2 normalisation, at most ``max_seq_length`` word pieces) in one plain torch graph (indexing/bert.py:
+    transformers' BertModel op for op, without its import): texts sorted by length and batched, so padding stays
+    small. Its vectors equal sentence-transformers' (the reference in
     tests/test_encoder.py) to float precision, at about twice its speed on a CPU (docs/BENCHMARKS.md). With a
     fine-tuned bi-encoder ``spec``, its weights replace the package's and its input length applies: the
     vectors are then the bi-encoder ranker's own (tests/test_dense_encoder.py)."""
 
     def __init__(self, device: str, spec: EncoderSpec = EncoderSpec()):
-        from transformers import AutoTokenizer, BertModel
+        from .bert import BertModel, WordPieceTokenizer
         root = Path(model_path())
         self.max_length = json.loads((root / "sentence_bert_config.json").read_text())["max_seq_length"]
         pooling = json.loads((root / "1_Pooling" / "config.json").read_text())
         if not pooling.get("pooling_mode_mean_tokens"):
             raise RuntimeError(f"{root} does not mean-pool its tokens; this encoder only does that")
-        from transformers.utils import logging as hf_logging
-        self.tokenizer = AutoTokenizer.from_pretrained(str(root))
-        level = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # the checkpoint's unused pooler weights are expected, not news
-        try:
-            self.model = BertModel.from_pretrained(str(root), add_pooling_layer=False).to(device).eval()
-        finally:
-            hf_logging.set_verbosity(level)
+        self.tokenizer = WordPieceTokenizer(root)
+        self.model = BertModel.from_pretrained(root).to(device).eval()
         if spec.checkpoint is not None:
             self._load_checkpoint(spec)
             self.max_length = spec.max_length
@@ -178,7 +173,7 @@ class TextEncoder:
 
     def encode(self, texts: list[str], batch_size: int, progress: bool = False) -> np.ndarray:
         import torch
-        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        ids = self.tokenizer.ids(list(texts), self.max_length, special_tokens=True)
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
         out = np.zeros((len(ids), self.model.config.hidden_size), dtype=np.float32)
         if self.device == "cpu":
@@ -194,7 +189,7 @@ class TextEncoder:
                     tok[j, : len(ids[i])] = torch.tensor(ids[i])
                     mask[j, : len(ids[i])] = 1
                 tok, mask = tok.to(self.device), mask.to(self.device)
-                h = self.model(input_ids=tok, attention_mask=mask).last_hidden_state
+                h = self.model(tok, mask)
                 m = mask.unsqueeze(-1).to(h.dtype)
                 v = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
                 out[idx] = torch.nn.functional.normalize(v, dim=-1).float().cpu().numpy()

@@ -31,3 +31,71 @@ def test_batching_and_order_do_not_change_a_vector(texts):
     many = enc.encode(texts[::-1], batch_size=64)[::-1]
     assert float(np.abs(one - many).max()) < 1e-5
     assert encode([], device="cpu").shape == (0, 384)
+
+
+def test_the_project_bert_is_transformers_bert_to_the_bit(texts):
+    """indexing/bert.py against transformers' BertModel and fast tokenizer, its reference: the same word-piece ids
+    (with and without [CLS]/[SEP], cut short or not, Arabic, emoji and empty texts among them) and the same hidden
+    states to the bit, for a padded batch and a batch without padding, with token types and without, in fp32 and
+    under bf16 autocast (the MiniLM rankers' two torch variants); a fine-tuned checkpoint (the cross-encoder's
+    weights over the package's) scores as transformers' network with them."""
+    import torch
+    from transformers import AutoTokenizer
+    from transformers import BertModel as Reference
+
+    from indexing.bert import BertModel, WordPieceTokenizer
+    from indexing.encoder import model_path
+    root = model_path()
+    ref_tok, tok = AutoTokenizer.from_pretrained(root), WordPieceTokenizer(root)
+    for special, max_length in ((False, 512), (True, 128), (True, 256), (False, 4)):
+        assert tok.ids(texts, max_length, special) == ref_tok(
+            texts, add_special_tokens=special, truncation=True, max_length=max_length)["input_ids"], (special, max_length)
+    assert tok.cls_token_id == ref_tok.cls_token_id and tok.sep_token_id == ref_tok.sep_token_id
+    assert tok.convert_ids_to_tokens([101, 7592, 102]) == ref_tok.convert_ids_to_tokens([101, 7592, 102])
+
+    ref, ours = Reference.from_pretrained(root, add_pooling_layer=False).eval(), BertModel.from_pretrained(root).eval()
+    assert set(ref.state_dict()) == set(ours.state_dict())
+    ids = tok.ids(texts[:5] + texts[-4:], 64, special_tokens=True)
+    n = max(map(len, ids))
+    batch, mask, types = (torch.zeros((len(ids), n), dtype=torch.long) for _ in range(3))
+    for i, x in enumerate(ids):
+        batch[i, : len(x)], mask[i, : len(x)], types[i, 3: len(x)] = torch.tensor(x), 1, 1
+    assert not mask.all()
+    full = [i for i, x in enumerate(ids) if len(x) == n]
+    cases = [(batch, mask, None), (batch, mask, types), (batch[full], mask[full], types[full])]
+    with torch.no_grad():
+        for b, m, t in cases:
+            for bf16 in (False, True):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    want = ref(input_ids=b, attention_mask=m, token_type_ids=t).last_hidden_state
+                    got = ours(b, m, t)
+                assert got.dtype == want.dtype and torch.equal(got, want), (bf16, t is None, len(b))
+
+    from indexing.config import PROJECT_ROOT
+    from ranking.neural.checkpoint import read
+    _, state = read(PROJECT_ROOT / "models" / "cross-encoder", ("cross-encoder",), 1, "MiniLM ranker")
+    state = {k.removeprefix("bert."): v.float() for k, v in state.items() if k.startswith("bert.")}
+    for m in (ref, ours):
+        m.load_state_dict(state, strict=False)
+    with torch.no_grad():
+        assert torch.equal(ours(batch, mask, types), ref(input_ids=batch, attention_mask=mask,
+                                                         token_type_ids=types).last_hidden_state)
+
+
+def test_loading_the_models_does_not_import_transformers():
+    """A server, a worker or a CLI command that loads the MiniLM rankers and the index encoder never imports
+    transformers (about 7 s of CPU on a 2-core machine): the network and the tokenizer are indexing/bert.py's."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = ("import sys; from pathlib import Path\n"
+            "from ranking.neural.ranker import MiniLMRanker\n"
+            "from indexing.encoder import encode\n"
+            "r = MiniLMRanker.from_checkpoint(Path('models/cross-encoder'), device='cpu', inference='torch-fp32')\n"
+            "assert len(r.score_pairs([('visa', 'renew it online')])) == 1\n"
+            "assert encode(['visa'], device='cpu').shape == (1, 384)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('transformers', 'sentence_transformers')))\n")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

@@ -7,7 +7,6 @@ fp16) and reads the matrix from the package at load time.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -38,13 +37,11 @@ class MiniLMConfig:
 
 
 def _bert(pretrained: bool) -> nn.Module:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import BertConfig, BertModel
-
+    from indexing.bert import BertConfig, BertModel
     from indexing.encoder import model_path
     if pretrained:
-        return BertModel.from_pretrained(model_path(), add_pooling_layer=False)
-    return BertModel(BertConfig.from_pretrained(model_path()), add_pooling_layer=False)
+        return BertModel.from_pretrained(model_path())
+    return BertModel(BertConfig.from_file(Path(model_path()) / "config.json"))
 
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -66,7 +63,7 @@ class MiniLMRankerModel(nn.Module):
         self.head = nn.Linear(self.bert.config.hidden_size, 1) if config.kind == "cross-encoder" else None
 
     def embed(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor | None = None) -> torch.Tensor:
-        h = self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        h = self.bert(ids, mask, types)
         return mean_pool(h, mask)
 
     def pair_score(self, ids, mask, types) -> torch.Tensor:
@@ -86,7 +83,7 @@ def word_pieces(texts: list[str]) -> list[list[int]]:
     """Word-piece ids without special tokens, cut at 512 (nothing longer is ever used)."""
     if not texts:
         return []
-    return tokenizer()(list(texts), add_special_tokens=False, truncation=True, max_length=512)["input_ids"]
+    return tokenizer().ids(list(texts), 512)
 
 
 def pair_ids(q: list[int], a: list[int], cfg: MiniLMConfig) -> tuple[list[int], list[int]]:

@@ -22,17 +22,16 @@ def token_embeddings() -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def tokenizer():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoTokenizer
-
+    """The package's WordPiece tokenizer (indexing.bert.WordPieceTokenizer: transformers' ids, without its import)."""
+    from indexing.bert import WordPieceTokenizer
     from indexing.encoder import model_path
-    return AutoTokenizer.from_pretrained(model_path())
+    return WordPieceTokenizer(model_path())
 
 
 def encode_texts(texts: list[str], max_len: int) -> list[list[int]]:
     """WordPiece ids without [CLS]/[SEP], truncated; an empty text becomes one [UNK]."""
     tok = tokenizer()
-    ids = tok(list(texts), add_special_tokens=False, truncation=True, max_length=max_len)["input_ids"]
+    ids = tok.ids(list(texts), max_len)
     return [x if x else [tok.unk_token_id] for x in ids]
 
 

@@ -1,0 +1,101 @@
+"""What a process pays to load the MiniLM models before it can rank: each MiniLM checkpoint the rerankers serve
+(cross-encoder, bi-encoder, question-bi-encoder) and the package's network with its tokenizer, each load in a fresh
+Python process, side by side:
+
+- ``project``: indexing/bert.py's network and tokenizer, as every server, worker and CLI command loads them;
+- ``transformers``: the reference, the same weights in transformers' ``BertModel`` and fast tokenizer (what the
+  project loaded before round 34);
+- ``torch``: ``import torch`` alone, the floor of both.
+
+Then ``cqa serve`` on a data folder with a live generation, until ``GET /ready`` (the served path: a restart, a new
+worker). Prints a JSON object last.
+
+    python bench/model_load.py [--repeats 3] [--data-dir DEMO]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import server  # noqa: E402
+
+MODELS = ("cross-encoder", "bi-encoder", "question-bi-encoder")
+CODE = {
+    "torch": "import torch",
+    "project": """
+from pathlib import Path
+import torch
+from indexing.bert import BertModel, WordPieceTokenizer
+from indexing.encoder import model_path
+from ranking.neural.minilm import load
+for m in {models}:
+    load(Path('models') / m)
+BertModel.from_pretrained(model_path()); WordPieceTokenizer(model_path()).ids(['visa'], 128, True)
+""",
+    "transformers": """
+import os; os.environ['HF_HUB_OFFLINE'] = '1'
+from pathlib import Path
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+from safetensors.torch import load_file
+from indexing.encoder import model_path
+for m in {models}:
+    net = BertModel(BertConfig.from_pretrained(model_path()), add_pooling_layer=False)
+    state = {{k.removeprefix('bert.'): v.float() for k, v in load_file(str(Path('models') / m / 'model.safetensors')).items()}}
+    net.load_state_dict(state, strict=False)
+BertModel.from_pretrained(model_path(), add_pooling_layer=False); AutoTokenizer.from_pretrained(model_path())(['visa'])
+""",
+}
+
+
+def timed(code: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--data-dir", type=Path, default=None,
+                    help="a data folder with a live generation (default: the demo corpus, ingested and indexed here)")
+    args = ap.parse_args()
+    out: dict = {"bench": "model_load", "models": list(MODELS), "repeats": args.repeats, "seconds": {}}
+    for _ in range(args.repeats):  # interleaved, so a slow moment of the machine falls on both
+        for name, code in CODE.items():
+            out["seconds"].setdefault(name, []).append(round(timed(code.format(models=MODELS)), 2))
+    med = {k: statistics.median(v) for k, v in out["seconds"].items()}
+    out["median_s"] = med
+    out["transformers_over_project"] = round(med["transformers"] / med["project"], 2)
+    out["above_torch_s"] = {k: round(med[k] - med["torch"], 2) for k in ("project", "transformers")}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = args.data_dir
+        if data is None:
+            data = Path(tmp) / "var"
+            env = {"CQA_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+            for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):
+                subprocess.run([sys.executable, "-m", "app.cli", *cmd], cwd=ROOT, env={**os.environ, **env},
+                               check=True, capture_output=True)
+        ready = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            with server(data, {}):
+                ready.append(round(time.perf_counter() - t0, 2))
+        out["serve_to_ready_s"] = ready
+        out["serve_to_ready_median_s"] = statistics.median(ready)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
