@@ -158,6 +158,9 @@ class BertModel(nn.Module):
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+                with torch.no_grad():
+                    m.weight[m.padding_idx].zero_()
             if isinstance(m, nn.Linear):
                 nn.init.zeros_(m.bias)
             elif isinstance(m, nn.LayerNorm):
