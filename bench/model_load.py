@@ -42,6 +42,7 @@ from ranking.neural.minilm import load
 for m in {models}:
     load(Path('models') / m)
 BertModel.from_pretrained(model_path()); WordPieceTokenizer(model_path()).ids(['visa'], 128, True)
+import sys; assert 'transformers' not in sys.modules, 'the project path imported transformers'
 """,
     "transformers": """
 import os; os.environ['HF_HUB_OFFLINE'] = '1'

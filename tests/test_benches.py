@@ -181,6 +181,16 @@ def test_arabic_search_bench_searches_a_dev_d_forum_with_arabic_handling_off_and
     assert set(out["p_on_vs_off"]) == {"answers", "questions"}
 
 
+def test_model_load_bench_times_both_networks_and_a_real_servers_start(cli_env):
+    """bench/model_load.py: each way of loading the MiniLM models in fresh processes (the project's without
+    transformers, which the bench asserts, and the reference's with it), and a real server's start on a built data
+    folder (the demo corpus) until GET /ready."""
+    out = run_bench("model_load.py", "--repeats", "1", env=cli_env)
+    assert set(out["seconds"]) == {"torch", "project", "transformers"} and all(len(v) == 1 for v in out["seconds"].values())
+    assert all(v > 0 for v in out["median_s"].values()) and out["transformers_over_project"] > 0
+    assert len(out["serve_to_ready_s"]) == 1 and out["serve_to_ready_median_s"] > 0
+
+
 def test_bf16_padding_bench_scores_each_pair_three_ways_beside_batch_padding(cli_env, semeval):
     """bench/bf16_padding.py: the cascade's MiniLM models in torch-bf16, padded as now and as before, each pair
     scored with its thread, alone and with every other thread; where the CPU runs bf16 the padding now used gives
