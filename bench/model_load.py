@@ -8,9 +8,9 @@ Python process, side by side:
 - ``torch``: ``import torch`` alone, the floor of both.
 
 Then ``cqa serve`` on a data folder with a live generation, until ``GET /ready`` (the served path: a restart, a new
-worker). Prints a JSON object last.
+worker), and its resident memory after one ``POST /search`` (None off Linux). Prints a JSON object last.
 
-    python bench/model_load.py [--repeats 3] [--data-dir DEMO]
+    python bench/model_load.py [--repeats 3] [--data-dir DEMO] [--serve-only]
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import server  # noqa: E402
+from load import post_json, resident_mb, server  # noqa: E402
 
 MODELS = ("cross-encoder", "bi-encoder", "question-bi-encoder")
 CODE = {
@@ -71,15 +71,19 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--data-dir", type=Path, default=None,
                     help="a data folder with a live generation (default: the demo corpus, ingested and indexed here)")
+    ap.add_argument("--serve-only", action="store_true",
+                    help="only the served start (to run this bench in an older tree, whose project path imports "
+                         "transformers)")
     args = ap.parse_args()
     out: dict = {"bench": "model_load", "models": list(MODELS), "repeats": args.repeats, "seconds": {}}
-    for _ in range(args.repeats):  # interleaved, so a slow moment of the machine falls on both
-        for name, code in CODE.items():
-            out["seconds"].setdefault(name, []).append(round(timed(code.format(models=MODELS)), 2))
-    med = {k: statistics.median(v) for k, v in out["seconds"].items()}
-    out["median_s"] = med
-    out["transformers_over_project"] = round(med["transformers"] / med["project"], 2)
-    out["above_torch_s"] = {k: round(med[k] - med["torch"], 2) for k in ("project", "transformers")}
+    if not args.serve_only:
+        for _ in range(args.repeats):  # interleaved, so a slow moment of the machine falls on both
+            for name, code in CODE.items():
+                out["seconds"].setdefault(name, []).append(round(timed(code.format(models=MODELS)), 2))
+        med = {k: statistics.median(v) for k, v in out["seconds"].items()}
+        out["median_s"] = med
+        out["transformers_over_project"] = round(med["transformers"] / med["project"], 2)
+        out["above_torch_s"] = {k: round(med[k] - med["torch"], 2) for k in ("project", "transformers")}
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data_dir
         if data is None:
@@ -88,13 +92,18 @@ def main() -> None:
             for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):
                 subprocess.run([sys.executable, "-m", "app.cli", *cmd], cwd=ROOT, env={**os.environ, **env},
                                check=True, capture_output=True)
-        ready = []
+        ready, rss = [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            with server(data, {}):
+            with server(data, {}) as (base, _):
                 ready.append(round(time.perf_counter() - t0, 2))
+                status, _ = post_json(base + "/search", {"question": {"subject": "visa", "body": "where to renew it"}})
+                if status != 200:
+                    raise SystemExit(f"POST /search answered {status}")
+                rss.append(resident_mb(base))
         out["serve_to_ready_s"] = ready
         out["serve_to_ready_median_s"] = statistics.median(ready)
+        out["serve_resident_mb_after_a_search"] = rss
     print(json.dumps(out))
 
 
