@@ -143,29 +143,15 @@ class BertEncoder(nn.Module):
 
 
 class BertModel(nn.Module):
-    """BERT without its pooler: token ids (and an attention mask, token types) in, the last layer's hidden states out."""
+    """BERT without its pooler: token ids (and an attention mask, token types) in, the last layer's hidden states out.
+    Built, it holds torch's default initial weights; every use loads real ones over them (``from_pretrained``, or a
+    checkpoint's by ranking/neural/minilm.py's ``load``)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        """BERT's initialisation (normal(0, 0.02) weights, zero biases, unit layer norms), for a model whose weights
-        are loaded next; ``from_pretrained`` overwrites them all."""
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, std=0.02)
-            if isinstance(m, nn.Embedding) and m.padding_idx is not None:
-                with torch.no_grad():
-                    m.weight[m.padding_idx].zero_()
-            if isinstance(m, nn.Linear):
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
 
     @classmethod
     def from_pretrained(cls, folder: str | Path) -> "BertModel":
@@ -221,7 +207,7 @@ class WordPieceTokenizer:
                 raise ValueError(f"{folder}: {name} {value!r} is not in the vocabulary")
             return i
         self.cls_token_id, self.sep_token_id = token_id("cls_token"), token_id("sep_token")
-        self.unk_token_id, self.pad_token_id = token_id("unk_token"), token_id("pad_token")
+        self.unk_token_id = token_id("unk_token")
 
     def ids(self, texts: list[str], max_length: int, special_tokens: bool = False) -> list[list[int]]:
         """Each text's ids, at most ``max_length`` of them; with ``special_tokens``, [CLS] first and [SEP] last among

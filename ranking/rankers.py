@@ -377,7 +377,8 @@ def vector_identity(r) -> str:
     dense encoder's cosines the device it encodes on."""
     key = getattr(r, "cache_key", None)
     if key:
-        return f"bi-encoder:{key}"
+        from .neural.ranker import bi_encoder_identity
+        return bi_encoder_identity(key)
     from indexing.encoder import resolve_device
     return f"index-encoder:{resolve_device(getattr(r, 'device', 'auto'))}"
 

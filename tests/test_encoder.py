@@ -72,14 +72,12 @@ def test_the_project_bert_is_transformers_bert_to_the_bit(texts):
                 assert got.dtype == want.dtype and torch.equal(got, want), (bf16, t is None, len(b))
 
     from indexing.config import PROJECT_ROOT
-    from ranking.neural.checkpoint import read
-    _, state = read(PROJECT_ROOT / "models" / "cross-encoder", ("cross-encoder",), 1, "MiniLM ranker")
-    state = {k.removeprefix("bert."): v.float() for k, v in state.items() if k.startswith("bert.")}
-    for m in (ref, ours):
-        m.load_state_dict(state, strict=False)
+    from ranking.neural.minilm import load
+    tuned = load(PROJECT_ROOT / "models" / "cross-encoder")[0].bert.eval()  # the checkpoint as the rankers load it
+    ref.load_state_dict(tuned.state_dict())
     with torch.no_grad():
-        assert torch.equal(ours(batch, mask, types), ref(input_ids=batch, attention_mask=mask,
-                                                         token_type_ids=types).last_hidden_state)
+        assert torch.equal(tuned(batch, mask, types), ref(input_ids=batch, attention_mask=mask,
+                                                          token_type_ids=types).last_hidden_state)
 
 
 def test_loading_the_models_does_not_import_transformers():
@@ -99,3 +97,26 @@ def test_loading_the_models_does_not_import_transformers():
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_the_tokenizer_gives_transformers_ids_on_every_corpus_text():
+    """WordPieceTokenizer against transformers' fast tokenizer on every subject, body, question (subject and body)
+    and comment of the 2016 corpus files: the same ids as the MiniLM rankers ask for them (no special tokens, at most
+    512) and as the index encoder does ([CLS] and [SEP], at most 256)."""
+    from transformers import AutoTokenizer
+
+    from app.settings import Settings
+    from indexing.bert import WordPieceTokenizer
+    from indexing.catalog import CORPUS_FILES
+    from indexing.encoder import model_path
+    from indexing.loaders import load
+    texts = []
+    for f in CORPUS_FILES:
+        for t in load(Settings().semeval_dir / f, strict=False).threads:
+            texts += [t.subject, t.body, f"{t.subject} {t.body}", *(a.text for a in t.answers)]
+    assert len(texts) > 30_000
+    ref, tok = AutoTokenizer.from_pretrained(model_path()), WordPieceTokenizer(model_path())
+    for special, max_length in ((False, 512), (True, 256)):
+        want = ref(texts, add_special_tokens=special, truncation=True, max_length=max_length)["input_ids"]
+        got = tok.ids(texts, max_length, special)
+        assert sum(a != b for a, b in zip(got, want)) == 0 and len(got) == len(want), (special, max_length)

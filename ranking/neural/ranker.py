@@ -193,7 +193,7 @@ class MiniLMRanker:
             return []
         if self.vector_memo is None and self.cache_dir and self.cache_key:
             return cached_vectors(self.cache_dir / f"text-vectors-{self.cache_key}.sqlite3",
-                                  f"bi-encoder:{self.cache_key}", texts, self.vector_id or "", self.text_vectors)
+                                  bi_encoder_identity(self.cache_key), texts, self.vector_id or "", self.text_vectors)
         return memo_vectors(self.vector_memo, texts, self.vector_id or "", self.text_vectors)
 
     @torch.no_grad()
@@ -352,6 +352,12 @@ def score_cache_key(folder: Path, device: str, max_length: int, inference: Infer
 
 # Evaluation runs keep every pair score they compute (the store's bound never bites)
 EVALUATION_PAIRS = 10**12
+
+
+def bi_encoder_identity(cache_key: str) -> str:
+    """What keys a MiniLM bi-encoder's text vectors in a vector store, serving (``ranking.rankers.vector_identity``)
+    or evaluating (``cached_vectors``): its scores' key, which names its weights, scoring code, device and variant."""
+    return f"bi-encoder:{cache_key}"
 
 
 def cached_vectors(path: Path, model: str, texts: list[str], encoder: str, encode) -> list:
