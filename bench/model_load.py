@@ -5,7 +5,10 @@ Python process, side by side:
 - ``project``: indexing/bert.py's network and tokenizer, as every server, worker and CLI command loads them;
 - ``transformers``: the reference, the same weights in transformers' ``BertModel`` and fast tokenizer (what the
   project loaded before round 34);
-- ``torch``: ``import torch`` alone, the floor of both.
+- ``torch``: ``import torch`` alone, the floor of both;
+
+and a forward pass of each network on one padded batch, interleaved in this process (the same speed, the same
+output to the bit).
 
 Then ``cqa serve`` on a data folder with a live generation, until ``GET /ready`` (the served path: a restart, a new
 worker), and its resident memory after one ``POST /search`` (None off Linux). Prints a JSON object last.
@@ -66,6 +69,33 @@ def timed(code: str) -> float:
     return time.perf_counter() - t0
 
 
+def forward_ms(rounds: int) -> dict:
+    """Both networks (the package's weights) on one padded batch of 32 x 160 word pieces, interleaved: median ms of a
+    forward pass each, and whether their outputs are equal to the bit."""
+    import torch
+    from transformers import BertModel as Reference
+
+    from indexing.bert import BertModel
+    from indexing.encoder import model_path
+    ref, ours = Reference.from_pretrained(model_path(), add_pooling_layer=False).eval(), BertModel.from_pretrained(
+        model_path()).eval()
+    ids = torch.randint(1000, 20000, (32, 160), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[::2, 120:] = 0
+    runs = {"project": lambda: ours(ids, mask), "transformers": lambda: ref(input_ids=ids, attention_mask=mask)[0]}
+    times: dict = {k: [] for k in runs}
+    with torch.no_grad():
+        equal = torch.equal(runs["project"](), runs["transformers"]())
+        for _ in range(rounds):
+            for k, run in runs.items():
+                t0 = time.perf_counter()
+                run()
+                times[k].append(time.perf_counter() - t0)
+    med = {k: round(statistics.median(v) * 1000, 1) for k, v in times.items()}
+    return {"median_ms": med, "transformers_over_project": round(med["transformers"] / med["project"], 3),
+            "equal": equal, "rounds": rounds}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
@@ -84,6 +114,7 @@ def main() -> None:
         out["median_s"] = med
         out["transformers_over_project"] = round(med["transformers"] / med["project"], 2)
         out["above_torch_s"] = {k: round(med[k] - med["torch"], 2) for k in ("project", "transformers")}
+        out["forward"] = forward_ms(10 * args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data_dir
         if data is None:

@@ -185,7 +185,8 @@ def attention_mask_4d(mask: torch.Tensor | None, length: int) -> torch.Tensor | 
     if not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()) and bool(mask.all()):
         return None  # an export keeps the mask: the graph is traced once and then takes padded batches
     keys = mask.bool()[:, None, None, :]
-    return keys.expand(mask.shape[0], 1, length, mask.shape[1])
+    # laid out in memory, as transformers makes it: SDPA on a CPU ran 3% slower over the expanded view (stride 0)
+    return keys.expand(mask.shape[0], 1, length, mask.shape[1]).contiguous()
 
 
 class WordPieceTokenizer:

@@ -190,6 +190,7 @@ def test_model_load_bench_times_both_networks_and_a_real_servers_start(cli_env):
     assert all(v > 0 for v in out["median_s"].values()) and out["transformers_over_project"] > 0
     assert len(out["serve_to_ready_s"]) == 1 and out["serve_to_ready_median_s"] > 0
     assert len(out["serve_resident_mb_after_a_search"]) == 1
+    assert out["forward"]["equal"] is True and out["forward"]["rounds"] == 10 and out["forward"]["transformers_over_project"] > 0
 
 
 def test_bf16_padding_bench_scores_each_pair_three_ways_beside_batch_padding(cli_env, semeval):
