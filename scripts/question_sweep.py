@@ -1,0 +1,251 @@
+"""The subtask B question model's training recipe, swept over seeds and cross-validated (issue 16, round 35).
+
+The shipped question bi-encoder (models/question-bi-encoder) is one run of one recipe: the cosine hinge loss from
+all-MiniLM-L6-v2, a 3-epoch schedule stopped at the end of epoch 1, seed 13, 128 word pieces, one negative per
+positive. dev-B has 50 questions, and one seed of one recipe says little. This script trains each recipe of
+``RECIPES`` with several seeds, each as ``scripts/cv_question_model.py`` does: one model per fold of the 267
+training questions (5 folds, seed 2016), scoring the fold it did not see, and one on all of them, scoring dev-B.
+Then it judges every recipe, alone and in ``question-fusion`` with the shipped weights, on both, and also the
+"soup" of a recipe's seeds (the mean of their weights, one model at serving: ``cqa train --average-of``).
+
+Three steps; ``train`` and ``judge`` are what a GPU makes cheap (round 35 ran them on one H100):
+
+    python scripts/question_sweep.py parts --out PARTS.json      # the untrained parts' scores (IR order, BM25, MiniLM)
+    python scripts/question_sweep.py train --recipe NAME --out DIR [--seeds 13,14,15] [--device cuda]
+    python scripts/question_sweep.py judge --parts PARTS.json --out DIR [--pack PACK_DIR]
+
+``judge`` writes DIR/report.json and applies the rule written before the run (``RULE``): the winner, if any, and
+the checkpoint that would ship (``--pack`` copies it there). Test is never read. JSON object last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.settings import Settings  # noqa: E402
+from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2  # noqa: E402
+from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
+from ranking.evaluation.measures import paired_ap  # noqa: E402
+from ranking.evaluation.scorer import Line, read_lines  # noqa: E402
+from ranking.evaluation.tuning import GoldMAP, folds_of, fused_scores  # noqa: E402
+from ranking.neural.ranker import MiniLMRanker  # noqa: E402
+from ranking.neural.train_minilm import (  # noqa: E402
+    MiniLMTrainConfig,
+    average_checkpoints,
+    minilm_groups,
+    question_pairs_as_threads,
+    train_minilm,
+)
+
+UNTRAINED = ("ir-baseline", "bm25", "minilm-cosine")
+MODEL = "question-bi-encoder"
+FOLDS = 5
+SHIPPED_WEIGHTS = {"ir-baseline": 0.5, "minilm-cosine": 0.5, MODEL: 1.0}  # ranking/question_fusion_defaults.json
+# recipe -> what it changes in the shipped recipe; keep_epochs: where the 3-epoch schedule stops (the kept point is
+# the best epoch end by dev-B up to there, as the shipped run kept epoch 1)
+RECIPES: dict[str, dict] = {
+    "shipped": {},
+    "epochs2": {"keep_epochs": 2},
+    "epochs3": {"keep_epochs": 3},
+    "neg3": {"negatives": 3},
+    "len256": {"max_length": 256},
+    "lr5e-5": {"lr": 5e-5},
+}
+RULE = ("A candidate is a recipe's seed-13 model or the soup of its seeds. Its cv figure: question-fusion with the "
+        "shipped weights over the 267 training questions, the question model's scores out of fold; its dev figure: "
+        "the same on dev-B with the model trained on every training question. It passes if both figures beat the "
+        "shipped recipe's seed-13 model's (run in the same sweep) and the paired randomisation test of its cv "
+        "figure's per-question AP against that model's over the 267 training questions gives p < 0.10. The winner "
+        "is the passing candidate with the highest cv figure; ties and nothing passing ship nothing. Test is read "
+        "once, after the winner's checkpoint is scored on dev-B on the CPU.")
+
+
+def training_data(s: Settings):
+    threads = {t.id: t for t in question_pairs_as_threads(s.semeval_dir)}
+    queries = [q for f in (TRAIN_PART2, TRAIN_PART1_B) for q in queries_for(s.semeval_dir / f, "B") if q.id in threads]
+    good = {(tid, a.id): a.label == "Good" for tid, t in threads.items() for a in t.answers}
+    gold = [Line(q.id, c.id, 0.0, good[(q.id, c.id)]) for q in queries for c in q.candidates]
+    dev_xml, dev_gold_path = BENCHMARKS["semeval2016-dev-B"].paths(s.semeval_dir)
+    return threads, queries, gold, queries_for(dev_xml, "B"), read_lines(dev_gold_path)
+
+
+def recipe_config(shipped_config: Path, recipe: str, seed: int, groups: list, device: str,
+                  max_steps: int | None) -> MiniLMTrainConfig:
+    train = json.loads(shipped_config.read_text())["train"]
+    cfg = MiniLMTrainConfig(**{k: v for k, v in train.items() if k in MiniLMTrainConfig.__dataclass_fields__})
+    change = dict(RECIPES[recipe])
+    keep = change.pop("keep_epochs", 1)
+    for k, v in change.items():
+        setattr(cfg, k, v)
+    one_epoch = math.ceil(sum(len(g.good) for g in groups) * cfg.negatives / cfg.batch_size)
+    cfg.seed, cfg.device, cfg.eval_every = seed, device, None
+    cfg.max_steps = min(one_epoch * keep, max_steps or 10**9)
+    return cfg
+
+
+def cmd_parts(args) -> None:
+    from ranking.rankers import get_ranker
+    s = Settings()
+    _, queries, _, dev_q, _ = training_data(s)
+    out = {"train": {}, "dev": {}}
+    for n in UNTRAINED:
+        ranker = get_ranker(n, s)
+        for key, qs in (("train", queries), ("dev", dev_q)):
+            out[key][n] = {q.id: row for q, row in zip(qs, ranker.score(qs))}
+    args.out.write_text(json.dumps(out))
+    print(json.dumps({"parts": list(UNTRAINED), "train": len(queries), "dev": len(dev_q)}))
+
+
+def cmd_train(args) -> None:
+    s = Settings()
+    threads, queries, gold, dev_q, dev_gold = training_data(s)
+    folds = [[queries[i].id for i in f] for f in folds_of(queries, FOLDS)]
+    for seed in args.seeds:
+        base = args.out / args.recipe / f"seed-{seed}"
+        record = {"recipe": args.recipe, "change": RECIPES[args.recipe], "seed": seed, "oof": {}, "folds": []}
+        for k, held in [*enumerate(folds), ("full", [])]:
+            held_set = set(held)
+            groups = minilm_groups([t for tid, t in threads.items() if tid not in held_set])
+            cfg = recipe_config(args.shipped_config, args.recipe, seed, groups, args.device, args.max_steps)
+            t0 = time.perf_counter()
+            folder = base / (f"fold-{k}" if k != "full" else "full")
+            metrics = train_minilm(groups, dev_q, dev_gold, folder, cfg,
+                                   {"task": "B", "cv_fold": k, "held_out_questions": sorted(held), "sweep": args.recipe},
+                                   False)
+            ranker = MiniLMRanker.from_checkpoint(folder, args.device, name=f"{MODEL}-{args.recipe}-{seed}-{k}")
+            if k == "full":
+                record["dev"] = dict(zip([q.id for q in dev_q], ranker.score(dev_q)))
+            else:
+                fq = [q for q in queries if q.id in held_set]
+                record["oof"].update(zip([q.id for q in fq], ranker.score(fq)))
+            record["folds"].append({"fold": k, "steps": cfg.max_steps, "dev_B_MAP": metrics["dev_MAP"],
+                                    "kept": metrics["best"], "seconds": round(time.perf_counter() - t0, 1)})
+            print(json.dumps({"recipe": args.recipe, "seed": seed, **record["folds"][-1]}), flush=True)
+        (base / "scores.json").write_text(json.dumps(record))
+
+
+def _fused_map(model_scores: dict[str, list[float]], parts: dict, qs: list, gold_map: GoldMAP,
+               weights: dict[str, float]) -> float:
+    every = {**parts, MODEL: model_scores}
+    return gold_map(fused_scores({n: [every[n][q.id] for q in qs] for n in weights}, weights))
+
+
+def cmd_judge(args) -> None:
+    s = Settings()
+    _, queries, gold, dev_q, dev_gold = training_data(s)
+    parts = json.loads(args.parts.read_text())
+    train_map, dev_map_ = GoldMAP(queries, gold), GoldMAP(dev_q, dev_gold)
+    alone = {MODEL: 1.0}
+
+    def figures(oof: dict, dev: dict) -> dict:
+        return {"cv_fusion": _fused_map(oof, parts["train"], queries, train_map, SHIPPED_WEIGHTS),
+                "dev_fusion": _fused_map(dev, parts["dev"], dev_q, dev_map_, SHIPPED_WEIGHTS),
+                "cv_alone": _fused_map(oof, {}, queries, train_map, alone),
+                "dev_alone": _fused_map(dev, {}, dev_q, dev_map_, alone)}
+
+    runs = {}
+    for path in sorted(args.out.glob("*/seed-*/scores.json")):
+        r = json.loads(path.read_text())
+        runs.setdefault(r["recipe"], {})[r["seed"]] = r
+    seeds = sorted(set.intersection(*(set(v) for v in runs.values())))  # the seeds every recipe finished
+    folds = [[queries[i].id for i in f] for f in folds_of(queries, FOLDS)]
+    report = {"rule": RULE, "seeds": seeds, "recipes": {}, "untrained": {
+        n: {"cv": _fused_map(parts["train"][n], {}, queries, train_map, alone),
+            "dev": _fused_map(parts["dev"][n], {}, dev_q, dev_map_, alone)} for n in UNTRAINED}}
+    candidates = {}
+    for recipe, by_seed in runs.items():
+        per_seed = {seed: figures(by_seed[seed]["oof"], by_seed[seed]["dev"]) for seed in seeds}
+        mean = {k: sum(f[k] for f in per_seed.values()) / len(per_seed) for k in next(iter(per_seed.values()))}
+        # the mean of the seeds' z-scored cosines (an ensemble: several models at serving; for comparison only)
+        ens_oof = {q: _mean_rows([by_seed[sd]["oof"][q] for sd in seeds]) for q in by_seed[seeds[0]]["oof"]}
+        ens_dev = {q: _mean_rows([by_seed[sd]["dev"][q] for sd in seeds]) for q in by_seed[seeds[0]]["dev"]}
+        entry = {"per_seed": per_seed, "mean_over_seeds": mean, "score_ensemble": figures(ens_oof, ens_dev),
+                 "folds": {sd: by_seed[sd]["folds"] for sd in seeds}}
+        if 13 in per_seed:
+            candidates[f"{recipe} seed 13"] = (per_seed[13], args.out / recipe / "seed-13" / "full",
+                                               by_seed[13]["oof"])
+        if len(seeds) > 1:
+            soup_dir = args.out / recipe / "soup"
+            oof, dev = {}, {}
+            for k, held in [*enumerate(folds), ("full", [])]:
+                name = f"fold-{k}" if k != "full" else "full"
+                average_checkpoints([args.out / recipe / f"seed-{sd}" / name for sd in seeds], dev_q, dev_gold,
+                                    soup_dir / name, {"task": "B", "sweep": recipe}, task="B", kind="bi-encoder")
+                ranker = MiniLMRanker.from_checkpoint(soup_dir / name, args.device, name=f"{MODEL}-{recipe}-soup-{k}")
+                if k == "full":
+                    dev = dict(zip([q.id for q in dev_q], ranker.score(dev_q)))
+                else:
+                    fq = [q for q in queries if q.id in set(held)]
+                    oof.update(zip([q.id for q in fq], ranker.score(fq)))
+            entry["soup"] = figures(oof, dev)
+            candidates[f"{recipe} soup"] = (entry["soup"], soup_dir / "full", oof)
+            (soup_dir / "scores.json").write_text(json.dumps({"recipe": recipe, "seeds": seeds, "oof": oof, "dev": dev}))
+        report["recipes"][recipe] = entry
+        print(json.dumps({"recipe": recipe, "mean_over_seeds": mean, "soup": entry.get("soup")}), flush=True)
+    ref = candidates.get("shipped seed 13")
+
+    def per_question(oof: dict) -> dict[str, float]:
+        every = {**parts["train"], MODEL: oof}
+        return train_map.per_question(fused_scores({n: [every[n][q.id] for q in queries] for n in SHIPPED_WEIGHTS},
+                                                   SHIPPED_WEIGHTS))
+    if ref is not None:
+        for n, c in candidates.items():
+            c[0]["cv_fusion_against_shipped"] = paired_ap(per_question(c[2]), per_question(ref[2]))
+    passing = {} if ref is None else {
+        n: c for n, c in candidates.items()
+        if c[0]["cv_fusion"] > ref[0]["cv_fusion"] and c[0]["dev_fusion"] > ref[0]["dev_fusion"]
+        and c[0]["cv_fusion_against_shipped"]["p_randomization"] < 0.10}
+    report["candidates"] = {n: c[0] for n, c in candidates.items()}
+    ranked = sorted(passing.items(), key=lambda kv: -kv[1][0]["cv_fusion"])
+    tie = len(ranked) > 1 and ranked[0][1][0]["cv_fusion"] == ranked[1][1][0]["cv_fusion"]
+    winner = None if not ranked or tie else ranked[0]
+    report["passing"] = {n: c[0] for n, c in ranked}
+    report["winner"] = None if winner is None else {"name": winner[0], **winner[1][0], "checkpoint": str(winner[1][1])}
+    if args.pack:
+        args.pack.mkdir(parents=True, exist_ok=True)
+        for n, (_, folder, _) in ranked[:2]:  # the winner and the runner-up, for the CPU checks
+            shutil.copytree(folder, args.pack / n.replace(" ", "-"), dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("training_log.jsonl"))
+    (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({"seeds": seeds, "winner": report["winner"], "passing": list(report["passing"]),
+                      "shipped seed 13": None if ref is None else ref[0]}))
+
+
+def _mean_rows(rows: list[list[float]]) -> list[float]:
+    import numpy as np
+
+    from ranking.fusion import zscore
+    return np.mean([zscore(np.asarray(r, dtype=float)) for r in rows], axis=0).tolist()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("parts", help="the untrained parts' scores on the training questions and dev-B")
+    p.add_argument("--out", type=Path, required=True)
+    t = sub.add_parser("train", help="one recipe, each seed: a model per fold and one on every training question")
+    t.add_argument("--recipe", choices=list(RECIPES), required=True)
+    t.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], default=[13, 14, 15])
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--device", default="auto")
+    t.add_argument("--max-steps", type=int, help="cap every model's steps (smoke runs)")
+    t.add_argument("--shipped-config", type=Path, default=Path("models/question-bi-encoder/config.json"),
+                   help="the shipped model's config.json, whose `train` section is the shipped recipe")
+    j = sub.add_parser("judge", help="every recipe's figures, the soups of its seeds, and the rule's winner")
+    j.add_argument("--parts", type=Path, required=True)
+    j.add_argument("--out", type=Path, required=True)
+    j.add_argument("--device", default="auto")
+    j.add_argument("--pack", type=Path, help="copy the winner's and the runner-up's checkpoints here")
+    args = ap.parse_args()
+    {"parts": cmd_parts, "train": cmd_train, "judge": cmd_judge}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
