@@ -58,6 +58,7 @@ RECIPES: dict[str, dict] = {
     "len256": {"max_length": 256},
     "lr5e-5": {"lr": 5e-5},
 }
+REFERENCE = "shipped seed 13"
 RULE = ("A candidate is a recipe's seed-13 model or the soup of its seeds. Its cv figure: question-fusion with the "
         "shipped weights over the 267 training questions, the question model's scores out of fold; its dev figure: "
         "the same on dev-B with the model trained on every training question. It passes if both figures beat the "
@@ -189,7 +190,7 @@ def cmd_judge(args) -> None:
             (soup_dir / "scores.json").write_text(json.dumps({"recipe": recipe, "seeds": seeds, "oof": oof, "dev": dev}))
         report["recipes"][recipe] = entry
         print(json.dumps({"recipe": recipe, "mean_over_seeds": mean, "soup": entry.get("soup")}), flush=True)
-    ref = candidates.get("shipped seed 13")
+    ref = candidates.get(REFERENCE)
 
     def per_question(oof: dict) -> dict[str, float]:
         every = {**parts["train"], MODEL: oof}
@@ -198,16 +199,12 @@ def cmd_judge(args) -> None:
     if ref is not None:
         for n, c in candidates.items():
             c[0]["cv_fusion_against_shipped"] = paired_ap(per_question(c[2]), per_question(ref[2]))
-    passing = {} if ref is None else {
-        n: c for n, c in candidates.items()
-        if c[0]["cv_fusion"] > ref[0]["cv_fusion"] and c[0]["dev_fusion"] > ref[0]["dev_fusion"]
-        and c[0]["cv_fusion_against_shipped"]["p_randomization"] < 0.10}
     report["candidates"] = {n: c[0] for n, c in candidates.items()}
-    ranked = sorted(passing.items(), key=lambda kv: -kv[1][0]["cv_fusion"])
-    tie = len(ranked) > 1 and ranked[0][1][0]["cv_fusion"] == ranked[1][1][0]["cv_fusion"]
-    winner = None if not ranked or tie else ranked[0]
-    report["passing"] = {n: c[0] for n, c in ranked}
-    report["winner"] = None if winner is None else {"name": winner[0], **winner[1][0], "checkpoint": str(winner[1][1])}
+    passing, name = rule_11({n: c[0] for n, c in candidates.items()})
+    ranked = [(n, candidates[n]) for n in passing]
+    report["passing"] = {n: candidates[n][0] for n in passing}
+    report["winner"] = None if name is None else {"name": name, **candidates[name][0],
+                                                  "checkpoint": str(candidates[name][1])}
     if args.pack:
         args.pack.mkdir(parents=True, exist_ok=True)
         for n, (_, folder, _) in ranked[:2]:  # the winner and the runner-up, for the CPU checks
@@ -215,7 +212,22 @@ def cmd_judge(args) -> None:
                             ignore=shutil.ignore_patterns("training_log.jsonl"))
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({"seeds": seeds, "winner": report["winner"], "passing": list(report["passing"]),
-                      "shipped seed 13": None if ref is None else ref[0]}))
+                      REFERENCE: None if ref is None else ref[0]}))
+
+
+def rule_11(figures: dict[str, dict], reference: str = REFERENCE) -> tuple[list[str], str | None]:
+    """``RULE`` over each candidate's figures (``cv_fusion``, ``dev_fusion`` and ``cv_fusion_against_shipped``, its
+    paired test against ``reference``): the passing candidates, best cv figure first, and the winner (None when
+    nothing passes or the best two tie)."""
+    ref = figures.get(reference)
+    if ref is None:
+        return [], None
+    passing = sorted((n for n, f in figures.items()
+                      if f["cv_fusion"] > ref["cv_fusion"] and f["dev_fusion"] > ref["dev_fusion"]
+                      and f["cv_fusion_against_shipped"]["p_randomization"] < 0.10),
+                     key=lambda n: -figures[n]["cv_fusion"])
+    tie = len(passing) > 1 and figures[passing[0]]["cv_fusion"] == figures[passing[1]]["cv_fusion"]
+    return passing, (passing[0] if passing and not tie else None)
 
 
 def _mean_rows(rows: list[list[float]]) -> list[float]:

@@ -356,3 +356,49 @@ def test_a_layers_training_labels_are_read_per_file(settings):
     assert labels == own
     shared = set(labels[files[0]]) & set(labels[files[1]])
     assert any(labels[files[0]][c] != labels[files[1]][c] for c in shared)  # the same id, two comments, two labels
+
+
+def _question_sweep():
+    import importlib.util
+
+    from .conftest import ROOT
+    spec = importlib.util.spec_from_file_location("question_sweep", ROOT / "scripts" / "question_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_question_sweep_recipes_change_only_what_they_name(settings):
+    """scripts/question_sweep.py: its `shipped` recipe is the shipped question model's training settings (the
+    steps of one epoch of its 3-epoch schedule), and each other recipe changes only what it names."""
+    from ranking.neural.train_minilm import minilm_groups, question_pairs_as_threads
+    qs = _question_sweep()
+    shipped_config = settings.question_bi_encoder_checkpoint / "config.json"
+    groups = minilm_groups(question_pairs_as_threads(settings.semeval_dir))
+    cfg = {r: qs.recipe_config(shipped_config, r, 13, groups, "cpu", None).__dict__ for r in qs.RECIPES}
+    trained = json.loads(shipped_config.read_text())["train"]
+    one_epoch = -(-sum(len(g.good) for g in groups) // 16)
+    assert cfg["shipped"]["max_steps"] == one_epoch
+    assert {k: v for k, v in cfg["shipped"].items() if k not in ("device", "max_steps", "init_from")} == \
+        {k: v for k, v in trained.items() if k not in ("device", "max_steps", "init_from")}
+    changed = {r: {k for k in c if c[k] != cfg["shipped"][k]} for r, c in cfg.items()}
+    assert changed == {"shipped": set(), "epochs2": {"max_steps"}, "epochs3": {"max_steps"},
+                       "neg3": {"negatives", "max_steps"}, "len256": {"max_length"}, "lr5e-5": {"lr"}}
+    assert cfg["epochs3"]["max_steps"] == 3 * one_epoch and cfg["neg3"]["max_steps"] == -(-3 * sum(
+        len(g.good) for g in groups) // 16)
+    assert qs.recipe_config(shipped_config, "epochs3", 14, groups, "cpu", 5).max_steps == 5
+
+
+def test_question_sweep_rule_needs_both_figures_and_the_paired_test():
+    """Rule 11 (scripts/question_sweep.py): a candidate passes only when its cv and dev figures both beat the
+    reference's and its cv gain has p < 0.10; the best cv figure wins; a tie or no reference ships nothing."""
+    qs = _question_sweep()
+
+    def f(cv, dev, p):
+        return {"cv_fusion": cv, "dev_fusion": dev, "cv_fusion_against_shipped": {"p_randomization": p}}
+    ref = {qs.REFERENCE: f(0.73, 0.79, 1.0)}
+    assert qs.rule_11({**ref, "a": f(0.74, 0.80, 0.01), "b": f(0.75, 0.80, 0.01)}) == (["b", "a"], "b")
+    assert qs.rule_11({**ref, "dev lower": f(0.75, 0.78, 0.01), "p high": f(0.75, 0.80, 0.2),
+                       "dev equal": f(0.75, 0.79, 0.01)}) == ([], None)
+    assert qs.rule_11({**ref, "a": f(0.74, 0.80, 0.05), "b": f(0.74, 0.81, 0.05)})[1] is None
+    assert qs.rule_11({"a": f(0.74, 0.80, 0.01)}) == ([], None)
