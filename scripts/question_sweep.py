@@ -47,7 +47,18 @@ from ranking.neural.train_minilm import (  # noqa: E402
 UNTRAINED = ("ir-baseline", "bm25", "minilm-cosine")
 MODEL = "question-bi-encoder"
 FOLDS = 5
-SHIPPED_WEIGHTS = {"ir-baseline": 0.5, "minilm-cosine": 0.5, MODEL: 1.0}  # ranking/question_fusion_defaults.json
+
+
+def shipped_weights() -> dict[str, float]:
+    """The weights `question-fusion` ships with (ranking/question_fusion_defaults.json), over the parts this sweep
+    scores; a clear error if they weigh any other."""
+    from ranking.presets import PRESETS
+    weights = {n: w for n, w in PRESETS["question-fusion"].params()["weights"].items() if w}
+    if set(weights) - {*UNTRAINED, MODEL}:
+        raise SystemExit(f"question-fusion weighs parts this sweep does not score: {weights}")
+    return weights
+
+
 # recipe -> what it changes in the shipped recipe; keep_epochs: where the 3-epoch schedule stops (the kept point is
 # the best epoch end by dev-B up to there, as the shipped run kept epoch 1)
 RECIPES: dict[str, dict] = {
@@ -143,11 +154,11 @@ def cmd_judge(args) -> None:
     _, queries, gold, dev_q, dev_gold = training_data(s)
     parts = json.loads(args.parts.read_text())
     train_map, dev_map_ = GoldMAP(queries, gold), GoldMAP(dev_q, dev_gold)
-    alone = {MODEL: 1.0}
+    alone, shipped = {MODEL: 1.0}, shipped_weights()
 
     def figures(oof: dict, dev: dict) -> dict:
-        return {"cv_fusion": _fused_map(oof, parts["train"], queries, train_map, SHIPPED_WEIGHTS),
-                "dev_fusion": _fused_map(dev, parts["dev"], dev_q, dev_map_, SHIPPED_WEIGHTS),
+        return {"cv_fusion": _fused_map(oof, parts["train"], queries, train_map, shipped),
+                "dev_fusion": _fused_map(dev, parts["dev"], dev_q, dev_map_, shipped),
                 "cv_alone": _fused_map(oof, {}, queries, train_map, alone),
                 "dev_alone": _fused_map(dev, {}, dev_q, dev_map_, alone)}
 
@@ -194,8 +205,7 @@ def cmd_judge(args) -> None:
 
     def per_question(oof: dict) -> dict[str, float]:
         every = {**parts["train"], MODEL: oof}
-        return train_map.per_question(fused_scores({n: [every[n][q.id] for q in queries] for n in SHIPPED_WEIGHTS},
-                                                   SHIPPED_WEIGHTS))
+        return train_map.per_question(fused_scores({n: [every[n][q.id] for q in queries] for n in shipped}, shipped))
     if ref is not None:
         for n, c in candidates.items():
             c[0]["cv_fusion_against_shipped"] = paired_ap(per_question(c[2]), per_question(ref[2]))
