@@ -14,6 +14,7 @@ Then ``cqa serve`` on a data folder with a live generation, until ``GET /ready``
 worker), and its resident memory after one ``POST /search`` (None off Linux). Prints a JSON object last.
 
     python bench/model_load.py [--repeats 3] [--data-dir DEMO] [--serve-only]
+    python bench/model_load.py --forward-only cuda   # the forward passes alone, on a GPU
 """
 from __future__ import annotations
 
@@ -69,31 +70,39 @@ def timed(code: str) -> float:
     return time.perf_counter() - t0
 
 
-def forward_ms(rounds: int) -> dict:
-    """Both networks (the package's weights) on one padded batch of 32 x 160 word pieces, interleaved: median ms of a
-    forward pass each, and whether their outputs are equal to the bit."""
+def forward_ms(rounds: int, device: str = "cpu", shape: tuple[int, int] = (32, 160), bf16: bool = False) -> dict:
+    """Both networks (the package's weights) on one padded batch of ``shape`` word pieces (every other row padded
+    from three quarters on), interleaved, on ``device`` (in bf16 autocast with ``bf16``, as a MiniLM ranker runs in
+    torch-bf16): median ms of a forward pass each, and whether their outputs are equal to the bit."""
     import torch
     from transformers import BertModel as Reference
 
     from indexing.bert import BertModel
     from indexing.encoder import model_path
-    ref, ours = Reference.from_pretrained(model_path(), add_pooling_layer=False).eval(), BertModel.from_pretrained(
-        model_path()).eval()
-    ids = torch.randint(1000, 20000, (32, 160), generator=torch.Generator().manual_seed(0))
+    ref = Reference.from_pretrained(model_path(), add_pooling_layer=False).eval().to(device)
+    ours = BertModel.from_pretrained(model_path()).eval().to(device)
+    ids = torch.randint(1000, 20000, shape, generator=torch.Generator().manual_seed(0)).to(device)
     mask = torch.ones_like(ids)
-    mask[::2, 120:] = 0
+    mask[::2, shape[1] * 3 // 4:] = 0
     runs = {"project": lambda: ours(ids, mask), "transformers": lambda: ref(input_ids=ids, attention_mask=mask)[0]}
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     times: dict = {k: [] for k in runs}
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=bf16):
         equal = torch.equal(runs["project"](), runs["transformers"]())
+        for _ in range(3):  # warm-up (CUDA kernels, allocator)
+            for run in runs.values():
+                run()
         for _ in range(rounds):
             for k, run in runs.items():
+                sync()
                 t0 = time.perf_counter()
                 run()
+                sync()
                 times[k].append(time.perf_counter() - t0)
-    med = {k: round(statistics.median(v) * 1000, 1) for k, v in times.items()}
-    return {"median_ms": med, "transformers_over_project": round(med["transformers"] / med["project"], 3),
-            "equal": equal, "rounds": rounds}
+    med = {k: round(statistics.median(v) * 1000, 3) for k, v in times.items()}
+    return {"device": device, "shape": list(shape), "bf16": bf16, "median_ms": med,
+            "transformers_over_project": round(med["transformers"] / med["project"], 3), "equal": equal,
+            "rounds": rounds}
 
 
 def main() -> None:
@@ -104,7 +113,17 @@ def main() -> None:
     ap.add_argument("--serve-only", action="store_true",
                     help="only the served start (to run this bench in an older tree, whose project path imports "
                          "transformers)")
+    ap.add_argument("--forward-only", metavar="DEVICE",
+                    help="only the two networks' forward passes, on DEVICE (cpu, cuda), in fp32 and bf16 autocast, on "
+                         "a thread's batch (10 x 128) and a larger one (32 x 160): no checkpoint or data folder needed")
     args = ap.parse_args()
+    if args.forward_only:
+        import torch
+        print(json.dumps({"bench": "model_load", "forward": [
+            forward_ms((100 if args.forward_only.startswith("cuda") else 5) * args.repeats, args.forward_only, shape, bf16)
+            for bf16 in (False, True) for shape in ((10, 128), (32, 160))],
+            "torch": torch.__version__, "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}))
+        return
     out: dict = {"bench": "model_load", "models": list(MODELS), "repeats": args.repeats, "seconds": {}}
     if not args.serve_only:
         for _ in range(args.repeats):  # interleaved, so a slow moment of the machine falls on both
