@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -36,16 +35,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
-from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2  # noqa: E402
-from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.measures import paired_ap  # noqa: E402
-from ranking.evaluation.scorer import Line, read_lines  # noqa: E402
 from ranking.evaluation.tuning import FOLD_SEED, GoldMAP, folds_of, fused_scores, grid_search, map_of  # noqa: E402
 from ranking.neural.ranker import MiniLMRanker  # noqa: E402
 from ranking.neural.train_minilm import (  # noqa: E402
     MiniLMTrainConfig,
+    dev_set,
     minilm_groups,
-    question_pairs_as_threads,
+    question_training_set,
+    recorded_recipe,
     train_minilm,
 )
 from ranking.presets import BUILDERS, PRESETS  # noqa: E402
@@ -75,19 +73,6 @@ def reusable(fold_dir: Path, held: list[str], cfg: MiniLMTrainConfig) -> bool:
             and trained.get("max_steps") == cfg.max_steps)
 
 
-def shipped_recipe(settings: Settings, groups: list, max_steps: int | None = None,
-                   init_from: str | None = None) -> MiniLMTrainConfig:
-    """The shipped question model's training settings, stopped at the end of its first epoch (or ``max_steps``),
-    started from ``init_from`` when given (instead of whatever the shipped model started from)."""
-    cfg = json.loads((settings.question_bi_encoder_checkpoint / "config.json").read_text())["train"]
-    cfg = MiniLMTrainConfig(**{k: v for k, v in cfg.items() if k in MiniLMTrainConfig.__dataclass_fields__})
-    if init_from:
-        cfg.init_from = init_from
-    one_epoch = math.ceil(sum(len(g.good) for g in groups) * cfg.negatives / cfg.batch_size)
-    cfg.eval_every, cfg.device, cfg.max_steps = None, settings.device, min(one_epoch, max_steps or one_epoch)
-    return cfg
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--folds", type=int, default=5)
@@ -104,12 +89,8 @@ def main() -> None:
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args()
     s = Settings()
-    threads = {t.id: t for t in question_pairs_as_threads(s.semeval_dir)}
-    queries = [q for f in (TRAIN_PART2, TRAIN_PART1_B) for q in queries_for(s.semeval_dir / f, "B") if q.id in threads]
-    good = {(tid, a.id): a.label == "Good" for tid, t in threads.items() for a in t.answers}
-    gold = [Line(q.id, c.id, 0.0, good[(q.id, c.id)]) for q in queries for c in q.candidates]
-    dev_xml, dev_gold_path = BENCHMARKS["semeval2016-dev-B"].paths(s.semeval_dir)
-    dev_q, dev_gold = queries_for(dev_xml, "B"), read_lines(dev_gold_path)
+    threads, queries, gold = question_training_set(s.semeval_dir)
+    dev_q, dev_gold = dev_set(s.semeval_dir, "B")
     folds = [[queries[i].id for i in fold] for fold in folds_of(queries, args.folds)]
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -127,7 +108,9 @@ def main() -> None:
         held_set = set(held)
         train_threads = [t for tid, t in threads.items() if tid not in held_set]
         groups = minilm_groups(train_threads)
-        cfg = shipped_recipe(s, groups, args.max_steps, args.init_from)
+        # the shipped model's recipe, stopped at the end of its first epoch (the epoch dev-B chose)
+        cfg = recorded_recipe(s.question_bi_encoder_checkpoint / "config.json", groups, s.device,
+                              max_steps=args.max_steps, **({"init_from": args.init_from} if args.init_from else {}))
         fold_dir = args.out / f"fold-{k}"
         t0 = time.perf_counter()
         reused = args.reuse_folds and reusable(fold_dir, held, cfg)

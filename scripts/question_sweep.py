@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import sys
 import time
@@ -30,17 +29,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
-from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2  # noqa: E402
-from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.measures import paired_ap  # noqa: E402
-from ranking.evaluation.scorer import Line, read_lines  # noqa: E402
 from ranking.evaluation.tuning import GoldMAP, folds_of, fused_scores  # noqa: E402
 from ranking.neural.ranker import MiniLMRanker  # noqa: E402
 from ranking.neural.train_minilm import (  # noqa: E402
     MiniLMTrainConfig,
     average_checkpoints,
+    dev_set,
     minilm_groups,
-    question_pairs_as_threads,
+    question_training_set,
+    recorded_recipe,
     train_minilm,
 )
 
@@ -80,26 +78,22 @@ RULE = ("A candidate is a recipe's seed-13 model or the soup of its seeds. Its c
 
 
 def training_data(s: Settings):
-    threads = {t.id: t for t in question_pairs_as_threads(s.semeval_dir)}
-    queries = [q for f in (TRAIN_PART2, TRAIN_PART1_B) for q in queries_for(s.semeval_dir / f, "B") if q.id in threads]
-    good = {(tid, a.id): a.label == "Good" for tid, t in threads.items() for a in t.answers}
-    gold = [Line(q.id, c.id, 0.0, good[(q.id, c.id)]) for q in queries for c in q.candidates]
-    dev_xml, dev_gold_path = BENCHMARKS["semeval2016-dev-B"].paths(s.semeval_dir)
-    return threads, queries, gold, queries_for(dev_xml, "B"), read_lines(dev_gold_path)
+    """The training threads, questions and gold, and dev-B's questions and gold."""
+    return (*question_training_set(s.semeval_dir), *dev_set(s.semeval_dir, "B"))
+
+
+def held_out(queries: list) -> list[list[str]]:
+    """The question ids each fold holds out (``FOLDS`` folds, dealt as scripts/cv_question_model.py deals them)."""
+    return [[queries[i].id for i in f] for f in folds_of(queries, FOLDS)]
 
 
 def recipe_config(shipped_config: Path, recipe: str, seed: int, groups: list, device: str,
                   max_steps: int | None) -> MiniLMTrainConfig:
-    train = json.loads(shipped_config.read_text())["train"]
-    cfg = MiniLMTrainConfig(**{k: v for k, v in train.items() if k in MiniLMTrainConfig.__dataclass_fields__})
+    """``recipe``'s training settings for ``groups``: the shipped model's (its ``config.json``) with what the recipe
+    changes, and ``seed``."""
     change = dict(RECIPES[recipe])
     keep = change.pop("keep_epochs", 1)
-    for k, v in change.items():
-        setattr(cfg, k, v)
-    one_epoch = math.ceil(sum(len(g.good) for g in groups) * cfg.negatives / cfg.batch_size)
-    cfg.seed, cfg.device, cfg.eval_every = seed, device, None
-    cfg.max_steps = min(one_epoch * keep, max_steps or 10**9)
-    return cfg
+    return recorded_recipe(shipped_config, groups, device, keep, max_steps, seed=seed, **change)
 
 
 def cmd_parts(args) -> None:
@@ -118,7 +112,7 @@ def cmd_parts(args) -> None:
 def cmd_train(args) -> None:
     s = Settings()
     threads, queries, gold, dev_q, dev_gold = training_data(s)
-    folds = [[queries[i].id for i in f] for f in folds_of(queries, FOLDS)]
+    folds = held_out(queries)
     for seed in args.seeds:
         base = args.out / args.recipe / f"seed-{seed}"
         record = {"recipe": args.recipe, "change": RECIPES[args.recipe], "seed": seed, "oof": {}, "folds": []}
@@ -167,7 +161,7 @@ def cmd_judge(args) -> None:
         r = json.loads(path.read_text())
         runs.setdefault(r["recipe"], {})[r["seed"]] = r
     seeds = sorted(set.intersection(*(set(v) for v in runs.values())))  # the seeds every recipe finished
-    folds = [[queries[i].id for i in f] for f in folds_of(queries, FOLDS)]
+    folds = held_out(queries)
     report = {"rule": RULE, "seeds": seeds, "recipes": {}, "untrained": {
         n: {"cv": _fused_map(parts["train"][n], {}, queries, train_map, alone),
             "dev": _fused_map(parts["dev"][n], {}, dev_q, dev_map_, alone)} for n in UNTRAINED}}
@@ -176,8 +170,9 @@ def cmd_judge(args) -> None:
         per_seed = {seed: figures(by_seed[seed]["oof"], by_seed[seed]["dev"]) for seed in seeds}
         mean = {k: sum(f[k] for f in per_seed.values()) / len(per_seed) for k in next(iter(per_seed.values()))}
         # the mean of the seeds' z-scored cosines (an ensemble: several models at serving; for comparison only)
-        ens_oof = {q: _mean_rows([by_seed[sd]["oof"][q] for sd in seeds]) for q in by_seed[seeds[0]]["oof"]}
-        ens_dev = {q: _mean_rows([by_seed[sd]["dev"][q] for sd in seeds]) for q in by_seed[seeds[0]]["dev"]}
+        even = dict.fromkeys(seeds, 1 / len(seeds))
+        ens_oof, ens_dev = ({q: fused_scores({sd: [by_seed[sd][key][q]] for sd in seeds}, even)[0]
+                             for q in by_seed[seeds[0]][key]} for key in ("oof", "dev"))
         entry = {"per_seed": per_seed, "mean_over_seeds": mean, "score_ensemble": figures(ens_oof, ens_dev),
                  "folds": {sd: by_seed[sd]["folds"] for sd in seeds}}
         if 13 in per_seed:
@@ -238,13 +233,6 @@ def rule_11(figures: dict[str, dict], reference: str = REFERENCE) -> tuple[list[
                      key=lambda n: -figures[n]["cv_fusion"])
     tie = len(passing) > 1 and figures[passing[0]]["cv_fusion"] == figures[passing[1]]["cv_fusion"]
     return passing, (passing[0] if passing and not tie else None)
-
-
-def _mean_rows(rows: list[list[float]]) -> list[float]:
-    import numpy as np
-
-    from ranking.fusion import zscore
-    return np.mean([zscore(np.asarray(r, dtype=float)) for r in rows], axis=0).tolist()
 
 
 def main() -> None:

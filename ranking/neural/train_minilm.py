@@ -6,7 +6,9 @@ bi-encoder: the cosine hinge loss on cos(q, a). AdamW with linear warm-up and de
 """
 from __future__ import annotations
 
+import json
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -280,12 +282,43 @@ def related_comments_as_threads(semeval_dir: Path) -> list:
 DEV_BENCHMARKS = {"A": DEV_BENCHMARK, "B": "semeval2016-dev-B", "C": "semeval2016-dev-C"}
 
 
-def _dev_set(semeval_dir: Path, task: str) -> tuple[list[Query], list[Line]]:
+def dev_set(semeval_dir: Path, task: str) -> tuple[list[Query], list[Line]]:
     """The dev questions and gold a MiniLM model of ``task`` is selected on (DEV_BENCHMARKS)."""
     from ..evaluation.benchmarks import BENCHMARKS, queries_for
     from ..evaluation.scorer import read_lines
     dev_xml, dev_gold = BENCHMARKS[DEV_BENCHMARKS[task]].paths(semeval_dir)
     return queries_for(dev_xml, task), read_lines(dev_gold)
+
+
+def question_training_set(semeval_dir: Path) -> tuple[dict[str, object], list[Query], list[Line]]:
+    """Subtask B's training questions as a benchmark: each original question of 2016 train (part 2 and the
+    recovered part 1) with its related questions as candidates (the B benchmark's shape), their gold (Good: judged
+    PerfectMatch or Relevant), and the training threads they come from (``question_pairs_as_threads``) by id, for
+    the cross-validations over them (scripts/cv_question_model.py, scripts/question_sweep.py)."""
+    from indexing.catalog import TRAIN_PART1_B, TRAIN_PART2
+
+    from ..evaluation.benchmarks import queries_for
+    threads = {t.id: t for t in question_pairs_as_threads(semeval_dir)}
+    queries = [q for f in (TRAIN_PART2, TRAIN_PART1_B) for q in queries_for(semeval_dir / f, "B") if q.id in threads]
+    good = {(tid, a.id): a.label == "Good" for tid, t in threads.items() for a in t.answers}
+    return threads, queries, [Line(q.id, c.id, 0.0, good[(q.id, c.id)]) for q in queries for c in q.candidates]
+
+
+def recorded_recipe(config_path: Path, groups: list[Group], device: str, epochs_kept: int = 1,
+                    max_steps: int | None = None, **changes) -> MiniLMTrainConfig:
+    """The training settings a checkpoint's ``config.json`` records (its ``train`` section) with ``changes``, for
+    ``groups``: its schedule stopped at the end of epoch ``epochs_kept`` (or after ``max_steps``, if fewer), no
+    evaluation between epoch ends, on ``device``."""
+    train = json.loads(config_path.read_text())["train"]
+    fields = MiniLMTrainConfig.__dataclass_fields__
+    if set(changes) - set(fields):
+        raise ValueError(f"not training settings: {sorted(set(changes) - set(fields))}")
+    cfg = MiniLMTrainConfig(**{k: v for k, v in train.items() if k in fields})
+    for k, v in changes.items():
+        setattr(cfg, k, v)
+    kept = epochs_kept * math.ceil(sum(len(g.good) for g in groups) * cfg.negatives / cfg.batch_size)
+    cfg.eval_every, cfg.device, cfg.max_steps = None, device, min(kept, max_steps or kept)
+    return cfg
 
 
 def a_training_threads(semeval_dir: Path) -> dict[str, list]:
@@ -310,7 +343,7 @@ def train_minilm_from_semeval(semeval_dir: Path, out: Path, cfg: MiniLMTrainConf
     groups = minilm_groups([t for ts in threads.values() for t in ts])
     record = {"data": {f: file_digest(semeval_dir / f) for f in threads}, "held_out": HELD_OUT_FILE,
               "dev": DEV_BENCHMARKS["A"], "groups": len(groups), **(meta or {})}
-    return train_minilm(groups, *_dev_set(semeval_dir, "A"), out, cfg, record, progress)
+    return train_minilm(groups, *dev_set(semeval_dir, "A"), out, cfg, record, progress)
 
 
 def _train_on_2016_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, progress: bool) -> dict:
@@ -324,10 +357,10 @@ def _train_on_2016_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, p
     groups = minilm_groups(threads)
     meta = {"task": cfg.task, "data": {f: file_digest(semeval_dir / f) for f in files},
             "dev": DEV_BENCHMARKS[cfg.task], "groups": len(groups)}
-    return train_minilm(groups, *_dev_set(semeval_dir, cfg.task), out, cfg, meta, progress)
+    return train_minilm(groups, *dev_set(semeval_dir, cfg.task), out, cfg, meta, progress)
 
 
 def average_from_semeval(semeval_dir: Path, sources: list[Path], out: Path, task: str, kind: str) -> dict:
     """`cqa train --average-of`: the mean of like checkpoints of ``task``, scored on that task's dev set."""
-    return average_checkpoints(sources, *_dev_set(semeval_dir, task), out, {"dev": DEV_BENCHMARKS[task]},
+    return average_checkpoints(sources, *dev_set(semeval_dir, task), out, {"dev": DEV_BENCHMARKS[task]},
                                task=task, kind=kind)
