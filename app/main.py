@@ -440,6 +440,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def rerank_questions(body: RerankQuestionsIn, svc: Service = Depends(service)):
         from ranking.candidates import Candidate, Query, indexed_question_meta
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
+        enforce_count_limit("comments", sum(len(c.comments) for c in body.candidates), svc.settings.max_candidates,
+                            "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [f for i, c in enumerate(body.candidates) for f in c.fields(f"candidates.{i}")])
         t0 = time.perf_counter()
@@ -447,6 +449,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # as the subtask B files give a related question: its text, and its rank in the search that found it
         q = Query("rerank-questions", body.question.text,
                   tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body,
+                                                 "comments": tuple(c.comments),
                                                  **indexed_question_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)), {"search_order": body.search_order})
         ranker, scores = await routed(svc, "/rerank/questions", q, gen, svc.question_reranker, svc.question_batcher)

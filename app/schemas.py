@@ -128,15 +128,27 @@ class SearchOrdered(Strict):
                                "elsewhere), and the ranker uses weights chosen for that case, which ignore it")
 
 
+class SimilarQuestionIn(QuestionCandidateIn):
+    """A candidate of POST /rerank/questions: an existing question (its id, subject and body), and, where the forum
+    has them, the texts of the comments that answered it."""
+    comments: list[Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]] = Field(
+        default_factory=list, description="the texts of its thread's comments, if any (at most CQA_MAX_CANDIDATES "
+        "in all, each at most CQA_MAX_TEXT_CHARS characters): the subtask B ranker also weighs how well they answer "
+        "the new question; a request whose candidates carry none is ranked on the questions alone")
+
+    def fields(self, prefix: str = "candidate"):
+        return super().fields(prefix) + [(f"{prefix}.comments.{j}", c) for j, c in enumerate(self.comments)]
+
+
 class RerankQuestionsIn(SearchOrdered):
     question: QuestionIn
-    candidates: list[QuestionCandidateIn] = Field(
+    candidates: list[SimilarQuestionIn] = Field(
         ..., min_length=1, description="at most CQA_MAX_CANDIDATES, in the order the caller's search ranked them "
         "(the ranker weighs that order, as subtask B weighs the search engine's), unless search_order is false")
 
     @field_validator("candidates")
     @classmethod
-    def _unique(cls, v: list[QuestionCandidateIn]) -> list[QuestionCandidateIn]:
+    def _unique(cls, v: list[SimilarQuestionIn]) -> list[SimilarQuestionIn]:
         return unique_ids(v)
 
 

@@ -28,15 +28,15 @@ def related_threads(xml: Path, variant: str | None = None) -> dict[str, list]:
 def body_of(q, variant: str | None, subtask: str = "A", threads: list | None = None) -> dict:
     """The body a forum sends. Subtask A, POST /rerank: this thread, with what the benchmark's variant leaves of its
     metadata (the normal file's comments come in thread order and the forum says so; a shuffled variant's do not).
-    Subtask B, POST /rerank/questions: the question and its related questions in the search engine's order (the
-    unordered variant's in another, and the forum says so: search_order false).
+    Subtask B, POST /rerank/questions: the question and its related questions, each with its thread's comments, in
+    the search engine's order (the unordered variant's in another, and the forum says so: search_order false).
     Subtask C, POST /rerank/answers: the question and its related ``threads`` in that order (or, said so, another),
     with their comments."""
     question = {"subject": q.meta.get("subject", ""), "body": q.meta.get("body", "")}
     if subtask == "B":
         return {"question": question, "search_order": variant != "unordered",
-                "candidates": [{"id": c.id, "subject": c.meta["subject"], "body": c.meta["body"]}
-                               for c in q.candidates]}
+                "candidates": [{"id": c.id, "subject": c.meta["subject"], "body": c.meta["body"],
+                                "comments": list(c.meta.get("comments", ()))} for c in q.candidates]}
     if subtask == "C":
         return {"question": question, "search_order": variant != "unordered", "threads": [
             {"id": t.id, "subject": t.subject, "body": t.body, "asker_id": t.author_id, "category": t.category,

@@ -193,3 +193,26 @@ class FusedRanker:
                 part_row[seen] = transform(row[seen])
                 out[i] = out[i] + weights[i][j] * part_row
         return [row.tolist() for row in out]
+
+
+def has_comments(q: Query) -> bool:
+    """Whether any candidate of ``q`` carries the comments that answered it (meta "comments")."""
+    return any(c.meta.get("comments") for c in q.candidates)
+
+
+@dataclass
+class ByComments:
+    """Two rankers of the same candidates: ``parts[0]`` for a question any of whose candidates carries its thread's
+    comments, ``parts[1]`` for one whose candidates carry none (nothing for a part that reads them), each question
+    scored by its own, batched."""
+    parts: list  # [with comments, without]
+    name: str = "by-comments"
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        out: list[list[float] | None] = [None] * len(queries)
+        for ranker, pick in zip(self.parts, (True, False)):
+            idx = [i for i, q in enumerate(queries) if has_comments(q) is pick]
+            if idx:
+                for i, row in zip(idx, ranker.score([queries[i] for i in idx])):
+                    out[i] = row
+        return out

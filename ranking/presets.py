@@ -123,6 +123,15 @@ PRESETS: dict[str, RankerSpec] = {
     "question-fusion": RankerSpec("fusion", "subtask B: per-question z-score fusion of the IR order, lexical scores, "
                                   "the zero-shot cosine, the question-question bi-encoder and the A-trained models, "
                                   "weights tuned on dev-B", file="question_fusion_defaults.json"),
+    "question-fusion+answers": RankerSpec("fusion", "subtask B where the candidates carry their comments: the "
+                                          "question-question bi-encoder and the subtask A bi-encoder's best cosine "
+                                          "between the new question and a candidate's comments (answers-model-max), "
+                                          "z-scored, weights tuned on dev-B (docs/BENCHMARKS.md, round 36, rule 12)",
+                                          file="question_answers_fusion_defaults.json"),
+    "question-answers-fusion": RankerSpec("by-comments", "subtask B default: question-fusion+answers for a new "
+                                          "question whose candidates carry their threads' comments, question-fusion "
+                                          "(unchanged) for one whose candidates carry none",
+                                          parts=("question-fusion+answers", "question-fusion")),
     "neural-fusion": RankerSpec("fusion", "per-question z-score fusion of the cross-encoder and the bi-encoder, "
                                 "equal weights, no signals (the ablation's 'with fusion' row)",
                                 parts=("cross-encoder", "bi-encoder"), weights=(1.0, 1.0)),
@@ -419,6 +428,11 @@ def _cascade(spec, settings, parts, name):
     return Cascade(parts, settings.cascade_top, name)
 
 
+def _by_comments(spec, settings, parts, name):
+    from .candidate_rankers import ByComments
+    return ByComments(list(parts), name)
+
+
 def _factory(spec, settings, parts, name):
     return spec.options["factory"](settings)
 
@@ -428,5 +442,5 @@ BUILDERS = {"ir-baseline": _ir_baseline, "minilm-cosine": _minilm_cosine, "lexic
             "combination": _combination, "related": _related, "first-stage-score": _first_stage_score,
             "answers-cosine": _answers_cosine, "answers-model": _answers_model, "cascade": _cascade,
             "comment-centrality": _comment_centrality, "closest-comment": _closest_comment,
-            "arabic-bm25": _arabic_bm25,
+            "arabic-bm25": _arabic_bm25, "by-comments": _by_comments,
             "factory": _factory}

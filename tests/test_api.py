@@ -257,6 +257,10 @@ def test_rerank_questions_sorts_given_questions(client):
     assert out["reranker"] == "stub-overlap" and [x["rank"] for x in out["results"]] == [1, 2, 3]
     assert out["results"][-1]["id"] == "q1" and {x["id"] for x in out["results"]} == {"q1", "q2", "q3"}
     assert client.get("/ready").json()["question_reranker"] == "stub-overlap" and out["search_order"] is True
+    # each candidate may bring the texts of its thread's comments (none, or some)
+    answered = [{**cands[0], "comments": ["it is hot", "very hot in July"]}, cands[1], {**cands[2], "comments": []}]
+    r = client.post("/rerank/questions", json={"question": q, "candidates": answered})
+    assert r.status_code == 200 and [x["id"] for x in r.json()["results"]][-1] == "q1", r.text
     unordered = client.post("/rerank/questions", json={"question": q, "candidates": cands, "search_order": False})
     assert unordered.status_code == 200 and unordered.json()["search_order"] is False, unordered.text
     for payload, needle in [
@@ -267,6 +271,10 @@ def test_rerank_questions_sorts_given_questions(client):
         ({"question": q, "candidates": [{"id": "q1", "text": "x"}]}, "text"),
         ({"question": q, "candidates": [{"id": "q1", "body": "x" * 20_001}]}, "candidates.0.body"),
         ({"question": {"body": ""}, "candidates": cands}, "question needs a subject or a body"),
+        ({"question": q, "candidates": [{**cands[0], "comments": ["fine", " "]}]}, "candidates.0.comments.1"),
+        ({"question": q, "candidates": [{**cands[0], "comments": ["x" * 20_001]}]}, "candidates.0.comments.0"),
+        ({"question": q, "candidates": [{**cands[0], "comments": "one comment"}]}, "comments"),
+        ({"question": q, "candidates": [{**c, "comments": ["ok"] * 70} for c in cands]}, "comments: 210 items"),
     ]:
         bad = client.post("/rerank/questions", json=payload)
         assert bad.status_code == 422 and needle in bad.json()["error"]["message"], (payload, bad.text)

@@ -628,3 +628,23 @@ def test_default_B_ranker_holds_up_without_a_search_order(settings):
     alone = run_named(settings, bench, "question-bi-encoder", progress=False)["MAP"]
     assert default["ranker"] == "question-fusion" and default["MAP"] >= alone - 1e-9, (default["MAP"], alone)
     assert default["MAP"] == pytest.approx(0.7766, abs=0.002)
+
+
+def test_question_answers_fusion_reads_the_comments_where_the_candidates_carry_them(settings):
+    """`question-answers-fusion` (rule 12, not the default): a new question whose candidate questions carry their
+    threads' comments is ranked by `question-fusion+answers`, which weighs how well the comments answer it (the subtask
+    A bi-encoder's best cosine); one whose candidates carry none by `question-fusion`, unchanged. One call, mixed."""
+    from dataclasses import replace
+    xml, _ = BENCHMARKS["semeval2016-dev-B"].paths(settings.semeval_dir)
+    given = queries_for(xml, "B")[:6]
+    assert all(c.meta["comments"] for q in given for c in q.candidates)
+    bare = [replace(q, id=q.id + "-bare", candidates=tuple(
+        replace(c, meta={k: v for k, v in c.meta.items() if k != "comments"}) for c in q.candidates)) for q in given]
+    routed = get_ranker("question-answers-fusion", settings).score([x for pair in zip(given, bare) for x in pair])
+    with_comments = get_ranker("question-fusion+answers", settings).score(given)
+    plain = get_ranker("question-fusion", settings).score(bare)
+    assert np.allclose(routed[0::2], with_comments) and np.allclose(routed[1::2], plain)
+    # the comments change the ranking: the fusion with them is not the plain one
+    assert not np.allclose(with_comments, get_ranker("question-fusion", settings).score(given))
+    weights = PRESETS["question-fusion+answers"].params()["weights"]
+    assert weights["answers-model-max"] > 0 and weights["question-bi-encoder"] > 0
