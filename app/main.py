@@ -445,11 +445,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [f for i, c in enumerate(body.candidates) for f in c.fields(f"candidates.{i}")])
         t0 = time.perf_counter()
-        gen = svc.generation  # threads it indexes come with their question's stored vector
-        # as the subtask B files give a related question: its text, and its rank in the search that found it
+        # threads the live generation indexes come with their question's stored vector, and with their comments'
+        # where the comments given are the ones it indexes
+        gen, pipeline = svc.snapshot()
+
+        def comment_meta(c) -> dict:
+            return pipeline.comment_meta(c.id, c.comments) if c.comments and pipeline is not None else {}
+        # as the subtask B files give a related question: its text, its rank in the search that found it, its comments
         q = Query("rerank-questions", body.question.text,
                   tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body,
-                                                 "comments": tuple(c.comments),
+                                                 "comments": tuple(c.comments), **comment_meta(c),
                                                  **indexed_question_meta(gen, c.id, c.text)})
                         for i, c in enumerate(body.candidates, 1)), {"search_order": body.search_order})
         ranker, scores = await routed(svc, "/rerank/questions", q, gen, svc.question_reranker, svc.question_batcher)

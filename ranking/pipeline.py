@@ -9,6 +9,7 @@ import time
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -408,20 +409,31 @@ class SearchPipeline:
             if gen.answer_vectors is not None and gen.docs.kinds[row] == ANSWER:
                 meta[ANSWER_VECTOR] = np.asarray(gen.answer_vectors[row])
                 meta[ANSWER_ENCODER] = gen.answer_encoder.id
-            if "comments" in meta and (gen.dense is not None or gen.answer_vectors is not None):
-                # a question: its comments' stored embeddings, the dense index's and the answer encoder's
-                rows = self._thread_answer_rows().get(tid, [])
-                if [gen.docs.texts[j] for j in rows] == list(meta["comments"]):
-                    if gen.dense is not None:
-                        meta["comment_vectors"] = [gen.dense_vector(j) for j in rows]
-                    if gen.answer_vectors is not None:
-                        # a thread's comments are consecutive rows (Documents.from_threads): where they are
-                        # consecutive in the stored file too, a view of it, read only if a ranker uses it
-                        meta["comment_answer_vectors"] = (
-                            gen.answer_vectors[rows[0]:rows[-1] + 1] if rows else gen.answer_vectors[:0])
-                        meta[ANSWER_ENCODER] = gen.answer_encoder.id
+            if "comments" in meta:  # a question: its comments' stored embeddings
+                meta.update(self.comment_meta(tid, meta["comments"]))
             out.append(Candidate(c.id, c.text, meta))
         return out
+
+    def comment_meta(self, thread_id: str, comments) -> dict[str, Any]:
+        """What a question candidate carries for its thread's ``comments`` (texts, in thread order) when this
+        generation indexes thread ``thread_id`` with exactly those comments: their stored embeddings, the dense
+        index's (meta "comment_vectors") and the answer encoder's (meta "comment_answer_vectors", read by
+        ``answers-model-*``), so the rankers that read them encode only the new question; else nothing."""
+        gen = self.gen
+        if gen.dense is None and gen.answer_vectors is None:
+            return {}
+        rows = self._thread_answer_rows().get(thread_id)
+        if rows is None or [gen.docs.texts[j] for j in rows] != list(comments):
+            return {}
+        meta: dict[str, Any] = {}
+        if gen.dense is not None:
+            meta["comment_vectors"] = [gen.dense_vector(j) for j in rows]
+        if gen.answer_vectors is not None:
+            # a thread's comments are consecutive rows (Documents.from_threads): where they are consecutive in the
+            # stored file too, a view of it, read only if a ranker uses it
+            meta["comment_answer_vectors"] = gen.answer_vectors[rows[0]:rows[-1] + 1] if rows else gen.answer_vectors[:0]
+            meta[ANSWER_ENCODER] = gen.answer_encoder.id
+        return meta
 
     def _stored(self, tid: str, rank: int, target: str) -> dict[str, Candidate]:
         t = self.threads(tid) if self.threads is not None else None

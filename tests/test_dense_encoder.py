@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from indexing.encoder import MODEL_NAME, EncoderSpec, encode, encoder_spec
 from indexing.engines import LocalEngine
 from indexing.generations import IndexFormatError
+from indexing.models import question_text
 from indexing.reindex import ReindexError, reindex
 from indexing.searcher import load_current
 from ranking.candidates import VECTOR_ENCODER, Candidate, Query
@@ -319,6 +320,43 @@ def test_search_questions_score_threads_by_their_comments_stored_answer_vectors(
     assert get_ranker("answers-model-max", plain).model.vector_id == plain.answer_spec.id  # the preset: the A model
     with pytest.raises(ValueError, match="needs a bi-encoder"):
         AnswersModel(type("CrossEncoder", (), {"name": "cross-encoder", "vector_id": None})())
+
+
+def test_rerank_questions_candidates_bring_their_indexed_comments_stored_vectors(settings, bi_ranker, monkeypatch):
+    """POST /rerank/questions with each candidate's comments: where the live generation indexes that thread with
+    exactly those comments, they come with their stored answer vectors (as /search hands them), so answers-model-*
+    encodes only the new question; an edited comment or an unknown thread brings none. The scores are the texts'."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.store import ThreadStore
+    from ranking.candidates import ANSWER_ENCODER
+    from ranking.pipeline import SearchPipeline
+    from ranking.rankers import AnswersModel
+    from tests.conftest import STUB_RANKERS
+    fill_store(settings, 6)
+    plain = settings.model_copy(update={**STUB_RANKERS, "dense_encoder": "base", "default_ranker_b": "answers-model-max"})
+    reindex(plain, progress=False)
+    with ThreadStore(plain.store_path) as store:
+        threads = [store.get(t) for t in ("t1", "t3", "t4")]
+    cands = [{"id": t.id, "subject": t.subject, "body": t.body, "comments": [a.text for a in t.answers]}
+             for t in threads]
+    cands[1]["comments"][0] += " (edited)"
+    cands.append({"id": "elsewhere", "body": "a thread of another forum", "comments": ["the office opens at 8"]})
+    metas = []
+    real = SearchPipeline.comment_meta
+    monkeypatch.setattr(SearchPipeline, "comment_meta", lambda self, tid, cs: metas.append(real(self, tid, cs)) or metas[-1])
+    new = {"subject": "rent", "body": "how much is the rent of a flat"}
+    with TestClient(create_app(plain)) as client:
+        r = client.post("/rerank/questions", json={"question": new, "candidates": cands})
+    assert r.status_code == 200 and r.json()["reranker"] == "answers-model-max", r.text
+    # t1 and t4 as indexed, t3 with a comment edited, a thread the forum does not index
+    assert [len(m.get("comment_answer_vectors", ())) for m in metas] == [3, 0, 3, 0]
+    assert metas[0][ANSWER_ENCODER] == metas[2][ANSWER_ENCODER] == plain.answer_spec.id and metas[1] == metas[3] == {}
+    bare = Query("q", question_text(new["subject"], new["body"]), tuple(
+        Candidate(c["id"], "", {"comments": tuple(c["comments"])}) for c in cands))
+    served = {x["id"]: x["score"] for x in r.json()["results"]}
+    assert np.allclose([served[c["id"]] for c in cands], AnswersModel(bi_ranker).score([bare])[0], atol=1e-4)
 
 
 def test_a_large_first_build_leaves_the_answer_vectors_to_a_background_reindex(settings):
