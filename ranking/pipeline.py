@@ -431,7 +431,8 @@ class SearchPipeline:
         if gen.answer_vectors is not None:
             # a thread's comments are consecutive rows (Documents.from_threads): where they are consecutive in the
             # stored file too, a view of it, read only if a ranker uses it
-            meta["comment_answer_vectors"] = gen.answer_vectors[rows[0]:rows[-1] + 1] if rows else gen.answer_vectors[:0]
+            meta["comment_answer_vectors"] = (gen.answer_vectors[rows[0]:rows[-1] + 1] if rows
+                                              else gen.answer_vectors[:0])
             meta[ANSWER_ENCODER] = gen.answer_encoder.id
         return meta
 

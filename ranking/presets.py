@@ -128,9 +128,11 @@ PRESETS: dict[str, RankerSpec] = {
                                           "between the new question and a candidate's comments (answers-model-max), "
                                           "z-scored, weights tuned on dev-B (docs/BENCHMARKS.md, round 36, rule 12)",
                                           file="question_answers_fusion_defaults.json"),
-    "question-answers-fusion": RankerSpec("by-comments", "subtask B default: question-fusion+answers for a new "
-                                          "question whose candidates carry their threads' comments, question-fusion "
-                                          "(unchanged) for one whose candidates carry none",
+    "question-answers-fusion": RankerSpec("by-comments", "subtask B, not the default (rule 12b refused it on "
+                                          "latency where the comments are not indexed): question-fusion+answers for a "
+                                          "new question any of whose candidates carries its thread's comments (one "
+                                          "without scores 0 on the comments' part), question-fusion (unchanged) for "
+                                          "one whose candidates carry none",
                                           parts=("question-fusion+answers", "question-fusion")),
     "neural-fusion": RankerSpec("fusion", "per-question z-score fusion of the cross-encoder and the bi-encoder, "
                                 "equal weights, no signals (the ablation's 'with fusion' row)",

@@ -335,7 +335,8 @@ def test_rerank_questions_candidates_bring_their_indexed_comments_stored_vectors
     from ranking.rankers import AnswersModel
     from tests.conftest import STUB_RANKERS
     fill_store(settings, 6)
-    plain = settings.model_copy(update={**STUB_RANKERS, "dense_encoder": "base", "default_ranker_b": "answers-model-max"})
+    plain = settings.model_copy(update={**STUB_RANKERS, "dense_encoder": "base",
+                                        "default_ranker_b": "answers-model-max"})
     reindex(plain, progress=False)
     with ThreadStore(plain.store_path) as store:
         threads = [store.get(t) for t in ("t1", "t3", "t4")]
@@ -345,7 +346,8 @@ def test_rerank_questions_candidates_bring_their_indexed_comments_stored_vectors
     cands.append({"id": "elsewhere", "body": "a thread of another forum", "comments": ["the office opens at 8"]})
     metas = []
     real = SearchPipeline.comment_meta
-    monkeypatch.setattr(SearchPipeline, "comment_meta", lambda self, tid, cs: metas.append(real(self, tid, cs)) or metas[-1])
+    monkeypatch.setattr(SearchPipeline, "comment_meta",
+                        lambda self, tid, cs: metas.append(real(self, tid, cs)) or metas[-1])
     new = {"subject": "rent", "body": "how much is the rent of a flat"}
     with TestClient(create_app(plain)) as client:
         r = client.post("/rerank/questions", json={"question": new, "candidates": cands})
