@@ -26,7 +26,9 @@ default ranker (docs/BENCHMARKS.md, "Inference variants" and "Round 22"):
   on dev and answers 1.2-1.45x sooner through a real server (``ranking.presets.RankerSpec.auto_bf16``; the B
   default gained nothing there, its candidates' vectors being stored); and (round 23, bf16 inputs padded to a
   multiple of 32 tokens, ``ranking.neural.ranker.pad_multiple``) for the C default, which then lost 0.0025 dev-C
-  and answers 1.5x sooner where its comments are not indexed.
+  and answers 1.5x sooner where its comments are not indexed. Not on a CPU with AMX (round 36): there oneDNN is
+  capped at its AVX512-BF16 kernels, so that a score does not move with its batch, and torch-bf16 is slower than
+  torch-fp32 (``auto_bf16``).
 
 Both are a setting away (``CQA_INFERENCE``, or ``NAME[VARIANT]`` per ranker). A variant the machine cannot run
 falls back to one it can, and the reason is logged and kept in ``Resolved.note``.
@@ -135,10 +137,14 @@ def resolve(requested: str = "auto", device: str = "cpu", flags: dict[str, bool]
 
 def auto_bf16(requested: str, device: str, flags: dict[str, bool] | None = None) -> bool:
     """Whether ``auto`` (``requested``) runs a ranker cleared for bf16 (``RankerSpec.auto_bf16``) in torch-bf16
-    here: on a CPU (``device``, already resolved) with bf16 instructions. CUDA runs bf16 for every ranker anyway."""
+    here: on a CPU (``device``, already resolved) with AVX512-BF16 and without AMX. On an AMX CPU oneDNN is capped at
+    its AVX512-BF16 kernels (indexing/__init__.py: AMX's sums move with the batch, and so would a comment's score),
+    and there torch-bf16 answered the /rerank cascade 1.37x slower than torch-fp32 through a real server
+    (docs/BENCHMARKS.md, "Round 36"), so ``auto`` keeps torch-fp32. CUDA runs bf16 for every ranker anyway."""
     if requested != "auto" or device != "cpu":
         return False
-    return has_bf16(cpu_flags() if flags is None else flags)
+    flags = cpu_flags() if flags is None else flags
+    return bool(flags.get("avx512_bf16")) and not flags.get("amx_bf16")
 
 
 def _noted(r: Resolved) -> Resolved:
