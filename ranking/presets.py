@@ -238,7 +238,7 @@ def retriever_config(name: str):
 
 # Why a model of a ranker cleared for bf16 runs torch-bf16 (GET /ready's note). One text for every such ranker, so a
 # model they share (the A bi-encoder: the cascade's and the C ranker's) is built once and keeps one memo.
-AUTO_BF16_NOTE = ("auto: torch-bf16 on this CPU's bf16 instructions, in the rankers cleared on dev against torch-fp32 "
+AUTO_BF16_NOTE = ("auto: torch-bf16 on this CPU's AVX512-BF16 instructions (no AMX), in the rankers cleared on dev against torch-fp32 "
                   "(" + ", ".join(n for n, s in PRESETS.items() if s.auto_bf16) + ")")
 
 
@@ -248,7 +248,7 @@ def build(name: str, settings, inference: str | None = None, max_length: int | N
     variant of ranking/neural/inference.py, or an alias such as ``int8``) and ``max_length`` apply to every
     MiniLM ranker in it; the ranker's name then says so (``name[onnx-int8]``). Without ``inference`` the
     MiniLM rankers run ``settings.inference`` (``auto``: what the device runs best), except in a ranker cleared
-    for bf16 (``RankerSpec.auto_bf16``) on a CPU with bf16 instructions, whose MiniLM parts ``auto`` runs in
+    for bf16 (``RankerSpec.auto_bf16``) on a CPU with AVX512-BF16 and no AMX, whose MiniLM parts ``auto`` runs in
     torch-bf16; its name stays the preset's, and each such model's ``note`` (``GET /ready``) says why.
     ``chosen_by``: that note, for the parts of such a ranker; ``part``: built as a part of another ranker, which
     decided its variant."""
