@@ -74,8 +74,9 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
     direct, own_scores = both[:len(queries)], iter(both[len(queries):])
     quality_scores = iter(quality_ranker.score(own_queries) if own_queries and quality_ranker else [])
     in_order = [sorted(th, key=lambda t: th[t][0]) for th in threads]
-    sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, **th[t][3]})
-                                             for r, t in enumerate(order, 1)), q.meta)
+    # each thread with its comments as given (read by a thread ranker that weighs them, question-fusion+answers)
+    sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, **th[t][3], "comments": tuple(
+                       q.candidates[i].text for i in th[t][2])}) for r, t in enumerate(order, 1)), q.meta)
                    for q, th, order in zip(queries, threads, in_order) if th and thread_ranker]
     sim_scores = iter(thread_ranker.score(sim_queries) if sim_queries else [])
     out = []
