@@ -648,3 +648,20 @@ def test_question_answers_fusion_reads_the_comments_where_the_candidates_carry_t
     assert not np.allclose(with_comments, get_ranker("question-fusion", settings).score(given))
     weights = PRESETS["question-fusion+answers"].params()["weights"]
     assert weights["answers-model-max"] > 0 and weights["question-bi-encoder"] > 0
+
+
+def test_the_C_ranker_hands_its_thread_ranker_each_thread_with_its_comments_as_given():
+    """A thread ranker that weighs what answered a thread (question-fusion+answers) gets each related thread with the
+    texts of its comments in the request, in the threads' search order."""
+    seen = []
+
+    class Spy(_Lookup):
+        def score(self, queries):
+            seen.extend(queries)
+            return super().score(queries)
+    cands = (Candidate("c1", "x", {"thread_question": "t1", "thread_rank": 2, "thread_id": "T1"}),
+             Candidate("c2", "y", {"thread_question": "t2", "thread_rank": 1, "thread_id": "T2"}),
+             Candidate("c3", "z", {"thread_question": "t1", "thread_rank": 2, "thread_id": "T1"}))
+    RelatedAnswersRanker(_Lookup({}), (1.0, 0, 0, 1.0, 0), thread_ranker=Spy({})).score([Query("q", "new", cands)])
+    assert [(c.id, c.text, c.meta["comments"], c.meta["thread_rank"]) for c in seen[0].candidates] == [
+        ("T2", "t2", ("y",), 1), ("T1", "t1", ("x", "z"), 2)]
