@@ -195,11 +195,6 @@ class FusedRanker:
         return [row.tolist() for row in out]
 
 
-def has_comments(q: Query) -> bool:
-    """Whether any candidate of ``q`` carries the comments that answered it (meta "comments")."""
-    return any(c.meta.get("comments") for c in q.candidates)
-
-
 @dataclass
 class ByComments:
     """Two rankers of the same candidates: ``parts[0]`` for a question any of whose candidates carries its thread's
@@ -209,9 +204,11 @@ class ByComments:
     name: str = "by-comments"
 
     def score(self, queries: list[Query]) -> list[list[float]]:
+        from .rankers import without_comments
+        answered = [not without_comments(q).all() for q in queries]
         out: list[list[float] | None] = [None] * len(queries)
         for ranker, pick in zip(self.parts, (True, False)):
-            idx = [i for i, q in enumerate(queries) if has_comments(q) is pick]
+            idx = [i for i, a in enumerate(answered) if a is pick]
             if idx:
                 for i, row in zip(idx, ranker.score([queries[i] for i in idx])):
                     out[i] = row

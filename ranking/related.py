@@ -47,6 +47,15 @@ def _threads(q: Query) -> dict[str, tuple[int, str, list[int], dict]]:
     return out
 
 
+def _thread_candidates(q: Query, th: dict, order: list[str]) -> tuple[Candidate, ...]:
+    """``q``'s related threads (``_threads``) in search ``order`` as a thread ranker's candidates: each its question,
+    its rank, its question's stored vector, and its comments as the request gives them (read by a thread ranker that
+    weighs them, question-fusion+answers)."""
+    return tuple(Candidate(t, th[t][1], {"thread_rank": r, **th[t][3],
+                                         "comments": tuple(q.candidates[i].text for i in th[t][2])})
+                 for r, t in enumerate(order, 1))
+
+
 def quality_prior(q: Query) -> np.ndarray:
     """The forum-signal part of the subtask A model (its signal coefficients over the signals), per candidate."""
     from .presets import PRESETS
@@ -74,9 +83,7 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
     direct, own_scores = both[:len(queries)], iter(both[len(queries):])
     quality_scores = iter(quality_ranker.score(own_queries) if own_queries and quality_ranker else [])
     in_order = [sorted(th, key=lambda t: th[t][0]) for th in threads]
-    # each thread with its comments as given (read by a thread ranker that weighs them, question-fusion+answers)
-    sim_queries = [Query(q.id, q.text, tuple(Candidate(t, th[t][1], {"thread_rank": r, **th[t][3], "comments": tuple(
-                       q.candidates[i].text for i in th[t][2])}) for r, t in enumerate(order, 1)), q.meta)
+    sim_queries = [Query(q.id, q.text, _thread_candidates(q, th, order), q.meta)
                    for q, th, order in zip(queries, threads, in_order) if th and thread_ranker]
     sim_scores = iter(thread_ranker.score(sim_queries) if sim_queries else [])
     out = []

@@ -167,7 +167,8 @@ def main() -> None:
         "chosen": {"shipped (by dev-B)": judged(shipped), "by training folds": judged(by_train[0]["weights"]),
                    "by both, pooled": judged(by_both[0]["weights"]),
                    "by dev-B over these parts": judged(by_dev[0]["weights"])},
-        "scored_as_shipped": list(as_shipped), "fold_seed": FOLD_SEED, "command": "python scripts/cv_question_model.py " + " ".join(sys.argv[1:]),
+        "scored_as_shipped": list(as_shipped), "fold_seed": FOLD_SEED,
+        "command": "python scripts/cv_question_model.py " + " ".join(sys.argv[1:]),
     }
     if args.candidate:
         weights = {n: candidate.get(n, 0.0) for n in scored}
