@@ -439,6 +439,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               summary="Score and sort given questions by how similar each is to a new one (subtask B)")
     async def rerank_questions(body: RerankQuestionsIn, svc: Service = Depends(service)):
         from ranking.candidates import Candidate, Query, indexed_question_meta
+        from ranking.rankers import reads_comments
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_count_limit("comments", sum(len(c.comments) for c in body.candidates), svc.settings.max_candidates,
                             "CQA_MAX_CANDIDATES")
@@ -449,17 +450,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # where the comments given are the ones it indexes
         gen, pipeline = svc.snapshot()
 
-        def comment_meta(c) -> dict:
-            return pipeline.comment_meta(c.id, c.comments) if c.comments and pipeline is not None else {}
+        def stored(c) -> dict:
+            return (pipeline.question_meta(c.id, c.text, c.comments) if pipeline is not None
+                    else indexed_question_meta(gen, c.id, c.text))
         # as the subtask B files give a related question: its text, its rank in the search that found it, its comments
         q = Query("rerank-questions", body.question.text,
                   tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body,
-                                                 "comments": tuple(c.comments), **comment_meta(c),
-                                                 **indexed_question_meta(gen, c.id, c.text)})
+                                                 "comments": tuple(c.comments), **stored(c)})
                         for i, c in enumerate(body.candidates, 1)), {"search_order": body.search_order})
         ranker, scores = await routed(svc, "/rerank/questions", q, gen, svc.question_reranker, svc.question_batcher)
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank_questions")),
-                "search_order": body.search_order and ranker is svc.question_reranker}
+                "search_order": body.search_order and ranker is svc.question_reranker,
+                "comments_read": reads_comments(ranker, q)}
 
     @app.post("/rerank/answers", response_model=RerankAnswersOut,
               summary="Score and sort the comments of given threads by how well each answers a new question "
@@ -621,8 +623,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def run(progress):
             from ranking.evaluation.runner import run_named
-            gen, _ = svc.snapshot()
-            r = run_named(svc.settings, body.benchmark, body.ranker, gen.name if gen else None, progress=False)
+            gen, pipeline = svc.snapshot()  # subtask B reads what it stores, as /rerank/questions does
+            r = run_named(svc.settings, body.benchmark, body.ranker, gen.name if gen else None, progress=False,
+                          indexed=pipeline)
             return {k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "folder")}
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
         if not started:

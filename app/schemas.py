@@ -337,6 +337,10 @@ class OrderWeighed(BaseModel):
 
 class RerankQuestionsOut(OrderWeighed):
     results: list[RerankResult]
+    comments_read: bool = Field(description="whether the candidates' comments were weighed: the subtask B ranker "
+                                "reads them where it has a part for them (question-answers-fusion; "
+                                "question-answers-fusion-indexed only where the forum's index holds those comments, "
+                                "so nothing but the new question is encoded)")
     reranker: str = Field(description="the ranker that scored them: the subtask B ranker ($CQA_DEFAULT_RANKER_B), or "
                           "$CQA_ARABIC_RANKER when most letters of the question and candidates are Arabic script")
     timings_ms: dict[str, float]

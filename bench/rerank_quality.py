@@ -47,6 +47,8 @@ def served_scores(base: str, queries, variant: str | None, subtask: str = "A", t
             regimes[out["metadata"]] += 1
         if "search_order" in out:  # the subtask B and C rankers: whether they weighed the order given
             regimes["search order" if out["search_order"] else "no search order"] += 1
+        if "comments_read" in out:  # the subtask B ranker: whether it weighed the candidates' comments
+            regimes["comments read" if out["comments_read"] else "comments not read"] += 1
     return scores, regimes, latency
 
 
@@ -66,9 +68,10 @@ def main() -> None:
     from app.settings import Settings
     from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
     from ranking.evaluation.measures import paired_randomization
-    from ranking.evaluation.runner import align_to_gold
+    from ranking.evaluation.runner import align_to_gold, indexed_by
     from ranking.evaluation.scorer import Line, per_question_ap, read_lines
     from ranking.evaluation.tuning import map_of
+    from ranking.pipeline import as_given_to
     from ranking.rankers import get_ranker
 
     (label, env), = parse_configs(args.config)
@@ -97,8 +100,10 @@ def main() -> None:
             served, regimes, latency = served_scores(base, queries, bench.variant, bench.subtask, threads)
         if bench.subtask not in references:
             references[bench.subtask] = get_ranker(names[bench.subtask], settings)
+        # subtask B in process reads the stored vectors the server's /rerank/questions reads (as cqa evaluate does)
+        given = as_given_to(indexed_by(settings, bench), queries) if bench.subtask == "B" else queries
         t0 = time.perf_counter()
-        local = references[bench.subtask].score(queries)
+        local = references[bench.subtask].score(given)
         local_s = time.perf_counter() - t0
         ids = {q.id for q in queries}
         g = [x for x in gold if x.qid in ids]

@@ -199,16 +199,33 @@ class FusedRanker:
 class ByComments:
     """Two rankers of the same candidates: ``parts[0]`` for a question any of whose candidates carries its thread's
     comments, ``parts[1]`` for one whose candidates carry none (nothing for a part that reads them), each question
-    scored by its own, batched."""
+    scored by its own, batched. With ``stored_only``, ``parts[0]`` ranks a question only where reading its candidates'
+    comments costs nothing but the new question: each candidate that carries comments carries their stored vectors by
+    every comment reader in ``parts[0]`` (an ``answers-model-*`` part; a live generation that indexes the thread with
+    exactly those comments hands them over, ``SearchPipeline.comment_meta``); any other goes to ``parts[1]``."""
     parts: list  # [with comments, without]
     name: str = "by-comments"
+    stored_only: bool = False
+
+    def route(self, q: Query):
+        """The ranker that scores ``q``."""
+        from .rankers import without_comments
+        if without_comments(q).all():
+            return self.parts[1]
+        if self.stored_only and not all(reader.stored(c) for reader in self._comment_readers() for c in q.candidates
+                                        if c.meta.get("comments")):
+            return self.parts[1]
+        return self.parts[0]
+
+    def _comment_readers(self) -> list:
+        from .rankers import walk
+        return [r for r in walk([self.parts[0]]) if hasattr(r, "stored")]
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        from .rankers import without_comments
-        answered = [not without_comments(q).all() for q in queries]
+        routes = [self.route(q) for q in queries]
         out: list[list[float] | None] = [None] * len(queries)
-        for ranker, pick in zip(self.parts, (True, False)):
-            idx = [i for i, a in enumerate(answered) if a is pick]
+        for ranker in self.parts:
+            idx = [i for i, r in enumerate(routes) if r is ranker]
             if idx:
                 for i, row in zip(idx, ranker.score([queries[i] for i in idx])):
                     out[i] = row

@@ -25,6 +25,7 @@ from .candidates import (
     Candidate,
     Query,
     answer_candidates,
+    indexed_question_meta,
     question_candidate,
 )
 from .arabic import as_read_by_arabic_ranker, is_arabic_text
@@ -414,6 +415,13 @@ class SearchPipeline:
             out.append(Candidate(c.id, c.text, meta))
         return out
 
+    def question_meta(self, thread_id: str, text: str, comments) -> dict[str, Any]:
+        """What a given candidate question (POST /rerank/questions, a subtask B file) carries from this generation:
+        its stored vector where the generation indexes thread ``thread_id`` with that question text
+        (``indexed_question_meta``), its comments' where with exactly those ``comments`` (``comment_meta``)."""
+        return {**(self.comment_meta(thread_id, comments) if comments else {}),
+                **indexed_question_meta(self.gen, thread_id, text)}
+
     def comment_meta(self, thread_id: str, comments) -> dict[str, Any]:
         """What a question candidate carries for its thread's ``comments`` (texts, in thread order) when this
         generation indexes thread ``thread_id`` with exactly those comments: their stored embeddings, the dense
@@ -494,6 +502,17 @@ def build_pipeline(settings, gen: Generation, threads: Callable[[str], Thread | 
                           search_rerankers(settings) if rerankers is None else rerankers,
                           threads, settings.rerank_depth, attention, settings.search_thread_depth,
                           arabic=arabic_reranker(settings) if arabic == "settings" else arabic)
+
+
+def as_given_to(pipeline: SearchPipeline | None, queries: list[Query]) -> list[Query]:
+    """Subtask B ``queries`` as POST /rerank/questions hands them to its ranker when ``pipeline`` serves the live
+    generation: each candidate with what the generation stores for it (``SearchPipeline.question_meta``); as they are
+    without one."""
+    if pipeline is None:
+        return queries
+    return [replace(q, candidates=tuple(
+        Candidate(c.id, c.text, {**c.meta, **pipeline.question_meta(c.id, c.text, c.meta.get("comments", ()))})
+        for c in q.candidates)) for q in queries]
 
 
 def collapse_duplicates(texts: list[str], threshold: float = COLLAPSE_JACCARD) -> list[list[int]]:

@@ -134,6 +134,13 @@ PRESETS: dict[str, RankerSpec] = {
                                           "without scores 0 on the comments' part), question-fusion (unchanged) for "
                                           "one whose candidates carry none",
                                           parts=("question-fusion+answers", "question-fusion")),
+    "question-answers-fusion-indexed": RankerSpec("by-comments", "subtask B: question-fusion+answers for a new "
+                                                  "question whose candidates' comments all come with their stored "
+                                                  "vectors (threads the forum's index holds with those comments: "
+                                                  "nothing encoded but the new question), question-fusion for any "
+                                                  "other (docs/BENCHMARKS.md, round 37, rule 14)",
+                                                  parts=("question-fusion+answers", "question-fusion"),
+                                                  options={"stored_only": True}),
     "neural-fusion": RankerSpec("fusion", "per-question z-score fusion of the cross-encoder and the bi-encoder, "
                                 "equal weights, no signals (the ablation's 'with fusion' row)",
                                 parts=("cross-encoder", "bi-encoder"), weights=(1.0, 1.0)),
@@ -432,7 +439,7 @@ def _cascade(spec, settings, parts, name):
 
 def _by_comments(spec, settings, parts, name):
     from .candidate_rankers import ByComments
-    return ByComments(list(parts), name)
+    return ByComments(list(parts), name, stored_only=spec.options.get("stored_only", False))
 
 
 def _factory(spec, settings, parts, name):

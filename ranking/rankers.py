@@ -156,14 +156,21 @@ class AnswersModel:
         """Its model, as a composite ranker's parts (walk, for_serving, inference_report see it)."""
         return (self.model,)
 
+    def stored(self, c) -> bool:
+        """Whether candidate ``c`` carries this model's stored vectors of its comments (so only the question is
+        encoded for it)."""
+        return self._given(c) is not None
+
+    def _given(self, c):
+        g = c.meta.get("comment_answer_vectors") if c.meta.get(ANSWER_ENCODER) == self.model.vector_id else None
+        return g if g is not None and len(g) == len(c.meta.get("comments", ())) else None
+
     def score(self, queries: list[Query]) -> list[list[float]]:
         if not queries:
             return []
-        vid = self.model.vector_id
         cands = [c for q in queries for c in q.candidates]
         comments = [list(c.meta.get("comments", ())) for c in cands]
-        given = [c.meta.get("comment_answer_vectors") if c.meta.get(ANSWER_ENCODER) == vid else None for c in cands]
-        given = [g if g is not None and len(g) == len(t) else None for g, t in zip(given, comments)]
+        given = [self._given(c) for c in cands]
         todo = [x for g, t in zip(given, comments) if g is None for x in t]
         vecs = self.model.text_vectors([q.text for q in queries] + todo)  # one batch: questions, unstored comments
         fresh = iter(vecs[len(queries):])
@@ -344,6 +351,16 @@ def walk(rankers: list[Ranker]):
             seen.add(id(r))
             yield r
             stack += list(getattr(r, "parts", []))
+
+
+def reads_comments(ranker: Ranker, q: Query) -> bool:
+    """Whether ``ranker`` weighs the comments ``q``'s candidates carry: a router (``ByComments``) by the ranker it
+    routes ``q`` to; a ranker with a part that reads them (``AnswersModel``, ``AnswersCosine``) where any candidate
+    carries some."""
+    if hasattr(ranker, "route"):
+        ranker = ranker.route(q)
+    return not without_comments(q).all() and any(isinstance(r, (AnswersModel, AnswersCosine))
+                                                  for r in walk([ranker]))
 
 
 def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int = 0, vector_store=None) -> Ranker:

@@ -359,6 +359,15 @@ def test_rerank_questions_candidates_bring_their_indexed_comments_stored_vectors
         Candidate(c["id"], "", {"comments": tuple(c["comments"])}) for c in cands))
     served = {x["id"]: x["score"] for x in r.json()["results"]}
     assert np.allclose([served[c["id"]] for c in cands], AnswersModel(bi_ranker).score([bare])[0], atol=1e-4)
+    assert r.json()["comments_read"] is True
+    # rule 14's router reads them only where every candidate's comments come stored: t1 and t4 as indexed, not with
+    # the edited t3 (nor without comments); the response says which
+    indexed = plain.model_copy(update={"default_ranker_b": "question-answers-fusion-indexed"})
+    with TestClient(create_app(indexed)) as client:
+        read = [client.post("/rerank/questions", json={"question": new, "candidates": cs}).json()
+                for cs in ([cands[0], cands[2]], cands[:3], [{**cands[0], "comments": []}])]
+    assert [x["reranker"] for x in read] == ["question-answers-fusion-indexed"] * 3
+    assert [x["comments_read"] for x in read] == [True, False, False]
 
 
 def test_a_large_first_build_leaves_the_answer_vectors_to_a_background_reindex(settings):

@@ -650,6 +650,41 @@ def test_question_answers_fusion_reads_the_comments_where_the_candidates_carry_t
     assert weights["answers-model-max"] > 0 and weights["question-bi-encoder"] > 0
 
 
+def test_the_indexed_router_reads_the_comments_only_where_the_live_generation_stores_their_vectors(settings):
+    """`question-answers-fusion-indexed` (rule 14): where the data folder's live generation indexes every related thread
+    of a dev-B question with the comments given, `cqa evaluate` hands the candidates their stored vectors (as
+    /rerank/questions does) and the question is ranked by `question-fusion+answers` (the texts' scores); a question
+    whose threads the forum does not index, or given without the generation, by `question-fusion`."""
+    from indexing.loaders import load_semeval
+    from indexing.reindex import reindex
+    from indexing.store import ThreadStore
+    from ranking.evaluation.benchmarks import related_threads
+    from ranking.evaluation.runner import indexed_by, run_named
+    from ranking.pipeline import as_given_to
+    from ranking.rankers import reads_comments
+    bench = BENCHMARKS["semeval2016-dev-B"]
+    xml, _ = bench.paths(settings.semeval_dir)
+    queries = queries_for(xml, "B")[:2]
+    assert indexed_by(settings, bench) is None  # no generation yet: the candidates as the file gives them
+    with ThreadStore(settings.store_path) as store:
+        store.upsert(related_threads(load_semeval(xml, strict=True))[queries[0].id])
+    reindex(settings.model_copy(update={"dense_encoder": "base"}), progress=False)
+    given = as_given_to(indexed_by(settings, bench), queries)
+    stored = [["comment_answer_vectors" in c.meta for c in q.candidates if c.meta["comments"]] for q in given]
+    assert stored[0] and all(stored[0]) and not any(stored[1])
+    router = get_ranker("question-answers-fusion-indexed", settings)
+    answers, plain = get_ranker("question-fusion+answers", settings), get_ranker("question-fusion", settings)
+    scores = router.score(given)
+    assert np.allclose(scores[0], answers.score(queries[:1])[0], atol=1e-4)
+    assert np.allclose(scores[1], plain.score(queries[1:])[0], atol=1e-4)
+    assert not np.allclose(scores[0], plain.score(queries[:1])[0], atol=1e-3)  # the comments count
+    assert [reads_comments(router, q) for q in given] == [True, False]
+    assert router.route(queries[0]).name == "question-fusion" and not reads_comments(router, queries[0])  # not stored
+    assert not reads_comments(plain, given[0]) and reads_comments(answers, queries[0])
+    report = run_named(settings, bench.name, "question-answers-fusion-indexed", progress=False)
+    assert report["candidates_with_stored_comments"] == len(stored[0]) and report["generation"]
+
+
 def test_the_C_ranker_hands_its_thread_ranker_each_thread_with_its_comments_as_given():
     """A thread ranker that weighs what answered a thread (question-fusion+answers) gets each related thread with the
     texts of its comments in the request, in the threads' search order."""

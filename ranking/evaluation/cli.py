@@ -91,17 +91,18 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             raise ScoringError("--compare-pred goes with --gold and --pred")
         if not args.benchmark:
             raise ScoringError("say what to evaluate: --gold and --pred, or --benchmark NAME (see --list)")
-        from .runner import run_benchmark, run_named
+        from .runner import indexed_by, run_benchmark, run_named
         bench = BENCHMARKS[args.benchmark]
         if args.compare and bench.subtask in ("fullcorpus", "D"):
             raise ScoringError("--compare works on the A, B and C benchmarks and the search benchmarks")
         if bench.search_target:
             return _search_benchmark(args, settings, bench, emit)
+        indexed = indexed_by(settings, bench)  # B: the candidates as /rerank/questions gives them, both runs
         if bench.subtask == "fullcorpus" or not (args.inference or args.max_length):
-            report = run_named(settings, bench.name, args.ranker)
+            report = run_named(settings, bench.name, args.ranker, indexed=indexed)
         else:
             ranker = _build(args.ranker or default_ranker(bench.subtask, settings), settings, args)
-            report = run_benchmark(bench, ranker, settings.semeval_dir, settings.reports_dir)
+            report = run_benchmark(bench, ranker, settings.semeval_dir, settings.reports_dir, indexed=indexed)
         out = {"benchmark": bench.name, "ranker": report["ranker"], **report["figures"],
                "report": report["folder"]}
         if bench.subtask == "D":
@@ -112,7 +113,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             out["rankers"] = report["rankers"]
         if args.compare:
             other = _build(args.compare, settings, args)
-            r2 = run_benchmark(bench, other, settings.semeval_dir, settings.reports_dir)
+            r2 = run_benchmark(bench, other, settings.semeval_dir, settings.reports_dir, indexed=indexed)
             out["compare"] = {"ranker": other.name, "MAP": r2["MAP"],
                               **paired_ap(report["per_question_ap"], r2["per_question_ap"])}
         for k, v in out.items():

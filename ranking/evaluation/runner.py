@@ -56,12 +56,18 @@ def _atomic_json(path: Path, obj: dict) -> None:
 
 
 def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_dir: Path,
-                  generation: str | None = None) -> dict:
+                  generation: str | None = None, indexed=None) -> dict:
+    """``bench`` ranked by ``ranker`` and scored. ``indexed``: the pipeline of a live generation (``indexed_by``),
+    which gives a subtask B file's candidates what it stores for them, as POST /rerank/questions does."""
     if bench.subtask == "fullcorpus":
         raise BenchmarkError("use run_fullcorpus for the full-corpus benchmark")
     xml, gold_path = bench.paths(semeval_dir)
     t0 = time.perf_counter()
     queries = queries_for(xml, bench.subtask, bench.variant)
+    if bench.subtask == "B" and indexed is not None:
+        from ..pipeline import as_given_to
+        queries = as_given_to(indexed, queries)
+        generation = generation or indexed.gen.name
     gold = read_lines(gold_path)
     pred = align_to_gold(predictions(queries, ranker), gold)
     seconds = time.perf_counter() - t0
@@ -79,8 +85,9 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
     write_predictions(pred, out / "predictions.txt")
     write_trec_run(run, out / "run.trec", ranker.name)
     write_trec_qrels(qrels, out / "qrels.trec")
+    stored = sum(1 for q in queries for c in q.candidates if "comment_answer_vectors" in c.meta)
     report = {"benchmark": bench.name, "subtask": bench.subtask, "ranker": ranker.name,
-              "generation": generation, "created_at": stamp.isoformat(), "seconds": round(seconds, 2),
+              "generation": generation, "candidates_with_stored_comments": stored, "created_at": stamp.isoformat(), "seconds": round(seconds, 2),
               "questions": official.questions, "lines": official.lines, "figures": figures,
               "MAP": figures["MAP"], "MRR": figures["MRR"], "P@1": figures.get("P@1"),
               "per_question_ap": ap, "folder": str(out),
@@ -97,8 +104,23 @@ def default_ranker(subtask: str, settings) -> str:
             "D": settings.arabic_ranker or "bm25-arabic"}.get(subtask, settings.default_ranker)
 
 
+def indexed_by(settings, bench: Benchmark):
+    """For a subtask B benchmark, the pipeline of the data folder's live generation (what the service would serve;
+    no reranker), whose stored vectors of the candidates' questions and comments the B rankers read as
+    /rerank/questions gives them; None for other benchmarks or without a live generation."""
+    from indexing.generations import current_generation
+    if bench.subtask != "B" or current_generation(settings.index_root) is None:
+        return None
+    from indexing.searcher import load_current
+
+    from ..pipeline import build_pipeline
+    gen = load_current(settings.index_root, settings.device)
+    log.info("subtask B candidates read against generation %s, as /rerank/questions reads them", gen.name)
+    return build_pipeline(settings, gen, None, rerankers={}, arabic=None).prepare()
+
+
 def run_named(settings, benchmark: str, ranker: str | None = None, generation: str | None = None,
-              progress: bool = True, search_compare: str | None = None) -> dict:
+              progress: bool = True, search_compare: str | None = None, indexed=None) -> dict:
     """Run any named benchmark with its default ranker unless one is named, as ``cqa evaluate`` and
     POST /evaluation do: given candidates (A, B, C, official scorer), the first stage over the whole corpus,
     or the /search pipeline end to end (``ranker`` replaces the target's reranker; ``search_compare`` names
@@ -128,8 +150,8 @@ def run_named(settings, benchmark: str, ranker: str | None = None, generation: s
             raise BenchmarkError(f"{benchmark} runs every Arabic ranker by cross-validation; it takes no --ranker")
         return run_arabic(settings, bench, progress)
     return run_benchmark(bench, build_label(ranker or default_ranker(bench.subtask, settings), settings),
-                         settings.semeval_dir,
-                         settings.reports_dir, generation=generation)
+                         settings.semeval_dir, settings.reports_dir, generation=generation,
+                         indexed=indexed if indexed is not None else indexed_by(settings, bench))
 
 
 def run_arabic(settings, bench: Benchmark, progress: bool = True) -> dict:
