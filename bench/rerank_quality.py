@@ -101,7 +101,7 @@ def main() -> None:
         if bench.subtask not in references:
             references[bench.subtask] = get_ranker(names[bench.subtask], settings)
         # subtask B in process reads the stored vectors the server's /rerank/questions reads (as cqa evaluate does)
-        given = as_given_to(indexed_by(settings, bench), queries) if bench.subtask == "B" else queries
+        given = as_given_to(indexed_by(settings, "B"), queries) if bench.subtask == "B" else queries
         t0 = time.perf_counter()
         local = references[bench.subtask].score(given)
         local_s = time.perf_counter() - t0

@@ -134,13 +134,11 @@ PRESETS: dict[str, RankerSpec] = {
                                           "without scores 0 on the comments' part), question-fusion (unchanged) for "
                                           "one whose candidates carry none",
                                           parts=("question-fusion+answers", "question-fusion")),
-    "question-answers-fusion-indexed": RankerSpec("by-comments", "subtask B: question-fusion+answers for a new "
-                                                  "question whose candidates' comments all come with their stored "
-                                                  "vectors (threads the forum's index holds with those comments: "
-                                                  "nothing encoded but the new question), question-fusion for any "
-                                                  "other (docs/BENCHMARKS.md, round 37, rule 14)",
-                                                  parts=("question-fusion+answers", "question-fusion"),
-                                                  options={"stored_only": True}),
+    "question-answers-fusion-indexed": RankerSpec(
+        "by-comments", "subtask B, the default: question-fusion+answers for a new question whose candidates' comments "
+        "all come with their stored vectors (threads the forum's index holds with those comments: nothing encoded but "
+        "the new question), question-fusion for any other (docs/BENCHMARKS.md, round 37, rule 14)",
+        parts=("question-fusion+answers", "question-fusion"), options={"stored_only": True}),
     "neural-fusion": RankerSpec("fusion", "per-question z-score fusion of the cross-encoder and the bi-encoder, "
                                 "equal weights, no signals (the ablation's 'with fusion' row)",
                                 parts=("cross-encoder", "bi-encoder"), weights=(1.0, 1.0)),

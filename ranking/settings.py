@@ -15,7 +15,10 @@ class RankingSettings(IndexSettings):
                                     description="BiLSTM ranker checkpoint directory (shipped; `cqa train` rebuilds it).")
     default_ranker: str = Field("cascade", description="Ranker of subtask A benchmarks, "
                                 "`cqa predict` and the service when none is named.")
-    default_ranker_b: str = Field("question-fusion", description="Default ranker of subtask B (question similarity).")
+    default_ranker_b: str = Field("question-answers-fusion-indexed", description="Default ranker of subtask B "
+                                  "(question similarity): question-fusion+answers where the candidates' comments come "
+                                  "with their stored vectors (threads the live generation indexes with those "
+                                  "comments), question-fusion otherwise (docs/BENCHMARKS.md, round 37, rule 14).")
     default_ranker_c: str = Field("related-answers", description="Default ranker of subtask C.")
     arabic_ranker: str = Field("bm25-arabic", description="The ranker of Arabic input (most letters in Arabic "
                                "script), which the English models rank worse (dev-D): POST /rerank's, and the reranker "

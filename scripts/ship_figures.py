@@ -51,9 +51,11 @@ def main() -> int:
             f["p (paired randomisation)"] = round(float(r["compare"]["p_randomization"]), 4)
         if "latency_ms" in r:
             f["p50 ms per search"] = r["latency_ms"]["p50"]
-        figures.append({"benchmark": bench, "ranker": r["ranker"], "figures": f, "command": cmd,
-                        "measured_at": r["created_at"][:19] + "Z", "machine": machine,
-                        "inference": r.get("inference")})
+        entry = {"benchmark": bench, "ranker": r["ranker"], "figures": f, "command": cmd,
+                 "measured_at": r["created_at"][:19] + "Z", "machine": machine, "inference": r.get("inference")}
+        if r.get("candidates_with_stored_comments"):  # B read the generation's stored comments: say which folder
+            entry["data_folder"] = os.path.relpath(args.reports.parent, ROOT)
+        figures.append(entry)
     if args.update and args.out.exists():
         given = {f["benchmark"] for f in figures}
         kept = [f for f in json.loads(args.out.read_text(encoding="utf-8"))["figures"] if f["benchmark"] not in given]

@@ -79,7 +79,8 @@ def test_load_bench_revisits_threads_through_real_servers_with_and_without_score
     assert all(r["requests"] == 3 and r["failed"] == 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in rows.values())
     # test-B's questions reach POST /rerank/questions, test-C's threads POST /rerank/answers, each with its ranker
     assert {(r["input"], r["endpoint"], r["reranker"]) for r in rows.values() if r["input"] in inputs[3:]} \
-        == {("questions", "rerank/questions", "question-fusion"), ("answers-first", "rerank/answers", "related-answers"),
+        == {("questions", "rerank/questions", "question-answers-fusion-indexed"),
+            ("answers-first", "rerank/answers", "related-answers"),
             ("answers-other-question", "rerank/answers", "related-answers")}
     assert out["rerank"]["no-memo"]["env"] == {"CQA_SCORE_MEMO_PAIRS": "0", "CQA_VECTOR_MEMO_TEXTS": "0"}
     assert out["rerank"]["no-memo"]["score_memos"] == {}
@@ -128,8 +129,10 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     assert full["threads"] == bare["threads"] == similar["threads"] == unordered["threads"] == related["threads"] == 4
     assert full["metadata_regimes"] == {"full": 4} and bare["metadata_regimes"] == {"none": 4}
     assert timed["metadata_regimes"] == {"no-users": 4} and timed["threads"] == 4
-    assert similar["metadata_regimes"] == {"search order": 4} and unordered["metadata_regimes"] == {"no search order": 4}
-    assert out["served_question_reranker"] == out["question_reranker"] == "question-fusion"
+    # the B ranker reads the candidates' comments only where the live generation stores them: not the demo corpus
+    assert similar["metadata_regimes"] == {"search order": 4, "comments not read": 4}
+    assert unordered["metadata_regimes"] == {"no search order": 4, "comments not read": 4}
+    assert out["served_question_reranker"] == out["question_reranker"] == "question-answers-fusion-indexed"
     assert out["served_answers_reranker"] == out["answers_reranker"] == "related-answers"
     # the same scores served or not, the cascade in fp32 or (auto on a CPU with bf16 instructions) in bf16, whose
     # inputs are padded to a multiple of 32 tokens so that a score does not move with the batch (round 23)
@@ -146,7 +149,7 @@ def test_arabic_rerank_bench_sends_dev_d_to_real_servers_with_the_arabic_ranker_
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("arabic_rerank.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "3", env=cli_env, timeout=900)
     assert out["questions"] == out["taken_as_arabic"] == 3
-    defaults = {"rerank": "cascade", "questions": "question-fusion", "answers": "related-answers"}
+    defaults = {"rerank": "cascade", "questions": "question-answers-fusion-indexed", "answers": "related-answers"}
     assert set(out["endpoints"]) == set(defaults)
     for endpoint, r in out["endpoints"].items():
         assert r["off"]["rankers_answered"] == [r["off"]["reranker"]] == [defaults[endpoint]]

@@ -626,7 +626,9 @@ def test_default_B_ranker_holds_up_without_a_search_order(settings):
     bench = "semeval2016-test-B-unordered"
     default = run_named(settings, bench, progress=False)
     alone = run_named(settings, bench, "question-bi-encoder", progress=False)["MAP"]
-    assert default["ranker"] == "question-fusion" and default["MAP"] >= alone - 1e-9, (default["MAP"], alone)
+    assert default["ranker"] == "question-answers-fusion-indexed" and default["MAP"] >= alone - 1e-9, \
+        (default["MAP"], alone)
+    assert default["candidates_with_stored_comments"] == 0  # no generation: the router's question-fusion ranked it
     assert default["MAP"] == pytest.approx(0.7766, abs=0.002)
 
 
@@ -665,11 +667,11 @@ def test_the_indexed_router_reads_the_comments_only_where_the_live_generation_st
     bench = BENCHMARKS["semeval2016-dev-B"]
     xml, _ = bench.paths(settings.semeval_dir)
     queries = queries_for(xml, "B")[:2]
-    assert indexed_by(settings, bench) is None  # no generation yet: the candidates as the file gives them
+    assert indexed_by(settings, "B") is None  # no generation yet: the candidates as the file gives them
     with ThreadStore(settings.store_path) as store:
         store.upsert(related_threads(load_semeval(xml, strict=True))[queries[0].id])
     reindex(settings.model_copy(update={"dense_encoder": "base"}), progress=False)
-    given = as_given_to(indexed_by(settings, bench), queries)
+    given = as_given_to(indexed_by(settings, "B"), queries)
     stored = [["comment_answer_vectors" in c.meta for c in q.candidates if c.meta["comments"]] for q in given]
     assert stored[0] and all(stored[0]) and not any(stored[1])
     router = get_ranker("question-answers-fusion-indexed", settings)

@@ -97,7 +97,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             raise ScoringError("--compare works on the A, B and C benchmarks and the search benchmarks")
         if bench.search_target:
             return _search_benchmark(args, settings, bench, emit)
-        indexed = indexed_by(settings, bench)  # B: the candidates as /rerank/questions gives them, both runs
+        indexed = indexed_by(settings, bench.subtask)  # B: the candidates as /rerank/questions gives them, both runs
         if bench.subtask == "fullcorpus" or not (args.inference or args.max_length):
             report = run_named(settings, bench.name, args.ranker, indexed=indexed)
         else:
@@ -167,10 +167,12 @@ def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:
 
 def predict_command(args: argparse.Namespace, settings, emit) -> int:
     from indexing.loaders import LoadError
-    from .runner import predictions, write_predictions
+    from ..pipeline import as_given_to
+    from .runner import indexed_by, predictions, write_predictions
     try:
         ranker = _build(args.ranker or default_ranker(args.subtask, settings), settings, args)
-        queries = queries_for(args.input, args.subtask)
+        # subtask B: the candidates with what the data folder's live generation stores for them, as /rerank/questions
+        queries = as_given_to(indexed_by(settings, args.subtask), queries_for(args.input, args.subtask))
         lines = predictions(queries, ranker)
         if args.subtask == "D":  # the D gold files list each question's pairs by QAID
             from ..arabic import in_gold_order

@@ -87,7 +87,8 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
     write_trec_qrels(qrels, out / "qrels.trec")
     stored = sum(1 for q in queries for c in q.candidates if "comment_answer_vectors" in c.meta)
     report = {"benchmark": bench.name, "subtask": bench.subtask, "ranker": ranker.name,
-              "generation": generation, "candidates_with_stored_comments": stored, "created_at": stamp.isoformat(), "seconds": round(seconds, 2),
+              "generation": generation, "candidates_with_stored_comments": stored,
+              "created_at": stamp.isoformat(), "seconds": round(seconds, 2),
               "questions": official.questions, "lines": official.lines, "figures": figures,
               "MAP": figures["MAP"], "MRR": figures["MRR"], "P@1": figures.get("P@1"),
               "per_question_ap": ap, "folder": str(out),
@@ -104,12 +105,12 @@ def default_ranker(subtask: str, settings) -> str:
             "D": settings.arabic_ranker or "bm25-arabic"}.get(subtask, settings.default_ranker)
 
 
-def indexed_by(settings, bench: Benchmark):
-    """For a subtask B benchmark, the pipeline of the data folder's live generation (what the service would serve;
+def indexed_by(settings, subtask: str):
+    """For subtask B, the pipeline of the data folder's live generation (what the service would serve;
     no reranker), whose stored vectors of the candidates' questions and comments the B rankers read as
     /rerank/questions gives them; None for other benchmarks or without a live generation."""
     from indexing.generations import current_generation
-    if bench.subtask != "B" or current_generation(settings.index_root) is None:
+    if subtask != "B" or current_generation(settings.index_root) is None:
         return None
     from indexing.searcher import load_current
 
@@ -151,7 +152,7 @@ def run_named(settings, benchmark: str, ranker: str | None = None, generation: s
         return run_arabic(settings, bench, progress)
     return run_benchmark(bench, build_label(ranker or default_ranker(bench.subtask, settings), settings),
                          settings.semeval_dir, settings.reports_dir, generation=generation,
-                         indexed=indexed if indexed is not None else indexed_by(settings, bench))
+                         indexed=indexed if indexed is not None else indexed_by(settings, bench.subtask))
 
 
 def run_arabic(settings, bench: Benchmark, progress: bool = True) -> dict:
@@ -212,6 +213,7 @@ def shipped_figures(path: Path = SHIPPED_FILE) -> list[dict]:
     figures = json.loads(path.read_text(encoding="utf-8"))["figures"]
     for f in figures:  # figures shipped before reports recorded how the MiniLM models ran: not recorded (None)
         f.setdefault("inference", None)
+        f.setdefault("data_folder", None)  # any data folder gives the figure
     return figures
 
 
