@@ -30,7 +30,7 @@ from .rankers import FirstStageScore
 
 FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", "own_x_similarity",
             "retrieval_rank", "quality", "stage_bm25", "stage_lm", "stage_dense", "stage_fused", "own_quality",
-            "answer_model")
+            "answer_model", "thread_answered")
 STAGES = ("bm25", "lm", "dense", "fused")
 
 
@@ -68,13 +68,14 @@ def quality_prior(q: Query) -> np.ndarray:
 
 def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, quality_ranker=None,
                     answer_model=None) -> list[np.ndarray]:
-    """Per query, a (candidates x 13) matrix of the z-scored features (FEATURES). Each ranker is called
+    """Per query, a (candidates x 14) matrix of the z-scored features (FEATURES). Each ranker is called
     once for the whole batch: the answer ranker on the new questions and the thread questions together, the
     thread ranker on the thread questions in search order (with the query's metadata, so a query whose threads
     come in no search order, ``search_order`` false, is ranked by its unordered weights), the quality ranker (a
     subtask A ranker with forum signals) on each thread's question and its comments as the thread gives them
     (``own_quality``; 0 without one), and a second answer ranker on the new questions (``answer_model``; 0 without
-    one)."""
+    one). ``thread_answered``: how well the comment's thread answers the new question, the best answer-ranker score
+    of the new question against the thread's comments as given (0 for a comment without its thread)."""
     second = answer_model.score(queries) if answer_model is not None else [np.zeros(len(q.candidates)) for q in queries]
     threads = [_threads(q) for q in queries]
     own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), vec)
@@ -91,9 +92,10 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
         if not q.candidates:
             out.append(np.zeros((0, len(FEATURES))))
             continue
-        own, sim, own_quality = (np.zeros(len(q.candidates)) for _ in range(3))
+        own, sim, own_quality, answered = (np.zeros(len(q.candidates)) for _ in range(4))
         for _, _, idx, _ in th.values():
             own[idx] = next(own_scores)
+            answered[idx] = max(d[i] for i in idx)
             if quality_ranker:
                 own_quality[idx] = next(quality_scores)
         if th and thread_ranker:
@@ -108,7 +110,7 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
         out.append(np.column_stack([zscore(np.asarray(d, dtype=float)), own_z, zscore(rank), sim_z,
                                     zscore(own_z * (sim_z - sim_z.min())), zscore(retrieved),
                                     zscore(quality_prior(q)), *stages, zscore(own_quality),
-                                    zscore(np.asarray(d2, dtype=float))]))
+                                    zscore(np.asarray(d2, dtype=float)), zscore(answered)]))
     return out
 
 

@@ -7,6 +7,8 @@ the file only when it gets a weight.
 With --section unordered (on semeval2016-dev-C-unordered, the parts the file already names): the weights for threads
 in no search order, where the thread's rank is 0, stored under that key beside the file's own.
 With --answer-model: a second answer ranker on (new question, comment), weighed over the same grid.
+With --add-feature NAME: the shipped file's parts and weights kept, only that feature's weight chosen from --add-grid
+(round 37, rule 15); --out names the candidate file.
 Usage: python scripts/tune_related.py [--answer-ranker bi-encoder] [--thread-ranker fusion]
        [--quality-ranker bilstm+signals] [--answer-model related-bi-encoder] [--benchmark NAME --section unordered]
        [--out FILE]  (JSON object last)
@@ -37,6 +39,37 @@ GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 3.0)
 QUALITY_GRID = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0)
 
 
+def add_feature(args, bench, shipped: dict) -> None:
+    """The shipped weights kept; ``args.add_feature``'s weight chosen on ``bench`` from 0 and ``args.add_grid``."""
+    settings = Settings()
+    xml, gold_path = bench.paths(settings.semeval_dir)
+    queries, gold = queries_for(xml, "C", bench.variant), read_lines(gold_path)
+    named = {k: get_ranker(shipped[k], settings) if shipped.get(k) else None
+             for k in ("answer_ranker", "thread_ranker", "quality_ranker", "answer_model")}
+    X = feature_columns(queries, named["answer_ranker"], named["thread_ranker"], named["quality_ranker"],
+                        named["answer_model"])
+    col = FEATURES.index(args.add_feature)
+    base = np.zeros(len(FEATURES))
+    base[:len(shipped["weights"])] = shipped["weights"]
+    dev_map, results = GoldMAP(queries, gold), []
+    for g in (0.0, *(float(v) for v in args.add_grid.split(","))):
+        w = base.copy()
+        w[col] = g
+        results.append({"weight": g, "dev_MAP": dev_map([x @ w for x in X])})
+    best = max(results, key=lambda r: r["dev_MAP"])  # the first of equals: the smaller weight
+    weights = base.copy()
+    weights[col] = best["weight"]
+    used = max(col + 1, len(shipped["weights"])) if best["weight"] else len(shipped["weights"])
+    record = {**{k: v for k, v in shipped.items() if k not in ("top5", "grid_size")},
+              "features": list(FEATURES[:used]), "weights": weights[:used].tolist(), "dev_MAP": best["dev_MAP"],
+              "benchmark": bench.name, "added_feature": {"name": args.add_feature, "grid": results},
+              "tuned_at": datetime.now(timezone.utc).isoformat(),
+              "command": f"python scripts/tune_related.py --add-feature {args.add_feature} --add-grid {args.add_grid}"}
+    write_params(args.out, record, None)
+    print(json.dumps({"feature": args.add_feature, "grid": results, "weights": record["weights"],
+                      "dev_MAP": best["dev_MAP"]}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--answer-ranker", default="bi-encoder")
@@ -49,12 +82,18 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None,
                     help="write the tuned file here instead of ranking/related_defaults.json (a candidate to judge)")
     ap.add_argument("--section", choices=["unordered"], help="store under this key of the file, keeping the rest")
+    ap.add_argument("--add-feature", choices=FEATURES, help="keep the shipped weights; choose only this feature's")
+    ap.add_argument("--add-grid", default="0.05,0.1,0.25,0.5,1", help="--add-feature's weights (0 is always tried)")
     args = ap.parse_args()
     bench = BENCHMARKS[args.benchmark]
     if bench.split != "dev" or bench.subtask != "C":
         raise SystemExit("tune on a dev subtask C benchmark only")
     path = HERE / PRESETS["related-answers"].file
     shipped = json.loads(path.read_text(encoding="utf-8"))
+    if args.add_feature:
+        if not args.out:
+            raise SystemExit("--add-feature writes a candidate file: give --out")
+        return add_feature(args, bench, shipped)
     parts = ("answer_ranker", "thread_ranker", "quality_ranker", "answer_model")
     if args.section and (bench.variant != "unordered"
                          or tuple(getattr(args, k) for k in parts) != tuple(shipped.get(k) for k in parts)):

@@ -532,6 +532,21 @@ def test_related_answers_without_a_search_order_weighs_no_rank_and_says_so_to_it
     assert RelatedAnswersRanker(_Lookup(table), (1.0,)).score([unordered]) == [a]  # without them: the same weights
 
 
+def test_thread_answered_is_the_best_new_question_score_among_the_comments_own_thread():
+    """thread_answered (rule 15, weight 0 as shipped): each comment gets its thread's best answer-ranker score against
+    the new question, z-scored per question; a comment that comes without its thread gets 0 before the z-score."""
+    cands = (Candidate("c1", "x", {"thread_question": "t1", "thread_rank": 1, "thread_id": "T1"}),
+             Candidate("c2", "y", {"thread_question": "t1", "thread_rank": 1, "thread_id": "T1"}),
+             Candidate("c3", "z", {"thread_question": "t2", "thread_rank": 2, "thread_id": "T2"}),
+             Candidate("c4", "w", {}))
+    table = {("new", "c1"): 1.0, ("new", "c2"): 3.0, ("new", "c3"): 2.0, ("new", "c4"): 5.0}
+    col = FEATURES.index("thread_answered")
+    X = feature_columns([Query("q", "new", cands)], _Lookup(table))[0]
+    raw = np.asarray([3.0, 3.0, 2.0, 0.0])
+    assert X[:, col] == pytest.approx((raw - raw.mean()) / raw.std())
+    assert PRESETS["related-answers"].params()["weights"][col:] in ([], [0.0])  # rule 15 refused it
+
+
 def test_related_answers_weighs_each_comment_within_its_own_thread_by_a_quality_ranker():
     """own_quality: the quality ranker scores each thread's comments as one query (the thread's question, its
     comments in the given order), and a file that names it builds it as a part."""
