@@ -30,7 +30,7 @@ from .rankers import FirstStageScore
 
 FEATURES = ("new_question", "own_question", "thread_rank", "thread_similarity", "own_x_similarity",
             "retrieval_rank", "quality", "stage_bm25", "stage_lm", "stage_dense", "stage_fused", "own_quality",
-            "answer_model", "thread_answered")
+            "answer_model", "thread_answered", "quality_x_similarity")
 STAGES = ("bm25", "lm", "dense", "fused")
 
 
@@ -68,14 +68,15 @@ def quality_prior(q: Query) -> np.ndarray:
 
 def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, quality_ranker=None,
                     answer_model=None) -> list[np.ndarray]:
-    """Per query, a (candidates x 14) matrix of the z-scored features (FEATURES). Each ranker is called
+    """Per query, a (candidates x 15) matrix of the z-scored features (FEATURES). Each ranker is called
     once for the whole batch: the answer ranker on the new questions and the thread questions together, the
     thread ranker on the thread questions in search order (with the query's metadata, so a query whose threads
     come in no search order, ``search_order`` false, is ranked by its unordered weights), the quality ranker (a
     subtask A ranker with forum signals) on each thread's question and its comments as the thread gives them
     (``own_quality``; 0 without one), and a second answer ranker on the new questions (``answer_model``; 0 without
     one). ``thread_answered``: how well the comment's thread answers the new question, the best answer-ranker score
-    of the new question against the thread's comments as given (0 for a comment without its thread)."""
+    of the new question against the thread's comments as given (0 for a comment without its thread);
+    ``quality_x_similarity``: own_quality times the thread's similarity, built as own_x_similarity is."""
     second = answer_model.score(queries) if answer_model is not None else [np.zeros(len(q.candidates)) for q in queries]
     threads = [_threads(q) for q in queries]
     own_queries = [Query(f"{q.id}/{tid}", text, tuple(q.candidates[i] for i in idx), vec)
@@ -103,14 +104,15 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
                 sim[th[t][2]] = value
         ordered = in_search_order(q)  # else the threads' ranks and places say nothing: those features are 0
         rank = np.array([-math.log(c.meta.get("thread_rank", 1)) * ordered for c in q.candidates], dtype=float)
-        own_z, sim_z = zscore(own), zscore(sim)
+        own_z, sim_z, quality_z = zscore(own), zscore(sim), zscore(own_quality)
         retrieved = np.array([-math.log(c.meta.get("retrieval_rank", i + 1)) * ordered
                               for i, c in enumerate(q.candidates)])
         stages = [zscore(np.asarray(FirstStageScore(s).score([q])[0])) for s in STAGES]
         out.append(np.column_stack([zscore(np.asarray(d, dtype=float)), own_z, zscore(rank), sim_z,
                                     zscore(own_z * (sim_z - sim_z.min())), zscore(retrieved),
-                                    zscore(quality_prior(q)), *stages, zscore(own_quality),
-                                    zscore(np.asarray(d2, dtype=float)), zscore(answered)]))
+                                    zscore(quality_prior(q)), *stages, quality_z,
+                                    zscore(np.asarray(d2, dtype=float)), zscore(answered),
+                                    zscore(quality_z * (sim_z - sim_z.min()))]))
     return out
 
 

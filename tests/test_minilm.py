@@ -532,7 +532,7 @@ def test_related_answers_without_a_search_order_weighs_no_rank_and_says_so_to_it
     assert RelatedAnswersRanker(_Lookup(table), (1.0,)).score([unordered]) == [a]  # without them: the same weights
 
 
-def test_thread_answered_is_the_best_new_question_score_among_the_comments_own_thread():
+def test_thread_answered_is_the_threads_best_new_question_score_and_quality_x_similarity_a_product():
     """thread_answered (rule 15, weight 0 as shipped): each comment gets its thread's best answer-ranker score against
     the new question, z-scored per question; a comment that comes without its thread gets 0 before the z-score."""
     cands = (Candidate("c1", "x", {"thread_question": "t1", "thread_rank": 1, "thread_id": "T1"}),
@@ -544,7 +544,16 @@ def test_thread_answered_is_the_best_new_question_score_among_the_comments_own_t
     X = feature_columns([Query("q", "new", cands)], _Lookup(table))[0]
     raw = np.asarray([3.0, 3.0, 2.0, 0.0])
     assert X[:, col] == pytest.approx((raw - raw.mean()) / raw.std())
-    assert PRESETS["related-answers"].params()["weights"][col:] in ([], [0.0])  # rule 15 refused it
+    assert not any(PRESETS["related-answers"].params()["weights"][col:])  # rules 15-17 refused it and the next
+    # quality_x_similarity: own_quality's z-score times the thread similarity's above its minimum, z-scored
+    quality = type("Quality", (), {"score": lambda self, qs: [[{"c1": 1.0, "c2": 3.0, "c3": 2.0}[c.id]
+                                                              for c in x.candidates] for x in qs]})()
+    threads = type("Threads", (), {"score": lambda self, qs: [[{"t1": 2.0, "t2": 1.0}[c.text] for c in x.candidates]
+                                                             for x in qs]})()
+    X = feature_columns([Query("q", "new", cands[:3])], _Lookup(table), threads, quality)[0]
+    qz, sz = X[:, FEATURES.index("own_quality")], X[:, FEATURES.index("thread_similarity")]
+    prod = qz * (sz - sz.min())
+    assert X[:, FEATURES.index("quality_x_similarity")] == pytest.approx((prod - prod.mean()) / prod.std())
 
 
 def test_related_answers_weighs_each_comment_within_its_own_thread_by_a_quality_ranker():
