@@ -133,8 +133,9 @@ class SimilarQuestionIn(QuestionCandidateIn):
     has them, the texts of the comments that answered it."""
     comments: list[Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]] = Field(
         default_factory=list, description="the texts of its thread's comments, if any (at most CQA_MAX_CANDIDATES "
-        "in all, each at most CQA_MAX_TEXT_CHARS characters): a ranker that reads them (CQA_DEFAULT_RANKER_B="
-        "question-answers-fusion; the default reads none) weighs how well they answer the new question")
+        "in all, each at most CQA_MAX_TEXT_CHARS characters): the default B ranker weighs how well they answer the new "
+        "question where the live generation indexes the thread with exactly these comments (question-answers-fusion-"
+        "indexed; question-answers-fusion reads them always, question-fusion never); comments_read says whether it did")
 
     def fields(self, prefix: str = "candidate"):
         return super().fields(prefix) + [(f"{prefix}.comments.{j}", c) for j, c in enumerate(self.comments)]

@@ -93,6 +93,9 @@ def main() -> None:
         queries = queries_for(xml, bench.subtask, bench.variant)
         threads = related_threads(xml, bench.variant) if bench.subtask == "C" else None
         files[name] = (bench, queries[: args.limit] if args.limit else queries, read_lines(gold), threads)
+    # subtask B in process reads the stored vectors the server's /rerank/questions reads (as cqa evaluate does): the
+    # data folder's live generation, loaded once
+    indexed = indexed_by(settings, "B") if any(b.subtask == "B" for b, *_ in files.values()) else None
     for name, (bench, queries, gold, threads) in files.items():
         with server(args.data_dir, env) as (base, ready):  # a server per file: no memo holds the last file's pairs
             out["served_reranker"], out["served_question_reranker"] = ready["reranker"], ready["question_reranker"]
@@ -100,8 +103,7 @@ def main() -> None:
             served, regimes, latency = served_scores(base, queries, bench.variant, bench.subtask, threads)
         if bench.subtask not in references:
             references[bench.subtask] = get_ranker(names[bench.subtask], settings)
-        # subtask B in process reads the stored vectors the server's /rerank/questions reads (as cqa evaluate does)
-        given = as_given_to(indexed_by(settings, "B"), queries) if bench.subtask == "B" else queries
+        given = as_given_to(indexed, queries) if bench.subtask == "B" else queries
         t0 = time.perf_counter()
         local = references[bench.subtask].score(given)
         local_s = time.perf_counter() - t0

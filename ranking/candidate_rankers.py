@@ -201,25 +201,26 @@ class ByComments:
     comments, ``parts[1]`` for one whose candidates carry none (nothing for a part that reads them), each question
     scored by its own, batched. With ``stored_only``, ``parts[0]`` ranks a question only where reading its candidates'
     comments costs nothing but the new question: each candidate that carries comments carries their stored vectors by
-    every comment reader in ``parts[0]`` (an ``answers-model-*`` part; a live generation that indexes the thread with
-    exactly those comments hands them over, ``SearchPipeline.comment_meta``); any other goes to ``parts[1]``."""
+    every comment reader in ``parts[0]`` (``rankers.comment_readers``; ``AnswersModel.stored``: a live generation
+    that indexes the thread with exactly those comments hands them over, ``SearchPipeline.comment_meta``; a reader
+    that cannot say counts as encoding them); any other goes to ``parts[1]``."""
     parts: list  # [with comments, without]
     name: str = "by-comments"
     stored_only: bool = False
+
+    def __post_init__(self):
+        from .rankers import comment_readers
+        self._readers = comment_readers(self.parts[0])  # found once: serving sets the parts up in place
 
     def route(self, q: Query):
         """The ranker that scores ``q``."""
         from .rankers import without_comments
         if without_comments(q).all():
             return self.parts[1]
-        if self.stored_only and not all(reader.stored(c) for reader in self._comment_readers() for c in q.candidates
-                                        if c.meta.get("comments")):
+        answered = [c for c in q.candidates if c.meta.get("comments")]
+        if self.stored_only and not all(hasattr(r, "stored") and r.stored(c) for r in self._readers for c in answered):
             return self.parts[1]
         return self.parts[0]
-
-    def _comment_readers(self) -> list:
-        from .rankers import walk
-        return [r for r in walk([self.parts[0]]) if hasattr(r, "stored")]
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         routes = [self.route(q) for q in queries]

@@ -353,14 +353,18 @@ def walk(rankers: list[Ranker]):
             stack += list(getattr(r, "parts", []))
 
 
+def comment_readers(ranker: Ranker) -> list:
+    """The parts of ``ranker`` (itself included) that read its candidates' comments: ``answers-model-*``
+    (``AnswersModel``) and ``answers-cosine-*`` (``AnswersCosine``)."""
+    return [r for r in walk([ranker]) if isinstance(r, (AnswersModel, AnswersCosine))]
+
+
 def reads_comments(ranker: Ranker, q: Query) -> bool:
     """Whether ``ranker`` weighs the comments ``q``'s candidates carry: a router (``ByComments``) by the ranker it
-    routes ``q`` to; a ranker with a part that reads them (``AnswersModel``, ``AnswersCosine``) where any candidate
-    carries some."""
+    routes ``q`` to; any other where it has a comment reader (``comment_readers``) and a candidate carries some."""
     if hasattr(ranker, "route"):
         ranker = ranker.route(q)
-    return not without_comments(q).all() and any(isinstance(r, (AnswersModel, AnswersCosine))
-                                                  for r in walk([ranker]))
+    return not without_comments(q).all() and bool(comment_readers(ranker))
 
 
 def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int = 0, vector_store=None) -> Ranker:

@@ -116,6 +116,13 @@ def feature_columns(queries: list[Query], answer_ranker, thread_ranker=None, qua
     return out
 
 
+def padded(weights) -> np.ndarray:
+    """A weight per feature (FEATURES): a file tuned before a feature existed gives it no weight."""
+    w = np.zeros(len(FEATURES))
+    w[:len(weights)] = weights
+    return w
+
+
 @dataclass
 class RelatedAnswersRanker:
     answer_ranker: object
@@ -135,10 +142,6 @@ class RelatedAnswersRanker:
                 if r is not None]
 
     def score(self, queries: list[Query]) -> list[list[float]]:
-        def padded(weights) -> np.ndarray:
-            w = np.zeros(len(FEATURES))
-            w[:len(weights)] = weights  # files tuned before a feature existed give it no weight
-            return w
         ordered = padded(self.weights)
         unordered = None if self.unordered_weights is None else padded(self.unordered_weights)
         return [(X @ order_weights(q, ordered, unordered)).tolist()

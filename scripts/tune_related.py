@@ -30,9 +30,9 @@ from app.settings import Settings  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.scorer import read_lines  # noqa: E402
 from ranking.evaluation.tuning import GoldMAP, write_params  # noqa: E402
-from ranking.presets import HERE, PRESETS  # noqa: E402
+from ranking.presets import HERE, PRESETS, RELATED_PARTS  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
-from ranking.related import FEATURES, feature_columns  # noqa: E402
+from ranking.related import FEATURES, feature_columns, padded  # noqa: E402
 
 GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 3.0)
 # own_quality: finer below 0.25, since the answer ranker's own z-score weighs 1
@@ -44,13 +44,10 @@ def add_feature(args, bench, shipped: dict) -> None:
     settings = Settings()
     xml, gold_path = bench.paths(settings.semeval_dir)
     queries, gold = queries_for(xml, "C", bench.variant), read_lines(gold_path)
-    named = {k: get_ranker(shipped[k], settings) if shipped.get(k) else None
-             for k in ("answer_ranker", "thread_ranker", "quality_ranker", "answer_model")}
-    X = feature_columns(queries, named["answer_ranker"], named["thread_ranker"], named["quality_ranker"],
-                        named["answer_model"])
+    X = feature_columns(queries, *(get_ranker(shipped[k], settings) if shipped.get(k) else None
+                                   for k in RELATED_PARTS))  # the parts the file names, in feature_columns' order
     col = FEATURES.index(args.add_feature)
-    base = np.zeros(len(FEATURES))
-    base[:len(shipped["weights"])] = shipped["weights"]
+    base = padded(shipped["weights"])
     dev_map, results = GoldMAP(queries, gold), []
     for g in (0.0, *(float(v) for v in args.add_grid.split(","))):
         w = base.copy()
@@ -94,7 +91,7 @@ def main() -> None:
         if not args.out:
             raise SystemExit("--add-feature writes a candidate file: give --out")
         return add_feature(args, bench, shipped)
-    parts = ("answer_ranker", "thread_ranker", "quality_ranker", "answer_model")
+    parts = RELATED_PARTS
     if args.section and (bench.variant != "unordered"
                          or tuple(getattr(args, k) for k in parts) != tuple(shipped.get(k) for k in parts)):
         raise SystemExit("--section unordered: tune on semeval2016-dev-C-unordered with the parts the file names")
