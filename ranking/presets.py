@@ -198,6 +198,9 @@ PRESETS: dict[str, RankerSpec] = {
                                          "with the question: above 0, it is closer to another comment than to the "
                                          "question (a reply to the thread, not an answer; no metadata needed)",
                                          parts=("bi-encoder",), options={"margin": True}),
+    "bi-encoder-in-context": RankerSpec("in-context", "the subtask A bi-encoder on a comment followed by its thread's "
+                                        "question (subtask C candidates carry it), the comment alone otherwise "
+                                        "(docs/BENCHMARKS.md, round 38, rule 19)", parts=("bi-encoder",)),
     # first-stage retrievers over a whole corpus (the full-corpus benchmarks)
     "first-stage": RankerSpec("retriever", "the tuned first stage of the service (ranking/retriever_defaults.json)",
                               file="retriever_defaults.json"),
@@ -435,6 +438,11 @@ def _cascade(spec, settings, parts, name):
     return Cascade(parts, settings.cascade_top, name)
 
 
+def _in_context(spec, settings, parts, name):
+    from .rankers import InContext
+    return InContext(parts[0], name=name)
+
+
 def _by_comments(spec, settings, parts, name):
     from .candidate_rankers import ByComments
     return ByComments(list(parts), name, stored_only=spec.options.get("stored_only", False))
@@ -449,5 +457,5 @@ BUILDERS = {"ir-baseline": _ir_baseline, "minilm-cosine": _minilm_cosine, "lexic
             "combination": _combination, "related": _related, "first-stage-score": _first_stage_score,
             "answers-cosine": _answers_cosine, "answers-model": _answers_model, "cascade": _cascade,
             "comment-centrality": _comment_centrality, "closest-comment": _closest_comment,
-            "arabic-bm25": _arabic_bm25, "by-comments": _by_comments,
+            "arabic-bm25": _arabic_bm25, "by-comments": _by_comments, "in-context": _in_context,
             "factory": _factory}

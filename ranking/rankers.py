@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .candidates import ANSWER_ENCODER, Query, encoder_of, stored, stored_vector
+from .candidates import ANSWER_ENCODER, Candidate, Query, encoder_of, stored, stored_vector
 from .presets import UnknownRanker  # noqa: F401  (what get_ranker raises)
 
 if TYPE_CHECKING:
@@ -262,6 +262,34 @@ class ClosestComment:
                 closest = closest - np.asarray(answered[qi], dtype=np.float64)
             out.append(closest.tolist())
         return out
+
+
+@dataclass
+class InContext:
+    """A comment read with its thread's question: ``model`` (a pair ranker, the subtask A bi-encoder) scores each
+    candidate that carries its thread's question (meta ``thread_question``: every subtask C candidate) on its text
+    followed by that question, one space between (the model's word-piece limit cuts the question's end first), and
+    any other candidate on its text alone. A short comment leans on the question it answers ("yes, at the embassy");
+    in context its vector says what it answers. Candidates in context are given no stored vector (those are of the
+    comment alone); the question's own is kept."""
+    model: Any
+    name: str = ""
+
+    def __post_init__(self):
+        self.name = self.name or f"{self.model.name}-in-context"
+
+    @property
+    def parts(self) -> tuple:
+        return (self.model,)
+
+    @staticmethod
+    def in_context(q: Query) -> Query:
+        return Query(q.id, q.text, tuple(
+            Candidate(c.id, f"{c.text} {c.meta['thread_question']}", {}) if c.meta.get("thread_question") else c
+            for c in q.candidates), q.meta)
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        return self.model.score([self.in_context(q) for q in queries])
 
 
 @dataclass

@@ -189,3 +189,33 @@ def test_closest_comment_is_each_comments_highest_cosine_with_another_and_its_ma
         name = "cross"
     with pytest.raises(ValueError, match="closest-comment needs a bi-encoder"):
         ClosestComment(Cross())
+
+
+def test_in_context_reads_a_comment_with_its_threads_question_and_without_its_stored_vector():
+    """InContext (bi-encoder-in-context): a candidate carrying ``thread_question`` reaches the model as its text, a
+    space and that question, with no meta (a stored vector is of the comment alone); any other candidate, and the
+    question with its meta, reach it as given; the model's scores come back unchanged, aligned."""
+    from ranking.candidates import ANSWER_ENCODER, ANSWER_VECTOR
+    from ranking.rankers import InContext
+
+    class Recorder:
+        name = "fake-bi-encoder"
+
+        def __init__(self):
+            self.seen = []
+
+        def score(self, queries):
+            self.seen += queries
+            return [[float(len(c.text)) for c in q.candidates] for q in queries]
+    model = Recorder()
+    stored = {ANSWER_ENCODER: "fake", ANSWER_VECTOR: [1.0, 0.0], "thread_question": "visa renewal, where?"}
+    q = Query("q1", "where do I renew my visa", (Candidate("c1", "at the embassy", stored),
+                                                 Candidate("c2", "no idea", {"author": "u2"})), {"vector": [0.5]})
+    ranker = InContext(model)
+    assert ranker.name == "fake-bi-encoder-in-context" and ranker.parts == (model,)
+    got = ranker.score([q])
+    (seen,) = model.seen
+    assert seen.text == q.text and seen.meta == q.meta and seen.id == q.id
+    assert [c.text for c in seen.candidates] == ["at the embassy visa renewal, where?", "no idea"]
+    assert seen.candidates[0].meta == {} and seen.candidates[1] is q.candidates[1]
+    assert got == [[float(len("at the embassy visa renewal, where?")), 7.0]]
