@@ -403,3 +403,21 @@ def test_question_sweep_rule_needs_both_figures_and_the_paired_test():
                        "dev equal": f(0.75, 0.79, 0.01)}) == ([], None)
     assert qs.rule_11({**ref, "a": f(0.74, 0.80, 0.05), "b": f(0.74, 0.81, 0.05)})[1] is None
     assert qs.rule_11({"a": f(0.74, 0.80, 0.01)}) == ([], None)
+
+
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_evaluate_and_predict_help_name_each_subtasks_default_ranker_as_the_settings_do(command):
+    """The --ranker help names every subtask's default setting with its default value, read from the settings: a
+    default changed there (round 37 made subtask B's question-answers-fusion-indexed) is what --help says."""
+    import argparse
+
+    from ranking.evaluation.cli import add_evaluate_args, add_predict_args
+    from ranking.settings import RankingSettings
+    p = argparse.ArgumentParser(formatter_class=argparse.RawDescriptionHelpFormatter)
+    (add_evaluate_args if command == "evaluate" else add_predict_args)(p)
+    text = " ".join(next(a.help for a in p._actions if "--ranker" in a.option_strings).split())
+    fields = RankingSettings.model_fields
+    for name, task in (("default_ranker", "A"), ("default_ranker_b", "B"), ("default_ranker_c", "C"),
+                       ("arabic_ranker", "D")):
+        assert f"$CQA_{name.upper()} ({fields[name].default}) for {task}" in text
+    assert "question-answers-fusion-indexed" in text

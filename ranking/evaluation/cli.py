@@ -12,8 +12,18 @@ from .measures import paired_ap
 from .runner import default_ranker
 from .scorer import ScoringError, score_files
 
-DEFAULT_HELP = ("default: $CQA_DEFAULT_RANKER (cascade) for A, $CQA_DEFAULT_RANKER_B (question-fusion) "
-                "for B, $CQA_DEFAULT_RANKER_C (related-answers) for C, $CQA_ARABIC_RANKER (bm25-arabic) for D")
+
+
+def _default_help() -> str:
+    """Each subtask's default ranker setting and its default value, read from the settings (never written twice)."""
+    from ..settings import RankingSettings
+    fields = RankingSettings.model_fields
+    return "default: " + ", ".join(f"${'CQA_' + name.upper()} ({fields[name].default}) for {task}" for name, task in
+                                   (("default_ranker", "A"), ("default_ranker_b", "B"),
+                                    ("default_ranker_c", "C"), ("arabic_ranker", "D")))
+
+
+DEFAULT_HELP = _default_help()
 
 
 def _build(label: str, settings, args: argparse.Namespace):
