@@ -421,3 +421,37 @@ def test_evaluate_and_predict_help_name_each_subtasks_default_ranker_as_the_sett
                        ("arabic_ranker", "D")):
         assert f"$CQA_{name.upper()} ({fields[name].default}) for {task}" in text
     assert "question-answers-fusion-indexed" in text
+
+
+def test_map_interval_bootstraps_the_questions_of_a_report(tmp_path):
+    """scripts/map_interval.py: the official MAP as the report says, a 95% interval around the mean of the
+    per-question AP that narrows with more questions, the share of resamples at a target, and the interval of a
+    paired difference over the questions both runs share; a report without per-question AP is refused."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "map_interval.py"
+
+    def report(name, aps, bench="semeval2016-test-C"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "report.json").write_text(json.dumps(
+            {"benchmark": bench, "MAP": sum(aps.values()) / len(aps), "per_question_ap": aps}))
+        return str(folder)
+    few = report("few", {f"Q{i}": (0.2, 0.9)[i % 2] for i in range(10)})
+    many = report("many", {f"Q{i}": (0.2, 0.9)[i % 2] for i in range(1000)})
+    better = report("better", {f"Q{i}": (0.3, 0.9)[i % 2] for i in range(10)})
+    p = subprocess.run([sys.executable, str(script), few, many, "--target", "0.55"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    runs = json.loads(p.stdout.strip().splitlines()[-1])["runs"]
+    for r in runs:
+        lo, hi = r["interval_95"]
+        assert r["MAP"] == pytest.approx(0.55) and lo < 0.55 < hi
+        assert 0.3 < r["share_at_or_above_target"] < 0.7
+    assert runs[1]["interval_95"][1] - runs[1]["interval_95"][0] < runs[0]["interval_95"][1] - runs[0]["interval_95"][0]
+    p = subprocess.run([sys.executable, str(script), better, few, "--paired"], capture_output=True, text=True)
+    diff = json.loads(p.stdout.strip().splitlines()[-1])["difference"]
+    assert diff["questions"] == 10 and diff["mean"] == pytest.approx(0.05)
+    assert 0 <= diff["interval_95"][0] <= 0.05 <= diff["interval_95"][1] <= 0.1
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "report.json").write_text(json.dumps({"benchmark": "x", "MAP": 0.5}))
+    p = subprocess.run([sys.executable, str(script), str(bare)], capture_output=True, text=True)
+    assert p.returncode != 0 and "no per_question_ap" in p.stderr
