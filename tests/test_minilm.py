@@ -141,6 +141,14 @@ def test_subtask_C_training_pairs_are_each_original_question_with_its_related_co
     # a comment can be Good for its own thread and Bad for the new question: the A label is not what C trains on
     own = {c.get("RELC_ID"): c.get("RELC_RELEVANCE2RELQ") for c in root.iter("RelComment")}
     assert any(own[a.id] == "Good" and a.label == "Bad" for t in threads for a in t.answers)
+    # the same pairs as a benchmark (scripts/cv_related.py): the C benchmark's queries, gold true where Good
+    from ranking.neural.train_minilm import related_training_set
+    queries, gold = related_training_set(semeval)
+    assert [q.id for q in queries] == [q.id for q in queries_for(semeval / TRAIN_PART2, "C")] and len(queries) == 67
+    assert all(c.meta.get("thread_question") and c.meta.get("thread_rank") for q in queries for c in q.candidates)
+    assert [(g.qid, g.cid) for g in gold] == [(q.id, c.id) for q in queries for c in q.candidates]
+    assert {(g.qid, g.cid) for g in gold if g.label} == {(t.id, a.id) for t in threads for a in t.answers
+                                                          if a.label == "Good"}
     from app.cli import _minilm_checkpoint
     assert _minilm_checkpoint(Settings(), "bi-encoder", "C") == Settings().related_bi_encoder_checkpoint
     with pytest.raises(ValueError, match="cross-encoder of task C; give --out"):

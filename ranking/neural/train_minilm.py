@@ -304,6 +304,19 @@ def question_training_set(semeval_dir: Path) -> tuple[dict[str, object], list[Qu
     return threads, queries, [Line(q.id, c.id, 0.0, good[(q.id, c.id)]) for q in queries for c in q.candidates]
 
 
+def related_training_set(semeval_dir: Path) -> tuple[list[Query], list[Line]]:
+    """Subtask C's training questions as a benchmark: each original question of 2016 train part 2 with the comments
+    of its related threads as candidates, in the C benchmark's shape (``queries_for``: thread ranks, thread questions,
+    positions), and their gold (``related_comments_as_threads``: Good when judged Good for the original question), for
+    the cross-validation over them (scripts/cv_related.py)."""
+    from indexing.catalog import TRAIN_PART2
+
+    from ..evaluation.benchmarks import queries_for
+    good = {(t.id, a.id): a.label == "Good" for t in related_comments_as_threads(semeval_dir) for a in t.answers}
+    queries = [q for q in queries_for(semeval_dir / TRAIN_PART2, "C") if any((q.id, c.id) in good for c in q.candidates)]
+    return queries, [Line(q.id, c.id, 0.0, good.get((q.id, c.id), False)) for q in queries for c in q.candidates]
+
+
 def recorded_recipe(config_path: Path, groups: list[Group], device: str, epochs_kept: int = 1,
                     max_steps: int | None = None, **changes) -> MiniLMTrainConfig:
     """The training settings a checkpoint's ``config.json`` records (its ``train`` section) with ``changes``, for
