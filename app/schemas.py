@@ -407,6 +407,10 @@ class ShippedFigure(BaseModel):
 
 class LiveFigure(BaseModel):
     MAP: float | None = None
+    MAP_interval_95: list[float] | None = Field(None, description="the 95% percentile interval of MAP over 10,000 "
+                                                "bootstrap resamples of the run's questions (seeded): where another "
+                                                "draw of as many questions like these would put the figure; null for "
+                                                "runs without per-question figures")
     MRR: float | None = None
     P_at_1: float | None = Field(None, alias="P@1")
     ranker: str | None = None

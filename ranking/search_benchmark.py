@@ -16,6 +16,7 @@ from indexing.loaders import load_semeval
 from indexing.store import ThreadStore
 
 from .evaluation.measures import (
+    map_interval,
     paired_randomization,
     paired_t,
     per_query,
@@ -119,7 +120,7 @@ def run_search_benchmark(settings: RankingSettings, split: str, target: str, com
               "k": K, "rerank_depth": pipe.depth, "seconds": round(seconds, 2),
               "latency_ms": _latency(ms),
               "figures": figures, "MAP": figures["MAP@10"], "MRR": figures["MRR"], "P@1": figures["P@1"],
-              "per_question_ap": ap, "folder": str(out)}
+              "MAP_interval_95": map_interval(ap), "per_question_ap": ap, "folder": str(out)}
     if other is not None:
         run2, ms2 = other
         ap2 = per_query(qrels, run2, "AP@10")

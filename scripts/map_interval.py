@@ -1,7 +1,8 @@
 """How far a benchmark's MAP can be trusted: a bootstrap over its questions. For each report folder (``cqa evaluate
 --json`` writes one; its report.json keeps the official per-question AP), the official MAP, the 95% percentile
 interval of MAP over 10,000 resamples of the questions (seeded), and with --target the share of resamples at or above
-it: how often a set of questions drawn like these would put the same ranker at the target. With two folders of the
+it: how often a set of questions drawn like these would put the same ranker at the target (the interval is the one
+every report now carries, ``MAP_interval_95``: ranking.evaluation.measures.map_interval). With two folders of the
 same benchmark (--paired), the interval of their difference, resampling the questions both share.
 
     python scripts/map_interval.py var/reports/semeval2016-test-C/RUN [...] [--target 0.580] [--paired]
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-RESAMPLES = 10_000
-SEED = 2016
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ranking.evaluation.measures import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_means, map_interval  # noqa: E402
 
 
 def per_question(folder: Path) -> tuple[str, dict[str, float], float]:
@@ -25,12 +28,6 @@ def per_question(folder: Path) -> tuple[str, dict[str, float], float]:
     if "per_question_ap" not in report:
         raise SystemExit(f"{folder}: report.json has no per_question_ap (an older cqa evaluate wrote it)")
     return report["benchmark"], report["per_question_ap"], float(report["MAP"])
-
-
-def interval(values: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, list[float]]:
-    """The resampled means of ``values`` (a row per resample) and their 2.5th and 97.5th percentiles."""
-    means = values[rng.integers(0, len(values), size=(RESAMPLES, len(values)))].mean(axis=1)
-    return means, [float(v) for v in np.percentile(means, [2.5, 97.5])]
 
 
 def main() -> None:
@@ -42,16 +39,14 @@ def main() -> None:
     out = []
     for folder in args.folders:
         bench, ap_by_q, official = per_question(folder)
-        values = np.asarray(list(ap_by_q.values()), dtype=float)
-        means, (lo, hi) = interval(values, np.random.default_rng(SEED))
-        row = {"folder": str(folder), "benchmark": bench, "questions": len(values), "MAP": official,
-               "mean_of_per_question_ap": float(values.mean()), "interval_95": [lo, hi]}
+        row = {"folder": str(folder), "benchmark": bench, "questions": len(ap_by_q), "MAP": official,
+               "mean_of_per_question_ap": float(np.mean(list(ap_by_q.values()))), "interval_95": map_interval(ap_by_q)}
         if args.target is not None:
             row["target"] = args.target
-            row["share_at_or_above_target"] = float((means >= args.target).mean())
+            row["share_at_or_above_target"] = float((bootstrap_means(list(ap_by_q.values())) >= args.target).mean())
         out.append(row)
         print(json.dumps(row))
-    result = {"resamples": RESAMPLES, "seed": SEED, "runs": out}
+    result = {"resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "runs": out}
     if args.paired:
         if len(args.folders) != 2:
             raise SystemExit("--paired takes two report folders")
@@ -59,9 +54,9 @@ def main() -> None:
         if ba != bb:
             raise SystemExit(f"--paired: two benchmarks ({ba}, {bb})")
         shared = sorted(set(a) & set(b))
-        diff = np.asarray([a[q] - b[q] for q in shared], dtype=float)
-        _, (lo, hi) = interval(diff, np.random.default_rng(SEED))
-        result["difference"] = {"questions": len(shared), "mean": float(diff.mean()), "interval_95": [lo, hi]}
+        diff = {q: a[q] - b[q] for q in shared}
+        result["difference"] = {"questions": len(shared), "mean": float(np.mean(list(diff.values()))),
+                                "interval_95": map_interval(diff)}
     print(json.dumps(result))
 
 

@@ -506,6 +506,8 @@ def test_evaluation_job_and_report(client):
     ev = client.get("/evaluation").json()["benchmarks"]["semeval2016-test-B"]
     assert client.get("/evaluation").json()["shipped"] == fresh["shipped"]
     assert ev["ranker"] == "ir-baseline" and round(ev["MAP"], 4) == 0.7475 and ev["generation"].startswith("gen-")
+    lo, hi = ev["MAP_interval_95"]  # a bootstrap over its 70 questions, as the job's report has it
+    assert lo < ev["MAP"] < hi and [lo, hi] == job["result"]["MAP_interval_95"]
     r = client.post("/evaluation", json={"benchmark": "nope"}, headers=ADMIN)
     assert r.status_code == 422 and "unknown benchmark" in r.json()["error"]["message"]
 

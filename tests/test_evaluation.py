@@ -32,6 +32,9 @@ def test_ir_baseline_reproduces_official(cli_env, subtask, expected, tmp_path):
     assert (f / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     latest = json.loads((f.parent / "latest.json").read_text())
     assert latest["ranker"] == "ir-baseline" and latest["MAP"] == out["MAP"]
+    lo, hi = out["MAP_interval_95"]
+    assert lo < out["MAP"] < hi and latest["MAP_interval_95"] == [lo, hi]
+    assert f"95% interval {lo:.4f}-{hi:.4f}" in (f / "report.md").read_text()
     for key in ("nDCG@10", "P@1", "R@10", "MRR", "AvgRec", "Acc"):
         assert key in out
 
@@ -455,3 +458,21 @@ def test_map_interval_bootstraps_the_questions_of_a_report(tmp_path):
     (bare / "report.json").write_text(json.dumps({"benchmark": "x", "MAP": 0.5}))
     p = subprocess.run([sys.executable, str(script), str(bare)], capture_output=True, text=True)
     assert p.returncode != 0 and "no per_question_ap" in p.stderr
+
+
+def test_map_interval_is_a_seeded_bootstrap_over_the_questions():
+    """measures.map_interval: the 2.5th and 97.5th percentiles of bootstrap_means (10,000 seeded resamples of the
+    questions' AP, drawn a thousand at a time); the same AP give the same interval, more questions like them a
+    narrower one, identical AP a point, and no questions none."""
+    import numpy as np
+
+    from ranking.evaluation.measures import bootstrap_means, map_interval
+    ap = {f"Q{i}": v for i, v in enumerate([0.1, 0.5, 0.9, 1.0, 0.0, 0.3, 0.7])}
+    means = bootstrap_means(list(ap.values()))
+    assert len(means) == 10_000 and np.array_equal(means, bootstrap_means(list(ap.values())))
+    lo, hi = map_interval(ap)
+    assert [lo, hi] == [float(v) for v in np.percentile(means, [2.5, 97.5])] and lo < np.mean(list(ap.values())) < hi
+    more = {f"{q}-{k}": v for k in range(20) for q, v in ap.items()}
+    lo2, hi2 = map_interval(more)
+    assert lo < lo2 < hi2 < hi
+    assert map_interval({"a": 0.4, "b": 0.4}) == [0.4, 0.4] and map_interval({}) is None

@@ -351,6 +351,8 @@ def test_search_benchmark_reproduces_the_documented_figures(target, documented, 
     r = run_search_benchmark(Settings(data_dir=fresh_corpus_dir, shared_data_dir=SEMEVAL.parent), "test", target,
                              progress=False)
     assert abs(r["MAP"] - documented) < 0.005, r["figures"]
+    lo, hi = r["MAP_interval_95"]  # a bootstrap over the questions' AP@10
+    assert lo < r["MAP"] < hi and hi - lo < 0.3
     assert r["MAP"] >= r["compare"]["MAP"] + 0.03 and r["P@1"] >= r["compare"]["figures"]["P@1"]
     assert r["compare"]["p_randomization"] < 0.05
 

@@ -67,6 +67,9 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert "Search holds every stored thread" in browser.find_element(By.ID, "freshness").text
     panel = browser.find_element(By.ID, "evaluation")
     assert "semeval2016-test-B" in panel.text and "0.7475" in panel.text
+    import re
+    shown = re.search(r"0\.7475 \[(0\.\d{4}), (0\.\d{4})\]", panel.text)  # the run's 95% interval beside it
+    assert shown and float(shown.group(1)) < 0.7475 < float(shown.group(2))
     img = panel.find_element(By.TAG_NAME, "img")
     browser.execute_script("arguments[0].scrollIntoView()", img)  # the chart loads lazily, when a reader gets to it
     wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img) > 0)

@@ -129,6 +129,7 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         for k, v in out.items():
             if isinstance(v, float):
                 print(f"{k:12s} {v:.4f}")
+        _with_interval(out, report)
         if "compare" in out:
             _print_compare(out["compare"]["ranker"], out["compare"])
         print(f"report: {report['folder']}")
@@ -138,6 +139,14 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
     except (ScoringError, BenchmarkError, UnknownRanker, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _with_interval(out: dict, report: dict) -> None:
+    """The run's MAP interval (``MAP_interval_95``: a bootstrap over its questions) into ``out`` and printed, where
+    the run has one."""
+    if report.get("MAP_interval_95"):
+        lo, hi = out["MAP_interval_95"] = report["MAP_interval_95"]
+        print(f"MAP 95%      {lo:.4f}-{hi:.4f} (a bootstrap over the {report['questions']} questions)")
 
 
 def _print_compare(label: str, c: dict) -> None:
@@ -163,6 +172,7 @@ def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:
            "latency_ms": report["latency_ms"], "report": report["folder"]}
     for k, v in report["figures"].items():
         print(f"{k:12s} {v:.4f}")
+    _with_interval(out, report)
     print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per search")
     if "compare" in report:
         c = report["compare"]

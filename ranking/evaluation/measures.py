@@ -93,3 +93,30 @@ def paired_ap(a: dict[str, float], b: dict[str, float]) -> dict:
     qs = sorted(set(a) & set(b))
     x, y = [a[q] for q in qs], [b[q] for q in qs]
     return {"questions": len(qs), "p_randomization": paired_randomization(x, y), "p_ttest": paired_t(x, y)}
+
+
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 2016
+
+
+def bootstrap_means(values, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """The mean of ``values`` over ``resamples`` draws of as many values with replacement (seeded: the same values
+    give the same means), drawn a thousand resamples at a time to bound the memory."""
+    x = np.asarray(values, dtype=float)
+    if not len(x):
+        return np.zeros(0)
+    rng, out = np.random.default_rng(seed), []
+    for start in range(0, resamples, 1000):
+        out.append(x[rng.integers(0, len(x), size=(min(1000, resamples - start), len(x)))].mean(axis=1))
+    return np.concatenate(out)
+
+
+def map_interval(per_question: dict[str, float], level: float = 0.95) -> list[float] | None:
+    """The ``level`` percentile interval of MAP over bootstrap resamples of the questions (``bootstrap_means`` of
+    their AP): how far the figure would move with another draw of as many questions like these. None without
+    questions."""
+    means = bootstrap_means(list(per_question.values()))
+    if not len(means):
+        return None
+    tail = (1 - level) / 2 * 100
+    return [float(v) for v in np.percentile(means, [tail, 100 - tail])]

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..candidates import Query
 from ..rankers import Ranker, labels_from_scores
 from .benchmarks import PUBLISHED, Benchmark, BenchmarkError, queries_for
-from .measures import ir_figures, write_trec_qrels, write_trec_run
+from .measures import ir_figures, map_interval, write_trec_qrels, write_trec_run
 from .scorer import Line, per_question_ap, read_lines, score
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
               "generation": generation, **stored, "created_at": stamp.isoformat(), "seconds": round(seconds, 2),
               "questions": official.questions, "lines": official.lines, "figures": figures,
               "MAP": figures["MAP"], "MRR": figures["MRR"], "P@1": figures.get("P@1"),
-              "per_question_ap": ap, "folder": str(out),
+              "MAP_interval_95": map_interval(ap), "per_question_ap": ap, "folder": str(out),
               # how each MiniLM model in it ran: the same preset runs torch-bf16 or torch-fp32 by the CPU (auto)
               "inference": {r["model"]: r["variant"] for r in inference_report([ranker])}}
     finish_report(out, report, PUBLISHED.get(bench.subtask) if bench.split == "test" else None)
@@ -235,8 +235,12 @@ def latest_reports(reports_dir: Path) -> dict[str, dict]:
 def _write_markdown(path: Path, report: dict, systems: dict[str, dict]) -> None:
     f = report["figures"]
     lines = [f"# {report['benchmark']}: {report['ranker']}", "",
-             f"{report['created_at']} · {report['questions']} questions · {report['seconds']} s", "",
-             "| measure | value |", "|---|---|"]
+             f"{report['created_at']} · {report['questions']} questions · {report['seconds']} s", ""]
+    if report.get("MAP_interval_95"):
+        lo, hi = report["MAP_interval_95"]
+        lines += [f"MAP {report['MAP']:.4f}, 95% interval {lo:.4f}-{hi:.4f} (a bootstrap over the questions: where "
+                  "another draw of as many questions like these would put it)", ""]
+    lines += ["| measure | value |", "|---|---|"]
     lines += [f"| {k} | {v:.4f} |" for k, v in f.items()]
     lines += ["", "## Latest run of each ranker on this benchmark", "", "| ranker | MAP | MRR | when |", "|---|---|---|---|"]
     for name, r in sorted(systems.items(), key=lambda kv: -kv[1]["MAP"]):
