@@ -80,6 +80,9 @@ def test_compare_reports_p_values(cli_env):
     a, b = [ap[q] for q in qs], [base[q] for q in qs]
     assert out["compare"]["p_randomization"] == paired_randomization(a, b)
     assert out["compare"]["p_ttest"] == paired_t(a, b) < 1.0
+    from ranking.evaluation.measures import map_interval
+    lo, hi = out["compare"]["difference_interval_95"]  # the interval of MAP(bm25) - MAP(ir-baseline)
+    assert [lo, hi] == map_interval({q: ap[q] - base[q] for q in qs}) and lo < out["MAP"] - alone["MAP"] < hi
 
 
 def test_significance_tests():

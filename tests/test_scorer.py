@@ -110,5 +110,6 @@ def test_cli_compares_two_prediction_files(semeval, cli_env):
     assert 0 < c["p_randomization"] <= 1 and 0 < c["p_ttest"] <= 1
     same = json.loads(cli("--pred", kelp, "--compare-pred", kelp).stdout.strip().splitlines()[-1])["compare"]
     assert same["p_randomization"] == 1.0 and round(same["MAP"], 4) == 0.7919
+    assert same["difference_interval_95"] == [0.0, 0.0] and c["difference_interval_95"][0] < c["difference_interval_95"][1]
     wrong = cli("--pred", kelp, "--compare-pred", str(semeval / "runs2016/Kelp/subtask_B_primary.txt"))
     assert wrong.returncode == 2 and "do not match the gold" in wrong.stderr

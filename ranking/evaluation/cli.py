@@ -151,7 +151,15 @@ def _with_interval(out: dict, report: dict) -> None:
 
 def _print_compare(label: str, c: dict) -> None:
     print(f"vs {label}: MAP {c['MAP']:.4f}, paired randomisation p={c['p_randomization']:.4g}, "
-          f"paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions")
+          f"paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions{_difference(c)}")
+
+
+def _difference(c: dict) -> str:
+    """The difference's 95% interval (``paired_ap``), as a clause of the comparison's line."""
+    if not c.get("difference_interval_95"):
+        return ""
+    lo, hi = c["difference_interval_95"]
+    return f"; the difference's 95% interval {lo:+.4f} to {hi:+.4f}"
 
 
 def compare_files(gold: Path, pred: Path, other: Path) -> dict:
@@ -176,9 +184,11 @@ def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:
     print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per search")
     if "compare" in report:
         c = report["compare"]
-        out["compare"] = {k: c[k] for k in ("run", "figures", "latency_ms", "p_randomization", "p_ttest", "questions")}
+        out["compare"] = {k: c[k] for k in ("run", "figures", "latency_ms", "p_randomization", "p_ttest", "questions",
+                                            "difference_interval_95")}
         print(f"vs {c['run']['label']}: MAP@10 {c['MAP']:.4f}, P@1 {c['figures']['P@1']:.4f}, paired randomisation "
-              f"p={c['p_randomization']:.4g}, paired t-test p={c['p_ttest']:.4g} over {c['questions']} questions")
+              f"p={c['p_randomization']:.4g}, paired t-test p={c['p_ttest']:.4g} over {c['questions']} "
+              f"questions{_difference(c)}")
     print(f"report: {report['folder']}")
     if args.json:
         emit(out)

@@ -89,10 +89,12 @@ def paired_t(a: list[float], b: list[float]) -> float:
 
 def paired_ap(a: dict[str, float], b: dict[str, float]) -> dict:
     """The paired tests of two runs' per-question AP over the questions both have: how many, the paired
-    randomisation p and the paired t-test p (a against b)."""
+    randomisation p and the paired t-test p (a against b), and the 95% interval of the difference in MAP (a - b)."""
     qs = sorted(set(a) & set(b))
     x, y = [a[q] for q in qs], [b[q] for q in qs]
-    return {"questions": len(qs), "p_randomization": paired_randomization(x, y), "p_ttest": paired_t(x, y)}
+    return {"questions": len(qs), "p_randomization": paired_randomization(x, y), "p_ttest": paired_t(x, y),
+            # how big the difference may be, beside whether it is 0: a bootstrap over the same questions
+            "difference_interval_95": map_interval({q: a[q] - b[q] for q in qs})}
 
 
 BOOTSTRAP_RESAMPLES = 10_000
