@@ -269,9 +269,11 @@ class InContext:
     """A comment read with its thread's question: ``model`` (a pair ranker, the subtask A bi-encoder) scores each
     candidate that carries its thread's question (meta ``thread_question``: every subtask C candidate) on its text
     followed by that question, one space between (the model's word-piece limit cuts the question's end first), and
-    any other candidate on its text alone. A short comment leans on the question it answers ("yes, at the embassy");
-    in context its vector says what it answers. Candidates in context are given no stored vector (those are of the
-    comment alone); the question's own is kept."""
+    any other candidate on its text alone. A short comment leans on the question it answers ("yes, at the embassy"),
+    which is why it was tried; on dev-C it ranks worse than the comment alone (0.3082 against 0.4253: the question's
+    words, shared by the whole thread, swamp what tells its comments apart; docs/BENCHMARKS.md, round 38, rule 19), so
+    no default uses it. Candidates in context are given no stored vector (those are of the comment alone); the
+    question's own is kept."""
     model: Any
     name: str = ""
 

@@ -13,7 +13,6 @@ from .runner import default_ranker
 from .scorer import ScoringError, score_files
 
 
-
 def _default_help() -> str:
     """Each subtask's default ranker setting and its default value, read from the settings (never written twice)."""
     from ..settings import RankingSettings
