@@ -32,7 +32,7 @@ from indexing.translation import TranslationTable
 
 from .candidate_rankers import LexicalRanker, TranslationLMRanker
 from .candidates import Candidate, Query
-from .evaluation.measures import paired_randomization
+from .evaluation.measures import map_interval, paired_randomization
 from .evaluation.runner import align_to_gold
 from .evaluation.scorer import Line, per_question_ap, read_lines, score
 from .evaluation.tuning import FOLD_SEED, FOLDS, folds_of, fused_scores, grid_search
@@ -290,7 +290,8 @@ def run_cross_validation(xml: Path, gold_path: Path, progress: bool = False) -> 
         keys = sorted(ap)
         p = None if name == "ir-baseline" else paired_randomization([ap[q] for q in keys], [base_ap[q] for q in keys])
         rankers[name] = {"MAP": round(official.MAP, 4), "MRR": round(official.MRR, 3),
-                         "AvgRec": round(official.AvgRec, 4), "p_vs_ir_baseline": None if p is None else round(p, 4)}
+                         "AvgRec": round(official.AvgRec, 4), "p_vs_ir_baseline": None if p is None else round(p, 4),
+                         "MAP_interval_95": [round(v, 4) for v in map_interval(ap)]}
     return {"benchmark": "semeval2016-dev-D", "protocol": f"{FOLDS}-fold cross-validation by original question "
             f"(seed {FOLD_SEED}) on the 2016 dev file", "questions": len(queries),
             "pairs": sum(len(q.candidates) for q in queries), "rankers": rankers, "folds": fold_info,

@@ -117,7 +117,8 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         if bench.subtask == "D":
             for name, r in report["rankers"].items():
                 p = "" if r["p_vs_ir_baseline"] is None else f"   p vs ir-baseline {r['p_vs_ir_baseline']:.4g}"
-                print(f"{name:16s} MAP {r['MAP']:.4f}   MRR {r['MRR']:.2f}{p}")
+                lo, hi = r["MAP_interval_95"]
+                print(f"{name:16s} MAP {r['MAP']:.4f} (95% {lo:.4f}-{hi:.4f})   MRR {r['MRR']:.2f}{p}")
             print(f"({report['protocol']}; {report['note']})")
             out["rankers"] = report["rankers"]
         if args.compare:

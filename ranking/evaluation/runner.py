@@ -166,9 +166,10 @@ def run_arabic(settings, bench: Benchmark, progress: bool = True) -> dict:
     cv = run_cross_validation(xml, gold, progress=progress)
     best = max(cv["rankers"], key=lambda n: cv["rankers"][n]["MAP"])
     out, stamp = report_folder(settings.reports_dir, bench.name, "cross-validation")
-    figures = {k: v for k, v in cv["rankers"][best].items() if k != "p_vs_ir_baseline"}
+    figures = {k: v for k, v in cv["rankers"][best].items() if k not in ("p_vs_ir_baseline", "MAP_interval_95")}
     report = {**cv, "ranker": best, "created_at": stamp.isoformat(), "seconds": round(time.perf_counter() - t0, 2),
-              "figures": figures, "MAP": figures["MAP"], "folder": str(out)}
+              "figures": figures, "MAP": figures["MAP"], "MAP_interval_95": cv["rankers"][best]["MAP_interval_95"],
+              "folder": str(out)}
     _atomic_json(out / "report.json", report)
     _atomic_json(out.parent / "latest.json", report)
     return report
