@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
-from ranking.evaluation.measures import paired_ap  # noqa: E402
+from ranking.evaluation.measures import against_shipped  # noqa: E402
 from ranking.evaluation.tuning import FOLD_SEED, GoldMAP, folds_of, fused_scores, grid_search, map_of  # noqa: E402
 from ranking.neural.ranker import MiniLMRanker  # noqa: E402
 from ranking.neural.train_minilm import (  # noqa: E402
@@ -156,11 +156,10 @@ def main() -> None:
         return {"weights": weights, "train_cv_MAP": train_map(fused(weights, train_parts)),
                 "dev_B_MAP": dev_map(fused(weights, dev_parts))}
 
-    def against_shipped(weights: dict[str, float], parts: dict[str, list], gold_map: GoldMAP) -> dict:
+    def against_shipped_weights(weights: dict[str, float], parts: dict[str, list], gold_map: GoldMAP) -> dict:
         """The candidate's per-question AP against the shipped weights': paired randomisation and t-test."""
-        a, b = gold_map.per_question(fused(weights, parts)), gold_map.per_question(fused(shipped, parts))
-        return {"MAP": sum(a.values()) / len(a), "shipped_MAP": sum(b.values()) / len(b), **paired_ap(a, b),
-                "better": sum(a[q] > b[q] for q in a), "worse": sum(a[q] < b[q] for q in a)}
+        return against_shipped(gold_map.per_question(fused(weights, parts)),
+                               gold_map.per_question(fused(shipped, parts)))
     report = {
         "folds": fold_log, "questions": {"train": len(queries), "dev": len(dev_q)},
         "single_parts": {n: judged({n: 1.0}) for n in train_parts},
@@ -173,8 +172,8 @@ def main() -> None:
     if args.candidate:
         weights = {n: candidate.get(n, 0.0) for n in scored}
         report["candidate"] = {"file": str(args.candidate), **judged(weights),
-                               "train_folds": against_shipped(weights, train_parts, train_map),
-                               "dev_B": against_shipped(weights, dev_parts, dev_map)}
+                               "train_folds": against_shipped_weights(weights, train_parts, train_map),
+                               "dev_B": against_shipped_weights(weights, dev_parts, dev_map)}
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: report[k] for k in ("single_parts", "chosen", "candidate") if k in report}))
 

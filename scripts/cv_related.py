@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
-from ranking.evaluation.measures import paired_ap  # noqa: E402
+from ranking.evaluation.measures import against_shipped  # noqa: E402
 from ranking.evaluation.tuning import FOLD_SEED, GoldMAP, folds_of  # noqa: E402
 from ranking.neural.ranker import MiniLMRanker  # noqa: E402
 from ranking.neural.train_minilm import dev_set, question_training_set, related_training_set  # noqa: E402
@@ -118,14 +118,12 @@ def main() -> None:
     pooled = chosen["by both, pooled"]
     w_pooled, w_shipped = weights_of(tuple(pooled["weights"].values())), base
 
-    def against_shipped(X, gold_map) -> dict:
-        a, b = gold_map.per_question(scores(w_pooled, X)), gold_map.per_question(scores(w_shipped, X))
-        return {"MAP": sum(a.values()) / len(a), "shipped_MAP": sum(b.values()) / len(b), **paired_ap(a, b),
-                "better": sum(a[q] > b[q] for q in a), "worse": sum(a[q] < b[q] for q in a)}
+    def pooled_against_shipped(X, gold_map) -> dict:
+        return against_shipped(gold_map.per_question(scores(w_pooled, X)), gold_map.per_question(scores(w_shipped, X)))
     report = {"questions": {"train": len(queries), "dev": len(dev_q)}, "folds": fold_log, "fold_seed": FOLD_SEED,
               "held_at_shipped": {n: float(base[i]) for i, n in enumerate(FEATURES) if n not in SEARCHED and base[i]},
-              "chosen": chosen, "pooled_against_shipped": {"train": against_shipped(train_X, train_map),
-                                                            "dev_C": against_shipped(dev_X, dev_map)},
+              "chosen": chosen, "pooled_against_shipped": {"train": pooled_against_shipped(train_X, train_map),
+                                                            "dev_C": pooled_against_shipped(dev_X, dev_map)},
               "grid": grid, "command": "python scripts/cv_related.py " + " ".join(sys.argv[1:])}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -20,7 +20,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ranking.evaluation.measures import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_means, map_interval  # noqa: E402
+from ranking.evaluation.measures import (  # noqa: E402
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    bootstrap_means,
+    map_interval,
+    paired_ap,
+)
 
 
 def per_question(folder: Path) -> tuple[str, dict[str, float], float]:
@@ -53,10 +59,11 @@ def main() -> None:
         (ba, a, _), (bb, b, _) = (per_question(f) for f in args.folders)
         if ba != bb:
             raise SystemExit(f"--paired: two benchmarks ({ba}, {bb})")
-        shared = sorted(set(a) & set(b))
-        diff = {q: a[q] - b[q] for q in shared}
-        result["difference"] = {"questions": len(shared), "mean": float(np.mean(list(diff.values()))),
-                                "interval_95": map_interval(diff)}
+        tests = paired_ap(a, b)  # the comparison every --compare gives, with the difference's interval
+        result["difference"] = {"questions": tests["questions"],
+                                "mean": float(np.mean([a[q] - b[q] for q in set(a) & set(b)])),
+                                "interval_95": tests["difference_interval_95"],
+                                "p_randomization": tests["p_randomization"], "p_ttest": tests["p_ttest"]}
     print(json.dumps(result))
 
 

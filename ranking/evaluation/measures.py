@@ -97,6 +97,14 @@ def paired_ap(a: dict[str, float], b: dict[str, float]) -> dict:
             "difference_interval_95": map_interval({q: a[q] - b[q] for q in qs})}
 
 
+def against_shipped(a: dict[str, float], b: dict[str, float]) -> dict:
+    """A candidate's per-question AP ``a`` against the shipped setting's ``b`` on the same questions (the
+    cross-validation scripts' judgement): both MAPs, the paired tests (``paired_ap``) and on how many questions the
+    candidate is better and worse."""
+    return {"MAP": sum(a.values()) / len(a), "shipped_MAP": sum(b.values()) / len(b), **paired_ap(a, b),
+            "better": sum(a[q] > b[q] for q in a), "worse": sum(a[q] < b[q] for q in a)}
+
+
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 2016
 
