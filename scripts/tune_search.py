@@ -10,6 +10,8 @@ test is never read.
     python scripts/tune_search.py --target answers --answer-model bi-encoder --sweep answer_model
     python scripts/tune_search.py --target questions --sweep answers-model-max
         # keep the shipped weights and choose only the added feature's
+    python scripts/tune_search.py --target answers --answer-model bi-encoder --thread-ranker question-fusion --keep
+        # fit nothing: the shipped weights with another thread ranker, scored on both splits
 
 answers: the related-answers features (ranking/related.py); questions: a z-score fusion of question-question
 scores (the first-stage order and scores over the corpus, BM25, LM and the MiniLM cosine over the head)."""
@@ -43,7 +45,8 @@ STEPS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, -0.25, -0.5)
 SWEEP = (0.1, 0.25, 0.5, 1.0, 2.0)  # --sweep: one added feature's weight, the shipped ones kept
 
 
-def features(settings, target: str, split: str, answer_ranker: str, answer_model: str | None = None):
+def features(settings, target: str, split: str, answer_ranker: str, answer_model: str | None = None,
+             thread_ranker: str = "fusion"):
     """Per question of the split: (feature matrix of the reranked head, evaluated id of every kept result,
     judgements). A collapsed group is scored by its copy judged relevant, if any (as the benchmark does)."""
     gen = ensure_corpus(settings)
@@ -53,7 +56,7 @@ def features(settings, target: str, split: str, answer_ranker: str, answer_model
         pipe = build_pipeline(settings, gen, store.get, rerankers={})
         if target == "answers":
             answer = for_serving(get_ranker(answer_ranker, settings))
-            thread = for_serving(get_ranker("fusion", settings))
+            thread = for_serving(get_ranker(thread_ranker, settings))
             second = for_serving(get_ranker(answer_model, settings)) if answer_model else None
         else:
             parts = [for_serving(get_ranker(n, settings)) for n in QUESTION_PARTS]
@@ -135,6 +138,10 @@ def main() -> int:
     ap.add_argument("--answer-ranker", default="minilm-cosine", help="answers: the ranker of (question, comment)")
     ap.add_argument("--answer-model", help="answers: a second ranker of (question, comment), the feature answer_model "
                     "(e.g. bi-encoder, which reads the comment vectors a generation stores)")
+    ap.add_argument("--thread-ranker", default="fusion", help="answers: the ranker of (new question, thread "
+                    "question), the feature thread_similarity (default: fusion)")
+    ap.add_argument("--keep", action="store_true", help="fit nothing: score the target's shipped weights as they are "
+                    "(with the rankers named here)")
     ap.add_argument("--sweep", choices=FEATURES + QUESTION_PARTS, help="keep the shipped weights of the target and "
                     "choose only this feature's weight, over SWEEP, on the --fit questions (coordinate ascent "
                     "otherwise)")
@@ -143,20 +150,27 @@ def main() -> int:
     settings = Settings()
     t0 = time.perf_counter()
     names = FEATURES if args.target == "answers" else QUESTION_PARTS
+    if args.keep and args.sweep:
+        ap.error("--keep fits nothing; --sweep fits one weight: give one of them")
     if args.sweep and args.sweep not in names:
         ap.error(f"--sweep {args.sweep} is not a feature of the {args.target} reranker: one of {', '.join(names)}")
-    data = {split: features(settings, args.target, split, args.answer_ranker, args.answer_model)[0]
+    data = {split: features(settings, args.target, split, args.answer_ranker, args.answer_model,
+                            args.thread_ranker)[0]
             for split in {args.fit, args.check}}
     depth = settings.rerank_depth
     feature_seconds = time.perf_counter() - t0
-    w = (sweep(data[args.fit], shipped_weights(args.target, names), names.index(args.sweep)) if args.sweep
-         else coordinate_ascent(data[args.fit], len(names)))
+    if args.keep:
+        w = np.asarray(shipped_weights(args.target, names), dtype=float)
+    elif args.sweep:
+        w = sweep(data[args.fit], shipped_weights(args.target, names), names.index(args.sweep))
+    else:
+        w = coordinate_ascent(data[args.fit], len(names))
     figures = {split: {"first_stage": mean_ap(rows, None), "reranked": mean_ap(rows, w),
                        "single_features": {n: mean_ap(rows, np.eye(len(names))[i]) for i, n in enumerate(names)},
                        "questions": len(rows)} for split, rows in data.items()}
     weights = [float(x) for x in w]
     if args.target == "answers":
-        d = {"name": "search-answers", "answer_ranker": args.answer_ranker, "thread_ranker": "fusion",
+        d = {"name": "search-answers", "answer_ranker": args.answer_ranker, "thread_ranker": args.thread_ranker,
              **({"answer_model": args.answer_model} if args.answer_model else {}),
              "features": list(FEATURES), "weights": weights}
     else:
@@ -166,10 +180,15 @@ def main() -> int:
               "command": f"python scripts/tune_search.py --target {args.target} --fit {args.fit} --check {args.check}"
                          + (f" --answer-ranker {args.answer_ranker}" if args.answer_ranker != "minilm-cosine" else "")
                          + (f" --answer-model {args.answer_model}" if args.answer_model else "")
+                         + (f" --thread-ranker {args.thread_ranker}" if args.thread_ranker != "fusion" else "")
+                         + (" --keep" if args.keep else "")
                          + (f" --sweep {args.sweep}" if args.sweep else "")})
     if args.sweep:
         d["fitted_on"] = (f"semeval2016-{args.fit}-search-{args.target} questions: the weight of {args.sweep} over "
                           f"{list(SWEEP)}, the others as shipped")
+    if args.keep:
+        d["fitted_on"] = "nothing: the shipped weights kept as they are"
+
     out = args.out or ROOT / "ranking" / f"search_{args.target}_defaults.json"
     out.write_text(json.dumps(d, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"target": args.target, "fit": args.fit, "weights": dict(zip(names, weights)),
