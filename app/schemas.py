@@ -400,6 +400,10 @@ class ShippedFigure(BaseModel):
     inference: dict[str, str] | None = Field(None, description="how each MiniLM model of the ranker ran (model -> "
                                              "variant); auto runs the subtask A default in torch-bf16 on a CPU with "
                                              "bf16 instructions; null: not recorded (torch-fp32 at the time)")
+    MAP_interval_95: list[float] | None = Field(None, description="the 95% percentile interval of the headline MAP "
+                                                "(MAP@10 for a search benchmark) over 10,000 bootstrap resamples of "
+                                                "the run's questions (seeded); null for a figure shipped before reports "
+                                                "carried it")
     data_folder: str | None = Field(None, description="the data folder whose live generation the run read, where that "
                                     "changed the ranking (a subtask B file's candidates with their comments' stored "
                                     "vectors: CQA_DATA_DIR for the command); null: any data folder gives the figure")

@@ -4,7 +4,9 @@
     python scripts/ship_figures.py semeval2016-test-A=cross-encoder+signals semeval2016-test-search-answers ...
 
 Each argument is a benchmark, optionally =RANKER (default: the latest run of that benchmark, whatever its ranker).
-With --update, the file keeps its other entries and only the benchmarks given are replaced (or added)."""
+With --update, the file keeps its other entries and only the entries of the (benchmark, ranker) pairs given are
+replaced (or added): a benchmark shipped with two variants of a ranker (test-C's related-answers in bf16 and in fp32)
+keeps the one not given."""
 from __future__ import annotations
 
 import argparse
@@ -27,7 +29,7 @@ def main() -> int:
     ap.add_argument("entries", nargs="+", metavar="BENCHMARK[=RANKER]")
     ap.add_argument("--reports", type=Path, default=Path(os.environ.get("CQA_DATA_DIR", "var")) / "reports")
     ap.add_argument("--out", type=Path, default=SHIPPED_FILE)
-    ap.add_argument("--update", action="store_true", help="keep the file's entries for other benchmarks")
+    ap.add_argument("--update", action="store_true", help="keep the file's entries for other (benchmark, ranker) pairs")
     args = ap.parse_args()
     from ranking.neural.inference import cpu_flags, has_bf16
     bf16 = "with" if has_bf16(cpu_flags()) else "without"
@@ -52,14 +54,18 @@ def main() -> int:
         if "latency_ms" in r:
             f["p50 ms per search"] = r["latency_ms"]["p50"]
         entry = {"benchmark": bench, "ranker": r["ranker"], "figures": f, "command": cmd,
-                 "measured_at": r["created_at"][:19] + "Z", "machine": machine, "inference": r.get("inference")}
+                 "measured_at": r["created_at"][:19] + "Z", "machine": machine, "inference": r.get("inference"),
+                 "MAP_interval_95": [round(float(x), 4) for x in r["MAP_interval_95"]]
+                 if r.get("MAP_interval_95") else None}
         if r.get("candidates_with_stored_comments"):  # B read the generation's stored comments: say which folder
             entry["data_folder"] = os.path.relpath(args.reports.parent, ROOT)
         figures.append(entry)
     if args.update and args.out.exists():
-        given = {f["benchmark"] for f in figures}
-        kept = [f for f in json.loads(args.out.read_text(encoding="utf-8"))["figures"] if f["benchmark"] not in given]
-        figures = kept + figures
+        given = {(f["benchmark"], f["ranker"]) for f in figures}
+        old = json.loads(args.out.read_text(encoding="utf-8"))["figures"]
+        order = {(f["benchmark"], f["ranker"]): i for i, f in enumerate(old)}  # replaced entries keep their place
+        kept = [f for f in old if (f["benchmark"], f["ranker"]) not in given]
+        figures = sorted(kept + figures, key=lambda f: order.get((f["benchmark"], f["ranker"]), len(order)))
     args.out.write_text(json.dumps({"figures": figures}, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"shipped": len(figures), "out": str(args.out)}))
     return 0

@@ -479,3 +479,34 @@ def test_map_interval_is_a_seeded_bootstrap_over_the_questions():
     lo2, hi2 = map_interval(more)
     assert lo < lo2 < hi2 < hi
     assert map_interval({"a": 0.4, "b": 0.4}) == [0.4, 0.4] and map_interval({}) is None
+
+
+def test_ship_figures_carries_the_interval_and_replaces_only_the_pairs_given(tmp_path, cli_env):
+    """scripts/ship_figures.py --update: the entry it writes from a real run's report gives that run's figures and
+    its 95% interval; the file's other entries stay in their places, including another ranker's entry for the same
+    benchmark (test-C is shipped for related-answers in bf16 and in fp32)."""
+    from .conftest import CQA, ROOT
+    run = subprocess.run(CQA + ["evaluate", "--benchmark", "semeval2016-test-B", "--ranker", "ir-baseline", "--json"],
+                         env=cli_env, capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    old = [{"benchmark": "semeval2016-test-B", "ranker": "ir-baseline", "figures": {"MAP": 0.1}, "command": "x",
+            "measured_at": "then", "machine": "m"},
+           {"benchmark": "semeval2016-test-B", "ranker": "bm25", "figures": {"MAP": 0.2}, "command": "y",
+            "measured_at": "then", "machine": "m"},
+           {"benchmark": "semeval2016-test-A", "ranker": "cascade", "figures": {"MAP": 0.3}, "command": "z",
+            "measured_at": "then", "machine": "m"}]
+    out = tmp_path / "shipped.json"
+    out.write_text(json.dumps({"figures": old}))
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "ship_figures.py"), "--update", "--out", str(out),
+                        "--reports", str(tmp_path / "var" / "reports"), "semeval2016-test-B=ir-baseline"],
+                       env=cli_env, capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    new = json.loads(out.read_text())["figures"]
+    assert [(f["benchmark"], f["ranker"]) for f in new] == [(f["benchmark"], f["ranker"]) for f in old]
+    assert new[1:] == old[1:]
+    shipped = new[0]
+    assert shipped["figures"]["MAP"] == round(report["MAP"], 4) == 0.7475
+    assert shipped["MAP_interval_95"] == [round(x, 4) for x in report["MAP_interval_95"]]
+    assert shipped["MAP_interval_95"][0] < 0.7475 < shipped["MAP_interval_95"][1]
+    assert shipped["command"] == "cqa evaluate --benchmark semeval2016-test-B --ranker ir-baseline"

@@ -70,6 +70,11 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     import re
     shown = re.search(r"0\.7475 \[(0\.\d{4}), (0\.\d{4})\]", panel.text)  # the run's 95% interval beside it
     assert shown and float(shown.group(1)) < 0.7475 < float(shown.group(2))
+    from ranking.evaluation.runner import shipped_figures
+    test_a = next(f for f in shipped_figures() if f["benchmark"] == "semeval2016-test-A")
+    lo, hi = test_a["MAP_interval_95"]  # a shipped figure shows its interval too
+    assert f"semeval2016-test-A: MAP {test_a['figures']['MAP']:.4f} [{lo:.4f}, {hi:.4f}]" in \
+        browser.find_element(By.ID, "shipped").text
     img = panel.find_element(By.TAG_NAME, "img")
     browser.execute_script("arguments[0].scrollIntoView()", img)  # the chart loads lazily, when a reader gets to it
     wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img) > 0)
