@@ -30,7 +30,12 @@ def main() -> int:
     ap.add_argument("--reports", type=Path, default=Path(os.environ.get("CQA_DATA_DIR", "var")) / "reports")
     ap.add_argument("--out", type=Path, default=SHIPPED_FILE)
     ap.add_argument("--update", action="store_true", help="keep the file's entries for other (benchmark, ranker) pairs")
+    ap.add_argument("--drop", action="append", default=[], metavar="BENCHMARK=RANKER",
+                    help="with --update, remove this pair's entry (one a new entry replaces under another name, e.g. "
+                         "a variant measured as `auto` and now named); repeatable")
     args = ap.parse_args()
+    if args.drop and not args.update:
+        ap.error("--drop edits the file's entries: it needs --update")
     from ranking.neural.inference import cpu_flags, has_bf16
     bf16 = "with" if has_bf16(cpu_flags()) else "without"
     machine = (f"{os.cpu_count()} CPU cores {bf16} bf16 instructions, {platform.machine()}, no GPU, "
@@ -64,7 +69,12 @@ def main() -> int:
         given = {(f["benchmark"], f["ranker"]) for f in figures}
         old = json.loads(args.out.read_text(encoding="utf-8"))["figures"]
         order = {(f["benchmark"], f["ranker"]): i for i, f in enumerate(old)}  # replaced entries keep their place
-        kept = [f for f in old if (f["benchmark"], f["ranker"]) not in given]
+        dropped = {tuple(d.split("=", 1)) for d in args.drop}
+        missing = dropped - set(order)
+        if missing:
+            print(f"error: --drop names no entry of {args.out}: {sorted(missing)}", file=sys.stderr)
+            return 2
+        kept = [f for f in old if (f["benchmark"], f["ranker"]) not in given | dropped]
         figures = sorted(kept + figures, key=lambda f: order.get((f["benchmark"], f["ranker"]), len(order)))
     args.out.write_text(json.dumps({"figures": figures}, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"shipped": len(figures), "out": str(args.out)}))

@@ -510,3 +510,14 @@ def test_ship_figures_carries_the_interval_and_replaces_only_the_pairs_given(tmp
     assert shipped["MAP_interval_95"] == [round(x, 4) for x in report["MAP_interval_95"]]
     assert shipped["MAP_interval_95"][0] < 0.7475 < shipped["MAP_interval_95"][1]
     assert shipped["command"] == "cqa evaluate --benchmark semeval2016-test-B --ranker ir-baseline"
+    # --drop removes a named pair's entry; a pair the file does not hold is an error that writes nothing
+    ship = [sys.executable, str(ROOT / "scripts" / "ship_figures.py"), "--update", "--out", str(out), "--reports",
+            str(tmp_path / "var" / "reports"), "semeval2016-test-B=ir-baseline"]
+    p = subprocess.run(ship + ["--drop", "semeval2016-test-A=nope"], env=cli_env, capture_output=True, text=True,
+                       cwd=ROOT)
+    assert p.returncode == 2 and "--drop names no entry" in p.stderr and json.loads(out.read_text())["figures"] == new
+    p = subprocess.run(ship + ["--drop", "semeval2016-test-B=bm25"], env=cli_env, capture_output=True, text=True,
+                       cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert [(f["benchmark"], f["ranker"]) for f in json.loads(out.read_text())["figures"]] == \
+        [("semeval2016-test-B", "ir-baseline"), ("semeval2016-test-A", "cascade")]
