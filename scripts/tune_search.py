@@ -188,7 +188,6 @@ def main() -> int:
                           f"{list(SWEEP)}, the others as shipped")
     if args.keep:
         d["fitted_on"] = "nothing: the shipped weights kept as they are"
-
     out = args.out or ROOT / "ranking" / f"search_{args.target}_defaults.json"
     out.write_text(json.dumps(d, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"target": args.target, "fit": args.fit, "weights": dict(zip(names, weights)),
