@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from lxml import etree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import Settings  # noqa: E402
+from indexing.loaders import load_semeval  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.evaluation.scorer import read_lines  # noqa: E402
 from ranking.evaluation.tuning import GoldMAP  # noqa: E402
@@ -41,10 +41,8 @@ def main() -> None:
     xml, gold_path = bench.paths(s.semeval_dir)
     queries = queries_for(xml, "C")
     dev_map = GoldMAP(queries, read_lines(gold_path))
-    relevant_thread = {f[1]: f[4] == "true" for f in (line.split() for line in
-                                                      Path(f"{xml}.subtaskB.relevancy").read_text().splitlines()) if f}
-    good_in_thread = {c.get("RELC_ID"): c.get("RELC_RELEVANCE2RELQ") == "Good"
-                      for c in etree.parse(str(xml)).iter("RelComment")}
+    relevant_thread = {line.cid: line.label for line in read_lines(f"{xml}.subtaskB.relevancy")}  # B's gold
+    good_in_thread = {a.id: a.label == "Good" for t in load_semeval(xml).threads for a in t.answers}  # A's labels
     shipped = get_ranker("related-answers", s).score(queries)
     base = [np.asarray(row, dtype=float) for row in shipped]
     thread = [zscore(np.array([float(relevant_thread[c.meta["thread_id"]]) for c in q.candidates])) for q in queries]
