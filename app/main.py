@@ -627,7 +627,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             r = run_named(svc.settings, body.benchmark, body.ranker, gen.name if gen else None, progress=False,
                           indexed=pipeline)
             return {**{k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "folder")},
-                    "MAP_interval_95": r.get("MAP_interval_95")}  # none for D's cross-validation and the full corpus
+                    "MAP_interval_95": r.get("MAP_interval_95")}  # none for the full corpus's first stage
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
         if not started:
             response.status_code = 409

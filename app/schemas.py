@@ -390,6 +390,11 @@ class JobSubmitted(BaseModel):
     message: str | None = None
 
 
+MAP_INTERVAL = ("the 95% percentile interval of the run's headline MAP (MAP@10 for a search benchmark) over 10,000 "
+                "seeded bootstrap resamples of its questions (ranking.evaluation.measures.map_interval): where another "
+                "draw of as many questions like these would put the figure")
+
+
 class ShippedFigure(BaseModel):
     benchmark: str
     ranker: str
@@ -400,10 +405,8 @@ class ShippedFigure(BaseModel):
     inference: dict[str, str] | None = Field(None, description="how each MiniLM model of the ranker ran (model -> "
                                              "variant); auto runs the subtask A default in torch-bf16 on a CPU with "
                                              "bf16 instructions; null: not recorded (torch-fp32 at the time)")
-    MAP_interval_95: list[float] | None = Field(None, description="the 95% percentile interval of the headline MAP "
-                                                "(MAP@10 for a search benchmark) over 10,000 bootstrap resamples of "
-                                                "the run's questions (seeded); null for a figure shipped before reports "
-                                                "carried it")
+    MAP_interval_95: list[float] | None = Field(None, description=MAP_INTERVAL + "; null for a figure shipped before "
+                                                "reports carried it")
     data_folder: str | None = Field(None, description="the data folder whose live generation the run read, where that "
                                     "changed the ranking (a subtask B file's candidates with their comments' stored "
                                     "vectors: CQA_DATA_DIR for the command); null: any data folder gives the figure")
@@ -411,10 +414,8 @@ class ShippedFigure(BaseModel):
 
 class LiveFigure(BaseModel):
     MAP: float | None = None
-    MAP_interval_95: list[float] | None = Field(None, description="the 95% percentile interval of MAP over 10,000 "
-                                                "bootstrap resamples of the run's questions (seeded): where another "
-                                                "draw of as many questions like these would put the figure; null for "
-                                                "runs without per-question figures")
+    MAP_interval_95: list[float] | None = Field(None, description=MAP_INTERVAL + "; null for runs without "
+                                                "per-question figures (the full corpus's first stage)")
     MRR: float | None = None
     P_at_1: float | None = Field(None, alias="P@1")
     ranker: str | None = None

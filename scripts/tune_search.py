@@ -10,8 +10,8 @@ test is never read.
     python scripts/tune_search.py --target answers --answer-model bi-encoder --sweep answer_model
     python scripts/tune_search.py --target questions --sweep answers-model-max
         # keep the shipped weights and choose only the added feature's
-    python scripts/tune_search.py --target answers --answer-model bi-encoder --thread-ranker question-fusion --keep
-        # fit nothing: the shipped weights with another thread ranker, scored on both splits
+    python scripts/tune_search.py --target answers --answer-model bi-encoder --thread-ranker question-fusion --keep \
+        --out var/candidate.json  # fit nothing: the shipped weights with another thread ranker, on both splits
 
 answers: the related-answers features (ranking/related.py); questions: a z-score fusion of question-question
 scores (the first-stage order and scores over the corpus, BM25, LM and the MiniLM cosine over the head)."""
@@ -152,6 +152,8 @@ def main() -> int:
     names = FEATURES if args.target == "answers" else QUESTION_PARTS
     if args.keep and args.sweep:
         ap.error("--keep fits nothing; --sweep fits one weight: give one of them")
+    if args.keep and not args.out:  # it scores another setting: the shipped file stays as it is
+        ap.error("--keep writes a candidate file: give --out")
     if args.sweep and args.sweep not in names:
         ap.error(f"--sweep {args.sweep} is not a feature of the {args.target} reranker: one of {', '.join(names)}")
     data = {split: features(settings, args.target, split, args.answer_ranker, args.answer_model,
