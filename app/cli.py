@@ -275,6 +275,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     settings = _settings(args)
     given = {k: v for k, v in vars(args).items() if v is not None}
     try:
+        if args.mix is not None and not args.average_of:
+            raise ValueError("--mix weighs the checkpoints of --average-of; give them")
         if args.model == "bilstm":
             if args.init_from or args.average_of:
                 raise ValueError("--init-from and --average-of are for the MiniLM models (cross-encoder, bi-encoder)")
@@ -293,8 +295,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                                  "leave them out")
             task = args.task or "A"
             out = args.out or _minilm_checkpoint(settings, args.model, task)
-            m = average_from_semeval(settings.semeval_dir, args.average_of, out, task, args.model)
-            summary = {"dev_MAP": m["dev_MAP"], "ingredients_dev_MAP": m["ingredients_dev_MAP"],
+            m = average_from_semeval(settings.semeval_dir, args.average_of, out, task, args.model, args.mix)
+            summary = {"dev_MAP": m["dev_MAP"], "ingredients_dev_MAP": m["ingredients_dev_MAP"], "mix": m["mix"],
                        "seconds": m["seconds"]}
         else:
             from ranking.neural.train import stop_on_sigterm
@@ -325,6 +327,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from ranking.evaluation.cli import predict_command
     return predict_command(args, _settings(args), _emit)
+
+
+def _shares(text: str) -> list[float]:
+    """An argparse type: comma-separated shares of a mix (``0.75,0.25``), or a one-line error that says so."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
 
 
 def _count(most: int):
@@ -529,10 +539,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MiniLM: start from this checkpoint directory of the same --model instead of "
                         "all-MiniLM-L6-v2 (a further epoch with fresh negatives, or the A model as the start of "
                         "the B model); the learning-rate schedule starts over")
-    s.add_argument("--average-of", type=Path, nargs="+", default=None, metavar="CHECKPOINT",
+    s.add_argument("--average-of", nargs="+", default=None, metavar="CHECKPOINT",
                    help="MiniLM: train nothing; write the mean of these checkpoints' weights (a model soup: like "
                         "models of this --model and --task from the same start, such as the fold models of "
-                        "scripts/cv_question_model.py beside the shipped one) and score it on the task's dev set")
+                        "scripts/cv_question_model.py beside the shipped one) and score it on the task's dev set; "
+                        "'base' names the packaged all-MiniLM-L6-v2 itself (bi-encoders), so `--average-of "
+                        "CHECKPOINT base --mix 0.5,0.5` is WiSE-FT, the fine-tuned weights pulled back toward "
+                        "the zero-shot ones")
+    s.add_argument("--mix", type=_shares, default=None, metavar="W1,W2,...",
+                   help="with --average-of: each checkpoint's share of the mean, in order, summing to 1 "
+                        "(default: equal shares)")
     s.add_argument("--out", type=Path, default=None,
                    help="checkpoint directory (default: the configured checkpoint of that model)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

@@ -239,6 +239,62 @@ def test_like_checkpoints_average_into_one_scored_on_dev(tiny_cross, tmp_path):
     assert p.returncode == 2 and "--epochs would be ignored" in p.stderr and not (tmp_path / "cli").exists()
 
 
+def test_a_bi_encoder_mixed_with_the_packaged_start_is_wise_ft(tmp_path):
+    """`--average-of CHECKPOINT base --mix a,1-a`: each weight a * fine-tuned + (1 - a) * zero-shot, in the fp16 the
+    checkpoint stores; shares that are not one per checkpoint, negative or not summing to 1 are refused, and so is
+    the packaged start beside a cross-encoder or first in the list."""
+    import subprocess
+
+    from safetensors.torch import load_file
+
+    from ranking.neural.minilm import MiniLMRankerModel
+    from ranking.neural.train_minilm import BASE
+
+    from .conftest import CQA
+    threads = load(PROJECT_ROOT / "data/demo/threads.jsonl").threads[:4]
+    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 48, 48)
+    queries = [Query(t.id, t.question_text, tuple(Candidate(a.id, a.text) for a in t.answers)) for t in threads[:2]]
+    gold = [Line(q.id, c.id, 0.0, i % 2 == 0) for q in queries for i, c in enumerate(q.candidates)]
+    tuned = tmp_path / "tuned"  # a few steps at a high rate: weights well away from the start
+    train_minilm(groups, queries, gold, tuned, MiniLMTrainConfig(kind="bi-encoder", max_steps=3, batch_size=2,
+                                                                 max_length=64, device="cpu", lr=1e-3), progress=False)
+    base = {k: v.half().float() for k, v in MiniLMRankerModel(MiniLMConfig(kind="bi-encoder", max_length=64),
+                                                               pretrained=True).own_state_dict().items()}
+    ft = {k: v.float() for k, v in load_file(str(tuned / "model.safetensors")).items()}
+    assert set(ft) == set(base) and any(not torch.equal(ft[k], base[k]) for k in ft)
+    m = average_checkpoints([tuned, BASE], queries, gold, tmp_path / "wise", kind="bi-encoder", mix=[0.25, 0.75])
+    mixed = {k: v.float() for k, v in load_file(str(tmp_path / "wise" / "model.safetensors")).items()}
+    # within the fp16 rounding of the mix itself, and far from the even mean
+    assert all(torch.allclose(mixed[k], 0.25 * ft[k] + 0.75 * base[k], atol=1e-5, rtol=1e-3) for k in ft)
+    off = {k: (mixed[k] - (0.25 * ft[k] + 0.75 * base[k])).abs().sum() for k in ft}
+    even = {k: (mixed[k] - (ft[k] + base[k]) / 2).abs().sum() for k in ft}
+    assert sum(even.values()) > 10 * sum(off.values())
+    config = json.loads((tmp_path / "wise" / "config.json").read_text())
+    assert [i["share"] for i in config["average_of"]] == m["mix"] == [0.25, 0.75]
+    assert config["average_of"][0]["from"] == str(tuned) and "zero-shot" in config["average_of"][1]["base"]
+    assert m["dev_MAP"] == dev_map_of(tmp_path / "wise", queries, gold)
+    whole = average_checkpoints([tuned, BASE], queries, gold, tmp_path / "whole", mix=[1.0, 0.0])
+    assert whole["dev_MAP"] == dev_map_of(tuned, queries, gold)  # all of the tuned model is the tuned model
+    for bad in ([0.5], [1.5, -0.5], [0.5, 0.4]):
+        with pytest.raises(ValueError, match="one share per checkpoint"):
+            average_checkpoints([tuned, BASE], queries, gold, tmp_path / "x", mix=bad)
+    with pytest.raises(ValueError, match="mixes only with bi-encoder checkpoints, and not first"):
+        average_checkpoints([BASE, tuned], queries, gold, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+    p = subprocess.run(CQA + ["train", "--model", "bi-encoder", "--mix", "0.5,0.5", "--out", str(tmp_path / "cli")],
+                       capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert p.returncode == 2 and "--mix weighs the checkpoints of --average-of" in p.stderr
+    p = subprocess.run(CQA + ["train", "--model", "bi-encoder", "--average-of", str(tuned), "base", "--mix", "a,b"],
+                       capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert p.returncode == 2 and "not a comma-separated list of numbers" in p.stderr
+    assert not (tmp_path / "cli").exists()
+
+
+def dev_map_of(folder: Path, queries, gold) -> float:
+    from ranking.neural.train import dev_map
+    return dev_map(MiniLMRanker.from_checkpoint(folder, "cpu"), queries, gold)
+
+
 def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(CheckpointError, match="not a checkpoint"):
         load_minilm(tmp_path)

@@ -195,40 +195,68 @@ def train_minilm(groups: list[Group], dev_queries: list[Query], dev_gold: list[L
     return metrics
 
 
-def average_checkpoints(sources: list[Path], dev_queries: list[Query], dev_gold: list[Line], out: Path,
-                        meta: dict | None = None, task: str | None = None, kind: str | None = None) -> dict:
+BASE = "base"  # an ingredient of a mix: the packaged all-MiniLM-L6-v2, the start every MiniLM model is tuned from
+
+
+def _ingredient(source, like: MiniLMConfig | None) -> tuple[MiniLMRankerModel, dict]:
+    """A checkpoint folder loaded, or ``BASE``: the packaged weights in a bi-encoder shaped as ``like``."""
+    if str(source) != BASE:
+        return load(Path(source))
+    if like is None or like.kind != "bi-encoder":
+        raise ValueError(f"{BASE!r} (the packaged all-MiniLM-L6-v2) mixes only with bi-encoder checkpoints, and "
+                         "not first: a cross-encoder's scoring head has no zero-shot start")
+    return MiniLMRankerModel(like, pretrained=True).eval(), {"base": "all-MiniLM-L6-v2, zero-shot"}
+
+
+def average_checkpoints(sources: list, dev_queries: list[Query], dev_gold: list[Line], out: Path,
+                        meta: dict | None = None, task: str | None = None, kind: str | None = None,
+                        mix: list[float] | None = None) -> dict:
     """One checkpoint whose weights are the mean of the ``sources``' (a "model soup", Wortsman et al. 2022):
     MiniLM checkpoints of one kind, shape and task, fine-tuned from the same start (the fold models of a
-    cross-validation beside the model trained on every fold, or the links of an --init-from chain). It is
-    scored on dev as a training run's evaluation points are, and serves at the cost of one model. Each
-    ingredient's training settings, start and dev MAP are recorded under ``average_of``."""
-    sources = [Path(s) for s in sources]
+    cross-validation beside the model trained on every fold, or the links of an --init-from chain). ``mix``
+    weighs them (summing to 1; an even mean without it), and ``BASE`` names the packaged start itself, so
+    ``[model, BASE]`` with ``mix=[a, 1 - a]`` is WiSE-FT (Wortsman et al. 2022, "Robust fine-tuning of
+    zero-shot models": a * fine-tuned + (1 - a) * zero-shot). It is scored on dev as a training run's
+    evaluation points are, and serves at the cost of one model. Each ingredient's training settings, start,
+    dev MAP and share are recorded under ``average_of``."""
     if len(sources) < 2:
         raise ValueError("--average-of needs at least two checkpoints")
-    if any(s.resolve() == out.resolve() for s in sources):
+    even = mix is None
+    mix = [1 / len(sources)] * len(sources) if even else [float(w) for w in mix]
+    if len(mix) != len(sources) or any(w < 0 for w in mix) or abs(sum(mix) - 1) > 1e-6:
+        raise ValueError(f"--mix needs one share per checkpoint ({len(sources)}), none negative, summing to 1; "
+                         f"got {mix}")
+    if any(str(s) != BASE and Path(s).resolve() == out.resolve() for s in sources):
         raise ValueError(f"--out {out} is one of the checkpoints to average; write to another and copy it over")
     t_start = time.perf_counter()
-    loaded = [load(s) for s in sources]
+    loaded = []
+    for s in sources:
+        loaded.append(_ingredient(s, loaded[0][0].config if loaded else None))
     model, config = loaded[0]
     task = task or _task_of(config)
     if kind and model.config.kind != kind:
         raise ValueError(f"{sources[0]} is a {model.config.kind}, not a {kind}")
     for s, (m, c) in zip(sources, loaded):
-        if m.config != model.config or _task_of(c) != task:
+        if m.config != model.config or (str(s) != BASE and _task_of(c) != task):
             raise ValueError(f"{s} ({m.config}, task {_task_of(c)}) is not the same kind of model as {sources[0]} "
                              f"({model.config}, task {task}); only like models average")
     states = [m.own_state_dict() for m, _ in loaded]
+    shares = torch.tensor(mix)
+
+    def combined(stacked: torch.Tensor) -> torch.Tensor:
+        return stacked.mean(0) if even else torch.tensordot(shares, stacked, dims=1)
     # rounded to the fp16 the checkpoint stores, so the dev MAP recorded is the saved model's
-    model.load_state_dict({k: torch.stack([st[k].float() for st in states]).mean(0).half().float() for k in states[0]},
-                          strict=False)
+    model.load_state_dict({k: combined(torch.stack([st[k].float() for st in states])).half().float()
+                           for k in states[0]}, strict=False)
     device = resolve_device("auto")
     model.to(device).eval()
     dev = dev_map(MiniLMRanker(model, device, batch_size=64), dev_queries, dev_gold) if dev_queries else float("nan")
-    ingredients = [_provenance(s, c) for s, (_, c) in zip(sources, loaded)]
-    metrics = {"dev_MAP": dev, "ingredients_dev_MAP": [i.get("dev_MAP") for i in ingredients],
+    ingredients = [{**(c if str(s) == BASE else _provenance(Path(s), c)), "share": w}
+                   for s, (_, c), w in zip(sources, loaded, mix)]
+    metrics = {"dev_MAP": dev, "ingredients_dev_MAP": [i.get("dev_MAP") for i in ingredients], "mix": mix,
                "seconds": round(time.perf_counter() - t_start, 1)}
     save(out, model, {"train": config.get("train"), "average_of": ingredients, **(meta or {})}, metrics)
-    log.info("average of %d checkpoints: dev MAP %.4f (ingredients %s)", len(sources), dev,
+    log.info("average of %d checkpoints (shares %s): dev MAP %.4f (ingredients %s)", len(sources), mix, dev,
              ", ".join(f"{x:.4f}" for x in metrics["ingredients_dev_MAP"] if x is not None))
     return metrics
 
@@ -373,7 +401,9 @@ def _train_on_2016_pairs(semeval_dir: Path, out: Path, cfg: MiniLMTrainConfig, p
     return train_minilm(groups, *dev_set(semeval_dir, cfg.task), out, cfg, meta, progress)
 
 
-def average_from_semeval(semeval_dir: Path, sources: list[Path], out: Path, task: str, kind: str) -> dict:
-    """`cqa train --average-of`: the mean of like checkpoints of ``task``, scored on that task's dev set."""
+def average_from_semeval(semeval_dir: Path, sources: list, out: Path, task: str, kind: str,
+                         mix: list[float] | None = None) -> dict:
+    """`cqa train --average-of [--mix]`: the (weighted) mean of like checkpoints of ``task``, scored on that task's
+    dev set."""
     return average_checkpoints(sources, *dev_set(semeval_dir, task), out, {"dev": DEV_BENCHMARKS[task]},
-                               task=task, kind=kind)
+                               task=task, kind=kind, mix=mix)
