@@ -105,7 +105,7 @@ def evaluate(benchmark: str, ranker: str, env: dict) -> dict:
     p = subprocess.run([cqa, "evaluate", "--benchmark", benchmark, "--ranker", ranker, "--json"],
                        env={**os.environ, **env}, capture_output=True, text=True, check=True)
     last = json.loads(p.stdout.strip().splitlines()[-1])
-    return json.loads((Path(last["folder"]) / "report.json").read_text())
+    return json.loads((Path(last["report"]) / "report.json").read_text())
 
 
 def halves(report: dict, gold_file: Path) -> list[float]:
