@@ -28,13 +28,20 @@ def error_body(status: int, message: str, details: list | None = None) -> dict:
     return {"error": err}
 
 
+# pydantic puts this before the message of a validator's ValueError; ours are written for the client to read as is
+_VALUE_ERROR = "Value error, "
+
+
 def _field_errors(exc: RequestValidationError) -> list[dict]:
     out = []
     for e in exc.errors():
         loc = [str(x) for x in e.get("loc", ())]
         if loc and loc[0] == "body":
             loc = loc[1:]
-        out.append({"field": ".".join(loc) or "(body)", "message": e.get("msg", "invalid"), "type": e.get("type")})
+        msg = e.get("msg", "invalid")
+        if e.get("type") == "value_error" and msg.startswith(_VALUE_ERROR):
+            msg = msg[len(_VALUE_ERROR):]
+        out.append({"field": ".".join(loc) or "(body)", "message": msg, "type": e.get("type")})
     return out
 
 

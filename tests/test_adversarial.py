@@ -1,0 +1,97 @@
+"""Valid requests with hostile texts and shapes, through the real app with the default rankers (real weights) over the
+demo corpus: no 5xx ever; a 200 ranks every candidate it was given exactly once, with finite scores, best first; a
+refused request says which field and why. Hypothesis draws the requests (derandomised, so a failure repeats)."""
+import json
+import math
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from app.main import create_app
+from indexing.ingest import ingest_paths
+from indexing.reindex import reindex
+from indexing.store import ThreadStore
+
+from .conftest import ROOT
+
+# texts a forum sends or a client gets wrong: empty, blank, control and invisible characters, right-to-left
+# override, combining marks, emoji, Arabic, full-width and mathematical letters, markup, very long
+HOSTILE = ["", " ", "\u200b", "\u202e evil", "?", "...", "the the the", "\x00", "\t\n", "\U0001f642\U0001f642",
+           "\ufdfa", "\u0645\u0631\u062d\u0628\u0627 \u0643\u064a\u0641", "\u00e9" * 300, "word " * 600,
+           "<script>alert(1)</script>", "NaN", "\ufeff", "a\u0301", "\U0001d518\U0001d52b", "http://x.y/z?q=1",
+           "@user thanks", "x" * 5000, "visa renewal qatar", "\uff26\uff55\uff4c\uff4c"]
+text = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40),
+                 st.lists(st.sampled_from(HOSTILE), min_size=1, max_size=3).map(" ".join))
+ident = st.text(alphabet="abXY09_-/.:\u00e9", min_size=1, max_size=8)
+question = st.fixed_dictionaries({"subject": text, "body": text})
+comment = st.fixed_dictionaries({"id": ident, "text": text}, optional={
+    "author_id": st.one_of(st.none(), ident),
+    "created_at": st.sampled_from([None, "2015-01-01", "2015-01-01T10:00:00", "2015-01-01 10:00:00"])})
+REQUESTS = {
+    "/rerank": st.fixed_dictionaries({"question": question, "candidates": st.lists(comment, min_size=1, max_size=20)},
+                                     optional={"asker_id": st.one_of(st.none(), ident),
+                                               "thread_order": st.sampled_from([None, True, False])}),
+    "/rerank/questions": st.fixed_dictionaries(
+        {"question": question, "candidates": st.lists(st.fixed_dictionaries(
+            {"id": ident, "subject": text, "body": text},
+            optional={"comments": st.lists(text.filter(str.strip), max_size=3)}), min_size=1, max_size=10)},
+        optional={"search_order": st.booleans()}),
+    "/rerank/answers": st.fixed_dictionaries(
+        {"question": question, "threads": st.lists(st.fixed_dictionaries(
+            {"id": ident, "subject": text, "body": text, "comments": st.lists(comment, max_size=6)}),
+            min_size=1, max_size=4)}, optional={"search_order": st.booleans()}),
+    "/search": st.fixed_dictionaries({"question": question}, optional={
+        "k": st.integers(1, 50), "target": st.sampled_from(["answers", "questions", "threads"]),
+        "expand": st.sampled_from([False, True, "rm3", "translation"]), "collapse": st.booleans()}),
+}
+
+
+def given_ids(path: str, body: dict) -> list[str]:
+    if path == "/rerank/answers":
+        return [c["id"] for t in body["threads"] for c in t["comments"]]
+    return [c["id"] for c in body["candidates"]]
+
+
+@pytest.fixture(scope="module")
+def demo_client(tmp_path_factory):
+    from app.settings import Settings
+    settings = Settings(data_dir=tmp_path_factory.mktemp("adversarial") / "var", refresh_s=0)
+    with ThreadStore(settings.store_path) as store:
+        ingest_paths(store, [ROOT / "data/demo/threads.jsonl"], progress=False)
+    reindex(settings, progress=False)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c
+
+
+@pytest.mark.parametrize("path", list(REQUESTS))
+def test_hostile_requests_get_a_ranking_or_a_clear_4xx_never_a_5xx(demo_client, path):
+    seen = {"ranked": 0, "refused": 0}
+
+    @hsettings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(body=REQUESTS[path])
+    def check(body):
+        r = demo_client.post(path, json=body)
+        assert r.status_code < 500, (r.status_code, r.text[:300], json.dumps(body)[:500])
+        if r.status_code != 200:
+            assert r.status_code == 422, r.text[:300]
+            message = r.json()["error"]["message"]
+            assert message.startswith("invalid request: ") and "Value error" not in message
+            seen["refused"] += 1
+            return
+        seen["ranked"] += 1
+        results = r.json()["results"]
+        scores = [x["score"] for x in results]
+        assert all(math.isfinite(s) for s in scores), json.dumps(body)[:500]
+        assert [x["rank"] for x in results] == list(range(1, len(results) + 1))
+        # /search: the reranker's scores in the reranked head, the first stage's below it (SearchResult.score);
+        # each part best first
+        head = r.json()["reranked"] if path == "/search" else len(results)
+        for part in (scores[:head], scores[head:]):
+            assert part == sorted(part, reverse=True), json.dumps(body)[:500]
+        if path != "/search":  # a rerank orders exactly what it was given
+            assert sorted(x["id"] for x in results) == sorted(given_ids(path, body))
+    check()
+    assert seen["ranked"] >= 10 and (path == "/search" or seen["refused"] >= 1), seen  # both ways were tried
