@@ -23,6 +23,13 @@ models already under OUT when they hold out the same questions and were trained 
 steps, instead of training them again.
 
     python scripts/cv_question_model.py [--folds 5] [--out var/reports/cv-question-model] [--candidate FILE]
+        [--augment transitive --against var/reports/cv-question-model]
+
+``--augment transitive`` adds to each fold's training threads the pairs its original questions imply
+(`transitive_question_pairs`: two questions relevant to one are relevant to each other), trains one more model on
+every training question the same way (OUT/full, scored on dev-B alone and in question-fusion), and ``--against``
+names the fold models of the recipe without it: both are scored on the folds, and the augmented folds' question-fusion
+(shipped weights) is tested against theirs, question by question (round 40, rule 25).
 
 Writes OUT/report.json (the folds' dev-B MAP and training time, each part's cross-validated MAP, the three
 choices with their training-fold and dev-B MAP) and the folds' checkpoints under OUT/fold-K. JSON object last.
@@ -48,6 +55,7 @@ from ranking.neural.train_minilm import (  # noqa: E402
     question_training_set,
     recorded_recipe,
     train_minilm,
+    transitive_question_pairs,
 )
 from ranking.presets import BUILDERS, PRESETS  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
@@ -89,8 +97,15 @@ def main() -> None:
     ap.add_argument("--reuse-folds", action="store_true",
                     help="score with OUT/fold-K where it holds out the same questions and was trained with the same "
                          "start and steps, instead of training it again")
+    ap.add_argument("--augment", choices=["transitive"],
+                    help="transitive: each fold also trains on the question pairs its original questions imply")
+    ap.add_argument("--against", type=Path, metavar="FOLDS_DIR",
+                    help="with --augment: the fold models of the recipe without it (a cv_question_model.py --out "
+                         "folder), tested against these question by question")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args()
+    if args.against and not args.augment:
+        ap.error("--against compares --augment's folds with another recipe's; give --augment")
     s = Settings()
     threads, queries, gold = question_training_set(s.semeval_dir)
     dev_q, dev_gold = dev_set(s.semeval_dir, "B")
@@ -114,7 +129,7 @@ def main() -> None:
     for k, held in enumerate(folds):
         held_set = set(held)
         train_threads = [t for tid, t in threads.items() if tid not in held_set]
-        groups = minilm_groups(train_threads)
+        groups = minilm_groups(train_threads + (transitive_question_pairs(train_threads) if args.augment else []))
         # the shipped model's recipe, stopped at the end of its first epoch (the epoch dev-B chose)
         cfg = recorded_recipe(s.question_bi_encoder_checkpoint / "config.json", groups, s.device,
                               max_steps=args.max_steps, **({"init_from": args.init_from} if args.init_from else {}))
@@ -160,6 +175,10 @@ def main() -> None:
         """The candidate's per-question AP against the shipped weights': paired randomisation and t-test."""
         return against_shipped(gold_map.per_question(fused(weights, parts)),
                                gold_map.per_question(fused(shipped, parts)))
+    augmented = {}
+    if args.augment:
+        augmented = judge_augmented(args, s, threads, queries, gold, dev_q, dev_gold, folds, train_parts, dev_parts,
+                                    train_map, dev_map, fused, shipped)
     report = {
         "folds": fold_log, "questions": {"train": len(queries), "dev": len(dev_q)},
         "single_parts": {n: judged({n: 1.0}) for n in train_parts},
@@ -169,13 +188,49 @@ def main() -> None:
         "scored_as_shipped": list(as_shipped), "fold_seed": FOLD_SEED,
         "command": "python scripts/cv_question_model.py " + " ".join(sys.argv[1:]),
     }
+    if augmented:
+        report["augmented"] = augmented
     if args.candidate:
         weights = {n: candidate.get(n, 0.0) for n in scored}
         report["candidate"] = {"file": str(args.candidate), **judged(weights),
                                "train_folds": against_shipped_weights(weights, train_parts, train_map),
                                "dev_B": against_shipped_weights(weights, dev_parts, dev_map)}
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("single_parts", "chosen", "candidate") if k in report}))
+    print(json.dumps({k: report[k] for k in ("single_parts", "chosen", "candidate", "augmented") if k in report}))
+
+
+def judge_augmented(args, s, threads, queries, gold, dev_q, dev_gold, folds, train_parts, dev_parts, train_map,
+                    dev_map, fused, shipped) -> dict:
+    """Rule 25's figures: a model trained the same way on every training question (OUT/full) on dev-B, and the
+    augmented folds' question-fusion against ``--against``'s folds, question by question."""
+    from ranking.evaluation.measures import paired_ap
+    groups = minilm_groups(list(threads.values()) + transitive_question_pairs(list(threads.values())))
+    cfg = recorded_recipe(s.question_bi_encoder_checkpoint / "config.json", groups, s.device, max_steps=args.max_steps)
+    full = args.out / "full"
+    metrics = train_minilm(groups, dev_q, dev_gold, full, cfg, {"task": "B", "augment": args.augment}, not args.quiet)
+    dev_rows = MiniLMRanker.from_checkpoint(full, s.device, name=f"{MODEL}-augmented").score(dev_q)
+    out = {"augment": args.augment, "training_groups": len(groups), "steps": cfg.max_steps,
+           "full": {"checkpoint": str(full), "dev_B_alone": dev_map([list(r) for r in dev_rows]),
+                    "dev_B_fusion": dev_map(fused(shipped, {**dev_parts, MODEL: dev_rows})),
+                    "train_seconds": metrics["train_seconds"]}}
+    if args.against:
+        oof = {}
+        for k, held in enumerate(folds):
+            config = json.loads((args.against / f"fold-{k}" / "config.json").read_text())
+            if config.get("held_out_questions") != sorted(held):
+                raise SystemExit(f"{args.against}/fold-{k} did not hold out fold {k}'s questions")
+            fq = [q for q in queries if q.id in set(held)]
+            ranker = MiniLMRanker.from_checkpoint(args.against / f"fold-{k}", s.device, name=f"{MODEL}-against{k}")
+            oof.update(zip([q.id for q in fq], ranker.score(fq)))
+        theirs = {**train_parts, MODEL: [oof[q.id] for q in queries]}
+        out["against"] = {"folds": str(args.against),
+                          "their_cv_fusion": train_map(fused(shipped, theirs)),
+                          "their_cv_alone": train_map(theirs[MODEL]),
+                          "cv_fusion": train_map(fused(shipped, train_parts)),
+                          "cv_alone": train_map(train_parts[MODEL]),
+                          "paired": paired_ap(train_map.per_question(fused(shipped, train_parts)),
+                                              train_map.per_question(fused(shipped, theirs)))}
+    return out
 
 
 if __name__ == "__main__":

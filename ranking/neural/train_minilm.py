@@ -293,6 +293,24 @@ def question_pairs_as_threads(semeval_dir: Path) -> list:
     return [t for f in (TRAIN_PART2, TRAIN_PART1_B) for t in _per_original_question(semeval_dir / f, related_questions)]
 
 
+def transitive_question_pairs(threads: list) -> list:
+    """More subtask B training data from the same judgements (round 40, rule 25): two questions judged relevant to
+    one original question are taken as relevant to each other. For each original question (a thread of
+    ``question_pairs_as_threads``) with two or more related questions judged relevant and one or more judged
+    irrelevant, one more thread: its question is the first relevant related question in search order, its Good
+    answers the other relevant ones, its Bad answers the irrelevant ones (retrieved for the same question, so near
+    in topic)."""
+    from indexing.models import Thread
+    out = []
+    for t in threads:
+        good = [a for a in t.answers if a.label == "Good"]
+        if len(good) < 2 or len(good) == len(t.answers):
+            continue
+        out.append(Thread(id=f"{t.id}>{good[0].id}", subject=good[0].text, answers=[a for a in t.answers
+                                                                                  if a is not good[0]]))
+    return out
+
+
 def related_comments_as_threads(semeval_dir: Path) -> list:
     """Subtask C training data: each original question of 2016 train part 2 (the one training file with comments
     judged against the original question; the recovered part 1 has none) with the comments of its related threads
