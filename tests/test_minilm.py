@@ -295,6 +295,21 @@ def dev_map_of(folder: Path, queries, gold) -> float:
     return dev_map(MiniLMRanker.from_checkpoint(folder, "cpu"), queries, gold)
 
 
+def test_transitive_question_pairs_take_two_questions_relevant_to_one_as_relevant_to_each_other():
+    from indexing.models import Answer, Thread
+    from ranking.neural.train_minilm import transitive_question_pairs
+
+    def related(labels):
+        return [Answer(id=f"r{i}", text=f"related {i}", label=label) for i, label in enumerate(labels)]
+    threads = [Thread(id="Q1", subject="original", answers=related(["Bad", "Good", "Bad", "Good", "Good"])),
+               Thread(id="Q2", subject="one relevant", answers=related(["Good", "Bad"])),
+               Thread(id="Q3", subject="all relevant", answers=related(["Good", "Good"])),
+               Thread(id="Q4", subject="none relevant", answers=related(["Bad", "Bad"]))]
+    (t,) = transitive_question_pairs(threads)  # Q2-Q4 imply nothing with both kinds
+    assert t.id == "Q1>r1" and t.question_text == "related 1"  # the first relevant one in search order asks
+    assert [(a.id, a.label) for a in t.answers] == [("r0", "Bad"), ("r2", "Bad"), ("r3", "Good"), ("r4", "Good")]
+
+
 def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(CheckpointError, match="not a checkpoint"):
         load_minilm(tmp_path)
