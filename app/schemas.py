@@ -1,6 +1,7 @@
 """Request and response bodies. Unknown fields are refused everywhere."""
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -25,6 +26,12 @@ class Strict(BaseModel):
         return v
 
 
+def blank(text: str) -> bool:
+    """Nothing a reader or a ranker can read: whitespace and invisible format characters only (zero-width spaces,
+    byte-order marks, direction marks: Unicode category Cf), which ``str.strip`` keeps."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+
+
 # Text lengths and list sizes are limited by the settings (CQA_MAX_TEXT_CHARS, CQA_MAX_CANDIDATES,
 # CQA_MAX_THREADS_PER_REQUEST), checked in app/limits.py, so one number governs each limit.
 class QuestionIn(Strict):
@@ -35,8 +42,9 @@ class QuestionIn(Strict):
 
     @model_validator(mode="after")
     def _not_blank(self) -> "QuestionIn":
-        if not (self.subject.strip() or self.body.strip()):
-            raise ValueError("the question needs a subject or a body that is not empty or whitespace")
+        if blank(self.subject) and blank(self.body):
+            raise ValueError("the question needs a subject or a body that is not empty, whitespace or invisible "
+                             "characters")
         return self
 
     @property
