@@ -51,6 +51,7 @@ from ranking.neural.ranker import MiniLMRanker  # noqa: E402
 from ranking.neural.train_minilm import (  # noqa: E402
     MiniLMTrainConfig,
     dev_set,
+    held_out_scores,
     minilm_groups,
     question_training_set,
     recorded_recipe,
@@ -214,14 +215,8 @@ def judge_augmented(args, s, threads, queries, gold, dev_q, dev_gold, folds, tra
                     "dev_B_fusion": dev_map(fused(shipped, {**dev_parts, MODEL: dev_rows})),
                     "train_seconds": metrics["train_seconds"]}}
     if args.against:
-        oof = {}
-        for k, held in enumerate(folds):
-            config = json.loads((args.against / f"fold-{k}" / "config.json").read_text())
-            if config.get("held_out_questions") != sorted(held):
-                raise SystemExit(f"{args.against}/fold-{k} did not hold out fold {k}'s questions")
-            fq = [q for q in queries if q.id in set(held)]
-            ranker = MiniLMRanker.from_checkpoint(args.against / f"fold-{k}", s.device, name=f"{MODEL}-against{k}")
-            oof.update(zip([q.id for q in fq], ranker.score(fq)))
+        oof = held_out_scores([args.against / f"fold-{k}" for k in range(len(folds))], folds, queries, s.device,
+                              f"{MODEL}-against")
         theirs = {**train_parts, MODEL: [oof[q.id] for q in queries]}
         out["against"] = {"folds": str(args.against),
                           "their_cv_fusion": train_map(fused(shipped, theirs)),

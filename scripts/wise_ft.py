@@ -40,14 +40,15 @@ def mixed(source: Path, a: float, out: Path, task: str) -> Path:
     if a == 1.0:
         return source
     if not (out / "model.safetensors").is_file():
-        average_checkpoints([source, BASE], [], [], out, {"task": task, "wise_ft": a}, task=task, kind="bi-encoder",
-                            mix=[a, 1 - a])
+        held = json.loads((source / "config.json").read_text()).get("held_out_questions")  # a fold model's record
+        average_checkpoints([source, BASE], [], [], out, {"task": task, "wise_ft": a, "held_out_questions": held},
+                            task=task, kind="bi-encoder", mix=[a, 1 - a])
     return out
 
 
 def cmd_questions(args) -> None:
     from ranking.neural.ranker import MiniLMRanker
-    from ranking.neural.train_minilm import dev_set, question_training_set
+    from ranking.neural.train_minilm import dev_set, held_out_scores, question_training_set
     from ranking.presets import PRESETS
     from ranking.rankers import get_ranker
     s = Settings()
@@ -59,23 +60,14 @@ def cmd_questions(args) -> None:
     dev_parts = {n: get_ranker(n, s).score(dev_q) for n in others}
     train_map, dev_map = GoldMAP(queries, gold), GoldMAP(dev_q, dev_gold)
     folds = [[queries[i].id for i in f] for f in folds_of(queries, 5)]
-    for k, held in enumerate(folds):  # the fold models must hold out the questions this dealing gives them
-        config = json.loads((args.folds_dir / f"fold-{k}" / "config.json").read_text())
-        if config.get("held_out_questions") != sorted(held):
-            raise SystemExit(f"{args.folds_dir}/fold-{k} did not hold out fold {k}'s questions; run "
-                             "scripts/cv_question_model.py first")
 
     def fusion(model_rows: list, others_rows: dict) -> list:
         return fused_scores({**{n: others_rows[n] for n in others}, MODEL: model_rows}, weights)
 
     runs, per_q = {}, {}
     for a in (1.0, *ALPHAS):
-        oof = {}
-        for k, held in enumerate(folds):
-            folder = mixed(args.folds_dir / f"fold-{k}", a, args.out / "questions" / f"a{a}" / f"fold-{k}", "B")
-            fq = [q for q in queries if q.id in set(held)]
-            oof.update(zip([q.id for q in fq], MiniLMRanker.from_checkpoint(folder, s.device,
-                                                                            name=f"{MODEL}-a{a}-fold{k}").score(fq)))
+        oof = held_out_scores([mixed(args.folds_dir / f"fold-{k}", a, args.out / "questions" / f"a{a}" / f"fold-{k}",
+                                     "B") for k in range(len(folds))], folds, queries, s.device, f"{MODEL}-a{a}")
         rows = [oof[q.id] for q in queries]
         full = mixed(s.question_bi_encoder_checkpoint, a, args.out / "questions" / f"a{a}" / "full", "B")
         dev_rows = MiniLMRanker.from_checkpoint(full, s.device, name=f"{MODEL}-a{a}").score(dev_q)

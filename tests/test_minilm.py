@@ -310,6 +310,24 @@ def test_transitive_question_pairs_take_two_questions_relevant_to_one_as_relevan
     assert [(a.id, a.label) for a in t.answers] == [("r0", "Bad"), ("r2", "Bad"), ("r3", "Good"), ("r4", "Good")]
 
 
+def test_held_out_scores_come_from_the_fold_model_that_held_each_question_out(tiny_cross, tmp_path):
+    import shutil
+
+    from ranking.neural.train_minilm import held_out_scores
+    out, _, queries = tiny_cross
+    fold = tmp_path / "fold-0"
+    shutil.copytree(out, fold)
+    held = [queries[1].id, queries[0].id]
+    config = json.loads((fold / "config.json").read_text())
+    (fold / "config.json").write_text(json.dumps({**config, "held_out_questions": sorted(held)}))
+    got = held_out_scores([fold], [held], queries, "cpu", "fold")
+    assert set(got) == set(held)  # only the fold's questions, each by the model that held it out
+    alone = MiniLMRanker.from_checkpoint(out, "cpu").score(queries[:2])
+    assert [list(got[q.id]) for q in queries[:2]] == [list(r) for r in alone]
+    with pytest.raises(ValueError, match="did not hold out fold 0's questions"):
+        held_out_scores([out], [held], queries, "cpu", "fold")  # a model with no such record scores nothing
+
+
 def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(CheckpointError, match="not a checkpoint"):
         load_minilm(tmp_path)

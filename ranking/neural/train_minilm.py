@@ -293,6 +293,24 @@ def question_pairs_as_threads(semeval_dir: Path) -> list:
     return [t for f in (TRAIN_PART2, TRAIN_PART1_B) for t in _per_original_question(semeval_dir / f, related_questions)]
 
 
+def held_out_scores(folders: list[Path], folds: list[list[str]], queries: list[Query], device: str,
+                    name: str) -> dict[str, list[float]]:
+    """Question id -> its candidates' scores by the fold model that held it out: ``folders[k]`` scores the
+    ``queries`` of ``folds[k]``, once its ``config.json`` shows it held out exactly those (the fold models of
+    scripts/cv_question_model.py, or a mix of one that keeps its record); so every question is scored by a model
+    that never saw it."""
+    out = {}
+    for k, (folder, held) in enumerate(zip(folders, folds)):
+        recorded = json.loads((Path(folder) / "config.json").read_text()).get("held_out_questions")
+        if recorded != sorted(held):
+            raise ValueError(f"{folder} did not hold out fold {k}'s questions; train the folds with "
+                             "scripts/cv_question_model.py (the same --folds)")
+        fq = [q for q in queries if q.id in set(held)]
+        ranker = MiniLMRanker.from_checkpoint(Path(folder), device, name=f"{name}-fold{k}")
+        out.update(zip([q.id for q in fq], ranker.score(fq)))
+    return out
+
+
 def transitive_question_pairs(threads: list) -> list:
     """More subtask B training data from the same judgements (round 40, rule 25): two questions judged relevant to
     one original question are taken as relevant to each other. For each original question (a thread of
