@@ -211,7 +211,7 @@ def judge_augmented(args, s, threads, queries, gold, dev_q, dev_gold, folds, tra
     metrics = train_minilm(groups, dev_q, dev_gold, full, cfg, {"task": "B", "augment": args.augment}, not args.quiet)
     dev_rows = MiniLMRanker.from_checkpoint(full, s.device, name=f"{MODEL}-augmented").score(dev_q)
     out = {"augment": args.augment, "training_groups": len(groups), "steps": cfg.max_steps,
-           "full": {"checkpoint": str(full), "dev_B_alone": dev_map([list(r) for r in dev_rows]),
+           "full": {"checkpoint": str(full), "dev_B_alone": dev_map(dev_rows),
                     "dev_B_fusion": dev_map(fused(shipped, {**dev_parts, MODEL: dev_rows})),
                     "train_seconds": metrics["train_seconds"]}}
     if args.against:
