@@ -4,6 +4,7 @@ refused request says which field and why. Hypothesis draws the requests (derando
 import itertools
 import json
 import math
+import os
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,6 +20,8 @@ from indexing.store import ThreadStore
 from .conftest import ROOT
 
 TOKEN = "adversarial-token"
+# draws per test; a heavier run: CQA_FUZZ_EXAMPLES=150 python -m pytest tests/test_adversarial.py
+EXAMPLES_PER_TEST = int(os.environ.get("CQA_FUZZ_EXAMPLES", "30"))
 THREAD_IDS = itertools.count()
 
 # texts a forum sends or a client gets wrong: empty, blank, control and invisible characters, right-to-left
@@ -84,7 +87,7 @@ def demo_client(tmp_path_factory):
 def test_hostile_requests_get_a_ranking_or_a_clear_4xx_never_a_5xx(demo_client, path):
     seen = {"ranked": 0, "refused": 0}
 
-    @hsettings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @hsettings(max_examples=EXAMPLES_PER_TEST, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(body=REQUESTS[path])
     @example(body={"question": QUESTION, **EXAMPLES[path]})
     @example(body={"question": {"subject": " ", "body": "\t\n"}, **EXAMPLES[path]})
@@ -124,7 +127,7 @@ def test_a_question_of_invisible_characters_only_is_refused_as_blank(demo_client
     assert ok.status_code == 200  # a readable word among them is a question
 
 
-@hsettings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@hsettings(max_examples=EXAMPLES_PER_TEST + 10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(subject=text, body=text, category=st.one_of(st.none(), text), comments=st.lists(text, max_size=5),
        authors=st.lists(st.one_of(st.none(), text), min_size=5, max_size=5))
 @example(subject="\x00\ufeff\u202e visa", body="x" * 5000, category="\u200b", comments=["\x00", "", "\U0001f642 ok"],
