@@ -21,7 +21,7 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from indexing.generations import IndexFormatError
-from indexing.store import StoreError, ThreadStore
+from indexing.store import NotInStore, StoreError, ThreadStore
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.settings import MAX_RESULTS
 
@@ -33,6 +33,8 @@ from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
 from .refresh import Refresher
 from .schemas import (
+    AnswersIn,
+    AnswersOut,
     BackupIn,
     BackupsOut,
     DeletedOut,
@@ -508,6 +510,42 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.nudge()
         return {"accepted": len(ids), "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
                 "note": change_note(svc.settings, "accepted and durable")}
+
+    @app.post("/threads/{thread_id}/answers", response_model=AnswersOut, dependencies=[Depends(require_admin)],
+              summary="Add or replace comments of a stored thread (admin); durable before the response")
+    async def post_answers(thread_id: str, body: AnswersIn, svc: Service = Depends(service)):
+        """What a forum sends when a user posts or edits a comment: the comment alone, not the whole thread. A new
+        comment goes after the thread's others; one whose id the thread holds is replaced in place. The thread is
+        read and written in one transaction, so comments added to one thread at once by several requests, workers or
+        processes are all kept (two whole-thread POST /threads sent out of order would keep only the later one's)."""
+        enforce_count_limit("answers", len(body.answers), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
+        enforce_text_limit(svc.settings.max_text_chars,
+                           ((f"answers.{j}.text", a.text) for j, a in enumerate(body.answers)))
+        stored = await run_in_threadpool(svc.store.get, thread_id)
+        if stored is None:
+            raise HTTPException(404, detail=f"no thread with id {thread_id!r}; POST /threads stores a new one")
+        if svc.settings.encode_ahead_texts:  # these comments only: the thread's question is indexed already
+            await run_in_threadpool(encode_before_write, svc, [stored.model_copy(update={"answers": body.answers})])
+        try:
+            r = await run_in_threadpool(svc.store.upsert_answers, thread_id, body.answers)
+        except NotInStore as e:  # deleted since it was read
+            raise HTTPException(404, detail=str(e)) from None
+        except StoreError as e:
+            raise HTTPException(409, detail=str(e)) from None
+        if r.inserted or r.updated:
+            svc.nudge()
+        return {"thread_id": thread_id, "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
+                "answers": r.answers, "note": change_note(svc.settings, "accepted and durable")}
+
+    @app.delete("/threads/{thread_id}/answers/{answer_id}", response_model=DeletedOut,
+                dependencies=[Depends(require_admin)], summary="Delete one comment of a thread (admin)")
+    def delete_answer(thread_id: str, answer_id: str, svc: Service = Depends(service)):
+        try:
+            svc.store.delete_answer(thread_id, answer_id)
+        except NotInStore as e:
+            raise HTTPException(404, detail=str(e)) from None
+        svc.nudge()
+        return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
 
     @app.get("/threads/{thread_id}", summary="One thread with its answers")
     def get_thread(thread_id: str, svc: Service = Depends(service)):

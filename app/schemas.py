@@ -205,6 +205,20 @@ class ThreadsIn(Strict):
     threads: list[Thread] = Field(..., min_length=1, description="at most CQA_MAX_THREADS_PER_REQUEST")
 
 
+class AnswersIn(Strict):
+    """Comments of one stored thread, each added after its others or, where the thread holds its id, replacing it in
+    place."""
+    answers: list[Answer] = Field(..., min_length=1, description="at most CQA_MAX_CANDIDATES; ids unique across threads")
+
+    @field_validator("answers")
+    @classmethod
+    def _answers(cls, v: list[Answer]) -> list[Answer]:
+        bad = invalid_unicode([a.model_dump() for a in v], "answers")
+        if bad:
+            raise ValueError(f"{bad}: not valid Unicode text; send UTF-8 text")
+        return unique_ids(v, "answer")
+
+
 class BackupIn(Strict):
     kind: Literal["store", "export"] = Field("store", description="store: a consistent copy of the SQLite store "
                                             "(`cqa backup`), which serves again from an empty data folder; export: "
@@ -371,6 +385,15 @@ class ThreadsOut(BaseModel):
     inserted: int
     updated: int
     unchanged: int
+    note: str
+
+
+class AnswersOut(BaseModel):
+    thread_id: str
+    inserted: int = Field(description="comments added after the thread's others")
+    updated: int = Field(description="comments whose id the thread held, replaced in place")
+    unchanged: int = Field(description="comments sent as the thread already held them")
+    answers: int = Field(description="how many comments the thread has now")
     note: str
 
 

@@ -9,8 +9,8 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +56,10 @@ class StoreError(Exception):
     """A write the store refused; the message says which record and why."""
 
 
+class NotInStore(LookupError):
+    """The thread, or the comment of a thread, that a write names is not stored; the message says which."""
+
+
 @dataclass
 class UpsertResult:
     inserted: int = 0
@@ -66,6 +70,12 @@ class UpsertResult:
         self.inserted += other.inserted
         self.updated += other.updated
         self.unchanged += other.unchanged
+
+
+@dataclass
+class AnswersResult(UpsertResult):
+    """``ThreadStore.upsert_answers``: the comments added, replaced and sent unchanged, and how many the thread has."""
+    answers: int = 0
 
 
 class ThreadStore:
@@ -102,19 +112,80 @@ class ThreadStore:
     def upsert(self, threads: Iterable[Thread]) -> UpsertResult:
         """Insert or replace threads by id in one transaction; identical content is left alone."""
         result = UpsertResult()
+        with self._transaction() as cur:
+            for t in threads:
+                self._upsert_one(cur, t, result)
+            if result.inserted or result.updated:
+                self._count_change(cur)
+        return result
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        """One write transaction, taken at once (``BEGIN IMMEDIATE``: a writer of another process waits for it, and it
+        for them, up to the busy timeout), committed at the end or rolled back whole on any error."""
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                for t in threads:
-                    self._upsert_one(cur, t, result)
-                if result.inserted or result.updated:
-                    self._count_change(cur)
+                yield cur
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+
+    def upsert_answers(self, thread_id: str, answers: Sequence[Answer]) -> AnswersResult:
+        """Add comments to a stored thread, or replace those whose id it holds, in one transaction: what a forum sends
+        when a user posts or edits a comment. A new comment goes after the thread's others, in the order given; a
+        replaced one keeps its place. The thread is read and written inside the transaction, so two writers adding
+        comments to one thread at once (two requests, two workers, another process) both keep theirs, which two
+        whole-thread upserts sent out of order would not. The stored thread is the one ``upsert`` of the whole
+        thread would store, its content hash included. Raises ``NotInStore`` when the thread is not stored, and
+        ``StoreError`` (nothing written) when an answer id belongs to another thread."""
+        with self._transaction() as cur:
+            thread = self._read_one(cur, thread_id)
+            if thread is None:
+                raise NotInStore(f"no thread with id {thread_id!r}; POST /threads (or `cqa ingest`) stores a new one")
+            at = {a.id: i for i, a in enumerate(thread.answers)}
+            merged = list(thread.answers)
+            result = AnswersResult()
+            for a in answers:
+                if a.id not in at:
+                    at[a.id] = len(merged)
+                    merged.append(a)
+                    result.inserted += 1
+                elif merged[at[a.id]] == a:
+                    result.unchanged += 1
+                else:
+                    merged[at[a.id]] = a
+                    result.updated += 1
+            if result.inserted or result.updated:
+                self._upsert_one(cur, thread.model_copy(update={"answers": merged}), UpsertResult())
+                self._count_change(cur)
+            result.answers = len(merged)
         return result
+
+    def delete_answer(self, thread_id: str, answer_id: str) -> int:
+        """Remove one comment of a stored thread (the others keep their order), in one transaction, as ``delete``
+        removes a thread: what a moderator's removal sends. Returns how many comments the thread has left; raises
+        ``NotInStore`` when the thread is not stored or holds no such comment."""
+        with self._transaction() as cur:
+            thread = self._read_one(cur, thread_id)
+            if thread is None:
+                raise NotInStore(f"no thread with id {thread_id!r}")
+            kept = [a for a in thread.answers if a.id != answer_id]
+            if len(kept) == len(thread.answers):
+                raise NotInStore(f"thread {thread_id!r} has no answer with id {answer_id!r}")
+            self._upsert_one(cur, thread.model_copy(update={"answers": kept}), UpsertResult())
+            self._count_change(cur)
+        return len(kept)
+
+    @staticmethod
+    def _read_one(cur: sqlite3.Cursor, thread_id: str) -> Thread | None:
+        row = cur.execute("SELECT * FROM threads WHERE id=?", (thread_id,)).fetchone()
+        if row is None:
+            return None
+        answers = cur.execute("SELECT * FROM answers WHERE thread_id=? ORDER BY position", (thread_id,)).fetchall()
+        return _thread_from_rows(row, answers)
 
     def _upsert_one(self, cur: sqlite3.Cursor, t: Thread, result: UpsertResult) -> None:
         digest = t.content_hash()
@@ -150,18 +221,11 @@ class ThreadStore:
                           json.dumps(a.meta, ensure_ascii=False)) for i, a in enumerate(t.answers)])
 
     def delete(self, thread_id: str) -> bool:
-        with self._lock:
-            cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
-                n = cur.execute("DELETE FROM threads WHERE id=?", (thread_id,)).rowcount
-                if n:
-                    self._count_change(cur)
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
+            n = cur.execute("DELETE FROM threads WHERE id=?", (thread_id,)).rowcount
+            if n:
+                self._count_change(cur)
         return n > 0
 
     @staticmethod
@@ -183,12 +247,7 @@ class ThreadStore:
 
     def get(self, thread_id: str) -> Thread | None:
         with self._lock:
-            row = self._conn.execute("SELECT * FROM threads WHERE id=?", (thread_id,)).fetchone()
-            if row is None:
-                return None
-            answers = self._conn.execute(
-                "SELECT * FROM answers WHERE thread_id=? ORDER BY position", (thread_id,)).fetchall()
-        return _thread_from_rows(row, answers)
+            return self._read_one(self._conn.cursor(), thread_id)
 
     def iter_threads(self, batch: int = 1000) -> Iterator[Thread]:
         """All threads in insertion order, read in batches so memory stays flat (each batch as it is when read; a

@@ -129,13 +129,14 @@ def test_a_question_of_invisible_characters_only_is_refused_as_blank(demo_client
 
 @hsettings(max_examples=EXAMPLES_PER_TEST + 10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(subject=text, body=text, category=st.one_of(st.none(), text), comments=st.lists(text, max_size=5),
-       authors=st.lists(st.one_of(st.none(), text), min_size=5, max_size=5))
+       authors=st.lists(st.one_of(st.none(), text), min_size=5, max_size=5), later=text)
 @example(subject="\x00\ufeff\u202e visa", body="x" * 5000, category="\u200b", comments=["\x00", "", "\U0001f642 ok"],
-         authors=[None, "\u202e", "", "a\u0301", "\x00"])
+         authors=[None, "\u202e", "", "a\u0301", "\x00"], later="\u202e\x00")
 def test_a_thread_accepted_with_hostile_texts_reads_back_exactly_as_sent(demo_client, subject, body, category,
-                                                                         comments, authors):
+                                                                         comments, authors, later):
     """Accepted data is never lost, nor changed: every character of a thread the store took (NUL, BOM, a direction
-    override, 5,000-character words...) reads back as it was sent; what it refuses is a 422."""
+    override, 5,000-character words...) reads back as it was sent, and so does a comment added to it later alone
+    (POST /threads/{id}/answers); what it refuses is a 422."""
     tid = f"hostile-{next(THREAD_IDS)}"
     thread = {"id": tid, "subject": subject, "body": body, "category": category,
               "answers": [{"id": f"{tid}_c{j}", "text": c, "author_id": a}
@@ -146,6 +147,11 @@ def test_a_thread_accepted_with_hostile_texts_reads_back_exactly_as_sent(demo_cl
         assert not (subject.strip() or body.strip()), r.text[:300]  # the one refusal these draws can earn
         assert demo_client.get(f"/threads/{tid}").status_code == 404  # and nothing of it was written
         return
+    added = {"id": f"{tid}_later", "text": later, "author_id": authors[0]}
+    r = demo_client.post(f"/threads/{tid}/answers", json={"answers": [added]},
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 200 and r.json()["inserted"] == 1, r.text[:300]
+    thread["answers"].append(added)
     got = demo_client.get(f"/threads/{tid}").json()
     assert (got["subject"], got["body"], got["category"]) == (subject, body, category)
     assert [(a["id"], a["text"], a["author_id"]) for a in got["answers"]] == \

@@ -463,6 +463,63 @@ def test_threads_upsert_delete_and_reindex_job(client):
     assert client.get("/jobs/doesnotexist").status_code == 404
 
 
+def test_comments_of_a_thread_added_edited_and_deleted_one_at_a_time(client):
+    """POST /threads/{id}/answers adds a forum's new comment to a stored thread (or replaces one it holds) without
+    the thread sent again, and encodes only that comment ahead of the build; DELETE /threads/{id}/answers/{answer_id}
+    removes one. Search sees each after the next build. Admin only; every refusal is a 4xx that wrote nothing."""
+    import re
+
+    def ahead() -> float:  # texts POST requests have put in the embedding cache, encoded or found there
+        m = dict(re.findall(r'cqa_encode_ahead_texts_total\{outcome="(encoded|cached)"\} ([0-9.]+)',
+                            client.get("/metrics").text))
+        return sum(map(float, m.values()))
+    new = {"id": "t5_new", "text": "try the quokka embassy on Tuesdays", "author_id": "u42",
+           "created_at": "2026-11-28 09:00:00"}
+    assert client.post("/threads/t5/answers", json={"answers": [new]}).status_code == 401
+    assert client.delete("/threads/t5/answers/t5_a0").status_code == 401
+    before, texts = client.get("/threads/t5").json(), ahead()
+    r = client.post("/threads/t5/answers", json={"answers": [new]}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json() | {"note": ""} == {"thread_id": "t5", "inserted": 1, "updated": 0, "unchanged": 0, "answers": 4,
+                                       "note": ""}
+    per_comment = 2 if client.app.state.settings.answer_spec is not None else 1  # the answer encoder's too
+    assert ahead() - texts == 1 + per_comment  # the thread's question and this comment, not its other comments
+    after = client.get("/threads/t5").json()
+    assert after["answers"] == before["answers"] + [{**new, "label": None, "meta": {}}]
+    edit = {"id": "t5_a1", "text": "answer 1 on rent 5, edited"}
+    r = client.post("/threads/t5/answers", json={"answers": [edit, new]}, headers=ADMIN).json()
+    assert (r["inserted"], r["updated"], r["unchanged"], r["answers"]) == (0, 1, 1, 4)
+    assert [a["text"] for a in client.get("/threads/t5").json()["answers"]][1:3] == [edit["text"], "answer 2 on rent 5"]
+    stored = client.get("/threads/t5").json()
+    for path, body, status, needle in (
+            ("/threads/nope/answers", {"answers": [new]}, 404, "no thread with id 'nope'"),
+            ("/threads/t5/answers", {"answers": []}, 422, "answers"),
+            ("/threads/t5/answers", {"answers": [new, new]}, 422, "answer id 't5_new' appears twice"),
+            ("/threads/t5/answers", {"answers": [{"id": " ", "text": "x"}]}, 422, "answer id must not be blank"),
+            ("/threads/t5/answers", {"answers": [{"id": "t5_x", "text": "x\ud800"}]}, 422, "unpaired surrogate"),
+            ("/threads/t5/answers", {"answers": [{"id": "t5_x", "text": "x", "votes": 3}]}, 422, "votes"),
+            ("/threads/t5/answers", {"answers": [{"id": "t5_x", "text": "fine"}, {"id": "t6_a0", "text": "taken"}]},
+             409, "already belongs to thread 't6'")):
+        r = client.post(path, content=json.dumps(body, ensure_ascii=True), headers={**ADMIN,
+                        "content-type": "application/json"})
+        assert r.status_code == status and needle in r.json()["error"]["message"], (body, r.text)
+    assert client.get("/threads/t5").json() == stored and client.get("/threads/t6").json()["answers"][0]["id"] == "t6_a0"
+    job = wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])
+    assert job["state"] == "succeeded", job
+    hits = client.post("/search", json={"question": {"body": "quokka embassy"}, "k": 3, "rerank": False}).json()
+    assert hits["results"][0]["id"] == "t5_new"
+    r = client.delete("/threads/t5/answers/t5_new", headers=ADMIN)
+    assert r.status_code == 200 and r.json()["deleted"] == "t5_new" and "removed from the store" in r.json()["note"]
+    assert [a["id"] for a in client.get("/threads/t5").json()["answers"]] == ["t5_a0", "t5_a1", "t5_a2"]
+    for path, needle in (("/threads/t5/answers/t5_new", "thread 't5' has no answer with id 't5_new'"),
+                         ("/threads/nope/answers/t5_a0", "no thread with id 'nope'")):
+        r = client.delete(path, headers=ADMIN)
+        assert r.status_code == 404 and needle in r.json()["error"]["message"]
+    job = wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])
+    hits = client.post("/search", json={"question": {"body": "quokka embassy"}, "k": 10, "rerank": False}).json()
+    assert "t5_new" not in {x["id"] for x in hits["results"]}
+
+
 def test_a_failure_to_encode_ahead_loses_no_write(client, monkeypatch):
     """POST /threads encodes its texts into the embedding cache before its write ($CQA_ENCODE_AHEAD_TEXTS); when that
     fails (a broken cache file, a model that will not load) the write still happens and is acknowledged: the cache is
@@ -708,6 +765,12 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
                              {"Authorization": f"Bearer {TOKEN}"})
             assert status == 200
             acked.append(f"k{i}")
+        comments = []  # and comments added one at a time to one of them, as a forum's users post them
+        for i in range(10):
+            status, out_ = http("POST", base + "/threads/k0/answers", {"answers": [{"id": f"k0c{i}", "text": f"c {i}"}]},
+                                {"Authorization": f"Bearer {TOKEN}"})
+            assert status == 200 and out_["answers"] == i + 1, out_
+            comments.append(f"k0c{i}")
         store = http("GET", base + "/ready")[1]["score_store"]
         assert store["path"].endswith("score-store.sqlite3") and store["written"] > 0 and store["error"] == ""
         vector_store = http("GET", base + "/ready")[1]["vector_store"]
@@ -722,11 +785,12 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
         # the reindex was killed: either it had not published (the old generation is live) or it had, and then
         # the live generation is complete and holds every thread acknowledged before it started
         if ready2["generation"] != ready["generation"]:
-            assert ready2["sizes"]["documents"] == ready["sizes"]["documents"] + len(acked)
+            assert ready2["sizes"]["documents"] == ready["sizes"]["documents"] + len(acked) + len(comments)
         assert not any(p.name.startswith(".tmp") and p.name.endswith(ready2["generation"])
                        for p in (tmp_path / "var" / "indexes").iterdir())
         for tid in acked:
             assert http("GET", f"{base}/threads/{tid}")[0] == 200
+        assert [a["id"] for a in http("GET", f"{base}/threads/k0")[1]["answers"]] == comments
         # the score store outlives the process: the first thread again costs the restarted service no model call
         status, restarted = http("POST", base + "/rerank", body)
         assert status == 200 and restarted["results"] == out["results"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from indexing.models import Answer, Thread
-from indexing.store import StoreError, ThreadStore
+from indexing.store import NotInStore, StoreError, ThreadStore
 
 
 def make(tid: str, n: int = 2, subject: str = "How to renew a visa?") -> Thread:
@@ -46,6 +46,55 @@ def test_answer_id_clash_is_refused_and_writes_nothing(tmp_path):
         with pytest.raises(StoreError, match="a_c0.*already belongs"):
             store.upsert([make("c"), clash])
         assert store.counts() == {"threads": 1, "answers": 2}  # the batch is all or nothing
+
+
+def test_comments_added_replaced_and_deleted_one_by_one_store_what_the_whole_thread_would(tmp_path):
+    """``upsert_answers`` adds a comment after the thread's others or replaces one in place, ``delete_answer`` removes
+    one; each stores exactly what an upsert of the whole thread would (its content hash too, so sending that thread
+    afterwards changes nothing) and counts a change, and a refused write writes nothing."""
+    with ThreadStore(tmp_path / "s.db") as store:
+        store.upsert([make("t", 2), make("u", 1)])
+        changes = store.change_count()
+        new = Answer(id="t_c2", text="a third answer", author_id="u9", created_at="2026-11-28 13:00:00")
+        edited = Answer(id="t_c0", text="answer 0, edited", label="Good")
+        r = store.upsert_answers("t", [new, edited, make("t", 2).answers[1]])
+        assert (r.inserted, r.updated, r.unchanged, r.answers) == (1, 1, 1, 3)
+        whole = make("t", 2).model_copy(update={"answers": [edited, make("t", 2).answers[1], new]})
+        assert store.get("t") == whole and store.change_count() == changes + 1
+        assert store.upsert([whole]).unchanged == 1  # the same content hash as the whole thread's
+        r = store.upsert_answers("t", [new])
+        assert (r.inserted, r.updated, r.unchanged) == (0, 0, 1) and store.change_count() == changes + 1
+        assert store.delete_answer("t", "t_c1") == 2
+        assert [a.id for a in store.get("t").answers] == ["t_c0", "t_c2"] and store.change_count() == changes + 2
+        fingerprint = store.fingerprint()
+        with pytest.raises(NotInStore, match="no answer with id 't_c1'"):
+            store.delete_answer("t", "t_c1")
+        with pytest.raises(NotInStore, match="no thread with id 'gone'"):
+            store.upsert_answers("gone", [new])
+        with pytest.raises(NotInStore, match="no thread with id 'gone'"):
+            store.delete_answer("gone", "t_c0")
+        with pytest.raises(StoreError, match="u_c0.*already belongs to thread 'u'"):
+            store.upsert_answers("t", [Answer(id="t_c9", text="fine"), Answer(id="u_c0", text="taken")])
+        assert store.fingerprint() == fingerprint and store.change_count() == changes + 2  # nothing written
+        assert store.counts() == {"threads": 2, "answers": 3}
+
+
+def test_comments_added_to_one_thread_at_once_by_several_writers_are_all_kept(tmp_path):
+    """Writers adding comments to the same thread at the same time, through one handle (a worker's requests) and
+    through others (other workers, another process's connection), each read and write the thread in one transaction:
+    every comment acknowledged is stored, in the thread, once."""
+    from concurrent.futures import ThreadPoolExecutor
+    db = tmp_path / "s.db"
+    with ThreadStore(db) as shared, ThreadStore(db) as other, ThreadStore(db) as third:
+        shared.upsert([make("t", 0)])
+        handles = [shared, other, third]
+
+        def add(i: int) -> int:
+            return handles[i % 3].upsert_answers("t", [Answer(id=f"t_n{i}", text=f"comment {i}")]).inserted
+        with ThreadPoolExecutor(8) as pool:
+            assert sum(pool.map(add, range(60))) == 60
+        got = [a.id for a in shared.get("t").answers]
+        assert sorted(got) == sorted(f"t_n{i}" for i in range(60)) and shared.counts()["answers"] == 60
 
 
 def test_thread_without_text_or_with_duplicate_answers_is_invalid():
