@@ -14,6 +14,11 @@ generation indexes; a result or folded into one), and then once reranked, as /se
   (while at most $CQA_TRANSLATION_RETRAIN_CHANGED of them changed since it was trained) or trains it again;
 - delete: DELETE /threads/{id} of a thread found before, searched for until it no longer shows.
 
+With --answer-via thread,answers each new comment is sent both ways in turn, side by side on one server: "thread"
+POSTs the whole thread to /threads, "answers" POSTs the comment alone to /threads/{id}/answers. With
+--answered-comments K the comments go to a thread that already has K (posted and indexed before the trials, untimed):
+a long thread, whose whole-thread POST holds more texts than $CQA_ENCODE_AHEAD_TEXTS, so its build encodes them.
+
 Meanwhile one client sends POST /search (target answers, reranked: the heaviest search) one after another, 0.25 s
 apart, and its latency is reported split by whether an automatic build was running (the jobs' start and end, GET
 /jobs/{id}), side by side in one run. With --nice-levels each level ($CQA_REFRESH_NICE), and with
@@ -30,6 +35,8 @@ build encoded, and whether and when it went live before the translation table wa
 
     python bench/freshness.py --data-dir /tmp/cqa-full --quiet 3 --right-after 1 --answers 2 --encode-ahead-levels 32,0
     python bench/freshness.py --data-dir /tmp/cqa-full --quiet 1 --right-after 0 --answers 3 --translation-later-levels 1,0
+    python bench/freshness.py --data-dir /tmp/cqa-full --quiet 1 --right-after 0 --answers 3 --no-delete \
+        --answer-via thread,answers --answered-comments 30
 
 --data-dir is the data folder `cqa evaluate` uses: its corpus (DATA/benchmarks/fullcorpus-2016, built if missing) is
 copied to a temporary folder for each server; the corpus itself is not changed.
@@ -109,13 +116,16 @@ def answer_found(base: str, answer_id: str, text: str, rerank: bool = False) -> 
 
 
 def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout: float,
-          answers: list[dict] | None = None) -> dict:
+          answers: list[dict] | None = None, via: str = "thread") -> dict:
     """One change: how long its request took, and the seconds from its acknowledgement until /search shows it (or,
-    deleted, no longer). An "answer" trial posts the thread with ``answers``, whose last is the new one."""
+    deleted, no longer). An "answer" trial sends ``answers``' last, the new one: ``via`` "thread" posts the thread with
+    all of them to /threads, "answers" posts it alone to /threads/{id}/answers."""
     t0 = time.perf_counter()
     if kind == "delete":
         req = urllib.request.Request(f"{base}/threads/{thread_id}", method="DELETE", headers=ADMIN)
         status, out = get_json(req)
+    elif kind == "answer" and via == "answers":
+        status, out = post_json(f"{base}/threads/{thread_id}/answers", {"answers": answers[-1:]}, headers=ADMIN)
     else:
         thread = {"id": thread_id, "subject": subject, "body": body, "answers": answers or []}
         status, out = post_json(base + "/threads", {"threads": [thread]}, headers=ADMIN)
@@ -133,6 +143,7 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
     result = job.get("result") or {}
     table = result.get("indexes", {}).get("translation") or {}
     return {"kind": kind, "thread": thread_id, "request_ms": round(request_ms, 1),
+            **({"via": via, "thread_comments": len(answers) - 1} if kind == "answer" else {}),
             "seconds_to_search": round(seconds, 2),
             "reranked_shows": (answer_found(base, answers[-1]["id"], answers[-1]["text"], rerank=True)
                                if kind == "answer" else found(base, thread_id, subject, body, rerank=True)),
@@ -153,6 +164,20 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
             "live_before_translation_s": (result.get("live_before_translation") or {}).get("seconds"),
             "served_before_translation": result.get("served_before_translation") is not None,
             "child": result.get("child"), "outcome": job["state"]}
+
+
+def long_thread(base: str, new: tuple[str, str, str], comments: list[str], n: int, added: list[dict],
+                timeout: float) -> tuple[str, str, str]:
+    """A new thread with ``n`` comments (``comments``' first, recorded in ``added``), posted and waited for until its
+    last comment shows: the thread the answer trials then add to. Untimed."""
+    thread_id, subject, body = new
+    added.extend({"id": f"{thread_id}_C{i + 1}", "text": comments[i]} for i in range(n))
+    status, out = post_json(base + "/threads", {"threads": [{"id": thread_id, "subject": subject, "body": body,
+                                                             "answers": added}]}, headers=ADMIN)
+    if status != 200:
+        raise SystemExit(f"the long thread {thread_id} answered {status}: {out}")
+    wait_for(lambda: answer_found(base, added[-1]["id"], added[-1]["text"]), timeout)
+    return new
 
 
 def grown_corpus(corpus: Path, copies: int, folder: Path) -> dict:
@@ -205,7 +230,8 @@ def server_levels(args, defaults) -> list[Levels]:
 
 
 def run_server(corpus: Path, levels: Levels, refresh_s: float, plan: list[str], news: list[tuple[str, str, str]],
-               comments: list[str], load_questions: list[str], timeout: float) -> dict:
+               comments: list[str], load_questions: list[str], timeout: float, vias: list[str] = ("thread",),
+               answered_comments: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix="cqa-fresh-") as tmp:
         folder = Path(tmp) / "data"
         shutil.copytree(corpus, folder)
@@ -217,17 +243,21 @@ def run_server(corpus: Path, levels: Levels, refresh_s: float, plan: list[str], 
                 return post_json(base + "/search", body)[0]
             searches = PacedClient(search, POLL_S)
             searches.start()
-            trials, posted, added = [], iter(news), []
-            first = last = None
+            trials, posted, added, via = [], iter(news), [], itertools.cycle(vias)
+            first = last = answered = None
             try:
                 for kind in plan:
+                    if kind == "answer" and answered is None:
+                        # the latest new thread, so the delete's thread stays unanswered; or a long one, posted now
+                        answered = last if not answered_comments else long_thread(base, news[-1], comments,
+                                                                                  answered_comments, added, timeout)
                     if kind != "right-after":
                         idle(base, refresh_s)
                     if kind == "delete":
                         t = trial(base, kind, *first, timeout)
-                    elif kind == "answer":  # the latest new thread, so the delete's thread stays unanswered
-                        added.append({"id": f"{last[0]}_C{len(added) + 1}", "text": comments[len(added)]})
-                        t = trial(base, kind, *last, timeout, answers=added)
+                    elif kind == "answer":
+                        added.append({"id": f"{answered[0]}_C{len(added) + 1}", "text": comments[len(added)]})
+                        t = trial(base, kind, *answered, timeout, answers=added, via=next(via))
                     else:
                         last = next(posted)
                         first = first or last
@@ -249,9 +279,13 @@ def summary(trials: list[dict]) -> dict:
     import numpy as np
     out = {}
     for kind in ("quiet", "right-after", "answer", "delete"):
-        s = [t["seconds_to_search"] for t in trials if t["kind"] == kind]
-        if s:
-            out[kind] = {"n": len(s), "p50_s": round(float(np.percentile(s, 50)), 2), "max_s": max(s)}
+        for via in ((None, "thread", "answers") if kind == "answer" else (None,)):
+            some = [t for t in trials if t["kind"] == kind and via in (None, t.get("via"))]
+            s = [t["seconds_to_search"] for t in some]
+            if s:
+                out[kind if via is None else f"answer via {via}"] = {
+                    "n": len(s), "p50_s": round(float(np.percentile(s, 50)), 2), "max_s": max(s),
+                    "request_ms_p50": round(float(np.percentile([t["request_ms"] for t in some], 50)), 1)}
     return out
 
 
@@ -262,6 +296,11 @@ def main() -> None:
     ap.add_argument("--right-after", type=int, default=1, help="new threads posted right after a build ended")
     ap.add_argument("--answers", type=int, default=2, help="new comments added, one by one, to a thread posted before")
     ap.add_argument("--no-delete", action="store_true", help="skip the delete trial")
+    ap.add_argument("--answer-via", default="thread", help="how each new comment is sent, comma-separated, in turn: "
+                    "thread (POST /threads with the whole thread), answers (POST /threads/{id}/answers, the comment "
+                    "alone); --answers comments each way")
+    ap.add_argument("--answered-comments", type=int, default=0, help="the comments go to a thread that already has "
+                    "this many, posted and indexed before the trials (0: the latest new thread, with none)")
     ap.add_argument("--refresh-s", type=float, default=None, help="CQA_REFRESH_S (default: the setting's default)")
     ap.add_argument("--nice-levels", default=None, help="CQA_REFRESH_NICE per server, comma-separated (default: the "
                     "setting's default)")
@@ -297,12 +336,17 @@ def main() -> None:
     _, dev = qrels_for(settings, "dev", "questions")
     if args.answers and not args.quiet:
         raise SystemExit("--answers needs a thread to answer: --quiet 1 or more")
-    plan = (["quiet"] * args.quiet + ["right-after"] * args.right_after + ["answer"] * args.answers
+    vias = args.answer_via.split(",")
+    if not set(vias) <= {"thread", "answers"}:
+        raise SystemExit(f"--answer-via: thread or answers, not {args.answer_via!r}")
+    plan = (["quiet"] * args.quiet + ["right-after"] * args.right_after + ["answer"] * (args.answers * len(vias))
             + ([] if args.no_delete else ["delete"]))
-    need = args.quiet + args.right_after
+    need = args.quiet + args.right_after + (1 if args.answered_comments else 0)
+    per_server = args.answered_comments + args.answers * len(vias)
     comments = [a.text for t in load_semeval(settings.semeval_dir / TEST_2015, strict=True).threads for a in t.answers
                 if len(a.text) >= 80]
-    out = {"bench": "freshness", "refresh_s": refresh_s, "plan": plan, "copies": args.copies, "servers": []}
+    out = {"bench": "freshness", "refresh_s": refresh_s, "plan": plan, "copies": args.copies,
+           "answer_via": vias, "answered_comments": args.answered_comments, "servers": []}
     corpus = corpus_settings(settings).data_dir
     with tempfile.TemporaryDirectory(prefix="cqa-fresh-grown-") as grown:  # removed even when a server fails
         if args.copies > 1:
@@ -316,7 +360,8 @@ def main() -> None:
                     for qid, (subject, body) in list(test.items())[n * need:(n + 1) * need]]
             load_questions = [f"{subject} {body}" for subject, body in dev.values()]
             result = run_server(corpus, levels, refresh_s, plan, news,
-                                comments[n * args.answers:(n + 1) * args.answers], load_questions, args.timeout)
+                                comments[n * per_server:(n + 1) * per_server], load_questions, args.timeout, vias,
+                                args.answered_comments)
             result["summary"] = summary(result["trials"])
             out["servers"].append(result)
     print(json.dumps(out))

@@ -435,22 +435,27 @@ def test_unanswered_bench_strips_comments_in_a_copy_and_scores_each_reranker(fre
 @pytest.mark.slow
 def test_freshness_bench_finds_new_threads_through_the_refresh_alone(fresh_corpus_dir):
     """bench/freshness.py with a 5 s interval: a new thread posted to a quiet store is found, one posted right after
-    a build waits for the gap, a new comment is found by its own text, and the searches sent meanwhile all
-    succeed. POST /threads encoded every new text before its write, so no build encoded one; the new comment's build
-    kept the live translation table (one pair of 19,680 changed, within CQA_TRANSLATION_RETRAIN_CHANGED)."""
+    a build waits for the gap, a new comment is found by its own text, sent with its thread to POST /threads and then
+    another alone to POST /threads/{id}/answers, and the searches sent meanwhile all succeed. Each request encoded
+    every new text before its write, so no build encoded one; the new comments' builds kept the live translation
+    table (one pair of 19,680 changed, then two, within CQA_TRANSLATION_RETRAIN_CHANGED)."""
     from tests.conftest import SEMEVAL
     from tests.test_benches import run_bench
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
     out = run_bench("freshness.py", "--data-dir", str(fresh_corpus_dir), "--quiet", "1", "--right-after", "1",
-                    "--answers", "1", "--no-delete", "--refresh-s", "5", env=env, timeout=1200)
+                    "--answers", "1", "--answer-via", "thread,answers", "--no-delete", "--refresh-s", "5", env=env,
+                    timeout=1200)
     (srv,) = out["servers"]
-    quiet, after, answer = srv["trials"]
-    assert (quiet["kind"], after["kind"], answer["kind"]) == ("quiet", "right-after", "answer")
+    quiet, after, answer, alone = srv["trials"]
+    assert [t["kind"] for t in srv["trials"]] == ["quiet", "right-after", "answer", "answer"]
+    assert (answer["via"], alone["via"], answer["thread_comments"], alone["thread_comments"]) == \
+        ("thread", "answers", 0, 1)
     assert all(t["outcome"] == "succeeded" and t["encoded"] == 0 and t["answers_encoded"] == 0
-               and t["seconds_to_search"] > 0 for t in (quiet, after, answer)), srv["trials"]
+               and t["seconds_to_search"] > 0 for t in srv["trials"]), srv["trials"]
     # the comment changed one pair: its build kept the table, so it had nothing to train after going live
-    assert [t["translation"] for t in (quiet, after, answer)] == ["copied", "copied", "kept"]
+    assert [t["translation"] for t in srv["trials"]] == ["copied", "copied", "kept", "kept"]
     assert answer["translation_changed_pairs"] == 1 and not answer["served_before_translation"]
+    assert alone["translation_changed_pairs"] == 2 and srv["summary"]["answer via answers"]["n"] == 1
     # right after: the gap the first build left, its length * 4 ($CQA_REFRESH_DUTY 0.2), at most the 5 s interval
     assert 0 < quiet["gap_after_s"] <= 5 and after["job_started_at"] >= quiet["job_finished_at"] + quiet["gap_after_s"] \
         - 0.5, (quiet, after)
