@@ -18,7 +18,9 @@ from typing import Callable, Literal
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi import Query as Param
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
 from indexing.store import NotInStore, StoreError, ThreadStore
@@ -38,11 +40,13 @@ from .schemas import (
     BackupIn,
     BackupsOut,
     DeletedOut,
+    EditedOut,
     EvaluationIn,
     EvaluationOut,
     HealthOut,
     JobOut,
     JobSubmitted,
+    QuestionEditIn,
     ReadyOut,
     RerankIn,
     RerankOut,
@@ -536,6 +540,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.nudge()
         return {"thread_id": thread_id, "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
                 "answers": r.answers, "note": change_note(svc.settings, "accepted and durable")}
+
+    @app.patch("/threads/{thread_id}", response_model=EditedOut, dependencies=[Depends(require_admin)],
+               summary="Edit a stored thread's question, its comments kept (admin); durable before the response")
+    async def patch_thread(thread_id: str, body: QuestionEditIn, svc: Service = Depends(service)):
+        """What a forum sends when its user edits the question: the fields that changed, not the comments, so an edit
+        never drops a comment another request added meanwhile (the thread is read and written in one transaction)."""
+        fields = body.fields()
+        enforce_text_limit(svc.settings.max_text_chars,
+                           ((name, fields[name]) for name in ("subject", "body") if name in fields))
+        try:
+            changed = await run_in_threadpool(svc.store.update_question, thread_id, fields)
+        except NotInStore as e:
+            raise HTTPException(404, detail=str(e)) from None
+        except ValidationError as e:  # the thread it would make is not one: no subject and no body
+            raise RequestValidationError(e.errors()) from None
+        if changed:
+            svc.nudge()
+        return {"thread_id": thread_id, "changed": changed,
+                "note": change_note(svc.settings, "accepted and durable" if changed else "nothing changed")}
 
     @app.delete("/threads/{thread_id}/answers/{answer_id}", response_model=DeletedOut,
                 dependencies=[Depends(require_admin)], summary="Delete one comment of a thread (admin)")

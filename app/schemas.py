@@ -205,6 +205,28 @@ class ThreadsIn(Strict):
     threads: list[Thread] = Field(..., min_length=1, description="at most CQA_MAX_THREADS_PER_REQUEST")
 
 
+class QuestionEditIn(Strict):
+    """A stored thread's own fields, each one sent replacing the stored value; its comments are kept."""
+    subject: str | None = None
+    body: str | None = None
+    category: str | None = None
+    created_at: str | None = None
+    author_id: str | None = None
+    meta: dict | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> "QuestionEditIn":
+        if not self.model_fields_set:
+            raise ValueError("send at least one of subject, body, category, created_at, author_id, meta")
+        for name, instead in (("subject", '""'), ("body", '""'), ("meta", "{}")):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name}: not null ({instead} clears it)")
+        return self
+
+    def fields(self) -> dict:
+        return self.model_dump(exclude_unset=True)
+
+
 class AnswersIn(Strict):
     """Comments of one stored thread, each added after its others or, where the thread holds its id, replacing it in
     place."""
@@ -394,6 +416,12 @@ class AnswersOut(BaseModel):
     updated: int = Field(description="comments whose id the thread held, replaced in place")
     unchanged: int = Field(description="comments sent as the thread already held them")
     answers: int = Field(description="how many comments the thread has now")
+    note: str
+
+
+class EditedOut(BaseModel):
+    thread_id: str
+    changed: bool = Field(description="false when the thread already held these values")
     note: str
 
 

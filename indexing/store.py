@@ -164,6 +164,23 @@ class ThreadStore:
             result.answers = len(merged)
         return result
 
+    def update_question(self, thread_id: str, fields: dict) -> bool:
+        """Change a stored thread's own fields (subject, body, category, created_at, author_id, meta: those ``fields``
+        names) and keep its comments, read and written in one transaction, as ``upsert_answers`` does: a question's
+        edit never loses a comment added meanwhile. Returns whether anything changed; raises ``NotInStore`` when the
+        thread is not stored and pydantic's ``ValidationError`` when the thread that results is not valid
+        (nothing written)."""
+        with self._transaction() as cur:
+            thread = self._read_one(cur, thread_id)
+            if thread is None:
+                raise NotInStore(f"no thread with id {thread_id!r}; POST /threads stores a new one")
+            edited = Thread.model_validate({**thread.model_dump(), **fields})
+            if edited == thread:
+                return False
+            self._upsert_one(cur, edited, UpsertResult())
+            self._count_change(cur)
+        return True
+
     def delete_answer(self, thread_id: str, answer_id: str) -> int:
         """Remove one comment of a stored thread (the others keep their order), in one transaction, as ``delete``
         removes a thread: what a moderator's removal sends. Returns how many comments the thread has left; raises

@@ -520,6 +520,39 @@ def test_comments_of_a_thread_added_edited_and_deleted_one_at_a_time(client):
     assert "t5_new" not in {x["id"] for x in hits["results"]}
 
 
+def test_a_question_edited_alone_keeps_every_comment(client):
+    """PATCH /threads/{id} changes the thread's own fields that it sends and keeps its comments, read and written in
+    one transaction: an edit never drops a comment added meanwhile, which a whole-thread POST /threads built before
+    that comment would. A thread it would leave without subject and body is refused, and so is an empty edit."""
+    assert client.patch("/threads/t3", json={"subject": "x"}).status_code == 401
+    client.post("/threads/t3/answers", json={"answers": [{"id": "t3_late", "text": "posted meanwhile"}]}, headers=ADMIN)
+    before = client.get("/threads/t3").json()
+    r = client.patch("/threads/t3", json={"subject": "question 3 about a walrus visa", "category": None},
+                     headers=ADMIN)
+    assert r.status_code == 200 and r.json()["changed"] is True and "accepted and durable" in r.json()["note"]
+    after = client.get("/threads/t3").json()
+    assert after == {**before, "subject": "question 3 about a walrus visa", "category": None}
+    assert [a["id"] for a in after["answers"]] == ["t3_a0", "t3_a1", "t3_a2", "t3_late"]
+    again = client.patch("/threads/t3", json={"subject": "question 3 about a walrus visa"}, headers=ADMIN).json()
+    assert again["changed"] is False and "nothing changed" in again["note"]
+    for body, status, needle in (({"subject": "", "body": " "}, 422, "neither subject nor body"),
+                                 ({}, 422, "send at least one of subject"),
+                                 ({"body": None}, 422, "body: not null"),
+                                 ({"answers": []}, 422, "answers"),
+                                 ({"body": "x" * 20_001}, 422, "body"),  # CQA_MAX_TEXT_CHARS
+                                 ({"subject": "x" * 50_001}, 413, "the limit is 50000")):
+        r = client.patch("/threads/t3", json=body, headers=ADMIN)
+        assert r.status_code == status and needle in r.json()["error"]["message"], (body, r.text)
+    r = client.patch("/threads/nope", json={"subject": "x"}, headers=ADMIN)
+    assert r.status_code == 404 and "no thread with id 'nope'" in r.json()["error"]["message"]
+    assert client.get("/threads/t3").json() == after  # every refusal wrote nothing
+    job = wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])
+    assert job["state"] == "succeeded", job
+    hits = client.post("/search", json={"question": {"body": "walrus"}, "k": 3, "rerank": False,
+                                        "target": "questions"}).json()["results"]
+    assert hits[0]["thread_id"] == "t3" and "walrus" in hits[0]["text"], hits
+
+
 def test_a_failure_to_encode_ahead_loses_no_write(client, monkeypatch):
     """POST /threads encodes its texts into the embedding cache before its write ($CQA_ENCODE_AHEAD_TEXTS); when that
     fails (a broken cache file, a model that will not load) the write still happens and is acknowledged: the cache is

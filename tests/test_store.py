@@ -50,7 +50,7 @@ def test_answer_id_clash_is_refused_and_writes_nothing(tmp_path):
 
 def test_comments_added_replaced_and_deleted_one_by_one_store_what_the_whole_thread_would(tmp_path):
     """``upsert_answers`` adds a comment after the thread's others or replaces one in place, ``delete_answer`` removes
-    one; each stores exactly what an upsert of the whole thread would (its content hash too, so sending that thread
+    one, ``update_question`` edits the thread's own fields and keeps its comments; each stores exactly what an upsert of the whole thread would (its content hash too, so sending that thread
     afterwards changes nothing) and counts a change, and a refused write writes nothing."""
     with ThreadStore(tmp_path / "s.db") as store:
         store.upsert([make("t", 2), make("u", 1)])
@@ -77,6 +77,16 @@ def test_comments_added_replaced_and_deleted_one_by_one_store_what_the_whole_thr
             store.upsert_answers("t", [Answer(id="t_c9", text="fine"), Answer(id="u_c0", text="taken")])
         assert store.fingerprint() == fingerprint and store.change_count() == changes + 2  # nothing written
         assert store.counts() == {"threads": 2, "answers": 3}
+        assert store.update_question("t", {"body": "new details", "category": None})
+        assert store.get("t") == whole.model_copy(update={"body": "new details", "category": None,
+                                                          "answers": store.get("t").answers})
+        assert [a.id for a in store.get("t").answers] == ["t_c0", "t_c2"] and store.change_count() == changes + 3
+        assert not store.update_question("t", {"body": "new details"}) and store.change_count() == changes + 3
+        with pytest.raises(ValueError, match="neither subject nor body"):
+            store.update_question("t", {"subject": "", "body": ""})
+        with pytest.raises(NotInStore):
+            store.update_question("gone", {"subject": "x"})
+        assert store.get("t").subject == "How to renew a visa?" and store.change_count() == changes + 3
 
 
 def test_comments_added_to_one_thread_at_once_by_several_writers_are_all_kept(tmp_path):
@@ -89,12 +99,15 @@ def test_comments_added_to_one_thread_at_once_by_several_writers_are_all_kept(tm
         shared.upsert([make("t", 0)])
         handles = [shared, other, third]
 
-        def add(i: int) -> int:
+        def add(i: int) -> int:  # and, between them, the question edited alone
+            if i % 5 == 4:
+                assert handles[i % 3].update_question("t", {"subject": f"edit {i}"})
             return handles[i % 3].upsert_answers("t", [Answer(id=f"t_n{i}", text=f"comment {i}")]).inserted
         with ThreadPoolExecutor(8) as pool:
             assert sum(pool.map(add, range(60))) == 60
-        got = [a.id for a in shared.get("t").answers]
-        assert sorted(got) == sorted(f"t_n{i}" for i in range(60)) and shared.counts()["answers"] == 60
+        got = shared.get("t")
+        assert sorted(a.id for a in got.answers) == sorted(f"t_n{i}" for i in range(60))
+        assert shared.counts()["answers"] == 60 and got.subject.startswith("edit ") and got.body == "details"
 
 
 def test_thread_without_text_or_with_duplicate_answers_is_invalid():
