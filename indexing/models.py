@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -29,6 +30,19 @@ def invalid_unicode(value: Any, path: str) -> str | None:
             if bad:
                 return bad
     return None
+
+
+def moment(stamp) -> datetime | None:
+    """An ISO 8601 timestamp (``2013-06-11 09:28:51``, ``2013-06-11T09:28:51Z``...) as a naive UTC datetime; None
+    if it is missing or not one."""
+    if isinstance(stamp, datetime):
+        t = stamp
+    else:
+        try:
+            t = datetime.fromisoformat(str(stamp).strip())
+        except ValueError:
+            return None
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
 
 
 # Labels as the SemEval sources spell them; kept verbatim.

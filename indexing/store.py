@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .models import Answer, Thread
+from .models import Answer, Thread, moment
 
 if TYPE_CHECKING:
     from .documents import Documents
@@ -135,8 +135,9 @@ class ThreadStore:
 
     def upsert_answers(self, thread_id: str, answers: Sequence[Answer]) -> AnswersResult:
         """Add comments to a stored thread, or replace those whose id it holds, in one transaction: what a forum sends
-        when a user posts or edits a comment. A new comment goes after the thread's others, in the order given; a
-        replaced one keeps its place. The thread is read and written inside the transaction, so two writers adding
+        when a user posts or edits a comment. A new comment goes after the thread's others, in the order given, or,
+        where it and all of them carry an ISO 8601 time, after the last at or before its time (a comment delivered late
+        takes its place in the thread's order); a replaced one keeps its place. The thread is read and written inside the transaction, so two writers adding
         comments to one thread at once (two requests, two workers, another process) both keep theirs, which two
         whole-thread upserts sent out of order would not. The stored thread is the one ``upsert`` of the whole
         thread would store, its content hash included. Raises ``NotInStore`` when the thread is not stored, and
@@ -145,18 +146,17 @@ class ThreadStore:
             thread = self._read_one(cur, thread_id)
             if thread is None:
                 raise NotInStore(f"no thread with id {thread_id!r}; POST /threads (or `cqa ingest`) stores a new one")
-            at = {a.id: i for i, a in enumerate(thread.answers)}
             merged = list(thread.answers)
             result = AnswersResult()
             for a in answers:
-                if a.id not in at:
-                    at[a.id] = len(merged)
-                    merged.append(a)
+                at = next((i for i, b in enumerate(merged) if b.id == a.id), None)
+                if at is None:
+                    merged.insert(_place(merged, a), a)
                     result.inserted += 1
-                elif merged[at[a.id]] == a:
+                elif merged[at] == a:
                     result.unchanged += 1
                 else:
-                    merged[at[a.id]] = a
+                    merged[at] = a
                     result.updated += 1
             if result.inserted or result.updated:
                 self._upsert_one(cur, thread.model_copy(update={"answers": merged}), UpsertResult())
@@ -441,6 +441,16 @@ class Snapshot:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _place(answers: list[Answer], new: Answer) -> int:
+    """Where ``new`` goes among a thread's ``answers``: after the last one at or before its time, where it and all of
+    them carry one (``moment``); else after them all."""
+    when = moment(new.created_at)
+    times = [moment(a.created_at) for a in answers]
+    if when is None or None in times:
+        return len(answers)
+    return max((i + 1 for i, t in enumerate(times) if t <= when), default=0)
 
 
 def _thread_from_rows(row: tuple, answers: list[tuple]) -> Thread:

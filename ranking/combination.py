@@ -14,10 +14,11 @@ computes (``part_scores``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+
+from indexing.models import moment
 
 from .candidates import Candidate, Query
 from .fusion import zscore
@@ -58,7 +59,7 @@ def in_thread_order(q: Query) -> bool:
     stamps = [c.meta.get("created_at") for c in q.candidates]
     if not all(stamps):
         return False
-    when = [_when(s) for s in stamps]  # times compared as times where they are ISO 8601, as time_order sorts them
+    when = [moment(s) for s in stamps]  # times compared as times where they are ISO 8601, as time_order sorts them
     keys = when if all(w is not None for w in when) else stamps
     return all(a <= b for a, b in zip(keys, keys[1:]))
 
@@ -72,23 +73,10 @@ def time_order(q: Query) -> list[int] | None:
         return None
     if len({c.meta.get("thread_id") for c in q.candidates}) > 1:
         return None
-    stamps = [_when(c.meta.get("created_at")) for c in q.candidates]
+    stamps = [moment(c.meta.get("created_at")) for c in q.candidates]
     if any(t is None for t in stamps):
         return None
     return sorted(range(len(stamps)), key=lambda i: stamps[i])
-
-
-def _when(stamp) -> datetime | None:
-    """An ISO 8601 timestamp (``2013-06-11 09:28:51``, ``2013-06-11T09:28:51Z``...) as a naive UTC datetime; None
-    if it is missing or not one."""
-    if isinstance(stamp, datetime):
-        t = stamp
-    else:
-        try:
-            t = datetime.fromisoformat(str(stamp).strip())
-        except ValueError:
-            return None
-    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
 
 
 def in_time_order(q: Query) -> tuple[Query, list[int] | None]:

@@ -89,6 +89,22 @@ def test_comments_added_replaced_and_deleted_one_by_one_store_what_the_whole_thr
         assert store.get("t").subject == "How to renew a visa?" and store.change_count() == changes + 3
 
 
+def test_a_comment_delivered_late_takes_its_place_in_the_thread_by_its_time(tmp_path):
+    """Comments that carry ISO 8601 times, in a thread whose comments all do, go in time order whatever order they
+    arrive in (formats mixed, a zone given); without a time, or beside a comment without one, a new comment goes
+    last."""
+    at = [("c1", "2015-03-01 10:01:00"), ("c2", "2015-03-01T10:02:00"), ("c3", "2015-03-01 10:03:00"),
+          ("c4", "2015-03-01T12:04:00+02:00")]  # c4 is 10:04 UTC
+    with ThreadStore(tmp_path / "s.db") as store:
+        store.upsert([Thread(id="t", subject="q", answers=[Answer(id="c3", text="3", created_at=at[2][1])])])
+        for i in (1, 3, 0):  # c2, c4, c1: late, later, earliest
+            store.upsert_answers("t", [Answer(id=at[i][0], text=at[i][0], created_at=at[i][1])])
+        assert [a.id for a in store.get("t").answers] == ["c1", "c2", "c3", "c4"]
+        store.upsert_answers("t", [Answer(id="c0", text="no time"), Answer(id="c5", text="early",
+                                                                          created_at="2015-03-01 09:00:00")])
+        assert [a.id for a in store.get("t").answers] == ["c1", "c2", "c3", "c4", "c0", "c5"]
+
+
 def test_comments_added_to_one_thread_at_once_by_several_writers_are_all_kept(tmp_path):
     """Writers adding comments to the same thread at the same time, through one handle (a worker's requests) and
     through others (other workers, another process's connection), each read and write the thread in one transaction:
