@@ -90,6 +90,9 @@ PRESETS: dict[str, RankerSpec] = {
     "minilm-cosine": RankerSpec("minilm-cosine", "zero-shot all-MiniLM-L6-v2 cosine similarity (at /search: the "
                                 "cosine of the generation's dense encoder, $CQA_DENSE_ENCODER)"),
     "dense": RankerSpec("minilm-cosine", "the dense source alone: the dense encoder's cosine (same as minilm-cosine)"),
+    "minilm-cosine-subjects": RankerSpec("minilm-cosine", "zero-shot all-MiniLM-L6-v2 cosine of the two questions' "
+                                         "subjects (their whole texts where either has none)",
+                                         options={"subjects": True}),
     "bm25": _lexical("bm25", "BM25 of the question against each given candidate"),
     "lm": _lexical("lm", "Dirichlet query likelihood of the question for each candidate"),
     "translation-lm": RankerSpec("translation-lm", "translation-based LM (Xue et al. 2008), IBM Model 1 learned "
@@ -326,7 +329,7 @@ def _ir_baseline(spec, settings, parts, name):
 def _minilm_cosine(spec, settings, parts, name):
     from .rankers import MiniLMCosine
     return MiniLMCosine(device=settings.device, batch_size=settings.embedding_batch_size, name=name,
-                        cache_dir=settings.cache_dir)
+                        cache_dir=settings.cache_dir, subjects=bool(spec.options.get("subjects")))
 
 
 def _lexical_ranker(spec, settings, parts, name):

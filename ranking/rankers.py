@@ -42,10 +42,14 @@ class MiniLMCosine:
     name: str = "minilm-cosine"
     cache_dir: Path | None = None  # evaluation runs: the texts' embeddings kept (the reindex's cache)
     vector_memo: ScoreMemo | None = None  # serving: recent texts' vectors (for_serving sets it)
+    subjects: bool = False  # compare two questions by their subjects (meta "subject") where both have one
 
     def score(self, queries: list[Query]) -> list[list[float]]:
         """Questions and candidates that carry that encoder's embedding (meta "vector": the FAISS index's, or
         the first stage's of the question) are not encoded again; everything else is encoded in one batch."""
+        if self.subjects:
+            return per_encoder(queries, self._subject_scores)
+
         def group_scores(spec, group: list[Query]) -> list[list[float]]:
             items = [(q.text, stored(q.meta, "vector", spec.id)) for q in group]
             items += [(c.text, stored(c.meta, "vector", spec.id)) for q in group for c in q.candidates]
@@ -57,6 +61,33 @@ class MiniLMCosine:
                 rows.append((cand.astype(np.float32) @ qv).astype(float).tolist())
             return rows
         return per_encoder(queries, group_scores)
+
+
+    def _subject_scores(self, spec, group: list[Query]) -> list[list[float]]:
+        """``subjects``: a question and a candidate that both have a subject are compared by their subjects alone
+        (never by a stored vector, which is of a whole text); a pair where either lacks one, by their whole texts,
+        as without ``subjects``. Each distinct text is encoded once."""
+        def whole(x) -> tuple[str, str]:
+            return ("text", x.text)
+
+        def side(x, other) -> tuple[str, str]:
+            both = subject_of(x.meta) and subject_of(other.meta)
+            return ("subject", subject_of(x.meta)) if both else whole(x)
+        pairs = [[(side(q, c), side(c, q)) for c in q.candidates] for q in group]
+        vector_of: dict = {}  # a whole text's stored vector, where one of its questions carries it
+        for x in (y for q in group for y in (q, *q.candidates)):
+            if vector_of.get(whole(x)) is None:
+                vector_of[whole(x)] = stored(x.meta, "vector", spec.id)
+        keys = {k: i for i, k in enumerate(dict.fromkeys(k for row in pairs for pair in row for k in pair))}
+        vecs = embed_missing([(k[1], vector_of.get(k)) for k in keys], self.device, self.batch_size, spec,
+                             self.cache_dir, self.vector_memo)
+        return [[float(vecs[keys[a]] @ vecs[keys[b]]) for a, b in row] for row in pairs]
+
+
+def subject_of(meta: dict) -> str:
+    """A question's subject, from its meta; "" where it has none that a reader can read."""
+    subject = meta.get("subject") or ""
+    return subject if subject.strip() else ""
 
 
 def per_encoder(queries: list[Query], group_scores) -> list[list[float]]:

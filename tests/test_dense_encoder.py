@@ -223,6 +223,29 @@ def test_evaluation_cosines_keep_their_embeddings_in_the_reindex_cache(tmp_path,
     assert for_serving(cos).cache_dir is None  # a request never writes to the cache
 
 
+def test_the_subjects_cosine_compares_two_questions_by_their_subjects_where_both_have_one(settings):
+    """``minilm-cosine-subjects``: the zero-shot cosine of the question's subject and each candidate's, each text
+    encoded once; where either subject is blank, the two whole texts, as ``minilm-cosine`` scores them (a stored
+    whole-text vector serving there, never for a subject)."""
+    from ranking.rankers import get_ranker
+    ranker = get_ranker("minilm-cosine-subjects", settings)
+    assert ranker.subjects
+    cands = (Candidate("a", "Driving licence\nI lost mine at the mall", {"subject": "Driving licence"}),
+             Candidate("b", "Nightlife\nwhere to go on Friday", {"subject": "Nightlife"}),
+             Candidate("c", "no subject: a body alone about a driving licence", {"subject": " "}))
+    q = Query("q", "Driving License\nHow do I get one in Doha?", cands, {"subject": "Driving License"})
+    got = ranker.score([q])[0]
+    s = encode(["Driving License", "Driving licence", "Nightlife"], device="cpu")
+    b = encode([q.text, cands[2].text], device="cpu")
+    assert got[:2] == pytest.approx([float(s[0] @ s[1]), float(s[0] @ s[2])], abs=1e-5)
+    assert got[2] == pytest.approx(float(b[0] @ b[1]), abs=1e-5)  # the candidate has no subject: whole texts
+    assert got[0] > got[1] and got[0] > MiniLMCosine(device="cpu").score([q])[0][0]  # titles alone agree more
+    # no subject on the question's side: every pair by whole texts, the whole-text vector a question carries used
+    plain = Query("q", q.text, cands, {"subject": "", "vector": s[1], VECTOR_ENCODER: EncoderSpec()})
+    assert ranker.score([plain])[0] == pytest.approx([float(s[1] @ v) for v in
+                                                      encode([x.text for x in cands], device="cpu")], abs=1e-5)
+
+
 def test_reindex_stores_the_answer_encoders_comment_vectors_and_search_scores_with_them(settings, tmp_path, bi_ranker,
                                                                                           monkeypatch):
     """$CQA_ANSWER_ENCODER: reindex stores the A bi-encoder's vector of every comment in the generation; /search
