@@ -519,9 +519,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               summary="Add or replace comments of a stored thread (admin); durable before the response")
     async def post_answers(thread_id: str, body: AnswersIn, svc: Service = Depends(service)):
         """What a forum sends when a user posts or edits a comment: the comment alone, not the whole thread. A new
-        comment goes after the thread's others; one whose id the thread holds is replaced in place. The thread is
-        read and written in one transaction, so comments added to one thread at once by several requests, workers or
-        processes are all kept (two whole-thread POST /threads sent out of order would keep only the later one's)."""
+        comment goes after the thread's others (at its place in time where it and they carry ISO 8601 times); one
+        whose id the thread holds is replaced in place. The thread is read and written in one transaction, so
+        comments added to one thread at once by several requests, workers or processes are all kept (two
+        whole-thread POST /threads sent out of order would keep only the later one's)."""
         enforce_count_limit("answers", len(body.answers), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars,
                            ((f"answers.{j}.text", a.text) for j, a in enumerate(body.answers)))

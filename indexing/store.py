@@ -56,6 +56,9 @@ class StoreError(Exception):
     """A write the store refused; the message says which record and why."""
 
 
+QUESTION_FIELDS = frozenset({"subject", "body", "category", "created_at", "author_id", "meta"})  # update_question
+
+
 class NotInStore(LookupError):
     """The thread, or the comment of a thread, that a write names is not stored; the message says which."""
 
@@ -136,12 +139,13 @@ class ThreadStore:
     def upsert_answers(self, thread_id: str, answers: Sequence[Answer]) -> AnswersResult:
         """Add comments to a stored thread, or replace those whose id it holds, in one transaction: what a forum sends
         when a user posts or edits a comment. A new comment goes after the thread's others, in the order given, or,
-        where it and all of them carry an ISO 8601 time, after the last at or before its time (a comment delivered late
-        takes its place in the thread's order); a replaced one keeps its place. The thread is read and written inside the transaction, so two writers adding
-        comments to one thread at once (two requests, two workers, another process) both keep theirs, which two
-        whole-thread upserts sent out of order would not. The stored thread is the one ``upsert`` of the whole
-        thread would store, its content hash included. Raises ``NotInStore`` when the thread is not stored, and
-        ``StoreError`` (nothing written) when an answer id belongs to another thread."""
+        where it and all of them carry an ISO 8601 time, after the last at or before its time (a comment delivered
+        late takes its place in the thread's order); a replaced one keeps its place. The thread is read and written
+        inside the transaction, so two writers adding comments to one thread at once (two requests, two workers,
+        another process) both keep theirs, which two whole-thread upserts sent out of order would not. The stored
+        thread is the one ``upsert`` of the whole thread would store, its content hash included. Raises
+        ``NotInStore`` when the thread is not stored, and ``StoreError`` (nothing written) when an answer id belongs
+        to another thread."""
         with self._transaction() as cur:
             thread = self._read_one(cur, thread_id)
             if thread is None:
@@ -170,6 +174,9 @@ class ThreadStore:
         edit never loses a comment added meanwhile. Returns whether anything changed; raises ``NotInStore`` when the
         thread is not stored and pydantic's ``ValidationError`` when the thread that results is not valid
         (nothing written)."""
+        unknown = sorted(set(fields) - QUESTION_FIELDS)
+        if unknown:
+            raise ValueError(f"not a field of the question: {', '.join(unknown)} (it takes {sorted(QUESTION_FIELDS)})")
         with self._transaction() as cur:
             thread = self._read_one(cur, thread_id)
             if thread is None:

@@ -524,6 +524,9 @@ def test_a_question_edited_alone_keeps_every_comment(client):
     """PATCH /threads/{id} changes the thread's own fields that it sends and keeps its comments, read and written in
     one transaction: an edit never drops a comment added meanwhile, which a whole-thread POST /threads built before
     that comment would. A thread it would leave without subject and body is refused, and so is an empty edit."""
+    from app.schemas import QuestionEditIn
+    from indexing.store import QUESTION_FIELDS
+    assert set(QuestionEditIn.model_fields) == QUESTION_FIELDS  # the request takes what the store edits
     assert client.patch("/threads/t3", json={"subject": "x"}).status_code == 401
     client.post("/threads/t3/answers", json={"answers": [{"id": "t3_late", "text": "posted meanwhile"}]}, headers=ADMIN)
     before = client.get("/threads/t3").json()

@@ -86,6 +86,8 @@ def test_comments_added_replaced_and_deleted_one_by_one_store_what_the_whole_thr
             store.update_question("t", {"subject": "", "body": ""})
         with pytest.raises(NotInStore):
             store.update_question("gone", {"subject": "x"})
+        with pytest.raises(ValueError, match="not a field of the question: answers, id"):
+            store.update_question("t", {"id": "u", "answers": []})
         assert store.get("t").subject == "How to renew a visa?" and store.change_count() == changes + 3
 
 
