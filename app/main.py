@@ -39,6 +39,7 @@ from .schemas import (
     AnswersOut,
     BackupIn,
     BackupsOut,
+    CandidateIn,
     DeletedOut,
     EditedOut,
     EvaluationIn,
@@ -47,6 +48,7 @@ from .schemas import (
     JobOut,
     JobSubmitted,
     QuestionEditIn,
+    QuestionIn,
     ReadyOut,
     RerankIn,
     RerankOut,
@@ -570,6 +572,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, detail=str(e)) from None
         svc.nudge()
         return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
+
+    @app.get("/threads/{thread_id}/answers", response_model=RerankOut,
+             summary="A stored thread's comments, most useful first: POST /rerank of the thread as the store holds it")
+    async def ranked_answers(thread_id: str, svc: Service = Depends(service)):
+        """What a thread page asks to show its useful comments first, by the thread's id alone: the stored thread
+        goes through POST /rerank's own code (the default ranker, $CQA_DEFAULT_RANKER) as a forum would send it (its
+        subject and body, the asker, each comment's id, text, author and time, in the thread's order), so it ranks
+        exactly as that request does. GET /threads/{id} lists them in the thread's order."""
+        t = await run_in_threadpool(svc.store.get, thread_id)
+        if t is None:
+            raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
+        if not t.answers:
+            return {"results": [], "reranker": svc.reranker.name, "metadata": "none", "timings_ms": {"rerank": 0.0}}
+        if len(t.answers) > svc.settings.max_candidates:
+            raise HTTPException(422, detail=f"thread {thread_id!r} has {len(t.answers)} comments, more than "
+                                f"CQA_MAX_CANDIDATES ({svc.settings.max_candidates}) ranks at once; POST /rerank "
+                                "the ones to show")
+        try:
+            body = RerankIn(question=QuestionIn(subject=t.subject, body=t.body), asker_id=t.author_id,
+                            thread_order=True,
+                            candidates=[CandidateIn(id=a.id, text=a.text, author_id=a.author_id,
+                                                    created_at=a.created_at) for a in t.answers])
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise HTTPException(422, detail=f"thread {thread_id!r} cannot be ranked as stored: {where}: "
+                                f"{first['msg'].removeprefix('Value error, ')}") from None
+        return await rerank(body, svc)
 
     @app.get("/threads/{thread_id}", summary="One thread with its answers")
     def get_thread(thread_id: str, svc: Service = Depends(service)):

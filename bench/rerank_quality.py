@@ -12,6 +12,13 @@ as `cqa evaluate` runs it. Their difference is what the served path adds or lose
 
 The data folder needs a live generation (`/rerank` needs one to start; the demo corpus will do). Each server gets
 an empty score store of its own, so no score comes from an earlier run.
+
+With --stored, each subtask A thread is not sent: its comments are asked for by the thread's id alone, GET
+/threads/{id}/answers, from a data folder whose store holds the file's threads as the file gives them (the 2016
+corpus's, `DATA/benchmarks/fullcorpus-2016`, which `cqa evaluate` builds); the bench stops if a stored thread's
+comments are not the benchmark's.
+
+    python bench/rerank_quality.py --data-dir var/benchmarks/fullcorpus-2016 --stored --benchmarks semeval2016-test-A
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ import json
 import os
 import sys
 import time
+import urllib.parse
 from collections import Counter
 from pathlib import Path
 
@@ -28,19 +36,27 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bodies import ENDPOINTS, body_of, related_threads  # noqa: E402
-from load import parse_configs, post_json, server  # noqa: E402
+from load import get_json, parse_configs, post_json, server  # noqa: E402
 
 
-def served_scores(base: str, queries, variant: str | None, subtask: str = "A", threads: dict | None = None
-                  ) -> tuple[list[list[float]], Counter, list[float]]:
+def served_scores(base: str, queries, variant: str | None, subtask: str = "A", threads: dict | None = None,
+                  stored: bool = False) -> tuple[list[list[float]], Counter, list[float]]:
     scores, regimes, latency = [], Counter(), []
     for q in queries:
         t0 = time.perf_counter()
-        body = body_of(q, variant, subtask, threads[q.id] if threads is not None else None)
-        status, out = post_json(base + ENDPOINTS[subtask], body)
+        if stored:  # the thread by its id alone, as the store holds it
+            where = f"GET /threads/{q.id}/answers"
+            status, out = get_json(f"{base}/threads/{urllib.parse.quote(q.id, safe='')}/answers")
+        else:
+            where = f"POST {ENDPOINTS[subtask]}"
+            body = body_of(q, variant, subtask, threads[q.id] if threads is not None else None)
+            status, out = post_json(base + ENDPOINTS[subtask], body)
         latency.append(time.perf_counter() - t0)
         if status != 200:
-            raise SystemExit(f"POST {ENDPOINTS[subtask]} answered {status} for question {q.id}: {out}")
+            raise SystemExit(f"{where} answered {status} for question {q.id}: {out}")
+        if stored and sorted(r["id"] for r in out["results"]) != sorted(c.id for c in q.candidates):
+            raise SystemExit(f"{where}: the stored thread's comments are not the benchmark's; serve a data folder "
+                             "whose store holds this file's threads")
         by_id = {r["id"]: r["score"] for r in out["results"]}
         scores.append([by_id[c.id] for c in q.candidates])
         if "metadata" in out:  # the subtask A ranker's metadata regime
@@ -61,6 +77,9 @@ def main() -> None:
     ap.add_argument("--config", default="default", help="the server's settings, as one bench/load.py "
                     "--rerank-configs entry (label=RANKER@INFERENCE;VAR=VALUE); the reference runs the same ranker")
     ap.add_argument("--limit", type=int, default=0, help="only the first N threads of each file (0: all)")
+    ap.add_argument("--stored", action="store_true", help="subtask A: ask for each thread's comments by its id "
+                    "(GET /threads/{id}/answers) from a data folder that stores the file's threads, instead of "
+                    "sending them to POST /rerank")
     args = ap.parse_args()
 
     import numpy as np
@@ -79,12 +98,15 @@ def main() -> None:
     settings = Settings(data_dir=args.data_dir)
     names = {"A": settings.default_ranker, "B": settings.default_ranker_b, "C": settings.default_ranker_c}
     references: dict = {}
-    out = {"bench": "rerank_quality", "config": label, "env": env, "reranker": settings.default_ranker,
+    out = {"bench": "rerank_quality", "config": label, "env": env, "stored": args.stored,
+           "reranker": settings.default_ranker,
            "question_reranker": settings.default_ranker_b, "answers_reranker": settings.default_ranker_c,
            "benchmarks": {}}
     files = {}
     for name in args.benchmarks.split(","):
         bench = BENCHMARKS[name]
+        if args.stored and (bench.subtask != "A" or bench.variant):
+            raise SystemExit(f"{name}: --stored asks for a stored thread's comments (subtask A, as stored: no variant)")
         if bench.subtask not in ENDPOINTS:
             raise SystemExit(f"{name}: /rerank sorts a thread's comments (subtask A), /rerank/questions given "
                              f"questions (subtask B), /rerank/answers given threads' comments (subtask C); no "
@@ -100,7 +122,7 @@ def main() -> None:
         with server(args.data_dir, env) as (base, ready):  # a server per file: no memo holds the last file's pairs
             out["served_reranker"], out["served_question_reranker"] = ready["reranker"], ready["question_reranker"]
             out["served_answers_reranker"] = ready["answers_reranker"]
-            served, regimes, latency = served_scores(base, queries, bench.variant, bench.subtask, threads)
+            served, regimes, latency = served_scores(base, queries, bench.variant, bench.subtask, threads, args.stored)
         if bench.subtask not in references:
             references[bench.subtask] = get_ranker(names[bench.subtask], settings)
         given = as_given_to(indexed, queries) if bench.subtask == "B" else queries

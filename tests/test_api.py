@@ -520,6 +520,37 @@ def test_comments_of_a_thread_added_edited_and_deleted_one_at_a_time(client):
     assert "t5_new" not in {x["id"] for x in hits["results"]}
 
 
+def test_a_stored_threads_comments_ranked_by_its_id_as_post_rerank_ranks_them(client):
+    """GET /threads/{id}/answers ranks a stored thread's comments through POST /rerank's own code, with what the
+    store holds (subject and body, asker, each comment's author and time, in the thread's order): the same answer as
+    that request. A thread without comments has none to rank; an unknown id is a 404; a thread longer than
+    CQA_MAX_CANDIDATES is a 422 that says so."""
+    client.post("/threads", headers=ADMIN, json={"threads": [{
+        "id": "r1", "subject": "Where to renew a visa?", "body": "Mine ends next week", "author_id": "asker",
+        "answers": [{"id": "r1a", "text": "At the immigration office in Doha", "author_id": "u1",
+                     "created_at": "2015-01-01 10:00:00"},
+                    {"id": "r1b", "text": "thanks!", "author_id": "asker", "created_at": "2015-01-01 11:00:00"},
+                    {"id": "r1c", "text": "Renew online on the ministry site", "author_id": "u2",
+                     "created_at": "2015-01-01 12:00:00"}]}]})
+    got = client.get("/threads/r1/answers")
+    assert got.status_code == 200, got.text
+    t = client.get("/threads/r1").json()
+    sent = client.post("/rerank", json={
+        "question": {"subject": t["subject"], "body": t["body"]}, "asker_id": t["author_id"], "thread_order": True,
+        "candidates": [{"id": a["id"], "text": a["text"], "author_id": a["author_id"], "created_at": a["created_at"]}
+                       for a in t["answers"]]}).json()
+    assert got.json()["results"] == sent["results"] and got.json()["metadata"] == sent["metadata"] == "full"
+    assert sorted(r["id"] for r in got.json()["results"]) == ["r1a", "r1b", "r1c"]
+    client.post("/threads", headers=ADMIN, json={"threads": [{"id": "r2", "subject": "no comment yet"}]})
+    assert client.get("/threads/r2/answers").json()["results"] == []
+    r = client.get("/threads/nope/answers")
+    assert r.status_code == 404 and "no thread with id 'nope'" in r.json()["error"]["message"]
+    svc = client.app.state.service
+    svc.settings = svc.settings.model_copy(update={"max_candidates": 2})
+    r = client.get("/threads/r1/answers")
+    assert r.status_code == 422 and "has 3 comments, more than CQA_MAX_CANDIDATES (2)" in r.json()["error"]["message"]
+
+
 def test_a_question_edited_alone_keeps_every_comment(client):
     """PATCH /threads/{id} changes the thread's own fields that it sends and keeps its comments, read and written in
     one transaction: an edit never drops a comment added meanwhile, which a whole-thread POST /threads built before

@@ -139,6 +139,14 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     for r in (full, bare, timed, similar, unordered, related, unordered_threads):
         assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["threads_ranked_differently"] == 0
         assert r["largest_score_difference"] < 1e-3
+    # the same threads stored, asked for by id alone (GET /threads/{id}/answers): what POST /rerank of them ranks
+    subprocess.run(CQA + ["ingest", str(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev-subtaskA.xml"), "--encode",
+                          "never"], cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
+    stored = run_bench("rerank_quality.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "4", "--stored",
+                       "--benchmarks", "semeval2016-dev-A", env=cli_env, timeout=900)["benchmarks"]["semeval2016-dev-A"]
+    assert stored["threads"] == 4 and stored["metadata_regimes"] == {"full": 4}
+    assert stored["served_map"] == full["served_map"] and stored["threads_ranked_differently"] == 0
+    assert stored["largest_score_difference"] < 1e-3
 
 
 def test_arabic_rerank_bench_sends_dev_d_to_real_servers_with_the_arabic_ranker_off_and_on(cli_env, semeval):
