@@ -111,7 +111,8 @@ def test_load_bench_revisits_threads_through_real_servers_with_and_without_score
 def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cli_env, semeval):
     """bench/rerank_quality.py: the threads reach a real server with the metadata each variant leaves (and subtask
     B's questions with their related questions reach POST /rerank/questions), and what it returns scores as the same
-    ranker in process (the served path is the measured path)."""
+    ranker in process (the served path is the measured path); with --stored, the same threads stored and asked for
+    by id (GET /threads/{id}/answers) rank as POST /rerank ranks them."""
     for cmd in (["ingest", "data/demo/threads.jsonl"], ["reindex"]):  # /rerank needs a live generation
         subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     out = run_bench("rerank_quality.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "4", "--benchmarks",
