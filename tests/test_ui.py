@@ -103,6 +103,29 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     browser.save_screenshot(str(tmp_path / "search.png"))
     assert (tmp_path / "search.png").stat().st_size > 10_000
 
+    # The result's thread opens on the page: its question, then its comments most useful first, each with its place
+    # in the thread, in the order GET /threads/{id}/answers gives (POST /rerank of the thread as stored).
+    link = first.find_element(By.CSS_SELECTOR, ".meta a")
+    thread_id = link.get_attribute("href").rsplit("/", 1)[1]
+    link.click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#thread-comments li"))
+    import json
+    import urllib.parse
+    import urllib.request
+    with urllib.request.urlopen(f"{server}/threads/{thread_id}/answers") as r:
+        ranked = [x["id"] for x in json.loads(r.read())["results"]]
+    with urllib.request.urlopen(f"{server}/threads/{thread_id}") as r:
+        stored = json.loads(r.read())
+    place = {a["id"]: i for i, a in enumerate(stored["answers"], 1)}
+    shown = browser.find_elements(By.CSS_SELECTOR, "#thread-comments li")
+    assert [li.text.split("\n")[-1].split(" in the thread")[0] for li in shown] == [f"#{place[i]}" for i in ranked]
+    assert "most useful first" in browser.find_element(By.ID, "thread-summary").text
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "thread-title")  # focus moved there
+    assert urllib.parse.unquote(thread_id) == stored["id"]
+    browser.save_screenshot(str(tmp_path / "thread.png"))
+    browser.find_element(By.ID, "thread-close").click()
+    assert not browser.find_element(By.ID, "thread").is_displayed()
+
     # A narrow screen stacks the service panel under the results.
     browser.set_window_size(420, 900)
     time.sleep(0.3)
