@@ -230,7 +230,8 @@ def test_a_write_starts_the_refresh_without_waiting_for_the_poll(tmp_path):
 def test_two_workers_refresh_with_one_build(tmp_path):
     """`cqa serve --workers 2` with the automatic refresh: both workers see the posted thread, each may ask for a
     build, and exactly one generation is built (the other worker's `cqa reindex --if-stale` skips); both go live on
-    it and neither is left pending."""
+    it and neither is left pending. Then 24 comments posted to the thread alone at the same time, by 8 clients over
+    the two workers' port, are all kept."""
     from indexing.generations import list_generations
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -256,6 +257,16 @@ def test_two_workers_refresh_with_one_build(tmp_path):
         outcomes = sorted(r["refresh"]["last_outcome"] or "none" for r in seen.values())
         assert outcomes in (["built", "none"], ["built", "skipped"]), outcomes
         assert "qz3" in _search_ids(base, QUESTION)
+        # then comments posted to that thread at once through both workers, each alone: every one acknowledged is kept
+        from concurrent.futures import ThreadPoolExecutor
+
+        def comment(i: int) -> int:
+            return http("POST", base + "/threads/qz3/answers",
+                        {"answers": [{"id": f"qz3_c{i}", "text": f"quokka lesson tip {i}"}]}, ADMIN)[0]
+        with ThreadPoolExecutor(8) as pool:
+            assert list(pool.map(comment, range(24))) == [200] * 24
+        stored = http("GET", base + "/threads/qz3")[1]["answers"]
+        assert sorted(a["id"] for a in stored) == sorted(f"qz3_c{i}" for i in range(24))
     finally:
         stop_server(p)
 
