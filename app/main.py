@@ -59,6 +59,7 @@ from .schemas import (
     SearchIn,
     ThreadsIn,
     ThreadsOut,
+    blank,
 )
 from .settings import Settings, get_settings
 
@@ -552,6 +553,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         fields = body.fields()
         enforce_text_limit(svc.settings.max_text_chars,
                            ((name, fields[name]) for name in ("subject", "body") if name in fields))
+        if svc.settings.encode_ahead_texts and {"subject", "body"} & set(fields):  # the question's new text only
+            stored = await run_in_threadpool(svc.store.get, thread_id)
+            text = stored and {"subject": stored.subject, "body": stored.body, **fields}
+            if text and not (blank(text["subject"]) and blank(text["body"])):
+                await run_in_threadpool(encode_before_write, svc, [
+                    stored.model_copy(update={"subject": text["subject"], "body": text["body"], "answers": []})])
         try:
             changed = await run_in_threadpool(svc.store.update_question, thread_id, fields)
         except NotInStore as e:

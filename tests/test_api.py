@@ -561,9 +561,19 @@ def test_a_question_edited_alone_keeps_every_comment(client):
     assert client.patch("/threads/t3", json={"subject": "x"}).status_code == 401
     client.post("/threads/t3/answers", json={"answers": [{"id": "t3_late", "text": "posted meanwhile"}]}, headers=ADMIN)
     before = client.get("/threads/t3").json()
+    import re
+
+    def ahead() -> float:  # texts put in the embedding cache ahead of the build, encoded or found there
+        return sum(float(v) for v in re.findall(r'cqa_encode_ahead_texts_total\{outcome="(?:encoded|cached)"\} '
+                                                 r'([0-9.]+)', client.get("/metrics").text))
+    texts = ahead()
     r = client.patch("/threads/t3", json={"subject": "question 3 about a walrus visa", "category": None},
                      headers=ADMIN)
     assert r.status_code == 200 and r.json()["changed"] is True and "accepted and durable" in r.json()["note"]
+    assert ahead() == texts + 1  # the question's new text, encoded ahead of the build; no comment
+    client.patch("/threads/t3", json={"category": "Visas"}, headers=ADMIN)
+    assert ahead() == texts + 1  # no text changed: nothing to encode
+    client.patch("/threads/t3", json={"category": None}, headers=ADMIN)
     after = client.get("/threads/t3").json()
     assert after == {**before, "subject": "question 3 about a walrus visa", "category": None}
     assert [a["id"] for a in after["answers"]] == ["t3_a0", "t3_a1", "t3_a2", "t3_late"]
