@@ -215,7 +215,7 @@ class QuestionEditIn(Strict):
     meta: dict | None = None
 
     @model_validator(mode="after")
-    def _something(self) -> "QuestionEditIn":
+    def _not_empty(self) -> "QuestionEditIn":
         if not self.model_fields_set:
             raise ValueError("send at least one of subject, body, category, created_at, author_id, meta")
         for name, instead in (("subject", '""'), ("body", '""'), ("meta", "{}")):
@@ -228,8 +228,8 @@ class QuestionEditIn(Strict):
 
 
 class AnswersIn(Strict):
-    """Comments of one stored thread, each added after its others or, where the thread holds its id, replacing it in
-    place."""
+    """Comments of one stored thread, each added after its others (at its place in time where it and they carry ISO
+    8601 times) or, where the thread holds its id, replacing it in place."""
     answers: list[Answer] = Field(..., min_length=1, description="at most CQA_MAX_CANDIDATES; ids unique across threads")
 
     @field_validator("answers")
@@ -412,7 +412,7 @@ class ThreadsOut(BaseModel):
 
 class AnswersOut(BaseModel):
     thread_id: str
-    inserted: int = Field(description="comments added after the thread's others")
+    inserted: int = Field(description="comments added to the thread")
     updated: int = Field(description="comments whose id the thread held, replaced in place")
     unchanged: int = Field(description="comments sent as the thread already held them")
     answers: int = Field(description="how many comments the thread has now")

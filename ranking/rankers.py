@@ -62,7 +62,6 @@ class MiniLMCosine:
             return rows
         return per_encoder(queries, group_scores)
 
-
     def _subject_scores(self, spec, group: list[Query]) -> list[list[float]]:
         """``subjects``: a question and a candidate that both have a subject are compared by their subjects alone
         (never by a stored vector, which is of a whole text); a pair where either lacks one, by their whole texts,
