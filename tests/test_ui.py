@@ -123,6 +123,16 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert browser.switch_to.active_element == browser.find_element(By.ID, "thread-title")  # focus moved there
     assert urllib.parse.unquote(thread_id) == stored["id"]
     browser.save_screenshot(str(tmp_path / "thread.png"))
+    # below it, its similar questions (GET /threads/{id}/similar), the thread itself left out; each opens in turn
+    with urllib.request.urlopen(f"{server}/threads/{thread_id}/similar?k=5&target=questions") as r:
+        similar = [x["thread_id"] for x in json.loads(r.read())["results"]]
+    links = browser.find_elements(By.CSS_SELECTOR, "#thread-similar a")
+    assert [a.get_attribute("data-thread") for a in links] == similar and len(similar) == 5
+    assert stored["id"] not in similar
+    links[0].click()
+    wait.until(lambda d: d.find_element(By.ID, "thread-title").text != (stored["subject"] or stored["id"]))
+    with urllib.request.urlopen(f"{server}/threads/{urllib.parse.quote(similar[0], safe='')}") as r:
+        assert browser.find_element(By.ID, "thread-title").text == json.loads(r.read())["subject"].strip()
     browser.find_element(By.ID, "thread-close").click()
     assert not browser.find_element(By.ID, "thread").is_displayed()
 
