@@ -21,7 +21,7 @@ from .config import IndexSettings
 from .dense import DenseIndex, choose_kind
 from .documents import FILE as DOCUMENTS_FILE
 from .documents import MADE, QUESTION, Documents, TextRuns, documents_file
-from .embcache import EmbeddingCache, embed_with_cache
+from .embcache import EmbeddingCache, embed_with_cache, text_key
 from .engines import EncodeFn, Engine, LocalEngine, embed_block
 from .generations import (ANSWER_VECTORS, FORMAT, FORMAT_VERSION, IndexFormatError, current_generation, link_or_copy,
                           prune, publish, remove_stale_builds)
@@ -558,22 +558,37 @@ def encode_ahead(settings: IndexSettings, threads: Iterable[Thread], max_texts: 
     encoders are loaded or soon are). POST /threads calls it before its write, so every build that sees the write
     (the automatic refresh's child, another worker's, a cron job's) finds them cached and need not load either model,
     which otherwise costs a new thread or answer several seconds of its wait to be searchable. A cache only: the
-    build encodes whatever is missing, as before. More than ``max_texts`` texts are left to the build, so a large
-    import does not hold the service's encoder (None: no limit, as `cqa ingest` asks, under progress bars). Returns
-    what it did (``texts``, ``encoded``, ``seconds``, or ``skipped`` and why)."""
+    build encodes whatever is missing, as before. When the cache lacks more than ``max_texts`` of them, they are left
+    to the build, so a large import does not hold the service's encoder (None: no limit, as `cqa ingest` asks, under
+    progress bars); texts it holds cost nothing and do not count, so a long thread sent again with one new comment is
+    encoded ahead. Returns what it did (``texts``, ``encoded``, ``seconds``, or ``skipped`` and why)."""
     t0 = time.perf_counter()
     texts, answers = ahead_texts(settings, threads)
     n = len(texts) + len(answers)
-    if max_texts is not None and n > max_texts:
-        return {"texts": n,
-                "skipped": f"{n} texts, more than {max_texts} ($CQA_ENCODE_AHEAD_TEXTS): the build encodes them"}
-    encoded = 0
-    for some, engine, what in ((texts, local_engine(settings), "texts"),
-                               (answers, local_engine(settings, spec=settings.answer_spec), "comments")):
-        if some:
-            encoded += embed_cached(settings, engine.encoder.id, some, engine.embed, f"encode ahead ({what})", "text",
-                                    progress)[1]
+    todo = [(missing, engine, what) for some, engine, what in (
+        (texts, local_engine(settings), "texts"),
+        (answers, local_engine(settings, spec=settings.answer_spec), "comments"))
+        if (missing := uncached(settings, engine.encoder.id, some))]
+    lacking = sum(len(missing) for missing, _, _ in todo)
+    if max_texts is not None and lacking > max_texts:
+        return {"texts": n,  # only those the cache lacks count
+                "skipped": f"{lacking} texts, more than {max_texts} ($CQA_ENCODE_AHEAD_TEXTS): the build encodes them"}
+    encoded = sum(embed_cached(settings, engine.encoder.id, missing, engine.embed, f"encode ahead ({what})", "text",
+                               progress)[1] for missing, engine, what in todo)
     return {"texts": n, "encoded": encoded, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def uncached(settings: IndexSettings, model_id: str, texts: list[str]) -> list[str]:
+    """The distinct ``texts`` the data folder's embedding cache holds no vector of for ``model_id``."""
+    if not texts:
+        return []
+    cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite3", model_id)
+    try:
+        keys = {text_key(model_id, t): t for t in texts}
+        held = cache.get_many(list(keys))
+    finally:
+        cache.close()
+    return [t for k, t in keys.items() if k not in held]
 
 
 def ahead_texts(settings: IndexSettings, threads: Iterable[Thread]) -> tuple[list[str], list[str]]:

@@ -614,8 +614,8 @@ def test_a_failure_to_encode_ahead_loses_no_write(client, monkeypatch):
     per_comment = 2 if client.app.state.settings.answer_spec is not None else 1  # the answer encoder's too
     assert f'cqa_encode_ahead_texts_total{{outcome="failed"}} {1.0 + per_comment}' in client.get("/metrics").text
     monkeypatch.setattr(indexing.reindex, "encode_ahead", works)
-    many = [{"id": f"m{i}", "subject": f"an imported thread {i}", "answers": [{"id": f"m{i}a", "text": "comment"}]}
-            for i in range(20)]  # 60 texts, over the default 32: left to the build
+    many = [{"id": f"m{i}", "subject": f"an imported thread {i}",
+             "answers": [{"id": f"m{i}a", "text": f"comment {i}"}]} for i in range(20)]  # 60 texts the cache lacks, over the default 32: left to the build
     assert client.post("/threads", json={"threads": many}, headers=ADMIN).status_code == 200
     metrics = client.get("/metrics").text
     assert 'cqa_encode_ahead_texts_total{outcome="skipped"} 60.0' in metrics

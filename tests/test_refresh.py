@@ -401,7 +401,7 @@ def test_a_build_stopped_before_it_trained_the_table_leaves_it_to_the_next(setti
 def test_encode_ahead_fills_the_cache_a_build_reads(settings):
     """``encode_ahead`` puts the vectors of a thread's texts in the embedding cache under each encoder's id, the
     vectors the build's own encoding gives (float noise only), so the build that follows encodes nothing; a request
-    over the limit is left to the build."""
+    whose texts the cache lacks more of than the limit is left to the build, and texts it holds do not count."""
     import numpy as np
 
     from indexing.embcache import EmbeddingCache, text_key
@@ -416,6 +416,10 @@ def test_encode_ahead_fills_the_cache_a_build_reads(settings):
     done = encode_ahead(settings, [thread], max_texts=3)
     assert done["texts"] == 3 and done["encoded"] == 3
     assert encode_ahead(settings, [thread], max_texts=3)["encoded"] == 0  # cached now
+    # the thread sent again with one more comment: 5 texts, over the limit of 2, but the cache lacks only the new
+    # comment's 2 (the dense index's and the answer encoder's), so they are encoded ahead
+    again = thread.model_copy(update={"answers": [*thread.answers, Answer(id="ahead_b", text="Or the drum circle.")]})
+    assert encode_ahead(settings, [again], max_texts=2) | {"seconds": 0} == {"texts": 5, "encoded": 2, "seconds": 0}
     no_answer_encoder = settings.model_copy(update={"answer_encoder": "none"})  # the dense index's vectors only
     only_dense = encode_ahead(no_answer_encoder, [thread], max_texts=2)
     assert only_dense["texts"] == 2 and only_dense["encoded"] == 0, only_dense
