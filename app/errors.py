@@ -33,8 +33,14 @@ _VALUE_ERROR = "Value error, "
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict]:
+    return field_errors(exc.errors())
+
+
+def field_errors(errors: list[dict]) -> list[dict]:
+    """Pydantic's errors as the error body's ``details``: the field's dotted path (the request body's own fields, not
+    "body."), the message as a client reads it, and pydantic's type."""
     out = []
-    for e in exc.errors():
+    for e in errors:
         loc = [str(x) for x in e.get("loc", ())]
         if loc and loc[0] == "body":
             loc = loc[1:]

@@ -39,7 +39,6 @@ from .schemas import (
     AnswersOut,
     BackupIn,
     BackupsOut,
-    CandidateIn,
     DeletedOut,
     EditedOut,
     EvaluationIn,
@@ -48,7 +47,6 @@ from .schemas import (
     JobOut,
     JobSubmitted,
     QuestionEditIn,
-    QuestionIn,
     ReadyOut,
     RerankIn,
     RerankOut,
@@ -597,15 +595,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                 f"CQA_MAX_CANDIDATES ({svc.settings.max_candidates}) ranks at once; POST /rerank "
                                 "the ones to show")
         try:
-            body = RerankIn(question=QuestionIn(subject=t.subject, body=t.body), asker_id=t.author_id,
-                            thread_order=True,
-                            candidates=[CandidateIn(id=a.id, text=a.text, author_id=a.author_id,
-                                                    created_at=a.created_at) for a in t.answers])
+            body = RerankIn.model_validate({
+                "question": {"subject": t.subject, "body": t.body}, "asker_id": t.author_id, "thread_order": True,
+                "candidates": [{"id": a.id, "text": a.text, "author_id": a.author_id, "created_at": a.created_at}
+                               for a in t.answers]})
         except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(x) for x in first["loc"])
-            raise HTTPException(422, detail=f"thread {thread_id!r} cannot be ranked as stored: {where}: "
-                                f"{first['msg'].removeprefix('Value error, ')}") from None
+            first = errors.field_errors(e.errors())[0]
+            raise HTTPException(422, detail=f"thread {thread_id!r} cannot be ranked as stored: {first['field']}: "
+                                f"{first['message']}") from None
         return await rerank(body, svc)
 
     @app.get("/threads/{thread_id}", summary="One thread with its answers")

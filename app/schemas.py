@@ -217,7 +217,7 @@ class QuestionEditIn(Strict):
     @model_validator(mode="after")
     def _not_empty(self) -> "QuestionEditIn":
         if not self.model_fields_set:
-            raise ValueError("send at least one of subject, body, category, created_at, author_id, meta")
+            raise ValueError(f"send at least one of {', '.join(type(self).model_fields)}")
         for name, instead in (("subject", '""'), ("body", '""'), ("meta", "{}")):
             if name in self.model_fields_set and getattr(self, name) is None:
                 raise ValueError(f"{name}: not null ({instead} clears it)")

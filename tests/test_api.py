@@ -545,6 +545,12 @@ def test_a_stored_threads_comments_ranked_by_its_id_as_post_rerank_ranks_them(cl
     assert client.get("/threads/r2/answers").json()["results"] == []
     r = client.get("/threads/nope/answers")
     assert r.status_code == 404 and "no thread with id 'nope'" in r.json()["error"]["message"]
+    # the store keeps a question of invisible characters (forum data), which no ranker can read: a 422 that says so
+    client.post("/threads", headers=ADMIN, json={"threads": [{"id": "r3", "subject": "\u200b",
+                                                              "answers": [{"id": "r3a", "text": "a reply"}]}]})
+    r = client.get("/threads/r3/answers")
+    assert r.status_code == 422 and "thread 'r3' cannot be ranked as stored: question: the question needs a subject" \
+        in r.json()["error"]["message"], r.text
     svc = client.app.state.service
     svc.settings = svc.settings.model_copy(update={"max_candidates": 2})
     r = client.get("/threads/r1/answers")
