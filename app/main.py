@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from typing import Callable, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, Header, HTTPException, Request, Response
 from fastapi import Query as Param
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
@@ -23,11 +23,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
-from indexing.store import NotInStore, StoreError, ThreadStore
+from indexing.store import NotInStore, PreconditionFailed, StoreError, ThreadStore
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.settings import MAX_RESULTS
 
-from . import errors
+from . import conditional, errors
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import JobManager
@@ -62,6 +62,9 @@ from .schemas import (
 from .settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
+
+IF_MATCH = ("the thread's ETag as read (GET /threads/{id}, or this write's last response): the write happens only "
+            "while the thread is still so, else 412 with its ETag now; * for any stored thread")
 
 
 def change_note(settings: Settings, done: str) -> str:
@@ -514,16 +517,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if r.inserted or r.updated:
             svc.nudge()
         return {"accepted": len(ids), "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
-                "note": change_note(svc.settings, "accepted and durable")}
+                "superseded": r.superseded, "note": change_note(svc.settings, "accepted and durable")}
 
     @app.post("/threads/{thread_id}/answers", response_model=AnswersOut, dependencies=[Depends(require_admin)],
               summary="Add or replace comments of a stored thread (admin); durable before the response")
-    async def post_answers(thread_id: str, body: AnswersIn, svc: Service = Depends(service)):
+    async def post_answers(thread_id: str, body: AnswersIn, response: Response, svc: Service = Depends(service),
+                           if_match: str | None = Header(None, description=IF_MATCH)):
         """What a forum sends when a user posts or edits a comment: the comment alone, not the whole thread. A new
         comment goes after the thread's others (at its place in time where it and they carry ISO 8601 times); one
         whose id the thread holds is replaced in place. The thread is read and written in one transaction, so
         comments added to one thread at once by several requests, workers or processes are all kept (two
-        whole-thread POST /threads sent out of order would keep only the later one's)."""
+        whole-thread POST /threads sent out of order would keep only the later one's, unless each carries its
+        revision)."""
         enforce_count_limit("answers", len(body.answers), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars,
                            ((f"answers.{j}.text", a.text) for j, a in enumerate(body.answers)))
@@ -533,22 +538,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if svc.settings.encode_ahead_texts:  # these comments only: the thread's question is indexed already
             await run_in_threadpool(encode_before_write, svc, [stored.model_copy(update={"answers": body.answers})])
         try:
-            r = await run_in_threadpool(svc.store.upsert_answers, thread_id, body.answers)
+            r = await run_in_threadpool(svc.store.upsert_answers, thread_id, body.answers, conditional.etags(if_match))
         except NotInStore as e:  # deleted since it was read
             raise HTTPException(404, detail=str(e)) from None
+        except PreconditionFailed as e:
+            raise conditional.refused(e) from None
         except StoreError as e:
             raise HTTPException(409, detail=str(e)) from None
         if r.inserted or r.updated:
             svc.nudge()
+        response.headers["ETag"] = conditional.quoted(r.etag)
         return {"thread_id": thread_id, "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
                 "answers": r.answers, "note": change_note(svc.settings, "accepted and durable")}
 
     @app.patch("/threads/{thread_id}", response_model=EditedOut, dependencies=[Depends(require_admin)],
                summary="Edit a stored thread's question, its comments kept (admin); durable before the response")
-    async def patch_thread(thread_id: str, body: QuestionEditIn, svc: Service = Depends(service)):
+    async def patch_thread(thread_id: str, body: QuestionEditIn, response: Response, svc: Service = Depends(service),
+                           if_match: str | None = Header(None, description=IF_MATCH)):
         """What a forum sends when its user edits the question: the fields that changed, not the comments, so an edit
         never drops a comment another request added meanwhile (the thread is read and written in one transaction)."""
-        fields = body.fields()
+        fields, tags = body.fields(), conditional.etags(if_match)
         enforce_text_limit(svc.settings.max_text_chars,
                            ((name, fields[name]) for name in ("subject", "body") if name in fields))
         if svc.settings.encode_ahead_texts and {"subject", "body"} & set(fields):  # the question's new text only
@@ -558,24 +567,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await run_in_threadpool(encode_before_write, svc, [
                     stored.model_copy(update={"subject": text["subject"], "body": text["body"], "answers": []})])
         try:
-            changed = await run_in_threadpool(svc.store.update_question, thread_id, fields)
+            edited = await run_in_threadpool(svc.store.update_question, thread_id, fields, tags)
         except NotInStore as e:
             raise HTTPException(404, detail=str(e)) from None
+        except PreconditionFailed as e:
+            raise conditional.refused(e) from None
         except ValidationError as e:  # the thread it would make is not one: no subject and no body
             raise RequestValidationError(e.errors()) from None
-        if changed:
+        if edited.changed:
             svc.nudge()
-        return {"thread_id": thread_id, "changed": changed,
-                "note": change_note(svc.settings, "accepted and durable" if changed else "nothing changed")}
+        response.headers["ETag"] = conditional.quoted(edited.etag)
+        return {"thread_id": thread_id, "changed": edited.changed,
+                "note": change_note(svc.settings, "accepted and durable" if edited.changed else "nothing changed")}
 
     @app.delete("/threads/{thread_id}/answers/{answer_id}", response_model=DeletedOut,
                 dependencies=[Depends(require_admin)], summary="Delete one comment of a thread (admin)")
-    def delete_answer(thread_id: str, answer_id: str, svc: Service = Depends(service)):
+    def delete_answer(thread_id: str, answer_id: str, response: Response, svc: Service = Depends(service),
+                      if_match: str | None = Header(None, description=IF_MATCH)):
         try:
-            svc.store.delete_answer(thread_id, answer_id)
+            removed = svc.store.delete_answer(thread_id, answer_id, conditional.etags(if_match))
         except NotInStore as e:
             raise HTTPException(404, detail=str(e)) from None
+        except PreconditionFailed as e:
+            raise conditional.refused(e) from None
         svc.nudge()
+        response.headers["ETag"] = conditional.quoted(removed.etag)
         return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
 
     @app.get("/threads/{thread_id}/answers", response_model=RerankOut,
@@ -605,16 +621,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                 f"{first['message']}") from None
         return await rerank(body, svc)
 
-    @app.get("/threads/{thread_id}", summary="One thread with its answers")
-    def get_thread(thread_id: str, svc: Service = Depends(service)):
+    @app.get("/threads/{thread_id}", summary="One thread with its answers, and its ETag")
+    def get_thread(thread_id: str, response: Response, svc: Service = Depends(service),
+                   if_none_match: str | None = Header(None, description="the ETag read before: 304 while the thread "
+                                                      "is still as it says")):
+        """The thread as stored, in its order, with its revision where one was sent. The ``ETag`` header is what
+        ``If-Match`` on the single-thread writes checks: a moderation tool that reads, edits and writes back sends
+        it, and gets a 412 (nothing written) when another write came in between."""
         t = svc.store.get(thread_id)
         if t is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
+        etag = t.content_hash()
+        tags = conditional.etags(if_none_match)
+        if tags is not None and ("*" in tags or etag in tags):
+            return Response(status_code=304, headers={"ETag": conditional.quoted(etag)})
+        response.headers["ETag"] = conditional.quoted(etag)
         return t.model_dump()
 
     @app.delete("/threads/{thread_id}", response_model=DeletedOut, summary="Delete a thread (admin)", dependencies=[Depends(require_admin)])
-    def delete_thread(thread_id: str, svc: Service = Depends(service)):
-        if not svc.store.delete(thread_id):
+    def delete_thread(thread_id: str, svc: Service = Depends(service),
+                      if_match: str | None = Header(None, description=IF_MATCH)):
+        try:
+            deleted = svc.store.delete(thread_id, conditional.etags(if_match))
+        except PreconditionFailed as e:
+            raise conditional.refused(e) from None
+        if not deleted:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         svc.nudge()
         return {"deleted": thread_id, "note": change_note(svc.settings, "removed from the store")}

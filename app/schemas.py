@@ -407,6 +407,8 @@ class ThreadsOut(BaseModel):
     inserted: int
     updated: int
     unchanged: int
+    superseded: list[str] = Field(description="ids of threads sent with a revision not above the stored one's: the "
+                                  "store keeps the later snapshot it holds, and these were not written")
     note: str
 
 

@@ -39,6 +39,7 @@ class IngestReport:
         return {"threads": self.threads, "answers": self.answers, "skipped": self.skipped,
                 "files": self.files, "inserted": self.upsert.inserted, "updated": self.upsert.updated,
                 "unchanged": self.upsert.unchanged,
+                **({"superseded": len(self.upsert.superseded)} if self.upsert.superseded else {}),
                 **({"encoded_ahead": self.encoded_ahead} if self.encoded_ahead is not None else {}),
                 **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {})}
 
@@ -65,7 +66,11 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             except Exception as e:  # noqa: BLE001 - a cache only: the build encodes what is missing; write on
                 log.warning("%s: encoding ahead failed, the build will encode its texts: %s", f.name, e)
                 report.ahead_failed.append(f"{f.name}: {type(e).__name__}: {e}")
-        report.upsert.add(store.upsert(result.threads))
+        written = store.upsert(result.threads)
+        if written.superseded:
+            log.info("%s: %d threads left as stored, which holds a later revision of each (%s%s)", f.name,
+                     len(written.superseded), ", ".join(written.superseded[:5]), "..." if len(written.superseded) > 5 else "")
+        report.upsert.add(written)
         report.files += 1
         report.threads += len(result.threads)
         report.answers += result.answers

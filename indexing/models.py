@@ -86,6 +86,10 @@ class Thread(BaseModel):
     answers: list[Answer] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict,
                                  description="Source-specific facts, e.g. SemEval's ORGQ relation.")
+    revision: int | None = Field(None, ge=0, le=2**63 - 1, description=(
+        "The forum's own revision of this thread as sent (a counter, or its last change in epoch milliseconds), "
+        "higher at each change. A whole thread sent with a revision is stored only when the stored one is lower or "
+        "absent, so snapshots that arrive out of order never replace a later one. Not part of the content."))
 
     @field_validator("id")
     @classmethod
@@ -114,5 +118,6 @@ class Thread(BaseModel):
         return question_text(self.subject, self.body)
 
     def content_hash(self) -> str:
-        payload = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        """What the thread says (not its revision): the store's change test, its write's ETag, the index's record."""
+        payload = json.dumps(self.model_dump(mode="json", exclude={"revision"}), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()

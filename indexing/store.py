@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS threads (
     author_id TEXT,
     meta TEXT NOT NULL,
     content_hash TEXT NOT NULL,
-    seq INTEGER NOT NULL
+    seq INTEGER NOT NULL,
+    revision INTEGER
 );
 CREATE TABLE IF NOT EXISTS answers (
     id TEXT PRIMARY KEY,
@@ -63,22 +64,58 @@ class NotInStore(LookupError):
     """The thread, or the comment of a thread, that a write names is not stored; the message says which."""
 
 
+class PreconditionFailed(Exception):
+    """A write made on the condition that the thread is as one of the given ETags says (``if_match``) found it
+    otherwise; nothing was written. ``etag`` is the thread's as it is now."""
+
+    def __init__(self, thread_id: str, etag: str):
+        super().__init__(f"thread {thread_id!r} has changed since it was read: its ETag is now \"{etag}\"; read it "
+                         "again (GET /threads/{id}) and make the change over what it holds now")
+        self.thread_id, self.etag = thread_id, etag
+
+
 @dataclass
 class UpsertResult:
     inserted: int = 0
     updated: int = 0
     unchanged: int = 0
+    superseded: list[str] = field(default_factory=list)  # sent with a revision not above the stored one: not written
 
     def add(self, other: "UpsertResult") -> None:
         self.inserted += other.inserted
         self.updated += other.updated
         self.unchanged += other.unchanged
+        self.superseded += other.superseded
 
 
 @dataclass
 class AnswersResult(UpsertResult):
-    """``ThreadStore.upsert_answers``: the comments added, replaced and sent unchanged, and how many the thread has."""
+    """``ThreadStore.upsert_answers``: the comments added, replaced and sent unchanged, how many the thread has, and
+    its ETag after the write."""
     answers: int = 0
+    etag: str = ""
+
+
+@dataclass
+class Edited:
+    """``update_question``: whether anything changed (its truth value), and the thread's ETag after the write."""
+    changed: bool
+    etag: str
+
+    def __bool__(self) -> bool:
+        return self.changed
+
+
+@dataclass
+class Removed:
+    """``delete_answer``: how many comments the thread has left, and its ETag after the write."""
+    left: int
+    etag: str
+
+
+def _matches(etag: str, if_match: Sequence[str] | None) -> bool:
+    """Whether a thread whose ETag is ``etag`` meets ``if_match`` (None: no condition; ``*``: any stored thread)."""
+    return if_match is None or "*" in if_match or etag in if_match
 
 
 class ThreadStore:
@@ -97,6 +134,8 @@ class ThreadStore:
             self._conn.executescript(_SCHEMA)
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('changes', '0')")  # older stores gain it here
+            if "revision" not in {r[1] for r in self._conn.execute("PRAGMA table_info(threads)")}:
+                self._conn.execute("ALTER TABLE threads ADD COLUMN revision INTEGER")  # and this, as the last column
             (version,) = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if int(version) != SCHEMA_VERSION:
             raise StoreError(f"{self.path}: store schema version {version}, this code reads {SCHEMA_VERSION}")
@@ -113,10 +152,22 @@ class ThreadStore:
 
     # --- writes -----------------------------------------------------------------
     def upsert(self, threads: Iterable[Thread]) -> UpsertResult:
-        """Insert or replace threads by id in one transaction; identical content is left alone."""
+        """Insert or replace threads by id in one transaction; identical content is left alone. A thread sent with a
+        ``revision`` replaces a stored one only where the stored thread's revision is lower or absent; one whose
+        revision is not above the stored one's is left as stored and listed in ``superseded`` (or counted unchanged
+        when it says what the store holds), so whole-thread snapshots that arrive out of order never replace a later
+        one. A thread sent without a revision replaces the stored one, as it always has."""
         result = UpsertResult()
         with self._transaction() as cur:
             for t in threads:
+                if t.revision is not None:
+                    row = cur.execute("SELECT content_hash, revision FROM threads WHERE id=?", (t.id,)).fetchone()
+                    if row is not None and row[1] is not None and t.revision <= row[1]:
+                        if row[0] == t.content_hash():
+                            result.unchanged += 1
+                        else:
+                            result.superseded.append(t.id)
+                        continue
                 self._upsert_one(cur, t, result)
             if result.inserted or result.updated:
                 self._count_change(cur)
@@ -136,7 +187,8 @@ class ThreadStore:
                 cur.execute("ROLLBACK")
                 raise
 
-    def upsert_answers(self, thread_id: str, answers: Sequence[Answer]) -> AnswersResult:
+    def upsert_answers(self, thread_id: str, answers: Sequence[Answer],
+                       if_match: Sequence[str] | None = None) -> AnswersResult:
         """Add comments to a stored thread, or replace those whose id it holds, in one transaction: what a forum sends
         when a user posts or edits a comment. A new comment goes after the thread's others, in the order given, or,
         where it and all of them carry an ISO 8601 time, after the last at or before its time (a comment delivered
@@ -144,12 +196,12 @@ class ThreadStore:
         inside the transaction, so two writers adding comments to one thread at once (two requests, two workers,
         another process) both keep theirs, which two whole-thread upserts sent out of order would not. The stored
         thread is the one ``upsert`` of the whole thread would store, its content hash included. Raises
-        ``NotInStore`` when the thread is not stored, and ``StoreError`` (nothing written) when an answer id belongs
-        to another thread."""
+        ``NotInStore`` when the thread is not stored, ``PreconditionFailed`` when ``if_match`` (ETags, or ``*``) does
+        not name the stored thread's, and ``StoreError`` (nothing written) when an answer id belongs to another
+        thread. The thread keeps its revision."""
         with self._transaction() as cur:
-            thread = self._read_one(cur, thread_id)
-            if thread is None:
-                raise NotInStore(f"no thread with id {thread_id!r}; POST /threads (or `cqa ingest`) stores a new one")
+            thread = self._stored(cur, thread_id, if_match,
+                                  f"no thread with id {thread_id!r}; POST /threads (or `cqa ingest`) stores a new one")
             merged = list(thread.answers)
             result = AnswersResult()
             for a in answers:
@@ -162,46 +214,56 @@ class ThreadStore:
                 else:
                     merged[at] = a
                     result.updated += 1
+            written = thread.model_copy(update={"answers": merged})
             if result.inserted or result.updated:
-                self._upsert_one(cur, thread.model_copy(update={"answers": merged}), UpsertResult())
+                self._upsert_one(cur, written, UpsertResult())
                 self._count_change(cur)
-            result.answers = len(merged)
+            result.answers, result.etag = len(merged), written.content_hash()
         return result
 
-    def update_question(self, thread_id: str, fields: dict) -> bool:
+    def update_question(self, thread_id: str, fields: dict, if_match: Sequence[str] | None = None) -> Edited:
         """Change a stored thread's own fields (subject, body, category, created_at, author_id, meta: those ``fields``
         names) and keep its comments, read and written in one transaction, as ``upsert_answers`` does: a question's
-        edit never loses a comment added meanwhile. Returns whether anything changed; raises ``NotInStore`` when the
-        thread is not stored and pydantic's ``ValidationError`` when the thread that results is not valid
-        (nothing written)."""
+        edit never loses a comment added meanwhile. Returns whether anything changed and the ETag after; raises
+        ``NotInStore`` when the thread is not stored, ``PreconditionFailed`` when ``if_match`` does not name its ETag,
+        and pydantic's ``ValidationError`` when the thread that results is not valid (nothing written)."""
         unknown = sorted(set(fields) - QUESTION_FIELDS)
         if unknown:
             raise ValueError(f"not a field of the question: {', '.join(unknown)} (it takes {sorted(QUESTION_FIELDS)})")
         with self._transaction() as cur:
-            thread = self._read_one(cur, thread_id)
-            if thread is None:
-                raise NotInStore(f"no thread with id {thread_id!r}; POST /threads stores a new one")
+            thread = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}; POST /threads stores a new one")
             edited = Thread.model_validate({**thread.model_dump(), **fields})
             if edited == thread:
-                return False
+                return Edited(False, thread.content_hash())
             self._upsert_one(cur, edited, UpsertResult())
             self._count_change(cur)
-        return True
+        return Edited(True, edited.content_hash())
 
-    def delete_answer(self, thread_id: str, answer_id: str) -> int:
+    def delete_answer(self, thread_id: str, answer_id: str, if_match: Sequence[str] | None = None) -> Removed:
         """Remove one comment of a stored thread (the others keep their order), in one transaction, as ``delete``
-        removes a thread: what a moderator's removal sends. Returns how many comments the thread has left; raises
-        ``NotInStore`` when the thread is not stored or holds no such comment."""
+        removes a thread: what a moderator's removal sends. Returns how many comments the thread has left and its ETag
+        after; raises ``NotInStore`` when the thread is not stored or holds no such comment, and ``PreconditionFailed``
+        when ``if_match`` does not name its ETag."""
         with self._transaction() as cur:
-            thread = self._read_one(cur, thread_id)
-            if thread is None:
-                raise NotInStore(f"no thread with id {thread_id!r}")
+            thread = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}")
             kept = [a for a in thread.answers if a.id != answer_id]
             if len(kept) == len(thread.answers):
                 raise NotInStore(f"thread {thread_id!r} has no answer with id {answer_id!r}")
-            self._upsert_one(cur, thread.model_copy(update={"answers": kept}), UpsertResult())
+            written = thread.model_copy(update={"answers": kept})
+            self._upsert_one(cur, written, UpsertResult())
             self._count_change(cur)
-        return len(kept)
+        return Removed(len(kept), written.content_hash())
+
+    def _stored(self, cur: sqlite3.Cursor, thread_id: str, if_match: Sequence[str] | None, missing: str) -> Thread:
+        """The stored thread a single-thread write changes, read inside its transaction: ``NotInStore(missing)`` when
+        there is none, ``PreconditionFailed`` when it does not meet ``if_match``."""
+        thread = self._read_one(cur, thread_id)
+        if thread is None:
+            raise NotInStore(missing)
+        etag = thread.content_hash()
+        if not _matches(etag, if_match):
+            raise PreconditionFailed(thread_id, etag)
+        return thread
 
     @staticmethod
     def _read_one(cur: sqlite3.Cursor, thread_id: str) -> Thread | None:
@@ -215,6 +277,8 @@ class ThreadStore:
         digest = t.content_hash()
         row = cur.execute("SELECT content_hash FROM threads WHERE id=?", (t.id,)).fetchone()
         if row is not None and row[0] == digest:
+            # the same content: only a new revision to keep (no new write number; no index reads it)
+            cur.execute("UPDATE threads SET revision=? WHERE id=? AND revision IS NOT ?", (t.revision, t.id, t.revision))
             result.unchanged += 1
             return
         ids = [a.id for a in t.answers]
@@ -231,21 +295,28 @@ class ThreadStore:
         if row is not None:
             cur.execute("DELETE FROM answers WHERE thread_id=?", (t.id,))
             cur.execute("UPDATE threads SET subject=?, body=?, category=?, created_at=?, author_id=?, "
-                        "meta=?, content_hash=?, seq=? WHERE id=?",
+                        "meta=?, content_hash=?, seq=?, revision=? WHERE id=?",
                         (t.subject, t.body, t.category, t.created_at, t.author_id,
-                         json.dumps(t.meta, ensure_ascii=False), digest, seq, t.id))
+                         json.dumps(t.meta, ensure_ascii=False), digest, seq, t.revision, t.id))
             result.updated += 1
         else:
-            cur.execute("INSERT INTO threads VALUES (?,?,?,?,?,?,?,?,?)",
+            cur.execute("INSERT INTO threads (id, subject, body, category, created_at, author_id, meta, content_hash, "
+                        "seq, revision) VALUES (?,?,?,?,?,?,?,?,?,?)",
                         (t.id, t.subject, t.body, t.category, t.created_at, t.author_id,
-                         json.dumps(t.meta, ensure_ascii=False), digest, seq))
+                         json.dumps(t.meta, ensure_ascii=False), digest, seq, t.revision))
             result.inserted += 1
         cur.executemany("INSERT INTO answers VALUES (?,?,?,?,?,?,?,?)",
                         [(a.id, t.id, i, a.text, a.created_at, a.author_id, a.label,
                           json.dumps(a.meta, ensure_ascii=False)) for i, a in enumerate(t.answers)])
 
-    def delete(self, thread_id: str) -> bool:
+    def delete(self, thread_id: str, if_match: Sequence[str] | None = None) -> bool:
+        """Remove a thread and its comments; False when it is not stored. ``PreconditionFailed`` (nothing removed)
+        when ``if_match`` does not name its ETag."""
         with self._transaction() as cur:
+            if if_match is not None:
+                row = cur.execute("SELECT content_hash FROM threads WHERE id=?", (thread_id,)).fetchone()
+                if row is not None and not _matches(row[0], if_match):
+                    raise PreconditionFailed(thread_id, row[0])
             cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
             n = cur.execute("DELETE FROM threads WHERE id=?", (thread_id,)).rowcount
             if n:
@@ -463,7 +534,7 @@ def _place(answers: list[Answer], new: Answer) -> int:
 def _thread_from_rows(row: tuple, answers: list[tuple]) -> Thread:
     return Thread(
         id=row[0], subject=row[1], body=row[2], category=row[3], created_at=row[4], author_id=row[5],
-        meta=json.loads(row[6]),
+        meta=json.loads(row[6]), revision=row[9] if len(row) > 9 else None,  # a store a read-only handle finds unmigrated
         answers=[Answer(id=a[0], text=a[3], created_at=a[4], author_id=a[5], label=a[6],
                         meta=json.loads(a[7])) for a in answers],
     )

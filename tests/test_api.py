@@ -603,6 +603,59 @@ def test_a_question_edited_alone_keeps_every_comment(client):
     assert hits[0]["thread_id"] == "t3" and "walrus" in hits[0]["text"], hits
 
 
+def test_whole_threads_with_revisions_and_writes_on_the_etag_read(client):
+    """Two ways a forum keeps a thread from losing what another write added. A sync job sends each whole thread with
+    its revision: a snapshot delivered after a later one is listed as superseded and not written. A moderation tool
+    sends back the ETag it read (GET /threads/{id}, or its last write's response) as If-Match: a write over a thread
+    changed since is a 412 with the ETag now, and writes nothing. If-None-Match on a GET answers 304 while the
+    thread is as read."""
+    def thread(rev: int, n: int) -> dict:
+        return {"id": "rv", "subject": "Where to buy a bike?", "revision": rev,
+                "answers": [{"id": f"rv{i}", "text": f"shop number {i}"} for i in range(n)]}
+    r = client.post("/threads", headers=ADMIN, json={"threads": [thread(7, 2)]})
+    assert r.status_code == 200 and r.json()["superseded"] == [] and r.json()["inserted"] == 1
+    r = client.post("/threads", headers=ADMIN, json={"threads": [thread(6, 1)]})  # the older snapshot, delivered late
+    assert r.status_code == 200 and r.json() | {"note": ""} == {
+        "accepted": 1, "inserted": 0, "updated": 0, "unchanged": 0, "superseded": ["rv"], "note": ""}
+    got = client.get("/threads/rv")
+    assert [a["id"] for a in got.json()["answers"]] == ["rv0", "rv1"] and got.json()["revision"] == 7
+    etag = got.headers["etag"]
+    assert etag.startswith('"') and etag.endswith('"') and len(etag) == 66
+    for bad in ({"revision": -1}, {"revision": "seven"}, {"revision": 2**63}):
+        r = client.post("/threads", headers=ADMIN, json={"threads": [{**thread(8, 1), **bad}]})
+        assert r.status_code == 422 and "threads.0.revision" in r.json()["error"]["message"], r.text
+    cached = client.get("/threads/rv", headers={"If-None-Match": etag})
+    assert cached.status_code == 304 and cached.headers["etag"] == etag and not cached.content
+    assert client.get("/threads/rv", headers={"If-None-Match": '"other"'}).status_code == 200
+
+    # a moderator's tool read the thread (etag); a comment came in meanwhile
+    r = client.post("/threads/rv/answers", headers={**ADMIN, "If-Match": etag},
+                    json={"answers": [{"id": "rv9", "text": "posted meanwhile"}]})
+    assert r.status_code == 200 and r.headers["etag"] == client.get("/threads/rv").headers["etag"] != etag
+    now = r.headers["etag"]
+    stored = client.get("/threads/rv").json()
+    for method, path, body in (("PATCH", "/threads/rv", {"subject": "stale edit"}),
+                               ("POST", "/threads/rv/answers", {"answers": [{"id": "rv8", "text": "stale"}]}),
+                               ("DELETE", "/threads/rv/answers/rv0", None),
+                               ("DELETE", "/threads/rv", None)):
+        r = client.request(method, path, json=body, headers={**ADMIN, "If-Match": f'{etag}, W/{now}'})
+        err = r.json()["error"]
+        assert r.status_code == 412 and err["code"] == "precondition_failed" and r.headers["etag"] == now, r.text
+        assert "'rv' has changed since it was read" in err["message"] and now in err["message"]
+    assert client.get("/threads/rv").json() == stored  # nothing written
+    r = client.patch("/threads/rv", headers={**ADMIN, "If-Match": now}, json={"subject": "Where to buy a used bike?"})
+    assert r.status_code == 200 and r.json()["changed"] and r.headers["etag"] == client.get("/threads/rv").headers["etag"]
+    r = client.delete("/threads/rv/answers/rv9", headers={**ADMIN, "If-Match": r.headers["etag"]})
+    assert r.status_code == 200 and r.headers["etag"] == client.get("/threads/rv").headers["etag"]
+    assert client.get("/threads/rv").json()["revision"] == 7  # single-thread writes keep the forum's revision
+    r = client.patch("/threads/rv", headers={**ADMIN, "If-Match": " , "}, json={"subject": "x"})
+    assert r.status_code == 400 and "If-Match" in r.json()["error"]["message"]
+    r = client.patch("/threads/nope", headers={**ADMIN, "If-Match": "*"}, json={"subject": "x"})
+    assert r.status_code == 404
+    assert client.delete("/threads/rv", headers={**ADMIN, "If-Match": "*"}).status_code == 200
+    assert client.get("/threads/rv").status_code == 404
+
+
 def test_a_failure_to_encode_ahead_loses_no_write(client, monkeypatch):
     """POST /threads encodes its texts into the embedding cache before its write ($CQA_ENCODE_AHEAD_TEXTS); when that
     fails (a broken cache file, a model that will not load) the write still happens and is acknowledged: the cache is

@@ -140,6 +140,25 @@ def test_strict_failure_writes_nothing(tmp_path):
         assert (rep.threads, rep.skipped) == (1, 1)
 
 
+def test_an_older_export_ingested_after_a_newer_one_changes_nothing(tmp_path, caplog):
+    """JSONL threads with a ``revision``: a file holding an earlier revision of a stored thread leaves it as stored,
+    and the ingest's summary counts it as superseded and logs which."""
+    import logging
+    newer, older = tmp_path / "newer.jsonl", tmp_path / "older.jsonl"
+    newer.write_text(json.dumps({"id": "t", "subject": "s", "revision": 2,
+                                 "answers": [{"id": "a1", "text": "x"}, {"id": "a2", "text": "y"}]}) + "\n")
+    older.write_text(json.dumps({"id": "t", "subject": "s", "revision": 1, "answers": [{"id": "a1", "text": "x"}]})
+                     + "\n" + json.dumps({"id": "u", "subject": "new"}) + "\n")
+    with ThreadStore(tmp_path / "s.db") as store, caplog.at_level(logging.INFO, logger="indexing.ingest"):
+        ingest_paths(store, [newer], progress=False)
+        rep = ingest_paths(store, [older], progress=False).as_dict()
+        assert (rep["inserted"], rep["updated"], rep["superseded"]) == (1, 0, 1)
+        assert [a.id for a in store.get("t").answers] == ["a1", "a2"] and store.get("t").revision == 2
+    assert "older.jsonl: 1 threads left as stored, which holds a later revision of each (t)" in caplog.text
+    with ThreadStore(tmp_path / "other.db") as fresh:  # nothing superseded, nothing said
+        assert "superseded" not in ingest_paths(fresh, [older], progress=False).as_dict()
+
+
 def test_gzip_jsonl_and_demo_corpus(tmp_path):
     from indexing.config import PROJECT_ROOT
     demo = PROJECT_ROOT / "data/demo/threads.jsonl"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from indexing.models import Answer, Thread
-from indexing.store import NotInStore, StoreError, ThreadStore
+from indexing.store import NotInStore, PreconditionFailed, Snapshot, StoreError, ThreadStore
 
 
 def make(tid: str, n: int = 2, subject: str = "How to renew a visa?") -> Thread:
@@ -48,6 +48,92 @@ def test_answer_id_clash_is_refused_and_writes_nothing(tmp_path):
         assert store.counts() == {"threads": 1, "answers": 2}  # the batch is all or nothing
 
 
+def test_whole_threads_sent_with_revisions_out_of_order_keep_the_latest(tmp_path):
+    """A forum that syncs whole snapshots sends each with its revision: a snapshot whose revision is not above the
+    stored one's is not written (listed as superseded), so two snapshots that arrive out of order keep the later
+    one's comments. The same content again is unchanged (a higher revision kept, with no new write number and no
+    change counted); a snapshot without a revision replaces the thread as always; the comment endpoints keep it."""
+    early = make("t", 1).model_copy(update={"revision": 5})
+    late = make("t", 2).model_copy(update={"revision": 6})
+    with ThreadStore(tmp_path / "s.db") as store:
+        assert store.upsert([late]).inserted == 1
+        changes, fingerprint = store.change_count(), store.fingerprint()
+        r = store.upsert([early, make("u").model_copy(update={"revision": 1})])  # the earlier one, delivered last
+        assert (r.inserted, r.updated, r.unchanged, r.superseded) == (1, 0, 0, ["t"])
+        assert store.get("t") == late
+        same_rev = late.model_copy(update={"subject": "another edit, same revision"})
+        assert store.upsert([same_rev]).superseded == ["t"]  # a revision must grow with each change
+        assert store.upsert([late]).unchanged == 1
+        bumped = late.model_copy(update={"revision": 9})
+        assert store.upsert([bumped]).unchanged == 1 and store.get("t").revision == 9
+        assert store.change_count() == changes + 1 and store.fingerprint() != fingerprint  # u only, not the bump
+        fingerprint = store.fingerprint()
+        assert store.upsert([late]).superseded == [] and store.fingerprint() == fingerprint  # same content: unchanged
+        assert store.get("t").revision == 9
+        assert store.upsert_answers("t", [Answer(id="t_c9", text="alone")]).inserted == 1
+        assert store.update_question("t", {"body": "edited"}) and store.get("t").revision == 9
+        assert store.delete_answer("t", "t_c9").left == 2 and store.get("t").revision == 9
+        newer = make("t", 3).model_copy(update={"revision": 10})
+        assert store.upsert([newer]).updated == 1 and store.get("t") == newer
+        assert store.upsert([make("t", 1)]).updated == 1 and store.get("t").revision is None  # no revision: replaced
+        assert store.upsert([late]).updated == 1  # and the next one with a revision is written
+    with ThreadStore(tmp_path / "s.db") as store:  # kept on disk
+        assert store.get("t") == late and [t.revision for t in store.iter_threads()] == [1, 6]
+
+
+def test_a_store_written_before_revisions_opens_reads_and_writes_them(tmp_path):
+    """A store file made before threads had revisions (no such column) opens as it is in a read-only snapshot, and
+    a writing handle adds the column: its threads read back with no revision and their content hashes unchanged, so
+    the same threads sent again are unchanged and no index would rebuild them."""
+    import sqlite3
+    path = tmp_path / "old.db"
+    with ThreadStore(path) as store:
+        store.upsert([make("a"), make("b", 3)])
+        fingerprint = store.fingerprint()
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE threads DROP COLUMN revision")  # as round 41's code made it
+    conn.commit()
+    conn.close()
+    with Snapshot(path) as snap:
+        assert [t.model_dump() for t in snap.threads()] == [make("a").model_dump(), make("b", 3).model_dump()]
+    with ThreadStore(path) as store:
+        assert store.fingerprint() == fingerprint and store.get("b") == make("b", 3)
+        assert store.upsert([make("a"), make("b", 3)]).unchanged == 2
+        assert store.upsert([make("a").model_copy(update={"revision": 3})]).unchanged == 1
+        assert store.get("a").revision == 3
+
+
+def test_single_thread_writes_made_on_the_etag_read_refuse_a_thread_changed_since(tmp_path):
+    """``if_match``: each single-thread write (a comment added or removed, the question edited, the thread deleted)
+    happens only while the thread's ETag (its content hash) is one of those given, checked inside its transaction;
+    otherwise ``PreconditionFailed`` carries the ETag now and nothing is written. Each write returns its new ETag,
+    the one the thread then reads back with."""
+    with ThreadStore(tmp_path / "s.db") as store:
+        store.upsert([make("t", 2)])
+        read = store.get("t").content_hash()
+        r = store.upsert_answers("t", [Answer(id="t_c2", text="first")], if_match=[read])
+        assert r.inserted == 1 and r.etag == store.get("t").content_hash() != read
+        before, changes = store.get("t"), store.change_count()
+        for write in (lambda: store.upsert_answers("t", [Answer(id="t_c3", text="late")], if_match=[read]),
+                      lambda: store.update_question("t", {"subject": "stale edit"}, if_match=[read, "other"]),
+                      lambda: store.delete_answer("t", "t_c0", if_match=[read]),
+                      lambda: store.delete("t", if_match=[read])):
+            with pytest.raises(PreconditionFailed) as e:
+                write()
+            assert e.value.etag == r.etag and "has changed since it was read" in str(e.value)
+        assert store.get("t") == before and store.change_count() == changes  # nothing written
+        edited = store.update_question("t", {"subject": "edited"}, if_match=["x", r.etag])
+        assert edited.changed and edited.etag == store.get("t").content_hash()
+        same = store.update_question("t", {"subject": "edited"}, if_match=[edited.etag])
+        assert not same and same.etag == edited.etag
+        removed = store.delete_answer("t", "t_c2", if_match=["*"])
+        assert removed.left == 2 and removed.etag == store.get("t").content_hash()
+        with pytest.raises(NotInStore):
+            store.upsert_answers("gone", [Answer(id="g", text="x")], if_match=["*"])
+        assert store.delete("gone", if_match=["*"]) is False
+        assert store.delete("t", if_match=[removed.etag]) is True
+
+
 def test_comments_added_replaced_and_deleted_one_by_one_store_what_the_whole_thread_would(tmp_path):
     """``upsert_answers`` adds a comment after the thread's others or replaces one in place, ``delete_answer`` removes
     one, ``update_question`` edits the thread's own fields and keeps its comments; each stores exactly what an upsert of the whole thread would (its content hash too, so sending that thread
@@ -64,7 +150,7 @@ def test_comments_added_replaced_and_deleted_one_by_one_store_what_the_whole_thr
         assert store.upsert([whole]).unchanged == 1  # the same content hash as the whole thread's
         r = store.upsert_answers("t", [new])
         assert (r.inserted, r.updated, r.unchanged) == (0, 0, 1) and store.change_count() == changes + 1
-        assert store.delete_answer("t", "t_c1") == 2
+        assert store.delete_answer("t", "t_c1").left == 2
         assert [a.id for a in store.get("t").answers] == ["t_c0", "t_c2"] and store.change_count() == changes + 2
         fingerprint = store.fingerprint()
         with pytest.raises(NotInStore, match="no answer with id 't_c1'"):

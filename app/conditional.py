@@ -1,0 +1,31 @@
+"""Conditional requests on one stored thread (RFC 9110, section 13): its ETag is the content hash of what it says,
+sent on GET /threads/{id} and on each single-thread write's response; ``If-Match`` makes a write happen only while
+the thread is still as the client read it (412 otherwise, with the ETag it has now), and ``If-None-Match`` on a GET
+answers 304 while it is."""
+from __future__ import annotations
+
+from fastapi import HTTPException
+
+from indexing.store import PreconditionFailed
+
+
+def quoted(etag: str) -> str:
+    """An ETag as the header carries it."""
+    return f'"{etag}"'
+
+
+def etags(header: str | None) -> list[str] | None:
+    """The entity tags an ``If-Match`` or ``If-None-Match`` header lists (``*`` kept as it is; a weak tag, ``W/"..."``,
+    kept whole, so that the strong comparison If-Match asks for never matches it); None without the header. A 400
+    when it lists nothing."""
+    if header is None:
+        return None
+    tags = [t.strip() for t in header.split(",") if t.strip()]
+    if not tags:
+        raise HTTPException(400, detail='If-Match / If-None-Match is empty: send an ETag in quotes ("...") or *')
+    return [t[1:-1] if len(t) >= 2 and t[0] == t[-1] == '"' else t for t in tags]
+
+
+def refused(e: PreconditionFailed) -> HTTPException:
+    """The 412 a write whose If-Match the thread no longer meets gets, with the thread's ETag as it is now."""
+    return HTTPException(412, detail=str(e), headers={"ETag": quoted(e.etag)})
