@@ -231,7 +231,8 @@ def test_two_workers_refresh_with_one_build(tmp_path):
     """`cqa serve --workers 2` with the automatic refresh: both workers see the posted thread, each may ask for a
     build, and exactly one generation is built (the other worker's `cqa reindex --if-stale` skips); both go live on
     it and neither is left pending. Then 24 comments posted to the thread alone at the same time, by 8 clients over
-    the two workers' port, are all kept."""
+    the two workers' port, are all kept, and of 24 whole snapshots of another thread with their revisions, delivered
+    at once out of order, the latest stays."""
     from indexing.generations import list_generations
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -267,6 +268,21 @@ def test_two_workers_refresh_with_one_build(tmp_path):
             assert list(pool.map(comment, range(24))) == [200] * 24
         stored = http("GET", base + "/threads/qz3")[1]["answers"]
         assert sorted(a["id"] for a in stored) == sorted(f"qz3_c{i}" for i in range(24))
+        # and 24 whole snapshots of one thread, each with its revision, delivered at once in a shuffled order: the
+        # latest is what stays, every other one written before it or superseded
+        import random
+
+        def snapshot(rev: int) -> dict:
+            return http("POST", base + "/threads", {"threads": [{
+                "id": "qz5", "subject": "Quokka feeding", "body": QUESTION, "revision": rev,
+                "answers": [{"id": f"qz5_c{i}", "text": f"feeding tip {i}"} for i in range(rev)]}]}, ADMIN)[1]
+        revisions = random.Random(5).sample(range(1, 25), 24)
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(snapshot, revisions))
+        assert sum(r["inserted"] + r["updated"] + len(r["superseded"]) for r in answers) == 24, answers
+        assert any(r["superseded"] for r in answers)
+        final = http("GET", base + "/threads/qz5")[1]
+        assert final["revision"] == 24 and [a["id"] for a in final["answers"]] == [f"qz5_c{i}" for i in range(24)]
     finally:
         stop_server(p)
 
