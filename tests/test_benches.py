@@ -303,6 +303,18 @@ def small_served_folder(tmp_path, semeval, n_threads: int):
     return s, reindex(s, progress=False, encode_fn=fake_encode)
 
 
+def test_conditional_writes_bench_times_each_condition_beside_its_reference_through_a_real_server(
+        tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("conditional_writes.py", "--data-dir", str(s.data_dir), "--rounds", "2", "--comments", "3",
+                    env=cli_env, timeout=900)
+    assert out["writes_kept"] is True and out["rounds"] == 2
+    assert set(out["kinds"]) == {"snapshot", "snapshot+revision", "superseded", "comment", "comment+if-match",
+                                 "stale-if-match"}
+    assert all(k["n"] == 2 and k["p95_ms"] >= k["p50_ms"] > 0 for k in out["kinds"].values())
+    assert all(r > 0 for r in out["p50_ratio"].values())
+
+
 def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 40)
     out = run_bench("dense_growth.py", "--index-of", str(s.data_dir), "--steps", "4", "--queries", "20",
