@@ -12,6 +12,7 @@ import threading
 import uuid
 import time
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import asdict
 from functools import partial
 from typing import Callable, Literal
 
@@ -55,6 +56,7 @@ from .schemas import (
     RerankQuestionsIn,
     RerankQuestionsOut,
     SearchIn,
+    ThreadListOut,
     ThreadsIn,
     ThreadsOut,
     blank,
@@ -621,6 +623,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                 f"{first['message']}") from None
         return await rerank(body, svc)
 
+    @app.get("/threads", response_model=ThreadListOut, summary="The stored threads in id order, a page at a time")
+    def list_threads(after: str | None = Param(None, max_length=200, description="the last id of the page before "
+                                               "(its `next`); none: from the first"),
+                     limit: int = Param(100, ge=1, le=1000), svc: Service = Depends(service)):
+        """Each thread's id, revision, ETag, subject and number of comments, without its texts: what a forum's sync
+        job walks beside its own threads in id order, to send again what the service lacks or holds at an older
+        revision (or another ETag) and to delete what the forum deleted."""
+        rows = svc.store.listing(after, limit)
+        return {"threads": [asdict(r) for r in rows], "next": rows[-1].id if len(rows) == limit else None}
+
     @app.get("/threads/{thread_id}", summary="One thread with its answers, and its ETag")
     def get_thread(thread_id: str, response: Response, svc: Service = Depends(service),
                    if_none_match: str | None = Header(None, description="the ETag read before: 304 while the thread "
@@ -628,10 +640,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """The thread as stored, in its order, with its revision where one was sent. The ``ETag`` header is what
         ``If-Match`` on the single-thread writes checks: a moderation tool that reads, edits and writes back sends
         it, and gets a 412 (nothing written) when another write came in between."""
-        t = svc.store.get(thread_id)
-        if t is None:
+        tagged = svc.store.get_tagged(thread_id)
+        if tagged is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
-        etag = t.content_hash()
+        t, etag = tagged
         tags = conditional.etags(if_none_match)
         if tags is not None and ("*" in tags or etag in tags):
             return Response(status_code=304, headers={"ETag": conditional.quoted(etag)})

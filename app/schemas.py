@@ -412,6 +412,19 @@ class ThreadsOut(BaseModel):
     note: str
 
 
+class ListedOut(BaseModel):
+    id: str
+    revision: int | None = Field(description="the forum's revision the store holds (null: sent without one)")
+    etag: str = Field(description="the thread's ETag, as GET /threads/{id} sends it (without the quotes)")
+    subject: str
+    answers: int = Field(description="how many comments it has")
+
+
+class ThreadListOut(BaseModel):
+    threads: list[ListedOut] = Field(description="in id order (by code point)")
+    next: str | None = Field(description="the `after` of the next page; null on the last")
+
+
 class AnswersOut(BaseModel):
     thread_id: str
     inserted: int = Field(description="comments added to the thread")

@@ -113,6 +113,21 @@ class Removed:
     etag: str
 
 
+@dataclass(frozen=True)
+class Listed:
+    """One thread of ``ThreadStore.listing``."""
+    id: str
+    revision: int | None
+    etag: str
+    subject: str
+    answers: int
+
+
+def _etag(cur: sqlite3.Cursor, thread_id: str) -> str:
+    """A stored thread's ETag: the content hash its last write stored (the index's record of it too)."""
+    return cur.execute("SELECT content_hash FROM threads WHERE id=?", (thread_id,)).fetchone()[0]
+
+
 def _matches(etag: str, if_match: Sequence[str] | None) -> bool:
     """Whether a thread whose ETag is ``etag`` meets ``if_match`` (None: no condition; ``*``: any stored thread)."""
     return if_match is None or "*" in if_match or etag in if_match
@@ -200,8 +215,8 @@ class ThreadStore:
         not name the stored thread's, and ``StoreError`` (nothing written) when an answer id belongs to another
         thread. The thread keeps its revision."""
         with self._transaction() as cur:
-            thread = self._stored(cur, thread_id, if_match,
-                                  f"no thread with id {thread_id!r}; POST /threads (or `cqa ingest`) stores a new one")
+            thread, etag = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}; POST /threads (or "
+                                        "`cqa ingest`) stores a new one")
             merged = list(thread.answers)
             result = AnswersResult()
             for a in answers:
@@ -214,11 +229,12 @@ class ThreadStore:
                 else:
                     merged[at] = a
                     result.updated += 1
-            written = thread.model_copy(update={"answers": merged})
             if result.inserted or result.updated:
+                written = thread.model_copy(update={"answers": merged})
                 self._upsert_one(cur, written, UpsertResult())
                 self._count_change(cur)
-            result.answers, result.etag = len(merged), written.content_hash()
+                etag = written.content_hash()
+            result.answers, result.etag = len(merged), etag
         return result
 
     def update_question(self, thread_id: str, fields: dict, if_match: Sequence[str] | None = None) -> Edited:
@@ -231,10 +247,11 @@ class ThreadStore:
         if unknown:
             raise ValueError(f"not a field of the question: {', '.join(unknown)} (it takes {sorted(QUESTION_FIELDS)})")
         with self._transaction() as cur:
-            thread = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}; POST /threads stores a new one")
+            thread, etag = self._stored(cur, thread_id, if_match,
+                                        f"no thread with id {thread_id!r}; POST /threads stores a new one")
             edited = Thread.model_validate({**thread.model_dump(), **fields})
             if edited == thread:
-                return Edited(False, thread.content_hash())
+                return Edited(False, etag)
             self._upsert_one(cur, edited, UpsertResult())
             self._count_change(cur)
         return Edited(True, edited.content_hash())
@@ -245,7 +262,7 @@ class ThreadStore:
         after; raises ``NotInStore`` when the thread is not stored or holds no such comment, and ``PreconditionFailed``
         when ``if_match`` does not name its ETag."""
         with self._transaction() as cur:
-            thread = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}")
+            thread, _ = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}")
             kept = [a for a in thread.answers if a.id != answer_id]
             if len(kept) == len(thread.answers):
                 raise NotInStore(f"thread {thread_id!r} has no answer with id {answer_id!r}")
@@ -254,16 +271,17 @@ class ThreadStore:
             self._count_change(cur)
         return Removed(len(kept), written.content_hash())
 
-    def _stored(self, cur: sqlite3.Cursor, thread_id: str, if_match: Sequence[str] | None, missing: str) -> Thread:
-        """The stored thread a single-thread write changes, read inside its transaction: ``NotInStore(missing)`` when
-        there is none, ``PreconditionFailed`` when it does not meet ``if_match``."""
+    def _stored(self, cur: sqlite3.Cursor, thread_id: str, if_match: Sequence[str] | None,
+                missing: str) -> tuple[Thread, str]:
+        """The stored thread a single-thread write changes and its ETag, read inside its transaction:
+        ``NotInStore(missing)`` when there is none, ``PreconditionFailed`` when it does not meet ``if_match``."""
         thread = self._read_one(cur, thread_id)
         if thread is None:
             raise NotInStore(missing)
-        etag = thread.content_hash()
+        etag = _etag(cur, thread_id)
         if not _matches(etag, if_match):
             raise PreconditionFailed(thread_id, etag)
-        return thread
+        return thread, etag
 
     @staticmethod
     def _read_one(cur: sqlite3.Cursor, thread_id: str) -> Thread | None:
@@ -343,6 +361,29 @@ class ThreadStore:
     def get(self, thread_id: str) -> Thread | None:
         with self._lock:
             return self._read_one(self._conn.cursor(), thread_id)
+
+    def get_tagged(self, thread_id: str) -> tuple[Thread, str] | None:
+        """The thread and its ETag (the content hash stored with it), read together; None when it is not stored."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                cur = self._conn.cursor()
+                thread = self._read_one(cur, thread_id)
+                return None if thread is None else (thread, _etag(cur, thread_id))
+            finally:
+                self._conn.execute("COMMIT")
+
+    def listing(self, after: str | None = None, limit: int = 100) -> list["Listed"]:
+        """The stored threads in id order from the first id above ``after``, at most ``limit``: each one's id,
+        revision, ETag, subject and number of comments, without reading their texts. What a forum's sync job walks
+        (as it walks its own threads in id order) to find what the service lacks, holds at an older revision or
+        holds and the forum deleted."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT t.id, t.revision, t.content_hash, t.subject, "
+                "(SELECT COUNT(*) FROM answers a WHERE a.thread_id = t.id) FROM threads t WHERE t.id > ? "
+                "ORDER BY t.id LIMIT ?", (after or "", limit)).fetchall()
+        return [Listed(*r) for r in rows]
 
     def iter_threads(self, batch: int = 1000) -> Iterator[Thread]:
         """All threads in insertion order, read in batches so memory stays flat (each batch as it is when read; a

@@ -656,6 +656,31 @@ def test_whole_threads_with_revisions_and_writes_on_the_etag_read(client):
     assert client.get("/threads/rv").status_code == 404
 
 
+def test_the_thread_listing_pages_by_id(client):
+    """GET /threads: every stored thread once, in id order, a page at a time (`next` until the last), each with its
+    revision, ETag (the one GET /threads/{id} sends), subject and number of comments."""
+    client.post("/threads", headers=ADMIN, json={"threads": [{"id": "zz1", "subject": "listed", "revision": 4,
+                                                              "answers": [{"id": "zz1a", "text": "x"}]}]})
+    seen, after = [], None
+    while True:
+        r = client.get("/threads", params={"limit": 7, **({"after": after} if after else {})})
+        assert r.status_code == 200, r.text
+        page = r.json()
+        seen += page["threads"]
+        if page["next"] is None:
+            break
+        assert page["next"] == page["threads"][-1]["id"] and len(page["threads"]) == 7
+        after = page["next"]
+    ids = [t["id"] for t in seen]
+    assert ids == sorted(ids) and len(ids) == len(set(ids)) == client.app.state.service.store.counts()["threads"]
+    zz1 = next(t for t in seen if t["id"] == "zz1")
+    assert zz1 == {"id": "zz1", "revision": 4, "etag": client.get("/threads/zz1").headers["etag"].strip('"'),
+                   "subject": "listed", "answers": 1}
+    for params, needle in (({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"after": "x" * 201}, "after")):
+        r = client.get("/threads", params=params)
+        assert r.status_code == 422 and needle in r.json()["error"]["message"], r.text
+
+
 def test_a_failure_to_encode_ahead_loses_no_write(client, monkeypatch):
     """POST /threads encodes its texts into the embedding cache before its write ($CQA_ENCODE_AHEAD_TEXTS); when that
     fails (a broken cache file, a model that will not load) the write still happens and is acknowledged: the cache is

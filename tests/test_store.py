@@ -134,6 +134,35 @@ def test_single_thread_writes_made_on_the_etag_read_refuse_a_thread_changed_sinc
         assert store.delete("t", if_match=[removed.etag]) is True
 
 
+def test_the_listing_walks_every_thread_in_id_order_with_its_revision_and_etag(tmp_path):
+    """``listing`` pages through the store by id (what a sync job compares with its own threads), each thread with
+    its revision, its ETag (the content hash stored with it, which ``get_tagged`` and every condition use, also for
+    a row whose stored hash an older version of the model computed) and its number of comments."""
+    with ThreadStore(tmp_path / "s.db") as store:
+        ids = ["b", "a", "c10", "c9", "é"]
+        store.upsert([make(t, i).model_copy(update={"revision": i or None}) for i, t in enumerate(ids)])
+        pages, after = [], None
+        while True:
+            page = store.listing(after, 2)
+            pages.append([x.id for x in page])
+            if len(page) < 2:
+                break
+            after = page[-1].id
+        assert pages == [["a", "b"], ["c10", "c9"], ["é"]]
+        got = {x.id: x for x in store.listing(limit=10)}
+        assert (got["a"].revision, got["a"].answers, got["b"].revision, got["é"].answers) == (1, 1, None, 4)
+        assert all(got[t].etag == store.get(t).content_hash() == store.get_tagged(t)[1] for t in ids)
+        assert store.listing("é") == [] and store.get_tagged("nope") is None
+        store._conn.execute("UPDATE threads SET content_hash='older' WHERE id='a'")  # a hash another model made
+        assert store.get_tagged("a")[1] == store.listing(limit=1)[0].etag == "older"
+        with pytest.raises(PreconditionFailed):
+            store.upsert_answers("a", [Answer(id="a_new", text="x")], if_match=[store.get("a").content_hash()])
+        same = store.update_question("a", {"category": "Visas"}, if_match=["older"])  # no change: the stored ETag
+        assert not same and same.etag == "older"
+        edited = store.update_question("a", {"category": "Other"}, if_match=["older"])
+        assert edited.etag == store.get_tagged("a")[1] == store.get("a").content_hash()
+
+
 def test_comments_added_replaced_and_deleted_one_by_one_store_what_the_whole_thread_would(tmp_path):
     """``upsert_answers`` adds a comment after the thread's others or replaces one in place, ``delete_answer`` removes
     one, ``update_question`` edits the thread's own fields and keeps its comments; each stores exactly what an upsert of the whole thread would (its content hash too, so sending that thread
