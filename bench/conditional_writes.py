@@ -14,8 +14,9 @@ threads) are written in rounds; in each round, in turn:
 - `comment+if-match`: `POST /threads/{4}/answers` of one new comment with `If-Match` of the ETag its last write gave;
 - `stale-if-match`: `PATCH /threads/{4}` with the ETag thread 4 had before this round's comment (412).
 
-One untimed round first warms the server up. Each comment's text is new, so each write encodes the same number of texts ahead in both arms. Prints per
-kind the p50 / p95 in ms and each condition's ratio to its reference; JSON object last.
+One untimed round first warms the server up. Each comment's text is new, so each write encodes the same number of
+texts ahead in both arms. Then the whole store is walked with `GET /threads` in pages of 1,000, as a sync job walks
+it. Prints per kind the p50 / p95 in ms and each condition's ratio to its reference; JSON object last.
 
     python bench/conditional_writes.py [--data-dir var/benchmarks/fullcorpus-2016] [--rounds 40]
 """
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -113,6 +115,19 @@ def main() -> None:
                 assert s == 412 and head["etag"] == etag, (s, out)
                 times["stale-if-match"].append(ms)
             times = {k: v[1:] for k, v in times.items()}
+            # what a sync job's walk over the whole store costs: GET /threads in pages of 1000
+            walk_t0, pages, after, listed = time.perf_counter(), [], None, 0
+            while True:
+                q = "?limit=1000" + (f"&after={urllib.parse.quote(after)}" if after else "")
+                s, _, page, ms = call("GET", base + "/threads" + q)
+                assert s == 200, page
+                pages.append(ms)
+                listed += len(page["threads"])
+                if page["next"] is None:
+                    break
+                after = page["next"]
+            listing = {"threads": listed, "pages": len(pages), "walk_ms": round(1000 * (time.perf_counter() - walk_t0), 1),
+                       "page_p50_ms": round(statistics.median(pages), 2)}
             final = {tid: call("GET", f"{base}/threads/{tid}")[2] for tid in ids}
     assert final[ids[1]]["revision"] == args.rounds + 1 and all(
         len(t["answers"]) == args.comments + args.rounds + 1 for t in final.values()), "a write was lost"
@@ -126,7 +141,7 @@ def main() -> None:
     print(json.dumps({"bench": "conditional_writes", "data_dir": str(args.data_dir), "rounds": args.rounds,
                       "comments_at_start": args.comments, "generation": ready.get("generation"),
                       "machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-                      "date": time.strftime("%Y-%m-%d"), "kinds": by_kind, "p50_ratio": ratio,
+                      "date": time.strftime("%Y-%m-%d"), "kinds": by_kind, "p50_ratio": ratio, "listing": listing,
                       "writes_kept": True}))
 
 

@@ -313,6 +313,7 @@ def test_conditional_writes_bench_times_each_condition_beside_its_reference_thro
                                  "stale-if-match"}
     assert all(k["n"] == 2 and k["p95_ms"] >= k["p50_ms"] > 0 for k in out["kinds"].values())
     assert all(r > 0 for r in out["p50_ratio"].values())
+    assert out["listing"]["threads"] == 24 and out["listing"]["pages"] == 1  # 20 dev threads and the bench's 4
 
 
 def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path, cli_env, semeval):
