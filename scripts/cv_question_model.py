@@ -25,7 +25,8 @@ steps, instead of training them again.
     python scripts/cv_question_model.py [--folds 5] [--out var/reports/cv-question-model] [--candidate FILE]
         [--augment transitive --against var/reports/cv-question-model]
 
-``--augment transitive`` adds to each fold's training threads the pairs its original questions imply
+``--init-from CHECKPOINT --against FOLDS_DIR`` does the same for another start (round 42, rule 27: the model adapted
+to the forum's text by scripts/adapt_minilm.py). ``--augment transitive`` adds to each fold's training threads the pairs its original questions imply
 (`transitive_question_pairs`: two questions relevant to one are relevant to each other), trains one more model on
 every training question the same way (OUT/full, scored on dev-B alone and in question-fusion), and ``--against``
 names the fold models of the recipe without it: both are scored on the folds, and the augmented folds' question-fusion
@@ -101,12 +102,12 @@ def main() -> None:
     ap.add_argument("--augment", choices=["transitive"],
                     help="transitive: each fold also trains on the question pairs its original questions imply")
     ap.add_argument("--against", type=Path, metavar="FOLDS_DIR",
-                    help="with --augment: the fold models of the recipe without it (a cv_question_model.py --out "
-                         "folder), tested against these question by question")
+                    help="with --augment or --init-from: the fold models of the recipe without it (a "
+                         "cv_question_model.py --out folder), tested against these question by question")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args()
-    if args.against and not args.augment:
-        ap.error("--against compares --augment's folds with another recipe's; give --augment")
+    if args.against and not (args.augment or args.init_from):
+        ap.error("--against compares --augment's or --init-from's folds with another recipe's; give one of them")
     s = Settings()
     threads, queries, gold = question_training_set(s.semeval_dir)
     dev_q, dev_gold = dev_set(s.semeval_dir, "B")
@@ -177,7 +178,7 @@ def main() -> None:
         return against_shipped(gold_map.per_question(fused(weights, parts)),
                                gold_map.per_question(fused(shipped, parts)))
     augmented = {}
-    if args.augment:
+    if args.augment or args.against:
         augmented = judge_augmented(args, s, threads, queries, gold, dev_q, dev_gold, folds, train_parts, dev_parts,
                                     train_map, dev_map, fused, shipped)
     report = {
@@ -202,15 +203,18 @@ def main() -> None:
 
 def judge_augmented(args, s, threads, queries, gold, dev_q, dev_gold, folds, train_parts, dev_parts, train_map,
                     dev_map, fused, shipped) -> dict:
-    """Rule 25's figures: a model trained the same way on every training question (OUT/full) on dev-B, and the
-    augmented folds' question-fusion against ``--against``'s folds, question by question."""
+    """Rules 25 and 27's figures: a model trained the same way (the same data, the same start) on every training
+    question (OUT/full) on dev-B, and these folds' question-fusion against ``--against``'s folds, question by
+    question."""
     from ranking.evaluation.measures import paired_ap
-    groups = minilm_groups(list(threads.values()) + transitive_question_pairs(list(threads.values())))
-    cfg = recorded_recipe(s.question_bi_encoder_checkpoint / "config.json", groups, s.device, max_steps=args.max_steps)
+    every = list(threads.values())
+    groups = minilm_groups(every + (transitive_question_pairs(every) if args.augment else []))
+    cfg = recorded_recipe(s.question_bi_encoder_checkpoint / "config.json", groups, s.device, max_steps=args.max_steps,
+                          **({"init_from": args.init_from} if args.init_from else {}))
     full = args.out / "full"
     metrics = train_minilm(groups, dev_q, dev_gold, full, cfg, {"task": "B", "augment": args.augment}, not args.quiet)
     dev_rows = MiniLMRanker.from_checkpoint(full, s.device, name=f"{MODEL}-augmented").score(dev_q)
-    out = {"augment": args.augment, "training_groups": len(groups), "steps": cfg.max_steps,
+    out = {"augment": args.augment, "init_from": args.init_from, "training_groups": len(groups), "steps": cfg.max_steps,
            "full": {"checkpoint": str(full), "dev_B_alone": dev_map(dev_rows),
                     "dev_B_fusion": dev_map(fused(shipped, {**dev_parts, MODEL: dev_rows})),
                     "train_seconds": metrics["train_seconds"]}}
