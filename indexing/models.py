@@ -86,7 +86,7 @@ class Thread(BaseModel):
     answers: list[Answer] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict,
                                  description="Source-specific facts, e.g. SemEval's ORGQ relation.")
-    revision: int | None = Field(None, ge=0, le=2**63 - 1, description=(
+    revision: int | None = Field(None, ge=0, le=2**63 - 1, strict=True, description=(
         "The forum's own revision of this thread as sent (a counter, or its last change in epoch milliseconds), "
         "higher at each change. A whole thread sent with a revision is stored only when the stored one is lower or "
         "absent, so snapshots that arrive out of order never replace a later one. Not part of the content."))

@@ -40,6 +40,10 @@ class RankingSettings(IndexSettings):
                                                 description="Where `cqa train --model bi-encoder --task C` writes a "
                                                 "MiniLM bi-encoder of subtask C (new question, related comment) pairs "
                                                 "(the related-bi-encoder preset).")
+    adapted_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "adapted-minilm",
+                                             description="Where scripts/adapt_minilm.py writes all-MiniLM-L6-v2 "
+                                             "adapted to the forum's (subject, body) pairs, no labels read (the "
+                                             "adapted-cosine preset; not shipped: round 42, rules 27 and 28).")
     question_cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "question-cross-encoder",
                                                     description="Where `cqa train --model cross-encoder --task B` writes a "
                                                     "MiniLM cross-encoder of subtask B question pairs (not shipped: "

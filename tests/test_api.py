@@ -621,7 +621,8 @@ def test_whole_threads_with_revisions_and_writes_on_the_etag_read(client):
     assert [a["id"] for a in got.json()["answers"]] == ["rv0", "rv1"] and got.json()["revision"] == 7
     etag = got.headers["etag"]
     assert etag.startswith('"') and etag.endswith('"') and len(etag) == 66
-    for bad in ({"revision": -1}, {"revision": "seven"}, {"revision": 2**63}):
+    for bad in ({"revision": -1}, {"revision": "seven"}, {"revision": 2**63}, {"revision": True}, {"revision": "8"},
+                {"revision": 8.0}):
         r = client.post("/threads", headers=ADMIN, json={"threads": [{**thread(8, 1), **bad}]})
         assert r.status_code == 422 and "threads.0.revision" in r.json()["error"]["message"], r.text
     cached = client.get("/threads/rv", headers={"If-None-Match": etag})

@@ -823,3 +823,37 @@ def test_the_C_ranker_hands_its_thread_ranker_each_thread_with_its_comments_as_g
     RelatedAnswersRanker(_Lookup({}), (1.0, 0, 0, 1.0, 0), thread_ranker=Spy({})).score([Query("q", "new", cands)])
     assert [(c.id, c.text, c.meta["comments"], c.meta["thread_rank"]) for c in seen[0].candidates] == [
         ("T2", "t2", ("y",), 1), ("T1", "t1", ("x", "z"), 2)]
+
+
+def test_the_forum_adaptation_reads_no_2016_question_and_writes_a_start_for_the_bi_encoder(semeval, tmp_path, cli_env):
+    """scripts/adapt_minilm.py (rule 27): its (subject, body) pairs come from the 2015 files only, none with a text of
+    a 2016 question (the B figures' questions, original or related), each once; its checkpoint is a bi-encoder that
+    training starts from (``init_from``) and that scores as it was saved."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+    from adapt_minilm import adaptation_pairs, measured_texts
+    pairs, left_out = adaptation_pairs(semeval)
+    measured = measured_texts(semeval)
+    assert len(pairs) > 2000 and left_out > 0 and len(set(pairs)) == len(pairs)
+    assert not any(" ".join(x.split()) in measured for p in pairs for x in p)
+    b_train = load(semeval / "train" / "SemEval2016-Task3-CQA-QL-train-part2.xml").threads
+    assert {" ".join(t.body.split()) for t in b_train if t.body.strip()} <= measured  # the guard sees the B questions
+    out = tmp_path / "adapted"
+    p = subprocess.run([sys.executable, "scripts/adapt_minilm.py", "--out", str(out), "--max-steps", "1",
+                        "--batch-size", "4", "-q"], cwd=PROJECT_ROOT, env=cli_env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1])["steps"] == 1
+    model, config = load_minilm(out)
+    assert model.config.kind == "bi-encoder" and config["train"]["task"] == "adapt"
+    threads = load(PROJECT_ROOT / "data/demo/threads.jsonl").threads[:3]
+    groups = groups_from_threads(threads, lambda texts, n: [w[:n] for w in word_pieces(texts)], 48, 48)
+    queries = [Query(t.id, t.question_text, tuple(Candidate(a.id, a.text) for a in t.answers)) for t in threads]
+    gold = [Line(q.id, c.id, 0.0, True) for q in queries for c in q.candidates]
+    cfg = MiniLMTrainConfig(kind="bi-encoder", max_steps=1, batch_size=2, max_length=64, device="cpu", lr=0.0,
+                            init_from=str(out))
+    train_minilm(groups, queries, gold, tmp_path / "next", cfg, progress=False)
+    assert MiniLMRanker.from_checkpoint(tmp_path / "next", "cpu").score(queries) == \
+        MiniLMRanker.from_checkpoint(out, "cpu").score(queries)
