@@ -11,8 +11,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 log = logging.getLogger(__name__)
 
 CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-         409: "conflict", 412: "precondition_failed", 413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_request",
-         429: "too_many_requests", 500: "internal_error", 503: "not_ready"}
+         409: "conflict", 412: "precondition_failed", 413: "payload_too_large", 415: "unsupported_media_type",
+         422: "invalid_request", 429: "too_many_requests", 500: "internal_error", 503: "not_ready"}
 
 
 def _text(s: str) -> str:

@@ -126,7 +126,8 @@ def main() -> None:
                 if page["next"] is None:
                     break
                 after = page["next"]
-            listing = {"threads": listed, "pages": len(pages), "walk_ms": round(1000 * (time.perf_counter() - walk_t0), 1),
+            listing = {"threads": listed, "pages": len(pages),
+                       "walk_ms": round(1000 * (time.perf_counter() - walk_t0), 1),
                        "page_p50_ms": round(statistics.median(pages), 2)}
             final = {tid: call("GET", f"{base}/threads/{tid}")[2] for tid in ids}
     assert final[ids[1]]["revision"] == args.rounds + 1 and all(

@@ -68,8 +68,9 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
                 report.ahead_failed.append(f"{f.name}: {type(e).__name__}: {e}")
         written = store.upsert(result.threads)
         if written.superseded:
-            log.info("%s: %d threads left as stored, which holds a later revision of each (%s%s)", f.name,
-                     len(written.superseded), ", ".join(written.superseded[:5]), "..." if len(written.superseded) > 5 else "")
+            some = ", ".join(written.superseded[:5]) + ("..." if len(written.superseded) > 5 else "")
+            log.info("%s: %d threads left as stored, which holds a later revision of each (%s)", f.name,
+                     len(written.superseded), some)
         report.upsert.add(written)
         report.files += 1
         report.threads += len(result.threads)

@@ -296,7 +296,8 @@ class ThreadStore:
         row = cur.execute("SELECT content_hash FROM threads WHERE id=?", (t.id,)).fetchone()
         if row is not None and row[0] == digest:
             # the same content: only a new revision to keep (no new write number; no index reads it)
-            cur.execute("UPDATE threads SET revision=? WHERE id=? AND revision IS NOT ?", (t.revision, t.id, t.revision))
+            cur.execute("UPDATE threads SET revision=? WHERE id=? AND revision IS NOT ?",
+                        (t.revision, t.id, t.revision))
             result.unchanged += 1
             return
         ids = [a.id for a in t.answers]
@@ -575,7 +576,8 @@ def _place(answers: list[Answer], new: Answer) -> int:
 def _thread_from_rows(row: tuple, answers: list[tuple]) -> Thread:
     return Thread(
         id=row[0], subject=row[1], body=row[2], category=row[3], created_at=row[4], author_id=row[5],
-        meta=json.loads(row[6]), revision=row[9] if len(row) > 9 else None,  # a store a read-only handle finds unmigrated
+        meta=json.loads(row[6]),
+        revision=row[9] if len(row) > 9 else None,  # none in a store a read-only handle finds unmigrated
         answers=[Answer(id=a[0], text=a[3], created_at=a[4], author_id=a[5], label=a[6],
                         meta=json.loads(a[7])) for a in answers],
     )

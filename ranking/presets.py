@@ -118,8 +118,9 @@ PRESETS: dict[str, RankerSpec] = {
                                          "shipped: $CQA_QUESTION_CROSS_ENCODER_CHECKPOINT names one)",
                                          checkpoint="question_cross_encoder_checkpoint"),
     "adapted-cosine": RankerSpec("minilm", "zero-shot cosine of all-MiniLM-L6-v2 adapted to the forum's (subject, "
-                                 "body) pairs with in-batch negatives, no labels (scripts/adapt_minilm.py; not shipped: "
-                                 "$CQA_ADAPTED_ENCODER_CHECKPOINT names one)", checkpoint="adapted_encoder_checkpoint"),
+                                 "body) pairs with in-batch negatives, no labels (scripts/adapt_minilm.py; not "
+                                 "shipped: $CQA_ADAPTED_ENCODER_CHECKPOINT names one)",
+                                 checkpoint="adapted_encoder_checkpoint"),
     "question-centrality": RankerSpec("comment-centrality", "a candidate question's mean question-bi-encoder cosine "
                                       "with the new question's other candidates (how much the rest of the search "
                                       "agrees with it)", parts=("question-bi-encoder",)),

@@ -25,12 +25,13 @@ steps, instead of training them again.
     python scripts/cv_question_model.py [--folds 5] [--out var/reports/cv-question-model] [--candidate FILE]
         [--augment transitive --against var/reports/cv-question-model]
 
-``--init-from CHECKPOINT --against FOLDS_DIR`` does the same for another start (round 42, rule 27: the model adapted
-to the forum's text by scripts/adapt_minilm.py). ``--augment transitive`` adds to each fold's training threads the pairs its original questions imply
+``--augment transitive`` adds to each fold's training threads the pairs its original questions imply
 (`transitive_question_pairs`: two questions relevant to one are relevant to each other), trains one more model on
 every training question the same way (OUT/full, scored on dev-B alone and in question-fusion), and ``--against``
 names the fold models of the recipe without it: both are scored on the folds, and the augmented folds' question-fusion
 (shipped weights) is tested against theirs, question by question (round 40, rule 25).
+``--init-from CHECKPOINT --against FOLDS_DIR`` does the same for another start (round 42, rule 27: the model adapted
+to the forum's text by scripts/adapt_minilm.py).
 
 Writes OUT/report.json (the folds' dev-B MAP and training time, each part's cross-validated MAP, the three
 choices with their training-fold and dev-B MAP) and the folds' checkpoints under OUT/fold-K. JSON object last.
