@@ -431,11 +431,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/rerank", response_model=RerankOut, summary="Score and sort given candidates, e.g. a thread's comments")
     async def rerank(body: RerankIn, svc: Service = Depends(service)):
-        from ranking.candidates import Candidate, Query, indexed_answer_meta
-        from ranking.combination import regime_of
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [(f"candidates.{i}.text", c.text) for i, c in enumerate(body.candidates)])
+        return await reranked(body, svc)
+
+    async def reranked(body: RerankIn, svc: Service) -> dict:
+        """POST /rerank's answer to ``body``, within whatever limits its caller set."""
+        from ranking.candidates import Candidate, Query, indexed_answer_meta
+        from ranking.combination import regime_of
         t0 = time.perf_counter()
         gen = svc.generation  # comments it indexes come with their stored vectors
         q = Query("rerank", body.question.text,
@@ -608,10 +612,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         if not t.answers:
             return {"results": [], "reranker": svc.reranker.name, "metadata": "none", "timings_ms": {"rerank": 0.0}}
-        if len(t.answers) > svc.settings.max_candidates:
+        if len(t.answers) > svc.settings.max_thread_comments:
             raise HTTPException(422, detail=f"thread {thread_id!r} has {len(t.answers)} comments, more than "
-                                f"CQA_MAX_CANDIDATES ({svc.settings.max_candidates}) ranks at once; POST /rerank "
-                                "the ones to show")
+                                f"CQA_MAX_THREAD_COMMENTS ({svc.settings.max_thread_comments}) ranks at once; POST "
+                                "/rerank the ones to show")
         try:
             body = RerankIn.model_validate({
                 "question": {"subject": t.subject, "body": t.body}, "asker_id": t.author_id, "thread_order": True,
@@ -621,7 +625,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             first = errors.field_errors(e.errors())[0]
             raise HTTPException(422, detail=f"thread {thread_id!r} cannot be ranked as stored: {first['field']}: "
                                 f"{first['message']}") from None
-        return await rerank(body, svc)
+        return await reranked(body, svc)  # the store's texts: what POST /threads or `cqa ingest` accepted
 
     @app.get("/threads", response_model=ThreadListOut, summary="The stored threads in id order, a page at a time")
     def list_threads(after: str | None = Param(None, max_length=200, description="the last id of the page before "

@@ -22,6 +22,9 @@ class Settings(RankingSettings):
     max_text_chars: int = Field(20_000, ge=100, description="Longest question, answer or candidate text.")
     max_candidates: int = Field(200, ge=1, description="Most candidates one /rerank request may send.")
     max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")
+    max_thread_comments: int = Field(1000, ge=1, description="Most comments of a stored thread GET /threads/{id}/answers "
+                                     "ranks (a longer one gets 422); POST /rerank stays at max_candidates, since there a "
+                                     "client decides the size, here the store.")
     batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
     batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
     workers: int = Field(1, ge=1, le=64, description="Serving processes of `cqa serve` sharing the port; each "

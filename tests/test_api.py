@@ -524,7 +524,7 @@ def test_a_stored_threads_comments_ranked_by_its_id_as_post_rerank_ranks_them(cl
     """GET /threads/{id}/answers ranks a stored thread's comments through POST /rerank's own code, with what the
     store holds (subject and body, asker, each comment's author and time, in the thread's order): the same answer as
     that request. A thread without comments has none to rank; an unknown id is a 404; a thread longer than
-    CQA_MAX_CANDIDATES is a 422 that says so."""
+    CQA_MAX_THREAD_COMMENTS (not POST /rerank's CQA_MAX_CANDIDATES: the store sets the size) is a 422 that says so."""
     client.post("/threads", headers=ADMIN, json={"threads": [{
         "id": "r1", "subject": "Where to renew a visa?", "body": "Mine ends next week", "author_id": "asker",
         "answers": [{"id": "r1a", "text": "At the immigration office in Doha", "author_id": "u1",
@@ -535,10 +535,11 @@ def test_a_stored_threads_comments_ranked_by_its_id_as_post_rerank_ranks_them(cl
     got = client.get("/threads/r1/answers")
     assert got.status_code == 200, got.text
     t = client.get("/threads/r1").json()
-    sent = client.post("/rerank", json={
+    sent_body = {
         "question": {"subject": t["subject"], "body": t["body"]}, "asker_id": t["author_id"], "thread_order": True,
         "candidates": [{"id": a["id"], "text": a["text"], "author_id": a["author_id"], "created_at": a["created_at"]}
-                       for a in t["answers"]]}).json()
+                       for a in t["answers"]]}
+    sent = client.post("/rerank", json=sent_body).json()
     assert got.json()["results"] == sent["results"] and got.json()["metadata"] == sent["metadata"] == "full"
     assert sorted(r["id"] for r in got.json()["results"]) == ["r1a", "r1b", "r1c"]
     client.post("/threads", headers=ADMIN, json={"threads": [{"id": "r2", "subject": "no comment yet"}]})
@@ -552,9 +553,13 @@ def test_a_stored_threads_comments_ranked_by_its_id_as_post_rerank_ranks_them(cl
     assert r.status_code == 422 and "thread 'r3' cannot be ranked as stored: question: the question needs a subject" \
         in r.json()["error"]["message"], r.text
     svc = client.app.state.service
-    svc.settings = svc.settings.model_copy(update={"max_candidates": 2})
+    svc.settings = svc.settings.model_copy(update={"max_candidates": 2})  # POST /rerank's limit: a client's request
+    assert client.post("/rerank", json=sent_body).status_code == 422
+    assert client.get("/threads/r1/answers").json()["results"] == sent["results"]  # the store's own thread ranks
+    svc.settings = svc.settings.model_copy(update={"max_thread_comments": 2})
     r = client.get("/threads/r1/answers")
-    assert r.status_code == 422 and "has 3 comments, more than CQA_MAX_CANDIDATES (2)" in r.json()["error"]["message"]
+    assert r.status_code == 422 and "has 3 comments, more than CQA_MAX_THREAD_COMMENTS (2)" in \
+        r.json()["error"]["message"]
 
 
 def test_a_question_edited_alone_keeps_every_comment(client):

@@ -316,6 +316,18 @@ def test_conditional_writes_bench_times_each_condition_beside_its_reference_thro
     assert out["listing"]["threads"] == 24 and out["listing"]["pages"] == 1  # 20 dev threads and the bench's 4
 
 
+def test_long_thread_bench_ranks_stored_threads_past_post_reranks_limit_before_and_after_indexing(
+        tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 30)
+    out = run_bench("long_thread.py", "--data-dir", str(s.data_dir), "--sizes", "20,210", "--repeats", "1",
+                    "--new-texts", env=cli_env, timeout=900)
+    assert out["sizes"] == [20, 210] and out["new_texts"] is True and out["reindex_s"] > 0
+    for size in ("20", "210"):  # 210: more than CQA_MAX_CANDIDATES, each view checked to hold every comment once
+        assert set(out["ms"][size]) == {"not_indexed_first_ms", "not_indexed_again_ms", "indexed_first_ms",
+                                        "indexed_again_ms"} and all(v > 0 for v in out["ms"][size].values())
+    assert all(r > 0 for r in out["ratio_to_reference"]["210"].values())
+
+
 def test_dense_growth_bench_compares_a_grown_index_with_one_built_anew(tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 40)
     out = run_bench("dense_growth.py", "--index-of", str(s.data_dir), "--steps", "4", "--queries", "20",
