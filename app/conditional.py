@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi import HTTPException
 
-from indexing.store import PreconditionFailed
+from indexing.store import PreconditionFailed, etag_matches
 
 
 def quoted(etag: str) -> str:
@@ -24,6 +24,16 @@ def etags(header: str | None) -> list[str] | None:
     if not tags:
         raise HTTPException(400, detail='If-Match / If-None-Match is empty: send an ETag in quotes ("...") or *')
     return [t[1:-1] if len(t) >= 2 and t[0] == t[-1] == '"' else t for t in tags]
+
+
+def met(thread_id: str, tagged: tuple, tags: list[str] | None):
+    """The stored thread of ``tagged`` (``ThreadStore.get_tagged``) when it meets ``tags`` (an If-Match's), so that a
+    write whose condition already fails answers 412 before it encodes anything ahead; the write's own transaction
+    checks again."""
+    thread, etag = tagged
+    if not etag_matches(etag, tags):
+        raise refused(PreconditionFailed(thread_id, etag))
+    return thread
 
 
 def refused(e: PreconditionFailed) -> HTTPException:

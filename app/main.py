@@ -538,13 +538,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_count_limit("answers", len(body.answers), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars,
                            ((f"answers.{j}.text", a.text) for j, a in enumerate(body.answers)))
-        stored = await run_in_threadpool(svc.store.get, thread_id)
-        if stored is None:
+        tags = conditional.etags(if_match)
+        tagged = await run_in_threadpool(svc.store.get_tagged, thread_id)
+        if tagged is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}; POST /threads stores a new one")
+        stored = conditional.met(thread_id, tagged, tags)  # a stale If-Match encodes nothing ahead
         if svc.settings.encode_ahead_texts:  # these comments only: the thread's question is indexed already
             await run_in_threadpool(encode_before_write, svc, [stored.model_copy(update={"answers": body.answers})])
         try:
-            r = await run_in_threadpool(svc.store.upsert_answers, thread_id, body.answers, conditional.etags(if_match))
+            r = await run_in_threadpool(svc.store.upsert_answers, thread_id, body.answers, tags)
         except NotInStore as e:  # deleted since it was read
             raise HTTPException(404, detail=str(e)) from None
         except PreconditionFailed as e:
@@ -567,7 +569,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_text_limit(svc.settings.max_text_chars,
                            ((name, fields[name]) for name in ("subject", "body") if name in fields))
         if svc.settings.encode_ahead_texts and {"subject", "body"} & set(fields):  # the question's new text only
-            stored = await run_in_threadpool(svc.store.get, thread_id)
+            tagged = await run_in_threadpool(svc.store.get_tagged, thread_id)
+            stored = tagged and conditional.met(thread_id, tagged, tags)  # a stale If-Match encodes nothing ahead
             text = stored and {"subject": stored.subject, "body": stored.body, **fields}
             if text and not (blank(text["subject"]) and blank(text["body"])):
                 await run_in_threadpool(encode_before_write, svc, [

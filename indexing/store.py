@@ -128,7 +128,7 @@ def _etag(cur: sqlite3.Cursor, thread_id: str) -> str:
     return cur.execute("SELECT content_hash FROM threads WHERE id=?", (thread_id,)).fetchone()[0]
 
 
-def _matches(etag: str, if_match: Sequence[str] | None) -> bool:
+def etag_matches(etag: str, if_match: Sequence[str] | None) -> bool:
     """Whether a thread whose ETag is ``etag`` meets ``if_match`` (None: no condition; ``*``: any stored thread)."""
     return if_match is None or "*" in if_match or etag in if_match
 
@@ -279,7 +279,7 @@ class ThreadStore:
         if thread is None:
             raise NotInStore(missing)
         etag = _etag(cur, thread_id)
-        if not _matches(etag, if_match):
+        if not etag_matches(etag, if_match):
             raise PreconditionFailed(thread_id, etag)
         return thread, etag
 
@@ -334,7 +334,7 @@ class ThreadStore:
         with self._transaction() as cur:
             if if_match is not None:
                 row = cur.execute("SELECT content_hash FROM threads WHERE id=?", (thread_id,)).fetchone()
-                if row is not None and not _matches(row[0], if_match):
+                if row is not None and not etag_matches(row[0], if_match):
                     raise PreconditionFailed(thread_id, row[0])
             cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
             n = cur.execute("DELETE FROM threads WHERE id=?", (thread_id,)).rowcount

@@ -640,6 +640,9 @@ def test_whole_threads_with_revisions_and_writes_on_the_etag_read(client):
     assert r.status_code == 200 and r.headers["etag"] == client.get("/threads/rv").headers["etag"] != etag
     now = r.headers["etag"]
     stored = client.get("/threads/rv").json()
+    def ahead() -> list[str]:  # the counts of texts encoded ahead of the build
+        return [x for x in client.get("/metrics").text.splitlines() if x.startswith("cqa_encode_ahead_texts_total")]
+    before = ahead()
     for method, path, body in (("PATCH", "/threads/rv", {"subject": "stale edit"}),
                                ("POST", "/threads/rv/answers", {"answers": [{"id": "rv8", "text": "stale"}]}),
                                ("DELETE", "/threads/rv/answers/rv0", None),
@@ -649,6 +652,7 @@ def test_whole_threads_with_revisions_and_writes_on_the_etag_read(client):
         assert r.status_code == 412 and err["code"] == "precondition_failed" and r.headers["etag"] == now, r.text
         assert "'rv' has changed since it was read" in err["message"] and now in err["message"]
     assert client.get("/threads/rv").json() == stored  # nothing written
+    assert ahead() == before and before  # and a stale condition encoded nothing ahead
     r = client.patch("/threads/rv", headers={**ADMIN, "If-Match": now}, json={"subject": "Where to buy a used bike?"})
     assert r.status_code == 200 and r.json()["changed"]
     assert r.headers["etag"] == client.get("/threads/rv").headers["etag"]
