@@ -14,15 +14,17 @@ def quoted(etag: str) -> str:
     return f'"{etag}"'
 
 
-def etags(header: str | None) -> list[str] | None:
-    """The entity tags an ``If-Match`` or ``If-None-Match`` header lists (``*`` kept as it is; a weak tag, ``W/"..."``,
-    kept whole, so that the strong comparison If-Match asks for never matches it); None without the header. A 400
-    when it lists nothing."""
+def etags(header: str | None, weak: bool = False) -> list[str] | None:
+    """The entity tags an ``If-Match`` or ``If-None-Match`` header lists, ``*`` kept as it is; None without the header,
+    a 400 when it lists nothing. A weak tag (``W/"..."``) is kept whole, so that the strong comparison If-Match asks
+    for never matches it, unless ``weak``: If-None-Match compares weakly, so there it counts as its tag."""
     if header is None:
         return None
     tags = [t.strip() for t in header.split(",") if t.strip()]
     if not tags:
         raise HTTPException(400, detail='If-Match / If-None-Match is empty: send an ETag in quotes ("...") or *')
+    if weak:
+        tags = [t[2:] if t.startswith("W/") else t for t in tags]
     return [t[1:-1] if len(t) >= 2 and t[0] == t[-1] == '"' else t for t in tags]
 
 

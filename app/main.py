@@ -651,7 +651,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if tagged is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         t, etag = tagged
-        tags = conditional.etags(if_none_match)
+        tags = conditional.etags(if_none_match, weak=True)
         if tags is not None and ("*" in tags or etag in tags):
             return Response(status_code=304, headers={"ETag": conditional.quoted(etag)})
         response.headers["ETag"] = conditional.quoted(etag)
