@@ -514,8 +514,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ids = [t.id for t in body.threads]
         if len(set(ids)) != len(ids):
             raise HTTPException(422, detail="a thread id appears twice in this request")
-        if svc.settings.encode_ahead_texts:
-            await run_in_threadpool(encode_before_write, svc, body.threads)
+        if svc.settings.encode_ahead_texts:  # not the snapshots the store holds a later revision of
+            stale = await run_in_threadpool(svc.store.superseded, body.threads)
+            fresh = [t for t in body.threads if t.id not in stale]
+            if fresh:
+                await run_in_threadpool(encode_before_write, svc, fresh)
         try:
             r = await run_in_threadpool(svc.store.upsert, body.threads)
         except StoreError as e:

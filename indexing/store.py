@@ -374,6 +374,20 @@ class ThreadStore:
             finally:
                 self._conn.execute("COMMIT")
 
+    def superseded(self, threads: Sequence[Thread]) -> set[str]:
+        """The ids of ``threads`` that ``upsert`` would leave as stored now for their revision (sent with one not above
+        the stored thread's), read in one query: what a caller skips before work it does ahead of the write, whose
+        own transaction decides."""
+        sent = {t.id: t.revision for t in threads if t.revision is not None}
+        if not sent:
+            return set()
+        with self._lock:
+            ids = list(sent)
+            rows = [r for start in range(0, len(ids), 500) for r in self._conn.execute(
+                f"SELECT id, revision FROM threads WHERE revision IS NOT NULL AND id IN "
+                f"({','.join('?' * len(ids[start:start + 500]))})", ids[start:start + 500])]
+        return {tid for tid, stored in rows if sent[tid] <= stored}
+
     def listing(self, after: str | None = None, limit: int = 100) -> list["Listed"]:
         """The stored threads in id order from the first id above ``after``, at most ``limit``: each one's id,
         revision, ETag, subject and number of comments, without reading their texts. What a forum's sync job walks

@@ -619,7 +619,11 @@ def test_whole_threads_with_revisions_and_writes_on_the_etag_read(client):
                 "answers": [{"id": f"rv{i}", "text": f"shop number {i}"} for i in range(n)]}
     r = client.post("/threads", headers=ADMIN, json={"threads": [thread(7, 2)]})
     assert r.status_code == 200 and r.json()["superseded"] == [] and r.json()["inserted"] == 1
+    def ahead() -> list[str]:  # the counts of texts encoded ahead of the build
+        return [x for x in client.get("/metrics").text.splitlines() if x.startswith("cqa_encode_ahead_texts_total")]
+    before = ahead()
     r = client.post("/threads", headers=ADMIN, json={"threads": [thread(6, 1)]})  # the older snapshot, delivered late
+    assert ahead() == before and before  # superseded: nothing of it encoded ahead
     assert r.status_code == 200 and r.json() | {"note": ""} == {
         "accepted": 1, "inserted": 0, "updated": 0, "unchanged": 0, "superseded": ["rv"], "note": ""}
     got = client.get("/threads/rv")
@@ -641,8 +645,6 @@ def test_whole_threads_with_revisions_and_writes_on_the_etag_read(client):
     assert r.status_code == 200 and r.headers["etag"] == client.get("/threads/rv").headers["etag"] != etag
     now = r.headers["etag"]
     stored = client.get("/threads/rv").json()
-    def ahead() -> list[str]:  # the counts of texts encoded ahead of the build
-        return [x for x in client.get("/metrics").text.splitlines() if x.startswith("cqa_encode_ahead_texts_total")]
     before = ahead()
     for method, path, body in (("PATCH", "/threads/rv", {"subject": "stale edit"}),
                                ("POST", "/threads/rv/answers", {"answers": [{"id": "rv8", "text": "stale"}]}),

@@ -58,6 +58,7 @@ def test_whole_threads_sent_with_revisions_out_of_order_keep_the_latest(tmp_path
     with ThreadStore(tmp_path / "s.db") as store:
         assert store.upsert([late]).inserted == 1
         changes, fingerprint = store.change_count(), store.fingerprint()
+        assert store.superseded([early, late, make("t", 3), make("u").model_copy(update={"revision": 1})]) == {"t"}
         r = store.upsert([early, make("u").model_copy(update={"revision": 1})])  # the earlier one, delivered last
         assert (r.inserted, r.updated, r.unchanged, r.superseded) == (1, 0, 0, ["t"])
         assert store.get("t") == late
