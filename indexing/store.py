@@ -123,9 +123,20 @@ class Listed:
     answers: int
 
 
-def _etag(cur: sqlite3.Cursor, thread_id: str) -> str:
-    """A stored thread's ETag: the content hash its last write stored (the index's record of it too)."""
-    return cur.execute("SELECT content_hash FROM threads WHERE id=?", (thread_id,)).fetchone()[0]
+def _state(cur: sqlite3.Cursor, thread_id: str) -> tuple[str, int | None] | None:
+    """A stored thread's content hash (its ETag, and the index's record of it) and revision; None when not stored."""
+    return cur.execute("SELECT content_hash, revision FROM threads WHERE id=?", (thread_id,)).fetchone()
+
+
+def _chunks(ids: list[str], size: int = 500) -> Iterator[list[str]]:
+    """``ids`` in lists of at most ``size``, each within SQLite's limit on a statement's parameters."""
+    return (ids[i:i + size] for i in range(0, len(ids), size))
+
+
+def _supersedes(stored: int | None, sent: int | None) -> bool:
+    """Whether a stored revision keeps a whole thread sent with ``sent`` from replacing it: both given, and the
+    sent one not above it (a revision grows with each change)."""
+    return stored is not None and sent is not None and sent <= stored
 
 
 def etag_matches(etag: str, if_match: Sequence[str] | None) -> bool:
@@ -175,15 +186,7 @@ class ThreadStore:
         result = UpsertResult()
         with self._transaction() as cur:
             for t in threads:
-                if t.revision is not None:
-                    row = cur.execute("SELECT content_hash, revision FROM threads WHERE id=?", (t.id,)).fetchone()
-                    if row is not None and row[1] is not None and t.revision <= row[1]:
-                        if row[0] == t.content_hash():
-                            result.unchanged += 1
-                        else:
-                            result.superseded.append(t.id)
-                        continue
-                self._upsert_one(cur, t, result)
+                self._upsert_one(cur, t, result, by_revision=True)
             if result.inserted or result.updated:
                 self._count_change(cur)
         return result
@@ -230,10 +233,8 @@ class ThreadStore:
                     merged[at] = a
                     result.updated += 1
             if result.inserted or result.updated:
-                written = thread.model_copy(update={"answers": merged})
-                self._upsert_one(cur, written, UpsertResult())
+                etag = self._upsert_one(cur, thread.model_copy(update={"answers": merged}), UpsertResult())
                 self._count_change(cur)
-                etag = written.content_hash()
             result.answers, result.etag = len(merged), etag
         return result
 
@@ -252,9 +253,9 @@ class ThreadStore:
             edited = Thread.model_validate({**thread.model_dump(), **fields})
             if edited == thread:
                 return Edited(False, etag)
-            self._upsert_one(cur, edited, UpsertResult())
+            etag = self._upsert_one(cur, edited, UpsertResult())
             self._count_change(cur)
-        return Edited(True, edited.content_hash())
+        return Edited(True, etag)
 
     def delete_answer(self, thread_id: str, answer_id: str, if_match: Sequence[str] | None = None) -> Removed:
         """Remove one comment of a stored thread (the others keep their order), in one transaction, as ``delete``
@@ -266,52 +267,58 @@ class ThreadStore:
             kept = [a for a in thread.answers if a.id != answer_id]
             if len(kept) == len(thread.answers):
                 raise NotInStore(f"thread {thread_id!r} has no answer with id {answer_id!r}")
-            written = thread.model_copy(update={"answers": kept})
-            self._upsert_one(cur, written, UpsertResult())
+            etag = self._upsert_one(cur, thread.model_copy(update={"answers": kept}), UpsertResult())
             self._count_change(cur)
-        return Removed(len(kept), written.content_hash())
+        return Removed(len(kept), etag)
 
     def _stored(self, cur: sqlite3.Cursor, thread_id: str, if_match: Sequence[str] | None,
                 missing: str) -> tuple[Thread, str]:
         """The stored thread a single-thread write changes and its ETag, read inside its transaction:
         ``NotInStore(missing)`` when there is none, ``PreconditionFailed`` when it does not meet ``if_match``."""
-        thread = self._read_one(cur, thread_id)
-        if thread is None:
+        tagged = self._read_tagged(cur, thread_id)
+        if tagged is None:
             raise NotInStore(missing)
-        etag = _etag(cur, thread_id)
-        if not etag_matches(etag, if_match):
-            raise PreconditionFailed(thread_id, etag)
-        return thread, etag
+        if not etag_matches(tagged[1], if_match):
+            raise PreconditionFailed(thread_id, tagged[1])
+        return tagged
 
     @staticmethod
-    def _read_one(cur: sqlite3.Cursor, thread_id: str) -> Thread | None:
+    def _read_tagged(cur: sqlite3.Cursor, thread_id: str) -> tuple[Thread, str] | None:
+        """The stored thread and its ETag (the content hash its row holds); None when it is not stored."""
         row = cur.execute("SELECT * FROM threads WHERE id=?", (thread_id,)).fetchone()
         if row is None:
             return None
         answers = cur.execute("SELECT * FROM answers WHERE thread_id=? ORDER BY position", (thread_id,)).fetchall()
-        return _thread_from_rows(row, answers)
+        return _thread_from_rows(row, answers), row[7]
 
-    def _upsert_one(self, cur: sqlite3.Cursor, t: Thread, result: UpsertResult) -> None:
+    def _upsert_one(self, cur: sqlite3.Cursor, t: Thread, result: UpsertResult, by_revision: bool = False) -> str:
+        """Write ``t`` over the stored thread of its id, counted in ``result``; its content hash after. Identical
+        content is left alone, its revision kept if it is new (no new write number: no index reads it). With
+        ``by_revision`` (a whole thread sent), a stored revision not below ``t``'s keeps the stored thread."""
         digest = t.content_hash()
-        row = cur.execute("SELECT content_hash FROM threads WHERE id=?", (t.id,)).fetchone()
-        if row is not None and row[0] == digest:
-            # the same content: only a new revision to keep (no new write number; no index reads it)
-            cur.execute("UPDATE threads SET revision=? WHERE id=? AND revision IS NOT ?",
-                        (t.revision, t.id, t.revision))
-            result.unchanged += 1
-            return
-        ids = [a.id for a in t.answers]
-        for chunk_start in range(0, len(ids), 500):
-            chunk = ids[chunk_start:chunk_start + 500]
-            marks = ",".join("?" * len(chunk))
+        state = _state(cur, t.id)
+        if state is not None:
+            stored, revision = state
+            if by_revision and _supersedes(revision, t.revision):
+                if stored == digest:
+                    result.unchanged += 1
+                else:
+                    result.superseded.append(t.id)
+                return stored
+            if stored == digest:
+                if revision != t.revision:
+                    cur.execute("UPDATE threads SET revision=? WHERE id=?", (t.revision, t.id))
+                result.unchanged += 1
+                return digest
+        for chunk in _chunks([a.id for a in t.answers]):
             clash = cur.execute(
-                f"SELECT id, thread_id FROM answers WHERE id IN ({marks}) AND thread_id != ?",
+                f"SELECT id, thread_id FROM answers WHERE id IN ({','.join('?' * len(chunk))}) AND thread_id != ?",
                 (*chunk, t.id)).fetchone()
             if clash:
                 raise StoreError(f"answer id {clash[0]!r} of thread {t.id!r} already belongs to "
                                  f"thread {clash[1]!r}; answer ids must be unique across threads")
         (seq,) = cur.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM threads").fetchone()
-        if row is not None:
+        if state is not None:
             cur.execute("DELETE FROM answers WHERE thread_id=?", (t.id,))
             cur.execute("UPDATE threads SET subject=?, body=?, category=?, created_at=?, author_id=?, "
                         "meta=?, content_hash=?, seq=?, revision=? WHERE id=?",
@@ -327,15 +334,15 @@ class ThreadStore:
         cur.executemany("INSERT INTO answers VALUES (?,?,?,?,?,?,?,?)",
                         [(a.id, t.id, i, a.text, a.created_at, a.author_id, a.label,
                           json.dumps(a.meta, ensure_ascii=False)) for i, a in enumerate(t.answers)])
+        return digest
 
     def delete(self, thread_id: str, if_match: Sequence[str] | None = None) -> bool:
         """Remove a thread and its comments; False when it is not stored. ``PreconditionFailed`` (nothing removed)
         when ``if_match`` does not name its ETag."""
         with self._transaction() as cur:
-            if if_match is not None:
-                row = cur.execute("SELECT content_hash FROM threads WHERE id=?", (thread_id,)).fetchone()
-                if row is not None and not etag_matches(row[0], if_match):
-                    raise PreconditionFailed(thread_id, row[0])
+            state = _state(cur, thread_id)
+            if state is not None and not etag_matches(state[0], if_match):
+                raise PreconditionFailed(thread_id, state[0])
             cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
             n = cur.execute("DELETE FROM threads WHERE id=?", (thread_id,)).rowcount
             if n:
@@ -360,17 +367,15 @@ class ThreadStore:
             return _counts(self._conn)
 
     def get(self, thread_id: str) -> Thread | None:
-        with self._lock:
-            return self._read_one(self._conn.cursor(), thread_id)
+        tagged = self.get_tagged(thread_id)
+        return tagged and tagged[0]
 
     def get_tagged(self, thread_id: str) -> tuple[Thread, str] | None:
         """The thread and its ETag (the content hash stored with it), read together; None when it is not stored."""
         with self._lock:
             self._conn.execute("BEGIN")
             try:
-                cur = self._conn.cursor()
-                thread = self._read_one(cur, thread_id)
-                return None if thread is None else (thread, _etag(cur, thread_id))
+                return self._read_tagged(self._conn.cursor(), thread_id)
             finally:
                 self._conn.execute("COMMIT")
 
@@ -379,14 +384,10 @@ class ThreadStore:
         the stored thread's), read in one query: what a caller skips before work it does ahead of the write, whose
         own transaction decides."""
         sent = {t.id: t.revision for t in threads if t.revision is not None}
-        if not sent:
-            return set()
         with self._lock:
-            ids = list(sent)
-            rows = [r for start in range(0, len(ids), 500) for r in self._conn.execute(
-                f"SELECT id, revision FROM threads WHERE revision IS NOT NULL AND id IN "
-                f"({','.join('?' * len(ids[start:start + 500]))})", ids[start:start + 500])]
-        return {tid for tid, stored in rows if sent[tid] <= stored}
+            rows = [r for chunk in _chunks(list(sent)) for r in self._conn.execute(
+                f"SELECT id, revision FROM threads WHERE id IN ({','.join('?' * len(chunk))})", chunk)]
+        return {tid for tid, stored in rows if _supersedes(stored, sent[tid])}
 
     def listing(self, after: str | None = None, limit: int = 100) -> list["Listed"]:
         """The stored threads in id order from the first id above ``after``, at most ``limit``: each one's id,
