@@ -4,9 +4,12 @@ the thread is still as the client read it (412 otherwise, with the ETag it has n
 answers 304 while it is."""
 from __future__ import annotations
 
-from fastapi import HTTPException
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
 
 from indexing.store import PreconditionFailed, etag_matches
+
+from .errors import error_body
 
 
 def quoted(etag: str) -> str:
@@ -34,10 +37,13 @@ def met(thread_id: str, tagged: tuple, tags: list[str] | None):
     checks again."""
     thread, etag = tagged
     if not etag_matches(etag, tags):
-        raise refused(PreconditionFailed(thread_id, etag))
+        raise PreconditionFailed(thread_id, etag)
     return thread
 
 
-def refused(e: PreconditionFailed) -> HTTPException:
-    """The 412 a write whose If-Match the thread no longer meets gets, with the thread's ETag as it is now."""
-    return HTTPException(412, detail=str(e), headers={"ETag": quoted(e.etag)})
+def install(app: FastAPI) -> None:
+    """Every ``PreconditionFailed`` a request meets, in the store's transaction or at ``met``, answers the 412 a write
+    whose If-Match the thread no longer meets gets, with the thread's ETag as it is now."""
+    @app.exception_handler(PreconditionFailed)
+    async def _refused(request: Request, exc: PreconditionFailed):
+        return JSONResponse(error_body(412, str(exc)), status_code=412, headers={"ETag": quoted(exc.etag)})

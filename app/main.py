@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
-from indexing.store import NotInStore, PreconditionFailed, StoreError, ThreadStore
+from indexing.store import NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.settings import MAX_RESULTS
 
@@ -312,6 +312,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="cQA answer ranking", version="0.1.0", lifespan=lifespan,
                   description="Answer a new question with the best existing answers; sort a thread's comments.")
     errors.install(app)
+    conditional.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
 
     @app.middleware("http")
@@ -552,8 +553,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             r = await run_in_threadpool(svc.store.upsert_answers, thread_id, body.answers, tags)
         except NotInStore as e:  # deleted since it was read
             raise HTTPException(404, detail=str(e)) from None
-        except PreconditionFailed as e:
-            raise conditional.refused(e) from None
         except StoreError as e:
             raise HTTPException(409, detail=str(e)) from None
         if r.inserted or r.updated:
@@ -582,8 +581,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             edited = await run_in_threadpool(svc.store.update_question, thread_id, fields, tags)
         except NotInStore as e:
             raise HTTPException(404, detail=str(e)) from None
-        except PreconditionFailed as e:
-            raise conditional.refused(e) from None
         except ValidationError as e:  # the thread it would make is not one: no subject and no body
             raise RequestValidationError(e.errors()) from None
         if edited.changed:
@@ -600,8 +597,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             removed = svc.store.delete_answer(thread_id, answer_id, conditional.etags(if_match))
         except NotInStore as e:
             raise HTTPException(404, detail=str(e)) from None
-        except PreconditionFailed as e:
-            raise conditional.refused(e) from None
         svc.nudge()
         response.headers["ETag"] = conditional.quoted(removed.etag)
         return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
@@ -655,7 +650,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         t, etag = tagged
         tags = conditional.etags(if_none_match, weak=True)
-        if tags is not None and ("*" in tags or etag in tags):
+        if tags is not None and etag_matches(etag, tags):
             return Response(status_code=304, headers={"ETag": conditional.quoted(etag)})
         response.headers["ETag"] = conditional.quoted(etag)
         return t.model_dump()
@@ -663,11 +658,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.delete("/threads/{thread_id}", response_model=DeletedOut, summary="Delete a thread (admin)", dependencies=[Depends(require_admin)])
     def delete_thread(thread_id: str, svc: Service = Depends(service),
                       if_match: str | None = Header(None, description=IF_MATCH)):
-        try:
-            deleted = svc.store.delete(thread_id, conditional.etags(if_match))
-        except PreconditionFailed as e:
-            raise conditional.refused(e) from None
-        if not deleted:
+        if not svc.store.delete(thread_id, conditional.etags(if_match)):
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         svc.nudge()
         return {"deleted": thread_id, "note": change_note(svc.settings, "removed from the store")}
