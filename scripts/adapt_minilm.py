@@ -11,8 +11,11 @@ question (the B training questions of the cross-validation, dev-B, test-B, origi
 text a B figure is measured on is seen here. No label is read.
 
     python scripts/adapt_minilm.py --out var/r42/adapted [--epochs 1] [--batch-size 32] [--lr 2e-5]
+    python scripts/adapt_minilm.py --score var/r42/adapted
 
-JSON object last: pairs, steps, seconds, the mean loss of the first and last 20 steps.
+JSON object last: pairs, steps, seconds, the mean loss of the first and last 20 steps. With ``--score``, nothing is
+trained: the checkpoint's cosine alone, zero-shot, beside the package's (`minilm-cosine`), as MAP over the B training
+questions (`question_training_set`) and dev-B.
 """
 from __future__ import annotations
 
@@ -68,9 +71,24 @@ def adaptation_pairs(semeval_dir: Path) -> tuple[list[tuple[str, str]], int]:
     return pairs, left_out
 
 
+def zero_shot(checkpoint: Path, s: Settings) -> dict:
+    """MAP of ``checkpoint``'s cosine and of `minilm-cosine` on the B training questions and on dev-B."""
+    from ranking.evaluation.tuning import GoldMAP
+    from ranking.neural.ranker import MiniLMRanker
+    from ranking.neural.train_minilm import dev_set, question_training_set
+    from ranking.rankers import get_ranker
+    _, queries, gold = question_training_set(s.semeval_dir)
+    dev_q, dev_gold = dev_set(s.semeval_dir, "B")
+    rankers = {str(checkpoint): MiniLMRanker.from_checkpoint(checkpoint, s.device, name="adapted"),
+               "minilm-cosine": get_ranker("minilm-cosine", s)}
+    return {name: {"train_questions": GoldMAP(queries, gold)(r.score(queries)),
+                   "dev_B": GoldMAP(dev_q, dev_gold)(r.score(dev_q))} for name, r in rankers.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, help="where to write the adapted checkpoint")
+    ap.add_argument("--score", type=Path, metavar="CHECKPOINT", help="train nothing: score this checkpoint zero-shot")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-5)
@@ -81,6 +99,11 @@ def main() -> None:
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args()
     s = Settings()
+    if args.score:
+        print(json.dumps(zero_shot(args.score, s)))
+        return
+    if args.out is None:
+        ap.error("--out is required unless --score is given")
     pairs, left_out = adaptation_pairs(s.semeval_dir)
     seed_everything(args.seed)
     device = resolve_device(s.device)

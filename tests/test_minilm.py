@@ -846,6 +846,9 @@ def test_the_forum_adaptation_reads_no_2016_question_and_writes_a_start_for_the_
                        timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout.strip().splitlines()[-1])["steps"] == 1
+    p = subprocess.run([sys.executable, "scripts/adapt_minilm.py"], cwd=PROJECT_ROOT, env=cli_env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 2 and "--out is required unless --score is given" in p.stderr
     model, config = load_minilm(out)
     assert model.config.kind == "bi-encoder" and config["train"]["task"] == "adapt"
     threads = load(PROJECT_ROOT / "data/demo/threads.jsonl").threads[:3]
