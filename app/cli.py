@@ -1,4 +1,4 @@
-"""The ``cqa`` command line: ingest, backup, export, reindex, serve, search, train, evaluate, predict.
+"""The ``cqa`` command line: ingest, backup, export, erase, reindex, serve, search, train, evaluate, predict.
 
 Each subcommand that produces figures prints, as its last line, one JSON object.
 """
@@ -116,6 +116,35 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         _emit(summary)
     return 0
+
+
+# --- erase ----------------------------------------------------------------------------
+def cmd_erase(args: argparse.Namespace) -> int:
+    from indexing.erasure import forget_derived
+    from indexing.store import ThreadStore
+    from ranking.rankers import memo_files
+    settings = _settings(args)
+    if not settings.store_path.exists():
+        print(f"error: {settings.store_path}: no store here", file=sys.stderr)
+        return 2
+    authors = list(dict.fromkeys(args.author_ids))  # exactly as the threads carry them
+    if not all(a.strip() for a in authors):
+        print("error: an author id is blank", file=sys.stderr)
+        return 2
+    with ThreadStore(settings.store_path) as store:
+        erased = store.erase_authors(authors, remove=args.content == "remove",
+                                     meta_keys=settings.erase_meta_keys + (args.meta_key or []))
+        log.info("erased in the store: %s", erased.summary())
+        if args.vacuum:
+            store.vacuum()
+    derived = forget_derived(settings, erased, memo_files=memo_files(settings), backups=settings.backups_folder,
+                             wait_s=args.wait, progress=not args.quiet)
+    if derived.get("backups_before"):
+        log.warning("%d backups began before the erasure and still hold what it erased: %s",
+                    len(derived["backups_before"]), ", ".join(derived["backups_before"]))
+    _emit({"authors": len(authors), "content": args.content, **erased.summary(), "vacuumed": args.vacuum,
+           **derived})
+    return 0 if not derived.get("generations_still_served") else 1
 
 
 # --- reindex --------------------------------------------------------------------------
@@ -405,6 +434,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", metavar="PATH", help="the new file (default: stdout)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("erase", help="erase forum users: their posts, or their ids, and all derived from them",
+                       description="What a user's right-to-erasure request needs. In the store, in one transaction: "
+                       "with --content remove, the users' comments are removed from every thread and the threads they "
+                       "asked are deleted with all their comments; with --content anonymize, their questions and "
+                       "comments stay, without their author id and the meta keys of $CQA_ERASE_META_KEYS. Deleted "
+                       "values are overwritten with zeros and the write-ahead log is emptied. Then what was made from "
+                       "them: a generation built from scratch and made live (running services switch to it), the "
+                       "erased texts' vectors deleted from the embedding cache, every older generation deleted once "
+                       "no service serves it (waiting up to --wait seconds), and with remove, the shared score and "
+                       "vector memos emptied. Backups that began before the erasure still hold it: the last line "
+                       "names them. Runs while `cqa serve` serves. Last line: JSON with the counts (no text, no "
+                       "author id); exit 1 when an older generation was still served after --wait.")
+    s.add_argument("author_ids", nargs="+", metavar="AUTHOR_ID", help="the users' ids, as the threads carry them")
+    s.add_argument("--content", choices=["anonymize", "remove"], required=True,
+                   help="anonymize: keep their posts without their ids; remove: delete their comments, and the "
+                   "threads they asked")
+    s.add_argument("--meta-key", action="append", metavar="KEY",
+                   help="with anonymize, one more meta key to remove from their posts (repeatable)")
+    s.add_argument("--vacuum", action="store_true",
+                   help="write the store's file anew (VACUUM): also gone is what writes made before this version "
+                   "left in its free pages; writers wait for it")
+    s.add_argument("--wait", type=float, default=60.0, metavar="S",
+                   help="seconds to wait for running services to leave the older generations (default 60)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_erase)
 
     s = sub.add_parser("reindex", help="build a new index generation and make it live",
                        description="Build BM25, query-likelihood LM and FAISS indexes from the store into a "

@@ -51,6 +51,12 @@ class JobManager:
         threading.Thread(target=self._run, args=(job, fn), name=f"job-{kind}", daemon=True).start()
         return job, True
 
+    def running(self, kind: str) -> Job | None:
+        """The job of ``kind`` that runs now, if any."""
+        with self._lock:
+            running = self._busy.get(kind)
+            return self._jobs[running] if running else None
+
     def _run(self, job: Job, fn) -> None:
         def progress(stage: str, frac: float) -> None:
             job.stage, job.progress = stage, round(float(frac), 3)

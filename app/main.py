@@ -42,6 +42,8 @@ from .schemas import (
     BackupsOut,
     DeletedOut,
     EditedOut,
+    ErasureIn,
+    ErasureOut,
     EvaluationIn,
     EvaluationOut,
     HealthOut,
@@ -88,6 +90,7 @@ class Service:
         self.metrics = Metrics()
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
+        self.erasing = threading.Lock()  # POST /erasures: one erasure's check, write and job at a time
         self._following = threading.Lock()  # one load at a time: a slower load of an older generation never wins
         self.generation = None
         self.pipeline: SearchPipeline | None = None
@@ -678,6 +681,43 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             response.status_code = 409
         return {"job": job.__dict__, "started": started,
                 "message": "reindex started" if started else "a reindex is already running"}
+
+    # --- erasure ---------------------------------------------------------------------------------
+    @app.post("/erasures", status_code=202, response_model=ErasureOut, dependencies=[Depends(require_admin)],
+              summary="Erase forum users: their posts, or their ids, and what was derived from them (admin)")
+    def post_erasure(body: ErasureIn, response: Response, svc: Service = Depends(service)):
+        """A right-to-erasure request (`cqa erase` from the service). Before the response, in one transaction, the
+        store removes the users' comments and the threads they asked (`remove`), or their ids (`anonymize`); it
+        overwrites what it deleted and empties its write-ahead log, and the embedding cache forgets the removed
+        texts. The job then builds a generation from scratch, goes live on it, deletes every older generation once
+        no process serves it, and (remove) empties the shared score and vector memos; its result names the backups
+        that began before the erasure, which still hold it. One erasure at a time: while one runs, 409 and nothing
+        is erased. An id that nothing stored carries changes nothing, and the job still runs (a retry after an
+        interrupted one)."""
+        from indexing.erasure import forget_derived, forget_vectors
+        from ranking.rankers import memo_files
+        with svc.erasing:
+            running = svc.jobs.running("erasure")
+            if running is not None:
+                response.status_code = 409
+                return {"job": running.__dict__, "started": False,
+                        "message": "an erasure is running: nothing was erased; send this one again once it is done "
+                                   f"(GET /jobs/{running.id})"}
+            erased = svc.store.erase_authors(body.author_ids, remove=body.content == "remove",
+                                             meta_keys=svc.settings.erase_meta_keys + body.meta_keys)
+            if body.vacuum:
+                svc.store.vacuum()
+            vectors = forget_vectors(svc.settings, erased)
+            log.info("erasure of %d authors (%s): %s", len(body.author_ids), body.content, erased.summary())
+
+            def run(progress):
+                return forget_derived(svc.settings, erased, memo_files=memo_files(svc.settings),
+                                      backups=svc.settings.backups_folder, on_progress=progress,
+                                      on_live=svc.follow_current, wait_s=max(60.0, 5 * svc.settings.generation_poll_s))
+            job, _ = svc.jobs.submit("erasure", run)
+        return {"job": job.__dict__, "started": True, "erased": {**erased.summary(), "cache_vectors_deleted": vectors,
+                                                                  "vacuumed": body.vacuum},
+                "message": "erased in the store; the job rebuilds the indexes and deletes what was derived"}
 
     # --- backups ---------------------------------------------------------------------------------
     @app.post("/backups", status_code=202, response_model=JobSubmitted, dependencies=[Depends(require_admin)],

@@ -247,6 +247,25 @@ class BackupIn(Strict):
                                             "every thread as gzipped JSONL (`cqa export`), which `cqa ingest` reads")
 
 
+AuthorId = Annotated[str, StringConstraints(min_length=1, max_length=1000, pattern=r"\S")]
+
+
+class ErasureIn(Strict):
+    """A right-to-erasure request for one or more forum users (POST /erasures)."""
+    author_ids: list[AuthorId] = Field(..., min_length=1, max_length=1000, description="the users' ids exactly as "
+                                       "the threads carry them (author_id); up to 1,000 in one request, which costs "
+                                       "one rebuild")
+    content: Literal["anonymize", "remove"] = Field(..., description="anonymize: their questions and comments stay, "
+                                                    "without their author id and the meta keys of "
+                                                    "CQA_ERASE_META_KEYS; remove: their comments are removed from "
+                                                    "every thread and the threads they asked are deleted with all "
+                                                    "their comments")
+    meta_keys: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=100, description="with anonymize, more meta keys to remove from their posts")
+    vacuum: bool = Field(False, description="also write the store's file anew (VACUUM), so nothing that writes made "
+                         "before this version left in its free pages remains; writers wait for it")
+
+
 class EvaluationIn(Strict):
     benchmark: str = Field(..., max_length=100)
     ranker: str | None = Field(None, max_length=100)
@@ -462,6 +481,21 @@ class JobSubmitted(BaseModel):
     job: JobOut
     started: bool
     message: str | None = None
+
+
+class ErasedOut(BaseModel):
+    """What an erasure changed in the store (no text, no author id)."""
+    threads_deleted: int
+    threads_changed: int
+    answers_removed: int
+    posts_anonymized: int
+    wal_truncated: bool
+    cache_vectors_deleted: int
+    vacuumed: bool
+
+
+class ErasureOut(JobSubmitted):
+    erased: ErasedOut | None = None
 
 
 MAP_INTERVAL = ("the 95% percentile interval of the run's headline MAP (MAP@10 for a search benchmark) over 10,000 "

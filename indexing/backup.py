@@ -142,6 +142,14 @@ def backup_kind(name: str) -> str | None:
     return next(k for k, suffix in BACKUP_SUFFIXES.items() if suffix == m.group(1))
 
 
+def began(name: str) -> float:
+    """When the backup named ``name`` (``backup_kind`` not None) began, in seconds since the epoch: the moment of
+    the store it holds."""
+    stamp = re.match(r"threads-(\d{8}T\d{6})(?:\.(\d{3}))?Z", name)
+    moment = datetime.strptime(stamp.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+    return moment.timestamp() + int(stamp.group(2) or 0) / 1000
+
+
 def backups_in(folder: Path) -> list[BackupFile]:
     """The complete backups in ``folder``, newest first (by name, which is the UTC time it began)."""
     if not folder.is_dir():

@@ -39,6 +39,10 @@ class IndexSettings(BaseSettings):
     embedding_batch_size: int = Field(64, ge=1, le=4096)
     device: str = Field("auto", pattern="^(auto|cpu|cuda)$")
     keep_generations: int = Field(3, ge=1, le=100, description="Index generations kept after a reindex.")
+    erase_meta_keys: list[str] = Field(["username"], description="The keys of a question's or comment's `meta` that "
+                                       "an erasure which keeps an author's posts (anonymize) removes with their "
+                                       "author id: where a loader or a forum kept a user's name (the SemEval loader "
+                                       "keeps `username`). JSON, e.g. '[\"username\", \"display_name\"]'.")
     dense_exact_max_docs: int = Field(200_000, ge=0,
                                       description="Up to this many docs the FAISS index is exact (flat IP).")
     dense_index_kind: str = Field("auto", pattern="^(auto|flat|hnsw|ivf)$")

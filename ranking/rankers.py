@@ -383,13 +383,20 @@ def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
                                  ("questions", settings.search_ranker_questions))}
 
 
+def memo_files(settings) -> list[Path]:
+    """The files of the score and vector stores serving rankers share (``serving_store``, ``serving_vector_store``),
+    whether or not they are on: what an erasure empties."""
+    return [settings.score_store or settings.cache_dir / "score-store.sqlite3",
+            settings.vector_store or settings.cache_dir / "vector-store.sqlite3"]
+
+
 def serving_store(settings):
     """The score store serving rankers share ($CQA_SCORE_STORE_PAIRS pairs in $CQA_SCORE_STORE, by default
     cache/score-store.sqlite3 in the data folder), or None when it is off or there are no memos to back."""
     from .neural.memo import ScoreStore
     if not (settings.score_store_pairs and settings.score_memo_pairs):
         return None
-    return ScoreStore.at(settings.score_store or settings.cache_dir / "score-store.sqlite3", settings.score_store_pairs)
+    return ScoreStore.at(memo_files(settings)[0], settings.score_store_pairs)
 
 
 def serving_vector_store(settings):
@@ -398,8 +405,7 @@ def serving_vector_store(settings):
     from .neural.memo import VectorStore
     if not (settings.vector_store_texts and settings.vector_memo_texts):
         return None
-    return VectorStore.at(settings.vector_store or settings.cache_dir / "vector-store.sqlite3",
-                          settings.vector_store_texts)
+    return VectorStore.at(memo_files(settings)[1], settings.vector_store_texts)
 
 
 def walk(rankers: list[Ranker]):

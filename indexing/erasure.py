@@ -1,0 +1,142 @@
+"""Erasing a forum user (a right-to-erasure request): what the store holds of them, and everything derived from it.
+
+``ThreadStore.erase_authors`` changes the store in one transaction: the authors' questions and comments removed, or
+kept without their ids. The store overwrites what it deletes (``secure_delete``) and empties its write-ahead log.
+``forget_derived`` then clears what was made from the erased texts, in this order:
+
+1. **Index generations.** It builds a generation from scratch (``reindex`` without growing the live dense index or
+   linking the live comment vectors, and with the translation table trained again). A grown index would keep an
+   erased document's vector as a row marked removed. The build waits for one already running.
+2. **Embedding cache.** It deletes the vectors of the erased texts under every encoder the cache names.
+3. **Older generations.** It deletes every generation built before its own, once no serving process holds a lease
+   on it. Each process switches within ``$CQA_GENERATION_POLL_S``, and it waits up to ``wait_s`` for them.
+4. **Shared score and vector memos** (``remove`` only). These hold scores and vectors under keyed hashes, not texts.
+   It empties them rather than keying each erased text under every model that may have scored it.
+
+Backups made before the erasure still hold what was erased. ``forget_derived`` names them and leaves them alone: they
+go as ``$CQA_BACKUP_KEEP`` rotates them out, or as the operator deletes them."""
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .backup import backups_in, began
+from .config import IndexSettings
+from .embcache import forget
+from .generations import current_generation, leased_generations, list_generations
+from .reindex import BUSY, ReindexError, reindex
+from .store import Erased
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, float], None]
+
+
+def older_generations(root: Path, than: str) -> list[str]:
+    """The generations under ``root`` built before ``than`` (names sort by build time)."""
+    return [g for g in list_generations(root) if g < than]
+
+
+def drop_older(root: Path, than: str) -> tuple[list[str], list[str]]:
+    """Delete the generations built before ``than`` that no process serves (neither live nor leased): the ones
+    deleted, and the ones a process still holds."""
+    live, leased = current_generation(root), leased_generations(root)
+    dropped, held = [], []
+    for name in older_generations(root, than):
+        if name == live or name in leased:
+            held.append(name)
+        else:
+            shutil.rmtree(root / name, ignore_errors=True)
+            dropped.append(name)
+    return dropped, held
+
+
+def empty_cache_file(path: Path) -> int:
+    """Delete every row of every table of the SQLite cache at ``path``, overwritten with zeros, and empty its
+    write-ahead log; how many rows it held (0 when there is no such file)."""
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("PRAGMA secure_delete=ON")
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        conn.execute("BEGIN IMMEDIATE")
+        n = sum(conn.execute(f'DELETE FROM "{t}"').rowcount for t in tables)
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return n
+    finally:
+        conn.close()
+
+
+def forget_vectors(settings: IndexSettings, erased: Erased) -> int:
+    """Delete the erased texts' vectors from the data folder's embedding cache, under the encoders it names and the
+    ones the settings name; how many it held."""
+    if not erased.texts:
+        return 0
+    return forget(settings.cache_dir / "embeddings.sqlite3", erased.texts,
+                  [m for m in (settings.encoder.id, settings.answer_encoder_id) if m])
+
+
+def build_afresh(settings: IndexSettings, progress: bool, on_progress: Progress, poll_s: float = 1.0) -> dict:
+    """A generation built from scratch (nothing grown from or linked to the live one), made live; it waits for a
+    build already running on the data folder to end first."""
+    waited = False
+    while True:
+        try:
+            return reindex(settings, progress=progress, on_progress=on_progress, grow_dense=False,
+                           carry_translation=False)
+        except ReindexError as e:
+            if str(e) != BUSY:
+                raise
+            if not waited:
+                log.info("erasure: waiting for the build running on this data folder to end")
+                waited = True
+            time.sleep(poll_s)
+
+
+def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Sequence[Path] = (),
+                   backups: Path | None = None, wait_s: float = 60.0, progress: bool = False,
+                   on_progress: Progress | None = None, on_live: Callable[[], None] | None = None,
+                   poll_s: float = 0.5) -> dict:
+    """Clear what the data folder derived from what ``erased`` took out of the store (the module's docstring says
+    what and in which order). ``memo_files`` are the serving score and vector stores, emptied when texts were
+    removed; ``backups``, the folder whose older backups the summary names; ``on_live`` runs once the new
+    generation is live (a service switches to it there). Returns a summary without any text or author id."""
+    report = on_progress or (lambda stage, frac: None)
+    root = settings.index_root
+    out: dict = {}
+    if current_generation(root) is not None:
+        report("build", 0.05)
+        built = build_afresh(settings, progress, lambda stage, frac: report(f"build: {stage}", 0.05 + 0.75 * frac))
+        out["generation"] = built["generation"]
+        out["build_seconds"] = built["seconds"]
+        if on_live is not None:
+            on_live()
+    report("embedding cache", 0.82)
+    out["cache_vectors_deleted"] = forget_vectors(settings, erased)
+    if "generation" in out:
+        report("older generations", 0.85)
+        deadline = time.monotonic() + wait_s
+        dropped, held = drop_older(root, out["generation"])
+        while held and time.monotonic() < deadline:
+            time.sleep(poll_s)
+            more, held = drop_older(root, out["generation"])
+            dropped += more
+        out["generations_deleted"], out["generations_still_served"] = dropped, held
+        if held:
+            log.warning("erasure: %d older generations are still served after %.0f s and were kept: %s (delete "
+                        "them once their processes have switched, or run the erasure again)", len(held), wait_s,
+                        ", ".join(held))
+    if erased.texts:
+        report("memos", 0.95)
+        out["memo_entries_deleted"] = sum(empty_cache_file(Path(p)) for p in memo_files)
+    if backups is not None:
+        out["backups_before"] = [b.name for b in backups_in(backups) if began(b.name) < erased.at]
+    report("done", 1.0)
+    return out

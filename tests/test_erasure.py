@@ -1,0 +1,160 @@
+"""Erasing forum users (`ThreadStore.erase_authors`, `cqa erase`, POST /erasures): what the store holds of them goes,
+from its tables and from its files' bytes, and so does everything derived from it: index generations, embedding
+cache vectors, shared memos. Backups that began before are named, not touched."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from indexing.embcache import EmbeddingCache, forget, text_key
+from indexing.models import Answer, Thread
+from indexing.store import ThreadStore
+
+from .conftest import CQA, ROOT
+from .test_api import ADMIN, client, fast_encoder, wait_job  # noqa: F401 (fixtures)
+
+SECRET = "Zanzibar-7731 is my flat and my phone"  # what the erased user wrote: a string no other text holds
+
+
+def _bytes_under(folder: Path, skip: str = "\0") -> bytes:
+    """Every file under ``folder`` (but those whose path holds ``skip``), concatenated: what the disk holds."""
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and skip not in str(p))
+
+
+def _forum() -> list[Thread]:
+    """Three threads: one asked by the user to erase (``gone``), one where they commented among others, one
+    without them; their comment is edited once, so an older version of it was written too."""
+    return [
+        Thread(id="t1", subject="Where to rent near the Pearl", body=f"{SECRET}, asking", author_id="gone",
+               revision=5, answers=[Answer(id="t1a", text="Try the agents by the marina", author_id="other")]),
+        Thread(id="t2", subject="Renewing a visa", body="Which office?", author_id="other", meta={"n": 2},
+               answers=[Answer(id="t2a", text="The office in Al Sadd", author_id="third"),
+                        Answer(id="t2b", text=f"Old draft {SECRET}", author_id="gone", meta={"username": "Gina"}),
+                        Answer(id="t2c", text="Bring two photos", author_id="other", meta={"username": "Oz"})]),
+        Thread(id="t3", subject="Best karak tea", body="Any tips?", author_id="third",
+               answers=[Answer(id="t3a", text="The stall by the souq", author_id="other")]),
+    ]
+
+
+def _filled(path: Path) -> ThreadStore:
+    store = ThreadStore(path)
+    store.upsert(_forum())
+    store.upsert_answers("t2", [Answer(id="t2b", text=f"Edited: {SECRET}", author_id="gone",
+                                       meta={"username": "Gina"})])  # the draft is the older version now
+    return store
+
+
+def test_remove_takes_the_authors_posts_out_of_the_stores_files(tmp_path):
+    path = tmp_path / "threads.sqlite3"
+    with _filled(path) as store:
+        assert SECRET.encode() in _bytes_under(tmp_path)
+        etag, changes = store.get_tagged("t2")[1], store.change_count()
+        erased = store.erase_authors(["gone", "never-posted"], remove=True)
+        assert erased.summary() == {"threads_deleted": 1, "threads_changed": 1, "answers_removed": 1,
+                                    "posts_anonymized": 0, "wal_truncated": True}
+        assert erased.threads_deleted == ["t1"] and erased.threads_changed == ["t2"]
+        assert any(SECRET in t for t in erased.texts)  # what a cache keyed by text forgets
+        assert store.get("t1") is None  # the thread they asked, with the other user's comment
+        t2 = store.get("t2")
+        assert [a.id for a in t2.answers] == ["t2a", "t2c"] and store.get_tagged("t2")[1] != etag
+        assert store.get("t3") == _forum()[2] and store.change_count() == changes + 1
+        # gone from the bytes of the database and its write-ahead log, the edit's older version included
+        assert SECRET.encode() not in _bytes_under(tmp_path) and b"Old draft" not in _bytes_under(tmp_path)
+        again = store.erase_authors(["gone"], remove=True)  # nothing left of them: nothing changes
+        assert not again.changed and store.change_count() == changes + 1
+
+
+def test_anonymize_keeps_the_posts_without_the_authors_id_or_user_name(tmp_path):
+    with _filled(tmp_path / "threads.sqlite3") as store:
+        before = {t.id: t for t in store.iter_threads()}
+        erased = store.erase_authors(["gone"], meta_keys=["username"])
+        assert erased.summary()["posts_anonymized"] == 2 and sorted(erased.threads_changed) == ["t1", "t2"]
+        assert not erased.threads_deleted and not erased.texts
+        t1, t2 = store.get("t1"), store.get("t2")
+        assert t1.author_id is None and t1.body == before["t1"].body and t1.revision == 5  # revision kept
+        gina = t2.answers[1]
+        assert gina.author_id is None and gina.meta == {} and gina.text.endswith(SECRET)
+        assert t2.answers[2] == before["t2"].answers[2]  # another user's name stays
+        assert b'"Gina"' not in _bytes_under(tmp_path) and b"gone" not in _bytes_under(tmp_path)
+
+
+def test_the_cache_forgets_texts_under_every_encoder_it_names(tmp_path):
+    path = tmp_path / "embeddings.sqlite3"
+    import numpy as np
+    for model in ("enc-a", "enc-b"):
+        cache = EmbeddingCache(path, model)
+        cache.put_many([text_key(model, t) for t in (SECRET, "kept")], np.ones((2, 384), dtype=np.float32))
+        cache.close()
+    assert forget(path, [SECRET, "not cached"]) == 2
+    cache = EmbeddingCache(path, "enc-a")
+    assert set(cache.get_many([text_key("enc-a", SECRET), text_key("enc-a", "kept")])) == {text_key("enc-a", "kept")}
+    cache.close()
+    # a cache written before it named its encoders forgets under the encoders in use
+    import sqlite3
+    with sqlite3.connect(path) as c:
+        c.execute("DELETE FROM models")
+        c.execute("INSERT INTO emb VALUES (?, ?)", (text_key("enc-c", SECRET), b"\0" * 1536))
+    assert forget(path, [SECRET]) == 0 and forget(path, [SECRET], ["enc-c"]) == 1
+
+
+def test_post_erasures_removes_a_user_from_the_store_the_indexes_and_the_caches(client, tmp_path):
+    svc = client.app.state.service
+    folder = svc.settings.data_dir
+    body = {"author_ids": ["gone"], "content": "remove"}
+    assert client.post("/erasures", json=body).status_code == 401
+    for bad in ({"author_ids": [], "content": "remove"}, {"author_ids": ["gone"]}, {"author_ids": [" "], "content":
+                "remove"}, {"author_ids": ["gone"], "content": "shred"}, {**body, "to": "x"}):
+        r = client.post("/erasures", json=bad, headers=ADMIN)
+        assert r.status_code == 422, (bad, r.json())
+    assert client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]},
+                       headers=ADMIN).status_code == 200
+    made = client.post("/backups", headers=ADMIN).json()["job"]["id"]
+    assert wait_job(client, made)["state"] == "succeeded"
+    built = wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])
+    assert built["state"] == "succeeded"
+    hits = client.post("/search", json={"question": {"body": "Zanzibar-7731 flat phone"}, "k": 3, "rerank": False,
+                                        "target": "questions"}).json()["results"]
+    assert hits[0]["thread_id"] == "t1"
+    older = sorted(p.name for p in svc.settings.index_root.glob("gen-*"))
+    assert len(older) >= 2 and SECRET.encode() in _bytes_under(folder, skip="backups")
+    time.sleep(0.01)
+    r = client.post("/erasures", json=body, headers=ADMIN)
+    assert r.status_code == 202, r.json()
+    assert r.json()["erased"] == {"threads_deleted": 1, "threads_changed": 1, "answers_removed": 1,
+                                  "posts_anonymized": 0, "wal_truncated": True, "cache_vectors_deleted": 5,
+                                  "vacuumed": False}  # 3 texts by the dense encoder, 2 comments by the answer one
+    assert client.get("/threads/t1").status_code == 404  # before the job: the store's part is done
+    job = wait_job(client, r.json()["job"]["id"])
+    assert job["state"] == "succeeded", job
+    done = job["result"]
+    assert client.get("/ready").json()["generation"] == done["generation"]
+    assert sorted(done["generations_deleted"]) == older and done["generations_still_served"] == []
+    assert [p.name for p in svc.settings.index_root.glob("gen-*")] == [done["generation"]]
+    assert len(done["backups_before"]) == 1  # the backup made before still holds it, and is named
+    # nothing under the data folder but that backup holds the text, its vectors are gone from the cache
+    assert SECRET.encode() not in _bytes_under(folder, skip="backups")
+    assert SECRET.encode() in _bytes_under(svc.settings.backups_folder)
+    hits = client.post("/search", json={"question": {"body": "Zanzibar-7731 flat phone"}, "k": 3, "rerank": False,
+                                        "target": "questions"}).json()["results"]
+    assert "t1" not in {h["thread_id"] for h in hits}
+    assert "gone" not in json.dumps(job)  # the job's record names no author
+
+
+def test_cqa_erase_anonymizes_and_says_what_it_did(tmp_path, cli_env):
+    env = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "var")}
+    with _filled(tmp_path / "var" / "threads.sqlite3"):
+        pass
+    run = subprocess.run(CQA + ["erase", "gone", "--content", "anonymize", "-q"], env=env, capture_output=True,
+                         text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["authors"] == 1 and out["posts_anonymized"] == 2 and out["threads_changed"] == 2
+    assert "generation" not in out  # never indexed: no generation to rebuild
+    with ThreadStore(tmp_path / "var" / "threads.sqlite3") as store:
+        assert store.get("t1").author_id is None
+    bad = subprocess.run(CQA + ["erase", "gone"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "--content" in bad.stderr
