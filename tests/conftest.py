@@ -109,3 +109,31 @@ def pytest_collection_modifyitems(config, items):
     files = {item.path.name for item in items if "fresh_corpus_dir" in getattr(item, "fixturenames", ())}
     if len(files) > 1:
         raise pytest.UsageError(f"the tests of fresh_corpus_dir must share one file, not {sorted(files)}")
+
+
+TOKEN = "s3cret-token"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture()
+def fast_encoder(monkeypatch):
+    import indexing.encoder as enc
+
+    from .test_indexes import fake_encode
+    monkeypatch.setattr(enc, "encode", lambda texts, **kw: fake_encode(texts))
+
+
+@pytest.fixture()
+def client(settings, fast_encoder):
+    """The real app over a small store, with the stub reranker: these tests are about HTTP, not ranking."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.reindex import reindex
+
+    from .test_indexes import fake_encode, fill_store
+    settings = settings.model_copy(update={"api_token": TOKEN, "max_request_bytes": 50_000, **STUB_RANKERS})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(settings)) as c:
+        yield c

@@ -14,27 +14,9 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from indexing.reindex import reindex
 
-from .conftest import ROOT, STUB_RANKERS, rerank_model
+from .conftest import ADMIN, ROOT, STUB_RANKERS, TOKEN, rerank_model
 from .test_indexes import fake_encode, fill_store
 
-TOKEN = "s3cret-token"
-ADMIN = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@pytest.fixture()
-def fast_encoder(monkeypatch):
-    import indexing.encoder as enc
-    monkeypatch.setattr(enc, "encode", lambda texts, **kw: fake_encode(texts))
-
-
-@pytest.fixture()
-def client(settings, fast_encoder):
-    """The real app over a small store, with the stub reranker: these tests are about HTTP, not ranking."""
-    settings = settings.model_copy(update={"api_token": TOKEN, "max_request_bytes": 50_000, **STUB_RANKERS})
-    fill_store(settings)
-    reindex(settings, progress=False, encode_fn=fake_encode)
-    with TestClient(create_app(settings)) as c:
-        yield c
 
 
 def wait_job(client, job_id, timeout=60):

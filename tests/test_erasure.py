@@ -8,14 +8,13 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 
 from indexing.embcache import EmbeddingCache, forget, text_key
 from indexing.models import Answer, Thread
 from indexing.store import ThreadStore
 
-from .conftest import CQA, ROOT
-from .test_api import ADMIN, client, fast_encoder, wait_job  # noqa: F401 (fixtures)
+from .conftest import ADMIN, CQA, ROOT
+from .test_api import wait_job
 
 SECRET = "Zanzibar-7731 is my flat and my phone"  # what the erased user wrote: a string no other text holds
 
