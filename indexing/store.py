@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .models import Answer, Thread, moment
+from .models import Answer, Thread, moment, question_text
 
 if TYPE_CHECKING:
     from .documents import Documents
@@ -126,7 +126,7 @@ class Erased:
     threads_changed: list[str] = field(default_factory=list)  # kept, without the authors' comments or their ids
     answers_removed: int = 0  # the authors' comments removed from threads that are kept
     posts_anonymized: int = 0  # questions and comments kept without their author's id
-    texts: list[str] = field(default_factory=list, repr=False)
+    texts: list[str] = field(default_factory=list, repr=False)  # none the store still holds elsewhere
     wal_truncated: bool = False
     at: float = 0.0  # when it was committed, in seconds since the epoch
 
@@ -159,6 +159,19 @@ def _state(cur: sqlite3.Cursor, thread_id: str) -> tuple[str, int | None] | None
 def _chunks(ids: list[str], size: int = 500) -> Iterator[list[str]]:
     """``ids`` in lists of at most ``size``, each within SQLite's limit on a statement's parameters."""
     return (ids[i:i + size] for i in range(0, len(ids), size))
+
+
+def _held(cur: sqlite3.Cursor, texts: set[str]) -> set[str]:
+    """Those of ``texts`` the store holds as a comment, a subject, a body or a question's text (another user's
+    identical comment, a thread the same text was copied into): what an erasure leaves to the caches."""
+    held: set[str] = set()
+    for chunk in _chunks(sorted(texts)):
+        marks = ",".join("?" * len(chunk))
+        held.update(t for (t,) in cur.execute(f"SELECT DISTINCT text FROM answers WHERE text IN ({marks})", chunk))
+        for subject, body in cur.execute(f"SELECT subject, body FROM threads WHERE subject IN ({marks}) OR body IN "
+                                         f"({marks})", chunk * 2):
+            held.update(t for t in (subject, body, question_text(subject, body)) if t in texts)
+    return held
 
 
 def _supersedes(stored: int | None, sent: int | None) -> bool:
@@ -428,6 +441,7 @@ class ThreadStore:
                 out.threads_changed.append(tid)
             if out.changed:
                 self._count_change(cur)
+            out.texts = sorted(set(out.texts) - _held(cur, set(out.texts)))
         out.at = time.time()
         with self._lock:
             (busy, _, _) = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

@@ -51,16 +51,19 @@ def test_remove_takes_the_authors_posts_out_of_the_stores_files(tmp_path):
     path = tmp_path / "threads.sqlite3"
     with _filled(path) as store:
         assert SECRET.encode() in _bytes_under(tmp_path)
+        store.upsert_answers("t3", [Answer(id="t3b", text="Bring two photos", author_id="gone")])  # as t2c says
         etag, changes = store.get_tagged("t2")[1], store.change_count()
         erased = store.erase_authors(["gone", "never-posted"], remove=True)
-        assert erased.summary() == {"threads_deleted": 1, "threads_changed": 1, "answers_removed": 1,
+        assert erased.summary() == {"threads_deleted": 1, "threads_changed": 2, "answers_removed": 2,
                                     "posts_anonymized": 0, "wal_truncated": True}
-        assert erased.threads_deleted == ["t1"] and erased.threads_changed == ["t2"]
-        assert any(SECRET in t for t in erased.texts)  # what a cache keyed by text forgets
+        assert erased.threads_deleted == ["t1"] and erased.threads_changed == ["t2", "t3"]
+        # what a cache keyed by text forgets: not a text another comment still holds
+        assert any(SECRET in t for t in erased.texts) and "Bring two photos" not in erased.texts
+        assert "Try the agents by the marina" in erased.texts  # another's comment, gone with the thread
         assert store.get("t1") is None  # the thread they asked, with the other user's comment
         t2 = store.get("t2")
         assert [a.id for a in t2.answers] == ["t2a", "t2c"] and store.get_tagged("t2")[1] != etag
-        assert store.get("t3") == _forum()[2] and store.change_count() == changes + 1
+        assert store.get("t3") == _forum()[2] and store.change_count() == changes + 1  # t3b gone
         # gone from the bytes of the database and its write-ahead log, the edit's older version included
         assert SECRET.encode() not in _bytes_under(tmp_path) and b"Old draft" not in _bytes_under(tmp_path)
         again = store.erase_authors(["gone"], remove=True)  # nothing left of them: nothing changes

@@ -1,0 +1,197 @@
+"""Erasing a forum user, through a real server, and what the store's zeroing of deleted values costs each write.
+
+1. **Writes with and without `secure_delete`, side by side.** Two copies of the data folder's store, one opened as
+   the service opens it (`secure_delete` on), one with it turned off (as before this change). The same writes go to
+   both in turn, `--writes` rounds of three: a new comment (`upsert_answers`), the whole thread sent again with an
+   edited body (`upsert`), and the new comment deleted (`delete_answer`). Prints the p50 of each, and the ratio.
+2. **`VACUUM`** of a copy of the store (`POST /erasures` with `vacuum`, `cqa erase --vacuum`): its seconds.
+3. **`POST /erasures` through `cqa serve`** on a copy of the data folder (the 2016 corpus's by default), as it
+   ships, with the automatic refresh on. `--remove` names the user whose posts are removed (default: the one with the
+   most comments whose count is at most 200, a heavy but ordinary user), and `--anonymize` the one anonymized after
+   (default: the next). Before: each of up to 30 of the removed user's comments is sent as a `/search` answers
+   question, and how many come back in their own top 10 is counted. Then, while a client searches without pause:
+   - the erasure's response time;
+   - its job to the end: the build from scratch, the older generations deleted;
+   - the searches' p50 before and during the job, and their failures.
+
+   After: the same questions again (none of the removed comments may come back), and no file under the data folder
+   may hold the text of a removed comment (of 40 characters or more), but those another user's comment holds word for word (the SemEval files
+   hold one comment in several threads under several user ids: the store keeps those).
+
+    python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from conditional_writes import ADMIN, TOKEN, call, quantiles  # noqa: E402,F401
+from load import server  # noqa: E402
+
+from indexing.models import Answer  # noqa: E402
+from indexing.store import ThreadStore  # noqa: E402
+
+
+def writes_side_by_side(store_file: Path, rounds: int) -> dict:
+    """The same writes to two copies of the store, one with ``secure_delete`` as shipped (on), one with it off."""
+    with tempfile.TemporaryDirectory(prefix="cqa-erase-w-") as tmp:
+        stores = {}
+        for arm in ("on", "off"):
+            shutil.copy(store_file, Path(tmp) / f"{arm}.sqlite3")
+            stores[arm] = ThreadStore(Path(tmp) / f"{arm}.sqlite3")
+        stores["off"]._conn.execute("PRAGMA secure_delete=OFF")
+        assert stores["on"]._conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+        ids = [r[0] for r in stores["on"]._conn.execute(
+            "SELECT thread_id FROM answers GROUP BY thread_id HAVING COUNT(*) = 10 ORDER BY thread_id LIMIT ?",
+            (rounds + 1,))]
+        times = {f"{kind}/{arm}": [] for kind in ("comment", "thread", "delete") for arm in ("on", "off")}
+        for i, tid in enumerate(ids):
+            for arm in (("on", "off") if i % 2 else ("off", "on")):  # each arm first every other round
+                s = stores[arm]
+                t0 = time.perf_counter()
+                s.upsert_answers(tid, [Answer(id=f"bench-erase-{i}", text=f"round {i}: one more hint on {tid}")])
+                t1 = time.perf_counter()
+                thread = s.get(tid)
+                t2 = time.perf_counter()
+                s.upsert([thread.model_copy(update={"body": thread.body + f" (edited {i})"})])
+                t3 = time.perf_counter()
+                s.delete_answer(tid, f"bench-erase-{i}")
+                t4 = time.perf_counter()
+                if i:  # the first round warms both up
+                    times[f"comment/{arm}"].append(1000 * (t1 - t0))
+                    times[f"thread/{arm}"].append(1000 * (t3 - t2))
+                    times[f"delete/{arm}"].append(1000 * (t4 - t3))
+        sizes = {arm: (Path(tmp) / f"{arm}.sqlite3").stat().st_size for arm in ("on", "off")}
+        for s in stores.values():
+            s.close()
+        copy = Path(tmp) / "vacuum.sqlite3"
+        shutil.copy(store_file, copy)
+        with ThreadStore(copy) as s:
+            t0 = time.perf_counter()
+            s.vacuum()
+            vacuum_s = time.perf_counter() - t0
+        sizes["vacuumed"] = copy.stat().st_size
+    by = {k: quantiles(v) for k, v in times.items()}
+    ratio = {kind: round(by[f"{kind}/on"]["p50_ms"] / by[f"{kind}/off"]["p50_ms"], 3)
+             for kind in ("comment", "thread", "delete")}
+    return {"rounds": len(ids) - 1, "kinds": by, "p50_ratio_on_off": ratio, "bytes": sizes,
+            "vacuum_s": round(vacuum_s, 2)}
+
+
+def heaviest(store_file: Path, at_most: int, skip: set[str]) -> str:
+    """The author of the most comments, at most ``at_most`` of them, not in ``skip``."""
+    with sqlite3.connect(store_file) as c:
+        rows = c.execute("SELECT author_id, COUNT(*) n FROM answers WHERE author_id IS NOT NULL GROUP BY author_id "
+                         "HAVING n <= ? ORDER BY n DESC, author_id", (at_most,)).fetchall()
+    return next(a for a, _ in rows if a not in skip)
+
+
+def found(base: str, comments: list[tuple[str, str]]) -> int:
+    """How many of the (id, text) comments come back in the top 10 of a /search for answers to their own text."""
+    n = 0
+    for cid, text in comments:
+        s, _, out, _ = call("POST", base + "/search", {"question": {"body": text[:2000]}, "k": 10,
+                                                        "target": "answers"})
+        assert s == 200, out
+        n += cid in {r["id"] for r in out["results"]}
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
+                    help="a data folder with a live generation (copied; the copy is served)")
+    ap.add_argument("--writes", type=int, default=60, help="rounds of writes to each store copy")
+    ap.add_argument("--remove", help="the author whose posts are removed (default: see above)")
+    ap.add_argument("--anonymize", help="the author anonymized after (default: see above)")
+    args = ap.parse_args()
+    store_file = args.data_dir / "threads.sqlite3"
+    if not store_file.is_file():
+        raise SystemExit(f"{args.data_dir}: no store; python bench/rerank_quality.py builds the 2016 corpus's folder")
+    writes = writes_side_by_side(store_file, args.writes)
+    for k, v in writes["kinds"].items():
+        print(f"{k:14s} p50 {v['p50_ms']:7.2f} ms  p95 {v['p95_ms']:7.2f} ms", file=sys.stderr)
+    removed_user = args.remove or heaviest(store_file, 200, set())
+    anonymized_user = args.anonymize or heaviest(store_file, 200, {removed_user})
+    with sqlite3.connect(store_file) as c:
+        theirs = c.execute("SELECT id, text FROM answers WHERE author_id=? ORDER BY id", (removed_user,)).fetchall()
+        asked = c.execute("SELECT COUNT(*) FROM threads WHERE author_id=?", (removed_user,)).fetchone()[0]
+    probe = theirs[:: max(1, len(theirs) // 30)][:30]
+    with tempfile.TemporaryDirectory(prefix="cqa-erase-") as tmp:
+        folder = Path(tmp) / "data"
+        shutil.copytree(args.data_dir, folder, ignore=shutil.ignore_patterns("reports", "jobs"))
+        with server(folder, {"CQA_API_TOKEN": TOKEN}) as (base, ready):
+            before_found = found(base, probe)
+            lat: dict[str, list[float]] = {"before": [], "during": []}
+            failures = {"before": 0, "during": 0}
+            phase = ["before"]
+            stop = threading.Event()
+
+            def hammer() -> None:
+                q = {"question": {"body": "Where can I renew my residence permit and how long does it take?"},
+                     "k": 10, "target": "answers"}
+                while not stop.is_set():
+                    s, _, _, ms = call("POST", base + "/search", q)
+                    lat[phase[0]].append(ms)
+                    failures[phase[0]] += s != 200
+            t = threading.Thread(target=hammer, daemon=True)
+            t.start()
+            time.sleep(10)
+            phase[0] = "during"
+            s, _, out, post_ms = call("POST", base + "/erasures", {"author_ids": [removed_user], "content": "remove"})
+            assert s == 202, out
+            t0 = time.perf_counter()
+            while True:
+                s, _, job, _ = call("GET", f"{base}/jobs/{out['job']['id']}")
+                if job["state"] in ("succeeded", "failed"):
+                    break
+                time.sleep(0.2)
+            job_s = time.perf_counter() - t0
+            stop.set()
+            t.join()
+            assert job["state"] == "succeeded", job
+            after_found = found(base, probe)
+            s, _, anon, anon_ms = call("POST", base + "/erasures", {"author_ids": [anonymized_user],
+                                                                     "content": "anonymize"})
+            assert s == 202, anon
+            while True:
+                s, _, anon_job, _ = call("GET", f"{base}/jobs/{anon['job']['id']}")
+                if anon_job["state"] in ("succeeded", "failed"):
+                    break
+                time.sleep(0.2)
+            assert anon_job["state"] == "succeeded", anon_job
+        on_disk = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+        with sqlite3.connect(folder / "threads.sqlite3") as c:  # the same text as another user's comment stays
+            elsewhere = {t for _, t in theirs if c.execute("SELECT 1 FROM answers WHERE text=?", (t,)).fetchone()}
+        leaked = sum(text.encode() in on_disk for _, text in theirs  # long enough not to be part of another text
+                     if text not in elsewhere and len(text) >= 40)
+    assert after_found == 0, f"{after_found} removed comments still found"
+    assert leaked == 0, f"{leaked} removed comments' texts are still on disk"
+    erasure = {"removed": {"comments": len(theirs), "threads_asked": asked, "response_ms": round(post_ms, 1),
+                           "erased": out["erased"], "job_s": round(job_s, 2), "job": job["result"],
+                           "probe": len(probe), "found_before": before_found, "found_after": after_found,
+                           "held_by_other_comments": len(elsewhere), "texts_on_disk_after": leaked},
+               "anonymized": {"response_ms": round(anon_ms, 1), "erased": anon["erased"],
+                              "job_s": round(anon_job["finished_at"] - anon_job["started_at"], 2)},
+               "searches": {k: {**quantiles(v), "failed": failures[k]} for k, v in lat.items() if v}}
+    print(json.dumps(erasure["searches"]), file=sys.stderr)
+    print(json.dumps({"bench": "erasure", "data_dir": str(args.data_dir), "generation": ready.get("generation"),
+                      "machine": platform.processor() or platform.machine(), "python": platform.python_version(),
+                      "date": time.strftime("%Y-%m-%d"), "writes": writes, **erasure}))
+
+
+if __name__ == "__main__":
+    main()
