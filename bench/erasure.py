@@ -18,7 +18,7 @@
    may hold the text of a removed comment (of 40 characters or more), but those another user's comment holds word for word (the SemEval files
    hold one comment in several threads under several user ids: the store keeps those).
 
-    python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268]
+    python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268] [--before-s 10]
 """
 from __future__ import annotations
 
@@ -117,6 +117,7 @@ def main() -> None:
     ap.add_argument("--writes", type=int, default=60, help="rounds of writes to each store copy")
     ap.add_argument("--remove", help="the author whose posts are removed (default: see above)")
     ap.add_argument("--anonymize", help="the author anonymized after (default: see above)")
+    ap.add_argument("--before-s", type=float, default=10.0, help="seconds of searches timed before the erasure")
     args = ap.parse_args()
     store_file = args.data_dir / "threads.sqlite3"
     if not store_file.is_file():
@@ -149,7 +150,7 @@ def main() -> None:
                     failures[phase[0]] += s != 200
             t = threading.Thread(target=hammer, daemon=True)
             t.start()
-            time.sleep(10)
+            time.sleep(args.before_s)
             phase[0] = "during"
             s, _, out, post_ms = call("POST", base + "/erasures", {"author_ids": [removed_user], "content": "remove"})
             assert s == 202, out

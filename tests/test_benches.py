@@ -316,6 +316,21 @@ def test_conditional_writes_bench_times_each_condition_beside_its_reference_thro
     assert out["listing"]["threads"] == 24 and out["listing"]["pages"] == 1  # 20 dev threads and the bench's 4
 
 
+def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_left(tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    env = {**cli_env, "CQA_DENSE_ENCODER": "base", "CQA_ANSWER_ENCODER": "none"}  # the folder's: its build is cached
+    out = run_bench("erasure.py", "--data-dir", str(s.data_dir), "--writes", "3", "--before-s", "1", env=env,
+                    timeout=900)
+    assert out["writes"]["rounds"] == 3 and set(out["writes"]["p50_ratio_on_off"]) == {"comment", "thread", "delete"}
+    assert out["writes"]["vacuum_s"] >= 0 and out["writes"]["bytes"]["vacuumed"] > 0
+    removed = out["removed"]
+    assert removed["comments"] > 0 and removed["found_after"] == 0 and removed["texts_on_disk_after"] == 0
+    assert removed["erased"]["answers_removed"] + removed["erased"]["threads_deleted"] > 0
+    assert removed["job"]["generations_deleted"] and removed["job"]["generations_still_served"] == []
+    assert out["anonymized"]["erased"]["posts_anonymized"] > 0
+    assert out["searches"]["before"]["failed"] == 0 == out["searches"]["during"]["failed"]
+
+
 def test_long_thread_bench_ranks_stored_threads_past_post_reranks_limit_before_and_after_indexing(
         tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 30)
