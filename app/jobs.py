@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import threading
 import time
 import traceback
@@ -28,6 +29,28 @@ class Job:
     finished_at: float | None = None
     result: dict | None = None
     error: str | None = None
+    owner: str | None = None  # host:pid of the process that runs it (``cqa serve --workers N`` runs N processes)
+
+
+def _this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(owner: str | None) -> bool:
+    """Whether the process ``owner`` (host:pid) still runs: a job another worker of this host runs is not interrupted.
+    A job of another host counts as alive (this process cannot tell); one with no owner (older files) as stopped."""
+    host, _, pid = (owner or "").rpartition(":")
+    if not pid.isdigit():
+        return False
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class JobManager:
@@ -44,7 +67,7 @@ class JobManager:
             running = self._busy.get(kind)
             if running:
                 return self._jobs[running], False
-            job = Job(id=uuid.uuid4().hex[:12], kind=kind)
+            job = Job(id=uuid.uuid4().hex[:12], kind=kind, owner=_this_process())
             self._jobs[job.id] = job
             self._busy[kind] = job.id
         self._save(job)
@@ -84,7 +107,7 @@ class JobManager:
         if not (job_id.isalnum() and path.exists()):
             return None
         job = Job(**json.loads(path.read_text()))
-        if job.state in ("queued", "running"):  # on disk, not in this process: the process that ran it stopped
+        if job.state in ("queued", "running") and not _alive(job.owner):  # on disk, and its process stopped
             job.state, job.finished_at = "failed", job.finished_at or time.time()
             job.error = "interrupted: the service stopped before this job finished; submit it again"
             self._save(job)

@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 
 from indexing.embcache import EmbeddingCache, forget, text_key
 from indexing.models import Answer, Thread
@@ -160,3 +162,49 @@ def test_cqa_erase_anonymizes_and_says_what_it_did(tmp_path, cli_env):
         assert store.get("t1").author_id is None
     bad = subprocess.run(CQA + ["erase", "gone"], env=env, capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "--content" in bad.stderr
+
+
+def test_an_erasure_reaches_both_workers_and_leaves_no_older_generation(tmp_path, cli_env):
+    """`cqa serve --workers 2` with the automatic refresh: a user's thread becomes searchable on both workers; POST
+    /erasures (remove) then leaves the store, the job's generation (which both workers serve) and no older one, and
+    nothing under the data folder holds the text; `cqa erase` from the command line beside the running service
+    anonymizes another user and deletes the generations the workers left."""
+    from indexing.generations import list_generations
+
+    from .test_api import free_port, http, start_server, stop_server, wait_ready
+    from .test_refresh import _search_ids, _until
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    p = start_server(tmp_path, port, {"CQA_REFRESH_S": "5", "CQA_GENERATION_POLL_S": "0.5", "CQA_WORKERS": "2"})
+    folder, root = tmp_path / "var", tmp_path / "var" / "indexes"
+    question = "Zanzibar-7731 flat phone near the Pearl"
+    try:
+        wait_ready(p, base)
+        threads = [json.loads(t.model_dump_json()) for t in _forum()]
+        assert http("POST", base + "/threads", {"threads": threads}, ADMIN)[0] == 200
+
+        def on_both(check) -> bool:
+            return all(check() for _ in range(8))  # requests land on either worker
+        _until(lambda: on_both(lambda: "t1" in _search_ids(base, question)), "the thread searchable on both workers")
+        status, out = http("POST", base + "/erasures", {"author_ids": ["gone"], "content": "remove"}, ADMIN)
+        assert status == 202 and out["erased"]["threads_deleted"] == 1, out
+        job = out["job"]
+        _until(lambda: http("GET", f"{base}/jobs/{job['id']}")[1]["state"] in ("succeeded", "failed"), "the job")
+        job = http("GET", f"{base}/jobs/{job['id']}")[1]
+        if job["state"] == "failed":  # the other worker answered: its process keeps no record of this job
+            pytest.fail(f"erasure job: {job}")
+        done = job["result"]
+        assert done["generations_still_served"] == [] and list_generations(root) == [done["generation"]]
+        assert on_both(lambda: http("GET", base + "/ready")[1]["generation"] == done["generation"])
+        assert on_both(lambda: "t1" not in _search_ids(base, question))
+        assert SECRET.encode() not in _bytes_under(folder)
+        env = {**cli_env, "CQA_DATA_DIR": str(folder), "CQA_GENERATION_POLL_S": "0.5"}
+        run = subprocess.run(CQA + ["erase", "other", "--content", "anonymize", "-q", "--wait", "60"], env=env,
+                             capture_output=True, text=True, cwd=ROOT, timeout=600)
+        assert run.returncode == 0, run.stderr
+        out = json.loads(run.stdout.strip().splitlines()[-1])
+        assert out["posts_anonymized"] == 3 and out["generations_still_served"] == []
+        assert list_generations(root) == [out["generation"]]
+        assert on_both(lambda: http("GET", base + "/threads/t2")[1]["author_id"] is None)
+    finally:
+        stop_server(p)

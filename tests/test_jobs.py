@@ -38,3 +38,26 @@ def test_a_job_cut_off_by_the_restart_reads_back_as_interrupted(tmp_path):
     job = JobManager(tmp_path).get("abc123")
     assert job.state == "failed" and "interrupted" in job.error and job.finished_at
     assert json.loads((tmp_path / "abc123.json").read_text())["state"] == "failed"  # recorded, not recomputed
+
+
+def test_a_job_another_worker_runs_reads_back_as_running_until_its_process_ends(tmp_path):
+    """`cqa serve --workers N`: GET /jobs/{id} answered by a worker that did not start the job reads its file. While
+    the worker that runs it lives, the job is running, not interrupted (it had read back as failed, and that worker's
+    client saw a job fail that went on to succeed); once that process is gone, it reads back as interrupted."""
+    import socket
+    import subprocess
+    import sys
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the worker that runs it
+    try:
+        (tmp_path / "abc123.json").write_text(json.dumps(
+            {"id": "abc123", "kind": "erasure", "state": "running", "stage": "build", "progress": 0.3,
+             "created_at": 1.0, "started_at": 2.0, "finished_at": None, "result": None, "error": None,
+             "owner": f"{socket.gethostname()}:{other.pid}"}))
+        jobs = JobManager(tmp_path)
+        assert jobs.get("abc123").state == "running" and jobs.get("abc123").error is None
+        assert json.loads((tmp_path / "abc123.json").read_text())["state"] == "running"  # nothing written over it
+    finally:
+        other.kill()
+        other.wait()
+    job = jobs.get("abc123")
+    assert job.state == "failed" and "interrupted" in job.error
