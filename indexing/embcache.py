@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ class EmbeddingCache:
         self._conn.execute("COMMIT")
 
 
-def forget(path: Path, texts: list[str], models: list[str] = ()) -> int:
+def forget(path: Path, texts: list[str], models: Sequence[str] = ()) -> int:
     """Delete the vectors of ``texts`` from the cache file at ``path``, under every encoder it names and ``models``
     (the ones in use, which a cache written before it named them lacks), overwritten with zeros (``secure_delete``)
     and its write-ahead log emptied; how many it held. What an erasure calls once the store no longer holds the
