@@ -104,7 +104,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         with tqdm(unit="thread", desc="export", disable=args.quiet, file=sys.stderr) as bar:
             summary = export(settings.store_path, None if to_stdout else Path(args.output),
-                             on_thread=lambda n: bar.update(1))
+                             on_thread=lambda n: bar.update(1), authors=args.author)
     except BrokenPipeError:  # `cqa export | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
         return 141
@@ -432,6 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "threads in the same order. To stdout (the summary then goes to stderr), or to a new file "
                        "(gzipped if it ends in .gz; written aside and named only when complete; never replacing one).")
     s.add_argument("-o", "--output", metavar="PATH", help="the new file (default: stdout)")
+    s.add_argument("--author", action="append", metavar="AUTHOR_ID",
+                   help="instead of the threads, every question and comment this user wrote, one JSON object each "
+                   "(kind, thread_id, id, author_id, created_at, meta, and subject, body, category or text, label), "
+                   "nothing of other users': what a user's access request gets; repeatable")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_export)
 

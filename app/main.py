@@ -17,6 +17,7 @@ from functools import partial
 from typing import Callable, Literal
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Request, Response
+from fastapi import Path as PathParam
 from fastapi import Query as Param
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
@@ -49,6 +50,7 @@ from .schemas import (
     HealthOut,
     JobOut,
     JobSubmitted,
+    PostsOut,
     QuestionEditIn,
     ReadyOut,
     RerankIn,
@@ -718,6 +720,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"job": job.__dict__, "started": True, "erased": {**erased.summary(), "cache_vectors_deleted": vectors,
                                                                   "vacuumed": body.vacuum},
                 "message": "erased in the store; the job rebuilds the indexes and deletes what was derived"}
+
+    @app.get("/authors/{author_id}/posts", response_model=PostsOut, dependencies=[Depends(require_admin)],
+             summary="Every question and comment one forum user wrote, as stored (admin)")
+    def author_posts(author_id: str = PathParam(..., min_length=1, max_length=1000),
+                     svc: Service = Depends(service)):
+        """What a user's access request gets (`cqa export --author`): their questions, in the order they were
+        stored, then their comments by thread and place, each with its thread's id, and nothing of other users' (not
+        the comments others wrote under their questions). An id no post carries: no posts, not a 404 (the service
+        cannot tell a user who never wrote from one it never heard of)."""
+        posts = svc.store.posts_by([author_id])
+        return {"author_id": author_id, "questions": sum(p.kind == "question" for p in posts),
+                "comments": sum(p.kind == "comment" for p in posts), "posts": [p.as_json() for p in posts]}
 
     # --- backups ---------------------------------------------------------------------------------
     @app.post("/backups", status_code=202, response_model=JobSubmitted, dependencies=[Depends(require_admin)],

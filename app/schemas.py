@@ -498,6 +498,28 @@ class ErasureOut(JobSubmitted):
     erased: ErasedOut | None = None
 
 
+class PostOut(BaseModel):
+    """One question or comment a user wrote (``indexing.store.Post``)."""
+    kind: Literal["question", "comment"]
+    thread_id: str
+    id: str = Field(description="the thread's id for a question, the comment's for a comment")
+    author_id: str
+    created_at: str | None = None
+    meta: dict = Field(default_factory=dict)
+    subject: str | None = None
+    body: str | None = None
+    category: str | None = None
+    text: str | None = None
+    label: str | None = None
+
+
+class PostsOut(BaseModel):
+    author_id: str
+    questions: int
+    comments: int
+    posts: list[PostOut]
+
+
 MAP_INTERVAL = ("the 95% percentile interval of the run's headline MAP (MAP@10 for a search benchmark) over 10,000 "
                 "seeded bootstrap resamples of its questions (ranking.evaluation.measures.map_interval): where another "
                 "draw of as many questions like these would put the figure")

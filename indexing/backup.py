@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -80,12 +80,16 @@ def backup(source: Path | str, dest: Path | str) -> dict:
     return {"backup": str(dest), **held, "bytes": dest.stat().st_size, "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int], None] | None = None) -> dict:
+def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int], None] | None = None,
+           authors: Sequence[str] | None = None) -> dict:
     """Every thread of the store at ``source`` as one JSON line each (docs/data-format.md; fields at their default
     left out), in insertion order, from one snapshot (``Snapshot``) while any process goes on writing: to ``dest``
     (gzipped when it ends in ``.gz``; written beside it and linked into place when complete), or to stdout when
     ``dest`` is None. ``cqa ingest`` of the file into an empty store gives the same threads, in the same order.
-    ``on_thread(n)`` after every thread. Returns what it wrote, and the snapshot's counts and fingerprint."""
+    ``on_thread(n)`` after every thread. Returns what it wrote, and the snapshot's counts and fingerprint.
+
+    With ``authors``, instead: every question and comment those users wrote, one JSON line each (``Post``), and
+    nothing of other users': what a user's access request gets."""
     t0 = time.perf_counter()
     dest = Path(dest) if dest is not None else None
     tmp = _hidden_beside(dest) if dest is not None else None
@@ -95,7 +99,11 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
         out = gzip.open(tmp, "wt", encoding="utf-8") if dest.name.endswith(".gz") else open(tmp, "w", encoding="utf-8")
     try:
         with out as fh, Snapshot(source) as snap:
-            for n, t in enumerate(snap.threads(), 1):
+            if authors is not None:
+                posts = snap.posts(authors)
+                for post in posts:
+                    fh.write(json.dumps(post.as_json(), ensure_ascii=False) + "\n")
+            for n, t in enumerate(snap.threads() if authors is None else (), 1):
                 fh.write(json.dumps(t.model_dump(mode="json", exclude_defaults=True), ensure_ascii=False) + "\n")
                 if on_thread is not None:
                     on_thread(n)
@@ -106,6 +114,8 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
         if tmp is not None:
             tmp.unlink(missing_ok=True)
     summary = {"export": str(dest) if dest is not None else "-", **snap.counts, "fingerprint": snap.fingerprint}
+    if authors is not None:
+        summary["posts"] = {kind: sum(p.kind == kind for p in posts) for kind in ("question", "comment")}
     if dest is not None:
         summary["bytes"] = dest.stat().st_size
     return {**summary, "seconds": round(time.perf_counter() - t0, 3)}

@@ -142,6 +142,28 @@ class Erased:
 
 
 @dataclass(frozen=True)
+class Post:
+    """One question or comment as the store holds it, with its thread (``ThreadStore.posts_by``): what a user's
+    access request gets of what they wrote."""
+    kind: str  # question or comment
+    thread_id: str
+    id: str  # the thread's id for a question, the comment's for a comment
+    author_id: str
+    created_at: str | None
+    meta: dict
+    subject: str | None = None  # a question's own fields
+    body: str | None = None
+    category: str | None = None
+    text: str | None = None  # a comment's
+    label: str | None = None
+
+    def as_json(self) -> dict:
+        """Its fields, those of the other kind left out."""
+        return {k: v for k, v in self.__dict__.items()
+                if not (v is None and k in ("subject", "body", "category", "text", "label"))}
+
+
+@dataclass(frozen=True)
 class Listed:
     """One thread of ``ThreadStore.listing``."""
     id: str
@@ -508,6 +530,15 @@ class ThreadStore:
                 "ORDER BY t.id LIMIT ?", (after or "", limit)).fetchall()
         return [Listed(*r) for r in rows]
 
+    def posts_by(self, author_ids: Sequence[str]) -> list[Post]:
+        """Every question and comment the authors ``author_ids`` wrote, read in one transaction (``_read_posts``)."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                return _read_posts(self._conn, author_ids)
+            finally:
+                self._conn.execute("COMMIT")
+
     def iter_threads(self, batch: int = 1000) -> Iterator[Thread]:
         """All threads in insertion order, read in batches so memory stays flat (each batch as it is when read; a
         consistent copy of the whole store while it is written to: ``Snapshot``)."""
@@ -630,6 +661,23 @@ def _read_threads(conn: sqlite3.Connection, lock, batch: int) -> Iterator[Thread
         last = rows[-1][8]
 
 
+def _read_posts(conn: sqlite3.Connection, author_ids: Sequence[str]) -> list[Post]:
+    """Every question and comment the authors ``author_ids`` wrote: the questions in the order they were stored,
+    then the comments by thread and place. Nothing of other users' (not the comments others wrote under their
+    questions)."""
+    ids = list(dict.fromkeys(author_ids))
+    out: list[Post] = []
+    for chunk in _chunks(ids):
+        out += [Post("question", r[0], r[0], r[5], r[4], json.loads(r[6]), subject=r[1], body=r[2], category=r[3])
+                for r in conn.execute(f"SELECT * FROM threads WHERE author_id IN ({','.join('?' * len(chunk))}) "
+                                      "ORDER BY seq", chunk)]
+    for chunk in _chunks(ids):
+        out += [Post("comment", r[1], r[0], r[5], r[4], json.loads(r[7]), text=r[3], label=r[6])
+                for r in conn.execute(f"SELECT * FROM answers WHERE author_id IN ({','.join('?' * len(chunk))}) "
+                                      "ORDER BY thread_id, position", chunk)]
+    return out
+
+
 def _fingerprint(conn: sqlite3.Connection) -> str:
     row = conn.execute(
         "SELECT COUNT(*), COALESCE(MAX(seq),0), COALESCE(SUM(LENGTH(content_hash)),0) FROM threads").fetchone()
@@ -673,6 +721,9 @@ class Snapshot:
 
     def threads(self, batch: int = 1000) -> Iterator[Thread]:
         return _read_threads(self._conn, nullcontext(), batch)  # its own connection, one reader
+
+    def posts(self, author_ids: Sequence[str]) -> list[Post]:
+        return _read_posts(self._conn, author_ids)
 
     def close(self) -> None:
         self._conn.execute("COMMIT")

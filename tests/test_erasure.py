@@ -1,6 +1,8 @@
-"""Erasing forum users (`ThreadStore.erase_authors`, `cqa erase`, POST /erasures): what the store holds of them goes,
-from its tables and from its files' bytes, and so does everything derived from it: index generations, embedding
-cache vectors, shared memos. Backups that began before are named, not touched."""
+"""A forum user's rights over what they wrote. Access (`ThreadStore.posts_by`, `cqa export --author`, GET
+/authors/{id}/posts): every post of theirs and nothing of others'. Erasure (`ThreadStore.erase_authors`, `cqa erase`,
+POST /erasures): what the store holds of them goes, from its tables and from its files' bytes, and so does everything
+derived from it: index generations, embedding cache vectors, shared memos. Backups that began before are named, not
+touched."""
 from __future__ import annotations
 
 import json
@@ -47,6 +49,25 @@ def _filled(path: Path) -> ThreadStore:
     store.upsert_answers("t2", [Answer(id="t2b", text=f"Edited: {SECRET}", author_id="gone",
                                        meta={"username": "Gina"})])  # the draft is the older version now
     return store
+
+
+def test_a_users_posts_and_nothing_of_anyone_elses(tmp_path, cli_env):
+    with _filled(tmp_path / "var" / "threads.sqlite3") as store:
+        posts = store.posts_by(["gone", "nobody"])
+        assert [(p.kind, p.thread_id, p.id) for p in posts] == [("question", "t1", "t1"), ("comment", "t2", "t2b")]
+        assert posts[0].as_json() == {"kind": "question", "thread_id": "t1", "id": "t1", "author_id": "gone",
+                                      "created_at": None, "meta": {}, "subject": "Where to rent near the Pearl",
+                                      "body": f"{SECRET}, asking"}  # no category: left out
+        assert posts[1].as_json()["text"] == f"Edited: {SECRET}" and "subject" not in posts[1].as_json()
+        assert store.posts_by(["nobody"]) == []
+    env = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "var")}
+    run = subprocess.run(CQA + ["export", "--author", "gone", "--author", "third", "-q"], env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [(p["author_id"], p["id"]) for p in lines] == [("gone", "t1"), ("third", "t3"), ("third", "t2a"),
+                                                          ("gone", "t2b")]  # questions, then comments by place
+    assert json.loads(run.stderr.strip().splitlines()[-1])["posts"] == {"question": 2, "comment": 2}
 
 
 def test_remove_takes_the_authors_posts_out_of_the_stores_files(tmp_path):
@@ -116,6 +137,9 @@ def test_post_erasures_removes_a_user_from_the_store_the_indexes_and_the_caches(
         assert r.status_code == 422, (bad, r.json())
     assert client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]},
                        headers=ADMIN).status_code == 200
+    assert client.get("/authors/gone/posts").status_code == 401
+    theirs = client.get("/authors/gone/posts", headers=ADMIN).json()
+    assert (theirs["questions"], theirs["comments"]) == (1, 1) and theirs["posts"][1]["text"].endswith(SECRET)
     made = client.post("/backups", headers=ADMIN).json()["job"]["id"]
     assert wait_job(client, made)["state"] == "succeeded"
     built = wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])
@@ -146,6 +170,8 @@ def test_post_erasures_removes_a_user_from_the_store_the_indexes_and_the_caches(
                                         "target": "questions"}).json()["results"]
     assert "t1" not in {h["thread_id"] for h in hits}
     assert "gone" not in json.dumps(job)  # the job's record names no author
+    assert client.get("/authors/gone/posts", headers=ADMIN).json() == {"author_id": "gone", "questions": 0,
+                                                                        "comments": 0, "posts": []}
 
 
 def test_cqa_erase_anonymizes_and_says_what_it_did(tmp_path, cli_env):
