@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,8 +22,8 @@ def _text(s: str) -> str:
     return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def error_body(status: int, message: str, details: list | None = None) -> dict:
-    err = {"status": status, "code": CODES.get(status, "error"), "message": _text(message)}
+def error_body(status: int, message: str, details: list | None = None, code: str | None = None) -> dict:
+    err = {"status": status, "code": code or CODES.get(status, "error"), "message": _text(message)}
     if details:
         err["details"] = [{k: _text(v) if isinstance(v, str) else v for k, v in d.items()} for d in details]
     return {"error": err}
@@ -66,6 +67,18 @@ def install(app: FastAPI) -> None:
         first = details[0] if details else {"field": "(body)", "message": "invalid"}
         msg = f"invalid request: {first['field']}: {first['message']}"
         return JSONResponse(error_body(422, msg, details), status_code=422)
+
+    @app.exception_handler(sqlite3.OperationalError)
+    async def _store_busy(request: Request, exc: sqlite3.OperationalError):
+        """A write that waited its busy timeout for another one (a long one: a VACUUM, another process's bulk
+        import) and was rolled back: the client may send it again."""
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            return await _unexpected(request, exc)
+        log.warning("%s %s: the store stayed locked past the busy timeout (%s); answered 503", request.method,
+                    request.url.path, exc)
+        return JSONResponse(error_body(503, "the store is busy with another write; nothing of this request was "
+                                       "written; send it again", code="store_busy"), status_code=503,
+                            headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):  # never a traceback to the client

@@ -28,7 +28,6 @@ import json
 import platform
 import shutil
 import sqlite3
-import statistics
 import sys
 import tempfile
 import threading
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from conditional_writes import ADMIN, TOKEN, call, quantiles  # noqa: E402,F401
+from conditional_writes import TOKEN, call, quantiles  # noqa: E402
 from load import server  # noqa: E402
 
 from indexing.models import Answer  # noqa: E402
@@ -178,8 +177,8 @@ def main() -> None:
         on_disk = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
         with sqlite3.connect(folder / "threads.sqlite3") as c:  # another user's post that holds the text stays
             elsewhere = {t for _, t in theirs if c.execute(
-                "SELECT 1 FROM answers WHERE instr(text, ?) > 0 UNION ALL SELECT 1 FROM threads WHERE instr(subject, ?) "
-                "> 0 OR instr(body, ?) > 0 LIMIT 1", (t, t, t)).fetchone()}
+                "SELECT 1 FROM answers WHERE instr(text, ?) > 0 UNION ALL SELECT 1 FROM threads "
+                "WHERE instr(subject, ?) > 0 OR instr(body, ?) > 0 LIMIT 1", (t, t, t)).fetchone()}
         leaked = sum(text.encode() in on_disk for _, text in theirs  # long enough not to be part of another text
                      if text not in elsewhere and len(text) >= 40)
     assert after_found == 0, f"{after_found} removed comments still found"

@@ -677,6 +677,29 @@ def test_the_thread_listing_pages_by_id(client):
         assert r.status_code == 422 and needle in r.json()["error"]["message"], r.text
 
 
+def test_a_write_that_finds_the_store_locked_is_a_503_to_send_again_and_writes_nothing(client):
+    """A write that waits out the store's busy timeout behind another one (a `--vacuum` erasure, another process's
+    long import) is rolled back and answered 503 `store_busy` with Retry-After, not a 500; sent again, it is kept."""
+    import sqlite3
+    svc = client.app.state.service
+    svc.store._conn.execute("PRAGMA busy_timeout=100")  # 10 s as shipped
+    other = sqlite3.connect(svc.settings.store_path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    thread = {"threads": [{"id": "busy1", "subject": "sent while the store is locked"}]}
+    try:
+        r = client.post("/threads", json=thread, headers=ADMIN)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.json()
+        assert r.json()["error"]["code"] == "store_busy"
+        r = client.post("/erasures", json={"author_ids": ["u1"], "content": "anonymize"}, headers=ADMIN)
+        assert r.status_code == 503 and client.app.state.service.jobs.running("erasure") is None
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert client.get("/threads/busy1").status_code == 404
+    assert client.post("/threads", json=thread, headers=ADMIN).status_code == 200
+    assert client.get("/threads/busy1").status_code == 200
+
+
 def test_a_failure_to_encode_ahead_loses_no_write(client, monkeypatch):
     """POST /threads encodes its texts into the embedding cache before its write ($CQA_ENCODE_AHEAD_TEXTS); when that
     fails (a broken cache file, a model that will not load) the write still happens and is acknowledged: the cache is

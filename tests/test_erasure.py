@@ -234,3 +234,50 @@ def test_an_erasure_reaches_both_workers_and_leaves_no_older_generation(tmp_path
         assert on_both(lambda: http("GET", base + "/threads/t2")[1]["author_id"] is None)
     finally:
         stop_server(p)
+
+
+def test_an_erasure_cut_off_by_kill_9_is_kept_and_sending_it_again_finishes_it(tmp_path):
+    """The store's part is durable at the 202: a kill -9 right after it loses none of it. The restarted service
+    reports the job interrupted (or done, if it ended first), and the erasure sent again changes nothing in the store
+    and leaves one generation, built after it, with nothing under the data folder holding the text."""
+    import signal
+
+    from indexing.generations import list_generations
+
+    from .test_api import free_port, http, start_server, wait_ready
+    from .test_refresh import _search_ids, _until
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"CQA_REFRESH_S": "5", "CQA_GENERATION_POLL_S": "0.5"}
+    p = start_server(tmp_path, port, env)
+    folder = tmp_path / "var"
+    question = "Zanzibar-7731 flat phone near the Pearl"
+    try:
+        wait_ready(p, base)
+        threads = [json.loads(t.model_dump_json()) for t in _forum()]
+        assert http("POST", base + "/threads", {"threads": threads}, ADMIN)[0] == 200
+        _until(lambda: "t1" in _search_ids(base, question), "the thread searchable")
+        status, out = http("POST", base + "/erasures", {"author_ids": ["gone"], "content": "remove"}, ADMIN)
+        assert status == 202 and out["erased"]["threads_deleted"] == 1, out
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=20)
+        with ThreadStore(folder / "threads.sqlite3") as store:
+            assert store.get("t1") is None and store.posts_by(["gone"]) == []
+        assert SECRET.encode() not in _bytes_under(folder, skip="indexes")  # the store and the caches
+        p = start_server(tmp_path, port, env)
+        wait_ready(p, base)
+        first = http("GET", f"{base}/jobs/{out['job']['id']}")[1]
+        assert first["state"] in ("failed", "succeeded"), first
+        assert first["state"] == "succeeded" or "interrupted" in first["error"]
+        status, again = http("POST", base + "/erasures", {"author_ids": ["gone"], "content": "remove"}, ADMIN)
+        assert status == 202 and again["erased"]["threads_deleted"] == again["erased"]["answers_removed"] == 0
+        ended = ("succeeded", "failed")
+        _until(lambda: http("GET", f"{base}/jobs/{again['job']['id']}")[1]["state"] in ended, "the job")
+        done = http("GET", f"{base}/jobs/{again['job']['id']}")[1]
+        assert done["state"] == "succeeded", done
+        assert list_generations(folder / "indexes") == [done["result"]["generation"]]
+        assert SECRET.encode() not in _bytes_under(folder)
+        assert "t1" not in _search_ids(base, question)
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
