@@ -25,14 +25,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
-from indexing.store import NotInStore, StoreError, ThreadStore, etag_matches
+from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.settings import MAX_RESULTS
 
 from . import conditional, errors
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
-from .jobs import JobManager
+from .jobs import Job, JobManager
 from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
 from .refresh import Refresher
@@ -69,6 +69,9 @@ from .settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
+PURGE = ("also delete what holds it beyond the store, as an erasure does (POST /erasures): a job builds a generation "
+         "from scratch and deletes the older ones and the removed texts' cached vectors (GET /jobs/{id}); for content "
+         "that must be gone from the disk, not only from search: 409, nothing removed, while an erasure job runs")
 IF_MATCH = ("the thread's ETag as read (GET /threads/{id}, or this write's last response): the write happens only "
             "while the thread is still so, else 412 with its ETag now; * for any stored thread")
 
@@ -597,13 +600,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.delete("/threads/{thread_id}/answers/{answer_id}", response_model=DeletedOut,
                 dependencies=[Depends(require_admin)], summary="Delete one comment of a thread (admin)")
     def delete_answer(thread_id: str, answer_id: str, response: Response, svc: Service = Depends(service),
-                      if_match: str | None = Header(None, description=IF_MATCH)):
-        try:
+                      if_match: str | None = Header(None, description=IF_MATCH),
+                      purge: bool = Param(False, description=PURGE)):
+        def remove() -> Erased:
             removed = svc.store.delete_answer(thread_id, answer_id, conditional.etags(if_match))
+            response.headers["ETag"] = conditional.quoted(removed.etag)
+            return Erased(threads_changed=[thread_id], answers_removed=1, texts=svc.store.unheld([removed.text]),
+                          at=time.time(), wal_truncated=purge and svc.store.truncate_wal())  # its older pages
+        try:
+            if purge:
+                _, _, job = purged(svc, remove)
+                return {"deleted": answer_id, "job": job.__dict__, "note": "removed from the store; the job "
+                        "rebuilds the indexes and deletes what held it (GET /jobs/{id})"}
+            remove()
         except NotInStore as e:
             raise HTTPException(404, detail=str(e)) from None
         svc.nudge()
-        response.headers["ETag"] = conditional.quoted(removed.etag)
         return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
 
     @app.get("/threads/{thread_id}/answers", response_model=RerankOut,
@@ -662,8 +674,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.delete("/threads/{thread_id}", response_model=DeletedOut, summary="Delete a thread (admin)", dependencies=[Depends(require_admin)])
     def delete_thread(thread_id: str, svc: Service = Depends(service),
-                      if_match: str | None = Header(None, description=IF_MATCH)):
-        if not svc.store.delete(thread_id, conditional.etags(if_match)):
+                      if_match: str | None = Header(None, description=IF_MATCH),
+                      purge: bool = Param(False, description=PURGE)):
+        def remove() -> Erased | None:
+            gone = svc.store.delete(thread_id, conditional.etags(if_match))
+            if gone is None:
+                return None
+            texts = [gone.question_text, gone.subject, gone.body, *(a.text for a in gone.answers)]
+            return Erased(threads_deleted=[thread_id], texts=svc.store.unheld(texts), at=time.time(),
+                          wal_truncated=purge and svc.store.truncate_wal())  # the log's older pages held them
+        if purge:
+            erased, _, job = purged(svc, remove)
+            if erased is None:
+                raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
+            return {"deleted": thread_id, "job": job.__dict__, "note": "removed from the store; the job rebuilds "
+                    "the indexes and deletes what held it (GET /jobs/{id})"}
+        if remove() is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         svc.nudge()
         return {"deleted": thread_id, "note": change_note(svc.settings, "removed from the store")}
@@ -685,9 +711,33 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "message": "reindex started" if started else "a reindex is already running"}
 
     # --- erasure ---------------------------------------------------------------------------------
+    def purged(svc: Service, remove: Callable[[], Erased | None]) -> tuple[Erased | None, int, Job | None]:
+        """A removal whose derived data goes too (POST /erasures, a DELETE with ``purge``), under the erasure lock:
+        409 (nothing removed) while an erasure job runs; else ``remove()``, the store's write (None: nothing was
+        stored), the removed texts' cached vectors deleted, and the job that builds afresh and deletes the rest
+        (``indexing.erasure.forget_derived``) submitted. Returns what was removed, the vectors deleted and the job."""
+        from indexing.erasure import forget_derived, forget_vectors
+        from ranking.rankers import memo_files
+        with svc.erasing:
+            running = svc.jobs.running("erasure")
+            if running is not None:
+                raise HTTPException(409, detail=f"an erasure is running (GET /jobs/{running.id}): nothing was removed; "
+                                    "send this again once it is done")
+            erased = remove()
+            if erased is None:
+                return None, 0, None
+            vectors = forget_vectors(svc.settings, erased)
+
+            def run(progress):
+                return forget_derived(svc.settings, erased, memo_files=memo_files(svc.settings),
+                                      backups=svc.settings.backups_folder, on_progress=progress,
+                                      on_live=svc.follow_current, wait_s=max(60.0, 5 * svc.settings.generation_poll_s))
+            job, _ = svc.jobs.submit("erasure", run)
+        return erased, vectors, job
+
     @app.post("/erasures", status_code=202, response_model=ErasureOut, dependencies=[Depends(require_admin)],
               summary="Erase forum users: their posts, or their ids, and what was derived from them (admin)")
-    def post_erasure(body: ErasureIn, response: Response, svc: Service = Depends(service)):
+    def post_erasure(body: ErasureIn, svc: Service = Depends(service)):
         """A right-to-erasure request (`cqa erase` from the service). Before the response, in one transaction, the
         store removes the users' comments and the threads they asked (`remove`), or their ids (`anonymize`); it
         overwrites what it deleted and empties its write-ahead log, and the embedding cache forgets the removed
@@ -696,27 +746,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         that began before the erasure, which still hold it. One erasure at a time: while one runs, 409 and nothing
         is erased. An id that nothing stored carries changes nothing, and the job still runs (a retry after an
         interrupted one)."""
-        from indexing.erasure import forget_derived, forget_vectors
-        from ranking.rankers import memo_files
-        with svc.erasing:
-            running = svc.jobs.running("erasure")
-            if running is not None:
-                response.status_code = 409
-                return {"job": running.__dict__, "started": False,
-                        "message": "an erasure is running: nothing was erased; send this one again once it is done "
-                                   f"(GET /jobs/{running.id})"}
+        def erase() -> Erased:
             erased = svc.store.erase_authors(body.author_ids, remove=body.content == "remove",
                                              meta_keys=svc.settings.erase_meta_keys + body.meta_keys)
             if body.vacuum:
                 svc.store.vacuum()
-            vectors = forget_vectors(svc.settings, erased)
             log.info("erasure of %d authors (%s): %s", len(body.author_ids), body.content, erased.summary())
-
-            def run(progress):
-                return forget_derived(svc.settings, erased, memo_files=memo_files(svc.settings),
-                                      backups=svc.settings.backups_folder, on_progress=progress,
-                                      on_live=svc.follow_current, wait_s=max(60.0, 5 * svc.settings.generation_poll_s))
-            job, _ = svc.jobs.submit("erasure", run)
+            return erased
+        erased, vectors, job = purged(svc, erase)
         return {"job": job.__dict__, "started": True, "erased": {**erased.summary(), "cache_vectors_deleted": vectors,
                                                                   "vacuumed": body.vacuum},
                 "message": "erased in the store; the job rebuilds the indexes and deletes what was derived"}

@@ -462,6 +462,7 @@ class EditedOut(BaseModel):
 class DeletedOut(BaseModel):
     deleted: str
     note: str
+    job: JobOut | None = Field(None, description="with purge: the job that deletes what held it beyond the store")
 
 
 class JobOut(BaseModel):

@@ -111,9 +111,11 @@ class Edited:
 
 @dataclass
 class Removed:
-    """``delete_answer``: how many comments the thread has left, and its ETag after the write."""
+    """``delete_answer``: how many comments the thread has left, its ETag after the write, and the removed comment's
+    text (what a purge forgets)."""
     left: int
     etag: str
+    text: str = field(default="", repr=False)
 
 
 @dataclass
@@ -335,7 +337,7 @@ class ThreadStore:
                 raise NotInStore(f"thread {thread_id!r} has no answer with id {answer_id!r}")
             etag = self._upsert_one(cur, thread.model_copy(update={"answers": kept}), UpsertResult())
             self._count_change(cur)
-        return Removed(len(kept), etag)
+        return Removed(len(kept), etag, next(a.text for a in thread.answers if a.id == answer_id))
 
     def _stored(self, cur: sqlite3.Cursor, thread_id: str, if_match: Sequence[str] | None,
                 missing: str) -> tuple[Thread, str]:
@@ -402,18 +404,19 @@ class ThreadStore:
                           json.dumps(a.meta, ensure_ascii=False)) for i, a in enumerate(t.answers)])
         return digest
 
-    def delete(self, thread_id: str, if_match: Sequence[str] | None = None) -> bool:
-        """Remove a thread and its comments; False when it is not stored. ``PreconditionFailed`` (nothing removed)
-        when ``if_match`` does not name its ETag."""
+    def delete(self, thread_id: str, if_match: Sequence[str] | None = None) -> Thread | None:
+        """Remove a thread and its comments: the thread as it was (what a purge forgets), None when it is not
+        stored. ``PreconditionFailed`` (nothing removed) when ``if_match`` does not name its ETag."""
         with self._transaction() as cur:
-            state = _state(cur, thread_id)
-            if state is not None and not etag_matches(state[0], if_match):
-                raise PreconditionFailed(thread_id, state[0])
+            tagged = self._read_tagged(cur, thread_id)
+            if tagged is None:
+                return None
+            if not etag_matches(tagged[1], if_match):
+                raise PreconditionFailed(thread_id, tagged[1])
             cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
-            n = cur.execute("DELETE FROM threads WHERE id=?", (thread_id,)).rowcount
-            if n:
-                self._count_change(cur)
-        return n > 0
+            cur.execute("DELETE FROM threads WHERE id=?", (thread_id,))
+            self._count_change(cur)
+        return tagged[0]
 
     def erase_authors(self, author_ids: Sequence[str], remove: bool = False,
                       meta_keys: Sequence[str] = ()) -> Erased:
@@ -465,10 +468,16 @@ class ThreadStore:
                 self._count_change(cur)
             out.texts = sorted(set(out.texts) - _held(cur, set(out.texts)))
         out.at = time.time()
+        out.wal_truncated = self.truncate_wal()
+        return out
+
+    def truncate_wal(self) -> bool:
+        """Write the write-ahead log's pages into the store's file and empty it (``wal_checkpoint(TRUNCATE)``): the
+        older versions of pages it held, with what a write since deleted or replaced, are gone. False when a reader
+        of another process in a read transaction kept it from completing (the next checkpoint does)."""
         with self._lock:
             (busy, _, _) = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        out.wal_truncated = busy == 0
-        return out
+        return busy == 0
 
     def vacuum(self) -> None:
         """Write the store's file anew with only what it holds (SQLite's ``VACUUM``): what writes made before
@@ -529,6 +538,12 @@ class ThreadStore:
                 "(SELECT COUNT(*) FROM answers a WHERE a.thread_id = t.id) FROM threads t WHERE t.id > ? "
                 "ORDER BY t.id LIMIT ?", (after or "", limit)).fetchall()
         return [Listed(*r) for r in rows]
+
+    def unheld(self, texts: Sequence[str]) -> list[str]:
+        """Those of ``texts`` the store no longer holds in any post (``_held``): what the caches keyed by text may
+        forget once a purge removed them."""
+        with self._lock:
+            return sorted(set(texts) - _held(self._conn.cursor(), set(texts)))
 
     def posts_by(self, author_ids: Sequence[str]) -> list[Post]:
         """Every question and comment the authors ``author_ids`` wrote, read in one transaction (``_read_posts``)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 
+from app.jobs import Job
 from indexing.embcache import EmbeddingCache, forget, text_key
 from indexing.models import Answer, Thread
 from indexing.store import ThreadStore
@@ -172,6 +173,34 @@ def test_post_erasures_removes_a_user_from_the_store_the_indexes_and_the_caches(
     assert "gone" not in json.dumps(job)  # the job's record names no author
     assert client.get("/authors/gone/posts", headers=ADMIN).json() == {"author_id": "gone", "questions": 0,
                                                                         "comments": 0, "posts": []}
+
+
+def test_a_delete_with_purge_leaves_nothing_of_the_post_on_disk(client, monkeypatch):
+    """A moderator's takedown (`DELETE ...?purge=true`): the comment, then the thread, gone from the store and from
+    every file under the data folder, through the erasure's job; 409 with nothing removed while an erasure runs."""
+    svc = client.app.state.service
+    folder = svc.settings.data_dir
+    assert client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]},
+                       headers=ADMIN).status_code == 200
+    assert wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])["state"] == "succeeded"
+    draft = f"Old draft {SECRET}".encode()  # t2b's text
+    assert draft in _bytes_under(folder)
+    with monkeypatch.context() as m:  # an erasure job runs
+        m.setattr(svc.jobs, "running", lambda kind: Job(id="j1", kind=kind))
+        r = client.delete("/threads/t2/answers/t2b?purge=true", headers=ADMIN)
+        assert r.status_code == 409 and "nothing was removed" in r.json()["error"]["message"]
+    assert [a["id"] for a in client.get("/threads/t2").json()["answers"]] == ["t2a", "t2b", "t2c"]
+    r = client.delete("/threads/t2/answers/t2b?purge=true", headers=ADMIN)
+    assert r.status_code == 200 and r.headers["etag"], r.json()
+    done = wait_job(client, r.json()["job"]["id"])
+    assert done["state"] == "succeeded" and done["result"]["generations_deleted"], done
+    assert draft not in _bytes_under(folder) and SECRET.encode() in _bytes_under(folder)  # t1 still says it
+    r = client.delete("/threads/t1?purge=true", headers=ADMIN)
+    assert r.status_code == 200 and wait_job(client, r.json()["job"]["id"])["state"] == "succeeded"
+    assert SECRET.encode() not in _bytes_under(folder)
+    assert [p.name for p in svc.settings.index_root.glob("gen-*")] == [client.get("/ready").json()["generation"]]
+    assert client.delete("/threads/t1?purge=true", headers=ADMIN).status_code == 404
+    assert client.delete("/threads/t2/answers/t2b?purge=true", headers=ADMIN).status_code == 404
 
 
 def test_cqa_erase_anonymizes_and_says_what_it_did(tmp_path, cli_env):

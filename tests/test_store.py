@@ -34,8 +34,8 @@ def test_survives_reopen_and_delete(tmp_path):
         store.upsert([make("a"), make("b")])
     with ThreadStore(tmp_path / "s.db") as store:
         assert [t.id for t in store.iter_threads(batch=1)] == ["a", "b"]
-        assert store.delete("a") is True
-        assert store.delete("a") is False
+        assert store.delete("a") == make("a")  # the thread as it was
+        assert store.delete("a") is None
         assert store.counts() == {"threads": 1, "answers": 2}
 
 
@@ -128,11 +128,11 @@ def test_single_thread_writes_made_on_the_etag_read_refuse_a_thread_changed_sinc
         same = store.update_question("t", {"subject": "edited"}, if_match=[edited.etag])
         assert not same and same.etag == edited.etag
         removed = store.delete_answer("t", "t_c2", if_match=["*"])
-        assert removed.left == 2 and removed.etag == store.get("t").content_hash()
+        assert removed.left == 2 and removed.etag == store.get("t").content_hash() and removed.text
         with pytest.raises(NotInStore):
             store.upsert_answers("gone", [Answer(id="g", text="x")], if_match=["*"])
-        assert store.delete("gone", if_match=["*"]) is False
-        assert store.delete("t", if_match=[removed.etag]) is True
+        assert store.delete("gone", if_match=["*"]) is None
+        assert store.delete("t", if_match=[removed.etag]).id == "t"
 
 
 def test_the_listing_walks_every_thread_in_id_order_with_its_revision_and_etag(tmp_path):
