@@ -14,12 +14,13 @@
    - its job to the end: the build from scratch, the older generations deleted;
    - the searches' p50 before and during the job, and their failures.
 
-   After: the same questions again (none of the removed comments may come back), and no file under the data folder
-   may hold the text of a removed comment (of 40 characters or more), but those another user's post holds (the
-   SemEval files hold one comment in several threads under several user ids, and a comment may quote another: the
-   store keeps those).
+   Then a moderator's takedown: `DELETE /threads/{id}?purge=true` of the longest thread (`--takedown`), its job
+   timed. After: the same questions again (none of the removed comments may come back), and no file under the data
+   folder may hold the text of a removed comment or of the thread taken down (of 40 characters or more), but those
+   another user's post holds (the SemEval files hold one comment in several threads under several user ids, and a
+   comment may quote another: the store keeps those).
 
-    python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268] [--before-s 10]
+    python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268] [--takedown ID]
 """
 from __future__ import annotations
 
@@ -118,6 +119,8 @@ def main() -> None:
     ap.add_argument("--remove", help="the author whose posts are removed (default: see above)")
     ap.add_argument("--anonymize", help="the author anonymized after (default: see above)")
     ap.add_argument("--before-s", type=float, default=10.0, help="seconds of searches timed before the erasure")
+    ap.add_argument("--takedown", help="the thread deleted with purge at the end (default: the longest the erased "
+                    "users did not ask)")
     args = ap.parse_args()
     store_file = args.data_dir / "threads.sqlite3"
     if not store_file.is_file():
@@ -131,6 +134,12 @@ def main() -> None:
         theirs = c.execute("SELECT id, text FROM answers WHERE author_id=? ORDER BY id", (removed_user,)).fetchall()
         asked = c.execute("SELECT COUNT(*) FROM threads WHERE author_id=?", (removed_user,)).fetchone()[0]
     probe = theirs[:: max(1, len(theirs) // 30)][:30]
+    if args.takedown is None:
+        with sqlite3.connect(store_file) as c:
+            args.takedown = c.execute(
+                "SELECT t.id FROM threads t JOIN answers a ON a.thread_id = t.id WHERE t.author_id IS NULL OR "
+                "t.author_id NOT IN (?, ?) GROUP BY t.id ORDER BY COUNT(*) DESC, t.id LIMIT 1",
+                (removed_user, anonymized_user)).fetchone()[0]
     with tempfile.TemporaryDirectory(prefix="cqa-erase-") as tmp:
         folder = Path(tmp) / "data"
         shutil.copytree(args.data_dir, folder, ignore=shutil.ignore_patterns("reports", "jobs"))
@@ -174,21 +183,43 @@ def main() -> None:
                     break
                 time.sleep(0.2)
             assert anon_job["state"] == "succeeded", anon_job
+            # a moderator's takedown of one whole thread: DELETE with purge
+            s, _, thread, _ = call("GET", f"{base}/threads/{args.takedown}")
+            assert s == 200, thread
+            s, _, gone, takedown_ms = call("DELETE", f"{base}/threads/{args.takedown}?purge=true")
+            assert s == 200, gone
+            while True:
+                s, _, takedown_job, _ = call("GET", f"{base}/jobs/{gone['job']['id']}")
+                if takedown_job["state"] in ("succeeded", "failed"):
+                    break
+                time.sleep(0.2)
+            assert takedown_job["state"] == "succeeded", takedown_job
         on_disk = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
         with sqlite3.connect(folder / "threads.sqlite3") as c:  # another user's post that holds the text stays
             elsewhere = {t for _, t in theirs if c.execute(
                 "SELECT 1 FROM answers WHERE instr(text, ?) > 0 UNION ALL SELECT 1 FROM threads "
                 "WHERE instr(subject, ?) > 0 OR instr(body, ?) > 0 LIMIT 1", (t, t, t)).fetchone()}
+            held = {t for t in [thread["body"], *(a["text"] for a in thread["answers"])] if c.execute(
+                "SELECT 1 FROM answers WHERE instr(text, ?) > 0 UNION ALL SELECT 1 FROM threads "
+                "WHERE instr(subject, ?) > 0 OR instr(body, ?) > 0 LIMIT 1", (t, t, t)).fetchone()}
         leaked = sum(text.encode() in on_disk for _, text in theirs  # long enough not to be part of another text
                      if text not in elsewhere and len(text) >= 40)
+        taken_down = [t for t in [thread["body"], *(a["text"] for a in thread["answers"])]
+                      if t not in held and len(t) >= 40]
+        takedown_left = sum(t.encode() in on_disk for t in taken_down)
     assert after_found == 0, f"{after_found} removed comments still found"
     assert leaked == 0, f"{leaked} removed comments' texts are still on disk"
+    assert takedown_left == 0, f"{takedown_left} texts of the thread taken down are still on disk"
     erasure = {"removed": {"comments": len(theirs), "threads_asked": asked, "response_ms": round(post_ms, 1),
                            "erased": out["erased"], "job_s": round(job_s, 2), "job": job["result"],
                            "probe": len(probe), "found_before": before_found, "found_after": after_found,
                            "held_by_other_comments": len(elsewhere), "texts_on_disk_after": leaked},
                "anonymized": {"response_ms": round(anon_ms, 1), "erased": anon["erased"],
                               "job_s": round(anon_job["finished_at"] - anon_job["started_at"], 2)},
+               "takedown": {"thread": args.takedown, "comments": len(thread["answers"]), "response_ms":
+                            round(takedown_ms, 1), "job_s": round(takedown_job["finished_at"]
+                                                                  - takedown_job["started_at"], 2),
+                            "texts_checked": len(taken_down), "texts_on_disk_after": takedown_left},
                "searches": {k: {**quantiles(v), "failed": failures[k]} for k, v in lat.items() if v}}
     print(json.dumps(erasure["searches"]), file=sys.stderr)
     print(json.dumps({"bench": "erasure", "data_dir": str(args.data_dir), "generation": ready.get("generation"),

@@ -328,6 +328,7 @@ def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_lef
     assert removed["erased"]["answers_removed"] + removed["erased"]["threads_deleted"] > 0
     assert removed["job"]["generations_deleted"] and removed["job"]["generations_still_served"] == []
     assert out["anonymized"]["erased"]["posts_anonymized"] > 0
+    assert out["takedown"]["comments"] > 0 and out["takedown"]["texts_on_disk_after"] == 0
     assert out["searches"]["before"]["failed"] == 0 == out["searches"]["during"]["failed"]
 
 
