@@ -14,11 +14,11 @@
    - its job to the end: the build from scratch, the older generations deleted;
    - the searches' p50 before and during the job, and their failures.
 
-   Then a moderator's takedown: `DELETE /threads/{id}?purge=true` of the longest thread (`--takedown`), its job
-   timed. After: the same questions again (none of the removed comments may come back), and no file under the data
-   folder may hold the text of a removed comment or of the thread taken down (of 40 characters or more), but those
-   another user's post holds (the SemEval files hold one comment in several threads under several user ids, and a
-   comment may quote another: the store keeps those).
+   Then a moderator's takedown: `DELETE /threads/{id}?purge=true` of a thread (`--takedown`; by default the one with
+   the most comments no other post repeats), its job timed. After: the same questions again (none of the removed
+   comments may come back), and no file under the data folder may hold the text of a removed comment or of the thread
+   taken down (of 40 characters or more), but those another user's post holds (the SemEval files hold one comment in
+   several threads under several user ids, and a comment may quote another: the store keeps those).
 
     python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268] [--takedown ID]
 """
@@ -119,8 +119,8 @@ def main() -> None:
     ap.add_argument("--remove", help="the author whose posts are removed (default: see above)")
     ap.add_argument("--anonymize", help="the author anonymized after (default: see above)")
     ap.add_argument("--before-s", type=float, default=10.0, help="seconds of searches timed before the erasure")
-    ap.add_argument("--takedown", help="the thread deleted with purge at the end (default: the longest the erased "
-                    "users did not ask)")
+    ap.add_argument("--takedown", help="the thread deleted with purge at the end (default: of those the erased "
+                    "users did not ask, the one with the most comments no other post repeats)")
     args = ap.parse_args()
     store_file = args.data_dir / "threads.sqlite3"
     if not store_file.is_file():
@@ -136,10 +136,10 @@ def main() -> None:
     probe = theirs[:: max(1, len(theirs) // 30)][:30]
     if args.takedown is None:
         with sqlite3.connect(store_file) as c:
-            args.takedown = c.execute(
-                "SELECT t.id FROM threads t JOIN answers a ON a.thread_id = t.id WHERE t.author_id IS NULL OR "
-                "t.author_id NOT IN (?, ?) GROUP BY t.id ORDER BY COUNT(*) DESC, t.id LIMIT 1",
-                (removed_user, anonymized_user)).fetchone()[0]
+            args.takedown = c.execute(  # the thread with the most comments no other post repeats word for word
+                "SELECT t.id FROM threads t JOIN answers a ON a.thread_id = t.id WHERE (t.author_id IS NULL OR "
+                "t.author_id NOT IN (?, ?)) AND a.text IN (SELECT text FROM answers GROUP BY text HAVING COUNT(*) = 1) "
+                "GROUP BY t.id ORDER BY COUNT(*) DESC, t.id LIMIT 1", (removed_user, anonymized_user)).fetchone()[0]
     with tempfile.TemporaryDirectory(prefix="cqa-erase-") as tmp:
         folder = Path(tmp) / "data"
         shutil.copytree(args.data_dir, folder, ignore=shutil.ignore_patterns("reports", "jobs"))
