@@ -605,8 +605,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         def remove() -> Erased:
             removed = svc.store.delete_answer(thread_id, answer_id, conditional.etags(if_match))
             response.headers["ETag"] = conditional.quoted(removed.etag)
+            if not purge:  # nothing more to read or write
+                return Erased(threads_changed=[thread_id], answers_removed=1)
             return Erased(threads_changed=[thread_id], answers_removed=1, texts=svc.store.unheld([removed.text]),
-                          at=time.time(), wal_truncated=purge and svc.store.truncate_wal())  # its older pages
+                          at=time.time(), wal_truncated=svc.store.truncate_wal())  # the log's older pages held it
         try:
             if purge:
                 _, _, job = purged(svc, remove)
@@ -678,11 +680,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       purge: bool = Param(False, description=PURGE)):
         def remove() -> Erased | None:
             gone = svc.store.delete(thread_id, conditional.etags(if_match))
-            if gone is None:
-                return None
+            if gone is None or not purge:  # not purged: nothing more to read or write
+                return gone and Erased(threads_deleted=[thread_id])
             texts = [gone.question_text, gone.subject, gone.body, *(a.text for a in gone.answers)]
             return Erased(threads_deleted=[thread_id], texts=svc.store.unheld(texts), at=time.time(),
-                          wal_truncated=purge and svc.store.truncate_wal())  # the log's older pages held them
+                          wal_truncated=svc.store.truncate_wal())  # the log's older pages held them
         if purge:
             erased, _, job = purged(svc, remove)
             if erased is None:
