@@ -728,7 +728,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             erased = remove()
             if erased is None:
                 return None, 0, None
-            vectors = forget_vectors(svc.settings, erased)
+            vectors = forget_vectors(svc.settings, erased)  # at once; the job forgets again after its build, which
+            # waits for any build already running: one that read the store before the removal may encode them again
 
             def run(progress):
                 return forget_derived(svc.settings, erased, memo_files=memo_files(svc.settings),

@@ -111,6 +111,24 @@ def found(base: str, comments: list[tuple[str, str]]) -> int:
     return n
 
 
+def finished(base: str, job_id: str) -> dict:
+    """The job ``job_id`` once it has ended, polled every 0.2 s."""
+    while True:
+        s, _, job, _ = call("GET", f"{base}/jobs/{job_id}")
+        if job["state"] in ("succeeded", "failed"):
+            return job
+        time.sleep(0.2)
+
+
+def held_elsewhere(store_file: Path, texts: list[str]) -> set[str]:
+    """Those of ``texts`` some post the store at ``store_file`` still holds contains (another user's copy or
+    quote): what an erasure or a takedown leaves in place."""
+    with sqlite3.connect(store_file) as c:
+        return {t for t in texts if c.execute(
+            "SELECT 1 FROM answers WHERE instr(text, ?) > 0 UNION ALL SELECT 1 FROM threads "
+            "WHERE instr(subject, ?) > 0 OR instr(body, ?) > 0 LIMIT 1", (t, t, t)).fetchone()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
@@ -164,11 +182,7 @@ def main() -> None:
             s, _, out, post_ms = call("POST", base + "/erasures", {"author_ids": [removed_user], "content": "remove"})
             assert s == 202, out
             t0 = time.perf_counter()
-            while True:
-                s, _, job, _ = call("GET", f"{base}/jobs/{out['job']['id']}")
-                if job["state"] in ("succeeded", "failed"):
-                    break
-                time.sleep(0.2)
+            job = finished(base, out["job"]["id"])
             job_s = time.perf_counter() - t0
             stop.set()
             t.join()
@@ -177,35 +191,22 @@ def main() -> None:
             s, _, anon, anon_ms = call("POST", base + "/erasures", {"author_ids": [anonymized_user],
                                                                      "content": "anonymize"})
             assert s == 202, anon
-            while True:
-                s, _, anon_job, _ = call("GET", f"{base}/jobs/{anon['job']['id']}")
-                if anon_job["state"] in ("succeeded", "failed"):
-                    break
-                time.sleep(0.2)
+            anon_job = finished(base, anon["job"]["id"])
             assert anon_job["state"] == "succeeded", anon_job
             # a moderator's takedown of one whole thread: DELETE with purge
             s, _, thread, _ = call("GET", f"{base}/threads/{args.takedown}")
             assert s == 200, thread
             s, _, gone, takedown_ms = call("DELETE", f"{base}/threads/{args.takedown}?purge=true")
             assert s == 200, gone
-            while True:
-                s, _, takedown_job, _ = call("GET", f"{base}/jobs/{gone['job']['id']}")
-                if takedown_job["state"] in ("succeeded", "failed"):
-                    break
-                time.sleep(0.2)
+            takedown_job = finished(base, gone["job"]["id"])
             assert takedown_job["state"] == "succeeded", takedown_job
         on_disk = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
-        with sqlite3.connect(folder / "threads.sqlite3") as c:  # another user's post that holds the text stays
-            elsewhere = {t for _, t in theirs if c.execute(
-                "SELECT 1 FROM answers WHERE instr(text, ?) > 0 UNION ALL SELECT 1 FROM threads "
-                "WHERE instr(subject, ?) > 0 OR instr(body, ?) > 0 LIMIT 1", (t, t, t)).fetchone()}
-            held = {t for t in [thread["body"], *(a["text"] for a in thread["answers"])] if c.execute(
-                "SELECT 1 FROM answers WHERE instr(text, ?) > 0 UNION ALL SELECT 1 FROM threads "
-                "WHERE instr(subject, ?) > 0 OR instr(body, ?) > 0 LIMIT 1", (t, t, t)).fetchone()}
+        elsewhere = held_elsewhere(folder / "threads.sqlite3", [t for _, t in theirs])
         leaked = sum(text.encode() in on_disk for _, text in theirs  # long enough not to be part of another text
                      if text not in elsewhere and len(text) >= 40)
-        taken_down = [t for t in [thread["body"], *(a["text"] for a in thread["answers"])]
-                      if t not in held and len(t) >= 40]
+        thread_texts = [thread["body"], *(a["text"] for a in thread["answers"])]
+        held = held_elsewhere(folder / "threads.sqlite3", thread_texts)
+        taken_down = [t for t in thread_texts if t not in held and len(t) >= 40]
         takedown_left = sum(t.encode() in on_disk for t in taken_down)
     assert after_found == 0, f"{after_found} removed comments still found"
     assert leaked == 0, f"{leaked} removed comments' texts are still on disk"

@@ -124,7 +124,7 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
 # --- a folder of backups (`cqa backup FOLDER`, POST /backups) ------------------------------------------------------
 # Each kind's file name: threads-<UTC time to the millisecond>Z and the kind's suffix
 BACKUP_SUFFIXES = {"store": ".sqlite3", "export": ".jsonl.gz"}
-_BACKUP_NAME = re.compile(r"threads-\d{8}T\d{6}(?:\.\d{3})?Z(\.sqlite3|\.jsonl\.gz)")
+_BACKUP_NAME = re.compile(r"threads-(\d{8}T\d{6})(?:\.(\d{3}))?Z(\.sqlite3|\.jsonl\.gz)")  # time, ms, kind
 
 
 def dated_name(kind: str, now: datetime | None = None) -> str:
@@ -149,13 +149,13 @@ def backup_kind(name: str) -> str | None:
     m = _BACKUP_NAME.fullmatch(name)
     if m is None:
         return None
-    return next(k for k, suffix in BACKUP_SUFFIXES.items() if suffix == m.group(1))
+    return next(k for k, suffix in BACKUP_SUFFIXES.items() if suffix == m.group(3))
 
 
 def began(name: str) -> float:
     """When the backup named ``name`` (``backup_kind`` not None) began, in seconds since the epoch: the moment of
     the store it holds."""
-    stamp = re.match(r"threads-(\d{8}T\d{6})(?:\.(\d{3}))?Z", name)
+    stamp = _BACKUP_NAME.fullmatch(name)
     moment = datetime.strptime(stamp.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
     return moment.timestamp() + int(stamp.group(2) or 0) / 1000
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,8 @@ class EmbeddingCache:
         self._conn = sqlite3.connect(path, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
-        # the encoders whose vectors it holds: what ``forget`` keys a text under (a cache written before this table
-        # names each encoder once one opens it again)
+        # the encoders whose vectors it holds: what ``indexing.erasure.forget`` keys a text under (a cache written
+        # before this table names each encoder once one opens it again)
         self._conn.execute("CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY)")
         self._conn.execute("INSERT OR IGNORE INTO models VALUES (?)", (model,))
 
@@ -42,30 +41,6 @@ class EmbeddingCache:
         self._conn.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
                                [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vecs)])
         self._conn.execute("COMMIT")
-
-
-def forget(path: Path, texts: list[str], models: Sequence[str] = ()) -> int:
-    """Delete the vectors of ``texts`` from the cache file at ``path``, under every encoder it names and ``models``
-    (the ones in use, which a cache written before it named them lacks), overwritten with zeros (``secure_delete``)
-    and its write-ahead log emptied; how many it held. What an erasure calls once the store no longer holds the
-    texts."""
-    if not path.exists() or not texts:
-        return 0
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute("PRAGMA busy_timeout=10000")
-        conn.execute("PRAGMA secure_delete=ON")
-        conn.execute("CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY)")
-        models = {*models, *(m for (m,) in conn.execute("SELECT name FROM models"))}
-        keys = list({text_key(m, t) for m in models for t in set(texts)})
-        conn.execute("BEGIN IMMEDIATE")
-        n = sum(conn.execute(f"DELETE FROM emb WHERE key IN ({','.join('?' * len(keys[i:i + 900]))})",
-                             keys[i:i + 900]).rowcount for i in range(0, len(keys), 900))
-        conn.execute("COMMIT")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return n
-    finally:
-        conn.close()
 
 
 def embed_with_cache(texts: list[str], cache: EmbeddingCache, embed, progress=None) -> tuple[np.ndarray, int]:

@@ -18,7 +18,6 @@ go as ``$CQA_BACKUP_KEEP`` rotates them out, or as the operator deletes them."""
 from __future__ import annotations
 
 import logging
-import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -26,8 +25,8 @@ from pathlib import Path
 
 from .backup import backups_in, began
 from .config import IndexSettings
-from .embcache import forget
-from .generations import current_generation, leased_generations, list_generations
+from .embcache import text_key
+from .generations import current_generation, prune_before
 from .reindex import BUSY, ReindexError, reindex
 from .store import Erased
 
@@ -36,42 +35,46 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str, float], None]
 
 
-def older_generations(root: Path, than: str) -> list[str]:
-    """The generations under ``root`` built before ``than`` (names sort by build time)."""
-    return [g for g in list_generations(root) if g < than]
-
-
-def drop_older(root: Path, than: str) -> tuple[list[str], list[str]]:
-    """Delete the generations built before ``than`` that no process serves (neither live nor leased): the ones
-    deleted, and the ones a process still holds."""
-    live, leased = current_generation(root), leased_generations(root)
-    dropped, held = [], []
-    for name in older_generations(root, than):
-        if name == live or name in leased:
-            held.append(name)
-        else:
-            shutil.rmtree(root / name, ignore_errors=True)
-            dropped.append(name)
-    return dropped, held
-
-
-def empty_cache_file(path: Path) -> int:
-    """Delete every row of every table of the SQLite cache at ``path``, overwritten with zeros, and empty its
-    write-ahead log; how many rows it held (0 when there is no such file)."""
+def scrub(path: Path, delete: Callable[[sqlite3.Connection], int]) -> int:
+    """Run ``delete`` (DELETE statements on a connection, returning how many rows they removed) on the SQLite file at
+    ``path`` in one write transaction, the deleted rows overwritten with zeros (``secure_delete``), then empty the
+    file's write-ahead log, whose older pages still held them; how many rows it removed (0: no such file)."""
     if not path.exists():
         return 0
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA busy_timeout=10000")
         conn.execute("PRAGMA secure_delete=ON")
-        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         conn.execute("BEGIN IMMEDIATE")
-        n = sum(conn.execute(f'DELETE FROM "{t}"').rowcount for t in tables)
+        n = delete(conn)
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return n
     finally:
         conn.close()
+
+
+def empty_cache_file(path: Path) -> int:
+    """Delete every row of every table of the SQLite cache at ``path`` (``scrub``); how many it held."""
+    def every_row(conn: sqlite3.Connection) -> int:
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return sum(conn.execute(f'DELETE FROM "{t}"').rowcount for t in tables)
+    return scrub(path, every_row)
+
+
+def forget(path: Path, texts: Sequence[str], models: Sequence[str] = ()) -> int:
+    """Delete the vectors of ``texts`` from the embedding cache file at ``path`` (``scrub``), under every encoder
+    it names and ``models`` (the ones in use, which a cache written before it named them lacks); how many it held."""
+    if not texts:
+        return 0
+
+    def their_vectors(conn: sqlite3.Connection) -> int:
+        conn.execute("CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY)")
+        names = {*models, *(m for (m,) in conn.execute("SELECT name FROM models"))}
+        keys = list({text_key(m, t) for m in names for t in set(texts)})
+        return sum(conn.execute(f"DELETE FROM emb WHERE key IN ({','.join('?' * len(keys[i:i + 900]))})",
+                                keys[i:i + 900]).rowcount for i in range(0, len(keys), 900))
+    return scrub(path, their_vectors)
 
 
 def forget_vectors(settings: IndexSettings, erased: Erased) -> int:
@@ -123,10 +126,10 @@ def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Seque
     if "generation" in out:
         report("older generations", 0.85)
         deadline = time.monotonic() + wait_s
-        dropped, held = drop_older(root, out["generation"])
+        dropped, held = prune_before(root, out["generation"])
         while held and time.monotonic() < deadline:
             time.sleep(poll_s)
-            more, held = drop_older(root, out["generation"])
+            more, held = prune_before(root, out["generation"])
             dropped += more
         out["generations_deleted"], out["generations_still_served"] = dropped, held
         if held:

@@ -148,15 +148,28 @@ def leased_generations(root: Path, now: float | None = None) -> set[str]:
 
 def prune(root: Path, keep: int) -> list[str]:
     """Remove all but the newest ``keep`` generations; never the live one, nor one a reader still serves."""
-    live = current_generation(root)
-    leased = leased_generations(root)
     gens = list_generations(root)
-    removed = []
-    for name in gens[: max(0, len(gens) - keep)]:
-        if name != live and name not in leased:
+    return remove_unserved(root, gens[: max(0, len(gens) - keep)])[0]
+
+
+def prune_before(root: Path, name: str) -> tuple[list[str], list[str]]:
+    """Remove every generation built before ``name`` (names sort by build time) that no process serves: an
+    erasure's, whose older generations hold what it erased. The ones removed, and the ones still served."""
+    return remove_unserved(root, [g for g in list_generations(root) if g < name])
+
+
+def remove_unserved(root: Path, names: list[str]) -> tuple[list[str], list[str]]:
+    """Remove those of the generations ``names`` that are neither live nor leased by a reader: the ones removed,
+    and the ones kept because a process serves them."""
+    live, leased = current_generation(root), leased_generations(root)
+    removed, served = [], []
+    for name in names:
+        if name == live or name in leased:
+            served.append(name)
+        else:
             shutil.rmtree(root / name, ignore_errors=True)
             removed.append(name)
-    return removed
+    return removed, served
 
 
 def remove_stale_builds(root: Path) -> list[str]:

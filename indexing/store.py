@@ -485,7 +485,7 @@ class ThreadStore:
         for a store of 20,000 comments, ``bench/erasure.py``)."""
         with self._lock:
             self._conn.execute("VACUUM")
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.truncate_wal()
 
     @staticmethod
     def _count_change(cur: sqlite3.Cursor) -> None:

@@ -14,7 +14,8 @@ import pytest
 
 
 from app.jobs import Job
-from indexing.embcache import EmbeddingCache, forget, text_key
+from indexing.embcache import EmbeddingCache, text_key
+from indexing.erasure import forget
 from indexing.models import Answer, Thread
 from indexing.store import ThreadStore
 
@@ -44,8 +45,10 @@ def _forum() -> list[Thread]:
     ]
 
 
-def _filled(path: Path) -> ThreadStore:
+def _filled(path: Path, secure_delete: bool = True) -> ThreadStore:
     store = ThreadStore(path)
+    if not secure_delete:  # as the store was before this setting: the control of the tests below
+        store._conn.execute("PRAGMA secure_delete=OFF")
     store.upsert(_forum())
     store.upsert_answers("t2", [Answer(id="t2b", text=f"Edited: {SECRET}", author_id="gone",
                                        meta={"username": "Gina"})])  # the draft is the older version now
@@ -92,6 +95,11 @@ def test_remove_takes_the_authors_posts_out_of_the_stores_files(tmp_path):
         assert SECRET.encode() not in _bytes_under(tmp_path) and b"Old draft" not in _bytes_under(tmp_path)
         again = store.erase_authors(["gone"], remove=True)  # nothing left of them: nothing changes
         assert not again.changed and store.change_count() == changes + 1
+    # the control: the same writes and erasure without secure_delete leave the text in the file's free space
+    (tmp_path / "control").mkdir()
+    with _filled(tmp_path / "control" / "threads.sqlite3", secure_delete=False) as store:
+        store.erase_authors(["gone"], remove=True)
+        assert store.get("t1") is None and SECRET.encode() in _bytes_under(tmp_path / "control")
 
 
 def test_anonymize_keeps_the_posts_without_the_authors_id_or_user_name(tmp_path):
