@@ -137,14 +137,15 @@ def cmd_erase(args: argparse.Namespace) -> int:
         log.info("erased in the store: %s", erased.summary())
         if args.vacuum:
             store.vacuum()
+    backups = args.backups or settings.erase_backups
     derived = forget_derived(settings, erased, memo_files=memo_files(settings), backups=settings.backups_folder,
-                             wait_s=args.wait, progress=not args.quiet)
+                             rewrite_backups_too=backups == "rewrite", wait_s=args.wait, progress=not args.quiet)
     if derived.get("backups_before"):
         log.warning("%d backups began before the erasure and still hold what it erased: %s",
                     len(derived["backups_before"]), ", ".join(derived["backups_before"]))
     _emit({"authors": len(authors), "content": args.content, **erased.summary(), "vacuumed": args.vacuum,
-           **derived})
-    return 0 if not derived.get("generations_still_served") else 1
+           "backups": backups, **derived})
+    return 0 if not (derived.get("generations_still_served") or derived.get("backups_being_written")) else 1
 
 
 # --- reindex --------------------------------------------------------------------------
@@ -448,9 +449,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "them: a generation built from scratch and made live (running services switch to it), the "
                        "erased texts' vectors deleted from the embedding cache, every older generation deleted once "
                        "no service serves it (waiting up to --wait seconds), and with remove, the shared score and "
-                       "vector memos emptied. Backups that began before the erasure still hold it: the last line "
-                       "names them. Runs while `cqa serve` serves. Last line: JSON with the counts (no text, no "
-                       "author id); exit 1 when an older generation was still served after --wait.")
+                       "vector memos emptied. Backups in the backups folder ($CQA_BACKUP_DIR) that began before the "
+                       "erasure are written again without it (--backups rewrite, the default of $CQA_ERASE_BACKUPS), "
+                       "or named and left (keep). The erasure is recorded in the store (by a keyed hash of each id, "
+                       "not the id): whatever of theirs is written later, by a forum's sync or an import, is left out "
+                       "or anonymized in the same way. Runs while `cqa serve` serves. Last line: JSON with the counts "
+                       "(no text, no author id); exit 1 when an older generation was still served, or a backup was "
+                       "still being written, after --wait.")
     s.add_argument("author_ids", nargs="+", metavar="AUTHOR_ID", help="the users' ids, as the threads carry them")
     s.add_argument("--content", choices=["anonymize", "remove"], required=True,
                    help="anonymize: keep their posts without their ids; remove: delete their comments, and the "
@@ -461,7 +466,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the store's file anew (VACUUM): also gone is what writes made before this version "
                    "left in its free pages; writers wait for it")
     s.add_argument("--wait", type=float, default=60.0, metavar="S",
-                   help="seconds to wait for running services to leave the older generations (default 60)")
+                   help="seconds to wait for running services to leave the older generations, and for backups being "
+                   "written to complete (default 60)")
+    s.add_argument("--backups", choices=["rewrite", "keep"], default=None,
+                   help="the backups that began before the erasure: rewrite them without it, or keep them as they are "
+                   "and name them (default: $CQA_ERASE_BACKUPS, rewrite)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_erase)
 

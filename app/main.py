@@ -45,6 +45,7 @@ from .schemas import (
     EditedOut,
     ErasureIn,
     ErasureOut,
+    ErasureStatusOut,
     EvaluationIn,
     EvaluationOut,
     HealthOut,
@@ -221,6 +222,7 @@ def shorter_turns(seconds: float):
 def encode_before_write(svc: Service, threads) -> None:
     """``indexing.reindex.encode_ahead`` for a POST /threads, before its write; never fails the request (a cache)."""
     from indexing.reindex import ahead_texts, encode_ahead
+    threads = svc.store.admitted(threads)  # nothing of an erased user's goes into the cache
     try:
         done = encode_ahead(svc.settings, threads, svc.settings.encode_ahead_texts)
     except Exception as e:  # noqa: BLE001 - the build encodes what is missing; the write must go on
@@ -535,7 +537,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if r.inserted or r.updated:
             svc.nudge()
         return {"accepted": len(ids), "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
-                "superseded": r.superseded, "note": change_note(svc.settings, "accepted and durable")}
+                "superseded": r.superseded, "suppressed": r.suppressed, "answers_suppressed": r.answers_suppressed,
+                "posts_anonymized": r.posts_anonymized, "note": change_note(svc.settings, "accepted and durable")}
 
     @app.post("/threads/{thread_id}/answers", response_model=AnswersOut, dependencies=[Depends(require_admin)],
               summary="Add or replace comments of a stored thread (admin); durable before the response")
@@ -567,7 +570,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.nudge()
         response.headers["ETag"] = conditional.quoted(r.etag)
         return {"thread_id": thread_id, "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
-                "answers": r.answers, "note": change_note(svc.settings, "accepted and durable")}
+                "answers": r.answers, "answers_suppressed": r.answers_suppressed, "posts_anonymized": r.posts_anonymized,
+                "note": change_note(svc.settings, "accepted and durable")}
 
     @app.patch("/threads/{thread_id}", response_model=EditedOut, dependencies=[Depends(require_admin)],
                summary="Edit a stored thread's question, its comments kept (admin); durable before the response")
@@ -591,6 +595,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, detail=str(e)) from None
         except ValidationError as e:  # the thread it would make is not one: no subject and no body
             raise RequestValidationError(e.errors()) from None
+        except StoreError as e:  # a new asker erased with their posts removed
+            raise HTTPException(409, detail=str(e)) from None
         if edited.changed:
             svc.nudge()
         response.headers["ETag"] = conditional.quoted(edited.etag)
@@ -713,11 +719,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "message": "reindex started" if started else "a reindex is already running"}
 
     # --- erasure ---------------------------------------------------------------------------------
-    def purged(svc: Service, remove: Callable[[], Erased | None]) -> tuple[Erased | None, int, Job | None]:
+    def purged(svc: Service, remove: Callable[[], Erased | None],
+               backups: str = "keep") -> tuple[Erased | None, int, Job | None]:
         """A removal whose derived data goes too (POST /erasures, a DELETE with ``purge``), under the erasure lock:
         409 (nothing removed) while an erasure job runs; else ``remove()``, the store's write (None: nothing was
         stored), the removed texts' cached vectors deleted, and the job that builds afresh and deletes the rest
-        (``indexing.erasure.forget_derived``) submitted. Returns what was removed, the vectors deleted and the job."""
+        (``indexing.erasure.forget_derived``, rewriting the older backups when ``backups`` says so) submitted. Returns
+        what was removed, the vectors deleted and the job."""
         from indexing.erasure import forget_derived, forget_vectors
         from ranking.rankers import memo_files
         with svc.erasing:
@@ -733,7 +741,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
             def run(progress):
                 return forget_derived(svc.settings, erased, memo_files=memo_files(svc.settings),
-                                      backups=svc.settings.backups_folder, on_progress=progress,
+                                      backups=svc.settings.backups_folder, rewrite_backups_too=backups == "rewrite",
+                                      on_progress=progress,
                                       on_live=svc.follow_current, wait_s=max(60.0, 5 * svc.settings.generation_poll_s))
             job, _ = svc.jobs.submit("erasure", run)
         return erased, vectors, job
@@ -745,8 +754,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store removes the users' comments and the threads they asked (`remove`), or their ids (`anonymize`); it
         overwrites what it deleted and empties its write-ahead log, and the embedding cache forgets the removed
         texts. The job then builds a generation from scratch, goes live on it, deletes every older generation once
-        no process serves it, and (remove) empties the shared score and vector memos; its result names the backups
-        that began before the erasure, which still hold it. One erasure at a time: while one runs, 409 and nothing
+        no process serves it, (remove) empties the shared score and vector memos, and writes the backups in
+        CQA_BACKUP_DIR that began before the erasure again without it (`backups`: rewrite; keep names them). The
+        store records the erasure (a keyed hash of each id), so their posts sent again later are left out or
+        anonymized in the same way. One erasure at a time: while one runs, 409 and nothing
         is erased. An id that nothing stored carries changes nothing, and the job still runs (a retry after an
         interrupted one)."""
         def erase() -> Erased:
@@ -756,10 +767,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 svc.store.vacuum()
             log.info("erasure of %d authors (%s): %s", len(body.author_ids), body.content, erased.summary())
             return erased
-        erased, vectors, job = purged(svc, erase)
+        backups = body.backups or svc.settings.erase_backups
+        erased, vectors, job = purged(svc, erase, backups)
         return {"job": job.__dict__, "started": True, "erased": {**erased.summary(), "cache_vectors_deleted": vectors,
-                                                                  "vacuumed": body.vacuum},
+                                                                  "vacuumed": body.vacuum, "backups": backups},
                 "message": "erased in the store; the job rebuilds the indexes and deletes what was derived"}
+
+    @app.get("/erasures/{author_id}", response_model=ErasureStatusOut, dependencies=[Depends(require_admin)],
+             summary="Whether a forum user's erasure is on record, and what it does to their posts (admin)")
+    def erasure_status(author_id: str = PathParam(..., min_length=1, max_length=1000),
+                       svc: Service = Depends(service)):
+        """The store's erasure ledger for one id: what an audit of an erasure request asks, and what any post of
+        theirs sent later meets (left out with remove, stored without their id with anonymize). The ledger holds a
+        keyed hash of each id, so it cannot list who was erased; it answers for an id one asks about."""
+        rule = svc.store.erased([author_id]).get(author_id)
+        return {"author_id": author_id, "erased": rule is not None,
+                "content": None if rule is None else "remove" if rule.remove else "anonymize",
+                "meta_keys": sorted(rule.meta_keys) if rule else []}
 
     @app.get("/authors/{author_id}/posts", response_model=PostsOut, dependencies=[Depends(require_admin)],
              summary="Every question and comment one forum user wrote, as stored (admin)")

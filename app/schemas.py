@@ -264,6 +264,10 @@ class ErasureIn(Strict):
         default_factory=list, max_length=100, description="with anonymize, more meta keys to remove from their posts")
     vacuum: bool = Field(False, description="also write the store's file anew (VACUUM), so nothing that writes made "
                          "before this version left in its free pages remains; writers wait for it")
+    backups: Literal["rewrite", "keep"] | None = Field(None, description="the backups in CQA_BACKUP_DIR that began "
+                                                       "before the erasure: rewrite (each written again without it, "
+                                                       "under its name) or keep (named in the job's result); default "
+                                                       "CQA_ERASE_BACKUPS (rewrite)")
 
 
 class EvaluationIn(Strict):
@@ -428,6 +432,12 @@ class ThreadsOut(BaseModel):
     unchanged: int
     superseded: list[str] = Field(description="ids of threads sent with a revision not above the stored one's: the "
                                   "store keeps the later snapshot it holds, and these were not written")
+    suppressed: list[str] = Field(default_factory=list, description="ids of threads not written because their asker "
+                                  "was erased with their posts removed (POST /erasures)")
+    answers_suppressed: int = Field(0, description="comments left out because their author was erased with their "
+                                    "posts removed")
+    posts_anonymized: int = Field(0, description="questions and comments written without their author's id (and "
+                                  "the erasure's meta keys), because their author was erased with anonymize")
     note: str
 
 
@@ -450,6 +460,10 @@ class AnswersOut(BaseModel):
     updated: int = Field(description="comments whose id the thread held, replaced in place")
     unchanged: int = Field(description="comments sent as the thread already held them")
     answers: int = Field(description="how many comments the thread has now")
+    answers_suppressed: int = Field(0, description="comments left out because their author was erased with their "
+                                    "posts removed (POST /erasures)")
+    posts_anonymized: int = Field(0, description="comments written without their author's id, because their author "
+                                  "was erased with anonymize")
     note: str
 
 
@@ -493,6 +507,16 @@ class ErasedOut(BaseModel):
     wal_truncated: bool
     cache_vectors_deleted: int
     vacuumed: bool
+    backups: Literal["rewrite", "keep"] = Field(description="what the job does to the backups that began before")
+
+
+class ErasureStatusOut(BaseModel):
+    """Whether the store's ledger holds a user's erasure (GET /erasures/{author_id})."""
+    author_id: str
+    erased: bool
+    content: Literal["anonymize", "remove"] | None = Field(description="what their posts sent later become: left out "
+                                                           "(remove) or stored without their id (anonymize)")
+    meta_keys: list[str] = Field(description="the meta keys their anonymized posts lose")
 
 
 class ErasureOut(JobSubmitted):

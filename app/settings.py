@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -19,6 +20,10 @@ class Settings(RankingSettings):
                                     "exports, and GET /backups lists them (default: backups/ in the data folder).")
     backup_keep: int = Field(0, ge=0, le=10_000, description="After each POST /backups, keep only this many of the "
                              "newest backups of its kind in the backups folder, deleting older ones (0: keep all).")
+    erase_backups: Literal["rewrite", "keep"] = Field(
+        "rewrite", description="What an erasure (cqa erase, POST /erasures) does to the backups in the backups folder "
+        "that began before it: rewrite: each is written again without what it erased (a store backup also gains the "
+        "erasure ledger), under its own name; keep: they are named and left as they are, until rotated out.")
     max_text_chars: int = Field(20_000, ge=100, description="Longest question, answer or candidate text.")
     max_candidates: int = Field(200, ge=1, description="Most candidates one /rerank request may send.")
     max_threads_per_request: int = Field(1000, ge=1, description="Most threads one POST /threads may send.")

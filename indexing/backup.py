@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .models import Thread
 from .store import Snapshot, StoreError, _counts, _fingerprint, read_only
 
 
@@ -38,10 +39,18 @@ def _hidden_beside(dest: Path) -> Path:
     return tmp
 
 
+def _flushed(path: Path) -> None:
+    """``path``'s file, or folder, flushed to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _put_in_place(tmp: Path, dest: Path) -> None:
     """``tmp``, complete, flushed to disk and given the name ``dest`` (whose folder is flushed too)."""
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
+    _flushed(tmp)
     try:
         os.link(tmp, dest)  # unlike a rename, never replaces a file that appeared meanwhile
     except FileExistsError:
@@ -50,11 +59,30 @@ def _put_in_place(tmp: Path, dest: Path) -> None:
         if dest.exists():
             raise StoreError(f"{dest} exists: this never replaces a file; name a new one") from None
         os.rename(tmp, dest)
-    fd = os.open(dest.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _flushed(dest.parent)
+
+
+def replace_with(tmp: Path, dest: Path) -> None:
+    """``tmp``, complete and flushed to disk, put in the place of the file ``dest`` in one step (a reader sees the
+    old file or the new one, never a mix), the folder flushed too: a backup rewritten by an erasure."""
+    _flushed(tmp)
+    os.replace(tmp, dest)
+    _flushed(dest.parent)
+
+
+def thread_line(thread: Thread) -> str:
+    """One thread as a line of an export (docs/data-format.md; fields at their default left out)."""
+    return json.dumps(thread.model_dump(mode="json", exclude_defaults=True), ensure_ascii=False) + "\n"
+
+
+def checked_copy(path: Path) -> dict:
+    """What the SQLite copy of the store at ``path`` holds (counts, fingerprint), once it passed SQLite's integrity
+    check (``StoreError`` if not)."""
+    with closing(read_only(path)) as copy:
+        (check,) = copy.execute("PRAGMA integrity_check").fetchone()
+        if check != "ok":
+            raise StoreError(f"the copy failed SQLite's integrity check: {check}")
+        return {**_counts(copy), "fingerprint": _fingerprint(copy)}
 
 
 def backup(source: Path | str, dest: Path | str) -> dict:
@@ -69,11 +97,7 @@ def backup(source: Path | str, dest: Path | str) -> dict:
     try:
         with closing(read_only(source)) as src:
             src.execute("VACUUM INTO ?", (str(tmp),))
-        with closing(read_only(tmp)) as copy:
-            (check,) = copy.execute("PRAGMA integrity_check").fetchone()
-            if check != "ok":
-                raise StoreError(f"the copy failed SQLite's integrity check: {check}")
-            held = {**_counts(copy), "fingerprint": _fingerprint(copy)}
+        held = checked_copy(tmp)
         _put_in_place(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -104,7 +128,7 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
                 for post in posts:
                     fh.write(json.dumps(post.as_json(), ensure_ascii=False) + "\n")
             for n, t in enumerate(snap.threads() if authors is None else (), 1):
-                fh.write(json.dumps(t.model_dump(mode="json", exclude_defaults=True), ensure_ascii=False) + "\n")
+                fh.write(thread_line(t))
                 if on_thread is not None:
                     on_thread(n)
             fh.flush()

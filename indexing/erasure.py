@@ -13,22 +13,31 @@ kept without their ids. The store overwrites what it deletes (``secure_delete``)
 4. **Shared score and vector memos** (``remove`` only). These hold scores and vectors under keyed hashes, not texts.
    It empties them rather than keying each erased text under every model that may have scored it.
 
-Backups made before the erasure still hold what was erased. ``forget_derived`` names them and leaves them alone: they
-go as ``$CQA_BACKUP_KEEP`` rotates them out, or as the operator deletes them."""
+5. **Backups** in the backups folder that began before the erasure (``rewrite_backups``). Each is written again
+   without what the erasure took out, under its own name, in one step: a store backup by the same erasure in a
+   copy of it (so it gains the ledger, and a service restored from it keeps the user erased), an export by the
+   ledger's rule applied to each of its threads. A backup still being written is waited for. With
+   ``rewrite_backups`` off (``CQA_ERASE_BACKUPS=keep``), or for a takedown, which erases no user, they are only named.
+   Backups elsewhere (``cqa backup`` to another folder, copies off the machine) are the operator's."""
 from __future__ import annotations
 
+import gzip
 import logging
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .backup import backups_in, began
+from . import ledger
+from .backup import (STALE_PARTIAL_S, _partial_name, _partial_of, backup_kind, backups_in, began, checked_copy,
+                     replace_with, thread_line)
 from .config import IndexSettings
 from .embcache import text_key
 from .generations import current_generation, prune_before
+from .models import Thread
 from .reindex import BUSY, ReindexError, reindex
-from .store import Erased
+from .store import Erased, ThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +112,84 @@ def build_afresh(settings: IndexSettings, progress: bool, on_progress: Progress,
             time.sleep(poll_s)
 
 
+def rewrite_backup(path: Path, erased: Erased) -> dict:
+    """The backup at ``path`` written again without what ``erased`` (a user's erasure, ``erased.rule``) took out,
+    under the same name, in one step (``replace_with``): a store backup by ``ThreadStore.erase_authors`` in a copy
+    of it, which also records the erasure in its ledger, then compacted (``VACUUM``) and checked; an export by the
+    rule applied to each thread (``ledger.apply``). Returns what it changed, without any text or author id."""
+    tmp = path.parent / _partial_name(path.name)  # a kill -9 leaves it to ``backup.tidy``
+    tmp.unlink(missing_ok=True)
+    try:
+        if backup_kind(path.name) == "store":
+            shutil.copyfile(path, tmp)
+            with ThreadStore(tmp) as copy:
+                done = copy.erase_authors(erased.authors, remove=erased.rule.remove,
+                                          meta_keys=sorted(erased.rule.meta_keys))
+                copy.vacuum()
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=DELETE")  # one file again, as ``cqa backup`` writes it
+            finally:
+                conn.close()
+            out = {**done.summary(), **checked_copy(tmp)}
+            out.pop("wal_truncated")
+        else:
+            rules = {a: erased.rule for a in erased.authors}  # only theirs: a rewrite erases no one else
+            out = {"threads_deleted": 0, "threads_changed": 0, "answers_removed": 0, "posts_anonymized": 0}
+            with gzip.open(path, "rt", encoding="utf-8") as src, gzip.open(tmp, "wt", encoding="utf-8") as dst:
+                for line in src:
+                    thread = Thread.model_validate_json(line)
+                    applied = ledger.apply(thread, rules)
+                    if applied.thread is None:
+                        out["threads_deleted"] += 1
+                        continue
+                    if applied.thread != thread:
+                        out["threads_changed"] += 1
+                        out["answers_removed"] += applied.answers_removed
+                        out["posts_anonymized"] += applied.posts_anonymized
+                    dst.write(thread_line(applied.thread))
+        replace_with(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"backup": path.name, **out}
+
+
+def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: float = 0.5) -> dict:
+    """Every backup in ``folder`` that began before ``erased`` was committed, written again without it
+    (``rewrite_backup``), once the backups of that time still being written are complete (their hidden file
+    untouched for ``STALE_PARTIAL_S`` means a writer that died); waits up to ``wait_s`` for them. Returns what each
+    rewrite changed, and the backups that were still being written after the wait (they hold what was erased)."""
+    def writing() -> list[str]:
+        now = time.time()
+        out = []
+        for p in (folder.iterdir() if folder.is_dir() else ()):
+            name = _partial_of(p.name)
+            if name and backup_kind(name) and began(name) < erased.at:
+                try:
+                    if now - p.stat().st_mtime < STALE_PARTIAL_S:
+                        out.append(name)
+                except FileNotFoundError:  # completed meanwhile
+                    pass
+        return out
+    deadline = time.monotonic() + wait_s
+    while (busy := writing()) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    rewritten = [rewrite_backup(folder / b.name, erased) for b in backups_in(folder) if began(b.name) < erased.at]
+    if busy:
+        log.warning("erasure: %d backups that began before it were still being written after %g s and hold what "
+                    "it erased: %s (run the erasure again once they are complete)", len(busy), wait_s, ", ".join(busy))
+    return {"backups_rewritten": rewritten, "backups_being_written": busy}
+
+
 def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Sequence[Path] = (),
-                   backups: Path | None = None, wait_s: float = 60.0, progress: bool = False,
+                   backups: Path | None = None, rewrite_backups_too: bool = True, wait_s: float = 60.0,
+                   progress: bool = False,
                    on_progress: Progress | None = None, on_live: Callable[[], None] | None = None,
                    poll_s: float = 0.5) -> dict:
     """Clear what the data folder derived from what ``erased`` took out of the store (the module's docstring says
     what and in which order). ``memo_files`` are the serving score and vector stores, emptied when texts were
-    removed; ``backups``, the folder whose older backups the summary names; ``on_live`` runs once the new
+    removed; ``backups``, the folder whose backups that began before the erasure are rewritten without it (with
+    ``rewrite_backups_too`` and a user's erasure; otherwise the summary names them); ``on_live`` runs once the new
     generation is live (a service switches to it there). Returns a summary without any text or author id."""
     report = on_progress or (lambda stage, frac: None)
     root = settings.index_root
@@ -139,7 +219,10 @@ def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Seque
     if erased.texts:
         report("memos", 0.95)
         out["memo_entries_deleted"] = sum(empty_cache_file(Path(p)) for p in memo_files)
-    if backups is not None:
+    if backups is not None and rewrite_backups_too and erased.rule is not None:
+        report("backups", 0.97)
+        out.update(rewrite_backups(backups, erased, wait_s=wait_s, poll_s=poll_s))
+    elif backups is not None:
         out["backups_before"] = [b.name for b in backups_in(backups) if began(b.name) < erased.at]
     report("done", 1.0)
     return out

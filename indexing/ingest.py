@@ -40,6 +40,7 @@ class IngestReport:
                 "files": self.files, "inserted": self.upsert.inserted, "updated": self.upsert.updated,
                 "unchanged": self.upsert.unchanged,
                 **({"superseded": len(self.upsert.superseded)} if self.upsert.superseded else {}),
+                **self.upsert.erased(),
                 **({"encoded_ahead": self.encoded_ahead} if self.encoded_ahead is not None else {}),
                 **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {})}
 
@@ -62,7 +63,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
         result = load(f, fmt, strict=strict)
         if before_write is not None and result.threads:
             try:
-                report.add_ahead(before_write(result.threads))
+                report.add_ahead(before_write(store.admitted(result.threads)))  # nothing of an erased user's
             except Exception as e:  # noqa: BLE001 - a cache only: the build encodes what is missing; write on
                 log.warning("%s: encoding ahead failed, the build will encode its texts: %s", f.name, e)
                 report.ahead_failed.append(f"{f.name}: {type(e).__name__}: {e}")
@@ -71,6 +72,9 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             some = ", ".join(written.superseded[:5]) + ("..." if len(written.superseded) > 5 else "")
             log.info("%s: %d threads left as stored, which holds a later revision of each (%s)", f.name,
                      len(written.superseded), some)
+        if written.erased():
+            log.info("%s: the erasure ledger left out or anonymized what erased users wrote: %s", f.name,
+                     written.erased())
         report.upsert.add(written)
         report.files += 1
         report.threads += len(result.threads)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import ledger
 from .models import Answer, Thread, moment, question_text
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ CREATE INDEX IF NOT EXISTS answers_thread ON answers(thread_id, position);
 CREATE INDEX IF NOT EXISTS threads_seq ON threads(seq);
 CREATE INDEX IF NOT EXISTS threads_author ON threads(author_id);
 CREATE INDEX IF NOT EXISTS answers_author ON answers(author_id);
-"""
+""" + ledger.SCHEMA
 
 
 class StoreError(Exception):
@@ -83,12 +84,26 @@ class UpsertResult:
     updated: int = 0
     unchanged: int = 0
     superseded: list[str] = field(default_factory=list)  # sent with a revision not above the stored one: not written
+    # what the erasure ledger (``indexing.ledger``) left out of what was sent: threads asked by a user erased with
+    # ``remove`` (not written), such a user's comments (left out), posts of a user erased with ``anonymize`` (written
+    # without their id)
+    suppressed: list[str] = field(default_factory=list)
+    answers_suppressed: int = 0
+    posts_anonymized: int = 0
 
     def add(self, other: "UpsertResult") -> None:
         self.inserted += other.inserted
         self.updated += other.updated
         self.unchanged += other.unchanged
         self.superseded += other.superseded
+        self.suppressed += other.suppressed
+        self.answers_suppressed += other.answers_suppressed
+        self.posts_anonymized += other.posts_anonymized
+
+    def erased(self) -> dict:
+        """What the erasure ledger left out or anonymized, for a summary (empty when it did nothing)."""
+        return {k: v for k, v in (("suppressed", len(self.suppressed)), ("answers_suppressed", self.answers_suppressed),
+                                  ("posts_anonymized", self.posts_anonymized)) if v}
 
 
 @dataclass
@@ -131,6 +146,9 @@ class Erased:
     texts: list[str] = field(default_factory=list, repr=False)  # none the store still holds elsewhere
     wal_truncated: bool = False
     at: float = 0.0  # when it was committed, in seconds since the epoch
+    # the request, which the backups are rewritten by (``indexing.erasure.rewrite_backups``); none for a takedown
+    authors: list[str] = field(default_factory=list, repr=False)
+    rule: ledger.Rule | None = field(default=None, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -250,11 +268,19 @@ class ThreadStore:
         ``revision`` replaces a stored one only where the stored thread's revision is lower or absent; one whose
         revision is not above the stored one's is left as stored and listed in ``superseded`` (or counted unchanged
         when it says what the store holds), so whole-thread snapshots that arrive out of order never replace a later
-        one. A thread sent without a revision replaces the stored one, as it always has."""
+        one. A thread sent without a revision replaces the stored one, as it always has. The erasure ledger applies
+        to each thread first (``indexing.ledger``): an erased user's posts are left out or anonymized, as their
+        erasure said, and counted in the result."""
         result = UpsertResult()
         with self._transaction() as cur:
             for t in threads:
-                self._upsert_one(cur, t, result, by_revision=True)
+                applied = ledger.apply(t, ledger.rules_for(cur, ledger.authors_of(t)))
+                if applied.thread is None:  # asked by a user erased with remove: not stored, nor its comments
+                    result.suppressed.append(t.id)
+                    continue
+                result.answers_suppressed += applied.answers_removed
+                result.posts_anonymized += applied.posts_anonymized
+                self._upsert_one(cur, applied.thread, result, by_revision=True)
             if result.inserted or result.updated:
                 self._count_change(cur)
         return result
@@ -284,12 +310,16 @@ class ThreadStore:
         thread is the one ``upsert`` of the whole thread would store, its content hash included. Raises
         ``NotInStore`` when the thread is not stored, ``PreconditionFailed`` when ``if_match`` (ETags, or ``*``) does
         not name the stored thread's, and ``StoreError`` (nothing written) when an answer id belongs to another
-        thread. The thread keeps its revision."""
+        thread. The thread keeps its revision. The erasure ledger applies to the comments sent, as ``upsert`` says.
+        """
         with self._transaction() as cur:
             thread, etag = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}; POST /threads (or "
                                         "`cqa ingest`) stores a new one")
             merged = list(thread.answers)
             result = AnswersResult()
+            answers, gone, result.posts_anonymized = ledger.apply_to_answers(
+                answers, ledger.rules_for(cur, (a.author_id for a in answers if a.author_id is not None)))
+            result.answers_suppressed = len(gone)
             for a in answers:
                 at = next((i for i, b in enumerate(merged) if b.id == a.id), None)
                 if at is None:
@@ -311,7 +341,9 @@ class ThreadStore:
         names) and keep its comments, read and written in one transaction, as ``upsert_answers`` does: a question's
         edit never loses a comment added meanwhile. Returns whether anything changed and the ETag after; raises
         ``NotInStore`` when the thread is not stored, ``PreconditionFailed`` when ``if_match`` does not name its ETag,
-        and pydantic's ``ValidationError`` when the thread that results is not valid (nothing written)."""
+        pydantic's ``ValidationError`` when the thread that results is not valid, and ``StoreError`` when the new
+        asker is a user erased with ``remove`` (nothing written in each case). A new asker erased with ``anonymize``
+        is not stored (the erasure ledger)."""
         unknown = sorted(set(fields) - QUESTION_FIELDS)
         if unknown:
             raise ValueError(f"not a field of the question: {', '.join(unknown)} (it takes {sorted(QUESTION_FIELDS)})")
@@ -319,6 +351,11 @@ class ThreadStore:
             thread, etag = self._stored(cur, thread_id, if_match,
                                         f"no thread with id {thread_id!r}; POST /threads stores a new one")
             edited = Thread.model_validate({**thread.model_dump(), **fields})
+            if "author_id" in fields:
+                edited = ledger.apply(edited, ledger.rules_for(cur, ledger.authors_of(edited))).thread
+                if edited is None:
+                    raise StoreError(f"thread {thread_id!r} cannot name {fields['author_id']!r} as its asker: that "
+                                     "user was erased with their posts removed, so a thread they asked is not stored")
             if edited == thread:
                 return Edited(False, etag)
             etag = self._upsert_one(cur, edited, UpsertResult())
@@ -427,42 +464,31 @@ class ThreadStore:
         ``meta_keys`` (a user name a loader kept there). Each thread changed gets a new content hash (ETag), as any
         write gives it, and keeps its revision. Deleted and replaced rows are overwritten with zeros
         (``secure_delete``), and the write-ahead log is then emptied, so the erased values are gone from the store's
-        files, not only from its tables."""
-        authors = set(author_ids)
-        drop = set(meta_keys)
-        out = Erased()
+        files, not only from its tables. The erasure is recorded in the store's ledger (``indexing.ledger``) in the
+        same transaction, so whatever of theirs is written later is left out or anonymized in the same way; a user
+        erased again keeps the stronger erasure (``remove`` stays)."""
+        rule = ledger.Rule(remove, frozenset(meta_keys))
+        out = Erased(authors=list(dict.fromkeys(author_ids)), rule=rule)
         with self._transaction() as cur:
-            ids = list(authors)
+            rules = ledger.record(cur, out.authors, rule, time.time())  # what any later write of theirs meets
             touched: set[str] = set()
-            for chunk in _chunks(ids):
+            for chunk in _chunks(out.authors):
                 marks = ",".join("?" * len(chunk))
                 touched.update(r[0] for r in cur.execute(f"SELECT id FROM threads WHERE author_id IN ({marks})", chunk))
                 touched.update(r[0] for r in cur.execute(
                     f"SELECT DISTINCT thread_id FROM answers WHERE author_id IN ({marks})", chunk))
             for tid in sorted(touched):
                 thread, _ = self._read_tagged(cur, tid)
-                if remove and thread.author_id in authors:
-                    out.texts += [thread.question_text, thread.subject, thread.body, *(a.text for a in thread.answers)]
+                applied = ledger.apply(thread, rules)
+                out.texts += applied.texts
+                if applied.thread is None:  # a thread is its question: it goes with every comment
                     cur.execute("DELETE FROM answers WHERE thread_id=?", (tid,))
                     cur.execute("DELETE FROM threads WHERE id=?", (tid,))
                     out.threads_deleted.append(tid)
                     continue
-                if remove:
-                    gone = [a.text for a in thread.answers if a.author_id in authors]
-                    out.texts += gone
-                    out.answers_removed += len(gone)
-                    edited = thread.model_copy(update={"answers": [a for a in thread.answers
-                                                                   if a.author_id not in authors]})
-                else:
-                    def anonymous(post):
-                        out.posts_anonymized += 1
-                        return post.model_copy(update={"author_id": None,
-                                                       "meta": {k: v for k, v in post.meta.items() if k not in drop}})
-                    edited = thread.model_copy(update={"answers": [anonymous(a) if a.author_id in authors else a
-                                                                   for a in thread.answers]})
-                    if thread.author_id in authors:
-                        edited = anonymous(edited)
-                self._upsert_one(cur, edited, UpsertResult())
+                out.answers_removed += applied.answers_removed
+                out.posts_anonymized += applied.posts_anonymized
+                self._upsert_one(cur, applied.thread, UpsertResult())
                 out.threads_changed.append(tid)
             if out.changed:
                 self._count_change(cur)
@@ -470,6 +496,21 @@ class ThreadStore:
         out.at = time.time()
         out.wal_truncated = self.truncate_wal()
         return out
+
+    def admitted(self, threads: Sequence[Thread]) -> list[Thread]:
+        """``threads`` as the erasure ledger lets a write store them (an erased user's posts left out or anonymized;
+        a thread they asked, with ``remove``, not at all): what may be encoded ahead of the write. Only the writes
+        themselves apply the ledger; this reads it for what comes before them."""
+        with self._lock:
+            cur = self._conn.cursor()
+            applied = [ledger.apply(t, ledger.rules_for(cur, ledger.authors_of(t))).thread for t in threads]
+        return [t for t in applied if t is not None]
+
+    def erased(self, author_ids: Sequence[str]) -> dict[str, ledger.Rule]:
+        """The erasures the store's ledger holds for any of ``author_ids`` (by id): an audit's question, and what a
+        write of theirs meets."""
+        with self._lock:
+            return ledger.rules_for(self._conn.cursor(), author_ids)
 
     def truncate_wal(self) -> bool:
         """Write the write-ahead log's pages into the store's file and empty it (``wal_checkpoint(TRUNCATE)``): the

@@ -1,23 +1,28 @@
 """A forum user's rights over what they wrote. Access (`ThreadStore.posts_by`, `cqa export --author`, GET
 /authors/{id}/posts): every post of theirs and nothing of others'. Erasure (`ThreadStore.erase_authors`, `cqa erase`,
 POST /erasures): what the store holds of them goes, from its tables and from its files' bytes, and so does everything
-derived from it: index generations, embedding cache vectors, shared memos. Backups that began before are named, not
-touched."""
+derived from it: index generations, embedding cache vectors, shared memos, the backups that began before. The store's
+ledger keeps it so: what an erased user wrote, sent again, is stored as the erasure said."""
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 
 from app.jobs import Job
+from app.settings import Settings
+from indexing.backup import backup, dated_name, export
 from indexing.embcache import EmbeddingCache, text_key
-from indexing.erasure import forget
+from indexing.erasure import forget, forget_derived, rewrite_backups
+from indexing.ledger import Rule
 from indexing.models import Answer, Thread
-from indexing.store import ThreadStore
+from indexing.store import StoreError, ThreadStore
 
 from .conftest import ADMIN, CQA, ROOT
 from .test_api import wait_job
@@ -116,6 +121,97 @@ def test_anonymize_keeps_the_posts_without_the_authors_id_or_user_name(tmp_path)
         assert b'"Gina"' not in _bytes_under(tmp_path) and b"gone" not in _bytes_under(tmp_path)
 
 
+def test_what_an_erased_user_wrote_stays_out_when_it_is_sent_again(tmp_path):
+    """The store's ledger: a forum's sync, an import or an edit that sends an erased user's posts again stores them
+    as the erasure said (left out, or without the id), and the ledger does not name the user in clear."""
+    with _filled(tmp_path / "threads.sqlite3") as store:
+        store.erase_authors(["gone"], remove=True)
+        store.erase_authors(["third"], meta_keys=["username"])
+        forum = _forum()
+        r = store.upsert(forum)  # the sync job sends every thread again, as the forum still holds them
+        assert (r.suppressed, r.answers_suppressed, r.posts_anonymized) == (["t1"], 1, 2), r
+        assert store.get("t1") is None and [a.id for a in store.get("t2").answers] == ["t2a", "t2c"]
+        assert store.get("t2").answers[0].author_id is None and store.get("t3").author_id is None
+        assert store.posts_by(["gone", "third"]) == []
+        assert store.upsert(forum[1:]).unchanged == 2  # sent again: what it stores equals what it holds
+        a = store.upsert_answers("t3", [Answer(id="t3n", text=f"New: {SECRET}", author_id="gone"),
+                                        Answer(id="t3m", text="Same here", author_id="third", meta={"username": "T"}),
+                                        Answer(id="t3o", text="Agreed", author_id="other")])
+        assert (a.inserted, a.answers_suppressed, a.posts_anonymized, a.answers) == (2, 1, 1, 3)
+        assert store.get("t3").answers[1].meta == {} and store.get("t3").answers[1].author_id is None
+        with pytest.raises(StoreError, match="erased"):
+            store.update_question("t3", {"author_id": "gone"})
+        assert not store.update_question("t3", {"author_id": "third"})  # anonymized: nothing to change
+        assert store.admitted(forum) == [store.get("t2").model_copy(update={"answers": store.get("t2").answers[:1] + [
+            forum[1].answers[2]]}), store.get("t3").model_copy(update={"answers": store.get("t3").answers[:1]})]
+        # a later erasure of a removed user as anonymize keeps remove; the meta keys add up
+        store.erase_authors(["gone"], meta_keys=["nick"])
+        assert store.erased(["gone", "third", "other"]) == {
+            "gone": Rule(True, frozenset({"nick"})), "third": Rule(False, frozenset({"username"}))}
+        rows = store._conn.execute("SELECT * FROM erasures").fetchall()
+        assert len(rows) == 2 and not any(v in str(rows) for v in ("gone", "third"))  # keyed hashes, not ids
+    with ThreadStore(tmp_path / "threads.sqlite3") as again:  # another process: the ledger is in the file
+        assert again.upsert([forum[0]]).suppressed == ["t1"]
+    assert SECRET.encode() not in _bytes_under(tmp_path)
+    # the control: a store that erased no one stores them
+    with ThreadStore(tmp_path / "control.sqlite3") as other:
+        assert other.upsert(forum).inserted == 3 and other.get("t1").author_id == "gone"
+
+
+def _backups_of(store: ThreadStore, folder: Path) -> dict[str, Path]:
+    """A store backup and an export of ``store`` in ``folder``, named as POST /backups names them."""
+    paths = {kind: folder / dated_name(kind) for kind in ("store", "export")}
+    backup(store.path, paths["store"])
+    export(store.path, paths["export"])
+    return paths
+
+
+def _export_text(path: Path) -> str:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_backups_that_began_before_an_erasure_are_written_again_without_it(tmp_path):
+    folder = tmp_path / "backups"
+    with _filled(tmp_path / "threads.sqlite3") as store:
+        paths = _backups_of(store, folder)
+        time.sleep(0.01)
+        erased = store.erase_authors(["gone"], remove=True)
+        after = folder / dated_name("store")  # began after: left alone
+        backup(store.path, after)
+        untouched = after.read_bytes()
+        (folder / f".{dated_name('export', datetime.fromtimestamp(erased.at - 5, timezone.utc))}.tmp").write_text(
+            "half")  # a backup that began before and is still being written
+        done = rewrite_backups(folder, erased, wait_s=0.3, poll_s=0.05)
+    assert sorted(b["backup"] for b in done["backups_rewritten"]) == sorted(p.name for p in paths.values())
+    assert len(done["backups_being_written"]) == 1  # waited for, then named: it holds what was erased
+    for b in done["backups_rewritten"]:
+        assert (b["threads_deleted"], b["threads_changed"], b["answers_removed"]) == (1, 1, 1), b
+    assert SECRET not in _export_text(paths["export"]) and SECRET.encode() not in paths["store"].read_bytes()
+    assert "Bring two photos" in _export_text(paths["export"])  # the others' posts stay
+    assert after.read_bytes() == untouched
+    assert sorted(p.name for p in folder.iterdir() if not p.name.endswith("half")) == sorted(
+        [p.name for p in paths.values()] + [after.name, f".{done['backups_being_written'][0]}.tmp"])  # one file each
+    with ThreadStore(paths["store"]) as restored:  # a service restored from it keeps the user erased
+        assert restored.get("t1") is None and restored.upsert([_forum()[0]]).suppressed == ["t1"]
+    with ThreadStore(tmp_path / "from-export.sqlite3") as restored:
+        restored.upsert(Thread.model_validate_json(line) for line in _export_text(paths["export"]).splitlines())
+        assert restored.counts() == {"threads": 2, "answers": 3} and restored.posts_by(["gone"]) == []
+
+
+def test_keep_names_the_backups_and_leaves_them_as_they_were(tmp_path):
+    """The control of the test above, and CQA_ERASE_BACKUPS=keep: the same backups, not rewritten, hold it."""
+    folder = tmp_path / "backups"
+    with _filled(tmp_path / "var" / "threads.sqlite3") as store:
+        paths = _backups_of(store, folder)
+        time.sleep(0.01)
+        erased = store.erase_authors(["gone"], remove=True)
+    settings = Settings(data_dir=tmp_path / "var")
+    done = forget_derived(settings, erased, backups=folder, rewrite_backups_too=False)
+    assert sorted(done["backups_before"]) == sorted(p.name for p in paths.values())
+    assert SECRET in _export_text(paths["export"]) and SECRET.encode() in paths["store"].read_bytes()
+
+
 def test_the_cache_forgets_texts_under_every_encoder_it_names(tmp_path):
     path = tmp_path / "embeddings.sqlite3"
     import numpy as np
@@ -163,7 +259,8 @@ def test_post_erasures_removes_a_user_from_the_store_the_indexes_and_the_caches(
     assert r.status_code == 202, r.json()
     assert r.json()["erased"] == {"threads_deleted": 1, "threads_changed": 1, "answers_removed": 1,
                                   "posts_anonymized": 0, "wal_truncated": True, "cache_vectors_deleted": 5,
-                                  "vacuumed": False}  # 3 texts by the dense encoder, 2 comments by the answer one
+                                  "vacuumed": False, "backups": "rewrite"}  # 3 texts by the dense encoder, 2
+    # comments by the answer one; the backups by CQA_ERASE_BACKUPS
     assert client.get("/threads/t1").status_code == 404  # before the job: the store's part is done
     job = wait_job(client, r.json()["job"]["id"])
     assert job["state"] == "succeeded", job
@@ -171,16 +268,36 @@ def test_post_erasures_removes_a_user_from_the_store_the_indexes_and_the_caches(
     assert client.get("/ready").json()["generation"] == done["generation"]
     assert sorted(done["generations_deleted"]) == older and done["generations_still_served"] == []
     assert [p.name for p in svc.settings.index_root.glob("gen-*")] == [done["generation"]]
-    assert len(done["backups_before"]) == 1  # the backup made before still holds it, and is named
-    # nothing under the data folder but that backup holds the text, its vectors are gone from the cache
-    assert SECRET.encode() not in _bytes_under(folder, skip="backups")
-    assert SECRET.encode() in _bytes_under(svc.settings.backups_folder)
+    # the backup made before was written again without them, under its name, and a store restored from it keeps
+    # them erased
+    (rewritten,) = done["backups_rewritten"]
+    assert rewritten["threads_deleted"] == 1 and rewritten["answers_removed"] == 1 and not done["backups_being_written"]
+    assert [b["name"] for b in client.get("/backups", headers=ADMIN).json()["backups"]] == [rewritten["backup"]]
+    with ThreadStore(svc.settings.backups_folder / rewritten["backup"]) as restored:
+        assert restored.get("t1") is None and set(restored.erased(["gone", "other"])) == {"gone"}
+    # nothing under the data folder holds the text, its vectors are gone from the cache
+    assert SECRET.encode() not in _bytes_under(folder)
     hits = client.post("/search", json={"question": {"body": "Zanzibar-7731 flat phone"}, "k": 3, "rerank": False,
                                         "target": "questions"}).json()["results"]
     assert "t1" not in {h["thread_id"] for h in hits}
     assert "gone" not in json.dumps(job)  # the job's record names no author
     assert client.get("/authors/gone/posts", headers=ADMIN).json() == {"author_id": "gone", "questions": 0,
                                                                         "comments": 0, "posts": []}
+    # the forum's sync sends their thread and comment again, and a new comment of theirs: none of it is stored
+    r = client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]}, headers=ADMIN)
+    assert r.status_code == 200 and (r.json()["suppressed"], r.json()["answers_suppressed"]) == (["t1"], 1), r.json()
+    r = client.post("/threads/t3/answers", json={"answers": [{"id": "t3z", "text": SECRET, "author_id": "gone"},
+                                                           {"id": "t3y", "text": "Try the corniche", "author_id": "x"}]},
+                    headers=ADMIN)
+    assert r.status_code == 200 and (r.json()["inserted"], r.json()["answers_suppressed"]) == (1, 1), r.json()
+    r = client.patch("/threads/t3", json={"author_id": "gone"}, headers=ADMIN)
+    assert r.status_code == 409 and "erased" in r.json()["error"]["message"]
+    r = client.get("/erasures/gone", headers=ADMIN)
+    assert r.json() == {"author_id": "gone", "erased": True, "content": "remove", "meta_keys": ["username"]}, r.json()
+    assert client.get("/erasures/other", headers=ADMIN).json()["erased"] is False
+    assert client.get("/erasures/gone").status_code == 401
+    assert SECRET.encode() not in _bytes_under(folder)  # nothing encoded ahead either
+    assert client.get("/authors/gone/posts", headers=ADMIN).json()["posts"] == []
 
 
 def test_a_delete_with_purge_leaves_nothing_of_the_post_on_disk(client, monkeypatch):
@@ -221,8 +338,17 @@ def test_cqa_erase_anonymizes_and_says_what_it_did(tmp_path, cli_env):
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["authors"] == 1 and out["posts_anonymized"] == 2 and out["threads_changed"] == 2
     assert "generation" not in out  # never indexed: no generation to rebuild
+    assert out["backups"] == "rewrite" and out["backups_rewritten"] == []  # CQA_ERASE_BACKUPS; none made
     with ThreadStore(tmp_path / "var" / "threads.sqlite3") as store:
         assert store.get("t1").author_id is None
+    # an import of the forum's threads as they were (an old export) stores their posts without their id
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(t.model_dump_json() + "\n" for t in _forum()))
+    run = subprocess.run(CQA + ["ingest", str(old), "-q"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.strip().splitlines()[-1])["posts_anonymized"] == 2
+    with ThreadStore(tmp_path / "var" / "threads.sqlite3") as store:
+        assert store.posts_by(["gone"]) == [] and store.get("t2").answers[1].meta == {}
     bad = subprocess.run(CQA + ["erase", "gone"], env=env, capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "--content" in bad.stderr
 

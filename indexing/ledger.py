@@ -1,0 +1,145 @@
+"""The store's record of the forum users it erased (its erasure ledger), and what that record does to a post.
+
+An erasure (``ThreadStore.erase_authors``) takes a user's posts out of the store, but the forum may send them again:
+its sync job resends a thread the service lacks, a comment is edited after the request, an old export is ingested.
+So the store keeps, in the same transaction as the erasure, a row per erased user in its ``erasures`` table, and
+every write applies it (``apply``, ``apply_to_answers``): a post of a user erased with ``remove`` is not stored (a
+thread they asked, not at all), one of a user erased with ``anonymize`` is stored without their id and the ``meta``
+keys the erasure named. The write's result counts what it left out.
+
+A row names its user by a keyed hash (HMAC-SHA256 under a random key the store draws at its first erasure and keeps
+in its ``meta`` table), not by the id: the table does not list who asked to be erased, and the key travels with the
+store's copies (``cqa backup`` holds the ledger too). It is still a membership test: whoever holds the store file and
+a candidate id can tell whether that id was erased, which is what the test is for. An export (JSONL) carries no
+ledger."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .models import Answer, Thread
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS erasures (
+    author_key TEXT PRIMARY KEY,
+    remove INTEGER NOT NULL,
+    meta_keys TEXT NOT NULL,
+    at REAL NOT NULL
+);
+"""
+_KEY_ROW = "erasure_key"  # the meta table's row holding the hash's key (hex)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What an erasure does to one user's posts: removed (``remove``), or kept without their id and these ``meta``
+    keys."""
+    remove: bool
+    meta_keys: frozenset[str] = frozenset()
+
+    def with_(self, other: "Rule") -> "Rule":
+        """Both erasures of one user in force: ``remove`` once asked stays, the meta keys of both."""
+        return Rule(self.remove or other.remove, self.meta_keys | other.meta_keys)
+
+
+@dataclass
+class Applied:
+    """``apply``: the thread as it may be stored (None: its asker's posts are removed, so the thread is not stored),
+    the texts left out, how many comments were left out and how many posts were kept without their author's id."""
+    thread: Thread | None
+    texts: list[str] = field(default_factory=list, repr=False)
+    answers_removed: int = 0
+    posts_anonymized: int = 0
+
+
+def _anonymous(post, rule: Rule):
+    return post.model_copy(update={"author_id": None,
+                                   "meta": {k: v for k, v in post.meta.items() if k not in rule.meta_keys}})
+
+
+def apply_to_answers(answers: Sequence[Answer], rules: Mapping[str, Rule]) -> tuple[list[Answer], list[str], int]:
+    """``answers`` as the ledger lets them be stored: those of a removed user left out (their texts returned), those
+    of an anonymized one without their id; and how many were anonymized."""
+    kept, gone, anonymized = [], [], 0
+    for a in answers:
+        rule = rules.get(a.author_id) if a.author_id is not None else None
+        if rule is None:
+            kept.append(a)
+        elif rule.remove:
+            gone.append(a.text)
+        else:
+            kept.append(_anonymous(a, rule))
+            anonymized += 1
+    return kept, gone, anonymized
+
+
+def apply(thread: Thread, rules: Mapping[str, Rule]) -> Applied:
+    """``thread`` as the ledger lets it be stored, ``rules`` being those in force for its authors (``rules_for``)."""
+    if not rules:
+        return Applied(thread)
+    asker = rules.get(thread.author_id) if thread.author_id is not None else None
+    if asker is not None and asker.remove:
+        return Applied(None, [thread.question_text, thread.subject, thread.body, *(a.text for a in thread.answers)],
+                       answers_removed=len(thread.answers))
+    answers, gone, anonymized = apply_to_answers(thread.answers, rules)
+    kept = thread.model_copy(update={"answers": answers})
+    if asker is not None:
+        kept, anonymized = _anonymous(kept, asker), anonymized + 1
+    return Applied(kept, gone, len(gone), anonymized)
+
+
+def authors_of(thread: Thread) -> set[str]:
+    """Every author id a thread carries, its asker's and its commenters'."""
+    return {a for a in (thread.author_id, *(c.author_id for c in thread.answers)) if a is not None}
+
+
+def _key(cur: sqlite3.Cursor, create: bool = False) -> bytes | None:
+    """The hash's key of the store ``cur`` writes to; drawn and kept on the first erasure (``create``), None before."""
+    row = cur.execute("SELECT value FROM meta WHERE key=?", (_KEY_ROW,)).fetchone()
+    if row is None and create:
+        cur.execute("INSERT INTO meta VALUES (?, ?)", (_KEY_ROW, os.urandom(32).hex()))
+        row = cur.execute("SELECT value FROM meta WHERE key=?", (_KEY_ROW,)).fetchone()
+    return bytes.fromhex(row[0]) if row is not None else None
+
+
+def _hashed(key: bytes, author_id: str) -> str:
+    return hmac.new(key, author_id.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def rules_for(cur: sqlite3.Cursor, author_ids: Iterable[str]) -> dict[str, Rule]:
+    """The erasures in force for any of ``author_ids`` (by id); empty, and one read, in a store that erased no one."""
+    ids = sorted(set(author_ids))
+    key = _key(cur) if ids else None
+    if key is None:
+        return {}
+    by_key = {_hashed(key, a): a for a in ids}
+    keys = list(by_key)
+    out = {}
+    for i in range(0, len(keys), 500):
+        chunk = keys[i:i + 500]
+        for k, remove, meta_keys in cur.execute(f"SELECT author_key, remove, meta_keys FROM erasures WHERE author_key "
+                                                f"IN ({','.join('?' * len(chunk))})", chunk):
+            out[by_key[k]] = Rule(bool(remove), frozenset(json.loads(meta_keys)))
+    return out
+
+
+def record(cur: sqlite3.Cursor, author_ids: Sequence[str], rule: Rule, at: float) -> dict[str, Rule]:
+    """Record the erasure of ``author_ids`` by ``rule`` (with any earlier one of theirs: ``Rule.with_``), in the
+    transaction of ``cur``; the rules in force for them after it."""
+    before = rules_for(cur, author_ids)
+    key = _key(cur, create=True)
+    now = {a: before[a].with_(rule) if a in before else rule for a in dict.fromkeys(author_ids)}
+    cur.executemany("INSERT OR REPLACE INTO erasures VALUES (?, ?, ?, ?)",
+                    [(_hashed(key, a), int(r.remove), json.dumps(sorted(r.meta_keys)), at) for a, r in now.items()])
+    return now
+
+
+def erased_count(cur: sqlite3.Cursor) -> int:
+    """How many users the ledger holds."""
+    (n,) = cur.execute("SELECT COUNT(*) FROM erasures").fetchone()
+    return n
