@@ -71,8 +71,9 @@ from .settings import Settings, get_settings
 log = logging.getLogger(__name__)
 
 PURGE = ("also delete what holds it beyond the store, as an erasure does (POST /erasures): a job builds a generation "
-         "from scratch and deletes the older ones and the removed texts' cached vectors (GET /jobs/{id}); for content "
-         "that must be gone from the disk, not only from search: 409, nothing removed, while an erasure job runs")
+         "from scratch and deletes the older ones and the removed texts' cached vectors, and writes the backups that "
+         "began before again without it (CQA_ERASE_BACKUPS) (GET /jobs/{id}); for content that must be gone from the "
+         "disk, not only from search: 409, nothing removed, while an erasure job runs")
 IF_MATCH = ("the thread's ETag as read (GET /threads/{id}, or this write's last response): the write happens only "
             "while the thread is still so, else 412 with its ETag now; * for any stored thread")
 
@@ -614,10 +615,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if not purge:  # nothing more to read or write
                 return Erased(threads_changed=[thread_id], answers_removed=1)
             return Erased(threads_changed=[thread_id], answers_removed=1, texts=svc.store.unheld([removed.text]),
-                          at=time.time(), wal_truncated=svc.store.truncate_wal())  # the log's older pages held it
+                          at=time.time(), wal_truncated=svc.store.truncate_wal(),  # the log's older pages held it
+                          takedown=[(thread_id, answer_id)])
         try:
             if purge:
-                _, _, job = purged(svc, remove)
+                _, _, job = purged(svc, remove, svc.settings.erase_backups)
                 return {"deleted": answer_id, "job": job.__dict__, "note": "removed from the store; the job "
                         "rebuilds the indexes and deletes what held it (GET /jobs/{id})"}
             remove()
@@ -690,9 +692,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 return gone and Erased(threads_deleted=[thread_id])
             texts = [gone.question_text, gone.subject, gone.body, *(a.text for a in gone.answers)]
             return Erased(threads_deleted=[thread_id], texts=svc.store.unheld(texts), at=time.time(),
-                          wal_truncated=svc.store.truncate_wal())  # the log's older pages held them
+                          wal_truncated=svc.store.truncate_wal(),  # the log's older pages held them
+                          takedown=[(thread_id, None)])
         if purge:
-            erased, _, job = purged(svc, remove)
+            erased, _, job = purged(svc, remove, svc.settings.erase_backups)
             if erased is None:
                 raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
             return {"deleted": thread_id, "job": job.__dict__, "note": "removed from the store; the job rebuilds "
@@ -720,7 +723,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # --- erasure ---------------------------------------------------------------------------------
     def purged(svc: Service, remove: Callable[[], Erased | None],
-               backups: str = "keep") -> tuple[Erased | None, int, Job | None]:
+               backups: str) -> tuple[Erased | None, int, Job | None]:
         """A removal whose derived data goes too (POST /erasures, a DELETE with ``purge``), under the erasure lock:
         409 (nothing removed) while an erasure job runs; else ``remove()``, the store's write (None: nothing was
         stored), the removed texts' cached vectors deleted, and the job that builds afresh and deletes the rest

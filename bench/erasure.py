@@ -18,13 +18,21 @@
    the most comments no other post repeats), its job timed. After: the same questions again (none of the removed
    comments may come back), and no file under the data folder may hold the text of a removed comment or of the thread
    taken down (of 40 characters or more), but those another user's post holds (the SemEval files hold one comment in
-   several threads under several user ids, and a comment may quote another: the store keeps those).
+   several threads under several user ids, and a comment may quote another: the store keeps those). The data
+   folder's backups folder is part of that: a store backup and an export are made through `POST /backups` before
+   the erasure, and its job writes them again (`CQA_ERASE_BACKUPS=rewrite`, the default); the export is read unzipped.
+4. **The ledger in action:** after the erasures, every thread the removed user wrote in is sent again through
+   `POST /threads`, as a forum's sync would: what it stored and left out, and the user's posts after (none).
+
+The writes of step 1 go to a third copy too, with `--erased-on-record` erasures in its ledger, and a fourth kind: a
+batch of 20 whole threads in one `upsert` (an import, a sync). `p50_ratio_ledger_on` is the ledger's cost.
 
     python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268] [--takedown ID]
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import platform
 import shutil
@@ -46,21 +54,28 @@ from indexing.models import Answer  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 
 
-def writes_side_by_side(store_file: Path, rounds: int) -> dict:
-    """The same writes to two copies of the store, one with ``secure_delete`` as shipped (on), one with it off."""
+ARMS = ("on", "off", "ledger")
+
+
+def writes_side_by_side(store_file: Path, rounds: int, erased: int) -> dict:
+    """The same writes to three copies of the store: ``on``, as shipped (``secure_delete`` on, no erasure on record);
+    ``off``, with ``secure_delete`` off; ``ledger``, as shipped with ``erased`` users' erasures on record (ids no post
+    carries, so every write looks its authors up in the ledger and finds nothing to change)."""
     with tempfile.TemporaryDirectory(prefix="cqa-erase-w-") as tmp:
         stores = {}
-        for arm in ("on", "off"):
+        for arm in ARMS:
             shutil.copy(store_file, Path(tmp) / f"{arm}.sqlite3")
             stores[arm] = ThreadStore(Path(tmp) / f"{arm}.sqlite3")
         stores["off"]._conn.execute("PRAGMA secure_delete=OFF")
+        stores["ledger"].erase_authors([f"bench-erased-{i}" for i in range(erased)], remove=True)
         assert stores["on"]._conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
         ids = [r[0] for r in stores["on"]._conn.execute(
             "SELECT thread_id FROM answers GROUP BY thread_id HAVING COUNT(*) = 10 ORDER BY thread_id LIMIT ?",
             (rounds + 1,))]
-        times = {f"{kind}/{arm}": [] for kind in ("comment", "thread", "delete") for arm in ("on", "off")}
+        times = {f"{kind}/{arm}": [] for kind in KINDS for arm in ARMS}
+        batch = [stores["on"].get(tid) for tid in ids[:BATCH]]  # what an import or a sync sends: threads at once
         for i, tid in enumerate(ids):
-            for arm in (("on", "off") if i % 2 else ("off", "on")):  # each arm first every other round
+            for arm in ARMS[i % 3:] + ARMS[:i % 3]:  # each arm first every third round
                 s = stores[arm]
                 t0 = time.perf_counter()
                 s.upsert_answers(tid, [Answer(id=f"bench-erase-{i}", text=f"round {i}: one more hint on {tid}")])
@@ -71,11 +86,14 @@ def writes_side_by_side(store_file: Path, rounds: int) -> dict:
                 t3 = time.perf_counter()
                 s.delete_answer(tid, f"bench-erase-{i}")
                 t4 = time.perf_counter()
-                if i:  # the first round warms both up
+                s.upsert([t.model_copy(update={"body": t.body + f" (batch {i})"}) for t in batch])
+                t5 = time.perf_counter()
+                if i:  # the first round warms them up
                     times[f"comment/{arm}"].append(1000 * (t1 - t0))
                     times[f"thread/{arm}"].append(1000 * (t3 - t2))
                     times[f"delete/{arm}"].append(1000 * (t4 - t3))
-        sizes = {arm: (Path(tmp) / f"{arm}.sqlite3").stat().st_size for arm in ("on", "off")}
+                    times[f"batch/{arm}"].append(1000 * (t5 - t4))
+        sizes = {arm: (Path(tmp) / f"{arm}.sqlite3").stat().st_size for arm in ARMS}
         for s in stores.values():
             s.close()
         copy = Path(tmp) / "vacuum.sqlite3"
@@ -86,10 +104,14 @@ def writes_side_by_side(store_file: Path, rounds: int) -> dict:
             vacuum_s = time.perf_counter() - t0
         sizes["vacuumed"] = copy.stat().st_size
     by = {k: quantiles(v) for k, v in times.items()}
-    ratio = {kind: round(by[f"{kind}/on"]["p50_ms"] / by[f"{kind}/off"]["p50_ms"], 3)
-             for kind in ("comment", "thread", "delete")}
-    return {"rounds": len(ids) - 1, "kinds": by, "p50_ratio_on_off": ratio, "bytes": sizes,
-            "vacuum_s": round(vacuum_s, 2)}
+    ratio = {kind: round(by[f"{kind}/on"]["p50_ms"] / by[f"{kind}/off"]["p50_ms"], 3) for kind in KINDS}
+    ledger = {kind: round(by[f"{kind}/ledger"]["p50_ms"] / by[f"{kind}/on"]["p50_ms"], 3) for kind in KINDS}
+    return {"rounds": len(ids) - 1, "batch_threads": BATCH, "erased_on_record": erased, "kinds": by,
+            "p50_ratio_on_off": ratio, "p50_ratio_ledger_on": ledger, "bytes": sizes, "vacuum_s": round(vacuum_s, 2)}
+
+
+KINDS = ("comment", "thread", "delete", "batch")
+BATCH = 20  # threads in one ``upsert`` of the batch kind
 
 
 def heaviest(store_file: Path, at_most: int, skip: set[str]) -> str:
@@ -134,6 +156,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
                     help="a data folder with a live generation (copied; the copy is served)")
     ap.add_argument("--writes", type=int, default=60, help="rounds of writes to each store copy")
+    ap.add_argument("--erased-on-record", type=int, default=1000, help="erasures in the ledger arm's store")
     ap.add_argument("--remove", help="the author whose posts are removed (default: see above)")
     ap.add_argument("--anonymize", help="the author anonymized after (default: see above)")
     ap.add_argument("--before-s", type=float, default=10.0, help="seconds of searches timed before the erasure")
@@ -143,7 +166,7 @@ def main() -> None:
     store_file = args.data_dir / "threads.sqlite3"
     if not store_file.is_file():
         raise SystemExit(f"{args.data_dir}: no store; python bench/rerank_quality.py builds the 2016 corpus's folder")
-    writes = writes_side_by_side(store_file, args.writes)
+    writes = writes_side_by_side(store_file, args.writes, args.erased_on_record)
     for k, v in writes["kinds"].items():
         print(f"{k:14s} p50 {v['p50_ms']:7.2f} ms  p95 {v['p95_ms']:7.2f} ms", file=sys.stderr)
     removed_user = args.remove or heaviest(store_file, 200, set())
@@ -151,6 +174,9 @@ def main() -> None:
     with sqlite3.connect(store_file) as c:
         theirs = c.execute("SELECT id, text FROM answers WHERE author_id=? ORDER BY id", (removed_user,)).fetchall()
         asked = c.execute("SELECT COUNT(*) FROM threads WHERE author_id=?", (removed_user,)).fetchone()[0]
+    with ThreadStore(store_file) as store:  # every thread they wrote in, as the forum still holds it
+        resend = [json.loads(t.model_dump_json()) for t in store.iter_threads()
+                  if removed_user in {t.author_id, *(a.author_id for a in t.answers)}]
     probe = theirs[:: max(1, len(theirs) // 30)][:30]
     if args.takedown is None:
         with sqlite3.connect(store_file) as c:
@@ -163,6 +189,12 @@ def main() -> None:
         shutil.copytree(args.data_dir, folder, ignore=shutil.ignore_patterns("reports", "jobs"))
         with server(folder, {"CQA_API_TOKEN": TOKEN}) as (base, ready):
             before_found = found(base, probe)
+            backups = {}
+            for kind in ("store", "export"):  # what the erasure's job writes again
+                s, _, made, _ = call("POST", base + "/backups", {"kind": kind})
+                assert s == 202, made
+                backups[kind] = finished(base, made["job"]["id"])["result"]
+            time.sleep(0.01)
             lat: dict[str, list[float]] = {"before": [], "during": []}
             failures = {"before": 0, "during": 0}
             phase = ["before"]
@@ -193,6 +225,11 @@ def main() -> None:
             assert s == 202, anon
             anon_job = finished(base, anon["job"]["id"])
             assert anon_job["state"] == "succeeded", anon_job
+            # the forum's sync sends every thread the removed user wrote in again, as the forum still holds them
+            s, _, sync, sync_ms = call("POST", base + "/threads", {"threads": resend})
+            assert s == 200, sync
+            s, _, posts, _ = call("GET", f"{base}/authors/{removed_user}/posts")
+            assert s == 200 and posts["posts"] == [], posts
             # a moderator's takedown of one whole thread: DELETE with purge
             s, _, thread, _ = call("GET", f"{base}/threads/{args.takedown}")
             assert s == 200, thread
@@ -200,7 +237,8 @@ def main() -> None:
             assert s == 200, gone
             takedown_job = finished(base, gone["job"]["id"])
             assert takedown_job["state"] == "succeeded", takedown_job
-        on_disk = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+        on_disk = b"".join(gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+                           for p in folder.rglob("*") if p.is_file())  # the backups folder's exports unzipped
         elsewhere = held_elsewhere(folder / "threads.sqlite3", [t for _, t in theirs])
         leaked = sum(text.encode() in on_disk for _, text in theirs  # long enough not to be part of another text
                      if text not in elsewhere and len(text) >= 40)
@@ -214,7 +252,13 @@ def main() -> None:
     erasure = {"removed": {"comments": len(theirs), "threads_asked": asked, "response_ms": round(post_ms, 1),
                            "erased": out["erased"], "job_s": round(job_s, 2), "job": job["result"],
                            "probe": len(probe), "found_before": before_found, "found_after": after_found,
-                           "held_by_other_comments": len(elsewhere), "texts_on_disk_after": leaked},
+                           "held_by_other_comments": len(elsewhere), "texts_on_disk_after": leaked,
+                           "backups_made_before": {k: {"bytes": v["bytes"], "seconds": v["seconds"]}
+                                                   for k, v in backups.items()}},
+               "sync_again": {"threads": len(resend), "response_ms": round(sync_ms, 1),
+                              **{k: sync[k] for k in ("inserted", "updated", "unchanged")},
+                              "suppressed": len(sync["suppressed"]), "answers_suppressed": sync["answers_suppressed"],
+                              "posts_left": len(posts["posts"])},
                "anonymized": {"response_ms": round(anon_ms, 1), "erased": anon["erased"],
                               "job_s": round(anon_job["finished_at"] - anon_job["started_at"], 2)},
                "takedown": {"thread": args.takedown, "comments": len(thread["answers"]), "response_ms":

@@ -17,7 +17,8 @@ kept without their ids. The store overwrites what it deletes (``secure_delete``)
    without what the erasure took out, under its own name, in one step: a store backup by the same erasure in a
    copy of it (so it gains the ledger, and a service restored from it keeps the user erased), an export by the
    ledger's rule applied to each of its threads. A backup still being written is waited for. With
-   ``rewrite_backups`` off (``CQA_ERASE_BACKUPS=keep``), or for a takedown, which erases no user, they are only named.
+   ``rewrite_backups_too`` off (``CQA_ERASE_BACKUPS=keep``) they are only named. A takedown (a thread or a comment
+   deleted with ``purge``) rewrites them the same way, by the ids it deleted; it records nothing in the ledger.
    Backups elsewhere (``cqa backup`` to another folder, copies off the machine) are the operator's."""
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from .embcache import text_key
 from .generations import current_generation, prune_before
 from .models import Thread
 from .reindex import BUSY, ReindexError, reindex
-from .store import Erased, ThreadStore
+from .store import Erased, NotInStore, ThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -112,34 +113,58 @@ def build_afresh(settings: IndexSettings, progress: bool, on_progress: Progress,
             time.sleep(poll_s)
 
 
+def _without(thread: Thread, erased: Erased, rules: dict[str, ledger.Rule]) -> ledger.Applied:
+    """``thread`` without what ``erased`` took out: the takedown's thread or comments, the erased users' posts."""
+    if (thread.id, None) in erased.takedown:
+        return ledger.Applied(None)
+    gone = {aid for tid, aid in erased.takedown if tid == thread.id}
+    kept = [a for a in thread.answers if a.id not in gone]
+    applied = ledger.apply(thread.model_copy(update={"answers": kept}), rules)
+    applied.answers_removed += len(thread.answers) - len(kept)
+    return applied
+
+
 def rewrite_backup(path: Path, erased: Erased) -> dict:
-    """The backup at ``path`` written again without what ``erased`` (a user's erasure, ``erased.rule``) took out,
-    under the same name, in one step (``replace_with``): a store backup by ``ThreadStore.erase_authors`` in a copy
-    of it, which also records the erasure in its ledger, then compacted (``VACUUM``) and checked; an export by the
-    rule applied to each thread (``ledger.apply``). Returns what it changed, without any text or author id."""
+    """The backup at ``path`` written again without what ``erased`` took out (a user's erasure, ``erased.rule``, or
+    a takedown, ``erased.takedown``), under the same name, in one step (``replace_with``): a store backup by the
+    same writes in a copy of it (``ThreadStore.erase_authors``, which also records the erasure in the copy's ledger;
+    ``delete``, ``delete_answer``), then compacted (``VACUUM``) and checked; an export thread by thread
+    (``_without``). Returns what it changed, without any text or author id."""
+    t0 = time.perf_counter()
     tmp = path.parent / _partial_name(path.name)  # a kill -9 leaves it to ``backup.tidy``
     tmp.unlink(missing_ok=True)
+    out = {"threads_deleted": 0, "threads_changed": 0, "answers_removed": 0, "posts_anonymized": 0}
     try:
         if backup_kind(path.name) == "store":
             shutil.copyfile(path, tmp)
             with ThreadStore(tmp) as copy:
-                done = copy.erase_authors(erased.authors, remove=erased.rule.remove,
-                                          meta_keys=sorted(erased.rule.meta_keys))
+                if erased.rule is not None:
+                    done = copy.erase_authors(erased.authors, remove=erased.rule.remove,
+                                              meta_keys=sorted(erased.rule.meta_keys))
+                    out.update({k: v for k, v in done.summary().items() if k in out})
+                for tid, aid in erased.takedown:
+                    try:
+                        if aid is None:
+                            out["threads_deleted"] += copy.delete(tid) is not None
+                        else:
+                            copy.delete_answer(tid, aid)
+                            out["threads_changed"] += 1
+                            out["answers_removed"] += 1
+                    except NotInStore:  # not there when the backup began
+                        pass
                 copy.vacuum()
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode=DELETE")  # one file again, as ``cqa backup`` writes it
             finally:
                 conn.close()
-            out = {**done.summary(), **checked_copy(tmp)}
-            out.pop("wal_truncated")
+            out.update(checked_copy(tmp))
         else:
-            rules = {a: erased.rule for a in erased.authors}  # only theirs: a rewrite erases no one else
-            out = {"threads_deleted": 0, "threads_changed": 0, "answers_removed": 0, "posts_anonymized": 0}
+            rules = {a: erased.rule for a in erased.authors} if erased.rule else {}  # a rewrite erases no one else
             with gzip.open(path, "rt", encoding="utf-8") as src, gzip.open(tmp, "wt", encoding="utf-8") as dst:
                 for line in src:
                     thread = Thread.model_validate_json(line)
-                    applied = ledger.apply(thread, rules)
+                    applied = _without(thread, erased, rules)
                     if applied.thread is None:
                         out["threads_deleted"] += 1
                         continue
@@ -151,7 +176,7 @@ def rewrite_backup(path: Path, erased: Erased) -> dict:
         replace_with(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return {"backup": path.name, **out}
+    return {"backup": path.name, **out, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: float = 0.5) -> dict:
@@ -219,7 +244,7 @@ def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Seque
     if erased.texts:
         report("memos", 0.95)
         out["memo_entries_deleted"] = sum(empty_cache_file(Path(p)) for p in memo_files)
-    if backups is not None and rewrite_backups_too and erased.rule is not None:
+    if backups is not None and rewrite_backups_too and (erased.rule is not None or erased.takedown):
         report("backups", 0.97)
         out.update(rewrite_backups(backups, erased, wait_s=wait_s, poll_s=poll_s))
     elif backups is not None:

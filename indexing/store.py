@@ -146,9 +146,11 @@ class Erased:
     texts: list[str] = field(default_factory=list, repr=False)  # none the store still holds elsewhere
     wal_truncated: bool = False
     at: float = 0.0  # when it was committed, in seconds since the epoch
-    # the request, which the backups are rewritten by (``indexing.erasure.rewrite_backups``); none for a takedown
+    # the request, which the backups are rewritten by (``indexing.erasure.rewrite_backups``): the users and their
+    # rule, or a takedown's (thread id, comment id; None: the whole thread)
     authors: list[str] = field(default_factory=list, repr=False)
     rule: ledger.Rule | None = field(default=None, repr=False)
+    takedown: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
 
     @property
     def changed(self) -> bool:

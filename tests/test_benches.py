@@ -321,12 +321,19 @@ def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_lef
     env = {**cli_env, "CQA_DENSE_ENCODER": "base", "CQA_ANSWER_ENCODER": "none"}  # the folder's: its build is cached
     out = run_bench("erasure.py", "--data-dir", str(s.data_dir), "--writes", "3", "--before-s", "1", env=env,
                     timeout=900)
-    assert out["writes"]["rounds"] == 3 and set(out["writes"]["p50_ratio_on_off"]) == {"comment", "thread", "delete"}
+    kinds = {"comment", "thread", "delete", "batch"}
+    assert out["writes"]["rounds"] == 3 and set(out["writes"]["p50_ratio_on_off"]) == kinds
+    assert set(out["writes"]["p50_ratio_ledger_on"]) == kinds and out["writes"]["erased_on_record"] == 1000
     assert out["writes"]["vacuum_s"] >= 0 and out["writes"]["bytes"]["vacuumed"] > 0
     removed = out["removed"]
     assert removed["comments"] > 0 and removed["found_after"] == 0 and removed["texts_on_disk_after"] == 0
     assert removed["erased"]["answers_removed"] + removed["erased"]["threads_deleted"] > 0
     assert removed["job"]["generations_deleted"] and removed["job"]["generations_still_served"] == []
+    # the store backup and the export made before, written again by the job (texts_on_disk_after reads them too)
+    assert sorted(b["backup"].split("Z", 1)[1] for b in removed["job"]["backups_rewritten"]) == [".jsonl.gz",
+                                                                                                ".sqlite3"]
+    sync = out["sync_again"]
+    assert sync["posts_left"] == 0 and sync["suppressed"] == removed["threads_asked"] and sync["inserted"] == 0
     assert out["anonymized"]["erased"]["posts_anonymized"] > 0
     assert out["takedown"]["comments"] > 0 and out["takedown"]["texts_on_disk_after"] == 0
     assert out["searches"]["before"]["failed"] == 0 == out["searches"]["during"]["failed"]
