@@ -173,6 +173,8 @@ def rewrite_backup(path: Path, erased: Erased) -> dict:
                         out["answers_removed"] += applied.answers_removed
                         out["posts_anonymized"] += applied.posts_anonymized
                     dst.write(thread_line(applied.thread))
+        if not path.exists():  # deleted meanwhile (DELETE /backups, CQA_BACKUP_KEEP's rotation): not brought back
+            return {"backup": path.name, "deleted_meanwhile": True}
         replace_with(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -199,7 +201,13 @@ def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: 
     deadline = time.monotonic() + wait_s
     while (busy := writing()) and time.monotonic() < deadline:
         time.sleep(poll_s)
-    rewritten = [rewrite_backup(folder / b.name, erased) for b in backups_in(folder) if began(b.name) < erased.at]
+    rewritten = []
+    for b in backups_in(folder):
+        if began(b.name) < erased.at:
+            try:
+                rewritten.append(rewrite_backup(folder / b.name, erased))
+            except FileNotFoundError:  # deleted since it was listed
+                rewritten.append({"backup": b.name, "deleted_meanwhile": True})
     if busy:
         log.warning("erasure: %d backups that began before it were still being written after %g s and hold what "
                     "it erased: %s (run the erasure again once they are complete)", len(busy), wait_s, ", ".join(busy))

@@ -200,6 +200,22 @@ def test_backups_that_began_before_an_erasure_are_written_again_without_it(tmp_p
         assert restored.counts() == {"threads": 2, "answers": 3} and restored.posts_by(["gone"]) == []
 
 
+def test_a_backup_deleted_while_the_erasure_rewrites_is_not_brought_back(tmp_path, monkeypatch):
+    import indexing.erasure as erasure
+    folder = tmp_path / "backups"
+    with _filled(tmp_path / "threads.sqlite3") as store:
+        paths = _backups_of(store, folder)
+        time.sleep(0.01)
+        erased = store.erase_authors(["gone"], remove=True)
+    listed = erasure.backups_in(folder)
+    paths["export"].unlink()  # deleted after it was listed (DELETE /backups, rotation)
+    monkeypatch.setattr(erasure, "backups_in", lambda f: listed)
+    done = rewrite_backups(folder, erased, wait_s=0)
+    assert {b["backup"]: "deleted_meanwhile" in b for b in done["backups_rewritten"]} == {
+        paths["export"].name: True, paths["store"].name: False}
+    assert sorted(p.name for p in folder.iterdir()) == [paths["store"].name]
+
+
 def test_keep_names_the_backups_and_leaves_them_as_they_were(tmp_path):
     """The control of the test above, and CQA_ERASE_BACKUPS=keep: the same backups, not rewritten, hold it."""
     folder = tmp_path / "backups"
