@@ -23,6 +23,7 @@ kept without their ids. The store overwrites what it deletes (``secure_delete``)
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import shutil
 import sqlite3
@@ -161,8 +162,13 @@ def rewrite_backup(path: Path, erased: Erased) -> dict:
             out.update(checked_copy(tmp))
         else:
             rules = {a: erased.rule for a in erased.authors} if erased.rule else {}  # a rewrite erases no one else
+            # a line that does not hold one of these (as JSON writes them) has nothing to take out: copied as it is
+            needles = [json.dumps(v, ensure_ascii=False) for v in (*rules, *(tid for tid, _ in erased.takedown))]
             with gzip.open(path, "rt", encoding="utf-8") as src, gzip.open(tmp, "wt", encoding="utf-8") as dst:
                 for line in src:
+                    if not any(n in line for n in needles):
+                        dst.write(line)
+                        continue
                     thread = Thread.model_validate_json(line)
                     applied = _without(thread, erased, rules)
                     if applied.thread is None:
