@@ -223,8 +223,8 @@ def shorter_turns(seconds: float):
 def encode_before_write(svc: Service, threads) -> None:
     """``indexing.reindex.encode_ahead`` for a POST /threads, before its write; never fails the request (a cache)."""
     from indexing.reindex import ahead_texts, encode_ahead
-    threads = svc.store.admitted(threads)  # nothing of an erased user's goes into the cache
     try:
+        threads = svc.store.admitted(threads)  # nothing of an erased user's goes into the cache
         done = encode_ahead(svc.settings, threads, svc.settings.encode_ahead_texts)
     except Exception as e:  # noqa: BLE001 - the build encodes what is missing; the write must go on
         log.warning("encoding ahead of the build failed (the build will encode these texts): %s", e)
