@@ -211,6 +211,21 @@ def backup_path(folder: Path, name: str) -> Path | None:
 STALE_PARTIAL_S = 600.0
 
 
+def partial_backups(folder: Path, now: float | None = None) -> list[tuple[Path, str, float]]:
+    """The hidden files of backups being written in ``folder`` (or left by a killed one): each file, the backup's
+    name, and the seconds since it was last written to (past ``STALE_PARTIAL_S``: its writer died)."""
+    now = time.time() if now is None else now
+    out = []
+    for p in (folder.iterdir() if folder.is_dir() else ()):
+        name = _partial_of(p.name)
+        if name and backup_kind(name):
+            try:
+                out.append((p, name, now - p.stat().st_mtime))
+            except FileNotFoundError:  # completed, or removed, meanwhile
+                pass
+    return out
+
+
 def tidy(folder: Path, kind: str, keep: int, now: float | None = None) -> dict:
     """After a backup into ``folder``: delete the older backups of ``kind`` beyond the newest ``keep`` (0: none
     deleted), and the hidden half-written files a killed backup left (untouched for ``STALE_PARTIAL_S``). Returns the
@@ -219,8 +234,7 @@ def tidy(folder: Path, kind: str, keep: int, now: float | None = None) -> dict:
     dropped = [f.name for f in backups_in(folder) if f.kind == kind][keep:] if keep else []
     for name in dropped:
         (folder / name).unlink(missing_ok=True)
-    partial = [p for p in (folder.iterdir() if folder.is_dir() else ())
-               if backup_kind(_partial_of(p.name) or "") and now - p.stat().st_mtime > STALE_PARTIAL_S]
+    partial = [p for p, _, idle in partial_backups(folder, now) if idle > STALE_PARTIAL_S]
     for path in partial:
         path.unlink(missing_ok=True)
     return {"deleted_older": dropped, "deleted_partial": [p.name for p in partial]}

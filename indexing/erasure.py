@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import ledger
-from .backup import (STALE_PARTIAL_S, _partial_name, _partial_of, backup_kind, backups_in, began, checked_copy,
+from .backup import (STALE_PARTIAL_S, _partial_name, backup_kind, backups_in, began, checked_copy, partial_backups,
                      replace_with, thread_line)
 from .config import IndexSettings
 from .embcache import text_key
@@ -193,17 +193,7 @@ def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: 
     untouched for ``STALE_PARTIAL_S`` means a writer that died); waits up to ``wait_s`` for them. Returns what each
     rewrite changed, and the backups that were still being written after the wait (they hold what was erased)."""
     def writing() -> list[str]:
-        now = time.time()
-        out = []
-        for p in (folder.iterdir() if folder.is_dir() else ()):
-            name = _partial_of(p.name)
-            if name and backup_kind(name) and began(name) < erased.at:
-                try:
-                    if now - p.stat().st_mtime < STALE_PARTIAL_S:
-                        out.append(name)
-                except FileNotFoundError:  # completed meanwhile
-                    pass
-        return out
+        return [name for _, name, idle in partial_backups(folder) if began(name) < erased.at and idle < STALE_PARTIAL_S]
     deadline = time.monotonic() + wait_s
     while (busy := writing()) and time.monotonic() < deadline:
         time.sleep(poll_s)

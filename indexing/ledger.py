@@ -139,7 +139,7 @@ def record(cur: sqlite3.Cursor, author_ids: Sequence[str], rule: Rule, at: float
     return now
 
 
-def erased_count(cur: sqlite3.Cursor) -> int:
-    """How many users the ledger holds."""
-    (n,) = cur.execute("SELECT COUNT(*) FROM erasures").fetchone()
-    return n
+def admit(cur: sqlite3.Cursor, thread: Thread) -> Applied:
+    """``thread`` as the ledger of the store ``cur`` reads lets a write store it (``apply`` with the rules in force
+    for its authors)."""
+    return apply(thread, rules_for(cur, authors_of(thread)))

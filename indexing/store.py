@@ -218,6 +218,12 @@ def _held(cur: sqlite3.Cursor, texts: set[str]) -> set[str]:
     return held
 
 
+def _delete_rows(cur: sqlite3.Cursor, thread_id: str) -> None:
+    """A thread's rows, its comments' and its own, deleted in the transaction of ``cur``."""
+    cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
+    cur.execute("DELETE FROM threads WHERE id=?", (thread_id,))
+
+
 def _supersedes(stored: int | None, sent: int | None) -> bool:
     """Whether a stored revision keeps a whole thread sent with ``sent`` from replacing it: both given, and the
     sent one not above it (a revision grows with each change)."""
@@ -276,7 +282,7 @@ class ThreadStore:
         result = UpsertResult()
         with self._transaction() as cur:
             for t in threads:
-                applied = ledger.apply(t, ledger.rules_for(cur, ledger.authors_of(t)))
+                applied = ledger.admit(cur, t)
                 if applied.thread is None:  # asked by a user erased with remove: not stored, nor its comments
                     result.suppressed.append(t.id)
                     continue
@@ -354,7 +360,7 @@ class ThreadStore:
                                         f"no thread with id {thread_id!r}; POST /threads stores a new one")
             edited = Thread.model_validate({**thread.model_dump(), **fields})
             if "author_id" in fields:
-                edited = ledger.apply(edited, ledger.rules_for(cur, ledger.authors_of(edited))).thread
+                edited = ledger.admit(cur, edited).thread
                 if edited is None:
                     raise StoreError(f"thread {thread_id!r} cannot name {fields['author_id']!r} as its asker: that "
                                      "user was erased with their posts removed, so a thread they asked is not stored")
@@ -452,8 +458,7 @@ class ThreadStore:
                 return None
             if not etag_matches(tagged[1], if_match):
                 raise PreconditionFailed(thread_id, tagged[1])
-            cur.execute("DELETE FROM answers WHERE thread_id=?", (thread_id,))
-            cur.execute("DELETE FROM threads WHERE id=?", (thread_id,))
+            _delete_rows(cur, thread_id)
             self._count_change(cur)
         return tagged[0]
 
@@ -484,8 +489,7 @@ class ThreadStore:
                 applied = ledger.apply(thread, rules)
                 out.texts += applied.texts
                 if applied.thread is None:  # a thread is its question: it goes with every comment
-                    cur.execute("DELETE FROM answers WHERE thread_id=?", (tid,))
-                    cur.execute("DELETE FROM threads WHERE id=?", (tid,))
+                    _delete_rows(cur, tid)
                     out.threads_deleted.append(tid)
                     continue
                 out.answers_removed += applied.answers_removed
@@ -505,7 +509,7 @@ class ThreadStore:
         themselves apply the ledger; this reads it for what comes before them."""
         with self._lock:
             cur = self._conn.cursor()
-            applied = [ledger.apply(t, ledger.rules_for(cur, ledger.authors_of(t))).thread for t in threads]
+            applied = [ledger.admit(cur, t).thread for t in threads]
         return [t for t in applied if t is not None]
 
     def erased(self, author_ids: Sequence[str]) -> dict[str, ledger.Rule]:
