@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import os
 import socket
@@ -50,6 +51,7 @@ from .schemas import (
     EvaluationOut,
     HealthOut,
     JobOut,
+    LiftedOut,
     JobSubmitted,
     PostsOut,
     QuestionEditIn,
@@ -61,6 +63,7 @@ from .schemas import (
     RerankQuestionsIn,
     RerankQuestionsOut,
     SearchIn,
+    TakedownsOut,
     ThreadListOut,
     ThreadsIn,
     ThreadsOut,
@@ -73,7 +76,8 @@ log = logging.getLogger(__name__)
 PURGE = ("also delete what holds it beyond the store, as an erasure does (POST /erasures): a job builds a generation "
          "from scratch and deletes the older ones and the removed texts' cached vectors, and writes the backups that "
          "began before again without it (CQA_ERASE_BACKUPS) (GET /jobs/{id}); for content that must be gone from the "
-         "disk, not only from search: 409, nothing removed, while an erasure job runs")
+         "disk, not only from search. The takedown is kept on record (GET /takedowns): the forum's later sends of it "
+         "are left out. 409, nothing removed, while an erasure job runs")
 IF_MATCH = ("the thread's ETag as read (GET /threads/{id}, or this write's last response): the write happens only "
             "while the thread is still so, else 412 with its ETag now; * for any stored thread")
 
@@ -539,7 +543,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.nudge()
         return {"accepted": len(ids), "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
                 "superseded": r.superseded, "suppressed": r.suppressed, "answers_suppressed": r.answers_suppressed,
-                "posts_anonymized": r.posts_anonymized, "note": change_note(svc.settings, "accepted and durable")}
+                "posts_anonymized": r.posts_anonymized, "taken_down": r.taken_down,
+                "answers_taken_down": r.answers_taken_down, "note": change_note(svc.settings, "accepted and durable")}
 
     @app.post("/threads/{thread_id}/answers", response_model=AnswersOut, dependencies=[Depends(require_admin)],
               summary="Add or replace comments of a stored thread (admin); durable before the response")
@@ -572,7 +577,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         response.headers["ETag"] = conditional.quoted(r.etag)
         return {"thread_id": thread_id, "inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged,
                 "answers": r.answers, "answers_suppressed": r.answers_suppressed, "posts_anonymized": r.posts_anonymized,
-                "note": change_note(svc.settings, "accepted and durable")}
+                "answers_taken_down": r.answers_taken_down, "note": change_note(svc.settings, "accepted and durable")}
 
     @app.patch("/threads/{thread_id}", response_model=EditedOut, dependencies=[Depends(require_admin)],
                summary="Edit a stored thread's question, its comments kept (admin); durable before the response")
@@ -610,7 +615,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       if_match: str | None = Header(None, description=IF_MATCH),
                       purge: bool = Param(False, description=PURGE)):
         def remove() -> Erased:
-            removed = svc.store.delete_answer(thread_id, answer_id, conditional.etags(if_match))
+            removed = svc.store.delete_answer(thread_id, answer_id, conditional.etags(if_match), takedown=purge)
             response.headers["ETag"] = conditional.quoted(removed.etag)
             if not purge:  # nothing more to read or write
                 return Erased(threads_changed=[thread_id], answers_removed=1)
@@ -687,7 +692,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       if_match: str | None = Header(None, description=IF_MATCH),
                       purge: bool = Param(False, description=PURGE)):
         def remove() -> Erased | None:
-            gone = svc.store.delete(thread_id, conditional.etags(if_match))
+            gone = svc.store.delete(thread_id, conditional.etags(if_match), takedown=purge)
             if gone is None or not purge:  # not purged: nothing more to read or write
                 return gone and Erased(threads_deleted=[thread_id])
             texts = [gone.question_text, gone.subject, gone.body, *(a.text for a in gone.answers)]
@@ -787,6 +792,42 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"author_id": author_id, "erased": rule is not None,
                 "content": None if rule is None else "remove" if rule.remove else "anonymize",
                 "meta_keys": sorted(rule.meta_keys) if rule else []}
+
+    @app.get("/takedowns", response_model=TakedownsOut, dependencies=[Depends(require_admin)],
+             summary="The takedowns on record: threads and comments a forum's later sends do not bring back (admin)")
+    def list_takedowns(thread_id: str | None = Param(None, min_length=1, max_length=1000,
+                                                     description="only this thread's (itself and its comments)"),
+                       after: str | None = Param(None, max_length=2001, description="the `next` of the page before"),
+                       limit: int = Param(100, ge=1, le=1000), svc: Service = Depends(service)):
+        """Every thread or comment deleted with ``purge`` (a takedown), by thread id, a thread's own before its
+        comments'. The store keeps each on record in its ledger, so a forum that still holds the content and sends it
+        again (POST /threads, POST /threads/{id}/answers, `cqa ingest` of an old export) does not bring it back: the
+        write leaves it out and counts it (``taken_down``, ``answers_taken_down``). DELETE /takedowns/{thread_id}
+        lifts one."""
+        try:
+            cursor = None if after is None else json.loads(after)
+            if after is not None and not (isinstance(cursor, list) and len(cursor) == 2
+                                           and all(isinstance(c, str) for c in cursor)):
+                raise ValueError
+        except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
+            raise HTTPException(422, detail="after: not the `next` of a page of GET /takedowns") from None
+        rows = svc.store.takedowns(thread_id, cursor and tuple(cursor), limit)
+        last = rows[-1] if len(rows) == limit else None
+        return {"takedowns": [r.__dict__ for r in rows],
+                "next": None if last is None else json.dumps([last.thread_id, last.answer_id or ""])}
+
+    @app.delete("/takedowns/{thread_id}", response_model=LiftedOut, dependencies=[Depends(require_admin)],
+                summary="Lift a takedown, so the thread or comment may be sent again (admin)")
+    def lift_takedown(thread_id: str = PathParam(..., min_length=1, max_length=1000),
+                      answer_id: str | None = Param(None, min_length=1, max_length=1000,
+                                                    description="a comment's takedown; none: the thread's own"),
+                      svc: Service = Depends(service)):
+        """The takedown comes off the record: what the forum sends of it later is stored again. Nothing is restored
+        here; the forum sends it again. 404 when no such takedown is on record."""
+        if not svc.store.lift_takedown(thread_id, answer_id):
+            what = f"comment {answer_id!r} of thread {thread_id!r}" if answer_id else f"thread {thread_id!r}"
+            raise HTTPException(404, detail=f"no takedown of {what} is on record (GET /takedowns)")
+        return {"thread_id": thread_id, "answer_id": answer_id, "lifted": True}
 
     @app.get("/authors/{author_id}/posts", response_model=PostsOut, dependencies=[Depends(require_admin)],
              summary="Every question and comment one forum user wrote, as stored (admin)")

@@ -438,6 +438,10 @@ class ThreadsOut(BaseModel):
                                     "posts removed")
     posts_anonymized: int = Field(0, description="questions and comments written without their author's id (and "
                                   "the erasure's meta keys), because their author was erased with anonymize")
+    taken_down: list[str] = Field(default_factory=list, description="ids of threads not written because they were "
+                                  "taken down (DELETE /threads/{id}?purge=true; GET /takedowns)")
+    answers_taken_down: int = Field(0, description="comments left out because each was taken down (DELETE "
+                                    "/threads/{id}/answers/{answer_id}?purge=true)")
     note: str
 
 
@@ -464,6 +468,8 @@ class AnswersOut(BaseModel):
                                     "posts removed (POST /erasures)")
     posts_anonymized: int = Field(0, description="comments written without their author's id, because their author "
                                   "was erased with anonymize")
+    answers_taken_down: int = Field(0, description="comments left out because each was taken down (DELETE "
+                                    "/threads/{id}/answers/{answer_id}?purge=true; GET /takedowns)")
     note: str
 
 
@@ -517,6 +523,23 @@ class ErasureStatusOut(BaseModel):
     content: Literal["anonymize", "remove"] | None = Field(description="what their posts sent later become: left out "
                                                            "(remove) or stored without their id (anonymize)")
     meta_keys: list[str] = Field(description="the meta keys their anonymized posts lose")
+
+
+class TakedownOut(BaseModel):
+    thread_id: str
+    answer_id: str | None = Field(description="the comment taken down; null: the whole thread")
+    at: float = Field(description="when it was taken down, in seconds since the epoch")
+
+
+class TakedownsOut(BaseModel):
+    takedowns: list[TakedownOut]
+    next: str | None = Field(description="the `after` of the next page; null on the last")
+
+
+class LiftedOut(BaseModel):
+    thread_id: str
+    answer_id: str | None
+    lifted: bool
 
 
 class ErasureOut(JobSubmitted):

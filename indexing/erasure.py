@@ -18,7 +18,8 @@ kept without their ids. The store overwrites what it deletes (``secure_delete``)
    copy of it (so it gains the ledger, and a service restored from it keeps the user erased), an export by the
    ledger's rule applied to each of its threads. A backup still being written is waited for. With
    ``rewrite_backups_too`` off (``CQA_ERASE_BACKUPS=keep``) they are only named. A takedown (a thread or a comment
-   deleted with ``purge``) rewrites them the same way, by the ids it deleted; it records nothing in the ledger.
+   deleted with ``purge``) rewrites them the same way, by the ids it deleted, and a store backup's copy records the
+   takedown in its ledger as the store did.
    Backups elsewhere (``cqa backup`` to another folder, copies off the machine) are the operator's."""
 from __future__ import annotations
 
@@ -153,6 +154,7 @@ def rewrite_backup(path: Path, erased: Erased) -> dict:
                             out["answers_removed"] += 1
                     except NotInStore:  # not there when the backup began
                         pass
+                    copy.record_takedown(tid, aid)  # a service restored from it keeps it taken down
                 copy.vacuum()
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:

@@ -73,7 +73,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             log.info("%s: %d threads left as stored, which holds a later revision of each (%s)", f.name,
                      len(written.superseded), some)
         if written.erased():
-            log.info("%s: the erasure ledger left out or anonymized what erased users wrote: %s", f.name,
+            log.info("%s: the ledger left out what was taken down, or what erased users wrote: %s", f.name,
                      written.erased())
         report.upsert.add(written)
         report.files += 1

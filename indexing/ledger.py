@@ -7,6 +7,12 @@ every write applies it (``apply``, ``apply_to_answers``): a post of a user erase
 thread they asked, not at all), one of a user erased with ``anonymize`` is stored without their id and the ``meta``
 keys the erasure named. The write's result counts what it left out.
 
+A takedown (a thread or comment deleted with ``purge``: content that must be gone, such as a legal request) is
+recorded beside the erasures, in the ``takedowns`` table, by the thread's or the comment's id: a forum that still
+holds the thread and sends it again (its sync job, an old export) does not bring it back, and the write counts it
+(``taken_down``, ``answers_taken_down``). An operator lifts one (``lift``, ``DELETE /takedowns/...``) where the
+content may come back.
+
 A row names its user by a keyed hash (HMAC-SHA256 under a random key the store draws at its first erasure and keeps
 in its ``meta`` table), not by the id: the table does not list who asked to be erased, and the key travels with the
 store's copies (``cqa backup`` holds the ledger too). It is still a membership test: whoever holds the store file and
@@ -32,6 +38,15 @@ CREATE TABLE IF NOT EXISTS erasures (
     at REAL NOT NULL
 );
 """
+TAKEDOWNS = """
+CREATE TABLE IF NOT EXISTS takedowns (
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (kind, id)
+);
+"""
 _KEY_ROW = "erasure_key"  # the meta table's row holding the hash's key (hex)
 
 
@@ -55,6 +70,8 @@ class Applied:
     texts: list[str] = field(default_factory=list, repr=False)
     answers_removed: int = 0
     posts_anonymized: int = 0
+    taken_down: bool = False  # the thread is taken down (``thread`` is None)
+    answers_taken_down: int = 0  # comments left out because each is taken down
 
 
 def _anonymous(post, rule: Rule):
@@ -139,7 +156,73 @@ def record(cur: sqlite3.Cursor, author_ids: Sequence[str], rule: Rule, at: float
     return now
 
 
+@dataclass(frozen=True)
+class Takedown:
+    """One recorded takedown: a whole thread (``answer_id`` None) or one comment of it."""
+    thread_id: str
+    answer_id: str | None
+    at: float
+
+
+def record_takedown(cur: sqlite3.Cursor, thread_id: str, answer_id: str | None, at: float) -> None:
+    """Record the takedown of a thread (``answer_id`` None) or of one comment, in the transaction of ``cur``."""
+    kind, id_ = ("thread", thread_id) if answer_id is None else ("comment", answer_id)
+    cur.execute("INSERT OR REPLACE INTO takedowns VALUES (?, ?, ?, ?)", (kind, id_, thread_id, at))
+
+
+def taken_down(cur: sqlite3.Cursor, thread_id: str, answer_ids: Sequence[str]) -> tuple[bool, set[str]]:
+    """Whether the thread ``thread_id`` is taken down, and which of ``answer_ids`` are (a comment's takedown goes by
+    its id, which is unique in the store)."""
+    if cur.execute("SELECT 1 FROM takedowns LIMIT 1").fetchone() is None:
+        return False, set()
+    if cur.execute("SELECT 1 FROM takedowns WHERE kind='thread' AND id=?", (thread_id,)).fetchone():
+        return True, set()
+    ids, down = sorted(set(answer_ids)), set()
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        down.update(r[0] for r in cur.execute(
+            f"SELECT id FROM takedowns WHERE kind='comment' AND id IN ({','.join('?' * len(chunk))})", chunk))
+    return False, down
+
+
+def takedowns(cur: sqlite3.Cursor, thread_id: str | None = None, after: tuple[str, str] | None = None,
+              limit: int = 100) -> list[Takedown]:
+    """The recorded takedowns by thread id then comment id (a thread's own first), ``limit`` at a time after
+    ``after`` (a (thread id, comment id or "") pair); only those of ``thread_id`` where it is given."""
+    where, args = [], []
+    if thread_id is not None:
+        where.append("thread_id = ?")
+        args.append(thread_id)
+    if after is not None:
+        where.append("(thread_id, CASE kind WHEN 'thread' THEN '' ELSE id END) > (?, ?)")
+        args += list(after)
+    rows = cur.execute("SELECT thread_id, CASE kind WHEN 'thread' THEN NULL ELSE id END AS answer_id, at FROM "
+                       f"takedowns {'WHERE ' + ' AND '.join(where) if where else ''} "
+                       "ORDER BY thread_id, COALESCE(answer_id, '') LIMIT ?", (*args, limit)).fetchall()
+    return [Takedown(*r) for r in rows]
+
+
+def lift(cur: sqlite3.Cursor, thread_id: str, answer_id: str | None) -> bool:
+    """Lift a recorded takedown (what is sent later is stored again); False when none was recorded."""
+    if answer_id is None:
+        n = cur.execute("DELETE FROM takedowns WHERE kind='thread' AND id=?", (thread_id,)).rowcount
+    else:
+        n = cur.execute("DELETE FROM takedowns WHERE kind='comment' AND id=? AND thread_id=?",
+                        (answer_id, thread_id)).rowcount
+    return n > 0
+
+
 def admit(cur: sqlite3.Cursor, thread: Thread) -> Applied:
-    """``thread`` as the ledger of the store ``cur`` reads lets a write store it (``apply`` with the rules in force
-    for its authors)."""
-    return apply(thread, rules_for(cur, authors_of(thread)))
+    """``thread`` as the ledger of the store ``cur`` reads lets a write store it: not at all when it is taken down,
+    without its comments that are, then ``apply`` with the erasures in force for its authors."""
+    thread_down, down = taken_down(cur, thread.id, [a.id for a in thread.answers])
+    if thread_down:
+        return Applied(None, [thread.question_text, thread.subject, thread.body, *(a.text for a in thread.answers)],
+                       taken_down=True)
+    gone = [a.text for a in thread.answers if a.id in down]
+    if down:
+        thread = thread.model_copy(update={"answers": [a for a in thread.answers if a.id not in down]})
+    applied = apply(thread, rules_for(cur, authors_of(thread)))
+    applied.texts += gone
+    applied.answers_taken_down = len(gone)
+    return applied

@@ -54,7 +54,7 @@ CREATE INDEX IF NOT EXISTS answers_thread ON answers(thread_id, position);
 CREATE INDEX IF NOT EXISTS threads_seq ON threads(seq);
 CREATE INDEX IF NOT EXISTS threads_author ON threads(author_id);
 CREATE INDEX IF NOT EXISTS answers_author ON answers(author_id);
-""" + ledger.SCHEMA
+""" + ledger.SCHEMA + ledger.TAKEDOWNS
 
 
 class StoreError(Exception):
@@ -90,6 +90,9 @@ class UpsertResult:
     suppressed: list[str] = field(default_factory=list)
     answers_suppressed: int = 0
     posts_anonymized: int = 0
+    # what the ledger's takedowns left out: threads taken down (not written), comments taken down (left out)
+    taken_down: list[str] = field(default_factory=list)
+    answers_taken_down: int = 0
 
     def add(self, other: "UpsertResult") -> None:
         self.inserted += other.inserted
@@ -99,11 +102,14 @@ class UpsertResult:
         self.suppressed += other.suppressed
         self.answers_suppressed += other.answers_suppressed
         self.posts_anonymized += other.posts_anonymized
+        self.taken_down += other.taken_down
+        self.answers_taken_down += other.answers_taken_down
 
     def erased(self) -> dict:
-        """What the erasure ledger left out or anonymized, for a summary (empty when it did nothing)."""
+        """What the ledger (erasures, takedowns) left out or anonymized, for a summary (empty when it did nothing)."""
         return {k: v for k, v in (("suppressed", len(self.suppressed)), ("answers_suppressed", self.answers_suppressed),
-                                  ("posts_anonymized", self.posts_anonymized)) if v}
+                                  ("posts_anonymized", self.posts_anonymized), ("taken_down", len(self.taken_down)),
+                                  ("answers_taken_down", self.answers_taken_down)) if v}
 
 
 @dataclass
@@ -277,15 +283,16 @@ class ThreadStore:
         revision is not above the stored one's is left as stored and listed in ``superseded`` (or counted unchanged
         when it says what the store holds), so whole-thread snapshots that arrive out of order never replace a later
         one. A thread sent without a revision replaces the stored one, as it always has. The erasure ledger applies
-        to each thread first (``indexing.ledger``): an erased user's posts are left out or anonymized, as their
-        erasure said, and counted in the result."""
+        to each thread first (``indexing.ledger``): a thread or comment taken down is left out, an erased user's posts
+        are left out or anonymized, as their erasure said, and each is counted in the result."""
         result = UpsertResult()
         with self._transaction() as cur:
             for t in threads:
                 applied = ledger.admit(cur, t)
-                if applied.thread is None:  # asked by a user erased with remove: not stored, nor its comments
-                    result.suppressed.append(t.id)
+                if applied.thread is None:  # taken down, or asked by a user erased with remove: not stored at all
+                    (result.taken_down if applied.taken_down else result.suppressed).append(t.id)
                     continue
+                result.answers_taken_down += applied.answers_taken_down
                 result.answers_suppressed += applied.answers_removed
                 result.posts_anonymized += applied.posts_anonymized
                 self._upsert_one(cur, applied.thread, result, by_revision=True)
@@ -318,13 +325,17 @@ class ThreadStore:
         thread is the one ``upsert`` of the whole thread would store, its content hash included. Raises
         ``NotInStore`` when the thread is not stored, ``PreconditionFailed`` when ``if_match`` (ETags, or ``*``) does
         not name the stored thread's, and ``StoreError`` (nothing written) when an answer id belongs to another
-        thread. The thread keeps its revision. The erasure ledger applies to the comments sent, as ``upsert`` says.
+        thread. The thread keeps its revision. The ledger applies to the comments sent, as ``upsert`` says: one taken
+        down, or by a user erased with ``remove``, is left out.
         """
         with self._transaction() as cur:
             thread, etag = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}; POST /threads (or "
                                         "`cqa ingest`) stores a new one")
             merged = list(thread.answers)
             result = AnswersResult()
+            _, down = ledger.taken_down(cur, thread_id, [a.id for a in answers])
+            result.answers_taken_down = sum(a.id in down for a in answers)
+            answers = [a for a in answers if a.id not in down]
             answers, gone, result.posts_anonymized = ledger.apply_to_answers(
                 answers, ledger.rules_for(cur, (a.author_id for a in answers if a.author_id is not None)))
             result.answers_suppressed = len(gone)
@@ -370,11 +381,13 @@ class ThreadStore:
             self._count_change(cur)
         return Edited(True, etag)
 
-    def delete_answer(self, thread_id: str, answer_id: str, if_match: Sequence[str] | None = None) -> Removed:
+    def delete_answer(self, thread_id: str, answer_id: str, if_match: Sequence[str] | None = None,
+                      takedown: bool = False) -> Removed:
         """Remove one comment of a stored thread (the others keep their order), in one transaction, as ``delete``
         removes a thread: what a moderator's removal sends. Returns how many comments the thread has left and its ETag
         after; raises ``NotInStore`` when the thread is not stored or holds no such comment, and ``PreconditionFailed``
-        when ``if_match`` does not name its ETag."""
+        when ``if_match`` does not name its ETag. With ``takedown``, the removal is recorded in the ledger in the same
+        transaction, so the comment sent again is left out (``indexing.ledger``)."""
         with self._transaction() as cur:
             thread, _ = self._stored(cur, thread_id, if_match, f"no thread with id {thread_id!r}")
             kept = [a for a in thread.answers if a.id != answer_id]
@@ -382,6 +395,8 @@ class ThreadStore:
                 raise NotInStore(f"thread {thread_id!r} has no answer with id {answer_id!r}")
             etag = self._upsert_one(cur, thread.model_copy(update={"answers": kept}), UpsertResult())
             self._count_change(cur)
+            if takedown:
+                ledger.record_takedown(cur, thread_id, answer_id, time.time())
         return Removed(len(kept), etag, next(a.text for a in thread.answers if a.id == answer_id))
 
     def _stored(self, cur: sqlite3.Cursor, thread_id: str, if_match: Sequence[str] | None,
@@ -449,9 +464,11 @@ class ThreadStore:
                           json.dumps(a.meta, ensure_ascii=False)) for i, a in enumerate(t.answers)])
         return digest
 
-    def delete(self, thread_id: str, if_match: Sequence[str] | None = None) -> Thread | None:
+    def delete(self, thread_id: str, if_match: Sequence[str] | None = None, takedown: bool = False) -> Thread | None:
         """Remove a thread and its comments: the thread as it was (what a purge forgets), None when it is not
-        stored. ``PreconditionFailed`` (nothing removed) when ``if_match`` does not name its ETag."""
+        stored. ``PreconditionFailed`` (nothing removed) when ``if_match`` does not name its ETag. With ``takedown``,
+        the removal is recorded in the ledger in the same transaction, so the thread sent again is not stored
+        (``indexing.ledger``)."""
         with self._transaction() as cur:
             tagged = self._read_tagged(cur, thread_id)
             if tagged is None:
@@ -460,6 +477,8 @@ class ThreadStore:
                 raise PreconditionFailed(thread_id, tagged[1])
             _delete_rows(cur, thread_id)
             self._count_change(cur)
+            if takedown:
+                ledger.record_takedown(cur, thread_id, None, time.time())
         return tagged[0]
 
     def erase_authors(self, author_ids: Sequence[str], remove: bool = False,
@@ -511,6 +530,23 @@ class ThreadStore:
             cur = self._conn.cursor()
             applied = [ledger.admit(cur, t).thread for t in threads]
         return [t for t in applied if t is not None]
+
+    def takedowns(self, thread_id: str | None = None, after: tuple[str, str] | None = None,
+                  limit: int = 100) -> list[ledger.Takedown]:
+        """The takedowns the ledger holds, a page at a time (``ledger.takedowns``)."""
+        with self._lock:
+            return ledger.takedowns(self._conn.cursor(), thread_id, after, limit)
+
+    def record_takedown(self, thread_id: str, answer_id: str | None = None) -> None:
+        """Record a takedown without removing anything (a copy that did not hold it yet: a backup's rewrite)."""
+        with self._transaction() as cur:
+            ledger.record_takedown(cur, thread_id, answer_id, time.time())
+
+    def lift_takedown(self, thread_id: str, answer_id: str | None = None) -> bool:
+        """Lift the takedown of a thread (``answer_id`` None) or of one of its comments, so that what the forum sends
+        again is stored; False when none was recorded."""
+        with self._transaction() as cur:
+            return ledger.lift(cur, thread_id, answer_id)
 
     def erased(self, author_ids: Sequence[str]) -> dict[str, ledger.Rule]:
         """The erasures the store's ledger holds for any of ``author_ids`` (by id): an audit's question, and what a

@@ -463,7 +463,8 @@ def test_comments_of_a_thread_added_edited_and_deleted_one_at_a_time(client):
     r = client.post("/threads/t5/answers", json={"answers": [new]}, headers=ADMIN)
     assert r.status_code == 200, r.text
     assert r.json() | {"note": ""} == {"thread_id": "t5", "inserted": 1, "updated": 0, "unchanged": 0, "answers": 4,
-                                       "answers_suppressed": 0, "posts_anonymized": 0, "note": ""}
+                                       "answers_suppressed": 0, "posts_anonymized": 0, "answers_taken_down": 0,
+                                       "note": ""}
     per_comment = 2 if client.app.state.settings.answer_spec is not None else 1  # the answer encoder's too
     assert ahead() - texts == 1 + per_comment  # the thread's question and this comment, not its other comments
     after = client.get("/threads/t5").json()
@@ -608,7 +609,7 @@ def test_whole_threads_with_revisions_and_writes_on_the_etag_read(client):
     assert ahead() == before and before  # superseded: nothing of it encoded ahead
     assert r.status_code == 200 and r.json() | {"note": ""} == {
         "accepted": 1, "inserted": 0, "updated": 0, "unchanged": 0, "superseded": ["rv"], "suppressed": [],
-        "answers_suppressed": 0, "posts_anonymized": 0, "note": ""}
+        "answers_suppressed": 0, "posts_anonymized": 0, "taken_down": [], "answers_taken_down": 0, "note": ""}
     got = client.get("/threads/rv")
     assert [a["id"] for a in got.json()["answers"]] == ["rv0", "rv1"] and got.json()["revision"] == 7
     etag = got.headers["etag"]

@@ -20,9 +20,9 @@ from app.settings import Settings
 from indexing.backup import backup, dated_name, export
 from indexing.embcache import EmbeddingCache, text_key
 from indexing.erasure import forget, forget_derived, rewrite_backups
-from indexing.ledger import Rule
+from indexing.ledger import Rule, takedowns
 from indexing.models import Answer, Thread
-from indexing.store import StoreError, ThreadStore
+from indexing.store import StoreError, ThreadStore, read_only
 
 from .conftest import ADMIN, CQA, ROOT
 from .test_api import wait_job
@@ -157,6 +157,36 @@ def test_what_an_erased_user_wrote_stays_out_when_it_is_sent_again(tmp_path):
     # the control: a store that erased no one stores them
     with ThreadStore(tmp_path / "control.sqlite3") as other:
         assert other.upsert(forum).inserted == 3 and other.get("t1").author_id == "gone"
+
+
+def test_a_takedown_stays_down_when_the_forum_sends_it_again(tmp_path):
+    """A thread or comment deleted as a takedown is kept on record in the ledger, in the delete's own transaction: the
+    forum's sync, an import or a new comment sending it again leaves it out and counts it, until the takedown is
+    lifted. A plain delete (the control) records nothing, and the thread sent again comes back."""
+    with _filled(tmp_path / "threads.sqlite3") as store:
+        assert store.delete("t1", takedown=True).id == "t1"
+        assert store.delete_answer("t2", "t2c", takedown=True).left == 2
+        assert store.delete("t3") is not None  # not a takedown
+        forum = _forum()
+        r = store.upsert(forum)
+        assert (r.taken_down, r.answers_taken_down, r.inserted, r.updated, r.suppressed) == (["t1"], 1, 1, 1, []), r
+        assert store.get("t1") is None and [a.id for a in store.get("t2").answers] == ["t2a", "t2b"]
+        assert store.get("t3") is not None  # the control: deleted without a takedown, sent again, stored
+        a = store.upsert_answers("t2", [forum[1].answers[2], Answer(id="t2d", text="New", author_id="other")])
+        assert (a.inserted, a.answers_taken_down, a.answers) == (1, 1, 3), a
+        assert [t.id for t in store.admitted(forum)] == ["t2", "t3"]
+        assert "t2c" not in [a.id for a in store.admitted(forum)[0].answers]
+        assert [(t.thread_id, t.answer_id) for t in store.takedowns()] == [("t1", None), ("t2", "t2c")]
+        page = store.takedowns(limit=1)
+        assert [(t.thread_id, t.answer_id) for t in store.takedowns(after=(page[0].thread_id, ""))] == [("t2", "t2c")]
+        assert [t.answer_id for t in store.takedowns("t2")] == ["t2c"]
+    with ThreadStore(tmp_path / "threads.sqlite3") as again:  # another process: the record is in the file
+        assert again.upsert([forum[0]]).taken_down == ["t1"]
+        assert not again.lift_takedown("t2", "t1a") and not again.lift_takedown("t3")  # none on record
+        assert again.lift_takedown("t1") and again.lift_takedown("t2", "t2c")
+        r = again.upsert(forum[:2])
+        assert (r.taken_down, r.answers_taken_down, r.inserted, r.updated) == ([], 0, 1, 1), r
+        assert again.takedowns() == [] and [a.id for a in again.get("t2").answers] == ["t2a", "t2b", "t2c"]
 
 
 def _backups_of(store: ThreadStore, folder: Path) -> dict[str, Path]:
@@ -350,6 +380,29 @@ def test_a_delete_with_purge_leaves_nothing_of_the_post_on_disk(client, monkeypa
     assert [p.name for p in svc.settings.index_root.glob("gen-*")] == [client.get("/ready").json()["generation"]]
     assert client.delete("/threads/t1?purge=true", headers=ADMIN).status_code == 404
     assert client.delete("/threads/t2/answers/t2b?purge=true", headers=ADMIN).status_code == 404
+    # kept on record: the forum sends both again (its sync) and they stay out, in the store and in its backup
+    listed = client.get("/takedowns", headers=ADMIN).json()
+    assert [(t["thread_id"], t["answer_id"]) for t in listed["takedowns"]] == [("t1", None), ("t2", "t2b")]
+    page = client.get("/takedowns?limit=1", headers=ADMIN).json()
+    assert [t["thread_id"] for t in client.get("/takedowns", params={"after": page["next"]}, headers=ADMIN).json()[
+        "takedowns"]] == ["t2"] and page["takedowns"][0]["thread_id"] == "t1"
+    for bad in ("t1", "null", "5", '"ab"', "[" * 1000 + "]" * 1000, '["t1", 2]'):  # not a page's `next`
+        assert client.get("/takedowns", params={"after": bad}, headers=ADMIN).status_code == 422, bad
+    r = client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]}, headers=ADMIN)
+    assert r.status_code == 200 and (r.json()["taken_down"], r.json()["answers_taken_down"]) == (["t1"], 1), r.json()
+    assert SECRET.encode() not in _bytes_under(folder)
+    conn = read_only(next(svc.settings.backups_folder.glob("threads-*.sqlite3")))
+    try:  # a service restored from the rewritten backup keeps both down
+        assert [(t.thread_id, t.answer_id) for t in takedowns(conn.cursor())] == [("t1", None), ("t2", "t2b")]
+    finally:
+        conn.close()
+    # lifted: the forum's next send stores it again
+    assert client.delete("/takedowns/t2?answer_id=t2b", headers=ADMIN).json()["lifted"] is True
+    assert client.delete("/takedowns/t2?answer_id=t2b", headers=ADMIN).status_code == 404
+    r = client.post("/threads/t2/answers", json={"answers": [json.loads(_forum()[1].answers[1].model_dump_json())]},
+                    headers=ADMIN)
+    assert r.status_code == 200 and (r.json()["inserted"], r.json()["answers_taken_down"]) == (1, 0), r.json()
+    assert client.get("/takedowns", headers=ADMIN).json()["takedowns"][0]["thread_id"] == "t1"
 
 
 def test_cqa_erase_anonymizes_and_says_what_it_did(tmp_path, cli_env):
