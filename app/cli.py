@@ -148,6 +148,28 @@ def cmd_erase(args: argparse.Namespace) -> int:
     return 0 if not (derived.get("generations_still_served") or derived.get("backups_being_written")) else 1
 
 
+# --- restore --------------------------------------------------------------------------
+def cmd_restore(args: argparse.Namespace) -> int:
+    import sqlite3
+
+    from indexing.restore import RestoreError, restore
+    from indexing.store import StoreError
+    settings = _settings(args)
+    try:
+        summary = restore(settings, Path(args.backup), ledgers=[] if args.no_default_ledgers else None,
+                          extra_ledgers=[Path(p) for p in args.ledger_from or []],
+                          backups_folder=settings.backups_folder, replace=args.replace, reindex=not args.no_reindex,
+                          progress=not args.quiet)
+    except (RestoreError, StoreError, OSError, sqlite3.Error) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if summary["ledgers_unreadable"]:
+        log.warning("%d ledgers could not be read and were not applied: %s", len(summary["ledgers_unreadable"]),
+                    ", ".join(summary["ledgers_unreadable"]))
+    _emit(summary)
+    return 0
+
+
 # --- reindex --------------------------------------------------------------------------
 def cmd_reindex(args: argparse.Namespace) -> int:
     from indexing.reindex import ReindexError, reindex
@@ -420,8 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "consistent as of the moment the copy began, while `cqa serve`, `cqa ingest` or anything else "
                        "goes on writing (SQLite's VACUUM INTO: one read transaction, no writer waits). The copy is "
                        "checked (PRAGMA integrity_check), flushed to disk and only then given its name; an existing "
-                       "file is never replaced. To restore: put it as threads.sqlite3 in an empty data folder and run "
-                       "`cqa serve`, which builds the indexes. Last line: JSON with the file, its threads, answers, "
+                       "file is never replaced. To restore: `cqa restore FILE`, which applies the erasures and takedowns "
+                       "made since. Last line: JSON with the file, its threads, answers, "
                        "fingerprint, bytes and seconds.")
     s.add_argument("dest", help="the new file, or a folder to put threads-YYYYmmddTHHMMSS.mmmZ.sqlite3 in (UTC)")
     s.set_defaults(func=cmd_backup)
@@ -473,6 +495,33 @@ def build_parser() -> argparse.ArgumentParser:
                    "and name them (default: $CQA_ERASE_BACKUPS, rewrite)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_erase)
+
+    s = sub.add_parser("restore", help="restore the store from a backup, without what was erased or taken down since",
+                       description="Make the data folder's store a copy of BACKUP (a `cqa backup` file or a `cqa "
+                       "export` file, told apart by their bytes), without bringing back what was erased (`cqa erase`, "
+                       "POST /erasures) or taken down (DELETE ?purge=true) after it was made. The ledgers of the "
+                       "data folder's store (the one replaced) and of every store backup in the backups folder "
+                       "($CQA_BACKUP_DIR), and of each --ledger-from, are applied to the copy before it goes in "
+                       "place: their erasures and takedowns are recorded in its ledger and applied to its posts (an "
+                       "erasure recorded by a store of another lineage, under its own key, still finds its users "
+                       "among the copy's authors). A store already there is refused unless --replace, which moves it "
+                       "aside as threads.sqlite3.replaced-<UTC time> (nothing is deleted). Then a generation is built "
+                       "from scratch and made live, and the older ones deleted. Stop the service first: a data folder "
+                       "a service serves is refused. Last line: JSON with what was restored and what the ledgers "
+                       "changed (no text, no author id); exit 2, nothing changed, when refused.")
+    s.add_argument("backup", help="the backup file: a store copy (.sqlite3) or an export (.jsonl.gz)")
+    s.add_argument("--replace", action="store_true",
+                   help="replace the data folder's store, which is moved aside and whose ledger is applied")
+    s.add_argument("--ledger-from", action="append", metavar="PATH",
+                   help="one more store, or store backup, whose erasures and takedowns apply (repeatable); one "
+                   "that cannot be read stops the restore")
+    s.add_argument("--no-default-ledgers", action="store_true",
+                   help="read no ledger but those of --ledger-from (not the replaced store's, not the backups "
+                   "folder's)")
+    s.add_argument("--no-reindex", action="store_true",
+                   help="do not build a generation: run `cqa reindex --full` before serving")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_restore)
 
     s = sub.add_parser("reindex", help="build a new index generation and make it live",
                        description="Build BM25, query-likelihood LM and FAISS indexes from the store into a "

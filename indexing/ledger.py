@@ -25,6 +25,7 @@ import hmac
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -226,3 +227,53 @@ def admit(cur: sqlite3.Cursor, thread: Thread) -> Applied:
     applied.texts += gone
     applied.answers_taken_down = len(gone)
     return applied
+
+
+@dataclass
+class Held:
+    """What one store's ledger holds (``read``): the hash's key (None before its first erasure), each erasure by
+    its keyed hash, and the takedowns."""
+    key: bytes | None
+    erasures: dict[str, Rule] = field(default_factory=dict)
+    takedowns: list[Takedown] = field(default_factory=list)
+
+    def matching(self, author_ids: Iterable[str]) -> dict[str, Rule]:
+        """Of ``author_ids``, those this ledger holds an erasure of (by id), found by hashing each under its key."""
+        if self.key is None or not self.erasures:
+            return {}
+        return {a: self.erasures[h] for a in author_ids if (h := _hashed(self.key, a)) in self.erasures}
+
+
+def read(cur: sqlite3.Cursor) -> Held:
+    """The ledger of the store ``cur`` reads (any connection, read-only included); empty for a store written before
+    the ledger existed."""
+    try:
+        key = _key(cur)
+        erasures = {k: Rule(bool(r), frozenset(json.loads(m)))
+                    for k, r, m in cur.execute("SELECT author_key, remove, meta_keys FROM erasures")}
+        held = takedowns(cur, limit=-1)
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return Held(None)
+    return Held(key, erasures, held)
+
+
+def carry(cur: sqlite3.Cursor, other: Held) -> bool:
+    """Add ``other``'s erasures to the ledger of the store ``cur`` writes, where both hash under one key (or this one
+    has none yet and takes ``other``'s), each merged with any it holds (``Rule.with_``); False, and nothing carried,
+    where the keys differ (stores of other lineages: ``Held.matching`` finds their users among the posts instead).
+    The takedowns are not carried here: ``record_takedown``."""
+    if other.key is None or not other.erasures:
+        return True
+    own = _key(cur)
+    if own is None:
+        cur.execute("INSERT INTO meta VALUES (?, ?)", (_KEY_ROW, other.key.hex()))
+    elif own != other.key:
+        return False
+    now = {k: Rule(bool(r), frozenset(json.loads(m))) for k, r, m in cur.execute(
+        "SELECT author_key, remove, meta_keys FROM erasures")}
+    merged = {k: now[k].with_(r) if k in now else r for k, r in other.erasures.items()}
+    cur.executemany("INSERT OR REPLACE INTO erasures VALUES (?, ?, ?, ?)",
+                    [(k, int(r.remove), json.dumps(sorted(r.meta_keys)), time.time()) for k, r in merged.items()])
+    return True

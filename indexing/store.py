@@ -548,6 +548,24 @@ class ThreadStore:
         with self._transaction() as cur:
             return ledger.lift(cur, thread_id, answer_id)
 
+    def ledger(self) -> ledger.Held:
+        """What the store's ledger holds: its erasures (keyed hashes) and takedowns."""
+        with self._lock:
+            return ledger.read(self._conn.cursor())
+
+    def carry_ledger(self, other: ledger.Held) -> bool:
+        """Add another store's erasures to this one's ledger, where they hash under one key (``ledger.carry``); False
+        where the keys differ."""
+        with self._transaction() as cur:
+            return ledger.carry(cur, other)
+
+    def author_ids(self) -> list[str]:
+        """Every author id a question or comment carries."""
+        with self._lock:
+            return [r[0] for r in self._conn.execute(
+                "SELECT author_id FROM threads WHERE author_id IS NOT NULL UNION "
+                "SELECT author_id FROM answers WHERE author_id IS NOT NULL")]
+
     def erased(self, author_ids: Sequence[str]) -> dict[str, ledger.Rule]:
         """The erasures the store's ledger holds for any of ``author_ids`` (by id): an audit's question, and what a
         write of theirs meets."""

@@ -1,0 +1,173 @@
+"""Restoring the store from a backup made before an erasure and a takedown, as an operator runs it: `cqa restore`,
+side by side with the way the README gave before it (the copy put in place by hand, then `cqa reindex --full`; an
+export read by `cqa ingest`, then `cqa reindex --full`).
+
+On a copy of a data folder (the 2016 corpus's by default, with its embedding cache, as on the machine that serves
+it), a store backup and an export are made off-site (outside the backups folder: an erasure does not rewrite them).
+Then the user with the most comments, at most 200 (`--remove`), is erased with `remove`, and a thread taken down
+(`--takedown`; by default the one with the most comments no other post repeats), in the store, their texts' vectors
+deleted from the embedding cache, and a generation built from scratch, as the erasure's job does. Each arm runs on its own copy of that folder:
+
+- **store, restore**: `cqa restore OLD.sqlite3 --replace` (the store replaced is the ledger);
+- **store, by hand**: OLD.sqlite3 copied over threads.sqlite3, then `cqa reindex --full`;
+- **export, restore**: no store left (damaged, say), a store backup in the backups folder made after the erasure (as
+  its job rewrites them), `cqa restore OLD.jsonl.gz`;
+- **export, by hand**: `cqa ingest OLD.jsonl.gz` into the folder without a store, then `cqa reindex --full`.
+
+After each: the seconds to a live generation, how many of the erased user's and the thread's texts (40 characters
+or more, those no other post holds) the restored store holds, and what the forum's sync sending again every thread
+the user wrote in, and the thread taken down, stores (`ThreadStore.upsert`, as POST /threads writes).
+
+    python bench/restore.py [--data-dir var/benchmarks/fullcorpus-2016] [--remove U268] [--takedown ID]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from erasure import heaviest  # noqa: E402
+
+from app.settings import Settings  # noqa: E402
+from indexing.backup import backup, dated_name, export  # noqa: E402
+from indexing.erasure import forget_vectors  # noqa: E402
+from indexing.store import ThreadStore  # noqa: E402
+
+CQA = [sys.executable, "-m", "app.cli"]
+
+
+def cqa(data: Path, *args: str) -> tuple[float, dict]:
+    """One `cqa` command on the data folder ``data``: its seconds and the JSON of its last line."""
+    env = {"CQA_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    t0 = time.perf_counter()
+    run = subprocess.run([*CQA, *args, "-q"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - t0
+    if run.returncode != 0:
+        raise SystemExit(f"cqa {' '.join(args)}: exit {run.returncode}\n{run.stderr[-3000:]}")
+    return seconds, json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def held(store_file: Path, texts: list[str]) -> set[str]:
+    """Those of ``texts`` some post of the store at ``store_file`` holds (within its text, subject or body): one
+    read of the store, then Python's substring search, not SQLite's ``instr`` once per text and row."""
+    with sqlite3.connect(store_file) as c:
+        everything = "\0".join([r[0] for r in c.execute("SELECT text FROM answers")]
+                                + [f"{s}\0{b}" for s, b in c.execute("SELECT subject, body FROM threads")])
+    return {t for t in texts if t in everything}
+
+
+def synced(store_file: Path, resend: list) -> dict:
+    """What the store at ``store_file`` makes of the forum sending ``resend`` again (a copy of it: nothing kept)."""
+    with tempfile.TemporaryDirectory(prefix="cqa-sync-") as tmp:
+        copy = Path(tmp) / "s.sqlite3"
+        backup(store_file, copy)
+        with ThreadStore(copy) as store:
+            r = store.upsert(resend)
+    return {"inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged, **r.erased()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
+                    help="a data folder with a live generation (copied)")
+    ap.add_argument("--remove", help="the author erased (default: see above)")
+    ap.add_argument("--takedown", help="the thread taken down (default: see above)")
+    args = ap.parse_args()
+    store_file = args.data_dir / "threads.sqlite3"
+    if not store_file.is_file():
+        raise SystemExit(f"{args.data_dir}: no store; python bench/rerank_quality.py builds the 2016 corpus's folder")
+    user = args.remove or heaviest(store_file, 200, set())
+    with sqlite3.connect(store_file) as c:
+        if args.takedown is None:
+            args.takedown = c.execute(
+                "SELECT t.id FROM threads t JOIN answers a ON a.thread_id = t.id WHERE (t.author_id IS NULL OR "
+                "t.author_id != ?) AND a.text IN (SELECT text FROM answers GROUP BY text HAVING COUNT(*) = 1) "
+                "GROUP BY t.id ORDER BY COUNT(*) DESC, t.id LIMIT 1", (user,)).fetchone()[0]
+        texts = sorted({t for (t,) in c.execute("SELECT text FROM answers WHERE (author_id=? OR thread_id=?) AND "
+                                                "length(text) >= 40", (user, args.takedown))})  # each text once
+    with ThreadStore(store_file) as store:
+        resend = [t for t in store.iter_threads()
+                  if t.id == args.takedown or user in {t.author_id, *(a.author_id for a in t.answers)}]
+    out: dict = {"bench": "restore", "machine": platform.processor() or platform.machine(),
+                 "date": time.strftime("%Y-%m-%d"), "user": user, "takedown": args.takedown,
+                 "threads_resent": len(resend)}
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cqa-restore-") as tmp:
+        tmp = Path(tmp)
+        base, offsite = tmp / "base", tmp / "offsite"
+        shutil.copytree(args.data_dir, base, ignore=shutil.ignore_patterns("reports", "jobs", "backups"))
+        offsite.mkdir()
+        backup(base / "threads.sqlite3", offsite / "old.sqlite3")
+        export(base / "threads.sqlite3", offsite / "old.jsonl.gz")
+        with ThreadStore(base / "threads.sqlite3") as store:
+            t0 = time.perf_counter()
+            erased = store.erase_authors([user], remove=True)
+            gone = store.delete(args.takedown, takedown=True)
+            out["erasure_store_ms"] = round(1000 * (time.perf_counter() - t0), 1)
+            erased.texts += store.unheld([gone.subject, gone.body, *(a.text for a in gone.answers)])
+        out["erased"] = erased.summary()
+        out["cache_vectors_deleted"] = forget_vectors(Settings(data_dir=base), erased)  # as the erasure does
+        out["rebuild_after_erasure_s"] = round(cqa(base, "reindex", "--full")[0], 2)  # as the erasure's job does
+        print(f"erased and rebuilt ({time.perf_counter() - start:.0f} s in)", file=sys.stderr)
+        elsewhere = held(base / "threads.sqlite3", texts)
+        texts = [t for t in texts if t not in elsewhere]  # those no other post holds
+        out["texts_checked"] = len(texts)
+        out["texts_in_old_backup"] = len(held(offsite / "old.sqlite3", texts))
+
+        arms: dict[str, dict] = {}
+        for arm in ("store_restore", "store_by_hand", "export_restore", "export_by_hand"):
+            data = tmp / arm
+            shutil.copytree(base, data)
+            if arm == "store_restore":
+                seconds, summary = cqa(data, "restore", str(offsite / "old.sqlite3"), "--replace")
+                note = {k: summary[k] for k in ("authors_erased", "threads_deleted", "answers_removed",
+                                                "takedowns_applied", "build_seconds")}
+            elif arm == "store_by_hand":
+                t0 = time.perf_counter()
+                for side in ("", "-wal", "-shm"):
+                    Path(f"{data / 'threads.sqlite3'}{side}").unlink(missing_ok=True)
+                shutil.copyfile(offsite / "old.sqlite3", data / "threads.sqlite3")
+                seconds, summary = cqa(data, "reindex", "--full")
+                seconds += time.perf_counter() - t0
+                note = {"build_seconds": summary["seconds"]}
+            elif arm == "export_restore":
+                (data / "backups").mkdir()
+                backup(data / "threads.sqlite3", data / "backups" / dated_name("store"))  # made after the erasure
+                for side in ("", "-wal", "-shm"):
+                    Path(f"{data / 'threads.sqlite3'}{side}").unlink(missing_ok=True)
+                seconds, summary = cqa(data, "restore", str(offsite / "old.jsonl.gz"))
+                note = {"export": summary["export"], "build_seconds": summary["build_seconds"]}
+            else:
+                for side in ("", "-wal", "-shm"):
+                    Path(f"{data / 'threads.sqlite3'}{side}").unlink(missing_ok=True)
+                ingest_s, _ = cqa(data, "ingest", str(offsite / "old.jsonl.gz"), "--encode", "never")
+                seconds, summary = cqa(data, "reindex", "--full")
+                note = {"ingest_seconds": round(ingest_s, 2), "build_seconds": summary["seconds"]}
+                seconds += ingest_s
+            arms[arm] = {"seconds": round(seconds, 2), **note,
+                         "texts_left": len(held(data / "threads.sqlite3", texts)),
+                         "sync_again": synced(data / "threads.sqlite3", resend)}
+            print(f"{arm:15s} ({time.perf_counter() - start:.0f} s in) {seconds:7.2f} s  texts left {arms[arm]['texts_left']:4d}  sync "
+                  f"{arms[arm]['sync_again']}", file=sys.stderr)
+            shutil.rmtree(data)
+    out["arms"] = arms
+    out["ratio_store_restore_to_by_hand"] = round(arms["store_restore"]["seconds"] / arms["store_by_hand"]["seconds"], 3)
+    out["ratio_export_restore_to_by_hand"] = round(arms["export_restore"]["seconds"]
+                                                   / arms["export_by_hand"]["seconds"], 3)
+    assert arms["store_restore"]["texts_left"] == 0 and arms["export_restore"]["texts_left"] == 0, arms
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

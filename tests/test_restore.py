@@ -1,0 +1,131 @@
+"""Restoring the store from a backup (`cqa restore`, `indexing.restore`): a backup made before an erasure or a
+takedown, kept where the erasure does not rewrite backups (a copy off the machine), comes back without what was
+erased or taken down since, because the ledgers of the stores that know better are applied to it first."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from app.settings import Settings
+from indexing.backup import backup, export
+from indexing.generations import write_lease
+from indexing.ledger import Rule
+from indexing.restore import RestoreError, restore
+from indexing.store import ThreadStore
+
+from .conftest import CQA
+from .test_erasure import SECRET, _bytes_under, _filled, _forum
+
+
+def _erased_since(store: ThreadStore) -> None:
+    """After the backups: ``gone`` erased with remove, ``third`` anonymized, t3 taken down, t2c's comment too."""
+    store.erase_authors(["gone"], remove=True)
+    store.erase_authors(["third"], meta_keys=["username"])
+    store.delete("t3", takedown=True)
+    store.delete_answer("t2", "t2c", takedown=True)
+
+
+def _as_the_ledgers_say(store: ThreadStore) -> None:
+    """What a store restored with the ledgers holds and keeps: the erasures applied and on record, the takedowns."""
+    assert store.get("t1") is None and store.get("t3") is None
+    assert [(a.id, a.author_id) for a in store.get("t2").answers] == [("t2a", None)]
+    assert store.posts_by(["gone", "third"]) == []
+    assert store.erased(["gone", "third"]) == {"gone": Rule(True), "third": Rule(False, frozenset({"username"}))}
+    assert [(t.thread_id, t.answer_id) for t in store.takedowns()] == [("t2", "t2c"), ("t3", None)]
+    r = store.upsert(_forum())  # the forum's sync sends everything again
+    assert (r.suppressed, r.taken_down, r.answers_taken_down, r.inserted) == (["t1"], ["t3"], 1, 0), r
+
+
+def test_a_backup_from_before_an_erasure_comes_back_without_it(tmp_path):
+    settings = Settings(data_dir=tmp_path / "var")
+    offsite = tmp_path / "offsite"  # not the backups folder: the erasure does not rewrite these
+    offsite.mkdir()
+    with _filled(settings.store_path) as store:
+        backup(store.path, offsite / "old.sqlite3")
+        export(store.path, offsite / "old.jsonl.gz")
+        _erased_since(store)
+    assert SECRET.encode() in (offsite / "old.sqlite3").read_bytes()  # the control: the copy itself holds it
+    with pytest.raises(RestoreError, match="--replace"):
+        restore(settings, offsite / "old.sqlite3", reindex=False)
+    done = restore(settings, offsite / "old.sqlite3", replace=True, reindex=False)
+    assert done["kind"] == "store" and done["ledgers_read"] == [str(settings.store_path)], done
+    assert (done["authors_erased"], done["takedowns"], done["takedowns_applied"], done["erasures_carried"]) == (
+        2, 2, 2, 2), done
+    assert done["replaced_as"].startswith("threads.sqlite3.replaced-")
+    with ThreadStore(settings.store_path) as restored:
+        _as_the_ledgers_say(restored)
+    with ThreadStore(settings.data_dir / done["replaced_as"]) as replaced:  # moved aside, not lost
+        assert replaced.counts() == {"threads": 1, "answers": 1}
+    assert SECRET.encode() not in _bytes_under(settings.data_dir, skip="replaced")
+
+    # an export, into an empty data folder, with the restored store's ledger named
+    other = Settings(data_dir=tmp_path / "var2")
+    done = restore(other, offsite / "old.jsonl.gz", extra_ledgers=[settings.store_path], reindex=False)
+    assert done["kind"] == "export" and done["export"] == {"inserted": 1, "suppressed": 1, "answers_suppressed": 1,
+                                                           "posts_anonymized": 2, "taken_down": 1,
+                                                           "answers_taken_down": 1}, done
+    with ThreadStore(other.store_path) as restored:
+        _as_the_ledgers_say(restored)
+    assert SECRET.encode() not in _bytes_under(other.data_dir)
+
+
+def test_a_ledger_of_another_lineage_still_finds_its_users(tmp_path):
+    """A store rebuilt from an export (no ledger) drew its own key at its own first erasure: the other store's
+    records cannot be copied across, but its users are found among the restored posts by their hashes and erased;
+    a record whose user the copy does not hold is counted as not carried."""
+    settings = Settings(data_dir=tmp_path / "var")
+    with _filled(tmp_path / "a.sqlite3") as a:
+        a.erase_authors(["gone", "nobody"], remove=True)
+    with _filled(tmp_path / "b.sqlite3") as b:
+        b.erase_authors(["third"])  # its own key
+        backup(b.path, tmp_path / "b-backup.sqlite3")
+    done = restore(settings, tmp_path / "b-backup.sqlite3", extra_ledgers=[tmp_path / "a.sqlite3"], reindex=False)
+    assert (done["erasures_carried"], done["erasures_not_carried"], done["authors_erased"]) == (0, 1, 1), done
+    with ThreadStore(settings.store_path) as restored:
+        assert restored.get("t1") is None and restored.posts_by(["gone"]) == []
+        assert set(restored.erased(["gone", "third", "nobody"])) == {"gone", "third"}
+
+
+def test_a_restore_is_refused_while_served_and_reads_past_a_damaged_store(tmp_path):
+    settings = Settings(data_dir=tmp_path / "var")
+    with _filled(tmp_path / "good.sqlite3") as good:
+        backup(good.path, tmp_path / "backup.sqlite3")
+    settings.store_path.parent.mkdir(parents=True)
+    settings.store_path.write_bytes(b"SQLite format 3\0" + b"\xff" * 4000)  # damaged: why one restores
+    (settings.index_root / "gen-1").mkdir(parents=True)
+    write_lease(settings.index_root, "worker-1", "gen-1", ttl_s=60)
+    with pytest.raises(RestoreError, match="stop it"):
+        restore(settings, tmp_path / "backup.sqlite3", replace=True, reindex=False)
+    for lease in (settings.index_root / ".leases").iterdir():
+        lease.unlink()
+    with pytest.raises(RestoreError, match="cannot read the ledger"):  # named by the operator: stops the restore
+        restore(settings, tmp_path / "backup.sqlite3", replace=True, extra_ledgers=[settings.store_path],
+                reindex=False)
+    done = restore(settings, tmp_path / "backup.sqlite3", replace=True, reindex=False)
+    assert list(done["ledgers_unreadable"]) == [str(settings.store_path)] and done["threads"] == 3, done
+    assert (settings.data_dir / done["replaced_as"]).read_bytes().endswith(b"\xff" * 100)  # kept as it was
+    (tmp_path / "notes.txt").write_text("not a backup")
+    for path, why in ((tmp_path / "notes.txt", "neither"), (tmp_path / "missing.sqlite3", "no such file")):
+        with pytest.raises(RestoreError, match=why):
+            restore(Settings(data_dir=tmp_path / "v3"), path, reindex=False)
+    assert not (tmp_path / "v3").exists()  # refused before anything was made
+
+
+def test_cqa_restore_rebuilds_the_indexes_and_refuses_without_replace(tmp_path, cli_env):
+    data = tmp_path / "var"
+    env = {**cli_env, "CQA_DATA_DIR": str(data)}
+    with _filled(data / "threads.sqlite3") as store:
+        backup(store.path, tmp_path / "old.sqlite3")
+        _erased_since(store)
+    run = subprocess.run([*CQA, "restore", str(tmp_path / "old.sqlite3"), "-q"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 2 and "--replace" in run.stderr, run.stderr
+    run = subprocess.run([*CQA, "restore", str(tmp_path / "old.sqlite3"), "--replace", "-q"], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["threads"] == 1 and out["authors_erased"] == 2 and out["generation"], out
+    assert [p.name for p in (data / "indexes").glob("gen-*")] == [out["generation"]]
+    assert SECRET.encode() not in _bytes_under(data, skip="replaced") and "gone" not in run.stdout + run.stderr
