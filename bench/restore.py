@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import sqlite3
@@ -49,7 +50,7 @@ CQA = [sys.executable, "-m", "app.cli"]
 
 def cqa(data: Path, *args: str) -> tuple[float, dict]:
     """One `cqa` command on the data folder ``data``: its seconds and the JSON of its last line."""
-    env = {"CQA_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    env = {**os.environ, "CQA_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     run = subprocess.run([*CQA, *args, "-q"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     seconds = time.perf_counter() - t0

@@ -339,6 +339,21 @@ def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_lef
     assert out["searches"]["before"]["failed"] == 0 == out["searches"]["during"]["failed"]
 
 
+def test_restore_bench_brings_back_nothing_erased_where_the_copy_by_hand_does(tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    env = {**cli_env, "CQA_DENSE_ENCODER": "base", "CQA_ANSWER_ENCODER": "none"}  # the folder's: its build is cached
+    out = run_bench("restore.py", "--data-dir", str(s.data_dir), env=env, timeout=900)
+    arms = out["arms"]
+    assert out["texts_checked"] > 0 and out["texts_in_old_backup"] == out["texts_checked"]
+    for arm in ("store", "export"):
+        restored, by_hand = arms[f"{arm}_restore"], arms[f"{arm}_by_hand"]
+        assert restored["texts_left"] == 0 and by_hand["texts_left"] == out["texts_checked"]  # the control holds them
+        assert restored["sync_again"]["taken_down"] == 1 and "taken_down" not in by_hand["sync_again"]
+        assert restored["sync_again"]["inserted"] == 0 == by_hand["sync_again"]["inserted"]
+        assert out[f"ratio_{arm}_restore_to_by_hand"] > 0
+    assert arms["store_restore"]["takedowns_applied"] == 1 and arms["export_restore"]["export"]["taken_down"] == 1
+
+
 def test_long_thread_bench_ranks_stored_threads_past_post_reranks_limit_before_and_after_indexing(
         tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 30)
