@@ -24,8 +24,9 @@
 4. **The ledger in action:** after the erasures, every thread the removed user wrote in is sent again through
    `POST /threads`, as a forum's sync would: what it stored and left out, and the user's posts after (none).
 
-The writes of step 1 go to a third copy too, with `--erased-on-record` erasures in its ledger, and a fourth kind: a
-batch of 20 whole threads in one `upsert` (an import, a sync). `p50_ratio_ledger_on` is the ledger's cost.
+The writes of step 1 go to a third copy too, with `--erased-on-record` erasures and as many takedowns in its ledger,
+and a fourth kind: a batch of 20 whole threads in one `upsert` (an import, a sync). `p50_ratio_ledger_on` is the
+ledger's cost.
 
     python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268] [--takedown ID]
 """
@@ -50,6 +51,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from conditional_writes import TOKEN, call, quantiles  # noqa: E402
 from load import server  # noqa: E402
 
+from indexing.ledger import record_takedown  # noqa: E402
 from indexing.models import Answer  # noqa: E402
 from indexing.store import ThreadStore  # noqa: E402
 
@@ -59,8 +61,9 @@ ARMS = ("on", "off", "ledger")
 
 def writes_side_by_side(store_file: Path, rounds: int, erased: int) -> dict:
     """The same writes to three copies of the store: ``on``, as shipped (``secure_delete`` on, no erasure on record);
-    ``off``, with ``secure_delete`` off; ``ledger``, as shipped with ``erased`` users' erasures on record (ids no post
-    carries, so every write looks its authors up in the ledger and finds nothing to change)."""
+    ``off``, with ``secure_delete`` off; ``ledger``, as shipped with ``erased`` users' erasures and ``erased``
+    takedowns on record (ids no post carries, so every write looks its authors, thread and comments up in the ledger
+    and finds nothing to change)."""
     with tempfile.TemporaryDirectory(prefix="cqa-erase-w-") as tmp:
         stores = {}
         for arm in ARMS:
@@ -68,6 +71,9 @@ def writes_side_by_side(store_file: Path, rounds: int, erased: int) -> dict:
             stores[arm] = ThreadStore(Path(tmp) / f"{arm}.sqlite3")
         stores["off"]._conn.execute("PRAGMA secure_delete=OFF")
         stores["ledger"].erase_authors([f"bench-erased-{i}" for i in range(erased)], remove=True)
+        with stores["ledger"]._transaction() as cur:  # and as many takedowns, of threads and comments
+            for i in range(erased):
+                record_takedown(cur, f"bench-down-{i}", None if i % 2 else f"bench-down-c{i}", time.time())
         assert stores["on"]._conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
         ids = [r[0] for r in stores["on"]._conn.execute(
             "SELECT thread_id FROM answers GROUP BY thread_id HAVING COUNT(*) = 10 ORDER BY thread_id LIMIT ?",

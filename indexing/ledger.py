@@ -173,17 +173,18 @@ def record_takedown(cur: sqlite3.Cursor, thread_id: str, answer_id: str | None, 
 
 def taken_down(cur: sqlite3.Cursor, thread_id: str, answer_ids: Sequence[str]) -> tuple[bool, set[str]]:
     """Whether the thread ``thread_id`` is taken down, and which of ``answer_ids`` are (a comment's takedown goes by
-    its id, which is unique in the store)."""
-    if cur.execute("SELECT 1 FROM takedowns LIMIT 1").fetchone() is None:
-        return False, set()
-    if cur.execute("SELECT 1 FROM takedowns WHERE kind='thread' AND id=?", (thread_id,)).fetchone():
-        return True, set()
-    ids, down = sorted(set(answer_ids)), set()
-    for i in range(0, len(ids), 500):
+    its id, which is unique in the store): one indexed read for a thread of up to 500 comments."""
+    ids = sorted(set(answer_ids))
+    thread, down = False, set()
+    for i in range(0, max(len(ids), 1), 500):
         chunk = ids[i:i + 500]
-        down.update(r[0] for r in cur.execute(
-            f"SELECT id FROM takedowns WHERE kind='comment' AND id IN ({','.join('?' * len(chunk))})", chunk))
-    return False, down
+        for kind, id_ in cur.execute("SELECT kind, id FROM takedowns WHERE (kind='thread' AND id=?) OR (kind='comment' "
+                                     f"AND id IN ({','.join('?' * len(chunk))}))", (thread_id, *chunk)):
+            if kind == "thread":
+                thread = True
+            else:
+                down.add(id_)
+    return thread, down
 
 
 def takedowns(cur: sqlite3.Cursor, thread_id: str | None = None, after: tuple[str, str] | None = None,
