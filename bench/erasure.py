@@ -15,7 +15,8 @@
    - the searches' p50 before and during the job, and their failures.
 
    Then a moderator's takedown: `DELETE /threads/{id}?purge=true` of a thread (`--takedown`; by default the one with
-   the most comments no other post repeats), its job timed. After: the same questions again (none of the removed
+   the most comments no other post repeats), its job timed, and the thread sent again through `POST /threads` (the
+   takedown on record leaves it out). After: the same questions again (none of the removed
    comments may come back), and no file under the data folder may hold the text of a removed comment or of the thread
    taken down (of 40 characters or more), but those another user's post holds (the SemEval files hold one comment in
    several threads under several user ids, and a comment may quote another: the store keeps those). The data
@@ -243,6 +244,11 @@ def main() -> None:
             assert s == 200, gone
             takedown_job = finished(base, gone["job"]["id"])
             assert takedown_job["state"] == "succeeded", takedown_job
+            # the forum, which still holds the thread, sends it again: the takedown on record leaves it out
+            s, _, again, again_ms = call("POST", base + "/threads", {"threads": [thread]})
+            assert s == 200 and again["taken_down"] == [args.takedown] and again["inserted"] == 0, again
+            s, _, _, _ = call("GET", f"{base}/threads/{args.takedown}")
+            assert s == 404, s
         on_disk = b"".join(gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
                            for p in folder.rglob("*") if p.is_file())  # the backups folder's exports unzipped
         elsewhere = held_elsewhere(folder / "threads.sqlite3", [t for _, t in theirs])
@@ -270,7 +276,9 @@ def main() -> None:
                "takedown": {"thread": args.takedown, "comments": len(thread["answers"]), "response_ms":
                             round(takedown_ms, 1), "job_s": round(takedown_job["finished_at"]
                                                                   - takedown_job["started_at"], 2),
-                            "texts_checked": len(taken_down), "texts_on_disk_after": takedown_left},
+                            "texts_checked": len(taken_down), "texts_on_disk_after": takedown_left,
+                            "sent_again": {"response_ms": round(again_ms, 1), "taken_down": len(again["taken_down"]),
+                                           "inserted": again["inserted"]}},
                "searches": {k: {**quantiles(v), "failed": failures[k]} for k, v in lat.items() if v}}
     print(json.dumps(erasure["searches"]), file=sys.stderr)
     print(json.dumps({"bench": "erasure", "data_dir": str(args.data_dir), "generation": ready.get("generation"),

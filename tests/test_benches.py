@@ -336,6 +336,7 @@ def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_lef
     assert sync["posts_left"] == 0 and sync["suppressed"] == removed["threads_asked"] and sync["inserted"] == 0
     assert out["anonymized"]["erased"]["posts_anonymized"] > 0
     assert out["takedown"]["comments"] > 0 and out["takedown"]["texts_on_disk_after"] == 0
+    assert out["takedown"]["sent_again"]["taken_down"] == 1 and out["takedown"]["sent_again"]["inserted"] == 0
     assert out["searches"]["before"]["failed"] == 0 == out["searches"]["during"]["failed"]
 
 
