@@ -152,8 +152,9 @@ def record(cur: sqlite3.Cursor, author_ids: Sequence[str], rule: Rule, at: float
     before = rules_for(cur, author_ids)
     key = _key(cur, create=True)
     now = {a: before[a].with_(rule) if a in before else rule for a in dict.fromkeys(author_ids)}
-    cur.executemany("INSERT OR REPLACE INTO erasures VALUES (?, ?, ?, ?)",
-                    [(_hashed(key, a), int(r.remove), json.dumps(sorted(r.meta_keys)), at) for a, r in now.items()])
+    cur.executemany("INSERT OR REPLACE INTO erasures VALUES (?, ?, ?, ?)",  # a record the erasure does not change
+                    [(_hashed(key, a), int(r.remove), json.dumps(sorted(r.meta_keys)), at)  # keeps its time
+                     for a, r in now.items() if before.get(a) != r])
     return now
 
 
@@ -233,10 +234,11 @@ def admit(cur: sqlite3.Cursor, thread: Thread) -> Applied:
 @dataclass
 class Held:
     """What one store's ledger holds (``read``): the hash's key (None before its first erasure), each erasure by
-    its keyed hash, and the takedowns."""
+    its keyed hash with when it was recorded, and the takedowns."""
     key: bytes | None
     erasures: dict[str, Rule] = field(default_factory=dict)
     takedowns: list[Takedown] = field(default_factory=list)
+    erased_at: dict[str, float] = field(default_factory=dict)
 
     def matching(self, author_ids: Iterable[str]) -> dict[str, Rule]:
         """Of ``author_ids``, those this ledger holds an erasure of (by id), found by hashing each under its key."""
@@ -245,26 +247,39 @@ class Held:
         return {a: self.erasures[h] for a in author_ids if (h := _hashed(self.key, a)) in self.erasures}
 
 
+def _missing_table(e: sqlite3.OperationalError) -> bool:
+    return "no such table" in str(e)
+
+
+def _erasure_rows(cur: sqlite3.Cursor) -> dict[str, tuple[Rule, float]]:
+    return {k: (Rule(bool(r), frozenset(json.loads(m))), at)
+            for k, r, m, at in cur.execute("SELECT author_key, remove, meta_keys, at FROM erasures")}
+
+
 def read(cur: sqlite3.Cursor) -> Held:
-    """The ledger of the store ``cur`` reads (any connection, read-only included); empty for a store written before
-    the ledger existed."""
+    """The ledger of the store ``cur`` reads (any connection, read-only included): a table a store written before it
+    existed lacks (erasures before round 44, takedowns before round 45) reads as empty."""
+    held = Held(_key(cur))
     try:
-        key = _key(cur)
-        erasures = {k: Rule(bool(r), frozenset(json.loads(m)))
-                    for k, r, m in cur.execute("SELECT author_key, remove, meta_keys FROM erasures")}
-        held = takedowns(cur, limit=-1)
+        rows = _erasure_rows(cur)
+        held.erasures = {k: r for k, (r, _) in rows.items()}
+        held.erased_at = {k: at for k, (_, at) in rows.items()}
     except sqlite3.OperationalError as e:
-        if "no such table" not in str(e):
+        if not _missing_table(e):
             raise
-        return Held(None)
-    return Held(key, erasures, held)
+    try:
+        held.takedowns = takedowns(cur, limit=-1)
+    except sqlite3.OperationalError as e:
+        if not _missing_table(e):
+            raise
+    return held
 
 
 def carry(cur: sqlite3.Cursor, other: Held) -> bool:
     """Add ``other``'s erasures to the ledger of the store ``cur`` writes, where both hash under one key (or this one
-    has none yet and takes ``other``'s), each merged with any it holds (``Rule.with_``); False, and nothing carried,
-    where the keys differ (stores of other lineages: ``Held.matching`` finds their users among the posts instead).
-    The takedowns are not carried here: ``record_takedown``."""
+    has none yet and takes ``other``'s), each merged with any it holds (``Rule.with_``, the later time); False, and
+    nothing carried, where the keys differ (stores of other lineages: ``Held.matching`` finds their users among the
+    posts instead). The takedowns are not carried here: ``record_takedown``."""
     if other.key is None or not other.erasures:
         return True
     own = _key(cur)
@@ -272,9 +287,12 @@ def carry(cur: sqlite3.Cursor, other: Held) -> bool:
         cur.execute("INSERT INTO meta VALUES (?, ?)", (_KEY_ROW, other.key.hex()))
     elif own != other.key:
         return False
-    now = {k: Rule(bool(r), frozenset(json.loads(m))) for k, r, m in cur.execute(
-        "SELECT author_key, remove, meta_keys FROM erasures")}
-    merged = {k: now[k].with_(r) if k in now else r for k, r in other.erasures.items()}
-    cur.executemany("INSERT OR REPLACE INTO erasures VALUES (?, ?, ?, ?)",
-                    [(k, int(r.remove), json.dumps(sorted(r.meta_keys)), time.time()) for k, r in merged.items()])
+    now = _erasure_rows(cur)
+    rows = []
+    for k, rule in other.erasures.items():
+        at = other.erased_at.get(k, time.time())
+        if k in now:
+            rule, at = now[k][0].with_(rule), max(now[k][1], at)
+        rows.append((k, int(rule.remove), json.dumps(sorted(rule.meta_keys)), at))
+    cur.executemany("INSERT OR REPLACE INTO erasures VALUES (?, ?, ?, ?)", rows)
     return True

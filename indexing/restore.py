@@ -138,7 +138,7 @@ def _apply(copy: ThreadStore, source: Source, out: Applied) -> None:
                 done = True
         except NotInStore:
             done = False
-        copy.record_takedown(t.thread_id, t.answer_id)
+        copy.record_takedown(t.thread_id, t.answer_id, t.at)  # when it was taken down, not now
         out.takedowns_applied += done
         mine["takedowns_applied"] += done
     out.by_source[str(source.path)] = mine
@@ -197,7 +197,7 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
                 else:
                     foreign.append(s)
                 for t in s.held.takedowns:
-                    copy.record_takedown(t.thread_id, t.answer_id)
+                    copy.record_takedown(t.thread_id, t.answer_id, t.at)
             out.takedowns = len(copy.takedowns(limit=-1))
             written = None
             if kind == "export":  # step 2

@@ -537,10 +537,11 @@ class ThreadStore:
         with self._lock:
             return ledger.takedowns(self._conn.cursor(), thread_id, after, limit)
 
-    def record_takedown(self, thread_id: str, answer_id: str | None = None) -> None:
-        """Record a takedown without removing anything (a copy that did not hold it yet: a backup's rewrite)."""
+    def record_takedown(self, thread_id: str, answer_id: str | None = None, at: float | None = None) -> None:
+        """Record a takedown without removing anything (a copy that did not hold it yet: a backup's rewrite, a
+        restore), at ``at`` (default: now)."""
         with self._transaction() as cur:
-            ledger.record_takedown(cur, thread_id, answer_id, time.time())
+            ledger.record_takedown(cur, thread_id, answer_id, time.time() if at is None else at)
 
     def lift_takedown(self, thread_id: str, answer_id: str | None = None) -> bool:
         """Lift the takedown of a thread (``answer_id`` None) or of one of its comments, so that what the forum sends

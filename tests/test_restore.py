@@ -56,8 +56,10 @@ def test_a_backup_from_before_an_erasure_comes_back_without_it(tmp_path):
     assert done["replaced_as"].startswith("threads.sqlite3.replaced-")
     with ThreadStore(settings.store_path) as restored:
         _as_the_ledgers_say(restored)
+        carried = restored.ledger()
     with ThreadStore(settings.data_dir / done["replaced_as"]) as replaced:  # moved aside, not lost
         assert replaced.counts() == {"threads": 1, "answers": 1}
+        assert replaced.ledger() == carried  # the records as they were, their times included
     assert SECRET.encode() not in _bytes_under(settings.data_dir, skip="replaced")
 
     # an export, into an empty data folder, with the restored store's ledger named
@@ -69,6 +71,29 @@ def test_a_backup_from_before_an_erasure_comes_back_without_it(tmp_path):
     with ThreadStore(other.store_path) as restored:
         _as_the_ledgers_say(restored)
     assert SECRET.encode() not in _bytes_under(other.data_dir)
+
+
+def test_a_store_from_before_the_ledger_tables_restores_and_its_ledger_reads(tmp_path):
+    """A backup of a store written before round 44 (no erasures table) or round 45 (no takedowns table): it restores,
+    gaining both tables and the records, and a ledger read from a round-44 store keeps its erasures."""
+    settings = Settings(data_dir=tmp_path / "var")
+    with _filled(tmp_path / "old.sqlite3") as old:
+        old.erase_authors(["gone"], remove=True)
+        old._conn.execute("DROP TABLE takedowns")  # as round 44 wrote it
+    with ThreadStore(tmp_path / "now.sqlite3") as now:
+        now.erase_authors(["third"])
+        now.record_takedown("t3")
+    done = restore(settings, tmp_path / "old.sqlite3", extra_ledgers=[tmp_path / "old.sqlite3",
+                                                                     tmp_path / "now.sqlite3"], reindex=False)
+    assert (done["erasures_carried"], done["erasures_not_carried"], done["authors_erased"]) == (1, 0, 1), done
+    # "third", under another key, found among the copy's authors
+    with ThreadStore(settings.store_path) as restored:
+        assert set(restored.erased(["gone", "third"])) == {"gone", "third"} and restored.get("t3") is None
+    with _filled(tmp_path / "older.sqlite3") as older:
+        older._conn.executescript("DROP TABLE takedowns; DROP TABLE erasures")  # as round 43 wrote it
+    done = restore(Settings(data_dir=tmp_path / "var2"), tmp_path / "older.sqlite3",
+                   extra_ledgers=[tmp_path / "older.sqlite3", tmp_path / "now.sqlite3"], reindex=False)
+    assert done["threads"] == 2 and done["takedowns"] == 1, done
 
 
 def test_a_ledger_of_another_lineage_still_finds_its_users(tmp_path):
