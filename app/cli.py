@@ -167,7 +167,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         log.warning("%d ledgers could not be read and were not applied: %s", len(summary["ledgers_unreadable"]),
                     ", ".join(summary["ledgers_unreadable"]))
     _emit(summary)
-    return 0
+    return 1 if "build_error" in summary else 0
 
 
 # --- reindex --------------------------------------------------------------------------
@@ -508,7 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "aside as threads.sqlite3.replaced-<UTC time> (nothing is deleted). Then a generation is built "
                        "from scratch and made live, and the older ones deleted. Stop the service first: a data folder "
                        "a service serves is refused. Last line: JSON with what was restored and what the ledgers "
-                       "changed (no text, no author id); exit 2, nothing changed, when refused.")
+                       "changed (no text, no author id); exit 2, nothing changed, when refused (or the backup is "
+                       "damaged); exit 1 when the store was restored but the build failed.")
     s.add_argument("backup", help="the backup file: a store copy (.sqlite3) or an export (.jsonl.gz)")
     s.add_argument("--replace", action="store_true",
                    help="replace the data folder's store, which is moved aside and whose ledger is applied")

@@ -34,11 +34,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from . import ledger
 from .backup import backup, backups_in, checked_copy, replace_with
 from .config import IndexSettings
 from .generations import current_generation, leased_generations, prune_before
 from .models import Thread
+from .reindex import ReindexError
 from .store import NotInStore, StoreError, ThreadStore, read_only
 
 log = logging.getLogger(__name__)
@@ -145,15 +148,23 @@ def _apply(copy: ThreadStore, source: Source, out: Applied) -> None:
 
 
 def _export_threads(path: Path, batch: int = 500):
-    """An export's threads, ``batch`` at a time."""
+    """An export's threads, ``batch`` at a time; ``RestoreError`` naming the line that is not a thread, or saying the
+    file ends before its end (a copy cut short)."""
     chunk: list[Thread] = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                chunk.append(Thread.model_validate_json(line))
-            if len(chunk) == batch:
-                yield chunk
-                chunk = []
+    n = 0
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    chunk.append(Thread.model_validate_json(line))
+                if len(chunk) == batch:
+                    yield chunk
+                    chunk = []
+    except ValidationError as e:
+        raise RestoreError(f"{path}, line {n}: not a thread: {e.errors()[0]['msg']}; nothing was restored") from None
+    except (EOFError, UnicodeDecodeError) as e:
+        raise RestoreError(f"{path}: the export is cut short or damaged after line {n} ({e}); nothing was "
+                           "restored") from None
     if chunk:
         yield chunk
 
@@ -246,10 +257,15 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
                **{k: v for k, v in out.__dict__.items()}, **({"export": written} if written else {})}
     if reindex:  # step 5
         from .erasure import build_afresh
-        built = build_afresh(settings, progress, lambda stage, frac: None)
-        dropped, held_back = prune_before(settings.index_root, built["generation"])
-        summary.update({"generation": built["generation"], "build_seconds": built["seconds"],
-                        "generations_deleted": dropped})
+        try:
+            built = build_afresh(settings, progress, lambda stage, frac: None)
+        except ReindexError as e:  # the store is in place: the build is what is left to do
+            log.error("restore: the store is restored, but the build failed: %s; run `cqa reindex --full`", e)
+            summary["build_error"] = str(e)
+        else:
+            dropped, _ = prune_before(settings.index_root, built["generation"])
+            summary.update({"generation": built["generation"], "build_seconds": built["seconds"],
+                            "generations_deleted": dropped})
     elif current_generation(settings.index_root) is not None:
         log.warning("restore: the live generation was built from the store replaced; run `cqa reindex --full` "
                     "before serving")

@@ -3,6 +3,7 @@ takedown, kept where the erasure does not rewrite backups (a copy off the machin
 erased or taken down since, because the ledgers of the stores that know better are applied to it first."""
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 
@@ -136,6 +137,14 @@ def test_a_restore_is_refused_while_served_and_reads_past_a_damaged_store(tmp_pa
         with pytest.raises(RestoreError, match=why):
             restore(Settings(data_dir=tmp_path / "v3"), path, reindex=False)
     assert not (tmp_path / "v3").exists()  # refused before anything was made
+    export(tmp_path / "good.sqlite3", tmp_path / "good.jsonl.gz")
+    whole = gzip.decompress((tmp_path / "good.jsonl.gz").read_bytes())
+    (tmp_path / "bad.jsonl.gz").write_bytes(gzip.compress(whole + b'{"id": "t9"}\n'))  # a line that is no thread
+    (tmp_path / "cut.jsonl.gz").write_bytes((tmp_path / "good.jsonl.gz").read_bytes()[:-20])  # a copy cut short
+    for path, why in ((tmp_path / "bad.jsonl.gz", "line 4: not a thread"), (tmp_path / "cut.jsonl.gz", "cut short")):
+        with pytest.raises(RestoreError, match=why):
+            restore(Settings(data_dir=tmp_path / "v4"), path, reindex=False)
+        assert [p.name for p in (tmp_path / "v4").iterdir()] == []  # nothing placed, nothing left half-written
 
 
 def test_cqa_restore_rebuilds_the_indexes_and_refuses_without_replace(tmp_path, cli_env):
