@@ -679,7 +679,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         it, and gets a 412 (nothing written) when another write came in between."""
         tagged = svc.store.get_tagged(thread_id)
         if tagged is None:
-            raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
+            down = [t for t in svc.store.takedowns(thread_id, limit=1) if t.answer_id is None]
+            raise HTTPException(404, detail=f"no thread with id {thread_id!r}" + (
+                f"; it was taken down ({time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(down[0].at))}), and what "
+                f"the forum sends of it is left out until DELETE /takedowns/{thread_id} lifts that" if down else ""))
         t, etag = tagged
         tags = conditional.etags(if_none_match, weak=True)
         if tags is not None and etag_matches(etag, tags):

@@ -390,6 +390,8 @@ def test_a_delete_with_purge_leaves_nothing_of_the_post_on_disk(client, monkeypa
         assert client.get("/takedowns", params={"after": bad}, headers=ADMIN).status_code == 422, bad
     r = client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]}, headers=ADMIN)
     assert r.status_code == 200 and (r.json()["taken_down"], r.json()["answers_taken_down"]) == (["t1"], 1), r.json()
+    assert "taken down" in client.get("/threads/t1").json()["error"]["message"]  # a 404 that says why
+    assert "taken down" not in client.get("/threads/never-stored").json()["error"]["message"]
     assert SECRET.encode() not in _bytes_under(folder)
     conn = read_only(next(svc.settings.backups_folder.glob("threads-*.sqlite3")))
     try:  # a service restored from the rewritten backup keeps both down
