@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS takedowns (
     at REAL NOT NULL,
     PRIMARY KEY (kind, id)
 );
+CREATE INDEX IF NOT EXISTS takedowns_thread ON takedowns(thread_id);
 """
 _KEY_ROW = "erasure_key"  # the meta table's row holding the hash's key (hex)
 
