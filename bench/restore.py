@@ -59,6 +59,12 @@ def cqa(data: Path, *args: str) -> tuple[float, dict]:
     return seconds, json.loads(run.stdout.strip().splitlines()[-1])
 
 
+def without_store(data: Path) -> None:
+    """The data folder ``data`` without its store (and the store's log): damaged, say."""
+    for side in ("", "-wal", "-shm"):
+        Path(f"{data / 'threads.sqlite3'}{side}").unlink(missing_ok=True)
+
+
 def held(store_file: Path, texts: list[str]) -> set[str]:
     """Those of ``texts`` some post of the store at ``store_file`` holds (within its text, subject or body): one
     read of the store, then Python's substring search, not SQLite's ``instr`` once per text and row."""
@@ -136,8 +142,7 @@ def main() -> None:
                                                 "takedowns_applied", "build_seconds")}
             elif arm == "store_by_hand":
                 t0 = time.perf_counter()
-                for side in ("", "-wal", "-shm"):
-                    Path(f"{data / 'threads.sqlite3'}{side}").unlink(missing_ok=True)
+                without_store(data)
                 shutil.copyfile(offsite / "old.sqlite3", data / "threads.sqlite3")
                 seconds, summary = cqa(data, "reindex", "--full")
                 seconds += time.perf_counter() - t0
@@ -145,13 +150,11 @@ def main() -> None:
             elif arm == "export_restore":
                 (data / "backups").mkdir()
                 backup(data / "threads.sqlite3", data / "backups" / dated_name("store"))  # made after the erasure
-                for side in ("", "-wal", "-shm"):
-                    Path(f"{data / 'threads.sqlite3'}{side}").unlink(missing_ok=True)
+                without_store(data)
                 seconds, summary = cqa(data, "restore", str(offsite / "old.jsonl.gz"))
                 note = {"export": summary["export"], "build_seconds": summary["build_seconds"]}
             else:
-                for side in ("", "-wal", "-shm"):
-                    Path(f"{data / 'threads.sqlite3'}{side}").unlink(missing_ok=True)
+                without_store(data)
                 ingest_s, _ = cqa(data, "ingest", str(offsite / "old.jsonl.gz"), "--encode", "never")
                 seconds, summary = cqa(data, "reindex", "--full")
                 note = {"ingest_seconds": round(ingest_s, 2), "build_seconds": summary["seconds"]}

@@ -42,7 +42,7 @@ from .config import IndexSettings
 from .generations import current_generation, leased_generations, prune_before
 from .models import Thread
 from .reindex import ReindexError
-from .store import NotInStore, StoreError, ThreadStore, read_only
+from .store import NotInStore, StoreError, ThreadStore, UpsertResult, read_only
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,8 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
     sources, unreadable = read_sources(paths, strict=[*(ledgers or ()), *extra_ledgers])
     out = Applied()
     tmp = store_path.parent / f".{store_path.name}.restoring"
-    for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+    leftovers = [tmp.with_name(tmp.name + side) for side in ("", "-wal", "-shm")]
+    for leftover in leftovers:
         leftover.unlink(missing_ok=True)  # a restore cut off before: done again from the start
     store_path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -213,18 +214,12 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
             written = None
             if kind == "export":  # step 2
                 from tqdm import tqdm
-                written = {"inserted": 0, "suppressed": 0, "answers_suppressed": 0, "posts_anonymized": 0,
-                           "taken_down": 0, "answers_taken_down": 0}
+                result = UpsertResult()
                 with tqdm(unit="thread", desc="restore", disable=not progress) as bar:
                     for chunk in _export_threads(source_file):
-                        r = copy.upsert(chunk)
-                        written["inserted"] += r.inserted
-                        for k in ("suppressed", "taken_down"):
-                            written[k] += len(getattr(r, k))
-                        written["answers_suppressed"] += r.answers_suppressed
-                        written["posts_anonymized"] += r.posts_anonymized
-                        written["answers_taken_down"] += r.answers_taken_down
+                        result.add(copy.upsert(chunk))
                         bar.update(len(chunk))
+                written = {"inserted": result.inserted, **result.erased()}
             for s in sources:  # step 3
                 _apply(copy, s, out)
             out.erasures_not_carried = sum(len(s.held.erasures) - out.by_source[str(s.path)]["authors_found"]
@@ -250,11 +245,11 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
                     os.replace(f"{store_path}{side}", f"{replaced}{side}")
         replace_with(tmp, store_path)
     finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+        for leftover in leftovers:
             leftover.unlink(missing_ok=True)
     summary = {"restored": str(source_file), "kind": kind, **held, "replaced_as": replaced and replaced.name,
                "ledgers_read": [str(s.path) for s in sources], "ledgers_unreadable": unreadable,
-               **{k: v for k, v in out.__dict__.items()}, **({"export": written} if written else {})}
+               **out.__dict__, **({"export": written} if written else {})}
     if reindex:  # step 5
         from .erasure import build_afresh
         try:
