@@ -104,7 +104,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         with tqdm(unit="thread", desc="export", disable=args.quiet, file=sys.stderr) as bar:
             summary = export(settings.store_path, None if to_stdout else Path(args.output),
-                             on_thread=lambda n: bar.update(1), authors=args.author)
+                             on_thread=lambda n: bar.update(1), authors=args.author,
+                             with_ledger=not args.no_ledger)
     except BrokenPipeError:  # `cqa export | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
         return 141
@@ -418,7 +419,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ingest", help="read thread files into the store",
                        description="Read SemEval XML (.xml, .xml.gz) or JSONL thread files, or folders of "
                        "them, and upsert every thread into the store. Ingesting the same file twice "
-                       "changes nothing. Prints a JSON line with the counts last.")
+                       "changes nothing. Every write goes through the store's ledger: what an erasure or a takedown "
+                       "took out is left out again, and counted. An export's ledger line (`cqa export`) is taken into "
+                       "a store that holds no thread yet, before the file's threads (a restore by ingest); into one "
+                       "that holds threads it is reported (`ledgers`), not taken. Prints a JSON line with the counts "
+                       "last.")
     s.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to read")
     s.add_argument("--format", choices=["semeval", "jsonl"], help="force a format (default: by file name)")
     s.add_argument("--strict", action="store_true",
@@ -452,9 +457,16 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Write every thread of the store, with its answers, as one JSON line each "
                        "(docs/data-format.md), in the order they were stored, from one consistent snapshot while "
                        "anything goes on writing. `cqa ingest` of the file into an empty data folder gives the same "
-                       "threads in the same order. To stdout (the summary then goes to stderr), or to a new file "
-                       "(gzipped if it ends in .gz; written aside and named only when complete; never replacing one).")
+                       "threads in the same order. Where the store has erased a user or taken content down, the "
+                       "first line is its ledger (the erasures by keyed hash, with the key, and the takedowns; "
+                       "docs/data-format.md): `cqa ingest` of the file into an empty data folder, and `cqa restore` "
+                       "of it, keep those out of later writes too. To stdout (the summary then goes to stderr), or to "
+                       "a new file (gzipped if it ends in .gz; written aside and named only when complete; never "
+                       "replacing one).")
     s.add_argument("-o", "--output", metavar="PATH", help="the new file (default: stdout)")
+    s.add_argument("--no-ledger", action="store_true",
+                   help="leave the ledger line out: threads only, for a file that leaves the operator's hands (the "
+                   "ledger's key tells whether a given id was erased)")
     s.add_argument("--author", action="append", metavar="AUTHOR_ID",
                    help="instead of the threads, every question and comment this user wrote, one JSON object each "
                    "(kind, thread_id, id, author_id, created_at, meta, and subject, body, category or text, label), "
@@ -500,8 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Make the data folder's store a copy of BACKUP (a `cqa backup` file or a `cqa "
                        "export` file, told apart by their bytes), without bringing back what was erased (`cqa erase`, "
                        "POST /erasures) or taken down (DELETE ?purge=true) after it was made. The ledgers of the "
-                       "data folder's store (the one replaced) and of every store backup in the backups folder "
-                       "($CQA_BACKUP_DIR), and of each --ledger-from, are applied to the copy before it goes in "
+                       "backup itself (an export's first line), of the data folder's store (the one replaced), of "
+                       "every backup in the backups folder ($CQA_BACKUP_DIR), and of each --ledger-from, are applied "
+                       "to the copy before it goes in "
                        "place: their erasures and takedowns are recorded in its ledger and applied to its posts (an "
                        "erasure recorded by a store of another lineage, under its own key, still finds its users "
                        "among the copy's authors). A store already there is refused unless --replace, which moves it "
@@ -514,8 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--replace", action="store_true",
                    help="replace the data folder's store, which is moved aside and whose ledger is applied")
     s.add_argument("--ledger-from", action="append", metavar="PATH",
-                   help="one more store, or store backup, whose erasures and takedowns apply (repeatable); one "
-                   "that cannot be read stops the restore")
+                   help="one more store, store backup or export, whose erasures and takedowns apply (repeatable); "
+                   "one that cannot be read stops the restore")
     s.add_argument("--no-default-ledgers", action="store_true",
                    help="read no ledger but those of --ledger-from (not the replaced store's, not the backups "
                    "folder's)")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .ledger import ledger_line
 from .models import Thread
 from .store import Snapshot, StoreError, _counts, _fingerprint, read_only
 
@@ -105,12 +106,16 @@ def backup(source: Path | str, dest: Path | str) -> dict:
 
 
 def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int], None] | None = None,
-           authors: Sequence[str] | None = None) -> dict:
+           authors: Sequence[str] | None = None, with_ledger: bool = True) -> dict:
     """Every thread of the store at ``source`` as one JSON line each (docs/data-format.md; fields at their default
     left out), in insertion order, from one snapshot (``Snapshot``) while any process goes on writing: to ``dest``
     (gzipped when it ends in ``.gz``; written beside it and linked into place when complete), or to stdout when
     ``dest`` is None. ``cqa ingest`` of the file into an empty store gives the same threads, in the same order.
     ``on_thread(n)`` after every thread. Returns what it wrote, and the snapshot's counts and fingerprint.
+
+    Where the store's ledger holds a record (an erasure, a takedown), the snapshot's ledger is the first line
+    (``ledger.ledger_line``; ``with_ledger`` False leaves it out): ``cqa ingest`` of the file into an empty store,
+    and ``cqa restore`` of it, then keep what was erased or taken down out of later writes too.
 
     With ``authors``, instead: every question and comment those users wrote, one JSON line each (``Post``), and
     nothing of other users': what a user's access request gets."""
@@ -127,6 +132,9 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
                 posts = snap.posts(authors)
                 for post in posts:
                     fh.write(json.dumps(post.as_json(), ensure_ascii=False) + "\n")
+            held = snap.ledger() if authors is None and with_ledger else None
+            if held is not None and not held.empty:
+                fh.write(ledger_line(held))
             for n, t in enumerate(snap.threads() if authors is None else (), 1):
                 fh.write(thread_line(t))
                 if on_thread is not None:
@@ -138,6 +146,8 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
         if tmp is not None:
             tmp.unlink(missing_ok=True)
     summary = {"export": str(dest) if dest is not None else "-", **snap.counts, "fingerprint": snap.fingerprint}
+    if held is not None and not held.empty:
+        summary["ledger"] = {"erasures": len(held.erasures), "takedowns": len(held.takedowns)}
     if authors is not None:
         summary["posts"] = {kind: sum(p.kind == kind for p in posts) for kind in ("question", "comment")}
     if dest is not None:

@@ -16,7 +16,7 @@ kept without their ids. The store overwrites what it deletes (``secure_delete``)
 5. **Backups** in the backups folder that began before the erasure (``rewrite_backups``). Each is written again
    without what the erasure took out, under its own name, in one step: a store backup by the same erasure in a
    copy of it (so it gains the ledger, and a service restored from it keeps the user erased), an export by the
-   ledger's rule applied to each of its threads. A backup still being written is waited for. With
+   ledger's rule applied to each of its threads, its ledger line (its first) merged with the store's. A backup still being written is waited for. With
    ``rewrite_backups_too`` off (``CQA_ERASE_BACKUPS=keep``) they are only named. A takedown (a thread or a comment
    deleted with ``purge``) rewrites them the same way, by the ids it deleted, and a store backup's copy records the
    takedown in its ledger as the store did.
@@ -30,6 +30,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 
 from . import ledger
@@ -40,7 +41,7 @@ from .embcache import text_key
 from .generations import current_generation, prune_before
 from .models import Thread
 from .reindex import BUSY, ReindexError, reindex
-from .store import Erased, NotInStore, ThreadStore
+from .store import Erased, NotInStore, ThreadStore, read_only
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +127,34 @@ def _without(thread: Thread, erased: Erased, rules: dict[str, ledger.Rule]) -> l
     return applied
 
 
-def rewrite_backup(path: Path, erased: Erased) -> dict:
+def _json_or_none(line: str) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _ledger_of(line: str, name: str) -> ledger.Held | None:
+    """The ledger an export's first line holds; None where it is a thread, or a ledger line that cannot be read
+    (logged: the store's ledger then takes its place)."""
+    obj = _json_or_none(line)
+    if not ledger.is_ledger(obj):
+        return None
+    try:
+        return ledger.from_line(obj)
+    except ValueError as e:
+        log.warning("erasure: %s: %s; the store's ledger takes its place", name, e)
+        return None
+
+
+def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None) -> dict:
     """The backup at ``path`` written again without what ``erased`` took out (a user's erasure, ``erased.rule``, or
     a takedown, ``erased.takedown``), under the same name, in one step (``replace_with``): a store backup by the
     same writes in a copy of it (``ThreadStore.erase_authors``, which also records the erasure in the copy's ledger;
     ``delete``, ``delete_answer``), then compacted (``VACUUM``) and checked; an export thread by thread
-    (``_without``). Returns what it changed, without any text or author id."""
+    (``_without``), its ledger line (``ledger.ledger_line``) merged with ``live``, the store's ledger after the
+    erasure (``Held.merged``; added as its first line where it had none), so that it carries the record as a store
+    backup does. Returns what it changed, without any text or author id."""
     t0 = time.perf_counter()
     tmp = path.parent / _partial_name(path.name)  # a kill -9 leaves it to ``backup.tidy``
     tmp.unlink(missing_ok=True)
@@ -167,7 +190,21 @@ def rewrite_backup(path: Path, erased: Erased) -> dict:
             # a line that does not hold one of these (as JSON writes them) has nothing to take out: copied as it is
             needles = [json.dumps(v, ensure_ascii=False) for v in (*rules, *(tid for tid, _ in erased.takedown))]
             with gzip.open(path, "rt", encoding="utf-8") as src, gzip.open(tmp, "wt", encoding="utf-8") as dst:
-                for line in src:
+                for n_line, line in enumerate(src):
+                    if n_line == 0:  # its ledger line, where it has one, merged with the store's
+                        own, is_ledger = _ledger_of(line, path.name), ledger.is_ledger(_json_or_none(line))
+                        merged = own if live is None else live if own is None else own.merged(live)
+                        if merged is None and own is not None:  # another lineage's key: kept as it was
+                            log.warning("erasure: %s's ledger hashes under another key; its line is kept as it was",
+                                        path.name)
+                            merged = own
+                        if merged is not None and not merged.empty:
+                            out["ledger"] = {"erasures": len(merged.erasures), "takedowns": len(merged.takedowns)}
+                            dst.write(ledger.ledger_line(merged))
+                        elif is_ledger:  # one that cannot be read, and nothing to put in its place: kept
+                            dst.write(line)
+                        if is_ledger:
+                            continue
                     if not any(n in line for n in needles):
                         dst.write(line)
                         continue
@@ -189,11 +226,13 @@ def rewrite_backup(path: Path, erased: Erased) -> dict:
     return {"backup": path.name, **out, "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: float = 0.5) -> dict:
+def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: float = 0.5,
+                    live: ledger.Held | None = None) -> dict:
     """Every backup in ``folder`` that began before ``erased`` was committed, written again without it
-    (``rewrite_backup``), once the backups of that time still being written are complete (their hidden file
-    untouched for ``STALE_PARTIAL_S`` means a writer that died); waits up to ``wait_s`` for them. Returns what each
-    rewrite changed, and the backups that were still being written after the wait (they hold what was erased)."""
+    (``rewrite_backup``, an export's ledger line merged with ``live``, the store's ledger after it), once the backups
+    of that time still being written are complete (their hidden file untouched for ``STALE_PARTIAL_S`` means a writer
+    that died); waits up to ``wait_s`` for them. Returns what each rewrite changed, and the backups that were still
+    being written after the wait (they hold what was erased)."""
     def writing() -> list[str]:
         return [name for _, name, idle in partial_backups(folder) if began(name) < erased.at and idle < STALE_PARTIAL_S]
     deadline = time.monotonic() + wait_s
@@ -203,7 +242,7 @@ def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: 
     for b in backups_in(folder):
         if began(b.name) < erased.at:
             try:
-                rewritten.append(rewrite_backup(folder / b.name, erased))
+                rewritten.append(rewrite_backup(folder / b.name, erased, live))
             except FileNotFoundError:  # deleted since it was listed
                 rewritten.append({"backup": b.name, "deleted_meanwhile": True})
     if busy:
@@ -252,7 +291,9 @@ def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Seque
         out["memo_entries_deleted"] = sum(empty_cache_file(Path(p)) for p in memo_files)
     if backups is not None and rewrite_backups_too and (erased.rule is not None or erased.takedown):
         report("backups", 0.97)
-        out.update(rewrite_backups(backups, erased, wait_s=wait_s, poll_s=poll_s))
+        with closing(read_only(settings.store_path)) as conn:
+            live = ledger.read(conn.cursor())  # with the erasure's record, which the exports then carry
+        out.update(rewrite_backups(backups, erased, wait_s=wait_s, poll_s=poll_s, live=live))
     elif backups is not None:
         out["backups_before"] = [b.name for b in backups_in(backups) if began(b.name) < erased.at]
     report("done", 1.0)

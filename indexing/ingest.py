@@ -1,5 +1,9 @@
 """Ingest thread files into the store: parse each file whole, then upsert it in one transaction.
 
+An export's ledger line (``indexing.ledger``: its store's erasures and takedowns) is taken into a store without threads
+before the file's threads are written (``ThreadStore.take_ledger``), so a forum restored from an export by ingesting it
+keeps what was erased or taken down out of later writes; into a store that holds threads it is reported, not taken.
+
 Into a data folder a service already searches, each file's texts are first put in the embedding cache
 (``before_write``, ``indexing.reindex.encode_ahead``), so the build that takes the file in need not encode it: a bulk
 import's encoding then runs in the ingest, outside the build lock, and a forum's own new posts meanwhile stay seconds
@@ -30,6 +34,7 @@ class IngestReport:
     errors: list[str] = field(default_factory=list)
     encoded_ahead: dict | None = None  # texts, encoded, seconds: summed over the files (None: not asked)
     ahead_failed: list[str] = field(default_factory=list)  # files written without encoding ahead, and why
+    ledgers: list[dict] = field(default_factory=list)  # each file's ledger line: taken in or not, and why
 
     def add_ahead(self, done: dict) -> None:
         self.encoded_ahead = {k: round(done[k] + (self.encoded_ahead or {}).get(k, 0), 3)
@@ -42,7 +47,8 @@ class IngestReport:
                 **({"superseded": len(self.upsert.superseded)} if self.upsert.superseded else {}),
                 **self.upsert.erased(),
                 **({"encoded_ahead": self.encoded_ahead} if self.encoded_ahead is not None else {}),
-                **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {})}
+                **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {}),
+                **({"ledgers": self.ledgers} if self.ledgers else {})}
 
 
 def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = None,
@@ -61,6 +67,15 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     for f in files:
         bar.set_postfix_str(f.name[-40:])
         result = load(f, fmt, strict=strict)
+        if result.ledger is not None:  # an export's: before its threads, which it then applies to
+            taken = store.take_ledger(result.ledger)
+            report.ledgers.append({"file": f.name, **taken.summary()})
+            if not taken.taken:
+                log.warning("%s: its ledger (%d erasures, %d takedowns) is not taken: %s", f.name,
+                            len(result.ledger.erasures), len(result.ledger.takedowns), taken.reason)
+            elif taken.erasures_not_carried:
+                log.warning("%s: %d of its ledger's erasures are not carried: %s", f.name, taken.erasures_not_carried,
+                            taken.reason)
         if before_write is not None and result.threads:
             try:
                 report.add_ahead(before_write(store.admitted(result.threads)))  # nothing of an erased user's

@@ -16,8 +16,13 @@ content may come back.
 A row names its user by a keyed hash (HMAC-SHA256 under a random key the store draws at its first erasure and keeps
 in its ``meta`` table), not by the id: the table does not list who asked to be erased, and the key travels with the
 store's copies (``cqa backup`` holds the ledger too). It is still a membership test: whoever holds the store file and
-a candidate id can tell whether that id was erased, which is what the test is for. An export (JSONL) carries no
-ledger."""
+a candidate id can tell whether that id was erased, which is what the test is for.
+
+An export (``cqa export``, JSONL) carries the ledger too, as its first line (``ledger_line``, read back by
+``from_line``), when the store holds any record: ``cqa ingest`` of the export into a store without threads takes it
+(``ThreadStore.take_ledger``), and ``cqa restore`` reads it, so a forum restored from an export alone still keeps its
+erased users and takedowns out. The line holds the key and the keyed hashes, as a store backup does; the export of a
+user's own posts (``cqa export --author``) holds no ledger."""
 from __future__ import annotations
 
 import hashlib
@@ -28,6 +33,8 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .models import Answer, Thread
 
@@ -246,6 +253,90 @@ class Held:
         if self.key is None or not self.erasures:
             return {}
         return {a: self.erasures[h] for a in author_ids if (h := _hashed(self.key, a)) in self.erasures}
+
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to apply: no erasure and no takedown."""
+        return not self.erasures and not self.takedowns
+
+    def merged(self, other: "Held") -> "Held | None":
+        """This ledger with ``other``'s records added (an erasure of both: ``Rule.with_``, the later time; a takedown
+        of both: the earlier time); None where both have keys and they differ (stores of other lineages)."""
+        if self.key is not None and other.key is not None and self.key != other.key:
+            return None
+        out = Held(self.key or other.key, dict(self.erasures), [], dict(self.erased_at))
+        for k, rule in other.erasures.items():
+            if k in out.erasures:
+                out.erasures[k] = out.erasures[k].with_(rule)
+                out.erased_at[k] = max(out.erased_at.get(k, 0.0), other.erased_at.get(k, 0.0))
+            else:
+                out.erasures[k] = rule
+                out.erased_at[k] = other.erased_at.get(k, time.time())
+        downs = {(t.thread_id, t.answer_id): t for t in self.takedowns}
+        for t in other.takedowns:
+            mine = downs.get((t.thread_id, t.answer_id))
+            downs[(t.thread_id, t.answer_id)] = t if mine is None or t.at < mine.at else mine
+        out.takedowns = sorted(downs.values(), key=lambda t: (t.thread_id, t.answer_id or ""))
+        return out
+
+
+# --- the ledger as an export's first line --------------------------------------------------------------------------
+_HEX64 = r"^[0-9a-f]{64}$"
+
+
+class _ErasureLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    author_key: str = Field(pattern=_HEX64)
+    remove: bool
+    meta_keys: list[str] = []
+    at: float
+
+
+class _TakedownLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    thread_id: str = Field(min_length=1)
+    answer_id: str | None = None
+    at: float
+
+
+class _LedgerLine(BaseModel):
+    """The ledger as an export writes it: ``{"ledger": {"key": ..., "erasures": [...], "takedowns": [...]}}``."""
+    model_config = ConfigDict(extra="forbid")
+    key: str | None = Field(default=None, pattern=_HEX64)
+    erasures: list[_ErasureLine] = []
+    takedowns: list[_TakedownLine] = []
+
+
+def ledger_line(held: Held) -> str:
+    """``held`` as an export's first line (docs/data-format.md, "The ledger line")."""
+    line = _LedgerLine(key=held.key.hex() if held.key is not None else None,
+                       erasures=[_ErasureLine(author_key=k, remove=r.remove, meta_keys=sorted(r.meta_keys),
+                                              at=held.erased_at.get(k, 0.0)) for k, r in sorted(held.erasures.items())],
+                       takedowns=[_TakedownLine(thread_id=t.thread_id, answer_id=t.answer_id, at=t.at)
+                                  for t in held.takedowns])
+    return json.dumps({"ledger": line.model_dump(mode="json")}, separators=(",", ":")) + "\n"
+
+
+def is_ledger(obj: object) -> bool:
+    """Whether a parsed JSONL record is a ledger line (an object whose one key is ``ledger``), not a thread."""
+    return isinstance(obj, dict) and set(obj) == {"ledger"}
+
+
+def from_line(obj: dict) -> Held:
+    """The ledger a parsed ledger line (``is_ledger``) holds; ``ValueError`` saying what is wrong with it."""
+    try:
+        line = _LedgerLine.model_validate(obj["ledger"])
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise ValueError(f"a ledger line that cannot be read: ledger.{where}: {first['msg']}") from None
+    if line.erasures and line.key is None:
+        raise ValueError("a ledger line with erasures but no key")
+    return Held(bytes.fromhex(line.key) if line.key else None,
+                {e.author_key: Rule(e.remove, frozenset(e.meta_keys)) for e in line.erasures},
+                [Takedown(t.thread_id, t.answer_id, t.at) for t in line.takedowns],
+                {e.author_key: e.at for e in line.erasures})
 
 
 def _missing_table(e: sqlite3.OperationalError) -> bool:

@@ -17,6 +17,7 @@ from typing import Literal
 from lxml import etree
 from pydantic import ValidationError
 
+from .ledger import Held, from_line, is_ledger
 from .models import Answer, Thread, question_text
 
 Format = Literal["semeval", "jsonl"]
@@ -49,6 +50,7 @@ class LoadResult:
     threads: list[Thread] = field(default_factory=list)
     org_questions: dict[str, OrgQuestion] = field(default_factory=dict)
     errors: list[LoadError] = field(default_factory=list)
+    ledger: Held | None = None  # an export's ledger line (``indexing.ledger``), where the file has one
 
     @property
     def answers(self) -> int:
@@ -240,6 +242,11 @@ def load_jsonl(path: Path, strict: bool = False) -> LoadResult:
                 raise ValueError(f"invalid JSON: {e.msg} at column {e.colno}") from None
             if not isinstance(obj, dict):
                 raise ValueError(f"expected a JSON object (a thread), got {type(obj).__name__}")
+            if is_ledger(obj):  # an export's first line: its store's erasures and takedowns
+                if result.ledger is not None:
+                    raise ValueError("a second ledger line in one file")
+                result.ledger = from_line(obj)
+                continue
             thread = Thread.model_validate(obj)
             if thread.id in seen:
                 raise ValueError(f"thread id {thread.id!r} appears twice in this file")

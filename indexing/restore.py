@@ -3,13 +3,14 @@
 A backup holds the store as it was when it began. One made before an erasure or a takedown holds the erased user's
 posts or the taken-down thread, and its ledger (``indexing.ledger``) lacks that record. The erasure rewrites the
 backups in ``CQA_BACKUP_DIR`` (``indexing.erasure``), but not those elsewhere: a copy taken off the machine, a
-backup written to another folder. So a restore reads the ledgers of the stores that know better (``sources``: the
-store it replaces, the store backups in the backups folder, any named) and applies them to the restored copy before
-it goes in place:
+backup written to another folder. So a restore reads the ledgers of the files that know better (``sources``: the
+store it replaces, the backups in the backups folder, any named; an export's ledger is its first line) and applies
+them to the restored copy before it goes in place:
 
-1. The restored copy is made (a store backup: ``VACUUM INTO`` a hidden file in the data folder, checked; an export:
-   a new store), and each source's erasures are added to its ledger where both hash ids under one key (copies of
-   one store do; ``ledger.carry``), and each takedown recorded.
+1. The restored copy is made (a store backup: ``VACUUM INTO`` a hidden file in the data folder, checked, with its own
+   ledger; an export: a new store, which takes the export's own ledger line first), and each source's erasures are
+   added to its ledger where both hash ids under one key (copies of one store do; ``ledger.carry``), and each
+   takedown recorded.
 2. An export's threads are written through ``upsert``, so the ledger applies to them on the way in.
 3. Each source's erasures are applied to the copy's posts (``ThreadStore.erase_authors``, per rule): its users are
    found among the copy's authors by hashing each id under the source's key, so a source of another lineage (its
@@ -24,6 +25,7 @@ A service must not serve the data folder meanwhile: a generation some process ho
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import os
 import sqlite3
@@ -85,22 +87,41 @@ class Applied:
 
 
 def default_sources(settings: IndexSettings, backups_folder: Path | None, restoring: Path) -> list[Path]:
-    """The stores whose ledgers a restore reads unless told otherwise: the data folder's store (the one it replaces)
-    and every store backup in ``backups_folder``, ``restoring`` itself left out."""
+    """The files whose ledgers a restore reads unless told otherwise: the data folder's store (the one it replaces)
+    and every backup in ``backups_folder`` (a store backup's ledger, or an export's first line), ``restoring`` itself
+    left out."""
     out = [settings.store_path] if settings.store_path.exists() else []
     if backups_folder is not None and backups_folder.is_dir():
-        out += [backups_folder / b.name for b in backups_in(backups_folder) if b.kind == "store"]
+        out += [backups_folder / b.name for b in backups_in(backups_folder)]
     return [p for p in out if p.resolve() != restoring.resolve()]
 
 
+def export_ledger(path: Path) -> ledger.Held:
+    """The ledger an export carries (its first line, ``ledger.ledger_line``); an empty one where it has none (its
+    store held no record, or it was written before exports carried their ledger). ``RestoreError`` when the file
+    cannot be read or its ledger line is damaged."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            first = fh.readline()
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise RestoreError(f"{path}: the export cannot be read ({e})") from None
+    try:
+        obj = json.loads(first) if first.strip() else None
+        return ledger.from_line(obj) if ledger.is_ledger(obj) else ledger.Held(None)
+    except ValueError as e:  # JSONDecodeError is one
+        raise RestoreError(f"{path}, line 1: {e}") from None
+
+
 def read_sources(paths: Sequence[Path], strict: Sequence[Path] = ()) -> tuple[list[Source], dict[str, str]]:
-    """Each store's ledger; those that cannot be read (a damaged store, often the reason for the restore) are named
-    with why, unless they are in ``strict`` (named by the operator), which raise ``RestoreError``."""
+    """Each file's ledger (a store's, or an export's first line); those that cannot be read (a damaged store, often
+    the reason for the restore) are named with why, unless they are in ``strict`` (named by the operator), which
+    raise ``RestoreError``."""
     sources, unreadable = [], {}
     for p in paths:
         try:
-            if sniffed_kind(p) != "store":
-                raise RestoreError(f"{p}: an export carries no ledger; name a store or a store backup")
+            if sniffed_kind(p) == "export":
+                sources.append(Source(p, export_ledger(p)))
+                continue
             conn = read_only(p)
             try:
                 sources.append(Source(p, ledger.read(conn.cursor())))
@@ -147,6 +168,13 @@ def _apply(copy: ThreadStore, source: Source, out: Applied) -> None:
     out.by_source[str(source.path)] = mine
 
 
+def _is_ledger_line(line: str) -> bool:
+    try:
+        return ledger.is_ledger(json.loads(line))
+    except ValueError:
+        return False
+
+
 def _export_threads(path: Path, batch: int = 500):
     """An export's threads, ``batch`` at a time; ``RestoreError`` naming the line that is not a thread, or saying the
     file ends before its end (a copy cut short)."""
@@ -155,6 +183,8 @@ def _export_threads(path: Path, batch: int = 500):
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
+                if n == 1 and _is_ledger_line(line):  # its ledger, read before (``export_ledger``)
+                    continue
                 if line.strip():
                     chunk.append(Thread.model_validate_json(line))
                 if len(chunk) == batch:
@@ -192,6 +222,8 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
     paths = list(default_sources(settings, backups_folder, source_file) if ledgers is None else ledgers)
     paths += [p for p in extra_ledgers if p not in paths]
     sources, unreadable = read_sources(paths, strict=[*(ledgers or ()), *extra_ledgers])
+    if kind == "export":  # its own ledger first: the records its threads were written under
+        sources.insert(0, Source(source_file, export_ledger(source_file)))
     out = Applied()
     tmp = store_path.parent / f".{store_path.name}.restoring"
     leftovers = [tmp.with_name(tmp.name + side) for side in ("", "-wal", "-shm")]

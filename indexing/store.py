@@ -140,6 +140,19 @@ class Removed:
 
 
 @dataclass
+class LedgerTaken:
+    """``ThreadStore.take_ledger``: whether an export's ledger was taken in, what it added, and why not."""
+    taken: bool
+    erasures: int = 0  # records added to the store's ledger
+    takedowns: int = 0  # takedowns recorded
+    erasures_not_carried: int = 0  # under another key than the store's
+    reason: str | None = None
+
+    def summary(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
 class Erased:
     """``ThreadStore.erase_authors``: what an erasure changed in the store. ``texts`` are the texts it no longer
     holds (what a cache keyed by text forgets); ``wal_truncated`` whether the write-ahead log, which held the
@@ -560,6 +573,24 @@ class ThreadStore:
         with self._transaction() as cur:
             return ledger.carry(cur, other)
 
+    def take_ledger(self, other: ledger.Held) -> "LedgerTaken":
+        """An export's ledger (``cqa ingest`` of it) taken into this store, in one transaction, where the store holds
+        no thread yet (a restore by ingest into an empty data folder: nothing here the records would have to be
+        applied to): its erasures carried (``ledger.carry``; not where this store already hashes under another key)
+        and its takedowns recorded, with their times. Into a store that holds threads it changes nothing and says
+        why: the records would name posts the store may hold (``cqa restore --ledger-from`` applies them)."""
+        with self._transaction() as cur:
+            (threads,) = cur.execute("SELECT COUNT(*) FROM threads").fetchone()
+            if threads:
+                return LedgerTaken(False, reason=f"the store holds threads already ({threads}): a ledger is taken "
+                                                 "only into a store without threads")
+            carried = ledger.carry(cur, other)
+            for t in other.takedowns:
+                ledger.record_takedown(cur, t.thread_id, t.answer_id, t.at)
+            return LedgerTaken(True, len(other.erasures) if carried else 0, len(other.takedowns),
+                               0 if carried else len(other.erasures),
+                               None if carried else "the store hashes ids under another key")
+
     def author_ids(self) -> list[str]:
         """Every author id a question or comment carries."""
         with self._lock:
@@ -841,6 +872,10 @@ class Snapshot:
 
     def posts(self, author_ids: Sequence[str]) -> list[Post]:
         return _read_posts(self._conn, author_ids)
+
+    def ledger(self) -> ledger.Held:
+        """The snapshot's ledger (``ledger.read``): its records as of the moment its threads are."""
+        return ledger.read(self._conn.cursor())
 
     def close(self) -> None:
         self._conn.execute("COMMIT")

@@ -20,6 +20,7 @@ from app.settings import Settings
 from indexing.backup import backup, dated_name, export
 from indexing.embcache import EmbeddingCache, text_key
 from indexing.erasure import forget, forget_derived, rewrite_backups
+from indexing.ingest import ingest_paths
 from indexing.ledger import Rule, takedowns
 from indexing.models import Answer, Thread
 from indexing.store import StoreError, ThreadStore, read_only
@@ -213,7 +214,7 @@ def test_backups_that_began_before_an_erasure_are_written_again_without_it(tmp_p
         untouched = after.read_bytes()
         (folder / f".{dated_name('export', datetime.fromtimestamp(erased.at - 5, timezone.utc))}.tmp").write_text(
             "half")  # a backup that began before and is still being written
-        done = rewrite_backups(folder, erased, wait_s=0.3, poll_s=0.05)
+        done = rewrite_backups(folder, erased, wait_s=0.3, poll_s=0.05, live=store.ledger())
     assert sorted(b["backup"] for b in done["backups_rewritten"]) == sorted(p.name for p in paths.values())
     assert len(done["backups_being_written"]) == 1  # waited for, then named: it holds what was erased
     for b in done["backups_rewritten"]:
@@ -225,9 +226,13 @@ def test_backups_that_began_before_an_erasure_are_written_again_without_it(tmp_p
         [p.name for p in paths.values()] + [after.name, f".{done['backups_being_written'][0]}.tmp"])  # one file each
     with ThreadStore(paths["store"]) as restored:  # a service restored from it keeps the user erased
         assert restored.get("t1") is None and restored.upsert([_forum()[0]]).suppressed == ["t1"]
-    with ThreadStore(tmp_path / "from-export.sqlite3") as restored:
-        restored.upsert(Thread.model_validate_json(line) for line in _export_text(paths["export"]).splitlines())
+    first = json.loads(_export_text(paths["export"]).splitlines()[0])  # the export gained the store's ledger line
+    assert len(first["ledger"]["erasures"]) == 1 and "gone" not in json.dumps(first)
+    assert [b.get("ledger") for b in done["backups_rewritten"] if "ledger" in b] == [{"erasures": 1, "takedowns": 0}]
+    with ThreadStore(tmp_path / "from-export.sqlite3") as restored:  # restored by ingest: the sync keeps them out
+        assert ingest_paths(restored, [paths["export"]], progress=False).ledgers[0]["taken"]
         assert restored.counts() == {"threads": 2, "answers": 3} and restored.posts_by(["gone"]) == []
+        assert restored.upsert([_forum()[0]]).suppressed == ["t1"]
 
 
 def test_a_backup_deleted_while_the_erasure_rewrites_is_not_brought_back(tmp_path, monkeypatch):
@@ -398,6 +403,9 @@ def test_a_delete_with_purge_leaves_nothing_of_the_post_on_disk(client, monkeypa
         assert [(t.thread_id, t.answer_id) for t in takedowns(conn.cursor())] == [("t1", None), ("t2", "t2b")]
     finally:
         conn.close()
+    exported = _export_text(next(svc.settings.backups_folder.glob("threads-*.jsonl.gz"))).splitlines()[0]
+    assert [(t["thread_id"], t["answer_id"]) for t in json.loads(exported)["ledger"]["takedowns"]] == [
+        ("t1", None), ("t2", "t2b")]  # and so does one restored from the rewritten export
     # lifted: the forum's next send stores it again
     assert client.delete("/takedowns/t2?answer_id=t2b", headers=ADMIN).json()["lifted"] is True
     assert client.delete("/takedowns/t2?answer_id=t2b", headers=ADMIN).status_code == 404

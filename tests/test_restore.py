@@ -12,7 +12,9 @@ import pytest
 from app.settings import Settings
 from indexing.backup import backup, export
 from indexing.generations import write_lease
+from indexing.ingest import ingest_paths
 from indexing.ledger import Rule
+from indexing.loaders import LoadError, load_jsonl
 from indexing.restore import RestoreError, restore
 from indexing.store import ThreadStore
 
@@ -163,3 +165,94 @@ def test_cqa_restore_rebuilds_the_indexes_and_refuses_without_replace(tmp_path, 
     assert out["threads"] == 1 and out["authors_erased"] == 2 and out["generation"], out
     assert [p.name for p in (data / "indexes").glob("gen-*")] == [out["generation"]]
     assert SECRET.encode() not in _bytes_under(data, skip="replaced") and "gone" not in run.stdout + run.stderr
+
+
+# --- the ledger an export carries (its first line) ------------------------------------------------------------------
+def _exported_after(store: ThreadStore, path, **kw) -> dict:
+    """An export made after ``_erased_since``: what a forum keeps off the machine, all that is left if the machine
+    is lost."""
+    _erased_since(store)
+    return export(store.path, path, **kw)
+
+
+def test_an_export_carries_its_stores_ledger_which_an_ingest_into_an_empty_store_takes(tmp_path):
+    with _filled(tmp_path / "live.sqlite3") as store:
+        said = _exported_after(store, tmp_path / "all.jsonl.gz")
+        export(store.path, tmp_path / "bare.jsonl.gz", with_ledger=False)  # as exports were before they carried it
+    assert said["ledger"] == {"erasures": 2, "takedowns": 2}, said
+    first, *threads = gzip.decompress((tmp_path / "all.jsonl.gz").read_bytes()).decode().splitlines()
+    assert threads == gzip.decompress((tmp_path / "bare.jsonl.gz").read_bytes()).decode().splitlines()
+    line = json.loads(first)["ledger"]
+    assert len(line["erasures"]) == 2 and len(line["key"]) == 64 and "gone" not in first and "third" not in first
+    assert [(t["thread_id"], t["answer_id"]) for t in line["takedowns"]] == [("t2", "t2c"), ("t3", None)]
+
+    with ThreadStore(tmp_path / "new.sqlite3") as restored:  # the machine lost: the export into an empty folder
+        report = ingest_paths(restored, [tmp_path / "all.jsonl.gz"], progress=False)
+        assert report.skipped == 0 and report.as_dict()["ledgers"] == [
+            {"file": "all.jsonl.gz", "taken": True, "erasures": 2, "takedowns": 2, "erasures_not_carried": 0}]
+        _as_the_ledgers_say(restored)  # and the forum's sync sending everything again brings nothing back
+        report = ingest_paths(restored, [tmp_path / "all.jsonl.gz"], progress=False)  # into a store with threads
+        assert report.ledgers[0]["taken"] is False and "holds threads already (1)" in report.ledgers[0]["reason"]
+    with ThreadStore(tmp_path / "control.sqlite3") as control:  # the control: the export without it
+        ingest_paths(control, [tmp_path / "bare.jsonl.gz"], progress=False)
+        r = control.upsert(_forum())
+        assert (r.suppressed, r.taken_down, r.inserted) == ([], [], 2), r
+        assert control.posts_by(["gone"]) != []
+
+    bad = first.replace(line["key"], "not-a-key")  # a damaged ledger line: a bad record, named
+    (tmp_path / "bad.jsonl").write_text("\n".join([bad, *threads]) + "\n", encoding="utf-8")
+    (tmp_path / "twice.jsonl").write_text("\n".join([first, *threads, first]) + "\n", encoding="utf-8")
+    assert "line 1: a ledger line that cannot be read: ledger.key" in str(
+        load_jsonl(tmp_path / "bad.jsonl").errors[0])
+    assert f"line {2 + len(threads)}: a second ledger line" in str(load_jsonl(tmp_path / "twice.jsonl").errors[0])
+    with pytest.raises(LoadError, match="ledger.key"):
+        load_jsonl(tmp_path / "bad.jsonl", strict=True)
+
+
+def test_an_export_alone_restores_with_its_ledger_and_lends_it_to_another_restore(tmp_path):
+    settings = Settings(data_dir=tmp_path / "var")
+    with _filled(tmp_path / "live.sqlite3") as store:
+        backup(store.path, tmp_path / "old.sqlite3")  # made before: no record of what follows
+        _exported_after(store, tmp_path / "all.jsonl.gz")
+    done = restore(settings, tmp_path / "all.jsonl.gz", ledgers=[], reindex=False)  # no other ledger anywhere
+    assert done["ledgers_read"] == [str(tmp_path / "all.jsonl.gz")] and done["erasures_carried"] == 2, done
+    with ThreadStore(settings.store_path) as restored:
+        _as_the_ledgers_say(restored)
+
+    other = Settings(data_dir=tmp_path / "var2")  # the old store backup, with the export's ledger named
+    done = restore(other, tmp_path / "old.sqlite3", ledgers=[], extra_ledgers=[tmp_path / "all.jsonl.gz"],
+                   reindex=False)
+    assert (done["authors_erased"], done["takedowns_applied"]) == (2, 2), done
+    with ThreadStore(other.store_path) as restored:
+        _as_the_ledgers_say(restored)
+    assert SECRET.encode() not in _bytes_under(other.data_dir)
+
+    whole = gzip.decompress((tmp_path / "all.jsonl.gz").read_bytes())
+    (tmp_path / "bad.jsonl.gz").write_bytes(gzip.compress(whole.replace(b'"remove":true', b'"remove":"sure"', 1)))
+    for call in (lambda: restore(Settings(data_dir=tmp_path / "v3"), tmp_path / "bad.jsonl.gz", reindex=False),
+                 lambda: restore(Settings(data_dir=tmp_path / "v3"), tmp_path / "old.sqlite3",
+                                 extra_ledgers=[tmp_path / "bad.jsonl.gz"], reindex=False)):
+        with pytest.raises(RestoreError, match=r"line 1: .*ledger\.erasures\.\d\.remove: Input should be a valid"):
+            call()
+        assert not (tmp_path / "v3" / "threads.sqlite3").exists()  # refused before anything was placed
+
+
+def test_cqa_export_writes_the_ledger_unless_told_not_to_and_cqa_ingest_takes_it(tmp_path, cli_env):
+    data = tmp_path / "var"
+    with _filled(data / "threads.sqlite3") as store:
+        _erased_since(store)
+    env = {**cli_env, "CQA_DATA_DIR": str(data)}
+    run = subprocess.run([*CQA, "export", "-o", str(tmp_path / "all.jsonl.gz"), "-q"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and json.loads(run.stdout.splitlines()[-1])["ledger"] == {"erasures": 2,
+                                                                                          "takedowns": 2}, run.stderr
+    bare = subprocess.run([*CQA, "export", "--no-ledger", "-q"], env=env, capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 0 and '"ledger"' not in bare.stdout and len(bare.stdout.splitlines()) == 1, bare.stderr
+    env["CQA_DATA_DIR"] = str(tmp_path / "var2")
+    run = subprocess.run([*CQA, "ingest", str(tmp_path / "all.jsonl.gz"), "-q"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["skipped"] == 0 and out["ledgers"][0]["taken"] and out["ledgers"][0]["erasures"] == 2, out
+    with ThreadStore(tmp_path / "var2" / "threads.sqlite3") as restored:
+        _as_the_ledgers_say(restored)
