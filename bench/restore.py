@@ -14,6 +14,15 @@ deleted from the embedding cache, and a generation built from scratch, as the er
   its job rewrites them), `cqa restore OLD.jsonl.gz`;
 - **export, by hand**: `cqa ingest OLD.jsonl.gz` into the folder without a store, then `cqa reindex --full`.
 
+Then the machine lost with its data folder and backups folder, and only an export made after the erasure left
+(off-site, NEW.jsonl.gz, which carries the store's ledger as its first line), each into a new, empty data folder
+(no build: these arms are about what the store keeps):
+
+- **lost, ingest**: `cqa ingest NEW.jsonl.gz` (it takes the ledger line into the empty store);
+- **lost, restore**: `cqa restore NEW.jsonl.gz --no-reindex`;
+- **lost, ingest, no ledger**: `cqa ingest` of the same export written with `cqa export --no-ledger`, as every export
+  was before exports carried their ledger: the control.
+
 After each: the seconds to a live generation, how many of the erased user's and the thread's texts (40 characters
 or more, those no other post holds) the restored store holds, and what the forum's sync sending again every thread
 the user wrote in, and the thread taken down, stores (`ThreadStore.upsert`, as POST /threads writes).
@@ -74,14 +83,16 @@ def held(store_file: Path, texts: list[str]) -> set[str]:
     return {t for t in texts if t in everything}
 
 
-def synced(store_file: Path, resend: list) -> dict:
-    """What the store at ``store_file`` makes of the forum sending ``resend`` again (a copy of it: nothing kept)."""
+def synced(store_file: Path, resend: list, texts: list[str]) -> dict:
+    """What the store at ``store_file`` makes of the forum sending ``resend`` again (a copy of it: nothing kept), and
+    how many of ``texts`` it holds after."""
     with tempfile.TemporaryDirectory(prefix="cqa-sync-") as tmp:
         copy = Path(tmp) / "s.sqlite3"
         backup(store_file, copy)
         with ThreadStore(copy) as store:
             r = store.upsert(resend)
-    return {"inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged, **r.erased()}
+        return {"inserted": r.inserted, "updated": r.updated, "unchanged": r.unchanged, **r.erased(),
+                "texts_after": len(held(copy, texts))}
 
 
 def main() -> None:
@@ -132,11 +143,25 @@ def main() -> None:
         out["texts_checked"] = len(texts)
         out["texts_in_old_backup"] = len(held(offsite / "old.sqlite3", texts))
 
+        export(base / "threads.sqlite3", offsite / "new.jsonl.gz")  # after the erasure: it carries the ledger
+        export(base / "threads.sqlite3", offsite / "new-bare.jsonl.gz", with_ledger=False)
+
         arms: dict[str, dict] = {}
-        for arm in ("store_restore", "store_by_hand", "export_restore", "export_by_hand"):
+        for arm in ("store_restore", "store_by_hand", "export_restore", "export_by_hand", "lost_ingest",
+                    "lost_restore", "lost_ingest_no_ledger"):
             data = tmp / arm
-            shutil.copytree(base, data)
-            if arm == "store_restore":
+            if arm.startswith("lost_"):
+                data.mkdir()  # a new machine's empty data folder
+            else:
+                shutil.copytree(base, data)
+            if arm.startswith("lost_ingest"):
+                name = "new-bare.jsonl.gz" if arm.endswith("no_ledger") else "new.jsonl.gz"
+                seconds, summary = cqa(data, "ingest", str(offsite / name), "--encode", "never")
+                note = {"ledgers": summary.get("ledgers", [])}
+            elif arm == "lost_restore":
+                seconds, summary = cqa(data, "restore", str(offsite / "new.jsonl.gz"), "--no-reindex")
+                note = {k: summary[k] for k in ("erasures_carried", "takedowns", "ledgers_read")}
+            elif arm == "store_restore":
                 seconds, summary = cqa(data, "restore", str(offsite / "old.sqlite3"), "--replace")
                 note = {k: summary[k] for k in ("authors_erased", "threads_deleted", "answers_removed",
                                                 "takedowns_applied", "build_seconds")}
@@ -161,15 +186,16 @@ def main() -> None:
                 seconds += ingest_s
             arms[arm] = {"seconds": round(seconds, 2), **note,
                          "texts_left": len(held(data / "threads.sqlite3", texts)),
-                         "sync_again": synced(data / "threads.sqlite3", resend)}
-            print(f"{arm:15s} ({time.perf_counter() - start:.0f} s in) {seconds:7.2f} s  texts left {arms[arm]['texts_left']:4d}  sync "
+                         "sync_again": synced(data / "threads.sqlite3", resend, texts)}
+            print(f"{arm:22s} ({time.perf_counter() - start:.0f} s in) {seconds:7.2f} s  texts left {arms[arm]['texts_left']:4d}  sync "
                   f"{arms[arm]['sync_again']}", file=sys.stderr)
             shutil.rmtree(data)
     out["arms"] = arms
     out["ratio_store_restore_to_by_hand"] = round(arms["store_restore"]["seconds"] / arms["store_by_hand"]["seconds"], 3)
     out["ratio_export_restore_to_by_hand"] = round(arms["export_restore"]["seconds"]
                                                    / arms["export_by_hand"]["seconds"], 3)
-    assert arms["store_restore"]["texts_left"] == 0 and arms["export_restore"]["texts_left"] == 0, arms
+    assert all(arms[a]["texts_left"] == 0 for a in ("store_restore", "export_restore", "lost_ingest", "lost_restore",
+                                                    "lost_ingest_no_ledger")), arms
     print(json.dumps(out))
 
 

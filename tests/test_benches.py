@@ -353,6 +353,13 @@ def test_restore_bench_brings_back_nothing_erased_where_the_copy_by_hand_does(tm
         assert restored["sync_again"]["inserted"] == 0 == by_hand["sync_again"]["inserted"]
         assert out[f"ratio_{arm}_restore_to_by_hand"] > 0
     assert arms["store_restore"]["takedowns_applied"] == 1 and arms["export_restore"]["export"]["taken_down"] == 1
+    # the machine lost, an export made after the erasure left: with its ledger line the sync brings nothing back
+    for arm in ("lost_ingest", "lost_restore"):
+        sync = arms[arm]["sync_again"]
+        assert sync["texts_after"] == 0 and sync["taken_down"] == 1 and sync["inserted"] == 0, (arm, sync)
+    assert arms["lost_ingest"]["ledgers"][0]["taken"] and arms["lost_restore"]["erasures_carried"] == 1
+    control = arms["lost_ingest_no_ledger"]["sync_again"]  # as exports were before: all of it comes back
+    assert control["texts_after"] == out["texts_checked"] and control["inserted"] > 0 and "taken_down" not in control
 
 
 def test_long_thread_bench_ranks_stored_threads_past_post_reranks_limit_before_and_after_indexing(
