@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -147,6 +148,64 @@ def cmd_erase(args: argparse.Namespace) -> int:
     _emit({"authors": len(authors), "content": args.content, **erased.summary(), "vacuumed": args.vacuum,
            "backups": backups, **derived})
     return 0 if not (derived.get("generations_still_served") or derived.get("backups_being_written")) else 1
+
+
+# --- takedown -------------------------------------------------------------------------
+def cmd_takedown(args: argparse.Namespace) -> int:
+    from indexing.erasure import forget_derived, take_down
+    from indexing.store import NotInStore, ThreadStore
+    from ranking.rankers import memo_files
+    settings = _settings(args)
+    if not settings.store_path.exists():
+        print(f"error: {settings.store_path}: no store here", file=sys.stderr)
+        return 2
+    what = f"thread {args.thread_id!r}" if args.answer is None else f"comment {args.answer!r} of thread " \
+                                                                      f"{args.thread_id!r}"
+    with ThreadStore(settings.store_path) as store:
+        if args.lift:
+            if not store.lift_takedown(args.thread_id, args.answer):
+                print(f"error: no takedown of the {what} is on record", file=sys.stderr)
+                return 2
+            _emit({"lifted": True, "thread_id": args.thread_id, "answer_id": args.answer,
+                   "note": "what the forum sends of it is stored again; nothing is restored here"})
+            return 0
+        try:
+            done = take_down(store, args.thread_id, args.answer)
+        except NotInStore:
+            done = None
+        if done is None:
+            if not args.record_absent:
+                print(f"error: the {what} is not stored; --record-absent records its takedown all the same, so "
+                      "that what the forum sends of it later is left out", file=sys.stderr)
+                return 2
+            store.record_takedown(args.thread_id, args.answer)
+            _emit({"recorded": True, "stored": False, "thread_id": args.thread_id, "answer_id": args.answer})
+            return 0
+        erased = done[0]
+        log.info("taken down in the store: %s", erased.summary())
+    backups = args.backups or settings.erase_backups
+    derived = forget_derived(settings, erased, memo_files=memo_files(settings), backups=settings.backups_folder,
+                             rewrite_backups_too=backups == "rewrite", wait_s=args.wait, progress=not args.quiet)
+    if derived.get("backups_before"):
+        log.warning("%d backups began before the takedown and still hold it: %s", len(derived["backups_before"]),
+                    ", ".join(derived["backups_before"]))
+    _emit({"thread_id": args.thread_id, "answer_id": args.answer, **erased.summary(), "backups": backups, **derived})
+    return 0 if not (derived.get("generations_still_served") or derived.get("backups_being_written")) else 1
+
+
+def cmd_takedowns(args: argparse.Namespace) -> int:
+    from indexing.store import ThreadStore
+    settings = _settings(args)
+    if not settings.store_path.exists():
+        print(f"error: {settings.store_path}: no store here", file=sys.stderr)
+        return 2
+    with ThreadStore(settings.store_path) as store:
+        rows = store.takedowns(args.thread, limit=-1)
+    for t in rows:
+        print(json.dumps({"thread_id": t.thread_id, "answer_id": t.answer_id,
+                          "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t.at))}))
+    _emit({"takedowns": len(rows)})
+    return 0
 
 
 # --- restore --------------------------------------------------------------------------
@@ -507,6 +566,44 @@ def build_parser() -> argparse.ArgumentParser:
                    "and name them (default: $CQA_ERASE_BACKUPS, rewrite)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_erase)
+
+    s = sub.add_parser("takedown", help="take a thread or a comment down: gone, with all derived from it, and kept out",
+                       description="What content that must be gone needs (a legal request, say): DELETE "
+                       "/threads/{id}?purge=true (or /threads/{id}/answers/{aid}?purge=true) from the command line. "
+                       "In the store, in one transaction: the thread with all its comments, or one comment, removed "
+                       "and the takedown recorded in its ledger (by id); deleted values overwritten with zeros and the "
+                       "write-ahead log emptied. Then what was made from it, as `cqa erase` does: a generation built "
+                       "from scratch and made live, its texts' vectors deleted from the embedding cache, every older "
+                       "generation deleted once no service serves it (waiting up to --wait seconds), and the backups "
+                       "in $CQA_BACKUP_DIR that began before written again without it (--backups). Whatever the forum "
+                       "sends of it later (its sync, an old export) is left out and counted, until --lift. Runs while "
+                       "`cqa serve` serves. Last line: JSON with the counts (no text); exit 2 when the thread or "
+                       "comment is not stored (or, with --lift, no such takedown is on record); exit 1 when an older "
+                       "generation was still served, or a backup was still being written, after --wait.")
+    s.add_argument("thread_id", metavar="THREAD_ID", help="the thread's id")
+    s.add_argument("--answer", metavar="ANSWER_ID", help="one comment of the thread instead of the whole thread")
+    s.add_argument("--lift", action="store_true",
+                   help="lift the takedown instead: what the forum sends of it later is stored again (nothing is "
+                   "restored here)")
+    s.add_argument("--record-absent", action="store_true",
+                   help="when the thread or comment is not stored, record its takedown all the same, so that what "
+                   "the forum sends of it later is left out")
+    s.add_argument("--backups", choices=["rewrite", "keep"],
+                   help="rewrite: write the backups that began before again without it; keep: leave them and name "
+                   "them (default: $CQA_ERASE_BACKUPS, rewrite)")
+    s.add_argument("--wait", type=float, default=60.0, metavar="S",
+                   help="seconds to wait for the services to leave the older generations and for backups being "
+                   "written (default 60)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_takedown)
+
+    s = sub.add_parser("takedowns", help="list the takedowns on record",
+                       description="Every thread or comment taken down (`cqa takedown`, DELETE ?purge=true) that the "
+                       "store keeps out of later writes, one JSON line each (thread_id, answer_id or null, at), by "
+                       "thread id, a thread's own first; last line: {\"takedowns\": N}. GET /takedowns from the "
+                       "service.")
+    s.add_argument("--thread", metavar="THREAD_ID", help="only this thread's (itself and its comments)")
+    s.set_defaults(func=cmd_takedowns)
 
     s = sub.add_parser("restore", help="restore the store from a backup, without what was erased or taken down since",
                        description="Make the data folder's store a copy of BACKUP (a `cqa backup` file or a `cqa "

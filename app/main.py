@@ -615,13 +615,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       if_match: str | None = Header(None, description=IF_MATCH),
                       purge: bool = Param(False, description=PURGE)):
         def remove() -> Erased:
-            removed = svc.store.delete_answer(thread_id, answer_id, conditional.etags(if_match), takedown=purge)
-            response.headers["ETag"] = conditional.quoted(removed.etag)
-            if not purge:  # nothing more to read or write
-                return Erased(threads_changed=[thread_id], answers_removed=1)
-            return Erased(threads_changed=[thread_id], answers_removed=1, texts=svc.store.unheld([removed.text]),
-                          at=time.time(), wal_truncated=svc.store.truncate_wal(),  # the log's older pages held it
-                          takedown=[(thread_id, answer_id)])
+            if purge:
+                from indexing.erasure import take_down
+                erased, etag = take_down(svc.store, thread_id, answer_id, conditional.etags(if_match))
+            else:  # nothing more to read or write
+                etag = svc.store.delete_answer(thread_id, answer_id, conditional.etags(if_match)).etag
+                erased = Erased(threads_changed=[thread_id], answers_removed=1)
+            response.headers["ETag"] = conditional.quoted(etag)
+            return erased
         try:
             if purge:
                 _, _, job = purged(svc, remove, svc.settings.erase_backups)
@@ -695,13 +696,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       if_match: str | None = Header(None, description=IF_MATCH),
                       purge: bool = Param(False, description=PURGE)):
         def remove() -> Erased | None:
-            gone = svc.store.delete(thread_id, conditional.etags(if_match), takedown=purge)
-            if gone is None or not purge:  # not purged: nothing more to read or write
-                return gone and Erased(threads_deleted=[thread_id])
-            texts = [gone.question_text, gone.subject, gone.body, *(a.text for a in gone.answers)]
-            return Erased(threads_deleted=[thread_id], texts=svc.store.unheld(texts), at=time.time(),
-                          wal_truncated=svc.store.truncate_wal(),  # the log's older pages held them
-                          takedown=[(thread_id, None)])
+            if purge:
+                from indexing.erasure import take_down
+                done = take_down(svc.store, thread_id, if_match=conditional.etags(if_match))
+                return done and done[0]
+            gone = svc.store.delete(thread_id, conditional.etags(if_match))  # nothing more to read or write
+            return gone and Erased(threads_deleted=[thread_id])
         if purge:
             erased, _, job = purged(svc, remove, svc.settings.erase_backups)
             if erased is None:

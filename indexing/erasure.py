@@ -48,6 +48,26 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str, float], None]
 
 
+def take_down(store: ThreadStore, thread_id: str, answer_id: str | None = None,
+              if_match: Sequence[str] | None = None) -> tuple[Erased, str | None] | None:
+    """A takedown's part in the store (``DELETE ...?purge=true``, ``cqa takedown``): the thread (``answer_id`` None)
+    or one comment of it removed, and the takedown recorded, in one transaction (``ThreadStore.delete``,
+    ``delete_answer``); then the write-ahead log, whose older pages held it, emptied. Returns what
+    ``forget_derived`` forgets it by (the texts the store no longer holds anywhere, the takedown) and the thread's
+    ETag after a comment's removal; None when the thread is not stored. ``NotInStore`` for a comment it does not hold,
+    ``PreconditionFailed`` when ``if_match`` does not name the thread's ETag (nothing removed)."""
+    if answer_id is None:
+        gone = store.delete(thread_id, if_match, takedown=True)
+        if gone is None:
+            return None
+        texts = [gone.question_text, gone.subject, gone.body, *(a.text for a in gone.answers)]
+        return Erased(threads_deleted=[thread_id], texts=store.unheld(texts), at=time.time(),
+                      wal_truncated=store.truncate_wal(), takedown=[(thread_id, None)]), None
+    removed = store.delete_answer(thread_id, answer_id, if_match, takedown=True)
+    return Erased(threads_changed=[thread_id], answers_removed=1, texts=store.unheld([removed.text]), at=time.time(),
+                  wal_truncated=store.truncate_wal(), takedown=[(thread_id, answer_id)]), removed.etag
+
+
 def scrub(path: Path, delete: Callable[[sqlite3.Connection], int]) -> int:
     """Run ``delete`` (DELETE statements on a connection, returning how many rows they removed) on the SQLite file at
     ``path`` in one write transaction, the deleted rows overwritten with zeros (``secure_delete``), then empty the

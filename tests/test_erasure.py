@@ -531,3 +531,43 @@ def test_an_erasure_cut_off_by_kill_9_is_kept_and_sending_it_again_finishes_it(t
     finally:
         p.terminate()
         p.wait(timeout=20)
+
+
+def test_cqa_takedown_removes_a_comment_everywhere_and_keeps_it_out_until_lifted(tmp_path, cli_env):
+    """`cqa takedown`: DELETE ...?purge=true from the command line, through the same code (``erasure.take_down``)."""
+    data = tmp_path / "var"
+    env = {**cli_env, "CQA_DATA_DIR": str(data), "CQA_DENSE_ENCODER": "base", "CQA_ANSWER_ENCODER": "none"}
+
+    def cqa(*args: str) -> tuple[int, list[str], str]:
+        run = subprocess.run([*CQA, *args], env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+        return run.returncode, run.stdout.strip().splitlines(), run.stderr
+
+    with _filled(data / "threads.sqlite3") as store:
+        export(store.path, data / "backups" / dated_name("export"))  # began before: rewritten
+        export(store.path, tmp_path / "old.jsonl")  # off-site: the forum's copy, sent again later
+    assert cqa("reindex", "-q")[0] == 0
+    time.sleep(0.01)
+    rc, out, err = cqa("takedown", "t2", "--answer", "t2b", "-q")
+    assert rc == 0, err
+    said = json.loads(out[-1])
+    assert (said["threads_changed"], said["answers_removed"], said["generation"]) == (1, 1, said["generation"]), said
+    assert said["generations_deleted"] and [b.get("ledger") for b in said["backups_rewritten"]] == [
+        {"erasures": 0, "takedowns": 1}], said
+    on_disk = _bytes_under(data)  # the store, the generation, the cache, the backup
+    assert f"Edited: {SECRET}".encode() not in on_disk and b"Old draft" not in on_disk
+    assert SECRET.encode() in on_disk  # the control: t1's body, which was not taken down
+    rc, out, _ = cqa("ingest", str(tmp_path / "old.jsonl"), "-q")  # the forum sends it again
+    assert rc == 0 and json.loads(out[-1])["answers_taken_down"] == 1
+    rc, out, _ = cqa("takedowns")
+    assert [json.loads(line)["answer_id"] for line in out[:-1]] == ["t2b"] and json.loads(out[-1]) == {"takedowns": 1}
+    rc, _, err = cqa("takedown", "t9", "-q")  # not stored: refused, unless recorded on purpose
+    assert rc == 2 and "--record-absent" in err
+    assert json.loads(cqa("takedown", "t9", "--record-absent", "-q")[1][-1])["recorded"] is True
+    assert [json.loads(line)["thread_id"] for line in cqa("takedowns", "--thread", "t9")[1][:-1]] == ["t9"]
+    assert cqa("takedown", "t2", "--answer", "t2b", "--lift")[0] == 0
+    rc, _, err = cqa("takedown", "t2", "--answer", "t2b", "--lift")
+    assert rc == 2 and "no takedown" in err
+    rc, out, _ = cqa("ingest", str(tmp_path / "old.jsonl"), "-q")  # lifted: stored again
+    assert rc == 0 and "answers_taken_down" not in json.loads(out[-1])
+    with ThreadStore(data / "threads.sqlite3") as store:
+        assert "t2b" in [a.id for a in store.get("t2").answers]
