@@ -208,6 +208,19 @@ def cmd_takedowns(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- status ---------------------------------------------------------------------------
+def cmd_status(args: argparse.Namespace) -> int:
+    from indexing.status import folder_status, lines
+    settings = _settings(args)
+    s = folder_status(settings, settings.backups_folder, check=args.check)
+    if not args.json:
+        print("\n".join(lines(s)))
+    print(json.dumps(s.as_dict()))
+    if s.store is None:
+        return 2
+    return 1 if s.attention else 0
+
+
 # --- restore --------------------------------------------------------------------------
 def cmd_restore(args: argparse.Namespace) -> int:
     import sqlite3
@@ -596,6 +609,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "written (default 60)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_takedown)
+
+    s = sub.add_parser("status", help="what the data folder holds, and whether anything needs you",
+                       description="Read the data folder without changing it, while a service serves and builds go on: "
+                       "the store (threads, comments, size, fingerprint, the ledger's erasures and takedowns), the "
+                       "live generation (when it was built, its documents and dense encoder, whether it is behind the "
+                       "store), the generations on disk and the processes serving them (their leases), builds under "
+                       "way, the embedding cache, and the backups folder ($CQA_BACKUP_DIR). Then what needs you, each "
+                       "with what to do: no store or one that fails --check, no live generation or one behind the "
+                       "store, a build or a backup left by a process that died, an expired lease. In words, then "
+                       "one JSON line last (--json: the JSON line only). Exit 0: nothing needs you; 1: something "
+                       "does (the `attention` list); 2: no store, or it cannot be read. Fit for a monitoring check.")
+    s.add_argument("--check", action="store_true",
+                   help="also run SQLite's quick_check on the store (reads it whole: seconds on a large forum)")
+    s.add_argument("--json", action="store_true", help="only the JSON line")
+    s.set_defaults(func=cmd_status)
 
     s = sub.add_parser("takedowns", help="list the takedowns on record",
                        description="Every thread or comment taken down (`cqa takedown`, DELETE ?purge=true) that the "

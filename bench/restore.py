@@ -187,8 +187,8 @@ def main() -> None:
             arms[arm] = {"seconds": round(seconds, 2), **note,
                          "texts_left": len(held(data / "threads.sqlite3", texts)),
                          "sync_again": synced(data / "threads.sqlite3", resend, texts)}
-            print(f"{arm:22s} ({time.perf_counter() - start:.0f} s in) {seconds:7.2f} s  texts left {arms[arm]['texts_left']:4d}  sync "
-                  f"{arms[arm]['sync_again']}", file=sys.stderr)
+            print(f"{arm:22s} ({time.perf_counter() - start:.0f} s in) {seconds:7.2f} s  texts left "
+                  f"{arms[arm]['texts_left']:4d}  sync {arms[arm]['sync_again']}", file=sys.stderr)
             shutil.rmtree(data)
     out["arms"] = arms
     out["ratio_store_restore_to_by_hand"] = round(arms["store_restore"]["seconds"] / arms["store_by_hand"]["seconds"], 3)

@@ -16,10 +16,10 @@ kept without their ids. The store overwrites what it deletes (``secure_delete``)
 5. **Backups** in the backups folder that began before the erasure (``rewrite_backups``). Each is written again
    without what the erasure took out, under its own name, in one step: a store backup by the same erasure in a
    copy of it (so it gains the ledger, and a service restored from it keeps the user erased), an export by the
-   ledger's rule applied to each of its threads, its ledger line (its first) merged with the store's. A backup still being written is waited for. With
-   ``rewrite_backups_too`` off (``CQA_ERASE_BACKUPS=keep``) they are only named. A takedown (a thread or a comment
-   deleted with ``purge``) rewrites them the same way, by the ids it deleted, and a store backup's copy records the
-   takedown in its ledger as the store did.
+   ledger's rule applied to each of its threads, its ledger line (its first) merged with the store's. A backup
+   still being written is waited for. With ``rewrite_backups_too`` off (``CQA_ERASE_BACKUPS=keep``) they are only
+   named. A takedown (a thread or a comment deleted with ``purge``, ``take_down``) rewrites them the same way, by
+   the ids it deleted, and a store backup's copy records the takedown in its ledger as the store did.
    Backups elsewhere (``cqa backup`` to another folder, copies off the machine) are the operator's."""
 from __future__ import annotations
 

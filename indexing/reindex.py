@@ -80,20 +80,22 @@ class Staleness:
     reason: str
 
 
-def staleness(settings: IndexSettings, store: ThreadStore | None = None) -> Staleness | None:
+def staleness(settings: IndexSettings, store: ThreadStore | None = None,
+              fingerprint: str | None = None) -> Staleness | None:
     """What the live generation lacks of the store as it is now (None: nothing): there is no live generation, a
     thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded), or
     it went live before its translation table was trained (``reindex``'s ``translation_later``) and no second
     generation has followed yet.
-    ``store``: an open handle on the data folder's store (a service's), else one is opened for the question."""
+    ``store``: an open handle on the data folder's store (a service's), else one is opened for the question;
+    ``fingerprint``: the store's, read already (``cqa status`` reads it without opening the store for writing)."""
     from .searcher import manifest_of
     m = manifest_of(settings.index_root)
     if m is None:
         return Staleness("generation", "no live generation")
-    if store is None:
+    if fingerprint is None and store is None:
         with ThreadStore(settings.store_path) as store:
             return staleness(settings, store)
-    if store.fingerprint() != m.get("store_fingerprint"):
+    if (fingerprint if fingerprint is not None else store.fingerprint()) != m.get("store_fingerprint"):
         return Staleness("store", f"the store changed since {m['generation']} was built")
     if m.get("build", {}).get("translation", {}).get("trains_after_publish"):
         return Staleness("translation", f"{m['generation']} went live before its translation table was trained on "
