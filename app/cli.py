@@ -61,8 +61,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                                   strict=args.strict, progress=not args.quiet, before_write=before_write)
         except (LoadError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
-            print("nothing from that file was written; fix it or drop --strict to skip bad records",
-                  file=sys.stderr)
+            print("nothing from that file was written" + ("; fix it or drop --strict to skip bad records"
+                                                          if args.strict else ""), file=sys.stderr)
             return 2
         totals = store.counts()
     for e in report.errors[:20]:
@@ -496,7 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "a store that holds no thread yet, before the file's threads (a restore by ingest); into one "
                        "that holds threads it is reported (`ledgers`), not taken. Prints a JSON line with the counts "
                        "last.")
-    s.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to read")
+    s.add_argument("paths", nargs="+", metavar="PATH",
+                   help="files or folders to read; - reads standard input (gzipped or not; XML or JSONL told by its "
+                   "first byte unless --format): `cqa export | cqa ingest -`, or over ssh from another machine")
     s.add_argument("--format", choices=["semeval", "jsonl"], help="force a format (default: by file name)")
     s.add_argument("--strict", action="store_true",
                    help="stop at the first malformed record (default: skip it, count it, and go on)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,11 +74,18 @@ def detect_format(path: Path) -> Format:
                     "expected .xml, .xml.gz, .jsonl or .jsonl.gz, or pass --format")
 
 
+STDIN = Path("-")  # standard input, as a path: `cqa export | cqa ingest -`
+
+
 def expand_paths(paths: list[Path]) -> list[Path]:
-    """Files as given; folders become the thread files they hold, sorted."""
+    """Files as given; folders become the thread files they hold, sorted; ``-`` is standard input (once)."""
     out: list[Path] = []
     for p in paths:
-        if p.is_dir():
+        if p == STDIN:
+            if STDIN in out:
+                raise LoadError(p, "path", "standard input named twice")
+            out.append(p)
+        elif p.is_dir():
             out += sorted(q for q in p.rglob("*") if q.is_file() and
                           q.name.lower().removesuffix(".gz").endswith((".xml", ".jsonl", ".ndjson")))
         elif p.exists():
@@ -88,18 +96,30 @@ def expand_paths(paths: list[Path]) -> list[Path]:
 
 
 def load(path: Path | str, fmt: Format | None = None, strict: bool = False) -> LoadResult:
+    """One file's threads (``-``: standard input, read whole, its format told by its first byte unless ``fmt``)."""
     path = Path(path)
-    fmt = fmt or detect_format(path)
+    raw = _read_bytes(path) if path == STDIN else None
+    fmt = fmt or (_sniffed(raw) if raw is not None else detect_format(path))
     if fmt == "semeval":
-        return load_semeval(path, strict=strict)
+        return load_semeval(path, strict=strict, raw=raw)
     if fmt == "jsonl":
-        return load_jsonl(path, strict=strict)
+        return load_jsonl(path, strict=strict, raw=raw)
     raise LoadError(path, "format", f"unknown format {fmt!r}; expected 'semeval' or 'jsonl'")
+
+
+def _sniffed(raw: bytes) -> Format:
+    """Standard input's format: XML starts with ``<``, JSONL with ``{`` (after any byte-order mark and blanks)."""
+    head = raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if head == b"<":
+        return "semeval"
+    if head in (b"{", b""):
+        return "jsonl"
+    raise LoadError(STDIN, "input", "neither XML nor JSONL; pass --format")
 
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        raw = sys.stdin.buffer.read() if path == STDIN else path.read_bytes()
         return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise LoadError(path, "file", f"cannot read: {e}") from e
@@ -172,8 +192,8 @@ def _arabic_threads(q: etree._Element) -> Iterator[Thread]:
                      answers=[Answer(id=f"{tid}_A", text=_text(pair.find("QAanswer")))])
 
 
-def load_semeval(path: Path, strict: bool = False) -> LoadResult:
-    raw = _read_bytes(path)
+def load_semeval(path: Path, strict: bool = False, raw: bytes | None = None) -> LoadResult:
+    raw = _read_bytes(path) if raw is None else raw
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, recover=False)
     try:
         root = etree.parse(io.BytesIO(raw), parser).getroot()
@@ -224,8 +244,8 @@ def load_semeval(path: Path, strict: bool = False) -> LoadResult:
 
 # --- JSONL --------------------------------------------------------------------------
 
-def load_jsonl(path: Path, strict: bool = False) -> LoadResult:
-    raw = _read_bytes(path)
+def load_jsonl(path: Path, strict: bool = False, raw: bytes | None = None) -> LoadResult:
+    raw = _read_bytes(path) if raw is None else raw
     result = LoadResult(path=str(path))
     seen: set[str] = set()
     for lineno, line in enumerate(raw.split(b"\n"), start=1):

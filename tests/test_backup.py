@@ -176,12 +176,14 @@ def test_cqa_backup_of_a_serving_store_serves_again_in_a_new_data_folder(tmp_pat
         assert status == 200 and out["results"][0]["thread_id"] == "qb1"
     finally:
         stop_server(p)
-    third = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "third")}
-    (tmp_path / "all.jsonl").write_text(exported.stdout, encoding="utf-8")
-    ingest = subprocess.run(CQA + ["ingest", str(tmp_path / "all.jsonl"), "-q"], env=third, capture_output=True,
+    third = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "third")}  # `cqa export | cqa ingest -`
+    ingest = subprocess.run(CQA + ["ingest", "-", "-q"], input=exported.stdout, env=third, capture_output=True,
                             text=True, cwd=ROOT)
     assert ingest.returncode == 0 and json.loads(ingest.stdout.strip().splitlines()[-1])["store"]["threads"] == \
         made["threads"]
+    bad = subprocess.run(CQA + ["ingest", "-", "-q"], input="threads, I promise\n", env=third, capture_output=True,
+                         text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "neither XML nor JSONL; pass --format" in bad.stderr
 
 
 def test_backup_names_sort_by_time_and_only_a_backup_name_is_looked_up(tmp_path):
