@@ -147,21 +147,11 @@ def _without(thread: Thread, erased: Erased, rules: dict[str, ledger.Rule]) -> l
     return applied
 
 
-def _json_or_none(line: str) -> object:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
-
-
 def _ledger_of(line: str, name: str) -> ledger.Held | None:
     """The ledger an export's first line holds; None where it is a thread, or a ledger line that cannot be read
     (logged: the store's ledger then takes its place)."""
-    obj = _json_or_none(line)
-    if not ledger.is_ledger(obj):
-        return None
     try:
-        return ledger.from_line(obj)
+        return ledger.of_line(line)
     except ValueError as e:
         log.warning("erasure: %s: %s; the store's ledger takes its place", name, e)
         return None
@@ -212,7 +202,7 @@ def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None) 
             with gzip.open(path, "rt", encoding="utf-8") as src, gzip.open(tmp, "wt", encoding="utf-8") as dst:
                 for n_line, line in enumerate(src):
                     if n_line == 0:  # its ledger line, where it has one, merged with the store's
-                        own, is_ledger = _ledger_of(line, path.name), ledger.is_ledger(_json_or_none(line))
+                        own, is_ledger = _ledger_of(line, path.name), ledger.is_ledger_line(line)
                         merged = own if live is None else live if own is None else own.merged(live)
                         if merged is None and own is not None:  # another lineage's key: kept as it was
                             log.warning("erasure: %s's ledger hashes under another key; its line is kept as it was",

@@ -254,7 +254,6 @@ class Held:
             return {}
         return {a: self.erasures[h] for a in author_ids if (h := _hashed(self.key, a)) in self.erasures}
 
-
     @property
     def empty(self) -> bool:
         """Nothing to apply: no erasure and no takedown."""
@@ -321,6 +320,25 @@ def ledger_line(held: Held) -> str:
 def is_ledger(obj: object) -> bool:
     """Whether a parsed JSONL record is a ledger line (an object whose one key is ``ledger``), not a thread."""
     return isinstance(obj, dict) and set(obj) == {"ledger"}
+
+
+def _parsed(line: str) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:  # not JSON: not a ledger line
+        return None
+
+
+def is_ledger_line(line: str) -> bool:
+    """Whether a line of an export is its ledger line (readable or not)."""
+    return is_ledger(_parsed(line))
+
+
+def of_line(line: str) -> Held | None:
+    """The ledger a line of an export holds; None where it is not a ledger line (a thread); ``ValueError`` for a
+    ledger line that cannot be read."""
+    obj = _parsed(line)
+    return from_line(obj) if is_ledger(obj) else None
 
 
 def from_line(obj: dict) -> Held:

@@ -25,7 +25,6 @@ A service must not serve the data folder meanwhile: a generation some process ho
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import os
 import sqlite3
@@ -106,9 +105,8 @@ def export_ledger(path: Path) -> ledger.Held:
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise RestoreError(f"{path}: the export cannot be read ({e})") from None
     try:
-        obj = json.loads(first) if first.strip() else None
-        return ledger.from_line(obj) if ledger.is_ledger(obj) else ledger.Held(None)
-    except ValueError as e:  # JSONDecodeError is one
+        return ledger.of_line(first) or ledger.Held(None)
+    except ValueError as e:
         raise RestoreError(f"{path}, line 1: {e}") from None
 
 
@@ -168,13 +166,6 @@ def _apply(copy: ThreadStore, source: Source, out: Applied) -> None:
     out.by_source[str(source.path)] = mine
 
 
-def _is_ledger_line(line: str) -> bool:
-    try:
-        return ledger.is_ledger(json.loads(line))
-    except ValueError:
-        return False
-
-
 def _export_threads(path: Path, batch: int = 500):
     """An export's threads, ``batch`` at a time; ``RestoreError`` naming the line that is not a thread, or saying the
     file ends before its end (a copy cut short)."""
@@ -183,7 +174,7 @@ def _export_threads(path: Path, batch: int = 500):
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
-                if n == 1 and _is_ledger_line(line):  # its ledger, read before (``export_ledger``)
+                if n == 1 and ledger.is_ledger_line(line):  # its ledger, read before (``export_ledger``)
                     continue
                 if line.strip():
                     chunk.append(Thread.model_validate_json(line))
