@@ -27,7 +27,10 @@ After each: the seconds to a live generation, how many of the erased user's and 
 or more, those no other post holds) the restored store holds, and what the forum's sync sending again every thread
 the user wrote in, and the thread taken down, stores (`ThreadStore.upsert`, as POST /threads writes).
 
-    python bench/restore.py [--data-dir var/benchmarks/fullcorpus-2016] [--remove U268] [--takedown ID]
+Last, the ledger line's cost (`--ledger-records`, 1,000): a copy of the store with as many erasures and takedowns on
+record, exported with the line and without it in turn, each export ingested into an empty store.
+
+    python bench/restore.py [--data-dir var/benchmarks/fullcorpus-2016] [--remove U268] [--takedown ID] [--ledger-records N]
 """
 from __future__ import annotations
 
@@ -95,12 +98,50 @@ def synced(store_file: Path, resend: list, texts: list[str]) -> dict:
                 "texts_after": len(held(copy, texts))}
 
 
+def ledger_line_cost(store_file: Path, records: int, repeats: int = 3) -> dict:
+    """What the ledger line costs an export and its ingest: a copy of the store with ``records`` erasures and as
+    many takedowns on record (ids no post carries), exported with the line and with ``--no-ledger`` in turn
+    (``repeats`` times each, the fastest kept), and each export ingested into an empty store."""
+    from indexing.ingest import ingest_paths
+    from indexing.ledger import record_takedown
+    with tempfile.TemporaryDirectory(prefix="cqa-ledger-line-") as tmp:
+        tmp = Path(tmp)
+        copy = tmp / "s.sqlite3"
+        backup(store_file, copy)
+        with ThreadStore(copy) as store:
+            store.erase_authors([f"bench-erased-{i}" for i in range(records)], remove=True)
+            with store._transaction() as cur:
+                for i in range(records):
+                    record_takedown(cur, f"bench-down-{i}", None if i % 2 else f"bench-down-c{i}", time.time())
+        best = {arm: {"export_s": float("inf"), "ingest_s": float("inf")} for arm in ("ledger", "no_ledger")}
+        for r in range(repeats):
+            for arm in (("ledger", "no_ledger") if r % 2 == 0 else ("no_ledger", "ledger")):
+                out = tmp / f"{arm}-{r}.jsonl.gz"
+                t0 = time.perf_counter()
+                export(copy, out, with_ledger=arm == "ledger")
+                t1 = time.perf_counter()
+                with ThreadStore(tmp / f"in-{arm}-{r}.sqlite3") as store:
+                    report = ingest_paths(store, [out], progress=False)
+                t2 = time.perf_counter()
+                assert bool(report.ledgers) == (arm == "ledger") and report.skipped == 0, report.as_dict()
+                best[arm] = {"export_s": min(best[arm]["export_s"], round(t1 - t0, 3)),
+                             "ingest_s": min(best[arm]["ingest_s"], round(t2 - t1, 3)), "bytes": out.stat().st_size}
+        import gzip
+        with gzip.open(tmp / "ledger-0.jsonl.gz", "rt", encoding="utf-8") as fh:
+            line_bytes = len(fh.readline().encode())
+    return {"records": records, **best, "ledger_line_bytes": line_bytes,
+            "ratio_export": round(best["ledger"]["export_s"] / best["no_ledger"]["export_s"], 3),
+            "ratio_ingest": round(best["ledger"]["ingest_s"] / best["no_ledger"]["ingest_s"], 3)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
                     help="a data folder with a live generation (copied)")
     ap.add_argument("--remove", help="the author erased (default: see above)")
     ap.add_argument("--takedown", help="the thread taken down (default: see above)")
+    ap.add_argument("--ledger-records", type=int, default=1000,
+                    help="erasures and takedowns on record for the ledger line's cost (0: not measured)")
     args = ap.parse_args()
     store_file = args.data_dir / "threads.sqlite3"
     if not store_file.is_file():
@@ -191,6 +232,9 @@ def main() -> None:
                   f"{arms[arm]['texts_left']:4d}  sync {arms[arm]['sync_again']}", file=sys.stderr)
             shutil.rmtree(data)
     out["arms"] = arms
+    if args.ledger_records:
+        out["ledger_line"] = ledger_line_cost(store_file, args.ledger_records)
+        print(f"ledger line: {out['ledger_line']}", file=sys.stderr)
     out["ratio_store_restore_to_by_hand"] = round(arms["store_restore"]["seconds"] / arms["store_by_hand"]["seconds"], 3)
     out["ratio_export_restore_to_by_hand"] = round(arms["export_restore"]["seconds"]
                                                    / arms["export_by_hand"]["seconds"], 3)

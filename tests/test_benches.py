@@ -343,7 +343,7 @@ def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_lef
 def test_restore_bench_brings_back_nothing_erased_where_the_copy_by_hand_does(tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 20)
     env = {**cli_env, "CQA_DENSE_ENCODER": "base", "CQA_ANSWER_ENCODER": "none"}  # the folder's: its build is cached
-    out = run_bench("restore.py", "--data-dir", str(s.data_dir), env=env, timeout=900)
+    out = run_bench("restore.py", "--data-dir", str(s.data_dir), "--ledger-records", "50", env=env, timeout=900)
     arms = out["arms"]
     assert out["texts_checked"] > 0 and out["texts_in_old_backup"] == out["texts_checked"]
     for arm in ("store", "export"):
@@ -360,6 +360,8 @@ def test_restore_bench_brings_back_nothing_erased_where_the_copy_by_hand_does(tm
     assert arms["lost_ingest"]["ledgers"][0]["taken"] and arms["lost_restore"]["erasures_carried"] == 1
     control = arms["lost_ingest_no_ledger"]["sync_again"]  # as exports were before: all of it comes back
     assert control["texts_after"] == out["texts_checked"] and control["inserted"] > 0 and "taken_down" not in control
+    line = out["ledger_line"]  # its cost: both exports written and ingested (the bench asserts each ingest's ledger)
+    assert line["records"] == 50 and line["ledger_line_bytes"] > 50 * 64 and line["ratio_export"] > 0
 
 
 def test_long_thread_bench_ranks_stored_threads_past_post_reranks_limit_before_and_after_indexing(
