@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
+from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.settings import MAX_RESULTS
@@ -394,6 +395,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
                 "translation": gen.translation_status(),
                 "refresh": svc.refresher.report if svc.refresher is not None else None}
+
+    @app.get("/status", response_model=FolderStatus, dependencies=[Depends(require_admin)],
+             summary="What the data folder holds and what needs the operator (admin): `cqa status` from the service")
+    def status(check: bool = Param(False, description="also run SQLite's quick_check on the store (reads it whole)"),
+               svc: Service = Depends(service)):
+        """The store (counts, size, fingerprint, the ledger's erasures and takedowns), the live generation (when
+        built, whether it is behind the store), the generations on disk and the processes serving them, builds under
+        way, the embedding cache and the backups folder, read without changing anything; and `attention`: what needs
+        the operator, each with what to do (empty: nothing). The same as `cqa status --json`."""
+        from indexing.status import folder_status
+        return folder_status(svc.settings, svc.settings.backups_folder, check=check)
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):

@@ -410,6 +410,25 @@ def test_backups_over_http_copy_export_list_download_and_delete(client, tmp_path
         [names[1], exported["result"]["name"]]
 
 
+def test_status_over_http_says_what_cqa_status_says(client, tmp_path):
+    """GET /status (admin): `cqa status --json` from the service, the same object; a write since the build shows the
+    live generation behind the store, and what to do."""
+    from indexing.status import folder_status
+
+    assert client.get("/status").status_code == 401
+    svc = client.app.state.service
+    said = client.get("/status", params={"check": "true"}, headers=ADMIN).json()
+    assert said["attention"] == [] and said["store"]["threads"] == 40 and said["store"]["check"] == "ok", said
+    gen = said["generation"]
+    assert gen["live"] == client.get("/ready").json()["generation"] and gen["behind"] is None
+    assert [lease["generation"] for lease in gen["leases"]] == [gen["live"]]  # this process's
+    client.post("/threads", json={"threads": [{"id": "late", "subject": "written after the build"}]}, headers=ADMIN)
+    said = client.get("/status", headers=ADMIN).json()
+    assert said["generation"]["behind"] == "store" and "cqa reindex --if-stale" in said["attention"][0], said
+    again = folder_status(svc.settings, svc.settings.backups_folder).as_dict()  # what `cqa status` reads
+    assert (said["store"], said["attention"], said["backups"]) == (again["store"], again["attention"], again["backups"])
+
+
 def test_threads_upsert_delete_and_reindex_job(client):
     thread = {"id": "n1", "subject": "brand new zebra question", "category": "Visas",
               "answers": [{"id": "n1a", "text": "zebra crossing answer"}]}
