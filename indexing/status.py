@@ -126,8 +126,12 @@ def _generation(settings: IndexSettings, fingerprint: str | None, now: float) ->
     if root.is_dir():
         out.builds = {p.name: round(now - p.stat().st_mtime, 1) for p in root.iterdir()
                       if p.is_dir() and p.name.startswith(".tmp-")}
-    if live is not None:
-        m = json.loads((root / live / "manifest.json").read_text(encoding="utf-8"))
+    try:
+        m = json.loads((root / live / "manifest.json").read_text(encoding="utf-8")) if live is not None else None
+    except (OSError, ValueError) as e:  # damaged, or deleted since it was named
+        out.behind, out.reason = "generation", f"the manifest of {live} cannot be read ({e})"
+        return out
+    if m is not None:
         out.created_at = m.get("created_at")
         if out.created_at:
             out.age_s = round(now - datetime.fromisoformat(out.created_at).timestamp(), 1)
@@ -171,7 +175,9 @@ def folder_status(settings: IndexSettings, backups_folder: Path | None = None, c
             if store.check not in (None, "ok"):
                 attention.append(f"the store fails SQLite's check ({store.check}): `cqa restore BACKUP --replace`")
     gen = _generation(settings, store.fingerprint if store else None, now)
-    if store is not None and gen.behind == "generation":
+    if gen.behind == "generation" and gen.live is not None:
+        attention.append(f"{gen.reason}: `cqa reindex --full` builds a new one")
+    elif store is not None and gen.behind == "generation":
         attention.append("no live generation: search serves nothing until `cqa reindex` (or `cqa serve`) builds one")
     elif gen.behind == "store":
         attention.append(f"{gen.reason}: search does not see the threads written since, until the next build "

@@ -75,6 +75,13 @@ def test_status_says_what_the_folder_holds_and_what_needs_the_operator(tmp_path,
     assert (root / LEASES / "host-2-bbbb.json").exists()  # reported, not removed
     assert "served by    1 processes\n             host-1-aaaa" in "\n".join(lines(s))
 
+    manifest = root / g["live"] / "manifest.json"
+    kept = manifest.read_bytes()
+    manifest.write_text("{not json")  # a damaged manifest: named, not a crash
+    s = folder_status(settings, settings.backups_folder)
+    assert s.generation.behind == "generation" and any("cannot be read" in a for a in s.attention), s.attention
+    manifest.write_bytes(kept)
+
     settings.store_path.write_bytes(b"SQLite format 3\0" + b"\xff" * 4000)  # damaged
     for side in ("-wal", "-shm"):
         (data / f"threads.sqlite3{side}").unlink(missing_ok=True)
