@@ -483,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Settings come from CQA_* environment variables (see README). Typical first run:\n"
                "  cqa ingest ../shared/data/semeval2016/test/SemEval2016-Task3-CQA-QL-test.xml\n"
-               "  cqa reindex\n  cqa serve")
+               "  cqa reindex\n  cqa serve\nThen `cqa status` says what the data folder holds and what needs you.")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument("--data-dir", type=Path, help="data folder (default: $CQA_DATA_DIR or ./var)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
