@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -120,14 +119,46 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- erase ----------------------------------------------------------------------------
-def cmd_erase(args: argparse.Namespace) -> int:
+# --- erase, takedown ------------------------------------------------------------------
+def _no_store(settings) -> bool:
+    """True, and says so, when the data folder holds no store (a command that changes one then exits 2)."""
+    if settings.store_path.exists():
+        return False
+    print(f"error: {settings.store_path}: no store here", file=sys.stderr)
+    return True
+
+
+def _forget_derived(settings, erased, args: argparse.Namespace, what: str, summary: dict) -> int:
+    """After an erasure's or a takedown's part in the store: what was derived from it forgotten
+    (``indexing.erasure.forget_derived``, with --backups, --wait, --quiet), ``summary`` and that emitted; exit 1 when
+    an older generation was still served, or a backup still being written, after --wait."""
     from indexing.erasure import forget_derived
-    from indexing.store import ThreadStore
     from ranking.rankers import memo_files
+    backups = args.backups or settings.erase_backups
+    derived = forget_derived(settings, erased, memo_files=memo_files(settings), backups=settings.backups_folder,
+                             rewrite_backups_too=backups == "rewrite", wait_s=args.wait, progress=not args.quiet)
+    if derived.get("backups_before"):
+        log.warning("%d backups began before %s and still hold what it took out: %s", len(derived["backups_before"]),
+                    what, ", ".join(derived["backups_before"]))
+    _emit({**summary, "backups": backups, **derived})
+    return 0 if not (derived.get("generations_still_served") or derived.get("backups_being_written")) else 1
+
+
+def _forget_options(s: argparse.ArgumentParser, what: str) -> None:
+    """The options of a command that forgets what was derived from ``what`` (``_forget_derived``)."""
+    s.add_argument("--wait", type=float, default=60.0, metavar="S",
+                   help="seconds to wait for running services to leave the older generations, and for backups being "
+                   "written to complete (default 60)")
+    s.add_argument("--backups", choices=["rewrite", "keep"], default=None,
+                   help=f"the backups that began before {what}: rewrite them without it, or keep them as they are "
+                   "and name them (default: $CQA_ERASE_BACKUPS, rewrite)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    from indexing.store import ThreadStore
     settings = _settings(args)
-    if not settings.store_path.exists():
-        print(f"error: {settings.store_path}: no store here", file=sys.stderr)
+    if _no_store(settings):
         return 2
     authors = list(dict.fromkeys(args.author_ids))  # exactly as the threads carry them
     if not all(a.strip() for a in authors):
@@ -139,25 +170,15 @@ def cmd_erase(args: argparse.Namespace) -> int:
         log.info("erased in the store: %s", erased.summary())
         if args.vacuum:
             store.vacuum()
-    backups = args.backups or settings.erase_backups
-    derived = forget_derived(settings, erased, memo_files=memo_files(settings), backups=settings.backups_folder,
-                             rewrite_backups_too=backups == "rewrite", wait_s=args.wait, progress=not args.quiet)
-    if derived.get("backups_before"):
-        log.warning("%d backups began before the erasure and still hold what it erased: %s",
-                    len(derived["backups_before"]), ", ".join(derived["backups_before"]))
-    _emit({"authors": len(authors), "content": args.content, **erased.summary(), "vacuumed": args.vacuum,
-           "backups": backups, **derived})
-    return 0 if not (derived.get("generations_still_served") or derived.get("backups_being_written")) else 1
+    return _forget_derived(settings, erased, args, "the erasure", {"authors": len(authors), "content": args.content,
+                                                                   **erased.summary(), "vacuumed": args.vacuum})
 
 
-# --- takedown -------------------------------------------------------------------------
 def cmd_takedown(args: argparse.Namespace) -> int:
-    from indexing.erasure import forget_derived, take_down
+    from indexing.erasure import take_down
     from indexing.store import NotInStore, ThreadStore
-    from ranking.rankers import memo_files
     settings = _settings(args)
-    if not settings.store_path.exists():
-        print(f"error: {settings.store_path}: no store here", file=sys.stderr)
+    if _no_store(settings):
         return 2
     what = f"thread {args.thread_id!r}" if args.answer is None else f"comment {args.answer!r} of thread " \
                                                                       f"{args.thread_id!r}"
@@ -183,27 +204,19 @@ def cmd_takedown(args: argparse.Namespace) -> int:
             return 0
         erased = done[0]
         log.info("taken down in the store: %s", erased.summary())
-    backups = args.backups or settings.erase_backups
-    derived = forget_derived(settings, erased, memo_files=memo_files(settings), backups=settings.backups_folder,
-                             rewrite_backups_too=backups == "rewrite", wait_s=args.wait, progress=not args.quiet)
-    if derived.get("backups_before"):
-        log.warning("%d backups began before the takedown and still hold it: %s", len(derived["backups_before"]),
-                    ", ".join(derived["backups_before"]))
-    _emit({"thread_id": args.thread_id, "answer_id": args.answer, **erased.summary(), "backups": backups, **derived})
-    return 0 if not (derived.get("generations_still_served") or derived.get("backups_being_written")) else 1
+    return _forget_derived(settings, erased, args, "the takedown",
+                           {"thread_id": args.thread_id, "answer_id": args.answer, **erased.summary()})
 
 
 def cmd_takedowns(args: argparse.Namespace) -> int:
     from indexing.store import ThreadStore
     settings = _settings(args)
-    if not settings.store_path.exists():
-        print(f"error: {settings.store_path}: no store here", file=sys.stderr)
+    if _no_store(settings):
         return 2
     with ThreadStore(settings.store_path) as store:
         rows = store.takedowns(args.thread, limit=-1)
     for t in rows:
-        print(json.dumps({"thread_id": t.thread_id, "answer_id": t.answer_id,
-                          "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t.at))}))
+        print(json.dumps(t.__dict__))  # as GET /takedowns lists them
     _emit({"takedowns": len(rows)})
     return 0
 
@@ -573,13 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vacuum", action="store_true",
                    help="write the store's file anew (VACUUM): also gone is what writes made before this version "
                    "left in its free pages; writers wait for it")
-    s.add_argument("--wait", type=float, default=60.0, metavar="S",
-                   help="seconds to wait for running services to leave the older generations, and for backups being "
-                   "written to complete (default 60)")
-    s.add_argument("--backups", choices=["rewrite", "keep"], default=None,
-                   help="the backups that began before the erasure: rewrite them without it, or keep them as they are "
-                   "and name them (default: $CQA_ERASE_BACKUPS, rewrite)")
-    s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _forget_options(s, "the erasure")
     s.set_defaults(func=cmd_erase)
 
     s = sub.add_parser("takedown", help="take a thread or a comment down: gone, with all derived from it, and kept out",
@@ -603,13 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--record-absent", action="store_true",
                    help="when the thread or comment is not stored, record its takedown all the same, so that what "
                    "the forum sends of it later is left out")
-    s.add_argument("--backups", choices=["rewrite", "keep"],
-                   help="rewrite: write the backups that began before again without it; keep: leave them and name "
-                   "them (default: $CQA_ERASE_BACKUPS, rewrite)")
-    s.add_argument("--wait", type=float, default=60.0, metavar="S",
-                   help="seconds to wait for the services to leave the older generations and for backups being "
-                   "written (default 60)")
-    s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _forget_options(s, "the takedown")
     s.set_defaults(func=cmd_takedown)
 
     s = sub.add_parser("status", help="what the data folder holds, and whether anything needs you",
@@ -629,9 +630,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("takedowns", help="list the takedowns on record",
                        description="Every thread or comment taken down (`cqa takedown`, DELETE ?purge=true) that the "
-                       "store keeps out of later writes, one JSON line each (thread_id, answer_id or null, at), by "
-                       "thread id, a thread's own first; last line: {\"takedowns\": N}. GET /takedowns from the "
-                       "service.")
+                       "store keeps out of later writes, one JSON line each as GET /takedowns lists them (thread_id, "
+                       "answer_id or null, at in seconds since the epoch), by "
+                       "thread id, a thread's own first; last line: {\"takedowns\": N}.")
     s.add_argument("--thread", metavar="THREAD_ID", help="only this thread's (itself and its comments)")
     s.set_defaults(func=cmd_takedowns)
 

@@ -35,6 +35,7 @@ record, exported with the line and without it in turn, each export ingested into
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -126,7 +127,6 @@ def ledger_line_cost(store_file: Path, records: int, repeats: int = 3) -> dict:
                 assert bool(report.ledgers) == (arm == "ledger") and report.skipped == 0, report.as_dict()
                 best[arm] = {"export_s": min(best[arm]["export_s"], round(t1 - t0, 3)),
                              "ingest_s": min(best[arm]["ingest_s"], round(t2 - t1, 3)), "bytes": out.stat().st_size}
-        import gzip
         with gzip.open(tmp / "ledger-0.jsonl.gz", "rt", encoding="utf-8") as fh:
             line_bytes = len(fh.readline().encode())
     return {"records": records, **best, "ledger_line_bytes": line_bytes,

@@ -147,14 +147,22 @@ def _without(thread: Thread, erased: Erased, rules: dict[str, ledger.Rule]) -> l
     return applied
 
 
-def _ledger_of(line: str, name: str) -> ledger.Held | None:
-    """The ledger an export's first line holds; None where it is a thread, or a ledger line that cannot be read
-    (logged: the store's ledger then takes its place)."""
+def _first_line(line: str, live: ledger.Held | None, name: str) -> tuple[str, ledger.Held | None, bool]:
+    """An export's rewritten first line: what to write first (its ledger line merged with ``live``, the store's; ""
+    for none), that ledger, and whether ``line`` was the old ledger line (so not copied as a thread's)."""
+    is_ledger = ledger.is_ledger_line(line)
     try:
-        return ledger.of_line(line)
-    except ValueError as e:
+        own = ledger.of_line(line)
+    except ValueError as e:  # the store's ledger takes its place
         log.warning("erasure: %s: %s; the store's ledger takes its place", name, e)
-        return None
+        own = None
+    merged = own if live is None else live if own is None else own.merged(live)
+    if merged is None and own is not None:  # another lineage's key: kept as it was
+        log.warning("erasure: %s's ledger hashes under another key; its line is kept as it was", name)
+        merged = own
+    if merged is not None and not merged.empty:
+        return ledger.ledger_line(merged), merged, is_ledger
+    return line if is_ledger else "", None, is_ledger  # one that cannot be read, and nothing in its place: kept
 
 
 def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None) -> dict:
@@ -202,18 +210,11 @@ def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None) 
             with gzip.open(path, "rt", encoding="utf-8") as src, gzip.open(tmp, "wt", encoding="utf-8") as dst:
                 for n_line, line in enumerate(src):
                     if n_line == 0:  # its ledger line, where it has one, merged with the store's
-                        own, is_ledger = _ledger_of(line, path.name), ledger.is_ledger_line(line)
-                        merged = own if live is None else live if own is None else own.merged(live)
-                        if merged is None and own is not None:  # another lineage's key: kept as it was
-                            log.warning("erasure: %s's ledger hashes under another key; its line is kept as it was",
-                                        path.name)
-                            merged = own
-                        if merged is not None and not merged.empty:
+                        head, merged, was_ledger = _first_line(line, live, path.name)
+                        dst.write(head)
+                        if merged is not None:
                             out["ledger"] = {"erasures": len(merged.erasures), "takedowns": len(merged.takedowns)}
-                            dst.write(ledger.ledger_line(merged))
-                        elif is_ledger:  # one that cannot be read, and nothing to put in its place: kept
-                            dst.write(line)
-                        if is_ledger:
+                        if was_ledger:
                             continue
                     if not any(n in line for n in needles):
                         dst.write(line)

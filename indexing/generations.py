@@ -129,16 +129,23 @@ def drop_lease(root: Path, holder: str) -> None:
     (root / LEASES / f"{holder}.json").unlink(missing_ok=True)
 
 
+def leases(root: Path) -> dict[Path, dict]:
+    """Every lease file and what it says (generation, pid, expires_at), by holder name order, expired ones too."""
+    out = {}
+    folder = root / LEASES
+    for p in sorted(folder.glob("*.json")) if folder.exists() else ():
+        try:
+            out[p] = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue  # being replaced right now: its holder is alive
+    return out
+
+
 def leased_generations(root: Path, now: float | None = None) -> set[str]:
     """Generations some reader holds an unexpired lease on (expired lease files are removed)."""
     now = time.time() if now is None else now
     out = set()
-    folder = root / LEASES
-    for p in folder.glob("*.json") if folder.exists() else ():
-        try:
-            lease = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue  # being replaced right now: its holder is alive
+    for p, lease in leases(root).items():
         if lease.get("expires_at", 0) > now:
             out.add(lease["generation"])
         else:

@@ -319,7 +319,7 @@ def ledger_line(held: Held) -> str:
 
 def is_ledger(obj: object) -> bool:
     """Whether a parsed JSONL record is a ledger line (an object whose one key is ``ledger``), not a thread."""
-    return isinstance(obj, dict) and set(obj) == {"ledger"}
+    return isinstance(obj, dict) and len(obj) == 1 and "ledger" in obj  # no set built for each thread line
 
 
 def _parsed(line: str) -> object:
@@ -361,9 +361,12 @@ def _missing_table(e: sqlite3.OperationalError) -> bool:
     return "no such table" in str(e)
 
 
-def _erasure_rows(cur: sqlite3.Cursor) -> dict[str, tuple[Rule, float]]:
-    return {k: (Rule(bool(r), frozenset(json.loads(m))), at)
-            for k, r, m, at in cur.execute("SELECT author_key, remove, meta_keys, at FROM erasures")}
+def _erasures(cur: sqlite3.Cursor, key: bytes | None) -> Held:
+    """The store's erasures, with their times, as a ``Held`` under ``key`` (no takedowns)."""
+    held = Held(key)
+    for k, r, m, at in cur.execute("SELECT author_key, remove, meta_keys, at FROM erasures"):
+        held.erasures[k], held.erased_at[k] = Rule(bool(r), frozenset(json.loads(m))), at
+    return held
 
 
 def read(cur: sqlite3.Cursor) -> Held:
@@ -371,9 +374,7 @@ def read(cur: sqlite3.Cursor) -> Held:
     existed lacks (erasures before round 44, takedowns before round 45) reads as empty."""
     held = Held(_key(cur))
     try:
-        rows = _erasure_rows(cur)
-        held.erasures = {k: r for k, (r, _) in rows.items()}
-        held.erased_at = {k: at for k, (_, at) in rows.items()}
+        held = _erasures(cur, held.key)
     except sqlite3.OperationalError as e:
         if not _missing_table(e):
             raise
@@ -397,12 +398,8 @@ def carry(cur: sqlite3.Cursor, other: Held) -> bool:
         cur.execute("INSERT INTO meta VALUES (?, ?)", (_KEY_ROW, other.key.hex()))
     elif own != other.key:
         return False
-    now = _erasure_rows(cur)
-    rows = []
-    for k, rule in other.erasures.items():
-        at = other.erased_at.get(k, time.time())
-        if k in now:
-            rule, at = now[k][0].with_(rule), max(now[k][1], at)
-        rows.append((k, int(rule.remove), json.dumps(sorted(rule.meta_keys)), at))
-    cur.executemany("INSERT OR REPLACE INTO erasures VALUES (?, ?, ?, ?)", rows)
+    both = _erasures(cur, other.key).merged(Held(other.key, other.erasures, [], other.erased_at))
+    cur.executemany("INSERT OR REPLACE INTO erasures VALUES (?, ?, ?, ?)",
+                    [(k, int(both.erasures[k].remove), json.dumps(sorted(both.erasures[k].meta_keys)), both.erased_at[k])
+                     for k in other.erasures])
     return True

@@ -27,7 +27,7 @@ from pathlib import Path
 from . import ledger
 from .backup import STALE_PARTIAL_S, backups_in, began, partial_backups
 from .config import IndexSettings
-from .generations import LEASES, current_generation, list_generations
+from .generations import current_generation, leases, list_generations
 from .store import StoreError, _counts, _fingerprint, read_only
 
 # a build folder (``.tmp-*``) untouched this long was left by a build that died
@@ -108,14 +108,8 @@ def _store(settings: IndexSettings, check: bool) -> StoreStatus:
 
 
 def _leases(root: Path, now: float) -> list[Lease]:
-    out = []
-    for p in sorted((root / LEASES).glob("*.json")) if (root / LEASES).is_dir() else ():
-        try:
-            lease = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):  # being replaced right now: its holder is alive
-            continue
-        out.append(Lease(p.stem, lease.get("generation", "?"), round(lease.get("expires_at", 0) - now, 1)))
-    return out
+    return [Lease(p.stem, lease.get("generation", "?"), round(lease.get("expires_at", 0) - now, 1))
+            for p, lease in leases(root).items()]
 
 
 def _generation(settings: IndexSettings, fingerprint: str | None, now: float) -> GenerationStatus:
