@@ -451,3 +451,10 @@ def test_change_build_bench_builds_a_comment_with_this_tree_and_a_reference_revi
         assert out["median_stage_s"][side]["documents"] > 0 and len(out["seconds"][side]["wall_s"]) == 1
     assert all(r > 0 for r in out["ratio"].values()) and out["documents"] > 25
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("cqa-change-build-")] == []  # cleaned up
+
+
+def test_ingest_parse_bench_reads_one_export_with_this_tree_and_a_reference_revision(tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 10)
+    out = run_bench("ingest_parse.py", "--data-dir", str(s.data_dir), "--repeats", "2", env=cli_env, timeout=300)
+    assert out["threads"] == 10 and out["answers"] > 0 and set(out["best_s"]) == {"this_tree", "reference"}
+    assert out["ratio_this_to_reference"] > 0  # the bench itself asserts both read the same threads and comments
