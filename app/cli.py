@@ -502,8 +502,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("ingest", help="read thread files into the store",
-                       description="Read SemEval XML (.xml, .xml.gz) or JSONL thread files, or folders of "
-                       "them, and upsert every thread into the store. Ingesting the same file twice "
+                       description="Read SemEval XML (.xml, .xml.gz), JSONL thread files, or a StackExchange data "
+                       "dump (its Posts.xml: each question a thread, its answers the comments, in the order posted; "
+                       "the duplicate links of the PostLinks.xml beside it kept; the dump's other files passed over), "
+                       "or folders of them, and upsert every thread into the store. Ingesting the same file twice "
                        "changes nothing. Every write goes through the store's ledger: what an erasure or a takedown "
                        "took out is left out again, and counted. An export's ledger line (`cqa export`) is taken into "
                        "a store that holds no thread yet, before the file's threads (a restore by ingest); into one "
@@ -512,7 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="+", metavar="PATH",
                    help="files or folders to read; - reads standard input (gzipped or not; XML or JSONL told by its "
                    "first byte unless --format): `cqa export | cqa ingest -`, or over ssh from another machine")
-    s.add_argument("--format", choices=["semeval", "jsonl"], help="force a format (default: by file name)")
+    s.add_argument("--format", choices=["semeval", "jsonl", "stackexchange"],
+                   help="force a format (default: by file name, and an XML file by its root element: <posts> is a "
+                   "StackExchange dump's Posts.xml)")
     s.add_argument("--strict", action="store_true",
                    help="stop at the first malformed record (default: skip it, count it, and go on)")
     s.add_argument("--encode", choices=["auto", "always", "never"], default="auto",

@@ -11,6 +11,7 @@ from searchable instead of waiting for a build that encodes the whole import."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ class IngestReport:
     encoded_ahead: dict | None = None  # texts, encoded, seconds: summed over the files (None: not asked)
     ahead_failed: list[str] = field(default_factory=list)  # files written without encoding ahead, and why
     ledgers: list[dict] = field(default_factory=list)  # each file's ledger line: taken in or not, and why
+    passed_over: Counter = field(default_factory=Counter)  # records or files that hold no thread, by kind
 
     def add_ahead(self, done: dict) -> None:
         self.encoded_ahead = {k: round(done[k] + (self.encoded_ahead or {}).get(k, 0), 3)
@@ -48,7 +50,8 @@ class IngestReport:
                 **self.upsert.erased(),
                 **({"encoded_ahead": self.encoded_ahead} if self.encoded_ahead is not None else {}),
                 **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {}),
-                **({"ledgers": self.ledgers} if self.ledgers else {})}
+                **({"ledgers": self.ledgers} if self.ledgers else {}),
+                **({"passed_over": dict(self.passed_over)} if self.passed_over else {})}
 
 
 def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = None,
@@ -67,6 +70,9 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     for f in files:
         bar.set_postfix_str(f.name[-40:])
         result = load(f, fmt, strict=strict)
+        if result.passed_over:
+            log.info("%s: passed over, holding no thread: %s", f.name, result.passed_over)
+            report.passed_over.update(result.passed_over)
         if result.ledger is not None:  # an export's: before its threads, which it then applies to
             taken = store.take_ledger(result.ledger)
             report.ledgers.append({"file": f.name, **taken.summary()})

@@ -1,4 +1,5 @@
-"""Readers for thread files: every SemEval-2015/2016 Task 3 XML variant and our JSONL format.
+"""Readers for thread files: every SemEval-2015/2016 Task 3 XML variant, our JSONL format, and a StackExchange
+data dump's ``Posts.xml`` (``indexing.stackexchange``).
 
 A loader parses a whole file before anything is written, so a file that cannot be read
 (truncated, not UTF-8) leaves the store untouched. A malformed record is reported with the
@@ -20,8 +21,10 @@ from pydantic import ValidationError
 
 from .ledger import Held, from_line, is_ledger
 from .models import Answer, Thread, question_text
+from .stackexchange import DUMP_ROOTS, duplicate_links, read_posts, root_of
 
-Format = Literal["semeval", "jsonl"]
+Format = Literal["semeval", "jsonl", "stackexchange"]
+FORMATS: tuple[str, ...] = ("semeval", "jsonl", "stackexchange")
 
 
 class LoadError(Exception):
@@ -52,6 +55,7 @@ class LoadResult:
     org_questions: dict[str, OrgQuestion] = field(default_factory=dict)
     errors: list[LoadError] = field(default_factory=list)
     ledger: Held | None = None  # an export's ledger line (``indexing.ledger``), where the file has one
+    passed_over: dict[str, int] = field(default_factory=dict)  # records (or whole files) that hold no thread, by kind
 
     @property
     def answers(self) -> int:
@@ -65,9 +69,10 @@ def file_digest(path: Path) -> str:
 
 
 def detect_format(path: Path) -> Format:
+    """By the file's name, and for XML by its root element: ``<posts>``, ``<users>``... are a StackExchange dump's."""
     name = path.name.lower().removesuffix(".gz")
     if name.endswith(".xml"):
-        return "semeval"
+        return "stackexchange" if root_of(_head(path)) in DUMP_ROOTS else "semeval"
     if name.endswith((".jsonl", ".ndjson")):
         return "jsonl"
     raise LoadError(path, "file name", "cannot tell the format from the name; "
@@ -104,17 +109,33 @@ def load(path: Path | str, fmt: Format | None = None, strict: bool = False) -> L
         return load_semeval(path, strict=strict, raw=raw)
     if fmt == "jsonl":
         return load_jsonl(path, strict=strict, raw=raw)
-    raise LoadError(path, "format", f"unknown format {fmt!r}; expected 'semeval' or 'jsonl'")
+    if fmt == "stackexchange":
+        return load_stackexchange(path, strict=strict, raw=raw)
+    raise LoadError(path, "format", f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
 def _sniffed(raw: bytes) -> Format:
-    """Standard input's format: XML starts with ``<``, JSONL with ``{`` (after any byte-order mark and blanks)."""
+    """Standard input's format: XML starts with ``<`` (a StackExchange dump's by its root element), JSONL with ``{``
+    (after any byte-order mark and blanks)."""
     head = raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
     if head == b"<":
-        return "semeval"
+        return "stackexchange" if root_of(raw[:4096]) in DUMP_ROOTS else "semeval"
     if head in (b"{", b""):
         return "jsonl"
     raise LoadError(STDIN, "input", "neither XML nor JSONL; pass --format")
+
+
+def _head(path: Path, size: int = 4096) -> bytes:
+    """A file's first bytes (gunzipped), enough to find an XML file's root element without reading it whole."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(size)
+        if raw[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as f:
+                raw = f.read(size)
+        return raw
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise LoadError(path, "file", f"cannot read: {e}") from e
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -239,6 +260,46 @@ def load_semeval(path: Path, strict: bool = False, raw: bytes | None = None) -> 
             if strict:
                 raise err
             result.errors.append(err)
+    return result
+
+
+# --- StackExchange data dumps -------------------------------------------------------
+
+def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = None) -> LoadResult:
+    """A StackExchange dump's ``Posts.xml`` as threads, with the duplicate links of the ``PostLinks.xml`` beside it
+    (``indexing.stackexchange``). The dump's other files hold no thread: each is passed over (``passed_over``) from
+    its first bytes, without reading it whole."""
+    head = raw[:4096] if raw is not None else _head(path)
+    root = root_of(head)
+    if root != "posts":
+        if root in DUMP_ROOTS:
+            return LoadResult(path=str(path), passed_over={f"StackExchange {DUMP_ROOTS[root]} (no threads)": 1})
+        raise LoadError(path, "root element", f"<{root}> is not a StackExchange dump's; expected <posts> "
+                        "(Posts.xml)")
+    raw = _read_bytes(path) if raw is None else raw
+    result = LoadResult(path=str(path))
+    links = None if path == STDIN else next(
+        (q for q in sorted(path.parent.iterdir()) if q.is_file() and q.name.lower().removesuffix(".gz") ==
+         "postlinks.xml"), None)
+    duplicates: dict[str, list[str]] = {}
+    if links is not None:
+        try:
+            duplicates = duplicate_links(_read_bytes(links))
+        except etree.XMLSyntaxError as e:
+            err = LoadError(links, f"line {e.lineno or '?'}", f"not well-formed XML, so no duplicate links: {e.msg}")
+            if strict:
+                raise err from None
+            result.errors.append(err)
+    try:
+        posts = read_posts(raw, duplicates)
+    except etree.XMLSyntaxError as e:
+        raise LoadError(path, f"line {e.lineno or '?'}", f"not well-formed XML: {e.msg}") from None
+    errors = [LoadError(path, where, why if isinstance(why, str) else _short(why)) for _, where, why in posts.errors]
+    if strict and errors:
+        raise errors[0]
+    result.threads = posts.threads
+    result.errors += errors
+    result.passed_over = dict(posts.passed_over)
     return result
 
 

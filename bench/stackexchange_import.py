@@ -1,0 +1,126 @@
+"""What importing a forum from a StackExchange data dump costs `cqa ingest`, against the same forum as a JSONL file
+(`cqa export`'s format, the reference), side by side in one run, and whether both give the same store.
+
+The forum: `cqa export` of the data folder's store (the 2016 corpus's by default: 3,869 threads, 19,680 comments), and
+the same threads written as a StackExchange dump's folder by `scripts/make_stackexchange_dump.py` (Posts.xml with HTML
+bodies, PostLinks.xml, Users.xml). Each is ingested by `cqa ingest` as a user runs it (a subprocess, into an empty data
+folder of its own), --repeats times in turn (the order alternating); the fastest wall time and each one's peak resident
+memory are kept. Then the two stores are compared thread by thread: subject, body, author, time and each comment's id,
+text, author and time in order (the dump's category is its tag, compared as such). Prints a JSON object last.
+
+    python bench/stackexchange_import.py [--data-dir var/benchmarks/fullcorpus-2016] [--repeats 3] [--limit N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from indexing.backup import export  # noqa: E402
+from indexing.loaders import load_jsonl  # noqa: E402
+from indexing.store import Snapshot  # noqa: E402
+from scripts.make_stackexchange_dump import tag_of, write_dump  # noqa: E402
+
+
+def ingest(path: Path, data_dir: Path) -> dict:
+    """`cqa ingest PATH -q` into ``data_dir`` (its store removed first): wall seconds, the process's peak resident
+    memory (MB) and its summary line."""
+    for f in data_dir.glob("threads.sqlite3*"):
+        f.unlink()
+    env = {**os.environ, "CQA_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
+    out, err = data_dir / "out.txt", data_dir / "err.txt"
+    with out.open("w") as o, err.open("w") as e:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "ingest", str(path), "-q", "--encode", "never"],
+                                cwd=ROOT, env=env, stdout=o, stderr=e)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"cqa ingest {path} failed ({proc.returncode}): {err.read_text()[-2000:]}")
+    return {"seconds": seconds, "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "summary": json.loads(out.read_text().strip().splitlines()[-1])}
+
+
+def compare(reference: Path, dump: Path) -> dict:
+    """The two stores, thread by thread: how many threads and texts are the same, and the first few that are not."""
+    with Snapshot(reference) as a, Snapshot(dump) as b:
+        ours, theirs = list(a.threads()), {t.id: t for t in b.threads()}
+    same_threads = same_texts = texts = 0
+    differ: list[str] = []
+    for t in ours:
+        u = theirs.get(t.id)
+        pairs = [(t.subject, u.subject if u else None), (t.body, u.body if u else None)]
+        pairs += [(x.text, y.text) for x, y in zip(t.answers, u.answers)] if u else []
+        texts += len(pairs)
+        same_texts += sum(x == y for x, y in pairs)
+        shape = u is not None and (tag_of(t.category), t.created_at, t.author_id,
+                                   [(x.id, x.author_id, x.created_at) for x in t.answers]) == \
+            (u.category, u.created_at, u.author_id, [(x.id, x.author_id, x.created_at) for x in u.answers])
+        if shape and all(x == y for x, y in pairs):
+            same_threads += 1
+        elif len(differ) < 3:
+            differ.append(t.id)
+    return {"threads": len(ours), "threads_in_dump_store": len(theirs), "threads_same": same_threads,
+            "texts": texts, "texts_same": same_texts, "first_differing": differ}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", type=Path, default=ROOT / "var" / "benchmarks" / "fullcorpus-2016",
+                   help="the data folder whose store is the forum (default: the 2016 corpus the search benches build)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--limit", type=int, default=0, help="only the first N threads (0: all)")
+    args = p.parse_args(argv)
+    source = args.data_dir / "threads.sqlite3"
+    if not source.exists():
+        raise SystemExit(f"no store at {source}; build the 2016 corpus first (docs/BENCHMARKS.md) or pass --data-dir")
+    with tempfile.TemporaryDirectory(prefix="se-import-") as tmp:
+        tmp = Path(tmp)
+        jsonl = tmp / "forum.jsonl"
+        export(source, jsonl, with_ledger=False)
+        threads = load_jsonl(jsonl, strict=True).threads
+        if args.limit:
+            threads = threads[:args.limit]
+            jsonl.write_text("".join(t.model_dump_json(exclude_defaults=True) + "\n" for t in threads),
+                             encoding="utf-8")
+        dump = tmp / "dump"
+        made = write_dump(threads, dump)
+        runs: dict[str, list[dict]] = {"jsonl": [], "stackexchange": []}
+        arms = {"jsonl": (jsonl, tmp / "a"), "stackexchange": (dump, tmp / "b")}
+        for folder in (tmp / "a", tmp / "b"):
+            folder.mkdir()
+        for r in range(args.repeats):
+            for name in (("jsonl", "stackexchange") if r % 2 == 0 else ("stackexchange", "jsonl")):
+                runs[name].append(ingest(*arms[name]))
+                print(f"# run {r} {name}: {runs[name][-1]['seconds']:.2f} s", file=sys.stderr)
+        same = compare(tmp / "a" / "threads.sqlite3", tmp / "b" / "threads.sqlite3")
+        best = {k: min(x["seconds"] for x in v) for k, v in runs.items()}
+        result = {
+            "bench": "stackexchange_import", "machine": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "threads": made["threads"],
+            "answers": made["answers"],
+            "bytes": {"jsonl": jsonl.stat().st_size, "posts_xml": (dump / "Posts.xml").stat().st_size},
+            "seconds": {k: [round(x["seconds"], 2) for x in v] for k, v in runs.items()},
+            "peak_rss_mb": {k: max(x["peak_rss_mb"] for x in v) for k, v in runs.items()},
+            "best_seconds": {k: round(v, 2) for k, v in best.items()},
+            "ratio_stackexchange_to_jsonl": round(best["stackexchange"] / best["jsonl"], 2),
+            "summary": {k: {f: v[-1]["summary"].get(f) for f in ("threads", "answers", "skipped", "inserted",
+                                                                   "passed_over")} for k, v in runs.items()},
+            "same": same,
+        }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""A StackExchange data dump read by `cqa ingest`: Posts.xml as threads, PostLinks.xml's duplicate links, the dump's
+other files passed over, HTML bodies as text, and bad rows named and skipped (or stopping the file with --strict)."""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+
+from indexing.loaders import LoadError, load
+from indexing.stackexchange import html_text, root_of, tags_of
+from indexing.store import ThreadStore
+from scripts.make_stackexchange_dump import tag_of, write_dump
+
+from .conftest import CQA, ROOT
+
+DEMO = ROOT / "data" / "demo" / "threads.jsonl"
+
+
+def _shape(t, category=None):
+    return (t.id, t.subject, t.body, category if category is not None else t.category, t.created_at, t.author_id,
+            [(a.id, a.text, a.author_id, a.created_at) for a in t.answers])
+
+
+@pytest.mark.parametrize("markup, text", [
+    ("<p>How do I <em>renew</em> it?</p>\n\n<p>Soon.</p>", "How do I renew it?\n\nSoon."),
+    ("<pre><code>x = 1\ny = 2\n</code></pre>", "x = 1\ny = 2"),
+    ("<ul>\n<li>one</li>\n<li>two &amp; three</li>\n</ul>", "one\ntwo & three"),
+    ("<p>a<br>b<!-- hidden --> c</p>", "a\nb c"),
+    ("<p>see <img src='x.png' alt='the form'> here</p>", "see the form here"),
+    ("<blockquote><p>quoted</p></blockquote><p>mine</p>", "quoted\n\nmine"),
+    ("no markup at all  ", "no markup at all"),
+    ("a &lt; b", "a < b"),
+    ("<div>" * 3000 + "deep" + "</div>" * 3000, "deep"),  # past libxml2's depth limit: the text is kept
+])
+def test_a_posts_html_body_is_read_as_text(markup, text):
+    assert html_text(markup) == text
+
+
+def test_tags_in_both_spellings_and_the_root_element():
+    assert tags_of("<visa><work-permit>") == ["visa", "work-permit"]
+    assert tags_of("|visa|work-permit|") == ["visa", "work-permit"]
+    assert tags_of(None) == [] and tags_of("") == []
+    assert root_of(b'\xef\xbb\xbf<?xml version="1.0"?>\n<!-- c -->\n<posts>\n<row/>') == "posts"
+    assert root_of(b"<root><Thread/></root>") == "root"
+
+
+def test_a_dump_folder_gives_the_forums_threads_and_passes_the_rest_over(tmp_path):
+    """The demo corpus written as a dump (some answers before their questions) reads back as the same threads, each
+    question's answers in the order they were posted, the category its tag; the duplicate link kept in meta."""
+    demo = load(DEMO).threads
+    write_dump(demo, tmp_path / "dump", duplicates={demo[5].id: [demo[0].id]}, answers_first=3)
+    (tmp_path / "dump" / "Votes.xml").write_text('<?xml version="1.0"?>\n<votes>\n<row Id="1"/>\n</votes>\n')
+    result = load(tmp_path / "dump" / "Posts.xml")
+    assert not result.errors and result.passed_over == {"tag wiki excerpt": 1}
+    assert [_shape(t) for t in result.threads] == [_shape(t, tag_of(t.category)) for t in demo]
+    assert result.threads[5].meta["duplicate_of"] == [demo[0].id]
+    assert all("duplicate_of" not in t.meta for i, t in enumerate(result.threads) if i != 5)
+    assert result.threads[0].meta["tags"] == [tag_of(demo[0].category)]
+    for other in ("Users.xml", "Votes.xml", "PostLinks.xml"):  # told by their root element, read no further
+        assert load(tmp_path / "dump" / other).threads == []
+        assert load(tmp_path / "dump" / other).passed_over == {f"StackExchange {other} (no threads)": 1}
+
+
+POSTS = """<?xml version="1.0" encoding="utf-8"?>
+<posts>
+  <row Id="1" PostTypeId="1" AcceptedAnswerId="3" CreationDate="2010-07-19T19:12:12.510" Score="12" ViewCount="900"
+       Body="&lt;p&gt;How do I renew my permit?&lt;/p&gt;" OwnerUserId="8" Title="Renewing a permit"
+       Tags="&lt;visa&gt;&lt;permits&gt;" />
+  <row Id="3" PostTypeId="2" ParentId="1" CreationDate="2010-07-19T20:00:00.000" Score="5"
+       Body="&lt;p&gt;At the ministry.&lt;/p&gt;" OwnerUserId="9" />
+  <row Id="2" PostTypeId="2" ParentId="1" CreationDate="2010-07-19T19:30:00.000" Score="-1"
+       Body="&lt;p&gt;Online.&lt;/p&gt;" OwnerDisplayName="a deleted user" />
+  <row Id="4" PostTypeId="5" Body="&lt;p&gt;the visa tag&lt;/p&gt;" />
+  <row Id="5" PostTypeId="2" ParentId="99" CreationDate="2011-01-01T00:00:00" Body="&lt;p&gt;no question&lt;/p&gt;" />
+  <row PostTypeId="1" Title="no id" Body="x" />
+  <row Id="6" PostTypeId="1" Title="" Body="" />
+  <row Id="1" PostTypeId="1" Title="the same id again" Body="x" />
+</posts>
+"""
+
+
+def test_a_posts_rows_fields_and_its_bad_rows(tmp_path):
+    (tmp_path / "Posts.xml").write_text(POSTS)
+    result = load(tmp_path / "Posts.xml")
+    [t] = result.threads
+    assert (t.id, t.subject, t.body, t.category, t.author_id) == ("1", "Renewing a permit",
+                                                                   "How do I renew my permit?", "visa", "8")
+    assert t.meta == {"source": "stackexchange", "tags": ["visa", "permits"], "score": 12, "view_count": 900,
+                      "accepted_answer_id": "3"}
+    assert [a.id for a in t.answers] == ["2", "3"]  # the order they were posted, not the file's
+    assert t.answers[0].author_id is None and t.answers[0].meta["username"] == "a deleted user"
+    assert t.answers[1].meta == {"source": "stackexchange", "score": 5, "accepted": True}
+    assert result.passed_over == {"tag wiki": 1}
+    errors = sorted(str(e) for e in result.errors)
+    assert len(errors) == 4, errors
+    assert any("answer 5 names question 99, which this file does not hold" in e for e in errors)
+    assert any("a row without an Id" in e for e in errors)
+    assert any("post 1 appears twice" in e for e in errors)
+    assert any("<row Id=6>" in e and "neither subject nor body" in e for e in errors)
+    with pytest.raises(LoadError):
+        load(tmp_path / "Posts.xml", strict=True)
+
+
+def test_a_truncated_dump_or_a_foreign_root_is_a_clear_error(tmp_path):
+    (tmp_path / "Posts.xml").write_text(POSTS[:400])
+    with pytest.raises(LoadError, match="not well-formed XML"):
+        load(tmp_path / "Posts.xml")
+    (tmp_path / "other.xml").write_text("<root><Thread/></root>")
+    with pytest.raises(LoadError, match="<root> is not a StackExchange dump's"):
+        load(tmp_path / "other.xml", "stackexchange")
+
+
+def test_cqa_ingest_of_a_dump_folder_gzipped_stdin_and_strict(tmp_path, cli_env):
+    """What an operator runs: `cqa ingest` of the unpacked dump's folder; again changes nothing; Posts.xml.gz from
+    standard input is told apart by its root element; --strict stops at a bad row with nothing written."""
+    demo = load(DEMO).threads
+    write_dump(demo, tmp_path / "dump", duplicates={demo[1].id: [demo[0].id]})
+
+    def ingest(*args, data="var", **kw):
+        env = {**cli_env, "CQA_DATA_DIR": str(tmp_path / data)}
+        return subprocess.run(CQA + ["ingest", *args, "-q"], env=env, capture_output=True, cwd=ROOT, **kw)
+
+    run = ingest(str(tmp_path / "dump"), text=True)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (summary["threads"], summary["answers"], summary["skipped"], summary["inserted"]) == (33, 166, 0, 33)
+    assert summary["passed_over"] == {"StackExchange PostLinks.xml (no threads)": 1, "tag wiki excerpt": 1,
+                                      "StackExchange Users.xml (no threads)": 1}
+    with ThreadStore(tmp_path / "var" / "threads.sqlite3") as store:
+        assert store.get(demo[1].id).meta["duplicate_of"] == [demo[0].id]
+        assert _shape(store.get(demo[7].id)) == _shape(demo[7], tag_of(demo[7].category))
+    again = json.loads(ingest(str(tmp_path / "dump"), text=True).stdout.strip().splitlines()[-1])
+    assert (again["inserted"], again["updated"], again["unchanged"]) == (0, 0, 33)
+
+    piped = ingest("-", data="var2", input=gzip.compress((tmp_path / "dump" / "Posts.xml").read_bytes()))
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout.decode().strip().splitlines()[-1])["inserted"] == 33
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "Posts.xml").write_text(POSTS)
+    strict = ingest(str(tmp_path / "bad"), "--strict", data="var3", text=True)
+    assert strict.returncode != 0 and "line 11 <row Id=5>: answer 5 names question 99" in strict.stderr
+    assert not (tmp_path / "var3" / "threads.sqlite3").exists() or \
+        ThreadStore(tmp_path / "var3" / "threads.sqlite3").counts()["threads"] == 0
+    lenient = json.loads(ingest(str(tmp_path / "bad"), data="var4", text=True).stdout.strip().splitlines()[-1])
+    assert (lenient["threads"], lenient["skipped"], lenient["passed_over"]) == (1, 4, {"tag wiki": 1})
+
+
+def test_the_dump_writer_script_runs(tmp_path):
+    run = subprocess.run([sys.executable, "scripts/make_stackexchange_dump.py", str(DEMO), str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["threads"] == 33 and (tmp_path / "out" / "Posts.xml").exists()
