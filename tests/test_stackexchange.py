@@ -154,3 +154,46 @@ def test_the_dump_writer_script_runs(tmp_path):
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["threads"] == 33 and (tmp_path / "out" / "Posts.xml").exists()
+
+
+def test_duplicate_groups_join_links_either_way_and_name_what_is_not_stored():
+    from indexing.models import Thread
+    from ranking.evaluation.duplicates import duplicate_groups, linked
+
+    def t(tid, dup=None):
+        return Thread(id=tid, subject=tid, meta={} if dup is None else {"duplicate_of": dup})
+    groups = duplicate_groups([t("a"), t("b", ["a"]), t("c", "b"), t("d", ["zz"]), t("e", [1.5]), t("f", ["f"]),
+                               t("g"), t("h", ["g", "a"])])
+    assert groups.judged == {"b": {"a": 1, "c": 1, "g": 1, "h": 1}, "c": {"a": 1, "b": 1, "g": 1, "h": 1},
+                             "h": {"a": 1, "b": 1, "c": 1, "g": 1}}
+    assert (groups.links, groups.unstored, groups.malformed) == (5, 1, ["e"])
+    assert linked({"duplicate_of": 7}) == ["7"] and linked({}) is None
+    with pytest.raises(ValueError):
+        linked({"duplicate_of": {"a": 1}})
+
+
+def test_cqa_evaluate_duplicates_on_a_forum_imported_from_its_dump(tmp_path, cli_env):
+    """A forum's dump whose PostLinks.xml closes three reposts as duplicates (one of them of another repost): after
+    `cqa ingest` and `cqa reindex`, `cqa evaluate --duplicates` asks each repost for its similar questions as
+    GET /threads/{id}/similar does and finds its group first: each repost's question is the original's word for word."""
+    demo = load(DEMO).threads
+    reposts = [demo[2].model_copy(update={"id": "r1", "answers": []}),
+               demo[9].model_copy(update={"id": "r2", "answers": []}),
+               demo[9].model_copy(update={"id": "r3", "answers": [], "subject": demo[9].subject + "?"})]
+    write_dump(demo + reposts, tmp_path / "dump",
+               duplicates={"r1": [demo[2].id], "r2": [demo[9].id], "r3": ["r2"], "r9": ["nowhere"]})
+    run = lambda *a: subprocess.run(CQA + list(a), env=cli_env, capture_output=True, text=True, cwd=ROOT)  # noqa: E731
+    for cmd in (["ingest", str(tmp_path / "dump"), "-q"], ["reindex", "-q"]):
+        done = run(*cmd)
+        assert done.returncode == 0, done.stderr
+    refused = run("evaluate", "--duplicates", "--benchmark", "semeval2016-test-A")
+    assert refused.returncode == 2 and "its own evaluation" in refused.stderr
+    done = run("evaluate", "--duplicates", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (out["questions"], out["links"], out["links_to_unstored"]) == (3, 3, 0)  # r9 is no stored question
+    assert out["P@1"] == 1.0 and out["compare"]["figures"]["P@1"] == 1.0
+    assert 0.5 <= out["MAP@10"] <= 1.0 and out["ranker"] == "search-questions"
+    report = json.loads((Path(out["report"]) / "report.json").read_text())
+    assert set(report["per_question_ap"]) == {"r1", "r2", "r3"}
+    assert (Path(out["report"]).parent / "latest.json").exists()  # what GET /evaluation lists

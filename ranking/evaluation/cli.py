@@ -51,6 +51,16 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                         "default: $CQA_INFERENCE (auto)")
     p.add_argument("--max-length", type=int, default=None, metavar="N",
                    help="the ranker's MiniLM parts read at most N word pieces per input")
+    p.add_argument("--duplicates", action="store_true",
+                   help="judge the data folder's own similar-question search by the forum's duplicate links "
+                        "(meta.duplicate_of, which `cqa ingest` of a StackExchange dump takes from its PostLinks.xml): "
+                        "each question linked as a duplicate asked for its similar questions as GET "
+                        "/threads/{id}/similar asks, reranked and not (the paired test), scored by the other "
+                        "questions of its duplicate group (MAP@10, P@1, MRR, nDCG@10, Recall@10)")
+    p.add_argument("--target", choices=["questions", "threads"], default="questions",
+                   help="with --duplicates: what the similar search lists (default: questions)")
+    p.add_argument("--limit", type=int, default=0, metavar="N",
+                   help="with --duplicates: only the first N linked questions, in the store's order (0: all)")
     p.add_argument("--list", action="store_true", help="list benchmarks and ranker presets")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
 
@@ -82,6 +92,11 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
                     print(f"  {name:30s} {spec.summary()}\n  {'':30s} {spec.description}")
         return 0
     try:
+        if args.duplicates:
+            if args.gold or args.pred or args.benchmark or args.compare or args.compare_pred:
+                raise ScoringError("--duplicates is its own evaluation: without --gold, --pred, --benchmark or "
+                                   "--compare")
+            return _duplicates(args, settings, emit)
         if args.gold or args.pred:
             if not (args.gold and args.pred):
                 raise ScoringError("--gold and --pred go together")
@@ -170,6 +185,39 @@ def compare_files(gold: Path, pred: Path, other: Path) -> dict:
     preds = [read_lines(f) for f in (pred, other)]
     figures = [score(g, x, pred_name=str(f)) for x, f in zip(preds, (pred, other))]  # checks the alignment
     return {"pred": str(other), "MAP": figures[1].MAP, **paired_ap(*(per_question_ap(g, x) for x in preds))}
+
+
+def _duplicates(args: argparse.Namespace, settings, emit) -> int:
+    """The forum's own duplicates, found by its similar-question search (``duplicates.run_duplicates``)."""
+    from indexing.generations import IndexFormatError
+    from .duplicates import run_duplicates
+    if args.limit < 0:
+        raise ScoringError("--limit: 0 (all) or more")
+    try:
+        report = run_duplicates(settings, target=args.target, limit=args.limit)
+    except IndexFormatError as e:
+        raise ScoringError(str(e)) from None
+    print(f"{report['questions']} questions linked as duplicates ({report['links']} links, "
+          f"{report['links_to_unstored']} to questions not stored), similar {args.target} from generation "
+          f"{report['generation']} (reranker: {report['ranker'] or 'none'})")
+    for k, v in report["figures"].items():
+        print(f"{k:12s} {v:.4f}")
+    out = {"benchmark": report["benchmark"], "target": args.target, "ranker": report["ranker"],
+           "questions": report["questions"], "links": report["links"],
+           "links_to_unstored": report["links_to_unstored"], **report["figures"], "latency_ms": report["latency_ms"],
+           "report": report["folder"]}
+    _with_interval(out, report)
+    c = report["compare"]
+    out["compare"] = {k: c[k] for k in ("run", "figures", "p_randomization", "p_ttest", "questions",
+                                        "difference_interval_95")}
+    print(f"vs first-stage: MAP@10 {c['figures']['MAP@10']:.4f}, P@1 {c['figures']['P@1']:.4f}, paired "
+          f"randomisation p={c['p_randomization']:.4g}, paired t-test p={c['p_ttest']:.4g} over {c['questions']} "
+          f"questions{_difference(c)}")
+    print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per search")
+    print(f"report: {report['folder']}")
+    if args.json:
+        emit(out)
+    return 0
 
 
 def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:

@@ -1,0 +1,169 @@
+"""How well similar-question search finds a forum's own duplicates, judged by the forum's duplicate links.
+
+A forum whose moderators close questions as duplicates of others (a StackExchange site: ``PostLinks.xml``, which
+``cqa ingest`` of its dump keeps as each question's ``meta.duplicate_of``; any forum: the same field in JSONL) holds
+its own judgements of what a thread page's related questions should show. Each stored question with a duplicate link
+to a stored question is asked for its similar questions exactly as ``GET /threads/{id}/similar`` and ``cqa search
+--like-thread`` ask (``SearchRequest.like_thread``, through the pipeline the live generation is served with); what it
+should find is every other question of its duplicate group (the questions joined by links, either way). A result that
+folds several near-identical copies counts as found when any copy is in the group, as the SemEval /search benchmarks
+count it. Side by side, the same searches without reranking (the first stage), with the paired test of the difference.
+
+Nothing here was trained or tuned on the forum's links: a figure on them measures the shipped rankers on that forum.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from indexing.models import Thread
+
+log = logging.getLogger(__name__)
+
+LINK_FIELD = "duplicate_of"
+BENCHMARK = "forum-duplicates"  # its reports' folder under the reports folder, as GET /evaluation lists them
+
+
+@dataclass(frozen=True)
+class DuplicateGroups:
+    """The forum's duplicate links among stored questions: each linking question (a query) with the other questions
+    of its group (what it should find), and the links that name a question the store does not hold."""
+    judged: dict[str, dict[str, int]]
+    links: int = 0
+    unstored: int = 0
+    malformed: list[str] = field(default_factory=list)  # threads whose duplicate_of is not a list of ids
+
+
+def linked(meta: dict) -> list[str] | None:
+    """A thread's duplicate links (``meta.duplicate_of``: a list of thread ids, or one id); None where it has none,
+    and a ValueError where the field holds something else."""
+    value = meta.get(LINK_FIELD)
+    if value is None:
+        return None
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return [str(value)]
+    if isinstance(value, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        return [str(v) for v in value]
+    raise ValueError(f"{LINK_FIELD} is {type(value).__name__}, not a list of thread ids")
+
+
+def duplicate_groups(threads: Iterable[Thread]) -> DuplicateGroups:
+    """The groups the links make among ``threads`` (union-find: a link either way joins two questions)."""
+    stored: set[str] = set()
+    pairs: list[tuple[str, str]] = []
+    malformed: list[str] = []
+    for t in threads:
+        stored.add(t.id)
+        try:
+            targets = linked(t.meta)
+        except ValueError:
+            malformed.append(t.id)
+            continue
+        pairs += [(t.id, d) for d in targets or () if d != t.id]
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    kept = [(a, b) for a, b in pairs if b in stored]
+    for a, b in kept:
+        parent[root(a)] = root(b)
+    groups: dict[str, set[str]] = {}
+    for x in parent:
+        groups.setdefault(root(x), set()).add(x)
+    queries = dict.fromkeys(a for a, _ in kept)  # the linking questions, in the store's order
+    judged = {q: {x: 1 for x in sorted(groups[root(q)]) if x != q} for q in queries}
+    return DuplicateGroups(judged, links=len(pairs), unstored=len(pairs) - len(kept), malformed=malformed)
+
+
+def shown_run(results, judged: dict[str, int], k: int) -> dict[str, float]:
+    """A response's results as a run (scores from ranks), each by its thread, a folded result by a copy in the
+    group if any (``search_benchmark.scored_id``)."""
+    from ..search_benchmark import scored_id
+    return {scored_id([r.thread_id, *r.duplicates], judged): float(k + 1 - r.rank) for r in results[:k]}
+
+
+def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int = 0, compare: bool = True,
+                   progress: bool = True) -> dict:
+    """Every linking question of the data folder's store asked for its similar questions through the live
+    generation's pipeline, reranked (as served) and, with ``compare``, not; their figures (MAP@10, P@1, MRR, nDCG@10,
+    Recall@10, each question's AP@10), the paired test, the latency, and a report folder."""
+    import numpy as np
+
+    from indexing.searcher import load_current
+    from indexing.store import Snapshot, ThreadStore
+
+    from ..fullcorpus import figures_of
+    from ..pipeline import SearchRequest, build_pipeline
+    from .measures import map_interval, paired_ap, per_query, write_trec_qrels, write_trec_run
+    from .runner import finish_report, report_folder
+    if target not in ("questions", "threads"):
+        raise ValueError(f"target {target!r}: duplicates are judged between questions (questions or threads)")
+    if not Path(settings.store_path).exists():
+        raise FileNotFoundError(f"no store at {settings.store_path}: ingest the forum first")
+    started = time.perf_counter()
+    with Snapshot(settings.store_path) as snap:
+        groups = duplicate_groups(snap.threads())
+    if not groups.judged:
+        raise ValueError(f"the store holds no duplicate links between stored questions ({groups.links} links, "
+                         f"{groups.unstored} naming questions it does not hold): ingest a StackExchange dump with "
+                         f"its PostLinks.xml, or send threads with meta.{LINK_FIELD}")
+    queries = list(groups.judged)[:limit] if limit else list(groups.judged)
+    qrels = {q: groups.judged[q] for q in queries}
+    gen = load_current(settings.index_root, settings.device)
+    runs = {"reranked": True, **({"first-stage": False} if compare else {})}
+    out: dict[str, dict] = {name: {} for name in runs}
+    ms: dict[str, list[float]] = {name: [] for name in runs}
+    with ThreadStore(settings.store_path) as store:
+        pipelines = {name: build_pipeline(settings, gen, store.get, None if rerank else {})
+                     for name, rerank in runs.items()}
+        reranker = None
+        for qid in tqdm(queries, desc=f"duplicates ({target})", disable=not progress):
+            thread = store.get(qid)
+            if thread is None:  # deleted since the snapshot
+                continue
+            for name, rerank in runs.items():
+                t0 = time.perf_counter()
+                resp = pipelines[name].search(SearchRequest.like_thread(thread, k=k, target=target, rerank=rerank))
+                ms[name].append(1000 * (time.perf_counter() - t0))
+                out[name][qid] = shown_run(resp.results, qrels[qid], k)
+                reranker = resp.reranker if rerank else reranker
+    figures = {name: {m: round(v, 4) for m, v in _figures(figures_of, qrels, run).items()} for name, run in out.items()}
+    ap = {name: per_query(qrels, run, "AP@10") for name, run in out.items()}
+    folder, stamp = report_folder(settings.reports_dir, BENCHMARK, reranker or "first-stage")
+    for label, run in out.items():
+        write_trec_run(run, folder / f"run-{label}.trec", label)
+    write_trec_qrels(qrels, folder / "qrels.trec")
+    report = {"benchmark": BENCHMARK, "target": target, "k": k, "ranker": reranker, "generation": gen.name,
+              "created_at": stamp.isoformat(), "questions": len(out["reranked"]), "links": groups.links,
+              "links_to_unstored": groups.unstored, "malformed_links": len(groups.malformed),
+              "seconds": round(time.perf_counter() - started, 2),
+              "figures": figures["reranked"], "MAP": figures["reranked"]["MAP@10"], "MRR": figures["reranked"]["MRR"],
+              "MAP_interval_95": map_interval(ap["reranked"]), "per_question_ap": ap["reranked"],
+              "latency_ms": {"p50": round(float(np.percentile(ms["reranked"], 50)), 1),
+                             "p95": round(float(np.percentile(ms["reranked"], 95)), 1)},
+              "folder": str(folder)}
+    if compare:
+        report["compare"] = {"run": "first-stage", "figures": figures["first-stage"],
+                             **paired_ap(ap["reranked"], ap["first-stage"])}
+    finish_report(folder, report, xlabel="MAP@10 of the forum's own duplicates")
+    return report
+
+
+def _figures(figures_of, qrels, run) -> dict[str, float]:
+    from .measures import ir_figures
+    fig = figures_of(qrels, run)
+    fig["Recall@10"] = ir_figures(qrels, run, cutoffs=(10,))["R@10"]
+    return {k: v for k, v in fig.items() if k != "Recall@100"}
+
+
+__all__ = ["DuplicateGroups", "duplicate_groups", "linked", "run_duplicates"]
