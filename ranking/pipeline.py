@@ -332,6 +332,8 @@ class SearchPipeline:
         n_head = len(col.groups) if rerank else 0
         for d in hit_ids[j:]:
             add(d)
+        if req.target == "questions":
+            self._answered_copies_lead(col.groups[:n_head], doc_ids)
         timings["collapse"] = _ms(t0)
 
         # Only what the reranker reads gets the store's metadata and stored vectors; the rest is listed as
@@ -345,8 +347,19 @@ class SearchPipeline:
         candidates = [full.get(i) or self._light(d) for i, d in enumerate(doc_ids)]
         timings["candidates"] = _ms(t0)
         scores = {h.doc_id: h.score for h in r.hits}
+        # a group's first-stage score: its first copy's (a questions group: its best copy's, as it may be led by another)
         return Retrieved(r, candidates, doc_ids, col.groups, n_head,
-                         [scores.get(doc_ids[g[0]]) for g in col.groups], timings)
+                         [max((scores[doc_ids[i]] for i in g if doc_ids[i] in scores), default=None)
+                          if req.target == "questions" else scores.get(doc_ids[g[0]]) for g in col.groups], timings)
+
+    def _answered_copies_lead(self, groups: list[list[int]], doc_ids: list[str]) -> None:
+        """Each group of near-identical questions led by the copy whose thread has the most comments (ties: the first
+        stage's order), in place: the reranker reads that copy's comments, and a reposted question with none does not
+        sink the original it folds into (docs/BENCHMARKS.md, "Round 47, rule 29")."""
+        rows = self._thread_answer_rows()
+        for g in groups:
+            if len(g) > 1:
+                g.sort(key=lambda i: -len(rows.get(doc_ids[i].split(":", 1)[1], ())))
 
     def head_query(self, req: SearchRequest, got: Retrieved, question_vector: bool = True) -> Query:
         """What the reranker scores: the first ``depth`` groups of first-stage hits after collapse and, for
