@@ -458,3 +458,12 @@ def test_ingest_parse_bench_reads_one_export_with_this_tree_and_a_reference_revi
     out = run_bench("ingest_parse.py", "--data-dir", str(s.data_dir), "--repeats", "2", env=cli_env, timeout=300)
     assert out["threads"] == 10 and out["answers"] > 0 and set(out["best_s"]) == {"this_tree", "reference"}
     assert out["ratio_this_to_reference"] > 0  # the bench itself asserts both read the same threads and comments
+
+
+def test_stackexchange_import_bench_ingests_the_forum_both_ways_and_compares_the_stores(tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 10)
+    out = run_bench("stackexchange_import.py", "--data-dir", str(s.data_dir), "--repeats", "1", env=cli_env,
+                    timeout=300)
+    assert out["threads"] == 10 and out["summary"]["stackexchange"]["inserted"] == 10
+    assert out["same"]["threads_same"] == 10 and out["same"]["texts_same"] == out["same"]["texts"] > 10
+    assert out["peak_rss_mb"]["jsonl"] > 0 and out["ratio_stackexchange_to_jsonl"] > 0

@@ -411,6 +411,21 @@ def test_similar_quality_bench_asks_a_real_server_by_thread_id(fresh_corpus_dir)
         assert not any(t.id.startswith("orgq-") for t in store.iter_threads())
 
 
+@pytest.mark.slow
+def test_forum_duplicates_bench_measures_what_the_endpoint_serves(fresh_corpus_dir):
+    """bench/forum_duplicates.py: `cqa evaluate --duplicates` over a copy of the corpus whose added questions are
+    linked as duplicates of their relevant related questions gives what a real server's GET /threads/{id}/similar
+    gives, question for question."""
+    from tests.conftest import SEMEVAL
+    from tests.test_benches import run_bench
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
+    out = run_bench("forum_duplicates.py", "--data-dir", str(fresh_corpus_dir), "--split", "test", "--limit", "6",
+                    env=env, timeout=1200)
+    ours, served = out["cqa_evaluate_duplicates"], out["served_similar"]
+    assert ours["questions"] == served["questions"] == 6 and out["links"] >= 6
+    assert (ours["MAP@10"], ours["P@1"], ours["nDCG@10"]) == (served["MAP@10"], served["P@1"], served["nDCG@10"])
+    assert 0 < ours["MAP@10"] <= 1 and out["difference_MAP@10"] == 0
+
 
 @pytest.mark.slow
 def test_unanswered_bench_strips_comments_in_a_copy_and_scores_each_reranker(fresh_corpus_dir):
