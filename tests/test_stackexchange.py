@@ -198,4 +198,6 @@ def test_cqa_evaluate_duplicates_on_a_forum_imported_from_its_dump(tmp_path, cli
     assert 0.5 <= out["MAP@10"] <= 1.0 and out["ranker"] == "search-questions"
     report = json.loads((Path(out["report"]) / "report.json").read_text())
     assert set(report["per_question_ap"]) == {"r1", "r2", "r3"}
-    assert (Path(out["report"]).parent / "latest.json").exists()  # what GET /evaluation lists
+    from app.schemas import LiveFigure  # what GET /evaluation lists, from latest.json
+    live = LiveFigure.model_validate(json.loads((Path(out["report"]).parent / "latest.json").read_text()))
+    assert (live.MAP, live.P_at_1, live.questions, live.ranker) == (out["MAP@10"], 1.0, 3, "search-questions")

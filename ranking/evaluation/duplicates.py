@@ -148,6 +148,7 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
               "links_to_unstored": groups.unstored, "malformed_links": len(groups.malformed),
               "seconds": round(time.perf_counter() - started, 2),
               "figures": figures["reranked"], "MAP": figures["reranked"]["MAP@10"], "MRR": figures["reranked"]["MRR"],
+              "P@1": figures["reranked"]["P@1"],
               "MAP_interval_95": map_interval(ap["reranked"]), "per_question_ap": ap["reranked"],
               "latency_ms": {"p50": round(float(np.percentile(ms["reranked"], 50)), 1),
                              "p95": round(float(np.percentile(ms["reranked"], 95)), 1)},
