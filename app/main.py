@@ -932,9 +932,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               dependencies=[Depends(require_admin)])
     def post_evaluation(body: EvaluationIn, response: Response, svc: Service = Depends(service)):
         from ranking.evaluation.benchmarks import BENCHMARKS
+        from ranking.evaluation.duplicates import BENCHMARK as DUPLICATES
         from ranking.presets import PRESETS
+        if body.benchmark == DUPLICATES:
+            return submitted_duplicates(body, response, svc)
         if body.benchmark not in BENCHMARKS:
-            raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}")
+            raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}, "
+                                f"{DUPLICATES}")
         if body.ranker and body.ranker.split("[", 1)[0] not in PRESETS:
             raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
 
@@ -946,6 +950,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return {**{k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "folder")},
                     "MAP_interval_95": r.get("MAP_interval_95")}  # none for the full corpus's first stage
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
+        if not started:
+            response.status_code = 409
+        return {"job": job.__dict__, "started": started}
+
+    def submitted_duplicates(body, response: Response, svc: Service) -> dict:
+        """``cqa evaluate --duplicates`` as a job: the forum's own duplicate links judge its similar-question search,
+        asked through this service's own pipeline (``ranking.evaluation.duplicates``)."""
+        from ranking.evaluation.duplicates import BENCHMARK, run_duplicates
+        if body.ranker:
+            raise HTTPException(422, detail=f"{BENCHMARK} measures the served similar-question search: no ranker")
+        gen, pipeline = ready_generation(svc)
+
+        def run(progress):
+            r = run_duplicates(svc.settings, progress=False, served=(gen, pipeline))
+            return {k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "P@1", "questions", "links",
+                                      "links_to_unstored", "MAP_interval_95", "folder")}
+        job, started = svc.jobs.submit(f"evaluation:{BENCHMARK}", run)
         if not started:
             response.status_code = 409
         return {"job": job.__dict__, "started": started}

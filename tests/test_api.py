@@ -774,6 +774,25 @@ def test_evaluation_job_and_report(client):
     assert r.status_code == 422 and "unknown benchmark" in r.json()["error"]["message"]
 
 
+def test_evaluation_job_of_the_forums_own_duplicates(client):
+    """POST /evaluation {"benchmark": "forum-duplicates"}: `cqa evaluate --duplicates` as a job, through this service's
+    own pipeline; a store without links fails the job saying so, a ranker is refused."""
+    r = client.post("/evaluation", json={"benchmark": "forum-duplicates"}, headers=ADMIN)
+    job = wait_job(client, r.json()["job"]["id"])
+    assert r.status_code == 202 and job["state"] == "failed" and "no duplicate links" in job["error"]
+    repost = {"id": "dup7", "subject": "question 7 about visa 1", "body": "body text", "meta": {"duplicate_of": ["t7"]}}
+    assert client.post("/threads", json={"threads": [repost]}, headers=ADMIN).status_code == 200
+    assert wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])["state"] == "succeeded"
+    r = client.post("/evaluation", json={"benchmark": "forum-duplicates", "ranker": "bm25"}, headers=ADMIN)
+    assert r.status_code == 422 and "no ranker" in r.json()["error"]["message"]
+    job = wait_job(client, client.post("/evaluation", json={"benchmark": "forum-duplicates"}, headers=ADMIN)
+                   .json()["job"]["id"])
+    assert job["state"] == "succeeded", job
+    assert (job["result"]["questions"], job["result"]["links"], job["result"]["P@1"]) == (1, 1, 1.0)
+    listed = client.get("/evaluation").json()["benchmarks"]["forum-duplicates"]
+    assert listed["MAP"] == job["result"]["MAP"] == 1.0 and listed["ranker"] == job["result"]["ranker"]
+
+
 def test_metrics(client):
     client.post("/search", json={"question": {"body": "visa"}, "k": 2})
     client.post("/search", json={"question": {"body": " "}})

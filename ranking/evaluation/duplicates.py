@@ -93,10 +93,12 @@ def shown_run(results, judged: dict[str, int], k: int) -> dict[str, float]:
 
 
 def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int = 0, compare: bool = True,
-                   progress: bool = True) -> dict:
+                   progress: bool = True, served=None) -> dict:
     """Every linking question of the data folder's store asked for its similar questions through the live
     generation's pipeline, reranked (as served) and, with ``compare``, not; their figures (MAP@10, P@1, MRR, nDCG@10,
-    Recall@10, each question's AP@10), the paired test, the latency, and a report folder."""
+    Recall@10, each question's AP@10), the paired test, the latency, and a report folder. ``served``: a running
+    service's (generation, pipeline), whose rerankers it then asks, as its endpoint does; else the live generation is
+    loaded with the rerankers the settings name."""
     import numpy as np
 
     from indexing.searcher import load_current
@@ -119,13 +121,13 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
                          f"its PostLinks.xml, or send threads with meta.{LINK_FIELD}")
     queries = list(groups.judged)[:limit] if limit else list(groups.judged)
     qrels = {q: groups.judged[q] for q in queries}
-    gen = load_current(settings.index_root, settings.device)
+    gen, pipeline = served if served is not None else (load_current(settings.index_root, settings.device), None)
     runs = {"reranked": True, **({"first-stage": False} if compare else {})}
     out: dict[str, dict] = {name: {} for name in runs}
     ms: dict[str, list[float]] = {name: [] for name in runs}
     with ThreadStore(settings.store_path) as store:
-        pipelines = {name: build_pipeline(settings, gen, store.get, None if rerank else {})
-                     for name, rerank in runs.items()}
+        pipelines = {name: pipeline if rerank and pipeline is not None else
+                     build_pipeline(settings, gen, store.get, None if rerank else {}) for name, rerank in runs.items()}
         reranker = None
         for qid in tqdm(queries, desc=f"duplicates ({target})", disable=not progress):
             thread = store.get(qid)
