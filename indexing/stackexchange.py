@@ -124,13 +124,11 @@ def _int(v: str | None) -> int | None:
 def duplicate_links(raw: bytes) -> dict[str, list[str]]:
     """``PostLinks.xml``: each question's duplicate links (the questions it was closed as a duplicate of)."""
     out: dict[str, list[str]] = {}
-    for _, row in etree.iterparse(io.BytesIO(raw), events=("end",), tag="row", huge_tree=True,
-                                  resolve_entities=False, no_network=True):
+    for _, row in _rows(raw):
         if row.get("LinkTypeId") == DUPLICATE_LINK and row.get("PostId") and row.get("RelatedPostId"):
-            targets = out.setdefault(row.get("PostId"), [])
-            if row.get("RelatedPostId") not in targets:
-                targets.append(row.get("RelatedPostId"))
-        _release(row)
+            targets = out.setdefault(row["PostId"], [])
+            if row["RelatedPostId"] not in targets:
+                targets.append(row["RelatedPostId"])
     return out
 
 

@@ -112,9 +112,9 @@ def search_all(gen: Generation, config: RetrieverConfig, queries: dict[str, str]
     return run
 
 
-def figures_of(qrels, run) -> dict[str, float]:
-    fig = ir_figures(qrels, run)
-    return {"MAP@10": fig["trec_AP@10"], "nDCG@10": fig["nDCG@10"], "Recall@100": fig["R@100"],
+def figures_of(qrels, run, recall_at: int = 100) -> dict[str, float]:
+    fig = ir_figures(qrels, run, cutoffs=(recall_at,))
+    return {"MAP@10": fig["trec_AP@10"], "nDCG@10": fig["nDCG@10"], f"Recall@{recall_at}": fig[f"R@{recall_at}"],
             "P@1": fig["P@1"], "MRR": 100 * fig["RR"]}
 
 

@@ -139,7 +139,8 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
                 ms[name].append(1000 * (time.perf_counter() - t0))
                 out[name][qid] = shown_run(resp.results, qrels[qid], k)
                 reranker = resp.reranker if rerank else reranker
-    figures = {name: {m: round(v, 4) for m, v in _figures(figures_of, qrels, run).items()} for name, run in out.items()}
+    figures = {name: {m: round(v, 4) for m, v in figures_of(qrels, run, recall_at=k).items()}
+               for name, run in out.items()}
     ap = {name: per_query(qrels, run, "AP@10") for name, run in out.items()}
     folder, stamp = report_folder(settings.reports_dir, BENCHMARK, reranker or "first-stage")
     for label, run in out.items():
@@ -160,13 +161,6 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
                              **paired_ap(ap["reranked"], ap["first-stage"])}
     finish_report(folder, report, xlabel="MAP@10 of the forum's own duplicates")
     return report
-
-
-def _figures(figures_of, qrels, run) -> dict[str, float]:
-    from .measures import ir_figures
-    fig = figures_of(qrels, run)
-    fig["Recall@10"] = ir_figures(qrels, run, cutoffs=(10,))["R@10"]
-    return {k: v for k, v in fig.items() if k != "Recall@100"}
 
 
 __all__ = ["DuplicateGroups", "duplicate_groups", "linked", "run_duplicates"]
