@@ -12,9 +12,10 @@ import io
 import json
 import sys
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from lxml import etree
 from pydantic import ValidationError
@@ -136,6 +137,13 @@ def _head(path: Path, size: int = 4096) -> bytes:
         return raw
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise LoadError(path, "file", f"cannot read: {e}") from e
+
+
+def _stream(path: Path) -> BinaryIO:
+    """A file opened for reading as it is parsed, gunzipped if it is gzipped."""
+    with path.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gz else path.open("rb")
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -276,7 +284,6 @@ def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = Non
             return LoadResult(path=str(path), passed_over={f"StackExchange {DUMP_ROOTS[root]} (no threads)": 1})
         raise LoadError(path, "root element", f"<{root}> is not a StackExchange dump's; expected <posts> "
                         "(Posts.xml)")
-    raw = _read_bytes(path) if raw is None else raw
     result = LoadResult(path=str(path))
     links = None if path == STDIN else next(
         (q for q in sorted(path.parent.iterdir()) if q.is_file() and q.name.lower().removesuffix(".gz") ==
@@ -284,16 +291,22 @@ def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = Non
     duplicates: dict[str, list[str]] = {}
     if links is not None:
         try:
-            duplicates = duplicate_links(_read_bytes(links))
+            with _stream(links) as f:
+                duplicates = duplicate_links(f)
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+            raise LoadError(links, "file", f"cannot read: {e}") from None
         except etree.XMLSyntaxError as e:
             err = LoadError(links, f"line {e.lineno or '?'}", f"not well-formed XML, so no duplicate links: {e.msg}")
             if strict:
                 raise err from None
             result.errors.append(err)
     try:
-        posts = read_posts(raw, duplicates)
+        with (nullcontext(raw) if raw is not None else _stream(path)) as source:
+            posts = read_posts(source, duplicates)  # a file is parsed as it is read, not held whole
     except etree.XMLSyntaxError as e:
         raise LoadError(path, f"line {e.lineno or '?'}", f"not well-formed XML: {e.msg}") from None
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise LoadError(path, "file", f"cannot read: {e}") from None
     errors = [LoadError(path, where, why if isinstance(why, str) else _short(why)) for _, where, why in posts.errors]
     if strict and errors:
         raise errors[0]

@@ -12,8 +12,9 @@ Its answers' ``meta`` keep their score and whether the asker accepted them.
 
 The dump's other files hold no threads: ``cqa ingest`` of the whole folder passes them over and says so. The rows of
 ``Posts.xml`` that are not questions or answers (tag wikis, moderator nominations...) are passed over and counted.
-The file is parsed row by row (``lxml.etree.iterparse``, each row freed once read), so beside the file's bytes (read
-whole, as every loader reads a file before writing any of it) it holds the threads it makes, not the parsed tree.
+The file is parsed row by row as it is read (``lxml.etree.iterparse``, each row freed once read, each body kept as its
+text), so it holds the threads it makes, not the file nor its parsed tree. As every loader, it reads the whole file
+before anything of it is written.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import io
 import re
 from collections import Counter
 from collections.abc import Iterator
+from typing import BinaryIO
 from dataclasses import dataclass, field
 
 from lxml import etree
@@ -121,10 +123,10 @@ def _int(v: str | None) -> int | None:
         return None
 
 
-def duplicate_links(raw: bytes) -> dict[str, list[str]]:
+def duplicate_links(raw: bytes | BinaryIO) -> dict[str, list[str]]:
     """``PostLinks.xml``: each question's duplicate links (the questions it was closed as a duplicate of)."""
     out: dict[str, list[str]] = {}
-    for _, row in _rows(raw):
+    for _, row in _rows(raw, LINK_FIELDS):
         if row.get("LinkTypeId") == DUPLICATE_LINK and row.get("PostId") and row.get("RelatedPostId"):
             targets = out.setdefault(row["PostId"], [])
             if row["RelatedPostId"] not in targets:
@@ -139,10 +141,18 @@ def _release(row: etree._Element) -> None:
         del row.getparent()[0]
 
 
-def _rows(raw: bytes) -> Iterator[tuple[int, dict[str, str]]]:
-    for _, row in etree.iterparse(io.BytesIO(raw), events=("end",), tag="row", huge_tree=True,
-                                  resolve_entities=False, no_network=True):
-        yield row.sourceline or 0, dict(row.attrib)
+# The attributes a row is kept with (a dump's rows carry more: edit dates, editors, licence...).
+POST_FIELDS = ("Id", "PostTypeId", "ParentId", "AcceptedAnswerId", "CreationDate", "Score", "ViewCount", "Body",
+               "OwnerUserId", "OwnerDisplayName", "Title", "Tags", "ClosedDate")
+LINK_FIELDS = ("PostId", "RelatedPostId", "LinkTypeId")
+
+
+def _rows(source: bytes | BinaryIO, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Each ``<row>`` of a dump file (its bytes, or a binary file read as it is parsed) with its line and ``fields``."""
+    stream = io.BytesIO(source) if isinstance(source, bytes) else source
+    for _, row in etree.iterparse(stream, events=("end",), tag="row", huge_tree=True, resolve_entities=False,
+                                  no_network=True):
+        yield row.sourceline or 0, {k: v for k in fields if (v := row.get(k)) is not None}
         _release(row)
 
 
@@ -154,7 +164,7 @@ def _answer(row: dict[str, str], accepted: str | None) -> Answer:
         meta["accepted"] = True
     if not row.get("OwnerUserId") and row.get("OwnerDisplayName"):
         meta["username"] = row["OwnerDisplayName"]
-    return Answer(id=row["Id"], text=html_text(row.get("Body") or ""), created_at=row.get("CreationDate"),
+    return Answer(id=row["Id"], text=row.get("Body") or "", created_at=row.get("CreationDate"),
                   author_id=row.get("OwnerUserId") or None, meta=meta)
 
 
@@ -175,7 +185,7 @@ def _thread(q: _Pending, duplicates: dict[str, list[str]]) -> Thread:
     if not row.get("OwnerUserId") and row.get("OwnerDisplayName"):
         meta["username"] = row["OwnerDisplayName"]
     answers = [_answer(a, accepted) for _, _, a in sorted(q.answers, key=lambda a: a[:2])]  # posted, then file order
-    return Thread(id=row["Id"], subject=html_text(row.get("Title") or ""), body=html_text(row.get("Body") or ""),
+    return Thread(id=row["Id"], subject=(row.get("Title") or "").strip(), body=row.get("Body") or "",
                   category=tags[0] if tags else None, created_at=row.get("CreationDate"),
                   author_id=row.get("OwnerUserId") or None, answers=answers, meta=meta)
 
@@ -190,8 +200,10 @@ class Posts:
     passed_over: Counter = field(default_factory=Counter)
 
 
-def read_posts(raw: bytes, duplicates: dict[str, list[str]] | None = None) -> Posts:
-    """A dump's ``Posts.xml`` (its bytes) as threads, each question's answers in the order they were posted.
+def read_posts(source: bytes | BinaryIO, duplicates: dict[str, list[str]] | None = None) -> Posts:
+    """A dump's ``Posts.xml`` (its bytes, or a binary file read as it is parsed) as threads, each question's answers
+    in the order they were posted. Each body is read as text (``html_text``) as its row comes, so what is kept is the
+    text, not the HTML; a title is plain text already.
 
     An answer whose question the file does not hold, a row without an ``Id``, a second row with the same id, and a
     question that makes no valid thread (no title and no body) are errors, each with its line; ``duplicates`` maps a
@@ -200,7 +212,7 @@ def read_posts(raw: bytes, duplicates: dict[str, list[str]] | None = None) -> Po
     questions: dict[str, _Pending] = {}
     orphans: list[tuple[int, dict[str, str]]] = []
     seen: set[str] = set()
-    for line, row in _rows(raw):
+    for line, row in _rows(source, POST_FIELDS):
         kind, pid = row.get("PostTypeId"), (row.get("Id") or "").strip()
         where = f"line {line} <row Id={pid or '?'}>"
         if not pid:
@@ -214,6 +226,7 @@ def read_posts(raw: bytes, duplicates: dict[str, list[str]] | None = None) -> Po
             out.errors.append((line, where, f"post {pid} appears twice in this file"))
             continue
         seen.add(pid)
+        row["Body"] = html_text(row.get("Body") or "")
         if kind == QUESTION:
             questions[pid] = _Pending(row, line)
         elif (parent := (row.get("ParentId") or "").strip()) in questions:

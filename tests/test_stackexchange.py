@@ -68,7 +68,7 @@ def test_a_dump_folder_gives_the_forums_threads_and_passes_the_rest_over(tmp_pat
 POSTS = """<?xml version="1.0" encoding="utf-8"?>
 <posts>
   <row Id="1" PostTypeId="1" AcceptedAnswerId="3" CreationDate="2010-07-19T19:12:12.510" Score="12" ViewCount="900"
-       Body="&lt;p&gt;How do I renew my permit?&lt;/p&gt;" OwnerUserId="8" Title="Renewing a permit"
+       Body="&lt;p&gt;How do I renew my permit?&lt;/p&gt;" OwnerUserId="8" Title="Renewing a &lt;permit&gt; if x&lt;y"
        Tags="&lt;visa&gt;&lt;permits&gt;" />
   <row Id="3" PostTypeId="2" ParentId="1" CreationDate="2010-07-19T20:00:00.000" Score="5"
        Body="&lt;p&gt;At the ministry.&lt;/p&gt;" OwnerUserId="9" />
@@ -87,7 +87,7 @@ def test_a_posts_rows_fields_and_its_bad_rows(tmp_path):
     (tmp_path / "Posts.xml").write_text(POSTS)
     result = load(tmp_path / "Posts.xml")
     [t] = result.threads
-    assert (t.id, t.subject, t.body, t.category, t.author_id) == ("1", "Renewing a permit",
+    assert (t.id, t.subject, t.body, t.category, t.author_id) == ("1", "Renewing a <permit> if x<y",  # plain text
                                                                    "How do I renew my permit?", "visa", "8")
     assert t.meta == {"source": "stackexchange", "tags": ["visa", "permits"], "score": 12, "view_count": 900,
                       "accepted_answer_id": "3"}
