@@ -52,6 +52,7 @@ _PARAGRAPHS = frozenset({"p", "div", "pre", "blockquote", "ul", "ol", "h1", "h2"
                          "hr", "dl", "details"})
 _LINES = frozenset({"li", "tr", "dt", "dd", "summary", "br"})
 _PARA, _LINE = "\x01", "\x00"  # marks, resolved once the text is whole (neither is in a valid post)
+_DEPTH_LIMIT = 255  # libxml2's HTML parser keeps elements nested at most this deep
 _TAGS = re.compile(r"<!--.*?-->|<[^<>]*>", re.S)
 _SPACES = re.compile(r"\s+")
 _BREAKS = re.compile(r"[ \t\r\n\x00\x01]*[\x00\x01][ \t\r\n\x00\x01]*")
@@ -86,6 +87,8 @@ def html_text(markup: str) -> str:
             if el.tail and el is not root:
                 parts.append(el.tail)
     text = _BREAKS.sub(lambda m: "\n\n" if _PARA in m.group() else "\n", "".join(parts)).strip()
+    if markup.count("<") < _DEPTH_LIMIT:  # too few tags to nest past the parser's limit: nothing was dropped
+        return text
     bare = _SPACES.sub(" ", html.unescape(_TAGS.sub(" ", markup))).strip()
     if len(_SPACES.sub("", text)) < 0.9 * len(_SPACES.sub("", bare)):  # the parser dropped text (markup nested
         return bare  # past libxml2's depth limit): the text without its tags, on one line, rather than lose it
