@@ -4,11 +4,11 @@ A site's dump (``<site>.stackexchange.com.7z``, unpacked) is a folder of XML fil
 ``Posts.xml`` holds the questions (``PostTypeId="1"``) and their answers (``PostTypeId="2"``, ``ParentId`` naming the
 question), the others hold users, votes, badges, edits, tags and links. Each question becomes a thread whose comments
 are its answers in the order they were posted (their ``CreationDate``, then their place in the file, which a dump
-writes in id order). Bodies are HTML, read as text
-(paragraphs, list items and code blocks on lines of their own; an image as its alt text). The thread's ``category`` is
-its first tag; ``meta`` keeps every tag, the score, the view count, the accepted answer, when it was closed, and the
-questions it was closed as a duplicate of (``duplicate_of``, from ``PostLinks.xml`` beside it, ``LinkTypeId="3"``).
-Its answers' ``meta`` keep their score and whether the asker accepted them.
+writes in id order). Bodies are HTML, read as text (paragraphs, list items and code blocks on lines of their own; an
+image as its alt text); titles are plain text. The thread's ``category`` is its first tag; ``meta`` keeps every tag,
+the score, the view count, the accepted answer, when it was closed, and the questions it was closed as a duplicate of
+(``duplicate_of``, from ``PostLinks.xml`` beside it, ``LinkTypeId="3"``). Its answers' ``meta`` keep their score and
+whether the asker accepted them.
 
 The dump's other files hold no threads: ``cqa ingest`` of the whole folder passes them over and says so. The rows of
 ``Posts.xml`` that are not questions or answers (tag wikis, moderator nominations...) are passed over and counted.
@@ -23,8 +23,8 @@ import io
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import BinaryIO
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from lxml import etree
 from lxml import html as lxml_html
