@@ -136,6 +136,7 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     browser.find_element(By.ID, "thread-close").click()
     assert not browser.find_element(By.ID, "thread").is_displayed()
 
+
     # A narrow screen stacks the service panel under the results.
     browser.set_window_size(420, 900)
     time.sleep(0.3)
@@ -156,3 +157,28 @@ def test_search_page_end_to_end(browser, server, tmp_path):
         "const li = renderResult({text: arguments[0], kind: 'answer', id: 'a1', thread_id: 't1', rank: 1, score: 1},"
         " 99); document.body.append(li); return li.querySelector('.text').matches(':dir(rtl)')", "ما هو الحد الأدنى")
     assert shown
+
+    # A StackExchange forum's thread (as `cqa ingest` of its dump stores it), opened by /?thread=ID: its tags, the
+    # questions it was closed as a duplicate of (each opens in turn; one not stored is named as such), and the comment
+    # the asker accepted.
+    from .test_api import TOKEN
+    original = {"id": "se1", "subject": "Renewing a permit", "body": "How?", "meta": {"tags": ["visa", "permits"]},
+                "answers": [{"id": "se1a", "text": "At the ministry.", "meta": {"accepted": True}},
+                            {"id": "se1b", "text": "Online, I think."}]}
+    repost = {"id": "se2", "subject": "Permit renewal", "body": "How again?",
+              "meta": {"tags": ["visa"], "duplicate_of": ["se1", "gone"]}}
+    request = urllib.request.Request(f"{server}/threads", data=json.dumps({"threads": [original, repost]}).encode(),
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request) as r:
+        assert r.status == 200
+    browser.get(server + "/?thread=se2")
+    wait.until(lambda d: d.find_elements(By.ID, "thread-duplicate-of"))
+    assert browser.find_element(By.ID, "thread-title").text == "Permit renewal"
+    assert browser.find_element(By.ID, "thread-tags").text == "tags: visa"
+    assert browser.find_element(By.ID, "thread-duplicate-of").text == \
+        "Closed as a duplicate of Renewing a permit, gone (not stored here)"
+    browser.find_element(By.CSS_SELECTOR, "#thread-duplicate-of a").click()
+    wait.until(lambda d: d.find_element(By.ID, "thread-title").text == "Renewing a permit")
+    assert browser.find_element(By.ID, "thread-tags").text == "tags: visa, permits"
+    marked = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#thread-comments li") if "accepted" in li.text]
+    assert len(marked) == 1 and marked[0].startswith("At the ministry.") and "accepted by the asker" in marked[0]
