@@ -57,9 +57,9 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                         "each question linked as a duplicate asked for its similar questions as GET "
                         "/threads/{id}/similar asks, reranked and not (the paired test), scored by the other "
                         "questions of its duplicate group (MAP@10, P@1, MRR, nDCG@10, Recall@10)")
-    p.add_argument("--target", choices=["questions", "threads"], default="questions",
+    p.add_argument("--target", choices=["questions", "threads"], default=None,
                    help="with --duplicates: what the similar search lists (default: questions)")
-    p.add_argument("--limit", type=int, default=0, metavar="N",
+    p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="with --duplicates: only the first N linked questions, in the store's order (0: all)")
     p.add_argument("--list", action="store_true", help="list benchmarks and ranker presets")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
@@ -92,6 +92,8 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
                     print(f"  {name:30s} {spec.summary()}\n  {'':30s} {spec.description}")
         return 0
     try:
+        if not args.duplicates and (args.target or args.limit is not None):
+            raise ScoringError("--target and --limit go with --duplicates")
         if args.duplicates:
             if args.gold or args.pred or args.benchmark or args.compare or args.compare_pred:
                 raise ScoringError("--duplicates is its own evaluation: without --gold, --pred, --benchmark or "
@@ -191,18 +193,19 @@ def _duplicates(args: argparse.Namespace, settings, emit) -> int:
     """The forum's own duplicates, found by its similar-question search (``duplicates.run_duplicates``)."""
     from indexing.generations import IndexFormatError
     from .duplicates import run_duplicates
-    if args.limit < 0:
+    target, limit = args.target or "questions", args.limit or 0
+    if limit < 0:
         raise ScoringError("--limit: 0 (all) or more")
     try:
-        report = run_duplicates(settings, target=args.target, limit=args.limit)
+        report = run_duplicates(settings, target=target, limit=limit)
     except IndexFormatError as e:
         raise ScoringError(str(e)) from None
     print(f"{report['questions']} questions linked as duplicates ({report['links']} links, "
-          f"{report['links_to_unstored']} to questions not stored), similar {args.target} from generation "
+          f"{report['links_to_unstored']} to questions not stored), similar {target} from generation "
           f"{report['generation']} (reranker: {report['ranker'] or 'none'})")
     for k, v in report["figures"].items():
         print(f"{k:12s} {v:.4f}")
-    out = {"benchmark": report["benchmark"], "target": args.target, "ranker": report["ranker"],
+    out = {"benchmark": report["benchmark"], "target": target, "ranker": report["ranker"],
            "questions": report["questions"], "links": report["links"],
            "links_to_unstored": report["links_to_unstored"], **report["figures"], "latency_ms": report["latency_ms"],
            "report": report["folder"]}
