@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from load import server  # noqa: E402
-from similar_quality import OWN, score_split  # noqa: E402
+from similar_quality import OWN, corpus_with, score_split  # noqa: E402
 
 
 def main() -> None:
@@ -42,28 +40,18 @@ def main() -> None:
 
     from app.settings import Settings
     from indexing.models import Thread
-    from indexing.reindex import reindex
-    from indexing.store import ThreadStore
-    from ranking.fullcorpus import corpus_settings, ensure_corpus
     from ranking.search_benchmark import qrels_for
 
     settings = Settings(data_dir=args.data_dir)
-    ensure_corpus(settings, progress=True)
     qrels, questions = qrels_for(settings, args.split, "questions")
     if args.limit:
         questions = dict(list(questions.items())[: args.limit])
         qrels = {q: qrels[q] for q in questions}
     out: dict = {"bench": "forum_duplicates", "split": args.split, "date": time.strftime("%Y-%m-%d")}
-    with tempfile.TemporaryDirectory(prefix="cqa-dups-") as tmp:
-        folder = Path(tmp) / "data"
-        shutil.copytree(corpus_settings(settings).data_dir, folder)
-        copy = settings.model_copy(update={"data_dir": folder})
-        added = [Thread(id=OWN + qid, subject=subject, body=body,
-                        meta={"duplicate_of": sorted(d for d, rel in qrels[qid].items() if rel)})
-                 for qid, (subject, body) in questions.items()]
-        with ThreadStore(copy.store_path) as store:
-            store.upsert(added)
-        reindex(copy, progress=False)
+    added = [Thread(id=OWN + qid, subject=subject, body=body,
+                    meta={"duplicate_of": sorted(d for d, rel in qrels[qid].items() if rel)})
+             for qid, (subject, body) in questions.items()]
+    with corpus_with(settings, added) as (folder, _):
         out["links"] = sum(len(t.meta["duplicate_of"]) for t in added)
         env = {**os.environ, "CQA_DATA_DIR": str(folder), "PYTHONPATH": str(ROOT)}
         t0 = time.perf_counter()

@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +32,25 @@ from load import get_json, post_json, server  # noqa: E402
 from search_quality import SHOWN, shown  # noqa: E402
 
 OWN = "orgq-"  # the id prefix of an original question's own thread
+
+
+@contextmanager
+def corpus_with(settings, added):
+    """A temporary copy of the 2016 corpus's data folder (built if missing) with the ``added`` threads stored and a
+    generation built over them; yields (folder, seconds the reindex took). The corpus itself is not changed."""
+    from indexing.reindex import reindex
+    from indexing.store import ThreadStore
+    from ranking.fullcorpus import corpus_settings, ensure_corpus
+    ensure_corpus(settings, progress=True)
+    with tempfile.TemporaryDirectory(prefix="cqa-similar-") as tmp:
+        folder = Path(tmp) / "data"
+        shutil.copytree(corpus_settings(settings).data_dir, folder)
+        copy = settings.model_copy(update={"data_dir": folder})
+        with ThreadStore(copy.store_path) as store:
+            store.upsert(added)
+        t0 = time.perf_counter()
+        reindex(copy, progress=True)
+        yield folder, round(time.perf_counter() - t0, 1)
 
 
 def shows(results: list[dict], thread_id: str) -> bool:
@@ -90,13 +110,9 @@ def main() -> None:
 
     from app.settings import Settings
     from indexing.models import Thread
-    from indexing.reindex import reindex
-    from indexing.store import ThreadStore
-    from ranking.fullcorpus import corpus_settings, ensure_corpus
     from ranking.search_benchmark import qrels_for
 
     settings = Settings(data_dir=args.data_dir)
-    ensure_corpus(settings, progress=True)
     sets = {}
     for split in args.splits.split(","):
         qrels, questions = qrels_for(settings, split, args.target)
@@ -105,17 +121,10 @@ def main() -> None:
             qrels = {q: qrels[q] for q in questions}
         sets[split] = (qrels, questions)
     out = {"bench": "similar_quality", "target": args.target, "k": SHOWN, "splits": {}}
-    with tempfile.TemporaryDirectory(prefix="cqa-similar-") as tmp:
-        folder = Path(tmp) / "data"
-        shutil.copytree(corpus_settings(settings).data_dir, folder)
-        copy = settings.model_copy(update={"data_dir": folder})
-        added = [Thread(id=OWN + qid, subject=subject, body=body)
-                 for qrels, questions in sets.values() for qid, (subject, body) in questions.items()]
-        with ThreadStore(copy.store_path) as store:
-            store.upsert(added)
-        t0 = time.perf_counter()
-        reindex(copy, progress=True)
-        out["reindex_seconds"] = round(time.perf_counter() - t0, 1)
+    added = [Thread(id=OWN + qid, subject=subject, body=body)
+             for qrels, questions in sets.values() for qid, (subject, body) in questions.items()]
+    with corpus_with(settings, added) as (folder, seconds):
+        out["reindex_seconds"] = seconds
         out["threads_added"] = len(added)
         with server(folder, {}) as (base, ready):
             out["generation"], out["served_reranker"] = ready["generation"], ready["search_rerankers"]["questions"]

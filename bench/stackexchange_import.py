@@ -5,8 +5,9 @@ The forum: `cqa export` of the data folder's store (the 2016 corpus's by default
 the same threads written as a StackExchange dump's folder by `scripts/make_stackexchange_dump.py` (Posts.xml with HTML
 bodies, PostLinks.xml, Users.xml). Each is ingested by `cqa ingest` as a user runs it (a subprocess, into an empty data
 folder of its own), --repeats times in turn (the order alternating); the fastest wall time and each one's peak resident
-memory are kept. Then the two stores are compared thread by thread: subject, body, author, time and each comment's id,
-text, author and time in order (the dump's category is its tag, compared as such). Prints a JSON object last.
+memory are kept. `html_text` is also timed alone over the same bodies (the dump's HTML read as text). Then the two
+stores are compared thread by thread: subject, body, author, time and each comment's id, text, author and time in
+order (the dump's category is its tag, compared as such). Prints a JSON object last.
 
     python bench/stackexchange_import.py [--data-dir var/benchmarks/fullcorpus-2016] [--repeats 3] [--limit N]
 """
@@ -28,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 from indexing.backup import export  # noqa: E402
 from indexing.loaders import load_jsonl  # noqa: E402
 from indexing.store import Snapshot  # noqa: E402
-from scripts.make_stackexchange_dump import tag_of, write_dump  # noqa: E402
+from indexing.stackexchange import html_text  # noqa: E402
+from scripts.make_stackexchange_dump import as_html, tag_of, write_dump  # noqa: E402
 
 
 def ingest(path: Path, data_dir: Path) -> dict:
@@ -101,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
                              encoding="utf-8")
         dump = tmp / "dump"
         made = write_dump(threads, dump)
+        bodies = [as_html(x) for t in threads for x in (t.body, *(a.text for a in t.answers))]
+        t0 = time.perf_counter()
+        for body in bodies:  # what reading the dump's HTML costs, alone
+            html_text(body)
+        html_seconds = time.perf_counter() - t0
         runs: dict[str, list[dict]] = {"jsonl": [], "stackexchange": []}
         arms = {"jsonl": (jsonl, tmp / "a"), "stackexchange": (dump, tmp / "b")}
         for folder in (tmp / "a", tmp / "b"):
@@ -120,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             "peak_rss_mb": {k: max(x["peak_rss_mb"] for x in v) for k, v in runs.items()},
             "best_seconds": {k: round(v, 2) for k, v in best.items()},
             "ratio_stackexchange_to_jsonl": round(best["stackexchange"] / best["jsonl"], 2),
+            "html_text": {"bodies": len(bodies), "seconds": round(html_seconds, 3)},
             "summary": {k: {f: v[-1]["summary"].get(f) for f in ("threads", "answers", "skipped", "inserted",
                                                                    "passed_over")} for k, v in runs.items()},
             "same": same,

@@ -120,21 +120,20 @@ def _sniffed(raw: bytes) -> Format:
     (after any byte-order mark and blanks)."""
     head = raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
     if head == b"<":
-        return "stackexchange" if root_of(raw[:4096]) in DUMP_ROOTS else "semeval"
+        return "stackexchange" if root_of(raw[:HEAD_BYTES]) in DUMP_ROOTS else "semeval"
     if head in (b"{", b""):
         return "jsonl"
     raise LoadError(STDIN, "input", "neither XML nor JSONL; pass --format")
 
 
-def _head(path: Path, size: int = 4096) -> bytes:
+HEAD_BYTES = 4096  # enough of an XML file to find its root element
+
+
+def _head(path: Path) -> bytes:
     """A file's first bytes (gunzipped), enough to find an XML file's root element without reading it whole."""
     try:
-        with path.open("rb") as f:
-            raw = f.read(size)
-        if raw[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as f:
-                raw = f.read(size)
-        return raw
+        with _stream(path) as f:
+            return f.read(HEAD_BYTES)
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise LoadError(path, "file", f"cannot read: {e}") from e
 
@@ -277,7 +276,7 @@ def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = Non
     """A StackExchange dump's ``Posts.xml`` as threads, with the duplicate links of the ``PostLinks.xml`` beside it
     (``indexing.stackexchange``). The dump's other files hold no thread: each is passed over (``passed_over``) from
     its first bytes, without reading it whole."""
-    head = raw[:4096] if raw is not None else _head(path)
+    head = raw[:HEAD_BYTES] if raw is not None else _head(path)
     root = root_of(head)
     if root != "posts":
         if root in DUMP_ROOTS:

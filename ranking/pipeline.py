@@ -332,6 +332,8 @@ class SearchPipeline:
         n_head = len(col.groups) if rerank else 0
         for d in hit_ids[j:]:
             add(d)
+        scores = {h.doc_id: h.score for h in r.hits}
+        first = [scores.get(doc_ids[g[0]]) for g in col.groups]  # before a questions group gets another leader
         if req.target == "questions":
             self._answered_copies_lead(col.groups[:n_head], doc_ids)
         timings["collapse"] = _ms(t0)
@@ -346,11 +348,7 @@ class SearchPipeline:
         full = dict(zip(leaders, self.candidates([doc_ids[i] for i in leaders], req.target, thread_ranks)))
         candidates = [full.get(i) or self._light(d) for i, d in enumerate(doc_ids)]
         timings["candidates"] = _ms(t0)
-        scores = {h.doc_id: h.score for h in r.hits}
-        # a group's first-stage score: its first copy's (a questions group: its best copy's, as it may be led by another)
-        return Retrieved(r, candidates, doc_ids, col.groups, n_head,
-                         [max((scores[doc_ids[i]] for i in g if doc_ids[i] in scores), default=None)
-                          if req.target == "questions" else scores.get(doc_ids[g[0]]) for g in col.groups], timings)
+        return Retrieved(r, candidates, doc_ids, col.groups, n_head, first, timings)
 
     def _answered_copies_lead(self, groups: list[list[int]], doc_ids: list[str]) -> None:
         """Each group of near-identical questions led by the copy whose thread has the most comments (ties: the first

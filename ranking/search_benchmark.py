@@ -79,9 +79,14 @@ def search_run(pipeline: SearchPipeline, questions: dict[str, tuple[str, str]], 
         resp = pipeline.search(SearchRequest.asking(subject, body, k=K, target=target, rerank=run.rerank,
                                                     collapse=run.collapse, expansion=run.expansion))
         ms.append(1000 * (time.perf_counter() - t0))
-        judged = qrels.get(qid, {})
-        out[qid] = {scored_id([r.id, *r.duplicates], judged): float(K + 1 - r.rank) for r in resp.results}
+        out[qid] = as_run(resp.results, qrels.get(qid, {}), K)
     return out, ms
+
+
+def as_run(results, judged: dict[str, int], k: int) -> dict[str, float]:
+    """A response's first ``k`` results as a run (scores from ranks), a folded result by its copy judged relevant,
+    if any (``scored_id``)."""
+    return {scored_id([r.id, *r.duplicates], judged): float(k + 1 - r.rank) for r in results[:k]}
 
 
 def scored_id(copies: list[str], judged: dict[str, int]) -> str:
@@ -89,7 +94,8 @@ def scored_id(copies: list[str], judged: dict[str, int]) -> str:
     return next((d for d in copies if judged.get(d)), copies[0])
 
 
-def _latency(ms: list[float]) -> dict[str, float]:
+def latency(ms: list[float]) -> dict[str, float]:
+    """p50 and p95 of per-search milliseconds, rounded as every report gives them."""
     return {"p50": round(float(np.percentile(ms, 50)), 1), "p95": round(float(np.percentile(ms, 95)), 1)}
 
 
@@ -117,7 +123,7 @@ def run_search_benchmark(settings: RankingSettings, split: str, target: str, com
     report = {"benchmark": name, "ranker": ranker, "run": run.__dict__, "generation": gen.name,
               "created_at": stamp.isoformat(), "questions": len(questions), "documents": gen.manifest["documents"],
               "k": K, "rerank_depth": pipe.depth, "seconds": round(seconds, 2),
-              "latency_ms": _latency(ms),
+              "latency_ms": latency(ms),
               "figures": figures, "MAP": figures["MAP@10"], "MRR": figures["MRR"], "P@1": figures["P@1"],
               "MAP_interval_95": map_interval(ap), "per_question_ap": ap, "folder": str(out)}
     if other is not None:
@@ -125,6 +131,6 @@ def run_search_benchmark(settings: RankingSettings, split: str, target: str, com
         ap2 = per_query(qrels, run2, "AP@10")
         fig2 = figures_of(qrels, run2)  # both runs have every question of the qrels (0 where nothing was found)
         report["compare"] = {"run": compare.__dict__, "figures": fig2, "MAP": fig2["MAP@10"],
-                             "latency_ms": _latency(ms2), **paired_ap(ap, ap2)}
+                             "latency_ms": latency(ms2), **paired_ap(ap, ap2)}
     finish_report(out, report, xlabel="MAP@10 of /search over the whole 2016 corpus")
     return report

@@ -13,7 +13,6 @@ Nothing here was trained or tuned on the forum's links: a figure on them measure
 """
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,8 +21,6 @@ from pathlib import Path
 from tqdm import tqdm
 
 from indexing.models import Thread
-
-log = logging.getLogger(__name__)
 
 LINK_FIELD = "duplicate_of"
 BENCHMARK = "forum-duplicates"  # its reports' folder under the reports folder, as GET /evaluation lists them
@@ -85,13 +82,6 @@ def duplicate_groups(threads: Iterable[Thread]) -> DuplicateGroups:
     return DuplicateGroups(judged, links=len(pairs), unstored=len(pairs) - len(kept), malformed=malformed)
 
 
-def shown_run(results, judged: dict[str, int], k: int) -> dict[str, float]:
-    """A response's results as a run (scores from ranks), each by its thread, a folded result by a copy in the
-    group if any (``search_benchmark.scored_id``)."""
-    from ..search_benchmark import scored_id
-    return {scored_id([r.thread_id, *r.duplicates], judged): float(k + 1 - r.rank) for r in results[:k]}
-
-
 def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int = 0, compare: bool = True,
                    progress: bool = True, served=None) -> dict:
     """Every linking question of the data folder's store asked for its similar questions through the live
@@ -99,13 +89,12 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
     Recall@10, each question's AP@10), the paired test, the latency, and a report folder. ``served``: a running
     service's (generation, pipeline), whose rerankers it then asks, as its endpoint does; else the live generation is
     loaded with the rerankers the settings name."""
-    import numpy as np
-
     from indexing.searcher import load_current
     from indexing.store import Snapshot, ThreadStore
 
     from ..fullcorpus import figures_of
     from ..pipeline import SearchRequest, build_pipeline
+    from ..search_benchmark import as_run, latency
     from .measures import map_interval, paired_ap, per_query, write_trec_qrels, write_trec_run
     from .runner import finish_report, report_folder
     if target not in ("questions", "threads"):
@@ -113,8 +102,15 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
     if not Path(settings.store_path).exists():
         raise FileNotFoundError(f"no store at {settings.store_path}: ingest the forum first")
     started = time.perf_counter()
+    linking: dict[str, Thread] = {}  # the questions asked: kept as the snapshot read them, not read again
+
+    def kept(threads: Iterable[Thread]) -> Iterable[Thread]:
+        for t in threads:
+            if LINK_FIELD in t.meta:
+                linking[t.id] = t
+            yield t
     with Snapshot(settings.store_path) as snap:
-        groups = duplicate_groups(snap.threads())
+        groups = duplicate_groups(kept(snap.threads()))
     if not groups.judged:
         raise ValueError(f"the store holds no duplicate links between stored questions ({groups.links} links, "
                          f"{groups.unstored} naming questions it does not hold): ingest a StackExchange dump with "
@@ -130,14 +126,12 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
                      build_pipeline(settings, gen, store.get, None if rerank else {}) for name, rerank in runs.items()}
         reranker = None
         for qid in tqdm(queries, desc=f"duplicates ({target})", disable=not progress):
-            thread = store.get(qid)
-            if thread is None:  # deleted since the snapshot
-                continue
             for name, rerank in runs.items():
                 t0 = time.perf_counter()
-                resp = pipelines[name].search(SearchRequest.like_thread(thread, k=k, target=target, rerank=rerank))
+                resp = pipelines[name].search(SearchRequest.like_thread(linking[qid], k=k, target=target,
+                                                                        rerank=rerank))
                 ms[name].append(1000 * (time.perf_counter() - t0))
-                out[name][qid] = shown_run(resp.results, qrels[qid], k)
+                out[name][qid] = as_run(resp.results, qrels[qid], k)
                 reranker = resp.reranker if rerank else reranker
     figures = {name: {m: round(v, 4) for m, v in figures_of(qrels, run, recall_at=k).items()}
                for name, run in out.items()}
@@ -153,8 +147,7 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
               "figures": figures["reranked"], "MAP": figures["reranked"]["MAP@10"], "MRR": figures["reranked"]["MRR"],
               "P@1": figures["reranked"]["P@1"],
               "MAP_interval_95": map_interval(ap["reranked"]), "per_question_ap": ap["reranked"],
-              "latency_ms": {"p50": round(float(np.percentile(ms["reranked"], 50)), 1),
-                             "p95": round(float(np.percentile(ms["reranked"], 95)), 1)},
+              "latency_ms": latency(ms["reranked"]),
               "folder": str(folder)}
     if compare:
         report["compare"] = {"run": "first-stage", "figures": figures["first-stage"],
