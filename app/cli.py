@@ -37,12 +37,24 @@ def _emit(obj: dict) -> None:
 
 
 # --- ingest ---------------------------------------------------------------------------
+def _removal_limit(text: str):
+    """``--max-remove``: a count or a share, or argparse's usage error saying what is expected."""
+    from indexing.ingest import RemovalLimit
+    try:
+        return RemovalLimit.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from indexing.generations import current_generation
-    from indexing.ingest import ingest_paths
+    from indexing.ingest import DEFAULT_REMOVAL_LIMIT, ingest_paths
     from indexing.loaders import LoadError
     from indexing.store import StoreError, ThreadStore
 
+    if args.max_remove is not None and not args.mirror:
+        print("error: --max-remove limits --mirror's removals; pass --mirror too, or drop it", file=sys.stderr)
+        return 2
     settings = _settings(args)
     before_write = None
     if args.encode == "always" or (args.encode == "auto" and current_generation(settings.index_root) is not None):
@@ -57,7 +69,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     with ThreadStore(settings.store_path) as store:
         try:
             report = ingest_paths(store, [Path(p) for p in args.paths], fmt=args.format,
-                                  strict=args.strict, progress=not args.quiet, before_write=before_write)
+                                  strict=args.strict, progress=not args.quiet, before_write=before_write,
+                                  mirror=(args.max_remove or DEFAULT_REMOVAL_LIMIT) if args.mirror else None)
         except (LoadError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
             print("nothing from that file was written" + ("; fix it or drop --strict to skip bad records"
@@ -69,6 +82,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if len(report.errors) > 20:
         print(f"... and {len(report.errors) - 20} more skipped records", file=sys.stderr)
     _emit({**report.as_dict(), "store": totals})
+    if report.mirror is not None and report.mirror.refused:
+        print(f"mirror: {report.mirror.refused}", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -509,8 +525,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "changes nothing. Every write goes through the store's ledger: what an erasure or a takedown "
                        "took out is left out again, and counted. An export's ledger line (`cqa export`) is taken into "
                        "a store that holds no thread yet, before the file's threads (a restore by ingest); into one "
-                       "that holds threads it is reported (`ledgers`), not taken. Prints a JSON line with the counts "
-                       "last.")
+                       "that holds threads it is reported (`ledgers`), not taken. With --mirror (a forum re-imported "
+                       "from each new dump of its site), the stored threads that none of the files holds are then "
+                       "removed, as the site removed them. Prints a JSON line with the counts last. Exit status: 0; "
+                       "2 when a file could not be read (nothing of it written); 3 when --mirror removed nothing "
+                       "because it was not safe (the files' threads are written; the reason is printed).")
     s.add_argument("paths", nargs="+", metavar="PATH",
                    help="files or folders to read; - reads standard input (gzipped or not; XML or JSONL told by its "
                    "first byte unless --format): `cqa export | cqa ingest -`, or over ssh from another machine")
@@ -530,6 +549,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lower this command's CPU priority by N (0-19), so a service on the same machine answers "
                    "first; default: $CQA_REFRESH_NICE (10) when it encodes, as the service's own automatic refresh "
                    "builds, else 0")
+    s.add_argument("--mirror", action="store_true",
+                   help="the files are the whole forum: after writing them, remove each thread stored before this "
+                   "command that none of them holds, unless it was posted after the newest post they hold (the "
+                   "forum's own since the dump was made). Nothing is removed when a record was skipped, when the "
+                   "files hold no thread, or beyond --max-remove; a removal is not a takedown (a thread sent again "
+                   "is stored again)")
+    s.add_argument("--max-remove", type=_removal_limit, default=None, metavar="N|P%",
+                   help="with --mirror: the most threads it may remove, a count (25) or a share of those stored "
+                   "(default: 10%%); over it, it removes none and says how many it would have")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_ingest)
 

@@ -4,6 +4,12 @@ An export's ledger line (``indexing.ledger``: its store's erasures and takedowns
 before the file's threads are written (``ThreadStore.take_ledger``), so a forum restored from an export by ingesting it
 keeps what was erased or taken down out of later writes; into a store that holds threads it is reported, not taken.
 
+A mirror (``cqa ingest --mirror``: a forum re-imported from each new data dump of its site) also removes what the site
+removed: each thread stored before the ingest that none of the files holds, unless it was posted after the newest post
+the files hold (the forum's own since the dump was made). It removes nothing when a record was skipped (the thread it
+would have made may be one of them), when the files hold no thread, or when it would remove more than its limit
+(``RemovalLimit``: a dump of the wrong site, or a truncated one, is not a reason to empty a forum).
+
 Into a data folder a service already searches, each file's texts are first put in the embedding cache
 (``before_write``, ``indexing.reindex.encode_ahead``), so the build that takes the file in need not encode it: a bulk
 import's encoding then runs in the ingest, outside the build lock, and a forum's own new posts meanwhile stay seconds
@@ -11,18 +17,105 @@ from searchable instead of waiting for a build that encodes the whole import."""
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from tqdm import tqdm
 
 from .loaders import Format, LoadError, expand_paths, load
-from .models import Thread
+from .models import Thread, moment
 from .store import ThreadStore, UpsertResult
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RemovalLimit:
+    """The most stored threads a mirror may remove: a count, or a share of the threads stored before it."""
+    count: int | None = None
+    share: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "RemovalLimit":
+        """``25`` (threads) or ``10%`` (of those stored); ValueError saying what is expected otherwise."""
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", text)
+        if m is None or (not m[2] and "." in m[1]):
+            raise ValueError(f"{text!r} is neither a count of threads (25) nor a share of those stored (10%)")
+        if m[2]:
+            share = float(m[1]) / 100
+            if share > 1:
+                raise ValueError(f"{text!r}: a share is at most 100%")
+            return cls(share=share)
+        return cls(count=int(m[1]))
+
+    def allows(self, removed: int, stored: int) -> bool:
+        return removed <= (self.count if self.count is not None else (self.share or 0.0) * stored)
+
+    def __str__(self) -> str:
+        return str(self.count) if self.count is not None else f"{100 * (self.share or 0.0):g}%"
+
+
+DEFAULT_REMOVAL_LIMIT = RemovalLimit(share=0.10)
+
+
+@dataclass
+class Mirrored:
+    """What a mirror removed, or why it removed nothing (``refused``): the stored threads none of the files holds,
+    less those posted after the newest post the files hold (``kept_newer``)."""
+    removed: list[str] = field(default_factory=list)
+    absent: int = 0  # stored before the ingest, held by none of the files
+    kept_newer: int = 0  # of those, posted after ``newest``: kept
+    newest: str | None = None  # the newest post (question or comment) the files hold, ISO 8601
+    limit: str = ""
+    refused: str | None = None
+
+    def summary(self) -> dict:
+        return {"removed": len(self.removed), "absent": self.absent, "kept_newer": self.kept_newer,
+                "newest_post": self.newest, "limit": self.limit, **({"refused": self.refused} if self.refused else {})}
+
+
+class _Seen:
+    """The thread ids a mirror's files hold, and the newest post among them."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.newest: datetime | None = None
+
+    def add(self, threads: list[Thread]) -> None:
+        for t in threads:
+            self.ids.add(t.id)
+            for stamp in (t.created_at, *(a.created_at for a in t.answers)):
+                if (when := moment(stamp)) is not None and (self.newest is None or when > self.newest):
+                    self.newest = when
+
+
+def _mirror(store: ThreadStore, before: dict[str, str | None], seen: _Seen, skipped: int,
+            limit: RemovalLimit) -> Mirrored:
+    """Remove what ``before`` (stored ids and their dates, read before the ingest) holds and ``seen`` does not,
+    unless posted after ``seen.newest``; or nothing, with the reason."""
+    out = Mirrored(newest=seen.newest.isoformat() if seen.newest else None, limit=str(limit))
+    absent = [tid for tid in before if tid not in seen.ids]
+    out.absent = len(absent)
+    newer = {tid for tid in absent if seen.newest is not None and (when := moment(before[tid])) is not None
+             and when > seen.newest}
+    out.kept_newer = len(newer)
+    doomed = [tid for tid in absent if tid not in newer]
+    if skipped:
+        out.refused = (f"{skipped} records were skipped, and a thread any of them would have made is held by no file: "
+                       "nothing removed; fix them (or run with --strict to stop at the first), then run again")
+    elif not seen.ids:
+        out.refused = "the files hold no thread: nothing removed"
+    elif not limit.allows(len(doomed), len(before)):
+        out.refused = (f"it would remove {len(doomed)} of the {len(before)} threads stored, more than the limit "
+                       f"({limit}): nothing removed; if the files are the whole forum, run again with a higher "
+                       "--max-remove")
+    if out.refused is None and doomed:
+        out.removed = store.remove(doomed)
+    return out
 
 
 @dataclass
@@ -37,6 +130,7 @@ class IngestReport:
     ahead_failed: list[str] = field(default_factory=list)  # files written without encoding ahead, and why
     ledgers: list[dict] = field(default_factory=list)  # each file's ledger line: taken in or not, and why
     passed_over: Counter = field(default_factory=Counter)  # records or files that hold no thread, by kind
+    mirror: Mirrored | None = None  # with ``mirror``: what it removed, or why nothing
 
     def add_ahead(self, done: dict) -> None:
         self.encoded_ahead = {k: round(done[k] + (self.encoded_ahead or {}).get(k, 0), 3)
@@ -51,13 +145,17 @@ class IngestReport:
                 **({"encoded_ahead": self.encoded_ahead} if self.encoded_ahead is not None else {}),
                 **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {}),
                 **({"ledgers": self.ledgers} if self.ledgers else {}),
-                **({"passed_over": dict(self.passed_over)} if self.passed_over else {})}
+                **({"passed_over": dict(self.passed_over)} if self.passed_over else {}),
+                **({"mirror": self.mirror.summary()} if self.mirror is not None else {})}
 
 
 def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = None,
                  strict: bool = False, progress: bool = True,
-                 before_write: Callable[[list[Thread]], dict] | None = None) -> IngestReport:
-    """Load every file (folders are searched) and upsert its threads; ``before_write(threads)``, when given, runs
+                 before_write: Callable[[list[Thread]], dict] | None = None,
+                 mirror: RemovalLimit | None = None) -> IngestReport:
+    """Load every file (folders are searched) and upsert its threads; with ``mirror``, then remove the stored
+    threads none of them holds (see the module's notes; ``report.mirror`` says what, or why nothing).
+    ``before_write(threads)``, when given, runs
     on each file's threads before its write (``encode_ahead``: returns its texts, encoded and seconds). It is a cache:
     when it fails the file is written all the same, and the failure logged and listed in ``ahead_failed``.
 
@@ -66,6 +164,8 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     """
     report = IngestReport()
     files = expand_paths(paths)
+    before = store.dated_ids() if mirror is not None else {}  # what a mirror may remove: not what comes meanwhile
+    seen = _Seen()
     bar = tqdm(total=len(files), unit="file", desc="ingest", disable=not progress)
     for f in files:
         bar.set_postfix_str(f.name[-40:])
@@ -88,6 +188,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             except Exception as e:  # noqa: BLE001 - a cache only: the build encodes what is missing; write on
                 log.warning("%s: encoding ahead failed, the build will encode its texts: %s", f.name, e)
                 report.ahead_failed.append(f"{f.name}: {type(e).__name__}: {e}")
+        seen.add(result.threads)
         written = store.upsert(result.threads)
         if written.superseded:
             some = ", ".join(written.superseded[:5]) + ("..." if len(written.superseded) > 5 else "")
@@ -106,7 +207,12 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             report.errors.append(str(e))
         bar.update(1)
     bar.close()
+    if mirror is not None:
+        report.mirror = _mirror(store, before, seen, len(report.errors), mirror)
+        if report.mirror.removed:
+            some = ", ".join(report.mirror.removed[:5]) + ("..." if len(report.mirror.removed) > 5 else "")
+            log.info("mirror: removed %d threads none of the files holds (%s)", len(report.mirror.removed), some)
     return report
 
 
-__all__ = ["IngestReport", "LoadError", "ingest_paths"]
+__all__ = ["DEFAULT_REMOVAL_LIMIT", "IngestReport", "LoadError", "Mirrored", "RemovalLimit", "ingest_paths"]

@@ -494,6 +494,20 @@ class ThreadStore:
                 ledger.record_takedown(cur, thread_id, None, time.time())
         return tagged[0]
 
+    def remove(self, thread_ids: Sequence[str]) -> list[str]:
+        """Remove threads and their comments in one transaction (``cqa ingest --mirror``: what the forum's site
+        removed); the ids of those that were stored. Not a takedown: a thread sent again is stored again."""
+        removed: list[str] = []
+        with self._transaction() as cur:
+            for chunk in _chunks(list(thread_ids)):
+                marks = ",".join("?" * len(chunk))
+                removed += [r[0] for r in cur.execute(f"SELECT id FROM threads WHERE id IN ({marks})", chunk)]
+                cur.execute(f"DELETE FROM answers WHERE thread_id IN ({marks})", chunk)
+                cur.execute(f"DELETE FROM threads WHERE id IN ({marks})", chunk)
+            if removed:
+                self._count_change(cur)
+        return removed
+
     def erase_authors(self, author_ids: Sequence[str], remove: bool = False,
                       meta_keys: Sequence[str] = ()) -> Erased:
         """Erase what the store holds of the authors ``author_ids`` (a forum user's erasure request), in one
@@ -659,6 +673,11 @@ class ThreadStore:
             rows = [r for chunk in _chunks(list(sent)) for r in self._conn.execute(
                 f"SELECT id, revision FROM threads WHERE id IN ({','.join('?' * len(chunk))})", chunk)]
         return {tid for tid, stored in rows if _supersedes(stored, sent[tid])}
+
+    def dated_ids(self) -> dict[str, str | None]:
+        """Every stored thread's id and when it was posted (its ``created_at`` as stored)."""
+        with self._lock:
+            return dict(self._conn.execute("SELECT id, created_at FROM threads"))
 
     def listing(self, after: str | None = None, limit: int = 100) -> list["Listed"]:
         """The stored threads in id order from the first id above ``after``, at most ``limit``: each one's id,

@@ -203,3 +203,75 @@ def test_cqa_evaluate_duplicates_on_a_forum_imported_from_its_dump(tmp_path, cli
     from app.schemas import LiveFigure  # what GET /evaluation lists, from latest.json
     live = LiveFigure.model_validate(json.loads((Path(out["report"]).parent / "latest.json").read_text()))
     assert (live.MAP, live.P_at_1, live.questions, live.ranker) == (out["MAP@10"], 1.0, 3, "search-questions")
+
+
+def test_cqa_ingest_mirror_removes_what_the_site_removed_and_keeps_the_forums_newer_threads(tmp_path, cli_env):
+    """A forum re-imported from its site's next dump with --mirror: the questions the site removed go, the answers it
+    removed go with their thread's new version, a thread the forum got after the dump was made stays; a removed
+    thread sent again is stored again (a removal is not a takedown)."""
+    from indexing.models import Answer, Thread
+    demo = load(DEMO).threads
+    store_path = tmp_path / "var" / "threads.sqlite3"
+
+    def ingest(*args):
+        run = subprocess.run(CQA + ["ingest", *args, "-q"], env=cli_env, capture_output=True, cwd=ROOT, text=True)
+        return run.returncode, json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else None, \
+            run.stderr
+
+    write_dump(demo, tmp_path / "week1")
+    assert ingest(str(tmp_path / "week1"))[0] == 0
+    newer = Thread(id="forum-1", subject="Posted on the forum after the dump", body="Where do I renew it?",
+                   created_at="2016-01-03T09:00:00", answers=[Answer(id="forum-1_c1", text="At the ministry.")])
+    older = Thread(id="forum-0", subject="Removed on the site long ago", body="?", created_at="2015-02-01T09:00:00")
+    undated = Thread(id="forum-u", subject="No date, no copy in the dump", body="?")
+    with ThreadStore(store_path) as store:
+        store.upsert([newer, older, undated])
+    site = [t for i, t in enumerate(demo) if i not in (3, 4)]
+    site[3] = site[3].model_copy(update={"answers": site[3].answers[1:]})  # demo[5]: its first answer removed
+    write_dump(site, tmp_path / "week2")
+
+    code, summary, err = ingest(str(tmp_path / "week2"), "--mirror")  # 4 of 36 is more than the default 10%
+    assert code == 3 and "would remove 4 of the 36 threads stored, more than the limit (10%)" in err
+    assert summary["mirror"]["removed"] == 0 and summary["store"]["threads"] == 36 and summary["updated"] == 1
+    code, summary, err = ingest(str(tmp_path / "week2"), "--mirror", "--max-remove", "4")
+    assert code == 0, err
+    assert summary["mirror"] == {"removed": 4, "absent": 5, "kept_newer": 1, "newest_post": "2016-01-02T17:05:00",
+                                 "limit": "4"}
+    assert summary["updated"] == 0 and summary["store"]["threads"] == 32
+    with ThreadStore(store_path) as store:
+        held = set(store.dated_ids())
+        assert {demo[3].id, demo[4].id, "forum-0", "forum-u"}.isdisjoint(held) and "forum-1" in held
+        assert [a.id for a in store.get(demo[5].id).answers] == [a.id for a in demo[5].answers[1:]]
+    again = ingest(str(tmp_path / "week2"), "--mirror", "--max-remove", "0")[1]  # the same dump: nothing to do
+    assert (again["inserted"], again["updated"], again["mirror"]["removed"]) == (0, 0, 0)
+    assert ingest(str(tmp_path / "week1"))[1]["inserted"] == 2  # sent again, stored again
+
+    write_dump(sorted(demo, key=lambda t: t.created_at)[-10:], tmp_path / "part")  # 23 of 34 threads would go
+    code, summary, err = ingest(str(tmp_path / "part"), "--mirror", "--max-remove", "50%")
+    assert code == 3 and "would remove 23 of the 34 threads stored, more than the limit (50%)" in err
+    assert summary["mirror"]["removed"] == 0 and summary["store"]["threads"] == 34
+    code, summary, err = ingest(str(tmp_path / "part"), "--mirror", "--max-remove", "23")
+    assert code == 0 and summary["store"]["threads"] == 11, err  # ten of the dump's and the newer one
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "Posts.xml").write_text(POSTS)
+    code, summary, err = ingest(str(tmp_path / "bad"), "--mirror", "--max-remove", "100%")
+    assert code == 3 and "4 records were skipped" in err and summary["store"]["threads"] == 12
+
+    code, _, err = ingest(str(tmp_path / "week1"), "--max-remove", "5")
+    assert code == 2 and "--max-remove limits --mirror" in err
+    code, _, err = ingest(str(tmp_path / "week1"), "--mirror", "--max-remove", "150%")
+    assert code == 2 and "a share is at most 100%" in err
+
+
+@pytest.mark.parametrize("text, count, share", [("25", 25, None), ("10%", None, 0.1), (" 0 ", 0, None),
+                                                ("2.5%", None, 0.025)])
+def test_a_removal_limit_is_a_count_or_a_share(text, count, share):
+    from indexing.ingest import RemovalLimit
+    limit = RemovalLimit.parse(text)
+    assert (limit.count, limit.share) == (count, share)
+    cap = count if count is not None else int(1000 * share)
+    assert limit.allows(cap, 1000) and not limit.allows(cap + 1, 1000)
+    for bad in ("", "ten", "2.5", "-3", "150%"):
+        with pytest.raises(ValueError):
+            RemovalLimit.parse(bad)
