@@ -5,11 +5,13 @@ on) is serving, and what that server's POST /search shows once its refresh took 
 The forum as served last week: the 2016 corpus (3,869 threads) written as a StackExchange dump
 (scripts/make_stackexchange_dump.py), ingested into a copy of the corpus's data folder and built (`cqa reindex`, its
 texts in the embedding cache already), plus --forum threads posted to the server through POST /threads after the dump
-was made (dated now: the forum's own). The site's next dump: the same less --share of its questions (removed on the
+was made (dated now: the forum's own), and as many comments on other threads of the dump (POST
+/threads/{id}/answers). The site's next dump: the same less --share of its questions (removed on the
 site), with the first answer of as many other threads removed and as many other questions edited (seeded). Then, in
 each copy:
 - POST /search (target questions, k 10, first stage: what the live generation indexes) asked with each removed
-  question's own subject and body, and with each forum thread's: how many it shows, before and after;
+  question's own subject and body, and with each forum thread's: how many it shows, before and after; each forum
+  comment: whether GET /threads/{id} holds it, and whether POST /search (target answers) asked with its text shows it;
 - the ingest's wall time, and the seconds from its end until the server's refresh has built what it wrote;
 - each edited question asked by its new text alone after: how many it shows.
 The two ingests' wall times are also taken without a server, --repeats times each in turn (the order alternating),
@@ -35,19 +37,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from freshness import ADMIN, TOKEN, found, refresh_state, wait_for  # noqa: E402
-from load import post_json, server  # noqa: E402
+from freshness import ADMIN, TOKEN, answer_found, found, refresh_state, wait_for  # noqa: E402
+from load import get_json, post_json, server  # noqa: E402
 
 EDIT = "Edited: the form is now filed online through the ministry portal, not at the counter."
 
 
-def next_dump(threads: list, share: float, seed: int) -> tuple[list, dict[str, list]]:
-    """The site's next dump's threads, and the threads removed, edited and cut (their first answer removed)."""
+def next_dump(threads: list, share: float, seed: int, commented: int) -> tuple[list, dict[str, list]]:
+    """The site's next dump's threads, and the threads removed, edited and cut (their first answer removed), and
+    ``commented`` others (which the forum comments on after the dump was made)."""
     rng = random.Random(seed)
     n = max(1, round(share * len(threads)))
-    picked = rng.sample(range(len(threads)), 3 * n)
+    picked = rng.sample(range(len(threads)), 3 * n + commented)
     removed, edited, cut = (set(picked[i * n:(i + 1) * n]) for i in range(3))
-    out, changes = [], {"removed": [], "edited": [], "cut": []}
+    out, changes = [], {"removed": [], "edited": [], "cut": [], "commented": [threads[i] for i in picked[3 * n:]]}
     for i, t in enumerate(threads):
         if i in removed:
             changes["removed"].append(t)
@@ -116,9 +119,25 @@ def timed(prepared: Path, tmp: Path, dump: Path, repeats: int) -> dict:
             "ratio_mirror_vs_plain": round(best["mirror"] / best["plain"], 2)}
 
 
-def one_copy(corpus: Path, folder: Path, dump: Path, changes: dict, forum: list, mirror: bool) -> dict:
-    """A copy of ``corpus`` served; the forum's threads posted; the dump ingested (with ``mirror`` or not); what
-    /search shows before and after."""
+def comments_held(base: str, comments: dict[str, dict]) -> int:
+    """How many of the forum's ``comments`` (by thread id) GET /threads/{id} holds."""
+    held = 0
+    for tid, c in comments.items():
+        status, t = get_json(f"{base}/threads/{tid}")
+        held += status == 200 and any(a["id"] == c["id"] for a in t["answers"])
+    return held
+
+
+def comments_shown(base: str, comments: dict[str, dict]) -> int:
+    """How many of the forum's ``comments`` POST /search (target answers, k 10, first stage) shows, asked with its
+    text."""
+    return sum(answer_found(base, c["id"], c["text"]) for c in comments.values())
+
+
+def one_copy(corpus: Path, folder: Path, dump: Path, changes: dict, forum: list, comments: dict[str, dict],
+             mirror: bool) -> dict:
+    """A copy of ``corpus`` served; the forum's threads and comments posted; the dump ingested (with ``mirror`` or
+    not); what /search shows before and after."""
     shutil.copytree(corpus, folder)
     env = {"CQA_API_TOKEN": TOKEN, "CQA_REFRESH_S": "2", "CQA_GENERATION_POLL_S": "0.5"}
     out: dict = {"mirror": mirror}
@@ -126,9 +145,15 @@ def one_copy(corpus: Path, folder: Path, dump: Path, changes: dict, forum: list,
         status, body = post_json(base + "/threads", {"threads": [t.model_dump() for t in forum]}, headers=ADMIN)
         if status != 200:
             raise SystemExit(f"POST /threads answered {status}: {body}")
+        for tid, c in comments.items():
+            status, body = post_json(f"{base}/threads/{tid}/answers", {"answers": [c]}, headers=ADMIN)
+            if status != 200:
+                raise SystemExit(f"POST /threads/{tid}/answers answered {status}: {body}")
         posted = time.time()
         wait_for(lambda: caught_up(base, posted) and shown(base, forum[:1]) == 1, 600)
-        out["before"] = {"removed_shown": shown(base, changes["removed"]), "forum_shown": shown(base, forum)}
+        out["before"] = {"removed_shown": shown(base, changes["removed"]), "forum_shown": shown(base, forum),
+                         "forum_comments_held": comments_held(base, comments),
+                         "forum_comments_shown": comments_shown(base, comments)}
         seconds, summary = ingest(folder, dump, mirror)
         out["ingest_seconds"] = round(seconds, 2)
         done = time.time()
@@ -138,6 +163,8 @@ def one_copy(corpus: Path, folder: Path, dump: Path, changes: dict, forum: list,
         out["seconds_to_searchable"] = round(wait_for(lambda: caught_up(base, done), 600), 2)
         edited_alone = [t.model_copy(update={"subject": "", "body": EDIT + " " + t.subject}) for t in changes["edited"]]
         out["after"] = {"removed_shown": shown(base, changes["removed"]), "forum_shown": shown(base, forum),
+                        "forum_comments_held": comments_held(base, comments),
+                        "forum_comments_shown": comments_shown(base, comments),
                         "edited_shown_by_new_text": shown(base, edited_alone)}
     print(json.dumps(out), file=sys.stderr, flush=True)
     return out
@@ -165,15 +192,20 @@ def main() -> None:
     corpus = corpus_settings(settings).data_dir
     with Snapshot(corpus / "threads.sqlite3") as snap:
         threads = list(snap.threads())
-    dumped, changes = next_dump(threads, args.share, args.seed)
+    dumped, changes = next_dump(threads, args.share, args.seed, args.forum)
     now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     forum = [Thread(id=f"forum-{i}", subject=f"Night bus {i} from the airport to Al Sadd after midnight",
                     body=f"Does route {i} still run after midnight, and where does it stop near Al Sadd?",
                     created_at=now, answers=[Answer(id=f"forum-{i}_c1", text="Yes, every 40 minutes.", created_at=now)])
              for i in range(1, args.forum + 1)]
+    comments = {t.id: {"id": f"forum-reply-{i}", "text": f"An update on {t.subject.strip()[:80]!r}: since this "
+                       "month it is done online, and the office near the Corniche no longer takes the papers.",
+                       "created_at": now}
+                for i, t in enumerate(changes["commented"], start=1)}
     out: dict = {"bench": "mirror_import", "date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or
                  platform.machine(), "cpus": os.cpu_count(), "threads": len(threads), "next_dump": {
-                     "threads": len(dumped), **{k: len(v) for k, v in changes.items()}}, "forum_threads": len(forum)}
+                     "threads": len(dumped), **{k: len(v) for k, v in changes.items() if k != "commented"}},
+                 "forum_threads": len(forum), "forum_comments": len(comments)}
     with tempfile.TemporaryDirectory(prefix="cqa-mirror-") as tmp:
         prepared = Path(tmp) / "last-week" / "data"
         out["last_week_build_seconds"] = last_week(corpus, prepared, threads)
@@ -181,8 +213,9 @@ def main() -> None:
         write_dump(dumped, dump)
         out["timed"] = timed(prepared, Path(tmp), dump, args.repeats)
         print(json.dumps({"timed": out["timed"]}), file=sys.stderr, flush=True)
-        out["cqa_ingest"] = one_copy(prepared, Path(tmp) / "plain", dump, changes, forum, mirror=False)
-        out["cqa_ingest_mirror"] = one_copy(prepared, Path(tmp) / "mirrored", dump, changes, forum, mirror=True)
+        out["cqa_ingest"] = one_copy(prepared, Path(tmp) / "plain", dump, changes, forum, comments, mirror=False)
+        out["cqa_ingest_mirror"] = one_copy(prepared, Path(tmp) / "mirrored", dump, changes, forum, comments,
+                                            mirror=True)
     print(json.dumps(out))
 
 

@@ -6,9 +6,10 @@ keeps what was erased or taken down out of later writes; into a store that holds
 
 A mirror (``cqa ingest --mirror``: a forum re-imported from each new data dump of its site) also removes what the site
 removed: each thread stored before the ingest that none of the files holds, unless it was posted after the newest post
-the files hold (the forum's own since the dump was made). It removes nothing when a record was skipped (the thread it
-would have made may be one of them), when the files hold no thread, or when it would remove more than its limit
-(``RemovalLimit``: a dump of the wrong site, or a truncated one, is not a reason to empty a forum).
+the files hold (the forum's own since the dump was made). A thread the files hold keeps the stored comments posted after
+that (the forum's own on the site's threads), after the file's own. It removes nothing when a record was skipped (the
+thread it would have made may be one of them), when the files hold no thread, or when it would remove more than its
+limit (``RemovalLimit``: a dump of the wrong site, or a truncated one, is not a reason to empty a forum).
 
 Into a data folder a service already searches, each file's texts are first put in the embedding cache
 (``before_write``, ``indexing.reindex.encode_ahead``), so the build that takes the file in need not encode it: a bulk
@@ -93,6 +94,22 @@ class _Seen:
                     self.newest = when
 
 
+def _with_newer_comments(store: ThreadStore, threads: list[Thread], newest: datetime,
+                         report: "IngestReport") -> list[Thread]:
+    """``threads`` with the stored comments each lacks that were posted after ``newest``, after its own: a mirror
+    replaces a stored thread with the dump's, and the comments the forum got since the dump was made are not in it."""
+    newer = store.answers_after(newest)
+    if not newer:
+        return threads
+    out = []
+    for t in threads:
+        if (kept := newer.get(t.id)) and (extra := [a for a in kept if a.id not in {b.id for b in t.answers}]):
+            t = t.model_copy(update={"answers": [*t.answers, *extra]})
+            report.comments_kept_newer += len(extra)
+        out.append(t)
+    return out
+
+
 def _mirror(store: ThreadStore, before: dict[str, str | None], seen: _Seen, skipped: int,
             limit: RemovalLimit) -> Mirrored:
     """Remove what ``before`` (stored ids and their dates, read before the ingest) holds and ``seen`` does not,
@@ -131,6 +148,7 @@ class IngestReport:
     ledgers: list[dict] = field(default_factory=list)  # each file's ledger line: taken in or not, and why
     passed_over: Counter = field(default_factory=Counter)  # records or files that hold no thread, by kind
     mirror: Mirrored | None = None  # with ``mirror``: what it removed, or why nothing
+    comments_kept_newer: int = 0  # with ``mirror``: the forum's own comments since the dump, kept in their threads
 
     def add_ahead(self, done: dict) -> None:
         self.encoded_ahead = {k: round(done[k] + (self.encoded_ahead or {}).get(k, 0), 3)
@@ -146,7 +164,8 @@ class IngestReport:
                 **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {}),
                 **({"ledgers": self.ledgers} if self.ledgers else {}),
                 **({"passed_over": dict(self.passed_over)} if self.passed_over else {}),
-                **({"mirror": self.mirror.summary()} if self.mirror is not None else {})}
+                **({"mirror": {**self.mirror.summary(), "comments_kept_newer": self.comments_kept_newer}}
+                   if self.mirror is not None else {})}
 
 
 def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = None,
@@ -189,6 +208,8 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
                 log.warning("%s: encoding ahead failed, the build will encode its texts: %s", f.name, e)
                 report.ahead_failed.append(f"{f.name}: {type(e).__name__}: {e}")
         seen.add(result.threads)
+        if mirror is not None and seen.newest is not None:  # the forum's own comments since the dump stay
+            result.threads = _with_newer_comments(store, result.threads, seen.newest, report)
         written = store.upsert(result.threads)
         if written.superseded:
             some = ", ".join(written.superseded[:5]) + ("..." if len(written.superseded) > 5 else "")

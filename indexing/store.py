@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -673,6 +674,19 @@ class ThreadStore:
             rows = [r for chunk in _chunks(list(sent)) for r in self._conn.execute(
                 f"SELECT id, revision FROM threads WHERE id IN ({','.join('?' * len(chunk))})", chunk)]
         return {tid for tid, stored in rows if _supersedes(stored, sent[tid])}
+
+    def answers_after(self, after: datetime) -> dict[str, list[Answer]]:
+        """The stored comments posted after ``after`` (a naive UTC time; their ``created_at`` read by ``moment``), by
+        thread id, each thread's in its order: what a mirror keeps of the forum's own (``cqa ingest --mirror``)."""
+        with self._lock:  # ISO dates sort as text: the day's prefix narrows the read, moment decides
+            rows = self._conn.execute("SELECT * FROM answers WHERE created_at >= ? ORDER BY thread_id, position",
+                                      (after.date().isoformat(),)).fetchall()
+        out: dict[str, list[Answer]] = {}
+        for a in rows:
+            if (when := moment(a[4])) is not None and when > after:
+                out.setdefault(a[1], []).append(Answer(id=a[0], text=a[3], created_at=a[4], author_id=a[5],
+                                                       label=a[6], meta=json.loads(a[7])))
+        return out
 
     def dated_ids(self) -> dict[str, str | None]:
         """Every stored thread's id and when it was posted (its ``created_at`` as stored)."""

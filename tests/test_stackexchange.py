@@ -207,8 +207,8 @@ def test_cqa_evaluate_duplicates_on_a_forum_imported_from_its_dump(tmp_path, cli
 
 def test_cqa_ingest_mirror_removes_what_the_site_removed_and_keeps_the_forums_newer_threads(tmp_path, cli_env):
     """A forum re-imported from its site's next dump with --mirror: the questions the site removed go, the answers it
-    removed go with their thread's new version, a thread the forum got after the dump was made stays; a removed
-    thread sent again is stored again (a removal is not a takedown)."""
+    removed go with their thread's new version, a thread or a comment the forum got after the dump was made stays; a
+    removed thread sent again is stored again (a removal is not a takedown)."""
     from indexing.models import Answer, Thread
     demo = load(DEMO).threads
     store_path = tmp_path / "var" / "threads.sqlite3"
@@ -226,22 +226,27 @@ def test_cqa_ingest_mirror_removes_what_the_site_removed_and_keeps_the_forums_ne
     undated = Thread(id="forum-u", subject="No date, no copy in the dump", body="?")
     with ThreadStore(store_path) as store:
         store.upsert([newer, older, undated])
+        store.upsert_answers(demo[6].id, [Answer(id="forum-c1", text="Still true?", created_at="2016-01-04T08:00:00")])
+        store.upsert_answers(demo[7].id, [Answer(id="site-c9", text="Removed on the site.",
+                                                 created_at="2015-06-01T08:00:00")])
     site = [t for i, t in enumerate(demo) if i not in (3, 4)]
     site[3] = site[3].model_copy(update={"answers": site[3].answers[1:]})  # demo[5]: its first answer removed
     write_dump(site, tmp_path / "week2")
 
     code, summary, err = ingest(str(tmp_path / "week2"), "--mirror")  # 4 of 36 is more than the default 10%
     assert code == 3 and "would remove 4 of the 36 threads stored, more than the limit (10%)" in err
-    assert summary["mirror"]["removed"] == 0 and summary["store"]["threads"] == 36 and summary["updated"] == 1
+    assert summary["mirror"]["removed"] == 0 and summary["store"]["threads"] == 36 and summary["updated"] == 2
     code, summary, err = ingest(str(tmp_path / "week2"), "--mirror", "--max-remove", "4")
     assert code == 0, err
     assert summary["mirror"] == {"removed": 4, "absent": 5, "kept_newer": 1, "newest_post": "2016-01-02T17:05:00",
-                                 "limit": "4"}
+                                 "limit": "4", "comments_kept_newer": 1}
     assert summary["updated"] == 0 and summary["store"]["threads"] == 32
     with ThreadStore(store_path) as store:
         held = set(store.dated_ids())
         assert {demo[3].id, demo[4].id, "forum-0", "forum-u"}.isdisjoint(held) and "forum-1" in held
         assert [a.id for a in store.get(demo[5].id).answers] == [a.id for a in demo[5].answers[1:]]
+        assert [a.id for a in store.get(demo[6].id).answers] == [a.id for a in demo[6].answers] + ["forum-c1"]
+        assert [a.id for a in store.get(demo[7].id).answers] == [a.id for a in demo[7].answers]
     again = ingest(str(tmp_path / "week2"), "--mirror", "--max-remove", "0")[1]  # the same dump: nothing to do
     assert (again["inserted"], again["updated"], again["mirror"]["removed"]) == (0, 0, 0)
     assert ingest(str(tmp_path / "week1"))[1]["inserted"] == 2  # sent again, stored again
