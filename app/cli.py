@@ -57,7 +57,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 2
     settings = _settings(args)
     before_write = None
-    if args.encode == "always" or (args.encode == "auto" and current_generation(settings.index_root) is not None):
+    if not args.dry_run and (args.encode == "always" or (args.encode == "auto" and
+                                                         current_generation(settings.index_root) is not None)):
         from functools import partial
 
         from indexing.reindex import encode_ahead
@@ -70,7 +71,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         try:
             report = ingest_paths(store, [Path(p) for p in args.paths], fmt=args.format,
                                   strict=args.strict, progress=not args.quiet, before_write=before_write,
-                                  mirror=(args.max_remove or DEFAULT_REMOVAL_LIMIT) if args.mirror else None)
+                                  mirror=(args.max_remove or DEFAULT_REMOVAL_LIMIT) if args.mirror else None,
+                                  dry_run=args.dry_run)
         except (LoadError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
             print("nothing from that file was written" + ("; fix it or drop --strict to skip bad records"
@@ -82,6 +84,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if len(report.errors) > 20:
         print(f"... and {len(report.errors) - 20} more skipped records", file=sys.stderr)
     _emit({**report.as_dict(), "store": totals})
+    if args.dry_run:
+        print("dry run: nothing was written; the counts are what this ingest would do to the store as it is",
+              file=sys.stderr)
     if report.mirror is not None and report.mirror.refused:
         print(f"mirror: {report.mirror.refused}", file=sys.stderr)
         return 3
@@ -558,6 +563,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-remove", type=_removal_limit, default=None, metavar="N|P%",
                    help="with --mirror: the most threads it may remove, a count (25) or a share of those stored "
                    "(default: 10%%); over it, it removes none and says how many it would have")
+    s.add_argument("--dry-run", action="store_true",
+                   help="write nothing: read the files and say what the ingest would insert, update and leave "
+                   "unchanged, and with --mirror what it would remove (each file's writes rolled back; an export's "
+                   "ledger line is not taken in); the exit status is the ingest's")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_ingest)
 

@@ -111,7 +111,7 @@ def _with_newer_comments(store: ThreadStore, threads: list[Thread], newest: date
 
 
 def _mirror(store: ThreadStore, before: dict[str, str | None], seen: _Seen, skipped: int,
-            limit: RemovalLimit) -> Mirrored:
+            limit: RemovalLimit, dry_run: bool = False) -> Mirrored:
     """Remove what ``before`` (stored ids and their dates, read before the ingest) holds and ``seen`` does not,
     unless posted after ``seen.newest``; or nothing, with the reason."""
     out = Mirrored(newest=seen.newest.isoformat() if seen.newest else None, limit=str(limit))
@@ -131,7 +131,7 @@ def _mirror(store: ThreadStore, before: dict[str, str | None], seen: _Seen, skip
                        f"({limit}): nothing removed; if the files are the whole forum, run again with a higher "
                        "--max-remove")
     if out.refused is None and doomed:
-        out.removed = store.remove(doomed)
+        out.removed = store.remove(doomed, dry_run=dry_run)
     return out
 
 
@@ -147,6 +147,7 @@ class IngestReport:
     ahead_failed: list[str] = field(default_factory=list)  # files written without encoding ahead, and why
     ledgers: list[dict] = field(default_factory=list)  # each file's ledger line: taken in or not, and why
     passed_over: Counter = field(default_factory=Counter)  # records or files that hold no thread, by kind
+    dry_run: bool = False  # what it says would have been written and removed; nothing was
     mirror: Mirrored | None = None  # with ``mirror``: what it removed, or why nothing
     comments_kept_newer: int = 0  # with ``mirror``: the forum's own comments since the dump, kept in their threads
 
@@ -155,7 +156,8 @@ class IngestReport:
                               for k in ("texts", "encoded", "seconds")}
 
     def as_dict(self) -> dict:
-        return {"threads": self.threads, "answers": self.answers, "skipped": self.skipped,
+        return {**({"dry_run": True} if self.dry_run else {}),
+                "threads": self.threads, "answers": self.answers, "skipped": self.skipped,
                 "files": self.files, "inserted": self.upsert.inserted, "updated": self.upsert.updated,
                 "unchanged": self.upsert.unchanged,
                 **({"superseded": len(self.upsert.superseded)} if self.upsert.superseded else {}),
@@ -171,9 +173,11 @@ class IngestReport:
 def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = None,
                  strict: bool = False, progress: bool = True,
                  before_write: Callable[[list[Thread]], dict] | None = None,
-                 mirror: RemovalLimit | None = None) -> IngestReport:
+                 mirror: RemovalLimit | None = None, dry_run: bool = False) -> IngestReport:
     """Load every file (folders are searched) and upsert its threads; with ``mirror``, then remove the stored
-    threads none of them holds (see the module's notes; ``report.mirror`` says what, or why nothing).
+    threads none of them holds (see the module's notes; ``report.mirror`` says what, or why nothing). With
+    ``dry_run``, each write is rolled back: the report says what would have been written and removed, each file's
+    against the store as it is (an export's ledger line is not taken, nor ``before_write`` run).
     ``before_write(threads)``, when given, runs
     on each file's threads before its write (``encode_ahead``: returns its texts, encoded and seconds). It is a cache:
     when it fails the file is written all the same, and the failure logged and listed in ``ahead_failed``.
@@ -181,7 +185,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     In strict mode the first malformed record raises ``LoadError`` and that file writes nothing;
     otherwise malformed records are skipped, counted and logged.
     """
-    report = IngestReport()
+    report = IngestReport(dry_run=dry_run)
     files = expand_paths(paths)
     before = store.dated_ids() if mirror is not None else {}  # what a mirror may remove: not what comes meanwhile
     seen = _Seen()
@@ -192,7 +196,9 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
         if result.passed_over:
             log.info("%s: passed over, holding no thread: %s", f.name, result.passed_over)
             report.passed_over.update(result.passed_over)
-        if result.ledger is not None:  # an export's: before its threads, which it then applies to
+        if result.ledger is not None and dry_run:
+            report.ledgers.append({"file": f.name, "taken": False, "reason": "a dry run takes no ledger in"})
+        elif result.ledger is not None:  # an export's: before its threads, which it then applies to
             taken = store.take_ledger(result.ledger)
             report.ledgers.append({"file": f.name, **taken.summary()})
             if not taken.taken:
@@ -201,7 +207,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             elif taken.erasures_not_carried:
                 log.warning("%s: %d of its ledger's erasures are not carried: %s", f.name, taken.erasures_not_carried,
                             taken.reason)
-        if before_write is not None and result.threads:
+        if before_write is not None and result.threads and not dry_run:
             try:
                 report.add_ahead(before_write(store.admitted(result.threads)))  # nothing of an erased user's
             except Exception as e:  # noqa: BLE001 - a cache only: the build encodes what is missing; write on
@@ -210,7 +216,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
         seen.add(result.threads)
         if mirror is not None and seen.newest is not None:  # the forum's own comments since the dump stay
             result.threads = _with_newer_comments(store, result.threads, seen.newest, report)
-        written = store.upsert(result.threads)
+        written = store.upsert(result.threads, dry_run=dry_run)
         if written.superseded:
             some = ", ".join(written.superseded[:5]) + ("..." if len(written.superseded) > 5 else "")
             log.info("%s: %d threads left as stored, which holds a later revision of each (%s)", f.name,
@@ -229,10 +235,11 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
         bar.update(1)
     bar.close()
     if mirror is not None:
-        report.mirror = _mirror(store, before, seen, len(report.errors), mirror)
+        report.mirror = _mirror(store, before, seen, len(report.errors), mirror, dry_run)
         if report.mirror.removed:
             some = ", ".join(report.mirror.removed[:5]) + ("..." if len(report.mirror.removed) > 5 else "")
-            log.info("mirror: removed %d threads none of the files holds (%s)", len(report.mirror.removed), some)
+            log.info("mirror: %s %d threads none of the files holds (%s)", "would remove" if dry_run else "removed",
+                     len(report.mirror.removed), some)
     return report
 
 

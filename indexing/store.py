@@ -291,16 +291,17 @@ class ThreadStore:
         self.close()
 
     # --- writes -----------------------------------------------------------------
-    def upsert(self, threads: Iterable[Thread]) -> UpsertResult:
+    def upsert(self, threads: Iterable[Thread], dry_run: bool = False) -> UpsertResult:
         """Insert or replace threads by id in one transaction; identical content is left alone. A thread sent with a
         ``revision`` replaces a stored one only where the stored thread's revision is lower or absent; one whose
         revision is not above the stored one's is left as stored and listed in ``superseded`` (or counted unchanged
         when it says what the store holds), so whole-thread snapshots that arrive out of order never replace a later
         one. A thread sent without a revision replaces the stored one, as it always has. The erasure ledger applies
         to each thread first (``indexing.ledger``): a thread or comment taken down is left out, an erased user's posts
-        are left out or anonymized, as their erasure said, and each is counted in the result."""
+        are left out or anonymized, as their erasure said, and each is counted in the result. With ``dry_run``, the
+        transaction is rolled back: the result says what the write would have done, and nothing is written."""
         result = UpsertResult()
-        with self._transaction() as cur:
+        with self._transaction(commit=not dry_run) as cur:
             for t in threads:
                 applied = ledger.admit(cur, t)
                 if applied.thread is None:  # taken down, or asked by a user erased with remove: not stored at all
@@ -315,15 +316,16 @@ class ThreadStore:
         return result
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+    def _transaction(self, commit: bool = True) -> Iterator[sqlite3.Cursor]:
         """One write transaction, taken at once (``BEGIN IMMEDIATE``: a writer of another process waits for it, and it
-        for them, up to the busy timeout), committed at the end or rolled back whole on any error."""
+        for them, up to the busy timeout), committed at the end (rolled back without ``commit``: a dry run) or rolled
+        back whole on any error."""
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
                 yield cur
-                cur.execute("COMMIT")
+                cur.execute("COMMIT" if commit else "ROLLBACK")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
@@ -495,11 +497,12 @@ class ThreadStore:
                 ledger.record_takedown(cur, thread_id, None, time.time())
         return tagged[0]
 
-    def remove(self, thread_ids: Sequence[str]) -> list[str]:
+    def remove(self, thread_ids: Sequence[str], dry_run: bool = False) -> list[str]:
         """Remove threads and their comments in one transaction (``cqa ingest --mirror``: what the forum's site
-        removed); the ids of those that were stored. Not a takedown: a thread sent again is stored again."""
+        removed); the ids of those that were stored. Not a takedown: a thread sent again is stored again. With
+        ``dry_run``, rolled back: the ids it would remove."""
         removed: list[str] = []
-        with self._transaction() as cur:
+        with self._transaction(commit=not dry_run) as cur:
             for chunk in _chunks(list(thread_ids)):
                 marks = ",".join("?" * len(chunk))
                 removed += [r[0] for r in cur.execute(f"SELECT id FROM threads WHERE id IN ({marks})", chunk)]

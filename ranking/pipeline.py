@@ -334,8 +334,8 @@ class SearchPipeline:
             add(d)
         scores = {h.doc_id: h.score for h in r.hits}
         first = [scores.get(doc_ids[g[0]]) for g in col.groups]  # before a questions group gets another leader
-        if req.target == "questions":
-            self._answered_copies_lead(col.groups[:n_head], doc_ids)
+        if req.target == "questions":  # every group, reranked or not: the copy shown is the one with answers
+            self._answered_copies_lead(col.groups, doc_ids)
         timings["collapse"] = _ms(t0)
 
         # Only what the reranker reads gets the store's metadata and stored vectors; the rest is listed as
@@ -353,7 +353,9 @@ class SearchPipeline:
     def _answered_copies_lead(self, groups: list[list[int]], doc_ids: list[str]) -> None:
         """Each group of near-identical questions led by the copy whose thread has the most comments (ties: the first
         stage's order), in place: the reranker reads that copy's comments, and a reposted question with none does not
-        sink the original it folds into (docs/BENCHMARKS.md, "Round 47, rule 29")."""
+        sink the original it folds into (docs/BENCHMARKS.md, "Round 47, rule 29"). Below the head, and in a search
+        that is not reranked, the leader is the copy shown, the others listed as its duplicates; a group keeps its
+        first-stage score and place, and a benchmark scores it by any copy judged relevant, so no figure moves."""
         rows = self._thread_answer_rows()
         for g in groups:
             if len(g) > 1:

@@ -1085,3 +1085,24 @@ def test_limits_follow_the_settings(settings, fast_encoder):
         r = c.post("/threads", json={"threads": [{"id": "x3", "subject": "s", "answers": [
             {"id": "x3a", "text": "w" * 101}]}]}, headers=ADMIN)
         assert r.status_code == 422 and "threads.0.answers.0.text" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("rerank", [False, True])
+def test_a_questions_search_shows_the_answered_copy_of_a_reposted_question(client, rerank):
+    """A repost without comments, word for word the original but for the one word asked, comes first from the first
+    stage; the group it folds into is shown as the original (its comments are what the asker wants), the repost
+    listed as its duplicate, whether the search is reranked or not."""
+    words = ("how long does the family residence visa take to be approved after the medical test and the "
+             "fingerprints at the immigration office in the industrial area for a sponsor").split()
+    original = {"id": "orig-1", "subject": "family visa", "body": " ".join(words),
+                "answers": [{"id": "orig-1_c1", "text": "About two weeks."}, {"id": "orig-1_c2", "text": "Ten days."}]}
+    repost = {"id": "repost-1", "subject": "family visa", "body": " ".join(words) + " zanzibar"}
+    assert client.post("/threads", json={"threads": [repost, original]}, headers=ADMIN).status_code == 200
+    assert wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])["state"] == "succeeded"
+    r = client.post("/search", json={"question": {"body": "family visa approved zanzibar"}, "target": "questions",
+                                     "k": 5, "rerank": rerank, "collapse": False})
+    assert r.status_code == 200 and r.json()["results"][0]["thread_id"] == "repost-1"  # the first stage's own order
+    r = client.post("/search", json={"question": {"body": "family visa approved zanzibar"}, "target": "questions",
+                                     "k": 5, "rerank": rerank})
+    top = r.json()["results"][0]
+    assert (top["thread_id"], top["duplicates"]) == ("orig-1", ["repost-1"])

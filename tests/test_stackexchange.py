@@ -236,8 +236,15 @@ def test_cqa_ingest_mirror_removes_what_the_site_removed_and_keeps_the_forums_ne
     code, summary, err = ingest(str(tmp_path / "week2"), "--mirror")  # 4 of 36 is more than the default 10%
     assert code == 3 and "would remove 4 of the 36 threads stored, more than the limit (10%)" in err
     assert summary["mirror"]["removed"] == 0 and summary["store"]["threads"] == 36 and summary["updated"] == 2
+    with ThreadStore(store_path) as store:
+        fingerprint = store.fingerprint()
+    code, summary, err = ingest(str(tmp_path / "week2"), "--mirror", "--max-remove", "4", "--dry-run")
+    assert code == 0 and "dry run: nothing was written" in err, err
+    assert summary["dry_run"] and summary["mirror"]["removed"] == 4 and summary["store"]["threads"] == 36
+    with ThreadStore(store_path) as store:
+        assert store.fingerprint() == fingerprint and "forum-0" in store.dated_ids()
     code, summary, err = ingest(str(tmp_path / "week2"), "--mirror", "--max-remove", "4")
-    assert code == 0, err
+    assert code == 0 and "dry_run" not in summary, err
     assert summary["mirror"] == {"removed": 4, "absent": 5, "kept_newer": 1, "newest_post": "2016-01-02T17:05:00",
                                  "limit": "4", "comments_kept_newer": 1}
     assert summary["updated"] == 0 and summary["store"]["threads"] == 32
