@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -681,9 +681,11 @@ class ThreadStore:
     def answers_after(self, after: datetime) -> dict[str, list[Answer]]:
         """The stored comments posted after ``after`` (a naive UTC time; their ``created_at`` read by ``moment``), by
         thread id, each thread's in its order: what a mirror keeps of the forum's own (``cqa ingest --mirror``)."""
-        with self._lock:  # ISO dates sort as text: the day's prefix narrows the read, moment decides
+        # ISO dates sort as text: the day before's prefix narrows the read (a time with an offset may name the day
+        # before its UTC one), moment decides
+        with self._lock:
             rows = self._conn.execute("SELECT * FROM answers WHERE created_at >= ? ORDER BY thread_id, position",
-                                      (after.date().isoformat(),)).fetchall()
+                                      ((after - timedelta(days=1)).date().isoformat(),)).fetchall()
         out: dict[str, list[Answer]] = {}
         for a in rows:
             if (when := moment(a[4])) is not None and when > after:

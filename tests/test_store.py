@@ -388,3 +388,24 @@ def test_thread_rows_round_trip_and_refuse_another_count(tmp_path):
     assert not back.differ(rows).any()
     with pytest.raises(ValueError, match="3 threads expected"):
         ThreadRows.load(tmp_path / "rows.npy", ["t1", "t2", "t3"])
+
+
+def test_answers_after_reads_each_comments_time_in_utc_and_remove_takes_threads_whole(tmp_path):
+    """What `cqa ingest --mirror` reads and writes: the comments posted after a time (one written with an offset that
+    names the day before its UTC day too), and threads removed with their comments in one transaction, the ids of
+    those stored; a dry run's removal leaves them."""
+    from datetime import datetime
+    with ThreadStore(tmp_path / "s.sqlite3") as store:
+        store.upsert([Thread(id="t", subject="s", body="b", created_at="2015-03-01 08:00:00", answers=[
+            Answer(id="a1", text="x", created_at="2015-03-12T23:00:00-05:00"),  # 04:00 UTC on the 13th
+            Answer(id="a2", text="y", created_at="2015-03-13T00:30:00"),
+            Answer(id="a3", text="z", created_at="2015-03-12T10:00:00"), Answer(id="a4", text="w")]),
+            Thread(id="u", subject="s2", body="b2", answers=[Answer(id="b1", text="v", created_at="2016-01-01")])])
+        after = store.answers_after(datetime(2015, 3, 13, 1, 0))
+        assert {k: [a.id for a in v] for k, v in after.items()} == {"t": ["a1"], "u": ["b1"]}
+        assert store.dated_ids() == {"t": "2015-03-01 08:00:00", "u": None}
+        changes = store.change_count()
+        assert store.remove(["u", "gone"], dry_run=True) == ["u"] and store.get("u") is not None
+        assert store.change_count() == changes
+        assert store.remove(["u", "gone"]) == ["u"] and store.get("u") is None
+        assert store.counts() == {"threads": 1, "answers": 4} and store.change_count() == changes + 1
