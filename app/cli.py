@@ -75,8 +75,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                                   dry_run=args.dry_run)
         except (LoadError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
-            print("nothing from that file was written" + ("; fix it or drop --strict to skip bad records"
-                                                          if args.strict else ""), file=sys.stderr)
+            done = getattr(e, "written_before", 0)
+            print((f"{done} threads of that file were written before it, each whole; nothing after"
+                   if done else "nothing from that file was written") +
+                  ("; fix it or drop --strict to skip bad records" if args.strict else ""), file=sys.stderr)
             return 2
         totals = store.counts()
     for e in report.errors[:20]:

@@ -7,9 +7,11 @@ bodies, PostLinks.xml, Users.xml). Each is ingested by `cqa ingest` as a user ru
 folder of its own), --repeats times in turn (the order alternating); the fastest wall time and each one's peak resident
 memory are kept. `html_text` is also timed alone over the same bodies (the dump's HTML read as text). Then the two
 stores are compared thread by thread: subject, body, author, time and each comment's id, text, author and time in
-order (the dump's category is its tag, compared as such). Prints a JSON object last.
+order (the dump's category is its tag, compared as such). With --copies N, the forum is written N times over (ids
+suffixed), to see how each import's memory grows with the forum. Prints a JSON object last.
 
     python bench/stackexchange_import.py [--data-dir var/benchmarks/fullcorpus-2016] [--repeats 3] [--limit N]
+                                         [--copies N]
 """
 from __future__ import annotations
 
@@ -88,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the data folder whose store is the forum (default: the 2016 corpus the search benches build)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--limit", type=int, default=0, help="only the first N threads (0: all)")
+    p.add_argument("--copies", type=int, default=1, help="the forum written N times over, each copy's thread and "
+                   "comment ids suffixed (~2, ~3...): a larger forum of the same texts, for how memory grows")
     args = p.parse_args(argv)
     source = args.data_dir / "threads.sqlite3"
     if not source.exists():
@@ -99,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         threads = load_jsonl(jsonl, strict=True).threads
         if args.limit:
             threads = threads[:args.limit]
+        threads += [t.model_copy(update={"id": f"{t.id}~{k}", "answers": [
+            a.model_copy(update={"id": f"{a.id}~{k}"}) for a in t.answers]}) for k in range(2, args.copies + 1)
+            for t in threads]
+        if args.limit or args.copies > 1:
             jsonl.write_text("".join(t.model_dump_json(exclude_defaults=True) + "\n" for t in threads),
                              encoding="utf-8")
         dump = tmp / "dump"
@@ -120,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         best = {k: min(x["seconds"] for x in v) for k, v in runs.items()}
         result = {
             "bench": "stackexchange_import", "machine": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "threads": made["threads"],
+            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "copies": args.copies,
+            "threads": made["threads"],
             "answers": made["answers"],
             "bytes": {"jsonl": jsonl.stat().st_size, "posts_xml": (dump / "Posts.xml").stat().st_size},
             "seconds": {k: [round(x["seconds"], 2) for x in v] for k, v in runs.items()},

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from .loaders import Format, LoadError, expand_paths, load
 from .models import Thread, moment
-from .store import ThreadStore, UpsertResult
+from .store import StoreError, ThreadStore, UpsertResult
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,12 @@ class Mirrored:
                 "newest_post": self.newest, "limit": self.limit, **({"refused": self.refused} if self.refused else {})}
 
 
+def newest_post(threads: list[Thread]) -> datetime | None:
+    """The time of the newest question or comment of ``threads`` (``moment``); None if none has one."""
+    return max((when for t in threads for stamp in (t.created_at, *(a.created_at for a in t.answers))
+                if (when := moment(stamp)) is not None), default=None)
+
+
 class _Seen:
     """The thread ids a mirror's files hold, and the newest post among them."""
 
@@ -86,12 +92,10 @@ class _Seen:
         self.ids: set[str] = set()
         self.newest: datetime | None = None
 
-    def add(self, threads: list[Thread]) -> None:
-        for t in threads:
-            self.ids.add(t.id)
-            for stamp in (t.created_at, *(a.created_at for a in t.answers)):
-                if (when := moment(stamp)) is not None and (self.newest is None or when > self.newest):
-                    self.newest = when
+    def file(self, newest: datetime | None) -> None:
+        """A file's newest post, known before any of its threads is written."""
+        if newest is not None and (self.newest is None or newest > self.newest):
+            self.newest = newest
 
 
 def _with_newer_comments(store: ThreadStore, threads: list[Thread], newest: datetime,
@@ -170,6 +174,34 @@ class IngestReport:
                    if self.mirror is not None else {})}
 
 
+def _write(store: ThreadStore, name: str, threads: list[Thread], report: IngestReport,
+           before_write: Callable[[list[Thread]], dict] | None, seen: _Seen | None, dry_run: bool) -> None:
+    """One file's threads (or one batch of a streamed file's) encoded ahead, written, and counted in ``report``;
+    with ``seen`` (a mirror), their ids kept and the forum's newer comments kept in them."""
+    if before_write is not None and threads and not dry_run:
+        try:
+            report.add_ahead(before_write(store.admitted(threads)))  # nothing of an erased user's
+        except Exception as e:  # noqa: BLE001 - a cache only: the build encodes what is missing; write on
+            log.warning("%s: encoding ahead failed, the build will encode its texts: %s", name, e)
+            report.ahead_failed.append(f"{name}: {type(e).__name__}: {e}")
+    answers = sum(len(t.answers) for t in threads)  # the file's own, not the forum's kept beside them
+    if seen is not None:
+        seen.ids.update(t.id for t in threads)
+        if seen.newest is not None:  # the forum's own comments since the dump stay
+            threads = _with_newer_comments(store, threads, seen.newest, report)
+    written = store.upsert(threads, dry_run=dry_run)
+    report.threads += len(threads)
+    report.answers += answers
+    if written.superseded:
+        some = ", ".join(written.superseded[:5]) + ("..." if len(written.superseded) > 5 else "")
+        log.info("%s: %d threads left as stored, which holds a later revision of each (%s)", name,
+                 len(written.superseded), some)
+    if written.erased():
+        log.info("%s: the ledger left out what was taken down, or what erased users wrote: %s", name,
+                 written.erased())
+    report.upsert.add(written)
+
+
 def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = None,
                  strict: bool = False, progress: bool = True,
                  before_write: Callable[[list[Thread]], dict] | None = None,
@@ -192,7 +224,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     bar = tqdm(total=len(files), unit="file", desc="ingest", disable=not progress)
     for f in files:
         bar.set_postfix_str(f.name[-40:])
-        result = load(f, fmt, strict=strict)
+        result = load(f, fmt, strict=strict, stream=True)  # a StackExchange dump in batches, the rest whole
         if result.passed_over:
             log.info("%s: passed over, holding no thread: %s", f.name, result.passed_over)
             report.passed_over.update(result.passed_over)
@@ -207,27 +239,18 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             elif taken.erasures_not_carried:
                 log.warning("%s: %d of its ledger's erasures are not carried: %s", f.name, taken.erasures_not_carried,
                             taken.reason)
-        if before_write is not None and result.threads and not dry_run:
-            try:
-                report.add_ahead(before_write(store.admitted(result.threads)))  # nothing of an erased user's
-            except Exception as e:  # noqa: BLE001 - a cache only: the build encodes what is missing; write on
-                log.warning("%s: encoding ahead failed, the build will encode its texts: %s", f.name, e)
-                report.ahead_failed.append(f"{f.name}: {type(e).__name__}: {e}")
-        seen.add(result.threads)
-        if mirror is not None and seen.newest is not None:  # the forum's own comments since the dump stay
-            result.threads = _with_newer_comments(store, result.threads, seen.newest, report)
-        written = store.upsert(result.threads, dry_run=dry_run)
-        if written.superseded:
-            some = ", ".join(written.superseded[:5]) + ("..." if len(written.superseded) > 5 else "")
-            log.info("%s: %d threads left as stored, which holds a later revision of each (%s)", f.name,
-                     len(written.superseded), some)
-        if written.erased():
-            log.info("%s: the ledger left out what was taken down, or what erased users wrote: %s", f.name,
-                     written.erased())
-        report.upsert.add(written)
+        if mirror is not None:  # the file's newest post, before any of it is written: what is newer is the forum's
+            seen.file(result.newest if result.batches is not None else newest_post(result.threads))
+        start = report.threads
+        try:
+            for threads in result.parts():
+                _write(store, f.name, threads, report, before_write, seen if mirror is not None else None, dry_run)
+                if result.batches is not None:
+                    bar.set_postfix_str(f"{f.name[-40:]}: {report.threads} threads")
+        except StoreError as e:  # a batch refused: those before it stay written, each thread whole
+            e.written_before = report.threads - start
+            raise
         report.files += 1
-        report.threads += len(result.threads)
-        report.answers += result.answers
         report.skipped += len(result.errors)
         for e in result.errors:
             log.warning("skipped: %s", e)

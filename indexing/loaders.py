@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, Literal
 
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 
 from .ledger import Held, from_line, is_ledger
 from .models import Answer, Thread, question_text
-from .stackexchange import DUMP_ROOTS, duplicate_links, read_posts, root_of
+from .stackexchange import DUMP_ROOTS, duplicate_links, root_of, stage_posts
 
 Format = Literal["semeval", "jsonl", "stackexchange"]
 FORMATS: tuple[str, ...] = ("semeval", "jsonl", "stackexchange")
@@ -57,10 +58,21 @@ class LoadResult:
     errors: list[LoadError] = field(default_factory=list)
     ledger: Held | None = None  # an export's ledger line (``indexing.ledger``), where the file has one
     passed_over: dict[str, int] = field(default_factory=dict)  # records (or whole files) that hold no thread, by kind
+    # a streamed file's threads, a batch at a time (``load(..., stream=True)``; ``threads`` is then empty, and
+    # ``errors`` complete once they are all read)
+    batches: Iterator[list[Thread]] | None = None
+    newest: datetime | None = None  # a streamed file's newest post (question or comment), known before its batches
 
     @property
     def answers(self) -> int:
         return sum(len(t.answers) for t in self.threads)
+
+    def parts(self) -> Iterator[list[Thread]]:
+        """The file's threads: its batches as they are made where it is streamed, else all of them at once."""
+        if self.batches is not None:
+            yield from self.batches
+        elif self.threads:
+            yield self.threads
 
 
 def file_digest(path: Path) -> str:
@@ -101,8 +113,10 @@ def expand_paths(paths: list[Path]) -> list[Path]:
     return out
 
 
-def load(path: Path | str, fmt: Format | None = None, strict: bool = False) -> LoadResult:
-    """One file's threads (``-``: standard input, read whole, its format told by its first byte unless ``fmt``)."""
+def load(path: Path | str, fmt: Format | None = None, strict: bool = False, stream: bool = False) -> LoadResult:
+    """One file's threads (``-``: standard input, read whole, its format told by its first byte unless ``fmt``).
+    With ``stream``, a StackExchange dump's threads come in batches (``LoadResult.batches``), so a dump of millions
+    of posts is never held whole; the other formats are read whole all the same."""
     path = Path(path)
     raw = _read_bytes(path) if path == STDIN else None
     fmt = fmt or (_sniffed(raw) if raw is not None else detect_format(path))
@@ -111,7 +125,7 @@ def load(path: Path | str, fmt: Format | None = None, strict: bool = False) -> L
     if fmt == "jsonl":
         return load_jsonl(path, strict=strict, raw=raw)
     if fmt == "stackexchange":
-        return load_stackexchange(path, strict=strict, raw=raw)
+        return load_stackexchange(path, strict=strict, raw=raw, stream=stream)
     raise LoadError(path, "format", f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
@@ -272,10 +286,12 @@ def load_semeval(path: Path, strict: bool = False, raw: bytes | None = None) -> 
 
 # --- StackExchange data dumps -------------------------------------------------------
 
-def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = None) -> LoadResult:
+def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = None, stream: bool = False) -> LoadResult:
     """A StackExchange dump's ``Posts.xml`` as threads, with the duplicate links of the ``PostLinks.xml`` beside it
     (``indexing.stackexchange``). The dump's other files hold no thread: each is passed over (``passed_over``) from
-    its first bytes, without reading it whole."""
+    its first bytes, without reading it whole. The file is parsed as it is read and staged on disk
+    (``stage_posts``); with ``stream``, its threads are then made a batch at a time as ``batches`` is read, so only
+    one batch is held. With ``strict``, every row is checked before anything is handed on."""
     head = raw[:HEAD_BYTES] if raw is not None else _head(path)
     root = root_of(head)
     if root != "posts":
@@ -301,17 +317,35 @@ def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = Non
             result.errors.append(err)
     try:
         with (nullcontext(raw) if raw is not None else _stream(path)) as source:
-            posts = read_posts(source, duplicates)  # a file is parsed as it is read, not held whole
+            staged = stage_posts(source)  # parsed as it is read, not held whole
     except etree.XMLSyntaxError as e:
         raise LoadError(path, f"line {e.lineno or '?'}", f"not well-formed XML: {e.msg}") from None
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise LoadError(path, "file", f"cannot read: {e}") from None
-    errors = [LoadError(path, where, why if isinstance(why, str) else _short(why)) for _, where, why in posts.errors]
-    if strict and errors:
-        raise errors[0]
-    result.threads = posts.threads
-    result.errors += errors
-    result.passed_over = dict(posts.passed_over)
+    result.passed_over = dict(staged.passed_over)
+
+    def errors() -> list[LoadError]:
+        return [LoadError(path, where, why if isinstance(why, str) else _short(why)) for _, where, why in staged.errors]
+    if strict:
+        if not staged.errors:
+            for _ in staged.batches(duplicates):  # a question that makes no thread stops the file too
+                pass
+        if staged.errors:
+            staged.close()
+            raise errors()[0]
+    if not stream:
+        with staged:
+            result.threads = [t for batch in staged.batches(duplicates) for t in batch]
+        result.errors += errors()
+        return result
+
+    def batches() -> Iterator[list[Thread]]:
+        try:
+            yield from staged.batches(duplicates)
+            result.errors.extend(errors())
+        finally:
+            staged.close()
+    result.batches, result.newest = batches(), staged.newest
     return result
 
 

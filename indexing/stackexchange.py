@@ -21,16 +21,20 @@ from __future__ import annotations
 import html
 import io
 import re
+import sqlite3
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import BinaryIO
 
 from lxml import etree
 from lxml import html as lxml_html
 from pydantic import ValidationError
 
-from .models import Answer, Thread
+from .models import Answer, Thread, moment
 
 QUESTION, ANSWER = "1", "2"
 DUPLICATE_LINK = "3"  # PostLinks.xml: LinkTypeId 1 is "linked", 3 "duplicate"
@@ -193,63 +197,126 @@ def _thread(q: _Pending, duplicates: dict[str, list[str]]) -> Thread:
                   author_id=row.get("OwnerUserId") or None, answers=answers, meta=meta)
 
 
-@dataclass
-class Posts:
-    """What ``Posts.xml`` gave: its threads in the file's order, the rows it could not use in the file's order (line,
-    where, and why: words, or the validation error of the thread it would have made), and the rows passed over by
-    kind."""
-    threads: list[Thread] = field(default_factory=list)
-    errors: list[tuple[int, str, str | Exception]] = field(default_factory=list)
-    passed_over: Counter = field(default_factory=Counter)
+BATCH_THREADS = 2000  # threads made and handed on at a time from a staged dump
+
+# A staged row: its place in the file, what batches are made by, and the fields a thread is made of.
+_STAGED = ("seq", "line", "question", "parent", *POST_FIELDS)
+_STAGE_SCHEMA = ("CREATE TABLE posts (seq INTEGER PRIMARY KEY, line INTEGER NOT NULL, question INTEGER NOT NULL, "
+                 "parent TEXT, " + ", ".join(f"{f} TEXT" for f in POST_FIELDS) + ")")
+_STAGE_INSERT = (f"INSERT INTO posts ({', '.join(_STAGED[1:])}) VALUES ({', '.join('?' * (len(_STAGED) - 1))})")
+_STAGE_ROWS = 1000  # rows sent to the staging file at a time
 
 
-def read_posts(source: bytes | BinaryIO, duplicates: dict[str, list[str]] | None = None) -> Posts:
-    """A dump's ``Posts.xml`` (its bytes, or a binary file read as it is parsed) as threads, each question's answers
-    in the order they were posted. Each body is read as text (``html_text``) as its row comes, so what is kept is the
-    text, not the HTML; a title is plain text already.
-
-    An answer whose question the file does not hold, a row without an ``Id``, a second row with the same id, and a
-    question that makes no valid thread (no title and no body) are errors, each with its line; ``duplicates`` maps a
-    question's id to the questions it duplicates (``duplicate_links``)."""
-    out = Posts()
-    questions: dict[str, _Pending] = {}
-    orphans: list[tuple[int, dict[str, str]]] = []
-    seen: set[str] = set()
-    for line, row in _rows(source, POST_FIELDS):
-        kind, pid = row.get("PostTypeId"), (row.get("Id") or "").strip()
-        where = f"line {line} <row Id={pid or '?'}>"
-        if not pid:
-            out.errors.append((line, where, "a row without an Id"))
-            continue
-        row["Id"] = pid
-        if kind not in (QUESTION, ANSWER):
-            out.passed_over[OTHER_POST_TYPES.get(kind or "", f"post type {kind}")] += 1
-            continue
-        if pid in seen:
-            out.errors.append((line, where, f"post {pid} appears twice in this file"))
-            continue
-        seen.add(pid)
-        row["Body"] = html_text(row.get("Body") or "")
-        if kind == QUESTION:
-            questions[pid] = _Pending(row, line)
-        elif (parent := (row.get("ParentId") or "").strip()) in questions:
-            questions[parent].answers.append((row.get("CreationDate") or "", line, row))
-        else:
-            orphans.append((line, row))  # its question may come later in the file
-    for line, row in orphans:
-        parent = (row.get("ParentId") or "").strip()
-        if parent in questions:
-            questions[parent].answers.append((row.get("CreationDate") or "", line, row))
-        else:
-            out.errors.append((line, f"line {line} <row Id={row['Id']}>",
-                               f"answer {row['Id']} names question {parent or '(none)'}, which this file does not hold"))
-    for pid, q in questions.items():
-        try:
-            out.threads.append(_thread(q, duplicates or {}))
-        except (ValueError, ValidationError) as e:
-            out.errors.append((q.line, f"line {q.line} <row Id={pid}>", e))
-    out.errors.sort(key=lambda e: e[0])  # as the file has them: --strict stops at the first
-    return out
+def _row_of(values: tuple) -> dict[str, str]:
+    """A staged row's fields (those it has), as ``_rows`` gave them."""
+    return {f: v for f, v in zip(POST_FIELDS, values) if v is not None}
 
 
-__all__ = ["DUMP_ROOTS", "Posts", "duplicate_links", "html_text", "read_posts", "root_of", "tags_of"]
+class Staged:
+    """A dump's ``Posts.xml`` read once into a SQLite file of its own (``stage_posts``), each row's body as text: its
+    threads are then made ``BATCH_THREADS`` at a time (``batches``), so reading a dump of millions of posts holds one
+    batch of threads, not the file's. The rows it could not use are known once it is staged (``errors``: a row
+    without an ``Id``, a post id twice, an answer whose question the file does not hold), but for a question that
+    makes no valid thread, which ``batches`` adds as it meets one."""
+
+    def __init__(self, folder: Path):
+        self._dir = tempfile.TemporaryDirectory(prefix="cqa-stage-", dir=folder)
+        self._conn = sqlite3.connect(Path(self._dir.name) / "posts.sqlite3", isolation_level=None)
+        self._conn.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _STAGE_SCHEMA)
+        self.errors: list[tuple[int, str, str | Exception]] = []
+        self.passed_over: Counter = Counter()
+        self.questions = 0
+        self.newest: datetime | None = None  # the newest post's time (``moment``), known once staged
+
+    def _add(self, source: bytes | BinaryIO) -> None:
+        cur = self._conn.cursor()
+        cur.execute("BEGIN")
+        pending: list[tuple] = []
+        for line, row in _rows(source, POST_FIELDS):
+            kind, pid = row.get("PostTypeId"), (row.get("Id") or "").strip()
+            if not pid:
+                self.errors.append((line, f"line {line} <row Id=?>", "a row without an Id"))
+                continue
+            if kind not in (QUESTION, ANSWER):
+                self.passed_over[OTHER_POST_TYPES.get(kind or "", f"post type {kind}")] += 1
+                continue
+            row["Id"] = pid
+            row["Body"] = html_text(row.get("Body") or "")
+            pending.append((line, kind == QUESTION, (row.get("ParentId") or "").strip() or None,
+                            *(row.get(f) for f in POST_FIELDS)))
+            if len(pending) >= _STAGE_ROWS:
+                cur.executemany(_STAGE_INSERT, pending)
+                pending.clear()
+        cur.executemany(_STAGE_INSERT, pending)
+        cur.execute("CREATE INDEX posts_id ON posts(Id, seq)")
+        for line, pid in cur.execute("SELECT line, Id FROM posts p WHERE EXISTS "
+                                     "(SELECT 1 FROM posts q WHERE q.Id = p.Id AND q.seq < p.seq)").fetchall():
+            self.errors.append((line, f"line {line} <row Id={pid}>", f"post {pid} appears twice in this file"))
+        cur.execute("DELETE FROM posts WHERE EXISTS (SELECT 1 FROM posts q WHERE q.Id = posts.Id AND q.seq < posts.seq)")
+        cur.execute("CREATE INDEX posts_parent ON posts(parent) WHERE NOT question")
+        cur.execute("COMMIT")
+        for line, aid, parent in cur.execute(
+                "SELECT line, Id, parent FROM posts a WHERE NOT question AND NOT EXISTS "
+                "(SELECT 1 FROM posts q WHERE q.Id = a.parent AND q.question) ORDER BY seq"):
+            self.errors.append((line, f"line {line} <row Id={aid}>",
+                                f"answer {aid} names question {parent or '(none)'}, which this file does not hold"))
+        self.errors.sort(key=lambda e: e[0])
+        (self.questions,) = cur.execute("SELECT COUNT(*) FROM posts WHERE question").fetchone()
+        self.newest = max((when for (stamp,) in cur.execute("SELECT CreationDate FROM posts")
+                           if (when := moment(stamp)) is not None), default=None)
+
+    def batches(self, duplicates: dict[str, list[str]] | None = None,
+                size: int | None = None) -> Iterator[list[Thread]]:
+        """The threads, ``size`` (``BATCH_THREADS``) at a time in the file's order of their questions, each question's
+        answers in the order they were posted (then the file's). A question that makes no valid thread is added to
+        ``errors``."""
+        size = size or BATCH_THREADS
+        fields = ", ".join(POST_FIELDS)
+        cur = self._conn.cursor()
+        last = 0
+        while True:
+            rows = cur.execute(f"SELECT seq, line, {fields} FROM posts WHERE question AND seq > ? ORDER BY seq "
+                               "LIMIT ?", (last, size)).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            pending = {r[2]: _Pending(_row_of(r[2:]), r[1]) for r in rows}  # by Id, the first field
+            marks = ",".join("?" * len(pending))
+            for r in self._conn.execute(f"SELECT parent, line, {fields} FROM posts WHERE NOT question AND parent IN "
+                                        f"({marks})", list(pending)):
+                answer = _row_of(r[2:])
+                pending[r[0]].answers.append((answer.get("CreationDate") or "", r[1], answer))
+            threads = []
+            for pid, q in pending.items():
+                try:
+                    threads.append(_thread(q, duplicates or {}))
+                except (ValueError, ValidationError) as e:
+                    self.errors.append((q.line, f"line {q.line} <row Id={pid}>", e))
+            self.errors.sort(key=lambda e: e[0])
+            yield threads
+
+    def close(self) -> None:
+        self._conn.close()
+        self._dir.cleanup()
+
+    def __enter__(self) -> "Staged":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def stage_posts(source: bytes | BinaryIO, folder: Path | None = None) -> Staged:
+    """A dump's ``Posts.xml`` (its bytes, or a binary file read as it is parsed) staged in a SQLite file under
+    ``folder`` (default: the system's temporary folder, ``$TMPDIR``), for ``Staged.batches``."""
+    staged = Staged(Path(folder or tempfile.gettempdir()))
+    try:
+        staged._add(source)
+    except BaseException:
+        staged.close()
+        raise
+    return staged
+
+
+__all__ = ["BATCH_THREADS", "DUMP_ROOTS", "Staged", "duplicate_links", "html_text", "root_of", "stage_posts",
+           "tags_of"]

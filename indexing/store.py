@@ -59,7 +59,9 @@ CREATE INDEX IF NOT EXISTS answers_author ON answers(author_id);
 
 
 class StoreError(Exception):
-    """A write the store refused; the message says which record and why."""
+    """A write the store refused; the message says which record and why. ``written_before``: the threads of the same
+    file written before it, in the batches before the refused one (a StackExchange dump is written in batches)."""
+    written_before: int = 0
 
 
 QUESTION_FIELDS = frozenset({"subject", "body", "category", "created_at", "author_id", "meta"})  # update_question

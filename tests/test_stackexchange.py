@@ -287,3 +287,36 @@ def test_a_removal_limit_is_a_count_or_a_share(text, count, share):
     for bad in ("", "ten", "2.5", "-3", "150%"):
         with pytest.raises(ValueError):
             RemovalLimit.parse(bad)
+
+
+def test_a_dump_is_written_a_batch_at_a_time_as_it_would_be_whole(tmp_path, monkeypatch):
+    """`cqa ingest` makes a dump's threads a batch at a time from its staged rows: the store is the one the whole
+    file gives; a mirror's horizon is the whole dump's newest post, known before the first batch is written (a comment
+    the site removed, dated before it, goes even from the first batch's threads); a batch the store refuses leaves
+    the batches before it written, and says how many threads they held."""
+    import indexing.stackexchange as se
+    from indexing.ingest import RemovalLimit, ingest_paths
+    from indexing.models import Answer, Thread
+    from indexing.store import StoreError
+    demo = load(DEMO).threads
+    write_dump(demo, tmp_path / "dump", answers_first=3)  # some answers before their questions
+    whole = load(tmp_path / "dump" / "Posts.xml")
+    assert whole.batches is None and len(whole.threads) == 33
+    monkeypatch.setattr(se, "BATCH_THREADS", 5)
+    streamed = load(tmp_path / "dump" / "Posts.xml", stream=True)
+    sizes = [len(b) for b in streamed.parts()]
+    assert sizes == [5] * 6 + [3] and streamed.threads == [] and streamed.newest.isoformat() == "2016-01-02T17:05:00"
+
+    with ThreadStore(tmp_path / "a.sqlite3") as store:
+        store.upsert([demo[0].model_copy(update={"answers": [*demo[0].answers, Answer(
+            id="gone-c1", text="Removed on the site.", created_at="2015-06-01T08:00:00")]})])
+        report = ingest_paths(store, [tmp_path / "dump"], progress=False, mirror=RemovalLimit(count=0))
+        assert (report.threads, report.answers, report.mirror.removed, report.comments_kept_newer) == (33, 166, [], 0)
+        assert [_shape(t) for t in store.iter_threads()] == [_shape(t) for t in whole.threads]
+
+    with ThreadStore(tmp_path / "b.sqlite3") as store:
+        clash = demo[20].answers[0].id
+        store.upsert([Thread(id="other", subject="s", body="b", answers=[Answer(id=clash, text="mine")])])
+        with pytest.raises(StoreError) as refused:
+            ingest_paths(store, [tmp_path / "dump"], progress=False)
+        assert refused.value.written_before == 20 and store.counts()["threads"] == 21
