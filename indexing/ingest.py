@@ -1,4 +1,6 @@
-"""Ingest thread files into the store: parse each file whole, then upsert it in one transaction.
+"""Ingest thread files into the store: parse each file whole, then upsert it in one transaction; a StackExchange dump,
+staged on disk as it is parsed, in one transaction per batch of its threads (``indexing.stackexchange``), so its size
+is not bounded by memory. A batch the store refuses stops the file, the batches before it written, each thread whole.
 
 An export's ledger line (``indexing.ledger``: its store's erasures and takedowns) is taken into a store without threads
 before the file's threads are written (``ThreadStore.take_ledger``), so a forum restored from an export by ingesting it

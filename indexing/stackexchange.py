@@ -12,9 +12,11 @@ whether the asker accepted them.
 
 The dump's other files hold no threads: ``cqa ingest`` of the whole folder passes them over and says so. The rows of
 ``Posts.xml`` that are not questions or answers (tag wikis, moderator nominations...) are passed over and counted.
-The file is parsed row by row as it is read (``lxml.etree.iterparse``, each row freed once read, each body kept as its
-text), so it holds the threads it makes, not the file nor its parsed tree. As every loader, it reads the whole file
-before anything of it is written.
+The file is parsed row by row as it is read (``lxml.etree.iterparse``, each row freed once read) and each row, its body
+as text, staged in a SQLite file of its own in the temporary folder (``stage_posts``). Its threads are then made
+``BATCH_THREADS`` at a time, in the file's order of their questions (``Staged.batches``): reading a dump holds one batch
+of threads, whatever its size. The whole file is read, and every row it cannot use known (but for a question that makes
+no valid thread, known as its batch is made), before any thread of it is handed on.
 """
 from __future__ import annotations
 
