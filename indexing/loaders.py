@@ -10,7 +10,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import sqlite3
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -322,6 +324,9 @@ def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = Non
         raise LoadError(path, f"line {e.lineno or '?'}", f"not well-formed XML: {e.msg}") from None
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise LoadError(path, "file", f"cannot read: {e}") from None
+    except sqlite3.Error as e:  # the temporary folder full, most likely
+        raise LoadError(path, "staging", f"cannot stage its rows in {tempfile.gettempdir()}: {e}; set TMPDIR to a "
+                        "folder with room for the dump's text") from None
     result.passed_over = dict(staged.passed_over)
 
     def errors() -> list[LoadError]:

@@ -320,3 +320,18 @@ def test_a_dump_is_written_a_batch_at_a_time_as_it_would_be_whole(tmp_path, monk
         with pytest.raises(StoreError) as refused:
             ingest_paths(store, [tmp_path / "dump"], progress=False)
         assert refused.value.written_before == 20 and store.counts()["threads"] == 21
+
+
+def test_a_dump_that_cannot_be_staged_is_a_clear_error(tmp_path, monkeypatch):
+    """The temporary folder a dump is staged in cannot take it (full, or not writable): a LoadError naming the folder
+    and TMPDIR, and nothing written."""
+    import sqlite3
+
+    import indexing.stackexchange as se
+    write_dump(load(DEMO).threads, tmp_path / "dump")
+
+    def full(*a, **k):
+        raise sqlite3.OperationalError("database or disk is full")
+    monkeypatch.setattr(se.Staged, "_add", full)
+    with pytest.raises(LoadError, match="cannot stage its rows in .*: database or disk is full; set TMPDIR"):
+        load(tmp_path / "dump" / "Posts.xml", stream=True)
