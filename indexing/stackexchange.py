@@ -254,7 +254,8 @@ class Staged:
         for line, pid in cur.execute("SELECT line, Id FROM posts p WHERE EXISTS "
                                      "(SELECT 1 FROM posts q WHERE q.Id = p.Id AND q.seq < p.seq)").fetchall():
             self.errors.append((line, f"line {line} <row Id={pid}>", f"post {pid} appears twice in this file"))
-        cur.execute("DELETE FROM posts WHERE EXISTS (SELECT 1 FROM posts q WHERE q.Id = posts.Id AND q.seq < posts.seq)")
+        cur.execute("DELETE FROM posts WHERE EXISTS "
+                    "(SELECT 1 FROM posts q WHERE q.Id = posts.Id AND q.seq < posts.seq)")
         cur.execute("CREATE INDEX posts_parent ON posts(parent) WHERE NOT question")
         cur.execute("COMMIT")
         for line, aid, parent in cur.execute(
