@@ -30,7 +30,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .loaders import Format, LoadError, expand_paths, load
-from .models import Thread, moment
+from .models import Answer, Thread, moment
 from .store import StoreError, ThreadStore, UpsertResult
 
 log = logging.getLogger(__name__)
@@ -88,23 +88,26 @@ def newest_post(threads: list[Thread]) -> datetime | None:
 
 
 class _Seen:
-    """The thread ids a mirror's files hold, and the newest post among them."""
+    """The thread ids a mirror's files hold, the newest post among them, and the stored comments posted after it (read
+    once a file, for every batch of it)."""
 
     def __init__(self) -> None:
         self.ids: set[str] = set()
         self.newest: datetime | None = None
+        self.newer: dict[str, list[Answer]] = {}
 
-    def file(self, newest: datetime | None) -> None:
+    def file(self, store: ThreadStore, newest: datetime | None) -> None:
         """A file's newest post, known before any of its threads is written."""
         if newest is not None and (self.newest is None or newest > self.newest):
             self.newest = newest
+        self.newer = store.answers_after(self.newest) if self.newest is not None else {}
 
 
-def _with_newer_comments(store: ThreadStore, threads: list[Thread], newest: datetime,
+def _with_newer_comments(threads: list[Thread], newer: dict[str, list[Answer]],
                          report: "IngestReport") -> list[Thread]:
-    """``threads`` with the stored comments each lacks that were posted after ``newest``, after its own: a mirror
-    replaces a stored thread with the dump's, and the comments the forum got since the dump was made are not in it."""
-    newer = store.answers_after(newest)
+    """``threads`` with the stored comments each lacks of ``newer`` (``ThreadStore.answers_after`` the file's newest
+    post), after its own: a mirror replaces a stored thread with the dump's, and the comments the forum got since the
+    dump was made are not in it."""
     if not newer:
         return threads
     out = []
@@ -189,8 +192,7 @@ def _write(store: ThreadStore, name: str, threads: list[Thread], report: IngestR
     answers = sum(len(t.answers) for t in threads)  # the file's own, not the forum's kept beside them
     if seen is not None:
         seen.ids.update(t.id for t in threads)
-        if seen.newest is not None:  # the forum's own comments since the dump stay
-            threads = _with_newer_comments(store, threads, seen.newest, report)
+        threads = _with_newer_comments(threads, seen.newer, report)  # the forum's own comments since the dump stay
     written = store.upsert(threads, dry_run=dry_run)
     report.threads += len(threads)
     report.answers += answers
@@ -242,7 +244,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
                 log.warning("%s: %d of its ledger's erasures are not carried: %s", f.name, taken.erasures_not_carried,
                             taken.reason)
         if mirror is not None:  # the file's newest post, before any of it is written: what is newer is the forum's
-            seen.file(result.newest if result.batches is not None else newest_post(result.threads))
+            seen.file(store, result.newest if result.batches is not None else newest_post(result.threads))
         start = report.threads
         try:
             for threads in result.parts():

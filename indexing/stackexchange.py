@@ -201,11 +201,10 @@ def _thread(q: _Pending, duplicates: dict[str, list[str]]) -> Thread:
 
 BATCH_THREADS = 2000  # threads made and handed on at a time from a staged dump
 
-# A staged row: its place in the file, what batches are made by, and the fields a thread is made of.
-_STAGED = ("seq", "line", "question", "parent", *POST_FIELDS)
-_STAGE_SCHEMA = ("CREATE TABLE posts (seq INTEGER PRIMARY KEY, line INTEGER NOT NULL, question INTEGER NOT NULL, "
-                 "parent TEXT, " + ", ".join(f"{f} TEXT" for f in POST_FIELDS) + ")")
-_STAGE_INSERT = (f"INSERT INTO posts ({', '.join(_STAGED[1:])}) VALUES ({', '.join('?' * (len(_STAGED) - 1))})")
+# A staged row: its place in the file (``seq``, ``line``), what batches are made by, and the fields a thread is made of.
+_STAGED = ("line", "question", "parent", *POST_FIELDS)
+_STAGE_SCHEMA = (f"CREATE TABLE posts (seq INTEGER PRIMARY KEY, {', '.join(_STAGED)})")
+_STAGE_INSERT = f"INSERT INTO posts ({', '.join(_STAGED)}) VALUES ({', '.join('?' * len(_STAGED))})"
 _STAGE_ROWS = 1000  # rows sent to the staging file at a time
 
 
@@ -227,7 +226,6 @@ class Staged:
         self._conn.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _STAGE_SCHEMA)
         self.errors: list[tuple[int, str, str | Exception]] = []
         self.passed_over: Counter = Counter()
-        self.questions = 0
         self.newest: datetime | None = None  # the newest post's time (``moment``), known once staged
 
     def _add(self, source: bytes | BinaryIO) -> None:
@@ -264,7 +262,6 @@ class Staged:
             self.errors.append((line, f"line {line} <row Id={aid}>",
                                 f"answer {aid} names question {parent or '(none)'}, which this file does not hold"))
         self.errors.sort(key=lambda e: e[0])
-        (self.questions,) = cur.execute("SELECT COUNT(*) FROM posts WHERE question").fetchone()
         self.newest = max((when for (stamp,) in cur.execute("SELECT CreationDate FROM posts")
                            if (when := moment(stamp)) is not None), default=None)
 
