@@ -1,6 +1,7 @@
-"""Ingest thread files into the store: parse each file whole, then upsert it in one transaction; a StackExchange dump,
-staged on disk as it is parsed, in one transaction per batch of its threads (``indexing.stackexchange``), so its size
-is not bounded by memory. A batch the store refuses stops the file, the batches before it written, each thread whole.
+"""Ingest thread files into the store. A JSONL file or a StackExchange dump (staged on disk as it is parsed,
+``indexing.stackexchange``) is read as a stream and written in one transaction per batch of its threads, so its size
+is not bounded by memory; a SemEval file is parsed whole and written in one. A file that cannot be read writes nothing;
+a batch the store refuses stops the file, the batches before it written, each thread whole.
 
 An export's ledger line (``indexing.ledger``: its store's erasures and takedowns) is taken into a store without threads
 before the file's threads are written (``ThreadStore.take_ledger``), so a forum restored from an export by ingesting it
@@ -12,6 +13,7 @@ the files hold (the forum's own since the dump was made). A thread the files hol
 that (the forum's own on the site's threads), after the file's own. It removes nothing when a record was skipped (the
 thread it would have made may be one of them), when the files hold no thread, or when it would remove more than its
 limit (``RemovalLimit``: a dump of the wrong site, or a truncated one, is not a reason to empty a forum).
+Its files are all read through (and checked) before any of them is written, so the newest post is all of theirs.
 
 Into a data folder a service already searches, each file's texts are first put in the embedding cache
 (``before_write``, ``indexing.reindex.encode_ahead``), so the build that takes the file in need not encode it: a bulk
@@ -22,15 +24,15 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from tqdm import tqdm
 
-from .loaders import Format, LoadError, expand_paths, load
-from .models import Answer, Thread, moment
+from .loaders import Format, LoadError, LoadResult, expand_paths, load
+from .models import Answer, Thread, moment, newest_post
 from .store import StoreError, ThreadStore, UpsertResult
 
 log = logging.getLogger(__name__)
@@ -81,31 +83,24 @@ class Mirrored:
                 "newest_post": self.newest, "limit": self.limit, **({"refused": self.refused} if self.refused else {})}
 
 
-def newest_post(threads: list[Thread]) -> datetime | None:
-    """The time of the newest question or comment of ``threads`` (``moment``); None if none has one."""
-    return max((when for t in threads for stamp in (t.created_at, *(a.created_at for a in t.answers))
-                if (when := moment(stamp)) is not None), default=None)
-
-
 class _Seen:
-    """The thread ids a mirror's files hold, the newest post among them, and the stored comments posted after it (read
-    once a file, for every batch of it)."""
+    """The thread ids a mirror's files hold, the newest post among them all, and the stored comments posted after it
+    (read once, before any of the files is written)."""
 
     def __init__(self) -> None:
         self.ids: set[str] = set()
         self.newest: datetime | None = None
         self.newer: dict[str, list[Answer]] = {}
 
-    def file(self, store: ThreadStore, newest: datetime | None) -> None:
-        """A file's newest post, known before any of its threads is written."""
-        if newest is not None and (self.newest is None or newest > self.newest):
-            self.newest = newest
-        self.newer = store.answers_after(self.newest) if self.newest is not None else {}
+    def horizon(self, store: ThreadStore, newest: datetime | None) -> None:
+        """The files' newest post, known before any of their threads is written."""
+        self.newest = newest
+        self.newer = store.answers_after(newest) if newest is not None else {}
 
 
 def _with_newer_comments(threads: list[Thread], newer: dict[str, list[Answer]],
                          report: "IngestReport") -> list[Thread]:
-    """``threads`` with the stored comments each lacks of ``newer`` (``ThreadStore.answers_after`` the file's newest
+    """``threads`` with the stored comments each lacks of ``newer`` (``ThreadStore.answers_after`` the files' newest
     post), after its own: a mirror replaces a stored thread with the dump's, and the comments the forum got since the
     dump was made are not in it."""
     if not newer:
@@ -225,10 +220,18 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     files = expand_paths(paths)
     before = store.dated_ids() if mirror is not None else {}  # what a mirror may remove: not what comes meanwhile
     seen = _Seen()
+
+    def loaded(f: Path) -> LoadResult:  # JSONL and a StackExchange dump in batches, SemEval XML whole
+        return load(f, fmt, strict=strict, stream=True, dated=mirror is not None)
+    if mirror is None:
+        results: Iterable[tuple[Path, LoadResult]] = ((f, loaded(f)) for f in files)  # a file read as it comes
+    else:  # every file checked first: their newest post is the horizon, and an unreadable one stops all unwritten
+        results = [(f, loaded(f)) for f in files]
+        seen.horizon(store, max((when for _, r in results if (when := r.newest if r.batches is not None else
+                                                                newest_post(r.threads)) is not None), default=None))
     bar = tqdm(total=len(files), unit="file", desc="ingest", disable=not progress)
-    for f in files:
+    for f, result in results:
         bar.set_postfix_str(f.name[-40:])
-        result = load(f, fmt, strict=strict, stream=True)  # a StackExchange dump in batches, the rest whole
         if result.passed_over:
             log.info("%s: passed over, holding no thread: %s", f.name, result.passed_over)
             report.passed_over.update(result.passed_over)
@@ -243,8 +246,6 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             elif taken.erasures_not_carried:
                 log.warning("%s: %d of its ledger's erasures are not carried: %s", f.name, taken.erasures_not_carried,
                             taken.reason)
-        if mirror is not None:  # the file's newest post, before any of it is written: what is newer is the forum's
-            seen.file(store, result.newest if result.batches is not None else newest_post(result.threads))
         start = report.threads
         try:
             for threads in result.parts():

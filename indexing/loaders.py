@@ -1,20 +1,26 @@
 """Readers for thread files: every SemEval-2015/2016 Task 3 XML variant, our JSONL format, and a StackExchange
 data dump's ``Posts.xml`` (``indexing.stackexchange``).
 
-A loader parses a whole file before anything is written, so a file that cannot be read
-(truncated, not UTF-8) leaves the store untouched. A malformed record is reported with the
-file, the line and what was wrong; ``strict`` turns the first such report into an error.
+A file is read through before anything of it is written, so a file that cannot be read (a gzip file cut short, a
+StackExchange dump that is not well-formed XML) leaves the store untouched. A malformed record is reported with the
+file, the line and what was wrong; ``strict`` turns the first such report into an error, before anything is handed on.
+
+Read with ``stream`` (as ``cqa ingest`` reads), a JSONL file and a StackExchange dump hand their threads on a batch at
+a time (``LoadResult.batches``), so a forum of any size is read in bounded memory: a JSONL file is read again for its
+threads after a first pass that checks it (a gzip file to its end; with ``strict``, or ``dated``, every record). A
+SemEval file, a benchmark's and never large, is read whole. Standard input is spooled to a temporary file first.
 """
 from __future__ import annotations
 
 import gzip
 import io
 import json
+import shutil
 import sqlite3
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +31,7 @@ from pydantic import ValidationError
 
 from .ledger import Held, from_line, is_ledger
 from .models import Answer, Thread, question_text
-from .stackexchange import DUMP_ROOTS, duplicate_links, root_of, stage_posts
+from .stackexchange import BATCH_THREADS, DUMP_ROOTS, duplicate_links, root_of, stage_posts
 
 Format = Literal["semeval", "jsonl", "stackexchange"]
 FORMATS: tuple[str, ...] = ("semeval", "jsonl", "stackexchange")
@@ -63,7 +69,9 @@ class LoadResult:
     # a streamed file's threads, a batch at a time (``load(..., stream=True)``; ``threads`` is then empty, and
     # ``errors`` complete once they are all read)
     batches: Iterator[list[Thread]] | None = None
-    newest: datetime | None = None  # a streamed file's newest post (question or comment), known before its batches
+    # a streamed file's newest post (question or comment), known before its batches: a dump's always, a JSONL file's
+    # when read ``dated``
+    newest: datetime | None = None
 
     @property
     def answers(self) -> int:
@@ -115,29 +123,53 @@ def expand_paths(paths: list[Path]) -> list[Path]:
     return out
 
 
-def load(path: Path | str, fmt: Format | None = None, strict: bool = False, stream: bool = False) -> LoadResult:
-    """One file's threads (``-``: standard input, read whole, its format told by its first byte unless ``fmt``).
-    With ``stream``, a StackExchange dump's threads come in batches (``LoadResult.batches``), so a dump of millions
-    of posts is never held whole; the other formats are read whole all the same."""
+def load(path: Path | str, fmt: Format | None = None, strict: bool = False, stream: bool = False,
+         dated: bool = False) -> LoadResult:
+    """One file's threads (``-``: standard input, spooled to a temporary file as it is read, its format told by its
+    first bytes unless ``fmt``). With ``stream``, a JSONL file's or a StackExchange dump's threads come in batches
+    (``LoadResult.batches``), so a file of millions of threads is never held whole; with ``dated`` too, a JSONL
+    file's newest post is known before its batches (``LoadResult.newest``, a dump's always is), at the cost of
+    reading it twice. A SemEval file is read whole all the same."""
     path = Path(path)
-    raw = _read_bytes(path) if path == STDIN else None
-    fmt = fmt or (_sniffed(raw) if raw is not None else detect_format(path))
-    if fmt == "semeval":
-        return load_semeval(path, strict=strict, raw=raw)
-    if fmt == "jsonl":
-        return load_jsonl(path, strict=strict, raw=raw)
-    if fmt == "stackexchange":
-        return load_stackexchange(path, strict=strict, raw=raw, stream=stream)
-    raise LoadError(path, "format", f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    spool = _spooled_stdin() if path == STDIN else None
+    file = Path(spool.name) if spool is not None else path
+    try:
+        fmt = fmt or (_sniffed(_head(file)) if spool is not None else detect_format(path))
+        if fmt == "semeval":
+            return load_semeval(path, strict=strict, file=file)
+        if fmt == "jsonl":
+            return load_jsonl(path, strict=strict, file=file, stream=stream, dated=dated, spool=spool)
+        if fmt == "stackexchange":
+            return load_stackexchange(path, strict=strict, file=file, stream=stream)
+        raise LoadError(path, "format", f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    finally:  # a streamed JSONL file's batches keep their spool until they are read
+        if spool is not None and not (fmt == "jsonl" and stream):
+            spool.close()
 
 
-def _sniffed(raw: bytes) -> Format:
-    """Standard input's format: XML starts with ``<`` (a StackExchange dump's by its root element), JSONL with ``{``
-    (after any byte-order mark and blanks)."""
-    head = raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    if head == b"<":
-        return "stackexchange" if root_of(raw[:HEAD_BYTES]) in DUMP_ROOTS else "semeval"
-    if head in (b"{", b""):
+def _spooled_stdin() -> "tempfile._TemporaryFileWrapper":
+    """Standard input copied as it is read into a temporary file (``$TMPDIR``), removed when closed."""
+    try:
+        spool = tempfile.NamedTemporaryFile(prefix="cqa-stdin-")
+    except OSError as e:
+        raise LoadError(STDIN, "input", f"cannot spool it in {tempfile.gettempdir()}: {e}") from None
+    try:
+        shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+        spool.flush()
+    except OSError as e:
+        spool.close()
+        raise LoadError(STDIN, "input", f"cannot read it, or spool it in {tempfile.gettempdir()}: {e}; set TMPDIR to "
+                        "a folder with room for it") from None
+    return spool
+
+
+def _sniffed(head: bytes) -> Format:
+    """Standard input's format from its first bytes (gunzipped): XML starts with ``<`` (a StackExchange dump's by its
+    root element), JSONL with ``{`` (after any byte-order mark and blanks)."""
+    first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if first == b"<":
+        return "stackexchange" if root_of(head) in DUMP_ROOTS else "semeval"
+    if first in (b"{", b""):
         return "jsonl"
     raise LoadError(STDIN, "input", "neither XML nor JSONL; pass --format")
 
@@ -161,11 +193,12 @@ def _stream(path: Path) -> BinaryIO:
     return gzip.open(path, "rb") if gz else path.open("rb")
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, file: Path | None = None) -> bytes:
+    """``path``'s bytes (read from ``file`` where given: standard input's spool), gunzipped if it is gzipped."""
     try:
-        raw = sys.stdin.buffer.read() if path == STDIN else path.read_bytes()
+        raw = (file or path).read_bytes()
         return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise LoadError(path, "file", f"cannot read: {e}") from e
 
 
@@ -236,8 +269,8 @@ def _arabic_threads(q: etree._Element) -> Iterator[Thread]:
                      answers=[Answer(id=f"{tid}_A", text=_text(pair.find("QAanswer")))])
 
 
-def load_semeval(path: Path, strict: bool = False, raw: bytes | None = None) -> LoadResult:
-    raw = _read_bytes(path) if raw is None else raw
+def load_semeval(path: Path, strict: bool = False, file: Path | None = None) -> LoadResult:
+    raw = _read_bytes(path, file)
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, recover=False)
     try:
         root = etree.parse(io.BytesIO(raw), parser).getroot()
@@ -288,13 +321,15 @@ def load_semeval(path: Path, strict: bool = False, raw: bytes | None = None) -> 
 
 # --- StackExchange data dumps -------------------------------------------------------
 
-def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = None, stream: bool = False) -> LoadResult:
+def load_stackexchange(path: Path, strict: bool = False, file: Path | None = None, stream: bool = False) -> LoadResult:
     """A StackExchange dump's ``Posts.xml`` as threads, with the duplicate links of the ``PostLinks.xml`` beside it
     (``indexing.stackexchange``). The dump's other files hold no thread: each is passed over (``passed_over``) from
     its first bytes, without reading it whole. The file is parsed as it is read and staged on disk
     (``stage_posts``); with ``stream``, its threads are then made a batch at a time as ``batches`` is read, so only
-    one batch is held. With ``strict``, every row is checked before anything is handed on."""
-    head = raw[:HEAD_BYTES] if raw is not None else _head(path)
+    one batch is held. With ``strict``, every row is checked before anything is handed on. ``file``: where its bytes
+    are, if not at ``path`` (standard input's spool)."""
+    file = file or path
+    head = _head(file)
     root = root_of(head)
     if root != "posts":
         if root in DUMP_ROOTS:
@@ -318,11 +353,11 @@ def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = Non
                 raise err from None
             result.errors.append(err)
     try:
-        with (nullcontext(raw) if raw is not None else _stream(path)) as source:
+        with _stream(file) as source:
             staged = stage_posts(source)  # parsed as it is read, not held whole
     except etree.XMLSyntaxError as e:
         raise LoadError(path, f"line {e.lineno or '?'}", f"not well-formed XML: {e.msg}") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise LoadError(path, "file", f"cannot read: {e}") from None
     except sqlite3.Error as e:  # the temporary folder full, most likely
         raise LoadError(path, "staging", f"cannot stage its rows in {tempfile.gettempdir()}: {e}; set TMPDIR to a "
@@ -356,13 +391,98 @@ def load_stackexchange(path: Path, strict: bool = False, raw: bytes | None = Non
 
 # --- JSONL --------------------------------------------------------------------------
 
-def load_jsonl(path: Path, strict: bool = False, raw: bytes | None = None) -> LoadResult:
-    raw = _read_bytes(path) if raw is None else raw
-    result = LoadResult(path=str(path))
-    seen: set[str] = set()
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
+def load_jsonl(path: Path, strict: bool = False, file: Path | None = None, stream: bool = False,
+               dated: bool = False, spool=None) -> LoadResult:
+    """A JSONL file's threads, one a line (``docs/data-format.md``), and the ledger line an export starts with.
+    ``file``: where its bytes are, if not at ``path`` (standard input's ``spool``, closed once its batches are read).
+
+    Whole, or with ``stream`` a batch at a time (``BATCH_THREADS``), the file read again for them after a first pass:
+    with ``strict`` or ``dated``, every record is checked in it (the first bad one raised with ``strict``), and its
+    newest post found; otherwise only its first line (a ledger) is read, and a gzip file decompressed to its end, so a
+    file cut short is an error before anything is handed on. A record the first pass found bad is skipped again
+    silently; ``errors`` are complete once the batches are read."""
+    reader = _JsonlReader(path, file or path, strict)
+    result = reader.result
+    if not stream:
+        result.threads = list(reader.threads())
+        return result
+    try:
+        if strict or dated:
+            result.newest = max((when for t in reader.threads() if (when := t.newest_post()) is not None),
+                                default=None)
+            reader.checked = True
+        else:
+            reader.check_readable()
+    except BaseException:
+        if spool is not None:
+            spool.close()
+        raise
+
+    def batches() -> Iterator[list[Thread]]:
+        try:
+            batch: list[Thread] = []
+            for t in reader.threads():
+                batch.append(t)
+                if len(batch) == BATCH_THREADS:
+                    yield batch
+                    batch = []
+            if batch:
+                yield batch
+        finally:
+            if spool is not None:
+                spool.close()
+    result.batches = batches()
+    return result
+
+
+class _JsonlReader:
+    """A JSONL file read as it is parsed, as often as asked: the bad lines that one reading reports (in
+    ``result.errors``, or raised with ``strict``) are skipped silently by the next."""
+
+    def __init__(self, path: Path, file: Path, strict: bool):
+        self.path, self.file, self.strict = path, file, strict
+        self.result = LoadResult(path=str(path))
+        self.bad: set[int] = set()  # the line numbers of the records reported
+        self.checked = False  # every record read once, and the bad ones reported
+
+    def _open(self) -> BinaryIO:
+        try:
+            return _stream(self.file)
+        except OSError as e:
+            raise LoadError(self.path, "file", f"cannot read: {e}") from None
+
+    def check_readable(self) -> None:
+        """The ledger of its first line read, and a gzip file decompressed to its end (nothing parsed)."""
+        with self._open() as f:
+            try:
+                for lineno, line in enumerate(f, start=1):
+                    if line.strip():  # a bad one is reported now, and skipped when the threads are read
+                        self._record(lineno, line, first=True)
+                        break
+                while f.read(1 << 20):
+                    pass
+            except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+                raise LoadError(self.path, "file", f"cannot read: {e}") from None
+
+    def threads(self) -> Iterator[Thread]:
+        seen: set[str] = set()
+        first, lineno = True, 0
+        with self._open() as f:
+            try:
+                for lineno, line in enumerate(f, start=1):
+                    if not line.strip():
+                        continue
+                    is_first, first = first, False
+                    if lineno in self.bad:
+                        continue
+                    thread = self._record(lineno, line, is_first, seen)
+                    if thread is not None:
+                        yield thread
+            except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+                raise LoadError(self.path, f"after line {lineno}", f"cannot read: {e}") from None
+
+    def _record(self, lineno: int, line: bytes, first: bool, seen: set[str] | None = None) -> Thread | None:
+        """The line's thread; None for the ledger line (kept in ``result.ledger``) or a bad record (reported)."""
         try:
             try:
                 text = line.decode("utf-8")
@@ -375,21 +495,26 @@ def load_jsonl(path: Path, strict: bool = False, raw: bytes | None = None) -> Lo
             if not isinstance(obj, dict):
                 raise ValueError(f"expected a JSON object (a thread), got {type(obj).__name__}")
             if is_ledger(obj):  # an export's first line: its store's erasures and takedowns
-                if result.ledger is not None:
-                    raise ValueError("a second ledger line in one file")
-                result.ledger = from_line(obj)
-                continue
+                if not first:
+                    raise ValueError("a ledger line (an export's erasures and takedowns) is read only as a file's "
+                                     "first line")
+                self.result.ledger = from_line(obj)
+                return None
             thread = Thread.model_validate(obj)
-            if thread.id in seen:
-                raise ValueError(f"thread id {thread.id!r} appears twice in this file")
-            seen.add(thread.id)
-            result.threads.append(thread)
+            if seen is not None:
+                if thread.id in seen:
+                    raise ValueError(f"thread id {thread.id!r} appears twice in this file")
+                seen.add(thread.id)
+            return thread
         except (ValueError, ValidationError) as e:
-            err = LoadError(path, f"line {lineno}", _short(e))
-            if strict:
+            self.bad.add(lineno)
+            if self.checked:
+                return None
+            err = LoadError(self.path, f"line {lineno}", _short(e))
+            if self.strict:
                 raise err from None
-            result.errors.append(err)
-    return result
+            self.result.errors.append(err)
+            return None
 
 
 def _short(e: Exception) -> str:

@@ -121,3 +121,13 @@ class Thread(BaseModel):
         """What the thread says (not its revision): the store's change test, its write's ETag, the index's record."""
         payload = json.dumps(self.model_dump(mode="json", exclude={"revision"}), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def newest_post(self) -> datetime | None:
+        """The time of its newest post, the question or a comment (``moment``); None if none has one."""
+        return max((when for stamp in (self.created_at, *(a.created_at for a in self.answers))
+                    if (when := moment(stamp)) is not None), default=None)
+
+
+def newest_post(threads) -> datetime | None:
+    """The time of the newest question or comment of ``threads`` (``Thread.newest_post``); None if none has one."""
+    return max((when for t in threads if (when := t.newest_post()) is not None), default=None)

@@ -1,6 +1,8 @@
 import gzip
 import json
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -167,6 +169,133 @@ def test_gzip_jsonl_and_demo_corpus(tmp_path):
     gz = tmp_path / "d.jsonl.gz"
     gz.write_bytes(gzip.compress(demo.read_bytes()))
     assert len(load(gz).threads) == len(r.threads)
+
+
+def _jsonl_forum(n: int, bad_at: tuple[int, ...] = ()) -> bytes:
+    """``n`` threads a line (thread ``k`` posted on day ``k`` of 2016), with a bad record after each thread of
+    ``bad_at``."""
+    lines = []
+    for k in range(1, n + 1):
+        lines.append(json.dumps({"id": f"t{k}", "subject": f"question {k}", "created_at": f"2016-01-{k:02d} 10:00:00",
+                                 "answers": [{"id": f"t{k}a", "text": f"answer {k}",
+                                              "created_at": f"2016-01-{k:02d} 11:00:00"}]}))
+        if k in bad_at:
+            lines.append("[not, a thread")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("dated", [False, True])
+def test_streamed_jsonl_comes_in_batches_and_gives_what_a_whole_read_gives(tmp_path, monkeypatch, dated):
+    """A streamed JSONL file's threads come BATCH_THREADS at a time, the same threads and errors as a whole read, each
+    bad record reported once (a dated read checks it twice); the ledger is known before the batches, and with
+    ``dated`` the newest post too."""
+    from indexing import loaders
+    from indexing.ledger import Held, ledger_line
+    monkeypatch.setattr(loaders, "BATCH_THREADS", 3)
+    f = tmp_path / "t.jsonl.gz"  # a ledger line on line 2, not first: a bad record
+    forum = _jsonl_forum(7, bad_at=(2, 7)).replace(b"\n", b"\n" + ledger_line(Held(None)).encode(), 1)
+    f.write_bytes(gzip.compress(forum))
+    whole = load(f)
+    streamed = load(f, stream=True, dated=dated)
+    assert streamed.threads == [] and len(streamed.errors) == (3 if dated else 0)  # only what its first pass read
+    assert streamed.newest == (whole.threads[-1].newest_post() if dated else None)
+    batches = [[t.id for t in b] for b in streamed.batches]
+    assert batches == [["t1", "t2", "t3"], ["t4", "t5", "t6"], ["t7"]]
+    assert [t.id for t in whole.threads] == [t for b in batches for t in b]
+    assert [str(e) for e in streamed.errors] == [str(e) for e in whole.errors]
+    assert [e.where for e in whole.errors] == ["line 2", "line 4", "line 10"]
+    assert "ledger line" in whole.errors[0].message and "first line" in whole.errors[0].message
+
+
+def test_streamed_jsonl_reads_an_exports_ledger_line_first(tmp_path):
+    from indexing.ledger import Held, ledger_line
+    f = tmp_path / "export.jsonl"
+    f.write_bytes(b"\n" + ledger_line(Held(None)).encode() + _jsonl_forum(2))  # after a blank line, still the first
+    r = load(f, stream=True)
+    assert r.ledger is not None and r.errors == []
+    assert [t.id for b in r.batches for t in b] == ["t1", "t2"] and r.errors == []
+
+
+def test_streamed_jsonl_strict_raises_before_any_batch(tmp_path):
+    f = tmp_path / "t.jsonl"
+    f.write_bytes(_jsonl_forum(5, bad_at=(5,)))
+    with pytest.raises(LoadError, match="line 6: invalid JSON"):
+        load(f, strict=True, stream=True)
+
+
+def test_a_gzip_jsonl_cut_short_writes_nothing(tmp_path, cli_env):
+    """A gzip file cut short (a copy interrupted) is an error before its first batch is written, streamed or not."""
+    f = tmp_path / "cut.jsonl.gz"
+    whole = gzip.compress(_jsonl_forum(9) * 200)
+    f.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(LoadError, match="cut.jsonl.gz: file: cannot read"):
+        load(f, stream=True)
+    p = subprocess.run(CQA + ["ingest", str(f), "-q"], env=cli_env, capture_output=True, text=True)
+    assert p.returncode == 2 and "cannot read" in p.stderr
+    with ThreadStore(Path(cli_env["CQA_DATA_DIR"]) / "threads.sqlite3") as store:
+        assert store.counts() == {"threads": 0, "answers": 0}
+
+
+def test_ingest_of_a_jsonl_file_writes_a_batch_a_transaction(tmp_path, monkeypatch):
+    """A batch the store refuses stops the file: the batches before it stay written, and the error says how many."""
+    from indexing import loaders
+    from indexing.store import StoreError
+    monkeypatch.setattr(loaders, "BATCH_THREADS", 4)
+    f = tmp_path / "t.jsonl"
+    f.write_bytes(_jsonl_forum(10))
+    with ThreadStore(tmp_path / "s.db") as store:
+        real, calls = store.upsert, []
+
+        def refuses_the_second(threads, **kw):
+            calls.append(len(threads))
+            if len(calls) == 2:
+                raise StoreError("disk full")
+            return real(threads, **kw)
+        monkeypatch.setattr(store, "upsert", refuses_the_second)
+        with pytest.raises(StoreError) as e:
+            ingest_paths(store, [f], progress=False)
+        assert e.value.written_before == 4 and calls == [4, 4]
+        assert store.counts() == {"threads": 4, "answers": 4}
+
+
+def test_cli_ingest_of_jsonl_from_stdin_streamed_strict_and_mirrored(tmp_path, cli_env):
+    """Standard input is spooled, so it is read twice like a file: strict refuses a bad record before writing, and a
+    mirror knows its newest post."""
+    forum = _jsonl_forum(6)
+    bad = subprocess.run(CQA + ["ingest", "-", "-q", "--strict"], input=_jsonl_forum(6, bad_at=(6,)), env=cli_env,
+                         capture_output=True)
+    assert bad.returncode == 2 and b"-: line 7: invalid JSON" in bad.stderr
+    ok = subprocess.run(CQA + ["ingest", "-", "-q"], input=gzip.compress(forum), env=cli_env, capture_output=True)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout.decode().splitlines()[-1])["inserted"] == 6
+    smaller = b"".join(line + b"\n" for line in forum.splitlines()[1:])  # t1 removed from the site
+    m = subprocess.run(CQA + ["ingest", "-", "-q", "--mirror", "--max-remove", "1"], input=smaller, env=cli_env,
+                       capture_output=True)
+    assert m.returncode == 0, m.stderr
+    summary = json.loads(m.stdout.decode().splitlines()[-1])
+    assert summary["mirror"]["removed"] == 1 and summary["mirror"]["newest_post"] == "2016-01-06T11:00:00"
+    assert not list(Path(tempfile.gettempdir()).glob("cqa-stdin-*"))
+
+
+def test_a_mirror_of_several_files_takes_the_newest_post_of_them_all(tmp_path):
+    """A site's dump in two JSONL files: the horizon is the newest post of both, known before the first file is
+    written, so a stored comment older than it that the first file lacks is the site's removal, not the forum's own."""
+    from indexing.ingest import RemovalLimit
+    from indexing.models import Answer, Thread
+    lines = _jsonl_forum(6).splitlines(keepends=True)
+    (tmp_path / "dump").mkdir()
+    (tmp_path / "dump" / "a.jsonl").write_bytes(b"".join(lines[:3]))  # newest: 2016-01-03 11:00
+    (tmp_path / "dump" / "b.jsonl").write_bytes(b"".join(lines[3:]))  # newest: 2016-01-06 11:00
+    with ThreadStore(tmp_path / "s.db") as store:
+        ingest_paths(store, [tmp_path / "dump"], progress=False)
+        t2 = store.get("t2")
+        store.upsert([t2.model_copy(update={"answers": [*t2.answers, Answer(id="late", text="seen on day 4",
+                                                                             created_at="2016-01-04 12:00:00")]}),
+                      Thread(id="x", subject="removed on the site", created_at="2016-01-05 12:00:00"),
+                      Thread(id="y", subject="the forum's own", created_at="2016-01-07 09:00:00")])
+        report = ingest_paths(store, [tmp_path / "dump"], progress=False, mirror=RemovalLimit(count=1))
+        assert report.mirror.removed == ["x"] and report.comments_kept_newer == 0
+        assert [a.id for a in store.get("t2").answers] == ["t2a"] and store.get("y") is not None
 
 
 def test_cli_ingest_twice(semeval, cli_env, tmp_path):
