@@ -534,17 +534,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "a store that holds no thread yet, before the file's threads (a restore by ingest); into one "
                        "that holds threads it is reported (`ledgers`), not taken. With --mirror (a forum re-imported "
                        "from each new dump of its site), the stored threads that none of the files holds are then "
-                       "removed, as the site removed them. A dump's Posts.xml is staged in $TMPDIR as it is parsed "
-                       "and written 2,000 threads at a time, so its size is not bounded by memory; the other formats "
-                       "are read whole, each file written in one transaction. Prints a JSON line with the counts "
+                       "removed, as the site removed them. A JSONL file is read as a stream, after a first pass that "
+                       "checks it (a gzip file decompressed to its end; with --strict or --mirror every record), and a "
+                       "dump's Posts.xml is staged in $TMPDIR as it is parsed; both are written 2,000 threads at a "
+                       "time, each batch in one transaction, so their size is not bounded by memory. A SemEval file "
+                       "is read whole and written in one transaction. Prints a JSON line with the counts "
                        "last. Exit status: 0; "
-                       "2 when a file could not be read (nothing of it written) or a write was refused (a dump's "
+                       "2 when a file could not be read (nothing of it written) or a write was refused (the file's "
                        "batches before it stay written, and it says how many threads they held); 3 when --mirror "
                        "removed nothing "
                        "because it was not safe (the files' threads are written; the reason is printed).")
     s.add_argument("paths", nargs="+", metavar="PATH",
                    help="files or folders to read; - reads standard input (gzipped or not; XML or JSONL told by its "
-                   "first byte unless --format): `cqa export | cqa ingest -`, or over ssh from another machine")
+                   "first byte unless --format; spooled to a file in $TMPDIR as it comes): `cqa export | cqa ingest "
+                   "-`, or over ssh from another machine")
     s.add_argument("--format", choices=["semeval", "jsonl", "stackexchange"],
                    help="force a format (default: by file name, and an XML file by its root element: <posts> is a "
                    "StackExchange dump's Posts.xml)")

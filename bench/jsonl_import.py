@@ -1,13 +1,14 @@
 """What `cqa ingest` of a large JSONL file (a forum's export) costs in time and memory now that it is read as a stream
-and written a batch at a time, against round 48's whole read (the reference: the same command, each file parsed
-whole and written in one transaction), side by side in one run, and whether both give the same store.
+and written a batch at a time, against a whole read (the reference: the same command with each file parsed whole and
+written in one transaction, as up to round 48; round 48's loader also held the file's bytes and their lines while it
+parsed, so it needed more), side by side in one run, and whether both give the same store.
 
 The forum: `cqa export` of the data folder's store (the 2016 corpus's by default: 3,869 threads, 19,680 comments),
 written --copies times over (each copy's thread and comment ids suffixed, ~2, ~3...), as plain JSONL and gzipped. Each
 arm is `cqa ingest FILE -q --encode never` as a user runs it (a subprocess, into an empty data folder of its own),
 --repeats times in turn (the order rotating); the fastest wall time and the peak resident memory of each are kept:
 
-- `whole`: the reference, round 48's read: the command run with the loader's stream turned off (each file read whole);
+- `whole`: the reference: the command run with the loader's stream turned off (each file parsed whole);
 - `stream`: the command as it ships (the file checked to its end, then read for its threads 2,000 at a time);
 - `stream_strict`: with --strict (every record checked in a first pass before anything is written, then read again);
 - `stream_gz`: the gzipped file (decompressed to its end once to check it, then read);
@@ -44,8 +45,8 @@ LAUNCHER = ("import resource, subprocess, sys; src = sys.argv[2]; "
             "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
             "sys.exit(code)")
 
-# Round 48's read: `cqa ingest` with every JSONL file loaded whole (``load`` without ``stream``), so ``ingest_paths``
-# writes it in one transaction, as it did then.
+# The whole read: `cqa ingest` with every JSONL file loaded whole (``load`` without ``stream``), so ``ingest_paths``
+# writes it in one transaction, as it did up to round 48.
 WHOLE = ("import sys; import indexing.ingest as ingest; loaded = ingest.load; "
          "ingest.load = lambda f, fmt=None, strict=False, stream=False, dated=False: loaded(f, fmt, strict=strict); "
          "from app.cli import main; sys.exit(main(sys.argv[1:]))")
