@@ -221,7 +221,10 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     before = store.dated_ids() if mirror is not None else {}  # what a mirror may remove: not what comes meanwhile
     seen = _Seen()
 
+    bar = tqdm(total=len(files), unit="file", desc="ingest", disable=not progress)
+
     def loaded(f: Path) -> LoadResult:  # JSONL and a StackExchange dump in batches, SemEval XML whole
+        bar.set_postfix_str(f"{f.name[-40:]}: reading")
         return load(f, fmt, strict=strict, stream=True, dated=mirror is not None)
     if mirror is None:
         results: Iterable[tuple[Path, LoadResult]] = ((f, loaded(f)) for f in files)  # a file read as it comes
@@ -229,7 +232,6 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
         results = [(f, loaded(f)) for f in files]
         seen.horizon(store, max((when for _, r in results if (when := r.newest if r.batches is not None else
                                                                 newest_post(r.threads)) is not None), default=None))
-    bar = tqdm(total=len(files), unit="file", desc="ingest", disable=not progress)
     for f, result in results:
         bar.set_postfix_str(f.name[-40:])
         if result.passed_over:

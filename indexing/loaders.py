@@ -485,7 +485,7 @@ class _JsonlReader:
         """The line's thread; None for the ledger line (kept in ``result.ledger``) or a bad record (reported)."""
         try:
             try:
-                text = line.decode("utf-8")
+                text = line.decode("utf-8-sig" if first else "utf-8")  # a byte-order mark before the first record
             except UnicodeDecodeError as e:
                 raise ValueError(f"invalid UTF-8 at byte {e.start} of the line") from None
             try:

@@ -216,6 +216,17 @@ def test_streamed_jsonl_reads_an_exports_ledger_line_first(tmp_path):
     assert [t.id for b in r.batches for t in b] == ["t1", "t2"] and r.errors == []
 
 
+def test_a_byte_order_mark_before_the_first_record_is_read_past(tmp_path):
+    """A file written by a Windows tool that puts a UTF-8 byte-order mark first: its first thread is read, whole or
+    streamed; one anywhere else is still a bad record."""
+    f = tmp_path / "bom.jsonl"
+    forum = _jsonl_forum(3)
+    f.write_bytes(b"\xef\xbb\xbf" + forum + b"\xef\xbb\xbf" + forum.splitlines()[0].replace(b"t1", b"t9") + b"\n")
+    whole, streamed = load(f), load(f, stream=True)
+    assert [t.id for t in whole.threads] == [t.id for b in streamed.batches for t in b] == ["t1", "t2", "t3"]
+    assert [e.where for e in whole.errors] == [e.where for e in streamed.errors] == ["line 4"]
+
+
 def test_streamed_jsonl_strict_raises_before_any_batch(tmp_path):
     f = tmp_path / "t.jsonl"
     f.write_bytes(_jsonl_forum(5, bad_at=(5,)))
