@@ -460,6 +460,18 @@ def test_ingest_parse_bench_reads_one_export_with_this_tree_and_a_reference_revi
     assert out["ratio_this_to_reference"] > 0  # the bench itself asserts both read the same threads and comments
 
 
+def test_jsonl_import_bench_ingests_one_file_whole_and_streamed_into_the_same_store(tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 10)
+    out = run_bench("jsonl_import.py", "--data-dir", str(s.data_dir), "--copies", "2", "--repeats", "1", env=cli_env,
+                    timeout=300)
+    arms = {"whole", "stream", "stream_strict", "stream_gz", "stdin_gz"}
+    assert out["threads"] == 20 and set(out["best_seconds"]) == set(out["peak_rss_mb"]) == arms
+    assert all(v == {"threads": 20, "answers": out["answers"], "skipped": 0, "inserted": 20}
+               for v in out["summary"].values())
+    assert out["same_store_as_whole"] == dict.fromkeys(arms, True) and out["time_ratio_to_whole"]["whole"] == 1.0
+    assert min(out["peak_rss_mb"].values()) > 0
+
+
 def test_stackexchange_import_bench_ingests_the_forum_both_ways_and_compares_the_stores(tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 10)
     out = run_bench("stackexchange_import.py", "--data-dir", str(s.data_dir), "--repeats", "1", env=cli_env,
