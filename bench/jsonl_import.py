@@ -9,7 +9,7 @@ arm is `cqa ingest FILE -q --encode never` as a user runs it (a subprocess, into
 --repeats times in turn (the order rotating); the fastest wall time and the peak resident memory of each are kept:
 
 - `whole`: the reference: the command run with the loader's stream turned off (each file parsed whole);
-- `stream`: the command as it ships (the file checked to its end, then read for its threads 2,000 at a time);
+- `stream`: the command as it ships (its first line read, then the file read for its threads 2,000 at a time);
 - `stream_strict`: with --strict (every record checked in a first pass before anything is written, then read again);
 - `stream_gz`: the gzipped file (decompressed to its end once to check it, then read);
 - `stdin_gz`: the gzipped file piped in (`cqa ingest -`: spooled to a temporary file, then as `stream_gz`).

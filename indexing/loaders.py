@@ -459,7 +459,7 @@ class _JsonlReader:
                     if line.strip():  # a bad one is reported now, and skipped when the threads are read
                         self._record(lineno, line, first=True)
                         break
-                while f.read(1 << 20):
+                while isinstance(f, gzip.GzipFile) and f.read(1 << 20):  # a plain file has no end to check
                     pass
             except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
                 raise LoadError(self.path, "file", f"cannot read: {e}") from None
