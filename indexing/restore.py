@@ -61,6 +61,10 @@ def sniffed_kind(path: Path) -> str:
         return "store"
     if head.startswith(b"\x1f\x8b"):
         return "export"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):  # `cqa export -o all.jsonl`: not gzipped
+        raise RestoreError(f"{path}: a JSONL export that is not gzipped, whose end cannot be checked (a copy cut short "
+                           "at a line's end would restore part of the forum): gzip it (`gzip FILE`) and restore the "
+                           ".gz, or ingest it into an empty data folder (`cqa ingest FILE`)")
     raise RestoreError(f"{path}: neither a store backup (SQLite) nor an export (gzipped JSONL)")
 
 

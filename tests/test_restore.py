@@ -135,7 +135,9 @@ def test_a_restore_is_refused_while_served_and_reads_past_a_damaged_store(tmp_pa
     assert list(done["ledgers_unreadable"]) == [str(settings.store_path)] and done["threads"] == 3, done
     assert (settings.data_dir / done["replaced_as"]).read_bytes().endswith(b"\xff" * 100)  # kept as it was
     (tmp_path / "notes.txt").write_text("not a backup")
-    for path, why in ((tmp_path / "notes.txt", "neither"), (tmp_path / "missing.sqlite3", "no such file")):
+    export(tmp_path / "good.sqlite3", tmp_path / "plain.jsonl")  # not gzipped: its end cannot be checked
+    for path, why in ((tmp_path / "notes.txt", "neither"), (tmp_path / "missing.sqlite3", "no such file"),
+                      (tmp_path / "plain.jsonl", r"not gzipped.*gzip FILE.*cqa ingest FILE")):
         with pytest.raises(RestoreError, match=why):
             restore(Settings(data_dir=tmp_path / "v3"), path, reindex=False)
     assert not (tmp_path / "v3").exists()  # refused before anything was made
