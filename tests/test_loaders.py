@@ -1,7 +1,6 @@
 import gzip
 import json
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -271,8 +270,11 @@ def test_ingest_of_a_jsonl_file_writes_a_batch_a_transaction(tmp_path, monkeypat
 
 def test_cli_ingest_of_jsonl_from_stdin_streamed_strict_and_mirrored(tmp_path, cli_env):
     """Standard input is spooled, so it is read twice like a file: strict refuses a bad record before writing, and a
-    mirror knows its newest post."""
+    mirror knows its newest post; no spool is left behind in $TMPDIR."""
     forum = _jsonl_forum(6)
+    spools = tmp_path / "tmpdir"
+    spools.mkdir()
+    cli_env = {**cli_env, "TMPDIR": str(spools)}
     bad = subprocess.run(CQA + ["ingest", "-", "-q", "--strict"], input=_jsonl_forum(6, bad_at=(6,)), env=cli_env,
                          capture_output=True)
     assert bad.returncode == 2 and b"-: line 7: invalid JSON" in bad.stderr
@@ -285,7 +287,20 @@ def test_cli_ingest_of_jsonl_from_stdin_streamed_strict_and_mirrored(tmp_path, c
     assert m.returncode == 0, m.stderr
     summary = json.loads(m.stdout.decode().splitlines()[-1])
     assert summary["mirror"]["removed"] == 1 and summary["mirror"]["newest_post"] == "2016-01-06T11:00:00"
-    assert not list(Path(tempfile.gettempdir()).glob("cqa-stdin-*"))
+    assert list(spools.iterdir()) == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_standard_input_is_spooled_in_tmpdir_until_its_threads_are_read(tmp_path, monkeypatch, stream):
+    import io
+    import sys
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(_jsonl_forum(4)))))
+    r = load("-", stream=stream)
+    assert len(list(tmp_path.glob("cqa-stdin-*"))) == (1 if stream else 0)  # a streamed file's batches still to read
+    assert [t.id for t in (r.threads if not stream else [t for b in r.batches for t in b])] == ["t1", "t2", "t3", "t4"]
+    assert r.path == "-" and list(tmp_path.iterdir()) == []
 
 
 def test_a_mirror_of_several_files_takes_the_newest_post_of_them_all(tmp_path):
