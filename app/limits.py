@@ -8,13 +8,15 @@ from .errors import error_body
 
 class BodyLimitMiddleware:
     """Pure ASGI: refuses a declared or streamed body over ``max_bytes`` before the app reads it,
-    and a POST body that is not JSON."""
+    and a POST body that is not JSON. The paths of ``streamed`` (a file sent whole, ``POST /imports``) are passed
+    through untouched: their endpoint reads the body as it comes, to disk, under its own limit."""
 
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, streamed: tuple[str, ...] = ()):
+        self.app, self.max_bytes, self.streamed = app, max_bytes, streamed
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH") or \
+                scope.get("path") in self.streamed:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         declared = headers.get("content-length")

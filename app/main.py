@@ -47,6 +47,7 @@ from .schemas import (
     EditedOut,
     ErasureIn,
     ErasureOut,
+    ImportOut,
     ErasureStatusOut,
     EvaluationIn,
     EvaluationOut,
@@ -184,6 +185,30 @@ class Service:
         self.batchers.append(b)
         return b
 
+    def resume_imports(self) -> None:
+        """The uploads a stopped service had accepted (``POST /imports``) but not yet ingested: ingested now, by the
+        first worker to take the import lock; the hidden files of uploads whose request never completed deleted."""
+        from indexing.imports import drop_partial, imports_folder, pending
+
+        from .imports import ImportLock, run_imports
+        folder = imports_folder(self.settings.data_dir)
+        if not folder.is_dir():
+            return
+        lock = ImportLock(self.settings)
+        if not lock.held:  # another worker receives or ingests one: it is not cut off
+            return
+        if dropped := drop_partial(folder):
+            log.warning("imports: %d uploads never completed, deleted: %s", len(dropped), ", ".join(dropped))
+        left = pending(folder)
+        if not left:
+            lock.release()
+            return
+        log.warning("imports: %d accepted before the service stopped, ingested now: %s", len(left),
+                    ", ".join(p.name for p in left))
+        _, started = self.jobs.submit("import", partial(run_imports, self.settings, lock))
+        if not started:
+            lock.release()
+
     def load_generation(self) -> None:
         from indexing.searcher import load_current
         from ranking.pipeline import build_pipeline
@@ -312,6 +337,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await run_in_threadpool(svc.load_generation)
         except IndexFormatError as e:
             log.warning("no index generation loaded: %s", e)
+        svc.resume_imports()
         follower = asyncio.create_task(follow(svc), name="generation-follower")
         try:
             yield
@@ -329,7 +355,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   description="Answer a new question with the best existing answers; sort a thread's comments.")
     errors.install(app)
     conditional.install(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes, streamed=("/imports",))
 
     @app.middleware("http")
     async def _measure(request: Request, call_next):
@@ -855,6 +881,60 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         posts = svc.store.posts_by([author_id])
         return {"author_id": author_id, "questions": sum(p.kind == "question" for p in posts),
                 "comments": sum(p.kind == "comment" for p in posts), "posts": [p.as_json() for p in posts]}
+
+    # --- imports ---------------------------------------------------------------------------------
+    @app.post("/imports", status_code=202, response_model=ImportOut, dependencies=[Depends(require_admin)],
+              summary="Send a thread file to be ingested, as a job (admin)")
+    async def post_import(request: Request, response: Response, strict: bool = False, mirror: bool = False,
+                          max_remove: str | None = None, svc: Service = Depends(service)):
+        """What `cqa ingest FILE` does, for an operator who reaches the service only over HTTP: the body is the file
+        itself (JSONL, gzipped or not, as `cqa export` writes it; a StackExchange dump's Posts.xml; any content
+        type), written to the data folder as it comes (never held in memory; at most $CQA_MAX_IMPORT_BYTES, else
+        413) and kept until its ingest is done, so a service killed meanwhile ingests it at its next start. The job
+        runs `cqa ingest` on it in a child process at the refresh's CPU priority, its texts encoded ahead, and its
+        result is the command's summary (GET /jobs/{id}); the automatic refresh then makes the threads searchable.
+        `strict`, `mirror` and `max_remove` are the command's flags. One import at a time per data folder: 409 while
+        one runs."""
+        from indexing.imports import ImportOptions, Upload, UploadError, imports_folder
+        from indexing.ingest import RemovalLimit
+
+        from .imports import ImportLock, run_imports
+        if max_remove is not None:
+            if not mirror:
+                raise HTTPException(422, detail="max_remove limits mirror: send mirror=true with it")
+            try:
+                RemovalLimit.parse(max_remove)
+            except ValueError as e:
+                raise HTTPException(422, detail=f"max_remove: {e}") from None
+        lock = ImportLock(svc.settings)
+        if not lock.held:
+            running = svc.jobs.running("import")
+            raise HTTPException(409, detail="an import is running" + (f" (job {running.id}, GET /jobs/{running.id})"
+                                                                       if running else " (another worker's)")
+                                + "; send this file again once it has finished")
+        upload = None
+        try:
+            upload = Upload(imports_folder(svc.settings.data_dir), svc.settings.max_import_bytes)
+            async for chunk in request.stream():
+                upload.write(chunk)
+            path = await run_in_threadpool(upload.finish, ImportOptions(strict=strict, mirror=mirror,
+                                                                      max_remove=max_remove))  # flushed
+        except UploadError as e:
+            upload.abort()
+            lock.release()
+            raise HTTPException(e.status, detail=e.message) from None
+        except BaseException:  # the client went away mid-way: nothing was acknowledged, nothing is kept
+            if upload is not None:
+                upload.abort()
+            lock.release()
+            raise
+        job, started = svc.jobs.submit("import", partial(run_imports, svc.settings, lock))
+        if not started:  # this worker runs one already (it cannot: the lock was free); the next start ingests it
+            lock.release()
+            response.status_code = 409
+        return {"job": job.__dict__, "started": started, "upload": path.name, "bytes": upload.size,
+                "message": "ingesting" if started else "an import is running; this file is kept and ingested at the "
+                "next start"}
 
     # --- backups ---------------------------------------------------------------------------------
     @app.post("/backups", status_code=202, response_model=JobSubmitted, dependencies=[Depends(require_admin)],

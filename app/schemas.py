@@ -546,6 +546,12 @@ class ErasureOut(JobSubmitted):
     erased: ErasedOut | None = None
 
 
+class ImportOut(JobSubmitted):
+    """An upload received and named (``indexing.imports``), and the job that ingests it."""
+    upload: str
+    bytes: int
+
+
 class PostOut(BaseModel):
     """One question or comment a user wrote (``indexing.store.Post``)."""
     kind: Literal["question", "comment"]

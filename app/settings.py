@@ -16,6 +16,8 @@ class Settings(RankingSettings):
     port: int = Field(8000, ge=1, le=65535)
     api_token: str | None = Field(None, description="Bearer token for admin endpoints; unset = disabled.")
     max_request_bytes: int = Field(1_000_000, ge=1024, description="Larger request bodies get 413.")
+    max_import_bytes: int = Field(2 * 1024**3, ge=1024, description="The largest file POST /imports takes (it is "
+                                  "written to the data folder as it comes, never held in memory); larger gets 413.")
     backup_dir: Path | None = Field(None, description="Where POST /backups writes its copies of the store and its "
                                     "exports, and GET /backups lists them (default: backups/ in the data folder).")
     backup_keep: int = Field(0, ge=0, le=10_000, description="After each POST /backups, keep only this many of the "

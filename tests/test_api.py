@@ -1106,3 +1106,67 @@ def test_a_questions_search_shows_the_answered_copy_of_a_reposted_question(clien
                                      "k": 5, "rerank": rerank})
     top = r.json()["results"][0]
     assert (top["thread_id"], top["duplicates"]) == ("orig-1", ["repost-1"])
+
+
+def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_start(client):
+    """POST /imports (admin): the body is the thread file itself, written to the data folder as it comes, then
+    ingested by `cqa ingest` in a child process as a job. Bad options, an empty body, a file that is not one and one
+    over the limit are refused with what was wrong, and leave nothing behind; one import at a time (409); a mirror
+    whose removal is refused is a done import that says why. An upload a stopped service had accepted is ingested at
+    the next start, and one whose request never completed is deleted."""
+    import gzip
+
+    from app.imports import ImportLock
+    from indexing.imports import ImportOptions, Upload, imports_folder, pending
+
+    svc = client.app.state.service
+    folder = imports_folder(svc.settings.data_dir)
+    threads = [{"id": f"imp{k}", "subject": f"imported question {k}", "answers": [{"id": f"imp{k}a", "text": "yes"}]}
+               for k in range(3)]
+    body = "".join(json.dumps(t) + "\n" for t in threads).encode() + b"[not a thread\n"
+    assert client.post("/imports", content=body).status_code == 401
+    for params, why in (({"max_remove": "3"}, "mirror=true"), ({"mirror": "true", "max_remove": "lots"}, "max_remove")):
+        r = client.post("/imports", params=params, content=body, headers=ADMIN)
+        assert r.status_code == 422 and why in r.json()["error"]["message"], r.text
+    for content, status, why in ((b"", 400, "empty"), (b"PK\x03\x04 a zip", 415, "not a thread file")):
+        r = client.post("/imports", content=content, headers=ADMIN)
+        assert r.status_code == status and why in r.json()["error"]["message"], r.text
+    limit = svc.settings.max_import_bytes
+    svc.settings = svc.settings.model_copy(update={"max_import_bytes": 2048})
+    r = client.post("/imports", content=body * 40, headers=ADMIN)
+    assert r.status_code == 413 and "CQA_MAX_IMPORT_BYTES" in r.json()["error"]["message"]
+    svc.settings = svc.settings.model_copy(update={"max_import_bytes": limit})
+    assert [p.name for p in folder.iterdir()] == [".lock"]  # nothing kept of what was refused
+    held = ImportLock(svc.settings)  # another worker's import
+    assert held.held and client.post("/imports", content=body, headers=ADMIN).status_code == 409
+    held.release()
+
+    r = client.post("/imports", content=gzip.compress(body), headers={**ADMIN, "Content-Type": "application/gzip"})
+    assert r.status_code == 202 and r.json()["started"] and r.json()["upload"].endswith(".jsonl.gz"), r.text
+    job = wait_job(client, r.json()["job"]["id"], timeout=300)
+    assert job["state"] == "succeeded", job
+    (done,) = job["result"]["imports"]
+    assert done["exit"] == 0 and (done["summary"]["inserted"], done["summary"]["skipped"]) == (3, 1)
+    assert client.get("/threads/imp2").json()["answers"][0]["text"] == "yes" and pending(folder) == []
+
+    good = b"".join(body.splitlines(keepends=True)[:3])
+    r = client.post("/imports", params={"mirror": "true"}, content=good, headers=ADMIN)  # the forum's 40 not in it
+    job = wait_job(client, r.json()["job"]["id"], timeout=300)
+    (done,) = job["result"]["imports"]
+    assert job["state"] == "succeeded" and done["exit"] == 3 and "--max-remove" in done["mirror_refused"], job
+    assert done["options"] == ["--mirror"] and client.get("/threads/t3").status_code == 200
+
+    upload = Upload(folder, 10**6)  # accepted (named) by a service that then stopped, before its ingest
+    upload.write(json.dumps({"id": "late", "subject": "accepted before the stop"}).encode() + b"\n")
+    named = upload.finish(ImportOptions(strict=True))
+    Upload(folder, 10**6).write(b'{"id": "never"')  # a request cut off: never acknowledged
+    assert len(list(folder.glob(".upload-*"))) == 1 and pending(folder) == [named]
+    with TestClient(create_app(svc.settings)) as again:
+        deadline = time.time() + 300
+        while pending(folder) and time.time() < deadline:
+            time.sleep(0.2)
+        job = again.app.state.service.jobs.running("import")
+        while job is not None and job.state not in ("succeeded", "failed") and time.time() < deadline:
+            time.sleep(0.2)
+        assert again.get("/threads/late").status_code == 200 and pending(folder) == []
+    assert list(folder.glob(".upload-*")) == []
