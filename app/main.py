@@ -923,6 +923,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             upload.abort()
             lock.release()
             raise HTTPException(e.status, detail=e.message) from None
+        except OSError as e:  # the data folder's disk full, most likely: nothing was acknowledged, nothing is kept
+            if upload is not None:
+                upload.abort()
+            lock.release()
+            raise HTTPException(507, detail=f"cannot write the upload in {imports_folder(svc.settings.data_dir)}: "
+                                f"{e}; make room there, or ingest the file with `cqa ingest`") from None
         except BaseException:  # the client went away mid-way: nothing was acknowledged, nothing is kept
             if upload is not None:
                 upload.abort()

@@ -1108,7 +1108,7 @@ def test_a_questions_search_shows_the_answered_copy_of_a_reposted_question(clien
     assert (top["thread_id"], top["duplicates"]) == ("orig-1", ["repost-1"])
 
 
-def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_start(client):
+def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_start(client, monkeypatch):
     """POST /imports (admin): the body is the thread file itself, written to the data folder as it comes, then
     ingested by `cqa ingest` in a child process as a job. Bad options, an empty body, a file that is not one and one
     over the limit are refused with what was wrong, and leave nothing behind; one import at a time (409); a mirror
@@ -1136,6 +1136,10 @@ def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_
     r = client.post("/imports", content=body * 40, headers=ADMIN)
     assert r.status_code == 413 and "CQA_MAX_IMPORT_BYTES" in r.json()["error"]["message"]
     svc.settings = svc.settings.model_copy(update={"max_import_bytes": limit})
+    with monkeypatch.context() as m:
+        m.setattr(Upload, "write", lambda self, chunk: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+        r = client.post("/imports", content=body, headers=ADMIN)
+        assert r.status_code == 507 and "No space left" in r.json()["error"]["message"], r.text
     assert [p.name for p in folder.iterdir()] == [".lock"]  # nothing kept of what was refused
     held = ImportLock(svc.settings)  # another worker's import
     assert held.held and client.post("/imports", content=body, headers=ADMIN).status_code == 409
