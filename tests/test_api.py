@@ -995,10 +995,16 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
         assert store["path"].endswith("score-store.sqlite3") and store["written"] > 0 and store["error"] == ""
         vector_store = http("GET", base + "/ready")[1]["vector_store"]
         assert vector_store["path"].endswith("vector-store.sqlite3") and vector_store["written"] > 0
+        imported = b"".join(json.dumps({"id": f"imp{i}", "subject": f"sent before the kill {i}"}).encode() + b"\n"
+                            for i in range(5))  # a file sent whole: accepted at its 202, its ingest cut off by the kill
+        req = urllib.request.Request(base + "/imports", data=imported, method="POST",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 202 and json.loads(r.read())["started"]
         status, job = http("POST", base + "/reindex", headers={"Authorization": f"Bearer {TOKEN}"})
         assert status == 202
         time.sleep(0.5)
-        p.send_signal(signal.SIGKILL)  # during the reindex
+        p.send_signal(signal.SIGKILL)  # during the reindex, and the import's ingest
         p.wait(timeout=20)
         p = start_server(tmp_path, port)
         ready2 = wait_ready(p, base)
@@ -1011,6 +1017,12 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
         for tid in acked:
             assert http("GET", f"{base}/threads/{tid}")[0] == 200
         assert [a["id"] for a in http("GET", f"{base}/threads/k0")[1]["answers"]] == comments
+        deadline = time.time() + 180  # the upload, ingested again by the restarted service, then deleted
+        while (list((tmp_path / "var" / "imports").glob("import-*")) or http("GET", f"{base}/threads/imp4")[0] != 200) \
+                and time.time() < deadline:
+            time.sleep(0.5)
+        assert [http("GET", f"{base}/threads/imp{i}")[0] for i in range(5)] == [200] * 5
+        assert list((tmp_path / "var" / "imports").glob("import-*")) == []
         # the score store outlives the process: the first thread again costs the restarted service no model call
         status, restarted = http("POST", base + "/rerank", body)
         assert status == 200 and restarted["results"] == out["results"]
