@@ -884,9 +884,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # --- imports ---------------------------------------------------------------------------------
     @app.post("/imports", status_code=202, response_model=ImportOut, dependencies=[Depends(require_admin)],
-              summary="Send a thread file to be ingested, as a job (admin)")
-    async def post_import(request: Request, response: Response, strict: bool = False, mirror: bool = False,
-                          max_remove: str | None = None, svc: Service = Depends(service)):
+              summary="Send a thread file to be ingested, as a job (admin)",
+              openapi_extra={"requestBody": {"required": True, "description": "the thread file itself", "content": {
+                  media: {"schema": {"type": "string", "format": "binary"}}
+                  for media in ("application/gzip", "application/x-ndjson", "application/xml",
+                                "application/octet-stream")}}})
+    async def post_import(request: Request, response: Response,
+                          strict: bool = Param(False, description="`cqa ingest --strict`: the first bad record "
+                                               "stops the file, nothing of it written"),
+                          mirror: bool = Param(False, description="`cqa ingest --mirror`: the file is the whole "
+                                               "forum; the stored threads it does not hold are then removed"),
+                          max_remove: str | None = Param(None, description="with mirror: the most threads it may "
+                                                         "remove, a count (25) or a share (10%, the default)"),
+                          svc: Service = Depends(service)):
         """What `cqa ingest FILE` does, for an operator who reaches the service only over HTTP: the body is the file
         itself (JSONL, gzipped or not, as `cqa export` writes it; a StackExchange dump's Posts.xml; any content
         type), written to the data folder as it comes (never held in memory; at most $CQA_MAX_IMPORT_BYTES, else
@@ -906,7 +916,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 RemovalLimit.parse(max_remove)
             except ValueError as e:
                 raise HTTPException(422, detail=f"max_remove: {e}") from None
-        lock = ImportLock(svc.settings)
+        try:
+            lock = ImportLock(svc.settings)
+        except OSError as e:
+            raise HTTPException(507, detail=f"cannot write in {imports_folder(svc.settings.data_dir)}: {e}") from None
         if not lock.held:
             running = svc.jobs.running("import")
             raise HTTPException(409, detail="an import is running" + (f" (job {running.id}, GET /jobs/{running.id})"
