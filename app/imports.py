@@ -5,39 +5,17 @@ come first, and the refresh then takes the threads in. One import at a time per 
 the upload's first byte to its ingest's end, by any worker)."""
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from indexing.imports import done_with, imports_folder, options_of, pending
+from indexing.imports import ImportLock, done_with, imports_folder, options_of, pending
 
 from .settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-class ImportLock:
-    """The data folder's import lock (``imports/.lock``), taken without waiting: ``held`` says whether it was."""
-
-    def __init__(self, settings: Settings):
-        folder = imports_folder(settings.data_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            self.held = True
-        except BlockingIOError:
-            self.held = False
-            self.release()
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # the lock goes with it
-            self._fd = None
 
 
 def run_imports(settings: Settings, lock: ImportLock, progress) -> dict:
@@ -84,4 +62,4 @@ def _ingest(settings: Settings, upload: Path) -> dict:
     return out
 
 
-__all__ = ["ImportLock", "run_imports"]
+__all__ = ["run_imports"]

@@ -188,13 +188,13 @@ class Service:
     def resume_imports(self) -> None:
         """The uploads a stopped service had accepted (``POST /imports``) but not yet ingested: ingested now, by the
         first worker to take the import lock; the hidden files of uploads whose request never completed deleted."""
-        from indexing.imports import drop_partial, imports_folder, pending
+        from indexing.imports import ImportLock, drop_partial, imports_folder, pending
 
-        from .imports import ImportLock, run_imports
+        from .imports import run_imports
         folder = imports_folder(self.settings.data_dir)
         if not folder.is_dir():
             return
-        lock = ImportLock(self.settings)
+        lock = ImportLock(folder)
         if not lock.held:  # another worker receives or ingests one: it is not cut off
             return
         if dropped := drop_partial(folder):
@@ -905,10 +905,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         result is the command's summary (GET /jobs/{id}); the automatic refresh then makes the threads searchable.
         `strict`, `mirror` and `max_remove` are the command's flags. One import at a time per data folder: 409 while
         one runs."""
-        from indexing.imports import ImportOptions, Upload, UploadError, imports_folder
+        from indexing.imports import ImportLock, ImportOptions, Upload, UploadError, imports_folder
         from indexing.ingest import RemovalLimit
 
-        from .imports import ImportLock, run_imports
+        from .imports import run_imports
         if max_remove is not None:
             if not mirror:
                 raise HTTPException(422, detail="max_remove limits mirror: send mirror=true with it")
@@ -917,7 +917,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except ValueError as e:
                 raise HTTPException(422, detail=f"max_remove: {e}") from None
         try:
-            lock = ImportLock(svc.settings)
+            lock = ImportLock(imports_folder(svc.settings.data_dir))
         except OSError as e:
             raise HTTPException(507, detail=f"cannot write in {imports_folder(svc.settings.data_dir)}: {e}") from None
         if not lock.held:

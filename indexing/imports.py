@@ -10,6 +10,7 @@ request never completed (never acknowledged); it is deleted.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import uuid
@@ -45,6 +46,40 @@ class ImportOptions:
 
 def imports_folder(data_dir: Path) -> Path:
     return Path(data_dir) / IMPORTS_FOLDER
+
+
+class ImportLock:
+    """A data folder's import lock (``imports/.lock``), taken without waiting: ``held`` says whether it was. Held from
+    an upload's first byte to its ingest's end, by whichever worker of a service took it."""
+
+    def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.held = True
+        except BlockingIOError:
+            self.held = False
+            self.release()
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # the lock goes with it
+            self._fd = None
+
+
+def import_running(folder: Path) -> bool:
+    """Whether a service holds the folder's import lock now (tried shared, without waiting, and let go at once)."""
+    if not (folder / ".lock").exists():
+        return False
+    fd = os.open(folder / ".lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 class Upload:
@@ -143,5 +178,5 @@ def _sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["ImportOptions", "Upload", "UploadError", "done_with", "drop_partial", "imports_folder", "options_of",
-           "pending"]
+__all__ = ["ImportLock", "ImportOptions", "Upload", "UploadError", "done_with", "drop_partial", "import_running",
+           "imports_folder", "options_of", "pending"]

@@ -11,7 +11,8 @@ the folder as it was a moment ago.
 - no store, or one that fails the check;
 - no live generation, or one behind the store (threads written since it was built, which search does not see yet);
 - a build folder left by a build that died, a half-written backup whose writer died;
-- a lease that expired (the process that held it died without dropping it: its generation may be pruned).
+- a lease that expired (the process that held it died without dropping it: its generation may be pruned);
+- files ``POST /imports`` accepted and not ingested, with no service at them (one stopped first).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from . import ledger
 from .backup import STALE_PARTIAL_S, backups_in, began, partial_backups
 from .config import IndexSettings
 from .generations import current_generation, leases, list_generations
+from .imports import import_running, imports_folder, pending
 from .store import StoreError, _counts, _fingerprint, read_only
 
 # a build folder (``.tmp-*``) untouched this long was left by a build that died
@@ -86,6 +88,8 @@ class FolderStatus:
     cache_bytes: int
     backups: BackupsStatus | None
     attention: list[str] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)  # files POST /imports accepted, not yet ingested
+    import_running: bool = False  # a service holds the import lock: it receives or ingests one now
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -188,8 +192,13 @@ def folder_status(settings: IndexSettings, backups_folder: Path | None = None, c
     if backups is not None and backups.left_by_a_dead_writer:
         attention.append(f"{len(backups.left_by_a_dead_writer)} half-written backups in {backups.folder} were left "
                          "by a writer that died (the next backup deletes them)")
+    folder = imports_folder(settings.data_dir)
+    waiting, running = [p.name for p in pending(folder)], import_running(folder)
+    if waiting and not running:
+        attention.append(f"{len(waiting)} files POST /imports accepted are not ingested yet (a service stopped first): "
+                         "the next `cqa serve` ingests them, or `cqa ingest` each of " + str(folder))
     cache = settings.cache_dir / "embeddings.sqlite3"
-    return FolderStatus(str(settings.data_dir), store, gen, _size(cache), backups, attention)
+    return FolderStatus(str(settings.data_dir), store, gen, _size(cache), backups, attention, waiting, running)
 
 
 def _ago(seconds: float | None) -> str:
@@ -228,6 +237,9 @@ def lines(s: FolderStatus) -> list[str]:
     out.append(f"served by    {len(served)} processes" + "".join(
         f"\n             {lease.holder}: {lease.generation}" for lease in served))
     out.append(f"cache        {_mb(s.cache_bytes)} of embeddings")
+    if s.imports or s.import_running:
+        out.append(f"imports      {len(s.imports)} waiting" + (", one being received or ingested" if s.import_running
+                                                              else "") + "".join(f"\n             {n}" for n in s.imports))
     if s.backups is not None:
         b = s.backups
         out.append(f"backups      {b.folder}: {b.stores} store, {b.exports} export" + (

@@ -1128,8 +1128,9 @@ def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_
     the next start, and one whose request never completed is deleted."""
     import gzip
 
-    from app.imports import ImportLock
-    from indexing.imports import ImportOptions, Upload, imports_folder, pending
+    from indexing.imports import ImportLock, ImportOptions, Upload, import_running, imports_folder, pending
+    from indexing.status import folder_status
+    from indexing.status import lines as status_lines
 
     svc = client.app.state.service
     folder = imports_folder(svc.settings.data_dir)
@@ -1153,9 +1154,11 @@ def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_
         r = client.post("/imports", content=body, headers=ADMIN)
         assert r.status_code == 507 and "No space left" in r.json()["error"]["message"], r.text
     assert [p.name for p in folder.iterdir()] == [".lock"]  # nothing kept of what was refused
-    held = ImportLock(svc.settings)  # another worker's import
-    assert held.held and client.post("/imports", content=body, headers=ADMIN).status_code == 409
+    assert not import_running(folder)
+    held = ImportLock(folder)  # another worker's import
+    assert held.held and import_running(folder) and client.post("/imports", content=body, headers=ADMIN).status_code == 409
     held.release()
+    assert not import_running(folder)
 
     r = client.post("/imports", content=gzip.compress(body), headers={**ADMIN, "Content-Type": "application/gzip"})
     assert r.status_code == 202 and r.json()["started"] and r.json()["upload"].endswith(".jsonl.gz"), r.text
@@ -1177,6 +1180,10 @@ def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_
     named = upload.finish(ImportOptions(strict=True))
     Upload(folder, 10**6).write(b'{"id": "never"')  # a request cut off: never acknowledged
     assert len(list(folder.glob(".upload-*"))) == 1 and pending(folder) == [named]
+    said = folder_status(svc.settings)  # `cqa status`, GET /status: waiting, and no service at it
+    assert said.imports == [named.name] and not said.import_running
+    assert any("POST /imports accepted are not ingested" in a for a in said.attention), said.attention
+    assert f"imports      1 waiting\n             {named.name}" in "\n".join(status_lines(said))
     with TestClient(create_app(svc.settings)) as again:
         deadline = time.time() + 300
         while pending(folder) and time.time() < deadline:
