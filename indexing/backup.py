@@ -40,7 +40,7 @@ def _hidden_beside(dest: Path) -> Path:
     return tmp
 
 
-def _flushed(path: Path) -> None:
+def flushed(path: Path) -> None:
     """``path``'s file, or folder, flushed to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -51,7 +51,7 @@ def _flushed(path: Path) -> None:
 
 def _put_in_place(tmp: Path, dest: Path) -> None:
     """``tmp``, complete, flushed to disk and given the name ``dest`` (whose folder is flushed too)."""
-    _flushed(tmp)
+    flushed(tmp)
     try:
         os.link(tmp, dest)  # unlike a rename, never replaces a file that appeared meanwhile
     except FileExistsError:
@@ -60,15 +60,15 @@ def _put_in_place(tmp: Path, dest: Path) -> None:
         if dest.exists():
             raise StoreError(f"{dest} exists: this never replaces a file; name a new one") from None
         os.rename(tmp, dest)
-    _flushed(dest.parent)
+    flushed(dest.parent)
 
 
 def replace_with(tmp: Path, dest: Path) -> None:
     """``tmp``, complete and flushed to disk, put in the place of the file ``dest`` in one step (a reader sees the
     old file or the new one, never a mix), the folder flushed too: a backup rewritten by an erasure."""
-    _flushed(tmp)
+    flushed(tmp)
     os.replace(tmp, dest)
-    _flushed(dest.parent)
+    flushed(dest.parent)
 
 
 def thread_line(thread: Thread) -> str:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .backup import flushed, replace_with
 from .loaders import Format, LoadError, _head, _sniffed
 
 IMPORTS_FOLDER = "imports"
@@ -101,8 +102,6 @@ class Upload:
 
     def finish(self, options: ImportOptions) -> Path:
         """The upload flushed, its format told, and named beside its options: from here on it is not lost."""
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
         self._fh.close()
         if self.size == 0:
             raise UploadError(400, "the request body is empty: send the thread file itself (JSONL, gzipped or not, or "
@@ -118,9 +117,10 @@ class Upload:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         name = f"import-{stamp}-{self.id}.{'jsonl' if fmt == 'jsonl' else 'xml'}{'.gz' if gz else ''}"
         final = self.folder / name
-        _write_synced(self.folder / f"{name}.options.json", json.dumps(asdict(options)))
-        os.replace(self.partial, final)
-        _sync_folder(self.folder)
+        aside = self.folder / f".{name}.options.json.tmp"
+        aside.write_text(json.dumps(asdict(options)), encoding="utf-8")
+        replace_with(aside, self.folder / f"{name}.options.json")  # each flushed, named, the folder flushed
+        replace_with(self.partial, final)
         return final
 
     def abort(self) -> None:
@@ -140,7 +140,7 @@ def done_with(upload: Path) -> None:
     """An upload whose ingest is over, deleted with its options."""
     upload.with_name(upload.name + ".options.json").unlink(missing_ok=True)
     upload.unlink(missing_ok=True)
-    _sync_folder(upload.parent)
+    flushed(upload.parent)
 
 
 def pending(folder: Path) -> list[Path]:
@@ -159,23 +159,6 @@ def drop_partial(folder: Path) -> list[str]:
     for p in gone:
         p.unlink(missing_ok=True)
     return [p.name for p in gone]
-
-
-def _write_synced(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = ["ImportLock", "ImportOptions", "Upload", "UploadError", "done_with", "drop_partial", "import_running",
