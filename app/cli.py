@@ -46,6 +46,11 @@ def _removal_limit(text: str):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _progress_lines(at) -> None:
+    """``--progress-json``: where the ingest is (``IngestProgress``), a JSON line on standard error."""
+    print(json.dumps({"progress": at.as_dict()}), file=sys.stderr, flush=True)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from indexing.generations import current_generation
     from indexing.ingest import DEFAULT_REMOVAL_LIMIT, ingest_paths
@@ -72,7 +77,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             report = ingest_paths(store, [Path(p) for p in args.paths], fmt=args.format,
                                   strict=args.strict, progress=not args.quiet, before_write=before_write,
                                   mirror=(args.max_remove or DEFAULT_REMOVAL_LIMIT) if args.mirror else None,
-                                  dry_run=args.dry_run)
+                                  dry_run=args.dry_run, on_progress=_progress_lines if args.progress_json else None)
         except (LoadError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
             done = getattr(e, "written_before", 0)
@@ -578,6 +583,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "unchanged, and with --mirror what it would remove (each file's writes rolled back; an export's "
                    "ledger line is not taken in); the exit status is the ingest's")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--progress-json", action="store_true",
+                   help="also print where the ingest is, after each batch written and each file ended, as a JSON line "
+                   "on standard error ({\"progress\": {file, files_done, files, share, threads, overall}}), for a "
+                   "program that runs this command (the service's POST /imports reports it as its job's progress)")
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("backup", help="copy the store, consistent, while it serves",
@@ -880,7 +889,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+EXIT_WITH = "CQA_EXIT_WITH"  # set by the service for the commands it runs (an import's ingest): its process id
+
+
+def _exit_with_service() -> None:
+    """A command the service runs as a child (``POST /imports``' ingest) ends when the service does: killed with it
+    (Linux's parent-death signal), and never started once it has gone. A restarted service then ingests the upload
+    again alone, never beside a child of the killed one. Elsewhere the child runs on, and the import lock it holds
+    keeps a second ingest from starting until it ends."""
+    parent = os.environ.pop(EXIT_WITH, None)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != parent:  # the service died before the signal was set
+        os._exit(128 + int(signal.SIGKILL))
+
+
 def main(argv: list[str] | None = None) -> int:
+    _exit_with_service()
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)

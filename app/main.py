@@ -73,6 +73,7 @@ from .schemas import (
 )
 from .settings import Settings, get_settings
 
+UPLOAD_WRITE_BYTES = 1 << 20  # POST /imports: how much of the body is held before it is written
 log = logging.getLogger(__name__)
 
 PURGE = ("also delete what holds it beyond the store, as an erasure does (POST /erasures): a job builds a generation "
@@ -195,7 +196,9 @@ class Service:
         if not folder.is_dir():
             return
         lock = ImportLock(folder)
-        if not lock.held:  # another worker receives or ingests one: it is not cut off
+        if not lock.held:
+            if pending(folder):  # the killed service's child, dying with it, or another worker: tried again
+                threading.Thread(target=self._resume_imports_later, name="imports-resume", daemon=True).start()
             return
         if dropped := drop_partial(folder):
             log.warning("imports: %d uploads never completed, deleted: %s", len(dropped), ", ".join(dropped))
@@ -208,6 +211,20 @@ class Service:
         _, started = self.jobs.submit("import", partial(run_imports, self.settings, lock))
         if not started:
             lock.release()
+
+    def _resume_imports_later(self, tries: int = 30, every_s: float = 1.0) -> None:
+        """``resume_imports`` found the import lock held and uploads waiting: tried again each second for a while. A
+        killed service's ingest ends with it (``cli.EXIT_WITH``), within moments; another worker's import runs on,
+        and ingests whatever waits (``run_imports`` takes every pending upload)."""
+        from indexing.imports import import_running, imports_folder
+        folder = imports_folder(self.settings.data_dir)
+        for _ in range(tries):
+            time.sleep(every_s)
+            if not import_running(folder):
+                self.resume_imports()
+                return
+        log.warning("imports: uploads wait, and the import lock stayed held for %.0f s: a running import ingests them "
+                    "(GET /status)", tries * every_s)
 
     def load_generation(self) -> None:
         from indexing.searcher import load_current
@@ -928,8 +945,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         upload = None
         try:
             upload = Upload(imports_folder(svc.settings.data_dir), svc.settings.max_import_bytes)
+            held = bytearray()  # the body's chunks (64 KiB or less) written a MiB at a time, off the event loop
             async for chunk in request.stream():
-                upload.write(chunk)
+                held += chunk
+                if len(held) >= UPLOAD_WRITE_BYTES:
+                    await run_in_threadpool(upload.write, bytes(held))
+                    held.clear()
+            if held:
+                await run_in_threadpool(upload.write, bytes(held))
             path = await run_in_threadpool(upload.finish, ImportOptions(strict=strict, mirror=mirror,
                                                                       max_remove=max_remove))  # flushed
         except UploadError as e:

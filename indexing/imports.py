@@ -63,6 +63,11 @@ class ImportLock:
             self.held = False
             self.release()
 
+    def fileno(self) -> int | None:
+        """The lock's file descriptor while it is held: a child process given it (``pass_fds``) holds the lock with
+        this process, until both have ended (``flock`` locks the open file, which they share)."""
+        return self._fd
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # the lock goes with it

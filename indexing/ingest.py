@@ -139,6 +139,27 @@ def _mirror(store: ThreadStore, before: dict[str, str | None], seen: _Seen, skip
     return out
 
 
+@dataclass(frozen=True)
+class IngestProgress:
+    """Where an ingest is, told after each batch it writes (and each file it ends): ``file`` (its name), the
+    ``files_done`` of ``files``, the ``share`` of this file read (0 to 1; a SemEval file, read whole, goes from 0 to 1
+    at once) and the ``threads`` written so far, all files together."""
+    file: str
+    files_done: int
+    files: int
+    share: float
+    threads: int
+
+    @property
+    def overall(self) -> float:
+        """The share of the whole ingest done, each file counting alike."""
+        return min((self.files_done + self.share) / max(self.files, 1), 1.0)
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "files_done": self.files_done, "files": self.files, "share": round(self.share, 4),
+                "threads": self.threads, "overall": round(self.overall, 4)}
+
+
 @dataclass
 class IngestReport:
     threads: int = 0
@@ -204,7 +225,8 @@ def _write(store: ThreadStore, name: str, threads: list[Thread], report: IngestR
 def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = None,
                  strict: bool = False, progress: bool = True,
                  before_write: Callable[[list[Thread]], dict] | None = None,
-                 mirror: RemovalLimit | None = None, dry_run: bool = False) -> IngestReport:
+                 mirror: RemovalLimit | None = None, dry_run: bool = False,
+                 on_progress: Callable[[IngestProgress], None] | None = None) -> IngestReport:
     """Load every file (folders are searched) and upsert its threads; with ``mirror``, then remove the stored
     threads none of them holds (see the module's notes; ``report.mirror`` says what, or why nothing). With
     ``dry_run``, each write is rolled back: the report says what would have been written and removed, each file's
@@ -212,6 +234,8 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     ``before_write(threads)``, when given, runs
     on each file's threads before its write (``encode_ahead``: returns its texts, encoded and seconds). It is a cache:
     when it fails the file is written all the same, and the failure logged and listed in ``ahead_failed``.
+    ``on_progress``, when given, is told where the ingest is after each batch written and each file ended
+    (``IngestProgress``); ``progress`` shows the same as a bar on standard error.
 
     In strict mode the first malformed record raises ``LoadError`` and that file writes nothing;
     otherwise malformed records are skipped, counted and logged.
@@ -221,7 +245,14 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     before = store.dated_ids() if mirror is not None else {}  # what a mirror may remove: not what comes meanwhile
     seen = _Seen()
 
-    bar = tqdm(total=len(files), unit="file", desc="ingest", disable=not progress)
+    bar = tqdm(total=len(files), unit="file", desc="ingest", disable=not progress,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}")
+
+    def advanced(f: Path, done: int, share: float) -> None:  # the bar, and whoever asked, told where the ingest is
+        bar.n = done + share
+        bar.refresh()
+        if on_progress is not None:
+            on_progress(IngestProgress(f.name, done, len(files), share, report.threads))
 
     def loaded(f: Path) -> LoadResult:  # JSONL and a StackExchange dump in batches, SemEval XML whole
         bar.set_postfix_str(f"{f.name[-40:]}: reading")
@@ -232,7 +263,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
         results = [(f, loaded(f)) for f in files]
         seen.horizon(store, max((when for _, r in results if (when := r.newest if r.batches is not None else
                                                                 newest_post(r.threads)) is not None), default=None))
-    for f, result in results:
+    for done, (f, result) in enumerate(results):
         bar.set_postfix_str(f.name[-40:])
         if result.passed_over:
             log.info("%s: passed over, holding no thread: %s", f.name, result.passed_over)
@@ -254,6 +285,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
                 _write(store, f.name, threads, report, before_write, seen if mirror is not None else None, dry_run)
                 if result.batches is not None:
                     bar.set_postfix_str(f"{f.name[-40:]}: {report.threads} threads")
+                    advanced(f, done, result.read_share() if result.read_share is not None else 0.0)
         except StoreError as e:  # a batch refused: those before it stay written, each thread whole
             e.written_before = report.threads - start
             raise
@@ -262,7 +294,7 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
         for e in result.errors:
             log.warning("skipped: %s", e)
             report.errors.append(str(e))
-        bar.update(1)
+        advanced(f, done + 1, 0.0)
     bar.close()
     if mirror is not None:
         report.mirror = _mirror(store, before, seen, len(report.errors), mirror, dry_run)
@@ -273,4 +305,5 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
     return report
 
 
-__all__ = ["DEFAULT_REMOVAL_LIMIT", "IngestReport", "LoadError", "Mirrored", "RemovalLimit", "ingest_paths"]
+__all__ = ["DEFAULT_REMOVAL_LIMIT", "IngestProgress", "IngestReport", "LoadError", "Mirrored", "RemovalLimit",
+           "ingest_paths"]

@@ -15,12 +15,13 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import shutil
 import sqlite3
 import sys
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -72,6 +73,8 @@ class LoadResult:
     # a streamed file's newest post (question or comment), known before its batches: a dump's always, a JSONL file's
     # when read ``dated``
     newest: datetime | None = None
+    # how much of a streamed file its batches have read so far, 0 to 1 (``load(..., stream=True)``)
+    read_share: Callable[[], float] | None = None
 
     @property
     def answers(self) -> int:
@@ -385,7 +388,7 @@ def load_stackexchange(path: Path, strict: bool = False, file: Path | None = Non
             result.errors.extend(errors())
         finally:
             staged.close()
-    result.batches, result.newest = batches(), staged.newest
+    result.batches, result.newest, result.read_share = batches(), staged.newest, staged.share_made
     return result
 
 
@@ -431,7 +434,7 @@ def load_jsonl(path: Path, strict: bool = False, file: Path | None = None, strea
         finally:
             if spool is not None:
                 spool.close()
-    result.batches = batches()
+    result.batches, result.read_share = batches(), reader.read_share
     return result
 
 
@@ -444,12 +447,24 @@ class _JsonlReader:
         self.result = LoadResult(path=str(path))
         self.bad: set[int] = set()  # the line numbers of the records reported
         self.checked = False  # every record read once, and the bad ones reported
+        self._reading: BinaryIO | None = None  # the file as ``threads`` reads it
 
     def _open(self) -> BinaryIO:
         try:
             return _stream(self.file)
         except OSError as e:
             raise LoadError(self.path, "file", f"cannot read: {e}") from None
+
+    def read_share(self) -> float:
+        """How much of the file ``threads`` has read: its (compressed) bytes read over its size, 0 to 1."""
+        f = self._reading
+        if f is None or f.closed:
+            return 0.0
+        try:
+            raw = f.fileobj if isinstance(f, gzip.GzipFile) else f  # a gzip file's compressed bytes read
+            return min(raw.tell() / max(os.fstat(raw.fileno()).st_size, 1), 1.0)
+        except (OSError, ValueError, AttributeError):
+            return 0.0
 
     def check_readable(self) -> None:
         """The ledger of its first line read, and a gzip file decompressed to its end (nothing parsed)."""
@@ -468,6 +483,7 @@ class _JsonlReader:
         seen: set[str] = set()
         first, lineno = True, 0
         with self._open() as f:
+            self._reading = f
             try:
                 for lineno, line in enumerate(f, start=1):
                     if not line.strip():

@@ -227,6 +227,8 @@ class Staged:
         self.errors: list[tuple[int, str, str | Exception]] = []
         self.passed_over: Counter = Counter()
         self.newest: datetime | None = None  # the newest post's time (``moment``), known once staged
+        self.questions = 0  # the questions staged, once staged
+        self.made = 0  # the questions ``batches`` has made threads of (or found making none)
 
     def _add(self, source: bytes | BinaryIO) -> None:
         cur = self._conn.cursor()
@@ -262,6 +264,7 @@ class Staged:
             self.errors.append((line, f"line {line} <row Id={aid}>",
                                 f"answer {aid} names question {parent or '(none)'}, which this file does not hold"))
         self.errors.sort(key=lambda e: e[0])
+        self.questions = cur.execute("SELECT COUNT(*) FROM posts WHERE question").fetchone()[0]
         self.newest = max((when for (stamp,) in cur.execute("SELECT CreationDate FROM posts")
                            if (when := moment(stamp)) is not None), default=None)
 
@@ -271,6 +274,7 @@ class Staged:
         answers in the order they were posted (then the file's). A question that makes no valid thread is added to
         ``errors``."""
         size = size or BATCH_THREADS
+        self.made = 0
         fields = ", ".join(POST_FIELDS)
         cur = self._conn.cursor()
         last = 0
@@ -293,7 +297,12 @@ class Staged:
                 except (ValueError, ValidationError) as e:
                     self.errors.append((q.line, f"line {q.line} <row Id={pid}>", e))
             self.errors.sort(key=lambda e: e[0])
+            self.made += len(rows)
             yield threads
+
+    def share_made(self) -> float:
+        """How much of the dump ``batches`` has made threads of: its questions, 0 to 1."""
+        return min(self.made / self.questions, 1.0) if self.questions else 0.0
 
     def close(self) -> None:
         self._conn.close()

@@ -268,6 +268,34 @@ def test_ingest_of_a_jsonl_file_writes_a_batch_a_transaction(tmp_path, monkeypat
         assert store.counts() == {"threads": 4, "answers": 4}
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_an_ingest_says_where_it_is_after_each_batch_and_each_file(tmp_path, monkeypatch, gz):
+    """``on_progress`` is told after each batch written (the share of the file read, the threads written) and after
+    each file: the share of the whole ingest only grows, and ends at 1 with every thread counted."""
+    from indexing import loaders
+    monkeypatch.setattr(loaders, "BATCH_THREADS", 25)
+    lines = b"".join(json.dumps({"id": f"p{k}", "subject": f"question {k} " + "words " * 30}).encode() + b"\n"
+                     for k in range(200))
+    big = tmp_path / ("a-big.jsonl.gz" if gz else "a-big.jsonl")
+    big.write_bytes(gzip.compress(lines) if gz else lines)
+    small = tmp_path / "b-small.jsonl"
+    small.write_bytes(_jsonl_forum(3))
+    told = []
+    with ThreadStore(tmp_path / "s.db") as store:
+        ingest_paths(store, [big, small], progress=False, on_progress=told.append)
+    of_big = [t for t in told if t.file == big.name]
+    assert [t.threads for t in of_big] == [25 * k for k in range(1, 9)] + [200]
+    assert [(t.files_done, t.files) for t in of_big] == [(0, 2)] * 8 + [(1, 2)]
+    shares = [t.share for t in of_big[:-1]]
+    assert shares == sorted(shares) and shares[-1] == 1.0
+    if not gz:  # a plain file's bytes read, to the line: the first batch is its first 25 lines of 200
+        assert abs(shares[0] - 25 / 200) < 0.01, shares
+    overall = [t.overall for t in told]
+    assert overall == sorted(overall) and told[-1].overall == 1.0 and told[-1].threads == 203
+    assert told[-1].as_dict() == {"file": small.name, "files_done": 2, "files": 2, "share": 0.0, "threads": 203,
+                                  "overall": 1.0}
+
+
 def test_cli_ingest_of_jsonl_from_stdin_streamed_strict_and_mirrored(tmp_path, cli_env):
     """Standard input is spooled, so it is read twice like a file: strict refuses a bad record before writing, and a
     mirror knows its newest post; no spool is left behind in $TMPDIR."""

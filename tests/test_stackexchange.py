@@ -310,8 +310,14 @@ def test_a_dump_is_written_a_batch_at_a_time_as_it_would_be_whole(tmp_path, monk
     with ThreadStore(tmp_path / "a.sqlite3") as store:
         store.upsert([demo[0].model_copy(update={"answers": [*demo[0].answers, Answer(
             id="gone-c1", text="Removed on the site.", created_at="2015-06-01T08:00:00")]})])
-        report = ingest_paths(store, [tmp_path / "dump"], progress=False, mirror=RemovalLimit(count=0))
+        told = []
+        report = ingest_paths(store, [tmp_path / "dump"], progress=False, mirror=RemovalLimit(count=0),
+                              on_progress=told.append)
         assert (report.threads, report.answers, report.mirror.removed, report.comments_kept_newer) == (33, 166, [], 0)
+        # where it is, after each batch: the dump's questions made into threads, of its 33
+        made = [(t.share, t.threads) for t in told if t.file == "Posts.xml" and t.share]
+        assert made == [(k / 33, k) for k in (5, 10, 15, 20, 25, 30, 33)]
+        assert told[-1].overall == 1.0 and told[-1].threads == 33
         assert [_shape(t) for t in store.iter_threads()] == [_shape(t) for t in whole.threads]
 
     with ThreadStore(tmp_path / "b.sqlite3") as store:
