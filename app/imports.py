@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def _ingest(settings: Settings, upload: Path, lock: ImportLock, told: Callable[[
         stdout: list[str] = []
         reader = threading.Thread(target=lambda: stdout.extend(child.stdout), daemon=True)  # the summary
         reader.start()
-        errors = []
+        errors: deque[str] = deque(maxlen=50)  # its last words: a file of bad records logs one line each
         for line in child.stderr:  # the progress lines as they come; the rest is what the command said
             if line.startswith('{"progress"'):
                 try:
@@ -84,7 +85,7 @@ def _ingest(settings: Settings, upload: Path, lock: ImportLock, told: Callable[[
     if child.returncode == 3:
         out["mirror_refused"] = errors[-1] if errors else "see the service's log"
     elif child.returncode != 0:
-        out["error"] = " ".join(errors[-3:]) or f"cqa ingest exited with status {child.returncode}"
+        out["error"] = " ".join(list(errors)[-3:]) or f"cqa ingest exited with status {child.returncode}"
     if child.returncode in (0, 2, 3):  # its ingest is over, whatever it said: a refused file would be refused again
         done_with(upload)
     else:
