@@ -60,14 +60,20 @@ def bootstrap(settings: Settings, progress: bool = True, answers_now_max: int = 
     return out
 
 
-def reindex_command(settings: Settings, *flags: str) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of a ``cqa reindex`` of this data folder with this service's encoders, run as a
-    child process (its log lines go to this process's stderr; its last stdout line is the summary)."""
+def child_command(settings: Settings, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of a ``cqa`` command this service runs as a child process, on its data folder with its
+    encoders whatever the environment says (a build's, an import's ingest, which encodes ahead with them)."""
     import os
     import sys
     env = {**os.environ, "CQA_DATA_DIR": str(settings.data_dir), "CQA_ANSWER_ENCODER": settings.answer_encoder,
            "CQA_DENSE_ENCODER": settings.dense_encoder}
-    return [sys.executable, "-m", "app.cli", "reindex", "--quiet", *flags], env
+    return [sys.executable, "-m", "app.cli", *args], env
+
+
+def reindex_command(settings: Settings, *flags: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of a ``cqa reindex`` of this data folder with this service's encoders, run as a
+    child process (its log lines go to this process's stderr; its last stdout line is the summary)."""
+    return child_command(settings, "reindex", "--quiet", *flags)
 
 
 def reindex_in_background(settings: Settings):

@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from indexing.imports import ImportLock, done_with, imports_folder, options_of, pending
 
+from .bootstrap import child_command
 from .cli import EXIT_WITH
 from .settings import Settings
 
@@ -53,13 +53,13 @@ def _ingest(settings: Settings, upload: Path, lock: ImportLock, told: Callable[[
     while it runs, even after this process has gone; and it ends with this process (``cli.EXIT_WITH``), so a service
     killed mid-import leaves no ingest running that its restart would run beside."""
     options = options_of(upload)
-    cmd = [sys.executable, "-m", "app.cli", "--data-dir", str(settings.data_dir), "ingest", str(upload), "-q",
-           "--progress-json", "--encode", "auto", "--nice", str(settings.refresh_nice), *options.args()]
+    cmd, env = child_command(settings, "ingest", str(upload), "-q", "--progress-json", "--encode", "auto", "--nice",
+                             str(settings.refresh_nice), *options.args())
     log.info("import: %s", " ".join(cmd[2:]))
     held = lock.fileno()
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           pass_fds=(held,) if held is not None else (),
-                          env={**os.environ, EXIT_WITH: str(os.getpid())}) as child:
+                          env={**env, EXIT_WITH: str(os.getpid())}) as child:
         stdout: list[str] = []
         reader = threading.Thread(target=lambda: stdout.extend(child.stdout), daemon=True)  # the summary
         reader.start()

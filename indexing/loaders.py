@@ -458,8 +458,10 @@ class _JsonlReader:
     def read_share(self) -> float:
         """How much of the file ``threads`` has read: its (compressed) bytes read over its size, 0 to 1."""
         f = self._reading
-        if f is None or f.closed:
+        if f is None:
             return 0.0
+        if f.closed:  # read to its end (or given up on)
+            return 1.0
         try:
             raw = f.fileobj if isinstance(f, gzip.GzipFile) else f  # a gzip file's compressed bytes read
             return min(raw.tell() / max(os.fstat(raw.fileno()).st_size, 1), 1.0)

@@ -12,6 +12,7 @@ from pathlib import Path
 from app.imports import _ingest
 from app.settings import Settings
 from indexing.imports import ImportLock, ImportOptions, Upload, import_running, imports_folder, pending
+from indexing.store import ThreadStore
 
 from .conftest import ROOT
 
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 from app.imports import run_imports
 from app.settings import Settings
+from indexing.store import ThreadStore
 from indexing.imports import ImportLock, imports_folder
 settings = Settings(data_dir=Path(sys.argv[1]))
 lock = ImportLock(imports_folder(settings.data_dir))
@@ -60,10 +62,12 @@ def _wait_for_child(name: str, timeout: float = 60) -> int:
     raise AssertionError(f"no child process ingests {name}")
 
 
-def test_an_imports_child_holds_the_lock_until_it_ends_and_tells_its_progress(tmp_path):
+def test_an_imports_child_holds_the_lock_until_it_ends_and_tells_its_progress(tmp_path, monkeypatch):
     """The service may let go of the import lock (it is killed): the child it gave the lock to still holds it, so no
-    second ingest starts beside it; the lock is free once the child ends. Its progress lines reach the job."""
+    second ingest starts beside it; the lock is free once the child ends. Its progress lines reach the job, and it
+    writes into the service's data folder whatever the environment names."""
     settings = Settings(data_dir=tmp_path / "var")
+    monkeypatch.setenv("CQA_DATA_DIR", str(tmp_path / "elsewhere"))
     folder = imports_folder(settings.data_dir)
     named = _upload(settings.data_dir, 3000)
     lock = ImportLock(folder)
@@ -80,6 +84,9 @@ def test_an_imports_child_holds_the_lock_until_it_ends_and_tells_its_progress(tm
     assert done["exit"] == 0 and done["summary"]["inserted"] == 3000, done
     assert [t["threads"] for t in told] == [2000, 3000, 3000] and told[-1]["overall"] == 1.0, told
     assert pending(folder) == []
+    with ThreadStore(settings.store_path) as store:
+        assert store.counts() == {"threads": 3000, "answers": 3000}
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_an_imports_child_ends_with_the_service_killed_mid_import(tmp_path, cli_env):
