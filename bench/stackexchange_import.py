@@ -7,8 +7,10 @@ bodies, PostLinks.xml, Users.xml). Each is ingested by `cqa ingest` as a user ru
 folder of its own), --repeats times in turn (the order alternating); the fastest wall time and each one's peak resident
 memory are kept. `html_text` is also timed alone over the same bodies (the dump's HTML read as text). Then the two
 stores are compared thread by thread: subject, body, author, time and each comment's id, text, author and time in
-order (the dump's category is its tag, compared as such). With --copies N, the forum is written N times over (ids
-suffixed), to see how each import's memory grows with the forum. Prints a JSON object last.
+order (the dump's category is its tag, compared as such). A third arm ingests the dump as the site publishes it,
+one .7z archive of the same files (`cqa ingest site.7z`: its Posts.xml and PostLinks.xml unpacked into $TMPDIR),
+against the unpacked folder, the two stores compared by `cqa export`'s fingerprint. With --copies N, the forum is
+written N times over (ids suffixed), to see how each import's memory grows with the forum. Prints a JSON object last.
 
     python bench/stackexchange_import.py [--data-dir var/benchmarks/fullcorpus-2016] [--repeats 3] [--limit N]
                                          [--copies N]
@@ -27,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import py7zr  # noqa: E402
 
 from indexing.backup import export  # noqa: E402
 from indexing.loaders import load_jsonl  # noqa: E402
@@ -116,26 +120,41 @@ def main(argv: list[str] | None = None) -> int:
         for body in bodies:  # what reading the dump's HTML costs, alone
             html_text(body)
         html_seconds = time.perf_counter() - t0
-        runs: dict[str, list[dict]] = {"jsonl": [], "stackexchange": []}
-        arms = {"jsonl": (jsonl, tmp / "a"), "stackexchange": (dump, tmp / "b")}
-        for folder in (tmp / "a", tmp / "b"):
+        archive = tmp / "site.7z"  # the dump as the site publishes it
+        t0 = time.perf_counter()
+        with py7zr.SevenZipFile(archive, "w") as z:
+            for f in sorted(dump.iterdir()):
+                z.write(f, arcname=f.name)
+        pack_seconds = time.perf_counter() - t0
+        order = ["jsonl", "stackexchange", "stackexchange-7z"]
+        runs: dict[str, list[dict]] = {name: [] for name in order}
+        arms = {"jsonl": (jsonl, tmp / "a"), "stackexchange": (dump, tmp / "b"),
+                "stackexchange-7z": (archive, tmp / "c")}
+        for _, folder in arms.values():
             folder.mkdir()
         for r in range(args.repeats):
-            for name in (("jsonl", "stackexchange") if r % 2 == 0 else ("stackexchange", "jsonl")):
+            for name in (order if r % 2 == 0 else order[::-1]):
                 runs[name].append(ingest(*arms[name]))
                 print(f"# run {r} {name}: {runs[name][-1]['seconds']:.2f} s", file=sys.stderr)
         same = compare(tmp / "a" / "threads.sqlite3", tmp / "b" / "threads.sqlite3")
+        prints = {name: export(folder / "threads.sqlite3", folder / "out.jsonl", with_ledger=False)["fingerprint"]
+                  for name, (_, folder) in arms.items() if name != "jsonl"}
         best = {k: min(x["seconds"] for x in v) for k, v in runs.items()}
         result = {
             "bench": "stackexchange_import", "machine": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "copies": args.copies,
             "threads": made["threads"],
             "answers": made["answers"],
-            "bytes": {"jsonl": jsonl.stat().st_size, "posts_xml": (dump / "Posts.xml").stat().st_size},
+            "bytes": {"jsonl": jsonl.stat().st_size, "posts_xml": (dump / "Posts.xml").stat().st_size,
+                      "dump_folder": sum(f.stat().st_size for f in dump.iterdir()),
+                      "archive_7z": archive.stat().st_size},
+            "pack_7z_seconds": round(pack_seconds, 2),
             "seconds": {k: [round(x["seconds"], 2) for x in v] for k, v in runs.items()},
             "peak_rss_mb": {k: max(x["peak_rss_mb"] for x in v) for k, v in runs.items()},
             "best_seconds": {k: round(v, 2) for k, v in best.items()},
             "ratio_stackexchange_to_jsonl": round(best["stackexchange"] / best["jsonl"], 2),
+            "ratio_7z_to_unpacked_folder": round(best["stackexchange-7z"] / best["stackexchange"], 2),
+            "same_store_7z_and_folder": prints["stackexchange-7z"] == prints["stackexchange"],
             "html_text": {"bodies": len(bodies), "seconds": round(html_seconds, 3)},
             "summary": {k: {f: v[-1]["summary"].get(f) for f in ("threads", "answers", "skipped", "inserted",
                                                                    "passed_over")} for k, v in runs.items()},

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .archives import archive_kind
 from .backup import flushed, replace_with
 from .loaders import Format, LoadError, _head, _sniffed
 
@@ -111,16 +112,20 @@ class Upload:
         if self.size == 0:
             raise UploadError(400, "the request body is empty: send the thread file itself (JSONL, gzipped or not, or "
                               "a StackExchange dump's Posts.xml)")
-        try:
-            head = _head(self.partial)
-            fmt: Format = _sniffed(head)
-        except LoadError as e:
-            raise UploadError(415, f"not a thread file: {e.message} (send JSONL, gzipped or not, or a StackExchange "
-                              "dump's Posts.xml)") from None
         with open(self.partial, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
+            raw = f.read(8)
+        if (kind := archive_kind(raw)) is not None:  # a StackExchange dump as the site publishes it
+            suffix = kind
+        else:
+            try:
+                fmt: Format = _sniffed(_head(self.partial))
+            except LoadError as e:
+                raise UploadError(415, f"not a thread file: {e.message} (send JSONL, gzipped or not, a StackExchange "
+                                  "dump's .7z archive, or its Posts.xml)") from None
+            gz = raw[:2] == b"\x1f\x8b"
+            suffix = f"{'jsonl' if fmt == 'jsonl' else 'xml'}{'.gz' if gz else ''}"
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-        name = f"import-{stamp}-{self.id}.{'jsonl' if fmt == 'jsonl' else 'xml'}{'.gz' if gz else ''}"
+        name = f"import-{stamp}-{self.id}.{suffix}"
         final = self.folder / name
         aside = self.folder / f".{name}.options.json.tmp"
         aside.write_text(json.dumps(asdict(options)), encoding="utf-8")

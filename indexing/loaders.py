@@ -21,6 +21,7 @@ import sqlite3
 import sys
 import tempfile
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +31,7 @@ from typing import BinaryIO, Literal
 from lxml import etree
 from pydantic import ValidationError
 
+from .archives import ArchiveError, ArchiveKind, archive_kind, unpack_dump
 from .ledger import Held, from_line, is_ledger
 from .models import Answer, Thread, question_text
 from .stackexchange import BATCH_THREADS, DUMP_ROOTS, duplicate_links, root_of, stage_posts
@@ -137,6 +139,10 @@ def load(path: Path | str, fmt: Format | None = None, strict: bool = False, stre
     spool = _spooled_stdin() if path == STDIN else None
     file = Path(spool.name) if spool is not None else path
     try:
+        if (kind := archive_kind(_raw_head(path, file))) is not None:
+            if fmt not in (None, "stackexchange"):
+                raise LoadError(path, "format", f"a {kind} archive is read as a StackExchange dump, not {fmt}")
+            return load_dump_archive(path, kind, strict=strict, file=file, stream=stream)
         fmt = fmt or (_sniffed(_head(file)) if spool is not None else detect_format(path))
         if fmt == "semeval":
             return load_semeval(path, strict=strict, file=file)
@@ -148,6 +154,40 @@ def load(path: Path | str, fmt: Format | None = None, strict: bool = False, stre
     finally:  # a streamed JSONL file's batches keep their spool until they are read
         if spool is not None and not (fmt == "jsonl" and stream):
             spool.close()
+
+
+def _raw_head(path: Path, file: Path) -> bytes:
+    """A file's first bytes as they are (not gunzipped): enough to tell an archive."""
+    try:
+        with file.open("rb") as f:
+            return f.read(8)
+    except OSError as e:
+        raise LoadError(path, "file", f"cannot read: {e}") from None
+
+
+def load_dump_archive(path: Path, kind: ArchiveKind, strict: bool = False, file: Path | None = None,
+                      stream: bool = False) -> LoadResult:
+    """A StackExchange dump as downloaded, one site's ``.7z`` (or ``.zip``) archive (``indexing.archives``): its
+    ``Posts.xml`` and the ``PostLinks.xml`` beside it unpacked into ``$TMPDIR``, read as an unpacked dump's (staged,
+    so the unpacked files are deleted before the threads are made), the archive's other files passed over. Errors
+    name the archive and the member (``site.7z/Posts.xml: line 12 ...``)."""
+    file = file or path
+    try:
+        folder = tempfile.TemporaryDirectory(prefix="cqa-unpack-")
+    except OSError as e:
+        raise LoadError(path, "unpacking", f"cannot make a folder in {tempfile.gettempdir()}: {e}") from None
+    with folder:
+        try:
+            unpacked = unpack_dump(file, kind, Path(folder.name))
+        except ArchiveError as e:
+            raise LoadError(path, e.where, e.message) from None
+        except OSError as e:
+            raise LoadError(path, "unpacking", f"cannot unpack its Posts.xml in {tempfile.gettempdir()}: {e}; set "
+                            "TMPDIR to a folder with room for it") from None
+        result = load_stackexchange(path / "Posts.xml", strict=strict, file=unpacked.posts, stream=stream,
+                                    links=unpacked.links)
+    result.passed_over = dict(Counter(result.passed_over) + unpacked.passed_over)
+    return result
 
 
 def _spooled_stdin() -> "tempfile._TemporaryFileWrapper":
@@ -324,13 +364,15 @@ def load_semeval(path: Path, strict: bool = False, file: Path | None = None) -> 
 
 # --- StackExchange data dumps -------------------------------------------------------
 
-def load_stackexchange(path: Path, strict: bool = False, file: Path | None = None, stream: bool = False) -> LoadResult:
+def load_stackexchange(path: Path, strict: bool = False, file: Path | None = None, stream: bool = False,
+                       links: Path | None | Literal["beside"] = "beside") -> LoadResult:
     """A StackExchange dump's ``Posts.xml`` as threads, with the duplicate links of the ``PostLinks.xml`` beside it
     (``indexing.stackexchange``). The dump's other files hold no thread: each is passed over (``passed_over``) from
     its first bytes, without reading it whole. The file is parsed as it is read and staged on disk
     (``stage_posts``); with ``stream``, its threads are then made a batch at a time as ``batches`` is read, so only
     one batch is held. With ``strict``, every row is checked before anything is handed on. ``file``: where its bytes
-    are, if not at ``path`` (standard input's spool)."""
+    are, if not at ``path`` (standard input's spool, an archive's unpacked member); ``links``: its PostLinks.xml,
+    where it is not the one beside ``path`` (None: none)."""
     file = file or path
     head = _head(file)
     root = root_of(head)
@@ -340,18 +382,20 @@ def load_stackexchange(path: Path, strict: bool = False, file: Path | None = Non
         raise LoadError(path, "root element", f"<{root}> is not a StackExchange dump's; expected <posts> "
                         "(Posts.xml)")
     result = LoadResult(path=str(path))
-    links = None if path == STDIN else next(
-        (q for q in sorted(path.parent.iterdir()) if q.is_file() and q.name.lower().removesuffix(".gz") ==
-         "postlinks.xml"), None)
+    if links == "beside":
+        links = None if path == STDIN else next(
+            (q for q in sorted(path.parent.iterdir()) if q.is_file() and q.name.lower().removesuffix(".gz") ==
+             "postlinks.xml"), None)
     duplicates: dict[str, list[str]] = {}
     if links is not None:
         try:
             with _stream(links) as f:
                 duplicates = duplicate_links(f)
         except (OSError, EOFError, gzip.BadGzipFile) as e:
-            raise LoadError(links, "file", f"cannot read: {e}") from None
+            raise LoadError(path.parent / links.name, "file", f"cannot read: {e}") from None
         except etree.XMLSyntaxError as e:
-            err = LoadError(links, f"line {e.lineno or '?'}", f"not well-formed XML, so no duplicate links: {e.msg}")
+            err = LoadError(path.parent / links.name, f"line {e.lineno or '?'}",
+                            f"not well-formed XML, so no duplicate links: {e.msg}")
             if strict:
                 raise err from None
             result.errors.append(err)

@@ -479,3 +479,5 @@ def test_stackexchange_import_bench_ingests_the_forum_both_ways_and_compares_the
     assert out["threads"] == 10 and out["summary"]["stackexchange"]["inserted"] == 10
     assert out["same"]["threads_same"] == 10 and out["same"]["texts_same"] == out["same"]["texts"] > 10
     assert out["peak_rss_mb"]["jsonl"] > 0 and out["ratio_stackexchange_to_jsonl"] > 0
+    assert out["summary"]["stackexchange-7z"]["inserted"] == 10 and out["same_store_7z_and_folder"] is True
+    assert out["bytes"]["archive_7z"] < out["bytes"]["dump_folder"] and out["ratio_7z_to_unpacked_folder"] > 0

@@ -118,3 +118,30 @@ def test_an_imports_child_ends_with_the_service_killed_mid_import(tmp_path, cli_
         service.kill()
         for pid in _children_reading(named.name):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_dump_archive_sent_over_http_is_ingested_with_its_duplicate_links(tmp_path):
+    """POST /imports of a site's dump as it publishes it (a .7z): the upload is kept as a .7z, and its ingest gives
+    the threads with the duplicate links of the archive's PostLinks.xml (a Posts.xml sent alone has none)."""
+    import py7zr
+
+    from app.imports import run_imports
+    from indexing.loaders import load
+    from scripts.make_stackexchange_dump import write_dump
+    demo = load(ROOT / "data" / "demo" / "threads.jsonl").threads
+    write_dump(demo, tmp_path / "dump", duplicates={demo[1].id: [demo[0].id]})
+    with py7zr.SevenZipFile(tmp_path / "site.7z", "w") as z:
+        for f in sorted((tmp_path / "dump").iterdir()):
+            z.write(f, arcname=f.name)
+    settings = Settings(data_dir=tmp_path / "var")
+    folder = imports_folder(settings.data_dir)
+    upload = Upload(folder, 10**9)
+    upload.write((tmp_path / "site.7z").read_bytes())
+    named = upload.finish(ImportOptions(strict=True))
+    assert named.name.endswith(".7z") and pending(folder) == [named]
+    lock = ImportLock(folder)
+    (done,) = run_imports(settings, lock, lambda stage, share: None)["imports"]
+    assert done["exit"] == 0 and done["summary"]["inserted"] == 33, done
+    assert pending(folder) == [] and not import_running(folder)
+    with ThreadStore(settings.store_path) as store:
+        assert store.counts()["threads"] == 33 and store.get(demo[1].id).meta["duplicate_of"] == [demo[0].id]

@@ -150,6 +150,79 @@ def test_cqa_ingest_of_a_dump_folder_gzipped_stdin_and_strict(tmp_path, cli_env)
     assert (lenient["threads"], lenient["skipped"], lenient["passed_over"]) == (1, 4, {"tag wiki": 1})
 
 
+def _archive(kind: str, path: Path, members: dict[str, bytes]) -> Path:
+    """An archive holding ``members`` (a name in the archive to its bytes), as 7z or zip."""
+    if kind == "zip":
+        import zipfile
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+        return path
+    import py7zr  # written from a folder, as `7z a` writes one: a folder is a member of its own
+    src = path.with_name(path.name + ".members")
+    for name, data in members.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(data)
+    with py7zr.SevenZipFile(path, "w") as z:
+        for top in sorted(src.iterdir()):
+            z.writeall(top, arcname=top.name)
+    return path
+
+
+@pytest.mark.parametrize("kind, folder", [("7z", ""), ("7z", "site.example.com/"), ("zip", "site.example.com/")])
+def test_cqa_ingest_of_a_dump_as_the_site_publishes_it_one_archive(tmp_path, cli_env, kind, folder):
+    """A site's dump as downloaded (one .7z archive; a .zip too): `cqa ingest` of the archive, or of it on standard
+    input, gives the store the unpacked folder gives, duplicate links included; the other files are passed over and
+    nothing unpacked is left in $TMPDIR. An archive that is not one dump is refused with what it holds, and a bad row
+    is named inside the archive."""
+    demo = load(DEMO).threads
+    write_dump(demo, tmp_path / "dump", duplicates={demo[1].id: [demo[0].id]})
+    files = {f"{folder}{p.name}": p.read_bytes() for p in sorted((tmp_path / "dump").iterdir())}
+    archive = _archive(kind, tmp_path / f"site.{kind}", {**files, f"{folder}readme.txt": b"the license"})
+    spools = tmp_path / "tmpdir"
+    spools.mkdir()
+
+    def ingest(*args, data="var", **kw):
+        env = {**cli_env, "CQA_DATA_DIR": str(tmp_path / data), "TMPDIR": str(spools)}
+        return subprocess.run(CQA + ["ingest", *args, "-q"], env=env, capture_output=True, cwd=ROOT, **kw)
+
+    run = ingest(str(archive), text=True)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (summary["threads"], summary["answers"], summary["skipped"], summary["inserted"]) == (33, 166, 0, 33)
+    assert summary["passed_over"] == {"StackExchange Users.xml (no threads)": 1, "tag wiki excerpt": 1,
+                                      "files not of a StackExchange dump": 1}
+    assert ingest(str(tmp_path / "dump"), data="unpacked").returncode == 0
+    with ThreadStore(tmp_path / "var" / "threads.sqlite3") as a, \
+            ThreadStore(tmp_path / "unpacked" / "threads.sqlite3") as b:
+        assert a.get(demo[1].id).meta["duplicate_of"] == [demo[0].id]
+        assert [(_shape(t), t.meta) for t in a.iter_threads()] == [(_shape(t), t.meta) for t in b.iter_threads()]
+    piped = ingest("-", data="piped", input=archive.read_bytes())
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout.decode().strip().splitlines()[-1])["inserted"] == 33
+    assert list(spools.iterdir()) == []
+
+    refusals = {
+        "no Posts.xml": ({f"{folder}Users.xml": files[f"{folder}Users.xml"]}, "holds no Posts.xml"),
+        "two sites": ({"a/Posts.xml": files[f"{folder}Posts.xml"], "b/Posts.xml": files[f"{folder}Posts.xml"]},
+                      "one site's dump at a time"),
+        "bad row": ({f"{folder}Posts.xml": POSTS.encode()}, f"site-bad row.{kind}/Posts.xml: line 11 <row Id=5>"),
+    }
+    if kind == "zip":  # a member named outside the archive's folder (py7zr will not write one)
+        refusals["outside"] = ({"../Posts.xml": files[f"{folder}Posts.xml"]}, "outside the archive's folder")
+    for case, (members, why) in refusals.items():
+        bad = _archive(kind, tmp_path / f"site-{case}.{kind}", members)
+        refused = ingest(str(bad), "--strict", data=f"refused-{case}", text=True)
+        assert refused.returncode == 2 and why in refused.stderr, (case, refused.stderr)
+        assert not (tmp_path / f"refused-{case}" / "threads.sqlite3").exists() or \
+            ThreadStore(tmp_path / f"refused-{case}" / "threads.sqlite3").counts()["threads"] == 0
+    cut = tmp_path / f"cut.{kind}"
+    cut.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    refused = ingest(str(cut), data="cut", text=True)
+    assert refused.returncode == 2 and f"cut.{kind}: " in refused.stderr, refused.stderr
+    assert list(spools.iterdir()) == []
+
+
 def test_the_dump_writer_script_runs(tmp_path):
     run = subprocess.run([sys.executable, "scripts/make_stackexchange_dump.py", str(DEMO), str(tmp_path / "out")],
                          capture_output=True, text=True, cwd=ROOT)
