@@ -532,7 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ingest", help="read thread files into the store",
                        description="Read SemEval XML (.xml, .xml.gz), JSONL thread files, or a StackExchange data "
                        "dump (its Posts.xml: each question a thread, its answers the comments, in the order posted; "
-                       "the duplicate links of the PostLinks.xml beside it kept; the dump's other files passed over), "
+                       "the duplicate links of the PostLinks.xml beside it kept; the dump's other files passed over; "
+                       "the site's .7z archive as downloaded, or a .zip, is read too, its Posts.xml and PostLinks.xml "
+                       "unpacked into $TMPDIR), "
                        "or folders of them, and upsert every thread into the store. Ingesting the same file twice "
                        "changes nothing. Every write goes through the store's ledger: what an erasure or a takedown "
                        "took out is left out again, and counted. An export's ledger line (`cqa export`) is taken into "

@@ -71,6 +71,10 @@ def _members(files: list[str]) -> tuple[str, str | None, Counter]:
     return posts[0], links, rest
 
 
+def _chunk_bytes() -> int:
+    return 4 << 20
+
+
 def unpack_dump(archive: Path, kind: ArchiveKind, into: Path) -> Unpacked:
     """``Posts.xml`` (and the ``PostLinks.xml`` beside it) of the dump ``archive`` written into the folder ``into`` as
     ``Posts.xml`` and ``PostLinks.xml``. ArchiveError when it is not a readable archive of one dump; OSError when
@@ -87,7 +91,11 @@ def unpack_dump(archive: Path, kind: ArchiveKind, into: Path) -> Unpacked:
             raise ArchiveError("zip", f"cannot read it: {e}") from None
         return Unpacked(into / POSTS, into / LINKS if links else None, rest)
     import py7zr
+    import py7zr.py7zr as reader
     from py7zr.exceptions import ArchiveError as SevenZipError
+    # py7zr decompresses a member in chunks of up to 128 MB held in memory (``get_memory_limit``), so a dump's
+    # unpacking would hold about twice its Posts.xml up to that: chunks of 4 MiB keep it to the codec's own memory
+    reader.get_memory_limit = _chunk_bytes
     staging = Path(tempfile.mkdtemp(prefix="members-", dir=into))  # members land under their own paths here
     try:
         with py7zr.SevenZipFile(archive, mode="r") as z:
