@@ -71,6 +71,27 @@ def _members(files: list[str]) -> tuple[str, str | None, Counter]:
     return posts[0], links, rest
 
 
+def check_dump(archive: Path, kind: ArchiveKind) -> None:
+    """ArchiveError unless ``archive`` is a readable archive of one dump (its list of members read, nothing
+    unpacked): what an upload is checked by before it is accepted."""
+    try:
+        if kind == "zip":
+            with zipfile.ZipFile(archive) as z:
+                _members([i.filename for i in z.infolist() if not i.is_dir()])
+            return
+        import py7zr
+        with py7zr.SevenZipFile(archive, mode="r") as z:
+            if z.needs_password():
+                raise ArchiveError("7z", "it is encrypted; send the dump as the site published it")
+            _members([i.filename for i in z.list() if not i.is_directory])
+    except ArchiveError:
+        raise
+    except Exception as e:  # zipfile's and py7zr's errors on what is not an archive of theirs, or a damaged one
+        if isinstance(e, OSError):  # the disk's: not the archive's fault
+            raise
+        raise ArchiveError(kind, f"cannot read it: {e}") from None
+
+
 def _chunk_bytes() -> int:
     return 4 << 20
 
@@ -117,4 +138,4 @@ def unpack_dump(archive: Path, kind: ArchiveKind, into: Path) -> Unpacked:
     return Unpacked(into / POSTS, into / LINKS if links else None, rest)
 
 
-__all__ = ["ArchiveError", "ArchiveKind", "Unpacked", "archive_kind", "unpack_dump"]
+__all__ = ["ArchiveError", "ArchiveKind", "Unpacked", "archive_kind", "check_dump", "unpack_dump"]

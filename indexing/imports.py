@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .archives import archive_kind
+from .archives import ArchiveError, archive_kind, check_dump
 from .backup import flushed, replace_with
 from .loaders import Format, LoadError, _head, _sniffed
 
@@ -115,6 +115,11 @@ class Upload:
         with open(self.partial, "rb") as f:
             raw = f.read(8)
         if (kind := archive_kind(raw)) is not None:  # a StackExchange dump as the site publishes it
+            try:
+                check_dump(self.partial, kind)
+            except ArchiveError as e:
+                raise UploadError(415, f"not a thread file: a {kind} archive that is not one StackExchange dump: "
+                                  f"{e.message}") from None
             suffix = kind
         else:
             try:

@@ -1142,7 +1142,8 @@ def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_
     for params, why in (({"max_remove": "3"}, "mirror=true"), ({"mirror": "true", "max_remove": "lots"}, "max_remove")):
         r = client.post("/imports", params=params, content=body, headers=ADMIN)
         assert r.status_code == 422 and why in r.json()["error"]["message"], r.text
-    for content, status, why in ((b"", 400, "empty"), (b"PK\x03\x04 a zip", 415, "not a thread file")):
+    for content, status, why in ((b"", 400, "empty"), (b"PK\x03\x04 a zip", 415, "not a thread file"),
+                                 (b"%PDF-1.7", 415, "not a thread file")):
         r = client.post("/imports", content=content, headers=ADMIN)
         assert r.status_code == status and why in r.json()["error"]["message"], r.text
     limit = svc.settings.max_import_bytes

@@ -145,3 +145,25 @@ def test_a_dump_archive_sent_over_http_is_ingested_with_its_duplicate_links(tmp_
     assert pending(folder) == [] and not import_running(folder)
     with ThreadStore(settings.store_path) as store:
         assert store.counts()["threads"] == 33 and store.get(demo[1].id).meta["duplicate_of"] == [demo[0].id]
+
+
+def test_an_archive_that_is_not_one_dump_is_refused_before_it_is_accepted(tmp_path):
+    """An upload that is an archive is checked by its list of members before it is named: one that is not a
+    StackExchange dump's (no Posts.xml, or a damaged archive) is refused (415) with what it holds, and not kept."""
+    import zipfile
+
+    from indexing.imports import UploadError
+    folder = imports_folder(tmp_path / "var")
+    with zipfile.ZipFile(tmp_path / "photos.zip", "w") as z:
+        z.writestr("holiday.jpg", b"\xff\xd8")
+    for body, why in (((tmp_path / "photos.zip").read_bytes(), "holds no Posts.xml"),
+                      (b"7z\xbc\xaf\x27\x1c" + b"\x00" * 40, "cannot read it")):
+        upload = Upload(folder, 10**6)
+        upload.write(body)
+        try:
+            upload.finish(ImportOptions())
+            raise AssertionError("accepted")
+        except UploadError as e:
+            assert e.status == 415 and "not one StackExchange dump" in e.message and why in e.message, e.message
+        upload.abort()
+    assert pending(folder) == [] and [p.name for p in folder.iterdir()] == []
