@@ -13,9 +13,11 @@ import shutil
 import tempfile
 import zipfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, Literal
 
 from .stackexchange import DUMP_ROOTS
 
@@ -71,68 +73,57 @@ def _members(files: list[str]) -> tuple[str, str | None, Counter]:
     return posts[0], links, rest
 
 
-def check_dump(archive: Path, kind: ArchiveKind) -> None:
-    """ArchiveError unless ``archive`` is a readable archive of one dump (its list of members read, nothing
-    unpacked): what an upload is checked by before it is accepted."""
+@contextmanager
+def _opened(archive: Path, kind: ArchiveKind) -> Iterator[tuple[Any, str, str | None, Counter]]:
+    """The archive open, with its ``Posts.xml``, ``PostLinks.xml`` and other members (``_members``). Whatever the
+    archive's reader raises inside is an ArchiveError (the disk's OSError, which is not the archive's fault, aside)."""
     try:
         if kind == "zip":
             with zipfile.ZipFile(archive) as z:
-                _members([i.filename for i in z.infolist() if not i.is_dir()])
+                yield (z, *_members([i.filename for i in z.infolist() if not i.is_dir()]))
             return
         import py7zr
+        import py7zr.py7zr as reader
+        # py7zr decompresses a member in chunks of up to 128 MB held in memory (``get_memory_limit``), so a dump's
+        # unpacking would hold about twice its Posts.xml up to that: chunks of 4 MiB keep it to the codec's own
+        reader.get_memory_limit = _chunk_bytes
         with py7zr.SevenZipFile(archive, mode="r") as z:
             if z.needs_password():
                 raise ArchiveError("7z", "it is encrypted; send the dump as the site published it")
-            _members([i.filename for i in z.list() if not i.is_directory])
-    except ArchiveError:
+            yield (z, *_members([i.filename for i in z.list() if not i.is_directory]))
+    except (ArchiveError, OSError):
         raise
-    except Exception as e:  # zipfile's and py7zr's errors on what is not an archive of theirs, or a damaged one
-        if isinstance(e, OSError):  # the disk's: not the archive's fault
-            raise
-        raise ArchiveError(kind, f"cannot read it: {e}") from None
+    except Exception as e:  # zipfile's, py7zr's and the codecs' (lzma, zstd...) on a damaged or foreign file
+        raise ArchiveError(kind, f"cannot read it: {type(e).__name__}: {e}") from None
 
 
 def _chunk_bytes() -> int:
     return 4 << 20
 
 
+def check_dump(archive: Path, kind: ArchiveKind) -> None:
+    """ArchiveError unless ``archive`` is a readable archive of one dump (its list of members read, nothing
+    unpacked): what an upload is checked by before it is accepted."""
+    with _opened(archive, kind):
+        pass
+
+
 def unpack_dump(archive: Path, kind: ArchiveKind, into: Path) -> Unpacked:
     """``Posts.xml`` (and the ``PostLinks.xml`` beside it) of the dump ``archive`` written into the folder ``into`` as
     ``Posts.xml`` and ``PostLinks.xml``. ArchiveError when it is not a readable archive of one dump; OSError when
     ``into`` cannot take them."""
-    if kind == "zip":
-        try:
-            with zipfile.ZipFile(archive) as z:
-                posts, links, rest = _members([i.filename for i in z.infolist() if not i.is_dir()])
-                for member, name in ((posts, POSTS), (links, LINKS)):
-                    if member is not None:
-                        with z.open(member) as src, open(into / name, "wb") as dst:
-                            shutil.copyfileobj(src, dst, 1 << 20)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, RuntimeError) as e:
-            raise ArchiveError("zip", f"cannot read it: {e}") from None
-        return Unpacked(into / POSTS, into / LINKS if links else None, rest)
-    import py7zr
-    import py7zr.py7zr as reader
-    from py7zr.exceptions import ArchiveError as SevenZipError
-    # py7zr decompresses a member in chunks of up to 128 MB held in memory (``get_memory_limit``), so a dump's
-    # unpacking would hold about twice its Posts.xml up to that: chunks of 4 MiB keep it to the codec's own memory
-    reader.get_memory_limit = _chunk_bytes
-    staging = Path(tempfile.mkdtemp(prefix="members-", dir=into))  # members land under their own paths here
+    staging = Path(tempfile.mkdtemp(prefix="members-", dir=into))  # a 7z's members land under their own paths here
     try:
-        with py7zr.SevenZipFile(archive, mode="r") as z:
-            if z.needs_password():
-                raise ArchiveError("7z", "it is encrypted; send the dump as the site published it")
-            posts, links, rest = _members([i.filename for i in z.list() if not i.is_directory])
-            z.extract(path=staging, targets=[m for m in (posts, links) if m is not None])
-        for member, name in ((posts, POSTS), (links, LINKS)):
-            if member is not None:
-                (staging / member).replace(into / name)
-    except (SevenZipError, EOFError, ValueError, KeyError) as e:  # py7zr's Bad7zFile and kin; a truncated file
-        raise ArchiveError("7z", f"cannot read it: {e}") from None
-    except Exception as e:  # the codecs' own errors (lzma, zstd, ...) on a damaged stream
-        if isinstance(e, (ArchiveError, OSError)):
-            raise
-        raise ArchiveError("7z", f"cannot read it: {type(e).__name__}: {e}") from None
+        with _opened(archive, kind) as (z, posts, links, rest):
+            wanted = [(member, name) for member, name in ((posts, POSTS), (links, LINKS)) if member is not None]
+            if kind == "zip":
+                for member, name in wanted:
+                    with z.open(member) as src, open(into / name, "wb") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+            else:
+                z.extract(path=staging, targets=[member for member, _ in wanted])
+                for member, name in wanted:
+                    (staging / member).replace(into / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return Unpacked(into / POSTS, into / LINKS if links else None, rest)

@@ -220,6 +220,12 @@ def test_cqa_ingest_of_a_dump_as_the_site_publishes_it_one_archive(tmp_path, cli
     cut.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
     refused = ingest(str(cut), data="cut", text=True)
     assert refused.returncode == 2 and f"cut.{kind}: " in refused.stderr, refused.stderr
+    damaged = bytearray(archive.read_bytes())  # whole, its compressed data garbled: found as it is unpacked
+    for i in range(200, 400):
+        damaged[i] ^= 0x5A
+    (tmp_path / f"damaged.{kind}").write_bytes(bytes(damaged))
+    refused = ingest(str(tmp_path / f"damaged.{kind}"), data="damaged", text=True)
+    assert refused.returncode == 2 and f"damaged.{kind}: {kind}: cannot read it" in refused.stderr, refused.stderr
     assert list(spools.iterdir()) == []
 
 
