@@ -43,13 +43,13 @@ from load import PacedClient, get_json, post_json, resident_mb, server, split_la
 SIDES = ("cli", "http")
 
 
-def upload(base: str, path: Path) -> tuple[int, dict]:
+def upload(base: str, path: Path, content_type: str = "application/gzip", timeout: float = 600) -> tuple[int, dict]:
     """POST /imports with the file as the body, streamed from disk."""
     with path.open("rb") as body:
         req = urllib.request.Request(base + "/imports", data=body, method="POST", headers={
-            **ADMIN, "Content-Type": "application/gzip", "Content-Length": str(path.stat().st_size)})
+            **ADMIN, "Content-Type": content_type, "Content-Length": str(path.stat().st_size)})
         try:
-            with urllib.request.urlopen(req, timeout=600) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, json.loads(r.read())
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")

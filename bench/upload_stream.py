@@ -27,28 +27,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from freshness import ADMIN, POLL_S, TOKEN  # noqa: E402
+from freshness import POLL_S, TOKEN  # noqa: E402
+from http_import import upload  # noqa: E402
 from load import PacedClient, get_json, post_json, server, split_latency  # noqa: E402
-
-
-def upload(base: str, path: Path) -> tuple[int, dict]:
-    """POST /imports with the file as the body, streamed from disk."""
-    with path.open("rb") as body:
-        req = urllib.request.Request(base + "/imports", data=body, method="POST", headers={
-            **ADMIN, "Content-Type": "application/x-ndjson", "Content-Length": str(path.stat().st_size)})
-        try:
-            with urllib.request.urlopen(req, timeout=1200) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
 
 
 def run_side(corpus: Path, side: str, root: Path, file: Path, questions: list[str], timeout: float) -> tuple[dict, Path]:
@@ -70,7 +57,7 @@ def run_side(corpus: Path, side: str, root: Path, file: Path, questions: list[st
         time.sleep(3)  # the probes' figures without an upload
         w0, t0 = time.time(), time.perf_counter()
         try:
-            status, sent = upload(base, file)
+            status, sent = upload(base, file, "application/x-ndjson", timeout=1200)
             w1, upload_s = time.time(), time.perf_counter() - t0
             time.sleep(3)
         finally:

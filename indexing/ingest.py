@@ -25,7 +25,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -156,8 +156,7 @@ class IngestProgress:
         return min((self.files_done + self.share) / max(self.files, 1), 1.0)
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "files_done": self.files_done, "files": self.files, "share": round(self.share, 4),
-                "threads": self.threads, "overall": round(self.overall, 4)}
+        return {**asdict(self), "share": round(self.share, 4), "overall": round(self.overall, 4)}
 
 
 @dataclass

@@ -481,3 +481,11 @@ def test_stackexchange_import_bench_ingests_the_forum_both_ways_and_compares_the
     assert out["peak_rss_mb"]["jsonl"] > 0 and out["ratio_stackexchange_to_jsonl"] > 0
     assert out["summary"]["stackexchange-7z"]["inserted"] == 10 and out["same_store_7z_and_folder"] is True
     assert out["bytes"]["archive_7z"] < out["bytes"]["dump_folder"] and out["ratio_7z_to_unpacked_folder"] > 0
+
+
+def test_archive_unpack_bench_unpacks_a_dump_both_ways_to_the_same_posts_xml(tmp_path, cli_env, semeval):
+    s, _ = small_served_folder(tmp_path, semeval, 10)
+    out = run_bench("archive_unpack.py", "--data-dir", str(s.data_dir), "--copies", "1,2", env=cli_env, timeout=300)
+    assert [d["copies"] for d in out["dumps"]] == [1, 2] and all(d["same_posts_xml"] for d in out["dumps"])
+    assert all(d[side]["peak_rss_mb"] > 0 and d[side]["seconds"] > 0 for d in out["dumps"]
+               for side in ("py7zr_extract", "unpack_dump"))
