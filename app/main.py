@@ -37,6 +37,7 @@ from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
 from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
+from .queries import answers_query, questions_query, rerank_query
 from .refresh import Refresher
 from .schemas import (
     AnswersIn,
@@ -72,6 +73,7 @@ from .schemas import (
     blank,
 )
 from .settings import Settings, get_settings
+from .warmup import warm_up
 
 UPLOAD_WRITE_BYTES = 1 << 20  # POST /imports: how much of the body is held before it is written
 log = logging.getLogger(__name__)
@@ -121,6 +123,9 @@ class Service:
         self.answers_reranker = None  # POST /rerank/answers: the comments of given threads (the subtask C ranker)
         self.answers_batcher: MicroBatcher | None = None
         self.arabic_reranker = None  # Arabic input to POST /rerank and /search ($CQA_ARABIC_RANKER)
+        self.served_rankers: list = []  # the rerankers above and the /search ones, as loaded (not batched)
+        self.unbatched_search_rankers: dict = {}  # /search target -> its reranker without the micro-batcher
+        self.warm_up_ms: dict[str, float | None] | None = None  # what each warm-up request took (app/warmup.py)
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
         self.refresher = Refresher(self) if settings.refresh_s > 0 else None  # builds when the store moved
@@ -169,6 +174,7 @@ class Service:
         searchers = search_rerankers(self.settings, built)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
         served = [self.reranker, self.question_reranker, self.answers_reranker, *searchers.values()]
+        self.served_rankers, self.unbatched_search_rankers = served, searchers
         self.inference = inference_report(served)
         self.score_memos = partial(score_memos, served)
         self.score_store = serving_store(self.settings)
@@ -354,6 +360,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await run_in_threadpool(svc.load_generation)
         except IndexFormatError as e:
             log.warning("no index generation loaded: %s", e)
+        if settings.warm_up:  # before the first request: what it would set up (app/warmup.py)
+            svc.warm_up_ms = await run_in_threadpool(warm_up, svc)
         svc.resume_imports()
         follower = asyncio.create_task(follow(svc), name="generation-follower")
         try:
@@ -437,7 +445,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None,
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
                 "translation": gen.translation_status(),
-                "refresh": svc.refresher.report if svc.refresher is not None else None}
+                "refresh": svc.refresher.report if svc.refresher is not None else None, "warm_up_ms": svc.warm_up_ms}
 
     @app.get("/status", response_model=FolderStatus, dependencies=[Depends(require_admin)],
              summary="What the data folder holds and what needs the operator (admin): `cqa status` from the service")
@@ -509,15 +517,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     async def reranked(body: RerankIn, svc: Service) -> dict:
         """POST /rerank's answer to ``body``, within whatever limits its caller set."""
-        from ranking.candidates import Candidate, Query, indexed_answer_meta
         from ranking.combination import regime_of
         t0 = time.perf_counter()
-        gen = svc.generation  # comments it indexes come with their stored vectors
-        q = Query("rerank", body.question.text,
-                  tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at, "position": i,
-                                                 **indexed_answer_meta(gen, c.id, c.text)})
-                        for i, c in enumerate(body.candidates, 1)),
-                  {"author_id": body.asker_id, "thread_order": body.thread_order})
+        gen = svc.generation
+        q = rerank_query(body, gen)
         ranker, scores = await routed(svc, "/rerank", q, gen, svc.reranker, svc.rerank_batcher)
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
                 "metadata": regime_of(q)}
@@ -525,7 +528,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.post("/rerank/questions", response_model=RerankQuestionsOut,
               summary="Score and sort given questions by how similar each is to a new one (subtask B)")
     async def rerank_questions(body: RerankQuestionsIn, svc: Service = Depends(service)):
-        from ranking.candidates import Candidate, Query, indexed_question_meta
         from ranking.rankers import reads_comments
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_count_limit("comments", sum(len(c.comments) for c in body.candidates), svc.settings.max_candidates,
@@ -533,18 +535,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [f for i, c in enumerate(body.candidates) for f in c.fields(f"candidates.{i}")])
         t0 = time.perf_counter()
-        # threads the live generation indexes come with their question's stored vector, and with their comments'
-        # where the comments given are the ones it indexes
         gen, pipeline = svc.snapshot()
-
-        def stored(c) -> dict:
-            return (pipeline.question_meta(c.id, c.text, c.comments) if pipeline is not None
-                    else indexed_question_meta(gen, c.id, c.text))
-        # as the subtask B files give a related question: its text, its rank in the search that found it, its comments
-        q = Query("rerank-questions", body.question.text,
-                  tuple(Candidate(c.id, c.text, {"thread_rank": i, "subject": c.subject, "body": c.body,
-                                                 "comments": tuple(c.comments), **stored(c)})
-                        for i, c in enumerate(body.candidates, 1)), {"search_order": body.search_order})
+        q = questions_query(body, gen, pipeline)
         ranker, scores = await routed(svc, "/rerank/questions", q, gen, svc.question_reranker, svc.question_batcher)
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank_questions")),
                 "search_order": body.search_order and ranker is svc.question_reranker,
@@ -554,15 +546,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               summary="Score and sort the comments of given threads by how well each answers a new question "
                       "(subtask C)")
     async def rerank_answers(body: RerankAnswersIn, svc: Service = Depends(service)):
-        from ranking.candidates import Query, related_comment_candidates
         comments = body.comments()
         enforce_count_limit("comments", len(comments), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [f for i, t in enumerate(body.threads) for f in t.fields(f"threads.{i}")])
         t0 = time.perf_counter()
-        threads, gen = [t.thread() for t in body.threads], svc.generation
-        q = Query("rerank-answers", body.question.text, tuple(related_comment_candidates(threads, gen)),
-                  {"subject": body.question.subject, "body": body.question.body, "search_order": body.search_order})
+        gen = svc.generation
+        q = answers_query(body, gen)
         ranker, scores = await routed(svc, "/rerank/answers", q, gen, svc.answers_reranker, svc.answers_batcher,
                                        thread_question=True)
         out = sorted_by_score([c for _, c in comments], scores, ranker, t0, svc.metrics.stage.labels("rerank_answers"))

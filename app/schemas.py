@@ -36,9 +36,22 @@ def blank(text: str) -> bool:
 # CQA_MAX_THREADS_PER_REQUEST), checked in app/limits.py, so one number governs each limit.
 class QuestionIn(Strict):
     """A forum question: its subject (title) and body; either may be empty, not both (many forum questions are a
-    title alone)."""
+    title alone). Where a request asks about a new question (`question`), a string stands for its body:
+    `{"question": "How do I renew my permit?"}`."""
     subject: str = Field("", description="at most CQA_MAX_TEXT_CHARS characters")
     body: str = Field("", description="at most CQA_MAX_TEXT_CHARS characters")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _given_as_text(cls, data):
+        if cls is not QuestionIn:  # a candidate question has an id: an object, always
+            return data
+        if isinstance(data, str):
+            return {"body": data}
+        if not isinstance(data, (dict, QuestionIn)):
+            raise ValueError("a question is an object with a subject and a body (either may be left out), or a "
+                             "string: its body")
+        return data
 
     @model_validator(mode="after")
     def _not_blank(self) -> "QuestionIn":
@@ -379,6 +392,10 @@ class ReadyOut(BaseModel):
                                        "sees it; null when off")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
                         "each has its own and holds its own lease on the generation it serves")
+    warm_up_ms: dict[str, float | None] | None = Field(
+        None, description="the warm-up at this process's start (CQA_WARM_UP): one request of each kind, run through "
+        "the served rankers and search before the first request was taken, and the milliseconds each took (null where "
+        "it failed: see the log); nothing it scored is kept in the memos. Null when off")
 
 
 class RerankResult(BaseModel):

@@ -54,6 +54,10 @@ class Settings(RankingSettings):
                             "so far out of reach of Python's cyclic garbage collector (gc.freeze): they live as long "
                             "as the process, and a full collection would otherwise walk them all, stopping every "
                             "request meanwhile. GET /metrics: cqa_gc_pause_seconds.")
+    warm_up: bool = Field(True, description="At the start, before the service takes its first request, run one "
+                          "request of each kind (a search of each target, each rerank endpoint) through its rankers, "
+                          "so that no user's request pays for what a first one sets up: the dense index's encoder "
+                          "loaded, each network's first pass (GET /ready: warm_up_ms). Nothing it scores is kept.")
     load_switch_interval_ms: float = Field(0.5, ge=0, le=100, description="While the service loads a generation "
                                            "beside the one it serves, how long Python lets one thread hold its lock "
                                            "while another waits (sys.setswitchinterval; Python's default is 5 ms): a "

@@ -177,10 +177,10 @@ def run_level(url: str, bodies: list[dict], concurrency: int, requests: int, max
 
 @contextlib.contextmanager
 def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, timeout: float = 300,
-           root: Path = ROOT):
+           root: Path = ROOT, poll_s: float = 1.0):
     """A real ``cqa serve`` on a free port with ``env_extra`` set (``bootstrap``: an empty data folder gets
     the default corpus and a first index, as ``make serve`` does), run from the code at ``root`` (another revision's
-    checkout, for a bench that compares two); yields (base URL, GET /ready). Each server
+    checkout, for a bench that compares two); yields (base URL, GET /ready), asked every ``poll_s``. Each server
     starts with an empty score store and vector store of its own (unless ``env_extra`` names them), so the scores
     and vectors an earlier run left in the data folder never answer a request that stands for a first view."""
     port = free_port()
@@ -203,7 +203,7 @@ def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, t
                     raise SystemExit(f"the server stopped (exit {proc.returncode}) with {env_extra}")
                 if time.perf_counter() > deadline:
                     raise SystemExit("server did not become ready")
-                time.sleep(1)
+                time.sleep(poll_s)
         yield base, ready
     finally:
         proc.terminate()

@@ -3,11 +3,13 @@ reranking of the head -> explain. POST /search, ``cqa search`` and the end-to-en
 ``SearchPipeline.search``, so what is measured is what is served."""
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Mapping, Sequence
+from copy import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +34,8 @@ from .arabic import as_read_by_arabic_ranker, is_arabic_text
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 from .settings import MAX_RESULTS
+
+log = logging.getLogger(__name__)
 
 RERANKED_TARGETS = ("answers", "questions")  # targets with a reranker of their own
 # A reranked threads search ranks threads by their questions: the questions search, its results as threads (the
@@ -386,11 +390,30 @@ class SearchPipeline:
         comments' rows (ranges from the question rows: 0.02 s at 235k documents; a pass over every document took 0.3
         s of the first reranked /search answers before round 22, bench/generation_switch.py). The service calls it
         while it loads a generation, before it serves it, so no request pays it. So does the Arabic ranker's
-        (``prepare``: ``ArabicBM25``'s forum statistics, which POST /rerank reads too)."""
+        (``prepare``: ``ArabicBM25``'s forum statistics, which POST /rerank reads too), and so is the encoder of the
+        generation's dense index, which its first search would load (0.36 s for MiniLM on 2 cores; once per process and
+        encoder: a generation built by the encoder served until now finds it loaded)."""
         self._thread_answer_rows()
         if hasattr(self.arabic, "prepare"):
             self.arabic.prepare(self.gen)
+        if self.gen.dense is not None:
+            from indexing.encoder import load_encoder
+            try:
+                load_encoder(self.gen.dense.device, self.gen.dense.encoder)
+            except Exception as e:  # what the first search would meet, and report: not a reason to serve no generation
+                log.warning("the dense index's encoder %s did not load: %s", self.gen.dense.encoder.id, e)
         return self
+
+    def reranked_by(self, rerankers: Mapping[str, Ranker], depth: int | None = None,
+                    thread_depth: int | None = None, thread_comments: int | None = None) -> "SearchPipeline":
+        """This pipeline (the same first stage, store and generation) with other rerankers, e.g. the service's own
+        without their micro-batchers, and fewer candidates where given (its warm-up)."""
+        twin = copy(self)
+        twin.rerankers = dict(rerankers)
+        twin.depth = self.depth if depth is None else depth
+        twin.thread_depth = self.thread_depth if thread_depth is None else thread_depth
+        twin.thread_comments = self.thread_comments if thread_comments is None else thread_comments
+        return twin
 
     def _thread_answer_rows(self) -> dict[str, Sequence[int]]:
         """thread id -> its comments' rows in the generation, in thread order (built once per generation)."""

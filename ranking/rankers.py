@@ -2,6 +2,7 @@
 query; higher is better. Named presets and the one builder live in ranking/presets.py."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -456,6 +457,27 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int
         if memo_texts and encodes_texts(r) and r.vector_memo is None:  # values: vectors, keyed by (text, encoder id)
             r.vector_memo = ScoreMemo(memo_texts, model=vector_identity(r) if vector_store else "", store=vector_store)
     return ranker
+
+
+@contextmanager
+def memos_detached(rankers: list[Ranker]):
+    """Meanwhile, every part of ``rankers`` scores without its score and vector memos: nothing read from them or kept
+    in them (nor in the stores behind them), no count moved. For the service's warm-up, which runs before it serves;
+    not for rankers that serve requests meanwhile."""
+    held = [(r, getattr(r, "memo", None), getattr(r, "vector_memo", None)) for r in walk(rankers)]
+    try:
+        for r, memo, vectors in held:
+            if memo is not None:
+                r.memo = None
+            if vectors is not None:
+                r.vector_memo = None
+        yield
+    finally:
+        for r, memo, vectors in held:
+            if memo is not None:
+                r.memo = memo
+            if vectors is not None:
+                r.vector_memo = vectors
 
 
 def vector_identity(r) -> str:

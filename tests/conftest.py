@@ -101,6 +101,21 @@ def fresh_corpus_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fresh-corpus") / "var"
 
 
+@pytest.fixture(scope="session")
+def demo_served(tmp_path_factory):
+    """Settings of a data folder holding the demo corpus and a generation built by the real encoders (refresh off),
+    for tests of the real app with the default rankers; once per run (per pytest-xdist worker)."""
+    from app.settings import Settings
+    from indexing.ingest import ingest_paths
+    from indexing.reindex import reindex
+    from indexing.store import ThreadStore
+    settings = Settings(data_dir=tmp_path_factory.mktemp("demo-served") / "var", refresh_s=0)
+    with ThreadStore(settings.store_path) as store:
+        ingest_paths(store, [ROOT / "data/demo/threads.jsonl"], progress=False)
+    reindex(settings, progress=False)
+    return settings
+
+
 def pytest_collection_modifyitems(config, items):
     """The tests of the fresh full-corpus folder live in one file: `make test-slow` runs them in one process, but
     `make test-all` (and any run on pytest-xdist workers) uses ``--dist loadfile``, which keeps a file's tests on one

@@ -13,11 +13,6 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from app.main import create_app
-from indexing.ingest import ingest_paths
-from indexing.reindex import reindex
-from indexing.store import ThreadStore
-
-from .conftest import ROOT
 
 TOKEN = "adversarial-token"
 # draws per test; a heavier run: CQA_FUZZ_EXAMPLES=150 python -m pytest tests/test_adversarial.py
@@ -73,13 +68,8 @@ def given_ids(path: str, body: dict) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def demo_client(tmp_path_factory):
-    from app.settings import Settings
-    settings = Settings(data_dir=tmp_path_factory.mktemp("adversarial") / "var", refresh_s=0, api_token=TOKEN)
-    with ThreadStore(settings.store_path) as store:
-        ingest_paths(store, [ROOT / "data/demo/threads.jsonl"], progress=False)
-    reindex(settings, progress=False)
-    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+def demo_client(demo_served):
+    with TestClient(create_app(demo_served.model_copy(update={"api_token": TOKEN})), raise_server_exceptions=False) as c:
         yield c
 
 

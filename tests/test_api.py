@@ -315,7 +315,12 @@ def test_rerank_answers_sorts_the_comments_of_given_threads(client):
     ({"question": {"body": "x"}, "filters": {"exclude_threads": [f"t{i}" for i in range(101)]}}, 422,
      "filters.exclude_threads"),
     ({"question": {"body": "x" * 20_001}}, 422, "question.body"),
-    ({"question": "x"}, 422, "question"),
+    ({"question": "  "}, 422, "question needs a subject or a body"),
+    ({"question": "x" * 20_001}, 422, "question.body"),
+    ({"question": 7}, 422, "question: a question is an object with a subject and a body (either may be left out), or "
+                           "a string: its body"),
+    ({"question": ["x"]}, 422, "or a string: its body"),
+    ({"question": None}, 422, "or a string: its body"),
     ({}, 422, "question"),
 ])
 def test_search_bad_input(client, payload, status, needle):
@@ -323,6 +328,23 @@ def test_search_bad_input(client, payload, status, needle):
     assert r.status_code == status
     err = r.json()["error"]
     assert err["status"] == status and needle in err["message"]
+
+
+def test_a_question_sent_as_a_string_is_its_body(client):
+    """`{"question": "..."}`, what a first call to the API tends to send, is the question with that body, at every
+    endpoint that asks about a new question; a candidate question stays an object (it has an id)."""
+    text = "How do I renew my residence permit?"
+    for path, rest in (("/search", {"k": 5}), ("/rerank", {"candidates": [{"id": "a", "text": "renew it online"}]}),
+                       ("/rerank/questions", {"candidates": [{"id": "q", "body": "permit renewal"}]}),
+                       ("/rerank/answers", {"threads": [{"id": "t", "body": "permit", "comments": [
+                           {"id": "c", "text": "renew it online"}]}]})):
+        short, full = (client.post(path, json={"question": q, **rest}) for q in (text, {"body": text}))
+        assert short.status_code == full.status_code == 200, (path, short.text[:300])
+        drop = {"timings_ms"}
+        assert {k: v for k, v in short.json().items() if k not in drop} == \
+            {k: v for k, v in full.json().items() if k not in drop}, path
+    r = client.post("/rerank/questions", json={"question": text, "candidates": ["permit renewal"]})
+    assert r.status_code == 422 and "candidates.0" in r.json()["error"]["message"]
 
 
 def test_transport_level_bad_input(client):
@@ -914,6 +936,12 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
     try:
         ready = wait_ready(p, base)
         assert ready["sizes"]["documents"] >= 180
+        # warmed up before it was ready (CQA_WARM_UP): a request of each kind ran, and none of it stayed in a memo
+        assert set(ready["warm_up_ms"]) == {"POST /rerank", "POST /rerank/questions", "POST /rerank/answers",
+                                            "POST /search answers", "POST /search questions"}
+        assert all(ms is not None and ms > 0 for ms in ready["warm_up_ms"].values()), ready["warm_up_ms"]
+        assert all(m["pairs"] == m["hits"] == m["misses"] == 0 for m in ready["score_memos"].values())
+        assert ready["score_store"]["written"] == ready["vector_store"]["written"] == 0
         status, out = http("POST", base + "/search", {"question": {"body": "How do I renew my residence permit?"},
                                                       "k": 5})
         assert status == 200 and len(out["results"]) == 5

@@ -489,3 +489,19 @@ def test_archive_unpack_bench_unpacks_a_dump_both_ways_to_the_same_posts_xml(tmp
     assert [d["copies"] for d in out["dumps"]] == [1, 2] and all(d["same_posts_xml"] for d in out["dumps"])
     assert all(d[side]["peak_rss_mb"] > 0 and d[side]["seconds"] > 0 for d in out["dumps"]
                for side in ("py7zr_extract", "unpack_dump"))
+
+
+def test_first_request_bench_times_each_kind_of_request_on_a_fresh_server(demo_served, cli_env):
+    """bench/first_request.py on a served demo folder, this tree alone: a real server's start to GET /ready with its
+    warm-up, then the first request of each kind and one more of each, every one answered."""
+    out = run_bench("first_request.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--serve-dir", str(demo_served.data_dir),
+                    "--against", "", "--repeats", "1", "--next", "1", env=cli_env, timeout=600)
+    (side,) = out["sides"]
+    assert side["side"] == "this_tree" and side["serve_to_ready_median_s"] > 0
+    assert set(side["warm_up_ms"]) == {"POST /rerank", "POST /rerank/questions", "POST /rerank/answers",
+                                       "POST /search answers", "POST /search questions"}
+    assert set(side["kinds"]) == {"POST /search answers", "POST /search questions", "POST /rerank",
+                                  "POST /rerank/questions", "POST /rerank/answers", "GET /threads/{id}/answers",
+                                  "GET /threads/{id}/similar"}
+    for kind in side["kinds"].values():
+        assert len(kind["first_ms"]) == 1 and kind["after_median_ms"] > 0 and kind["first_over_after"] > 0
