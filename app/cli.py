@@ -782,7 +782,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "if the store is empty and build the indexes if there is no live generation. With "
                        "--workers N, N processes share the port; each loads the models, follows the `current` "
                        "generation pointer every $CQA_GENERATION_POLL_S seconds and holds its own lease on what it "
-                       "serves, so a reindex by any process goes live in all of them without a restart.")
+                       "serves, so a reindex by any process goes live in all of them without a restart. Each "
+                       "warms up before it takes its first request (one request of each kind through its rankers; "
+                       "$CQA_WARM_UP=false: off): once GET /ready answers, no request waits for a model to load or "
+                       "to run for the first time.")
     s.add_argument("--host", help="bind address (default: $CQA_HOST or 127.0.0.1)")
     s.add_argument("--port", type=int, help="port (default: $CQA_PORT or 8000)")
     s.add_argument("--no-bootstrap", action="store_true", help="do not ingest or index before starting")

@@ -69,3 +69,41 @@ def test_the_first_requests_load_no_model_after_the_warm_up(demo_served, monkeyp
     else:
         assert ready["warm_up_ms"] is None
         assert "encoder all-MiniLM-L6-v2" in loads, loads
+
+
+class FailsOnce:
+    """A reranker whose first call fails (a model that breaks on its first input), then ranks as the stub does."""
+    name = "fails-once"
+
+    def __init__(self):
+        from tests.conftest import OverlapRanker
+        self.calls, self.stub = 0, OverlapRanker()
+
+    def score(self, queries):
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("broke on its first input")
+        return self.stub.score(queries)
+
+
+def test_a_failed_warm_up_request_is_logged_and_the_service_serves(settings, fast_encoder, caplog):
+    """A warm-up request that fails costs the start nothing: the service starts, `warm_up_ms` names the failed one
+    (null) beside the others, the log says which and why, and the endpoint serves its requests."""
+    from indexing.reindex import reindex
+    from ranking.presets import PRESETS, RankerSpec, register
+    from tests.conftest import STUB_RANKERS
+
+    from .test_indexes import fake_encode, fill_store
+    if "fails-once" not in PRESETS:
+        register("fails-once", RankerSpec("factory", "tests: fails on its first call",
+                                          options={"factory": lambda s: FailsOnce()}))
+    settings = settings.model_copy(update={**STUB_RANKERS, "default_ranker": "fails-once"})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with caplog.at_level("WARNING", logger="app.warmup"), TestClient(create_app(settings)) as c:
+        warm = c.get("/ready").json()["warm_up_ms"]
+        assert warm["POST /rerank"] is None and set(warm) == WARMED
+        assert all(ms is not None for name, ms in warm.items() if name != "POST /rerank")
+        assert "warm-up: POST /rerank failed" in caplog.text and "broke on its first input" in caplog.text
+        r = c.post("/rerank", json={"question": QUESTION, "candidates": [{"id": "a", "text": "cheap furniture"}]})
+        assert r.status_code == 200 and r.json()["results"][0]["id"] == "a"
