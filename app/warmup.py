@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 QUESTION = {"subject": "Renewing a residence permit",
             "body": "How long does it take to renew a residence permit, and which papers do I need?"}
 COMMENTS = [
-    {"id": "warm-up-c1", "text": "It took me two weeks. Bring your passport, two photos and a letter from your sponsor.",
-     "author_id": "warm-up-u2", "created_at": "2026-01-05T10:00:00"},
+    {"id": "warm-up-c1", "author_id": "warm-up-u2", "created_at": "2026-01-05T10:00:00",
+     "text": "It took me two weeks. Bring your passport, two photos and a letter from your sponsor."},
     {"id": "warm-up-c2", "text": "Ask at the immigration office, they tell you what is missing.",
      "author_id": "warm-up-u3", "created_at": "2026-01-05T11:30:00"},
     {"id": "warm-up-c3", "text": "Thanks, that helps!", "author_id": "warm-up-u1", "created_at": "2026-01-05T12:00:00"},

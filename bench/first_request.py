@@ -1,7 +1,8 @@
 """What the first requests to a freshly started `cqa serve` cost against the ones after them, this tree's code against a
-reference revision's, side by side in one run (and this tree with its warm-up off, CQA_WARM_UP=false): a real server over the full 2016 corpus's data folder (refresh off,
-each server with empty score and vector stores of its own), timed from its start to GET /ready (asked every 0.1 s), then one request of
-each kind in turn, --next rounds more of the same kinds with other inputs, one request at a time:
+reference revision's, side by side in one run (and this tree with its warm-up off, CQA_WARM_UP=false): a real server
+over the full 2016 corpus's data folder (refresh off, each server with empty score and vector stores of its own), timed
+from its start to GET /ready (asked every 0.1 s), then one request of each kind in turn, --next rounds more of the same
+kinds with other inputs, one request at a time:
 
 - POST /search, target answers and target questions (2016 dev questions, reranked as served);
 - POST /rerank (a 2016 test-A thread's comments), /rerank/questions (a dev-B question's related questions) and
