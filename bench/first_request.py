@@ -10,7 +10,8 @@ kinds with other inputs, one request at a time:
 - GET /threads/{id}/answers and GET /threads/{id}/similar (stored threads with five comments or more).
 
 Each request's latency is the client's (loopback). Per side and kind: the first request's milliseconds (the median
-over --repeats servers), the median of the requests after it, and their ratio; and serve-to-ready. Both sides get the
+over --repeats servers), the median of the requests after it, and their ratio; serve-to-ready; and each server's
+resident memory (GET /metrics) once ready and after its requests. Both sides get the
 same inputs, and what each request answered (ids in order, scores) is compared between the sides. Prints a JSON object
 last.
 
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import get_json, post_json, server, subtask_bodies, thread_bodies  # noqa: E402
+from load import get_json, post_json, resident_mb, server, subtask_bodies, thread_bodies  # noqa: E402
 
 KINDS = ("POST /search answers", "POST /search questions", "POST /rerank", "POST /rerank/questions",
          "POST /rerank/answers", "GET /threads/{id}/answers", "GET /threads/{id}/similar")
@@ -77,19 +78,21 @@ def run_side(folder: Path, side: str, root: Path, given: dict[str, list], repeat
              env: dict[str, str] | None = None) -> tuple[dict, list]:
     first: dict[str, list[float]] = {k: [] for k in KINDS}
     after: dict[str, list[float]] = {k: [] for k in KINDS}
-    ready_s, answers = [], []
+    ready_s, answers, mb = [], [], {"at_ready": [], "after_requests": []}
     for _ in range(repeats):
         t0 = time.perf_counter()
         with server(folder, {"CQA_REFRESH_S": "0", **(env or {})}, root=root, poll_s=0.1) as (base, ready):
             ready_s.append(round(time.perf_counter() - t0, 2))
+            mb["at_ready"].append(resident_mb(base))
             for i in range(len(given[KINDS[0]])):
                 for kind in KINDS:
                     ms, results = send(base, kind, given[kind][i])
                     (first if i == 0 else after)[kind].append(ms)
                     answers.append(results)
+            mb["after_requests"].append(resident_mb(base))
             warm = ready.get("warm_up_ms")
     out = {"side": side, "serve_to_ready_s": ready_s, "serve_to_ready_median_s": statistics.median(ready_s),
-           "warm_up_ms": warm, "kinds": {}}
+           "warm_up_ms": warm, "resident_mb": mb, "kinds": {}}
     for kind in KINDS:
         f, a = statistics.median(first[kind]), statistics.median(after[kind])
         out["kinds"][kind] = {"first_ms": [round(x, 1) for x in first[kind]], "first_median_ms": round(f, 1),

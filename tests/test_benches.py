@@ -505,3 +505,4 @@ def test_first_request_bench_times_each_kind_of_request_on_a_fresh_server(demo_s
                                   "GET /threads/{id}/similar"}
     for kind in side["kinds"].values():
         assert len(kind["first_ms"]) == 1 and kind["after_median_ms"] > 0 and kind["first_over_after"] > 0
+    assert all(len(v) == 1 and v[0] > 100 for v in side["resident_mb"].values())  # the models are loaded
