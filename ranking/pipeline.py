@@ -391,8 +391,8 @@ class SearchPipeline:
         s of the first reranked /search answers before round 22, bench/generation_switch.py). The service calls it
         while it loads a generation, before it serves it, so no request pays it. So does the Arabic ranker's
         (``prepare``: ``ArabicBM25``'s forum statistics, which POST /rerank reads too), and so is the encoder of the
-        generation's dense index, which its first search would load (0.36 s for MiniLM on 2 cores; once per process and
-        encoder: a generation built by the encoder served until now finds it loaded)."""
+        generation's dense index, which its first search would load (once per process and encoder: a generation built
+        by the encoder served until now finds it loaded; bench/first_request.py, its warm-up-off arm)."""
         self._thread_answer_rows()
         if hasattr(self.arabic, "prepare"):
             self.arabic.prepare(self.gen)

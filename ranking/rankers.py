@@ -464,20 +464,15 @@ def memos_detached(rankers: list[Ranker]):
     """Meanwhile, every part of ``rankers`` scores without its score and vector memos: nothing read from them or kept
     in them (nor in the stores behind them), no count moved. For the service's warm-up, which runs before it serves;
     not for rankers that serve requests meanwhile."""
-    held = [(r, getattr(r, "memo", None), getattr(r, "vector_memo", None)) for r in walk(rankers)]
+    held = [(r, attr, memo) for r in walk(rankers) for attr in ("memo", "vector_memo")
+            if (memo := getattr(r, attr, None)) is not None]
     try:
-        for r, memo, vectors in held:
-            if memo is not None:
-                r.memo = None
-            if vectors is not None:
-                r.vector_memo = None
+        for r, attr, _ in held:
+            setattr(r, attr, None)
         yield
     finally:
-        for r, memo, vectors in held:
-            if memo is not None:
-                r.memo = memo
-            if vectors is not None:
-                r.vector_memo = vectors
+        for r, attr, memo in held:
+            setattr(r, attr, memo)
 
 
 def vector_identity(r) -> str:
