@@ -490,10 +490,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         $CQA_ARABIC_RANKER, with the forum's statistics from ``gen`` (and with ``thread_question``, each comment read
         after its thread's question); the rest to ``ranker`` through its micro-batcher. /metrics counts which ran
         (``cqa_ranked_total``)."""
-        from ranking.arabic import as_read_by_arabic_ranker, is_arabic
-        if svc.arabic_reranker is not None and is_arabic(q):
-            arabic = as_read_by_arabic_ranker(q, gen, thread_question)
-            ranker, scores = svc.arabic_reranker, (await run_in_threadpool(svc.arabic_reranker.score, [arabic]))[0]
+        from ranking.arabic import routed as routed_to
+        chosen, read = routed_to(q, ranker, svc.arabic_reranker, gen, thread_question)
+        if read is not q:  # routed to the Arabic ranker
+            ranker, scores = chosen, (await run_in_threadpool(chosen.score, [read]))[0]
         else:
             scores = await batcher.score(q)
         svc.metrics.ranked.labels(endpoint, ranker.name).inc()
@@ -1046,11 +1046,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from ranking.evaluation.benchmarks import BENCHMARKS
         from ranking.evaluation.duplicates import BENCHMARK as DUPLICATES
         from ranking.presets import PRESETS
+        from ranking.evaluation.forum_answers import BENCHMARKS as FORUM_ANSWERS
         if body.benchmark == DUPLICATES:
             return submitted_duplicates(body, response, svc)
+        if body.benchmark in FORUM_ANSWERS:
+            return submitted_forum_answers(body, response, svc)
         if body.benchmark not in BENCHMARKS:
             raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}, "
-                                f"{DUPLICATES}")
+                                f"{DUPLICATES}, {', '.join(FORUM_ANSWERS)}")
         if body.ranker and body.ranker.split("[", 1)[0] not in PRESETS:
             raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
 
@@ -1061,6 +1064,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                           indexed=pipeline)
             return {**{k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "folder")},
                     "MAP_interval_95": r.get("MAP_interval_95")}  # none for the full corpus's first stage
+        job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
+        if not started:
+            response.status_code = 409
+        return {"job": job.__dict__, "started": started}
+
+    def submitted_forum_answers(body, response: Response, svc: Service) -> dict:
+        """``cqa evaluate --answers`` as a job: the forum's own threads, their comments sorted by this service's own
+        ranker and generation as GET /threads/{id}/answers sorts them, judged by the forum's acceptance or votes
+        (``ranking.evaluation.forum_answers``)."""
+        from ranking.evaluation.forum_answers import BENCHMARKS as FORUM_ANSWERS
+        from ranking.evaluation.forum_answers import run_forum_answers
+        if body.ranker:
+            raise HTTPException(422, detail=f"{body.benchmark} measures the ranker GET /threads/{{id}}/answers "
+                                "serves: no ranker")
+        judged_by = FORUM_ANSWERS[body.benchmark]
+
+        def run(progress):
+            served = (svc.generation, svc.reranker, svc.arabic_reranker)
+            r = run_forum_answers(svc.settings, judged_by, progress=False, served=served)
+            return {**{k: r[k] for k in ("benchmark", "judged_by", "ranker", "MAP", "MRR", "questions", "comments",
+                                         "passed_over", "MAP_interval_95", "folder")},
+                    "compare": [{k: c[k] for k in ("run", "figures", "p_randomization")} for c in r["compare"]]}
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
         if not started:
             response.status_code = 409

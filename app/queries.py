@@ -3,7 +3,8 @@ its candidates. The endpoints and the start's warm-up (app/warmup.py) build thei
 what a request runs."""
 from __future__ import annotations
 
-from ranking.candidates import Candidate, Query, indexed_answer_meta, indexed_question_meta, related_comment_candidates
+from ranking.candidates import (Candidate, Query, comments_query, indexed_question_meta,
+                                related_comment_candidates)
 
 from .schemas import RerankAnswersIn, RerankIn, RerankQuestionsIn
 
@@ -11,11 +12,7 @@ from .schemas import RerankAnswersIn, RerankIn, RerankQuestionsIn
 def rerank_query(body: RerankIn, gen) -> Query:
     """POST /rerank (one thread's comments, subtask A): comments the live generation ``gen`` (or None) indexes come
     with their stored vectors."""
-    return Query("rerank", body.question.text,
-                 tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at, "position": i,
-                                                **indexed_answer_meta(gen, c.id, c.text)})
-                       for i, c in enumerate(body.candidates, 1)),
-                 {"author_id": body.asker_id, "thread_order": body.thread_order})
+    return comments_query(body.question.text, body.candidates, body.asker_id, body.thread_order, gen)
 
 
 def questions_query(body: RerankQuestionsIn, gen, pipeline) -> Query:

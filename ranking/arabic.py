@@ -79,6 +79,15 @@ def as_read_by_arabic_ranker(q: Query, gen, thread_question: bool = False) -> Qu
     return Query(q.id, q.text, cands, {**q.meta, "generation": gen})
 
 
+def routed(q: Query, ranker, arabic_ranker, gen, thread_question: bool = False) -> tuple:
+    """(the ranker that ranks ``q``, the query it reads): where an Arabic ranker is set ($CQA_ARABIC_RANKER) and
+    ``q`` is Arabic (``is_arabic``), that ranker and ``q`` as it reads it (``as_read_by_arabic_ranker``); else
+    ``ranker`` and ``q``. The rerank endpoints route so, and the evaluations of what they serve."""
+    if arabic_ranker is not None and is_arabic(q):
+        return arabic_ranker, as_read_by_arabic_ranker(q, gen, thread_question)
+    return ranker, q
+
+
 def restem(token: str) -> str:
     """A token of another analyzer with Arabic script in it stemmed by Snowball's Arabic stemmer (the analyzer of a
     generation built before round 25 normalises Arabic but stems every token as English, which leaves Arabic words

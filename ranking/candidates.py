@@ -75,6 +75,24 @@ class Query:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def comments_query(question: str, comments, asker_id: str | None, thread_order: bool | None, gen) -> Query:
+    """POST /rerank's query (one thread's comments, subtask A): ``comments`` (each with ``id``, ``text``, ``author_id``
+    and ``created_at``: a request's candidates or a stored thread's answers) in the order given, each with its
+    place, and what the live generation ``gen`` (or None) stores for it (``indexed_answer_meta``); the asker and
+    whether the order given is the thread's in the query's metadata."""
+    return Query("rerank", question,
+                 tuple(Candidate(c.id, c.text, {"author_id": c.author_id, "created_at": c.created_at, "position": i,
+                                                **indexed_answer_meta(gen, c.id, c.text)})
+                       for i, c in enumerate(comments, 1)),
+                 {"author_id": asker_id, "thread_order": thread_order})
+
+
+def stored_thread_query(t: Thread, gen) -> Query:
+    """A stored thread's comments as GET /threads/{id}/answers ranks them: POST /rerank's query of the thread as a
+    forum sends it (its question, its asker, its comments in the thread's order)."""
+    return comments_query(t.question_text, t.answers, t.author_id, True, gen)
+
+
 def answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candidate]:
     """Every comment of a thread, in thread order, with its position, author, the thread's asker, its
     question and category, and its dialogue signals within the whole thread (``thread_rank``: the thread's

@@ -506,3 +506,15 @@ def test_first_request_bench_times_each_kind_of_request_on_a_fresh_server(demo_s
     for kind in side["kinds"].values():
         assert len(kind["first_ms"]) == 1 and kind["after_median_ms"] > 0 and kind["first_over_after"] > 0
     assert all(len(v) == 1 and v[0] > 100 for v in side["resident_mb"].values())  # the models are loaded
+
+
+def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
+    """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
+    indexed; `cqa evaluate --answers --judged-by votes`, a real server's GET /threads/{id}/answers and the official
+    scorer on the SemEval file give every thread the same AP."""
+    out = run_bench("forum_answers.py", "--split", "dev", "--limit", "5", env=cli_env, timeout=600)
+    ours, served, official = out["cqa_evaluate_answers"], out["served_answers"], out["official_scorer_same_threads"]
+    assert ours["threads"] == served["threads"] == official["threads"] == 5
+    assert ours["MAP"] == served["MAP"] == official["MAP"] and served["rankers"] == [ours["ranker"]]
+    assert out["threads_scored_differently"] == {"cqa_evaluate_vs_served": 0, "cqa_evaluate_vs_official": 0}
+    assert 0 < ours["thread_order"]["MAP"] <= 1 and out["MAP_over_thread_order"] > 0

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..neural.inference import ALIASES, VARIANTS
 from ..presets import PRESETS, UnknownRanker, build, build_label
 from .benchmarks import BENCHMARKS, BenchmarkError, queries_for
+from .forum_answers import JudgedBy
 from .measures import paired_ap
 from .runner import default_ranker
 from .scorer import ScoringError, score_files
@@ -59,8 +60,19 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                         "questions of its duplicate group (MAP@10, P@1, MRR, nDCG@10, Recall@10)")
     p.add_argument("--target", choices=["questions", "threads"], default=None,
                    help="with --duplicates: what the similar search lists (default: questions)")
+    p.add_argument("--answers", action="store_true",
+                   help="judge how the data folder's own threads have their comments sorted (GET "
+                        "/threads/{id}/answers, the default ranker) by the forum's own signals: the answer the asker "
+                        "accepted, or the votes (--judged-by; `cqa ingest` of a StackExchange dump keeps both as "
+                        "meta.accepted and meta.score), beside the thread's own order and the votes' order (the "
+                        "paired test), with the official scorer's MAP, AvgRec and MRR; only threads whose order can "
+                        "matter (a relevant comment and one not) are asked")
+    p.add_argument("--judged-by", choices=[j.value for j in JudgedBy], default=None,
+                   help="with --answers: accepted (the asker's accepted answer is relevant; the default) or votes "
+                        "(an answer voted up or accepted is relevant)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="with --duplicates: only the first N linked questions, in the store's order (0: all)")
+                   help="with --duplicates: only the first N linked questions; with --answers, the first N threads "
+                        "asked; in the store's order (0: all)")
     p.add_argument("--list", action="store_true", help="list benchmarks and ranker presets")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
 
@@ -92,8 +104,19 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
                     print(f"  {name:30s} {spec.summary()}\n  {'':30s} {spec.description}")
         return 0
     try:
-        if not args.duplicates and (args.target or args.limit is not None):
-            raise ScoringError("--target and --limit go with --duplicates")
+        if args.duplicates and args.answers:
+            raise ScoringError("--duplicates and --answers are two evaluations: one at a time")
+        if args.target and not args.duplicates:
+            raise ScoringError("--target goes with --duplicates")
+        if args.judged_by and not args.answers:
+            raise ScoringError("--judged-by goes with --answers")
+        if args.limit is not None and not (args.duplicates or args.answers):
+            raise ScoringError("--limit goes with --duplicates or --answers")
+        if args.answers:
+            if args.gold or args.pred or args.benchmark or args.compare or args.compare_pred or args.ranker:
+                raise ScoringError("--answers is its own evaluation of the served ranker: without --gold, --pred, "
+                                   "--benchmark, --ranker or --compare")
+            return _forum_answers(args, settings, emit)
         if args.duplicates:
             if args.gold or args.pred or args.benchmark or args.compare or args.compare_pred:
                 raise ScoringError("--duplicates is its own evaluation: without --gold, --pred, --benchmark or "
@@ -218,6 +241,42 @@ def _duplicates(args: argparse.Namespace, settings, emit) -> int:
           f"questions{_difference(c)}")
     print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per search")
     print(f"report: {report['folder']}")
+    if args.json:
+        emit(out)
+    return 0
+
+
+def _forum_answers(args: argparse.Namespace, settings, emit) -> int:
+    """The forum's own threads, their comments sorted as GET /threads/{id}/answers sorts them, judged by its
+    acceptance or votes (``forum_answers.run_forum_answers``)."""
+    from indexing.generations import IndexFormatError
+    from .forum_answers import run_forum_answers
+    judged_by, limit = JudgedBy(args.judged_by or JudgedBy.ACCEPTED.value), args.limit or 0
+    if limit < 0:
+        raise ScoringError("--limit: 0 (all) or more")
+    try:
+        report = run_forum_answers(settings, judged_by, limit=limit)
+    except IndexFormatError as e:
+        raise ScoringError(str(e)) from None
+    passed = ", ".join(f"{n} {why}" for why, n in report["passed_over"].items()) or "none"
+    print(f"{report['questions']} threads judged by {judged_by.value} ({report['comments']} comments, "
+          f"{report['relevant']} relevant) of {report['threads_stored']} stored (passed over: {passed}); ranker "
+          f"{report['ranker']}, generation {report['generation'] or 'none'}")
+    for k, v in report["figures"].items():
+        print(f"{k:12s} {v:.4f}" if k != "MRR" else f"{k:12s} {v:.2f}")
+    out = {"benchmark": report["benchmark"], "judged_by": judged_by.value, "ranker": report["ranker"],
+           "threads": report["questions"], "comments": report["comments"], "relevant": report["relevant"],
+           "passed_over": report["passed_over"], **report["figures"], "latency_ms": report["latency_ms"],
+           "report": report["folder"]}
+    _with_interval(out, report)
+    out["compare"] = [{k: c[k] for k in ("run", "figures", "p_randomization", "p_ttest", "questions",
+                                         "difference_interval_95")} for c in report["compare"]]
+    for c in report["compare"]:
+        print(f"vs {c['run']}: MAP {c['figures']['MAP']:.4f}, MRR {c['figures']['MRR']:.2f}, P@1 "
+              f"{c['figures']['P@1']:.4f}, paired randomisation p={c['p_randomization']:.4g}, paired t-test "
+              f"p={c['p_ttest']:.4g} over {c['questions']} threads{_difference(c)}")
+    print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per thread")
+    print(f"report: {report['folder']} (gold.relevancy and each run's file: the official scorer reads them)")
     if args.json:
         emit(out)
     return 0

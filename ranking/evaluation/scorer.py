@@ -89,11 +89,13 @@ def rank_by_score(pairs: list[tuple[bool, float]]) -> list[bool]:
 
 
 def per_question_ap(gold: list[Line], pred: list[Line]) -> dict[str, float]:
-    ranked = _ranked(gold, pred)
+    ranked = ranked_by_question(gold, pred)
     return {q: average_precision(r) for q, r in ranked.items()}
 
 
-def _ranked(gold: list[Line], pred: list[Line]) -> "OrderedDict[str, list[bool]]":
+def ranked_by_question(gold: list[Line], pred: list[Line]) -> "OrderedDict[str, list[bool]]":
+    """Each question's gold labels in the order of the prediction's scores (``rank_by_score``), questions in file
+    order: what every figure is computed from."""
     by_q: OrderedDict[str, list[tuple[bool, float]]] = OrderedDict()
     for g, p in zip(gold, pred):
         by_q.setdefault(g.qid, []).append((g.label, p.score))
@@ -118,7 +120,7 @@ def score(gold: list[Line], pred: list[Line], pred_name: str = "prediction") -> 
     n = min(len(gold), len(pred))
     if n == 0:
         raise ScoringError(f"{pred_name}: nothing to score (no lines)")
-    ranked = _ranked(gold, pred)
+    ranked = ranked_by_question(gold, pred)
     nq = len(ranked)
     map_ = sum(average_precision(r) for r in ranked.values()) / nq
     mrr = 100.0 * sum(reciprocal_rank(r) for r in ranked.values()) / nq

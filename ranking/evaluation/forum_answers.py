@@ -1,0 +1,214 @@
+"""How well a forum's own threads have their comments sorted, judged by the forum's own signals.
+
+``GET /threads/{id}/answers`` sorts a stored thread's comments so the useful ones come first. A forum already says
+which comments were useful: the answer its asker accepted, and the votes. ``cqa ingest`` of a StackExchange dump keeps
+both (an answer's ``meta.accepted`` from its question's ``AcceptedAnswerId``, ``meta.score`` from its ``Score``), and
+any forum can send them in JSONL. Judged by them (``JudgedBy``):
+
+- ``accepted``: the answer the asker accepted is relevant, every other comment is not;
+- ``votes``: an answer voted up (a score above 0) or accepted is relevant.
+
+A thread is asked when its order can matter: it has two comments or more, at least one relevant and one not, and no
+more than ``CQA_MAX_THREAD_COMMENTS`` (what the endpoint ranks at once). Each is ranked exactly as the endpoint ranks
+it: POST /rerank's query of the stored thread (``candidates.stored_thread_query``) and the ranker the endpoint runs
+(``$CQA_DEFAULT_RANKER``; Arabic threads the Arabic ranker where one is set, ``arabic.routed``). It is scored with the
+SemEval-2016 official scorer's arithmetic (MAP and MRR over the first 10, AvgRec), beside the orders a forum has
+without a ranker: the thread's own (oldest first) and, judged by acceptance, the votes' (highest score first, ties in
+the thread's order: what a StackExchange site shows, though a new thread has no votes yet), each with the paired test
+of the difference. The report folder holds the gold and each run in the official scorer's format.
+
+Nothing here was trained or tuned on a forum's acceptance or votes: a figure measures the shipped ranker on that forum.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from tqdm import tqdm
+
+from indexing.models import Answer, Thread
+
+
+class JudgedBy(str, Enum):
+    """What says a comment was useful: the asker's acceptance, or the votes (a score above 0, or accepted)."""
+    ACCEPTED = "accepted"
+    VOTES = "votes"
+
+    @property
+    def benchmark(self) -> str:
+        """Its reports' folder under the reports folder, as GET /evaluation lists them (and POST /evaluation runs)."""
+        return f"forum-answers-{self.value}"
+
+
+BENCHMARKS = {j.benchmark: j for j in JudgedBy}
+THREAD_ORDER, VOTE_ORDER = "thread-order", "votes"  # the orders a forum has without a ranker
+
+
+def accepted(a: Answer) -> bool:
+    return a.meta.get("accepted") is True
+
+
+def score_of(a: Answer) -> int | None:
+    """An answer's votes (``meta.score``), None where it has none (a bool or a float is not a score)."""
+    v = a.meta.get("score")
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def relevant(a: Answer, judged_by: JudgedBy) -> bool:
+    if judged_by is JudgedBy.ACCEPTED:
+        return accepted(a)
+    return accepted(a) or (score_of(a) or 0) > 0
+
+
+def passed_over(t: Thread, judged_by: JudgedBy, max_comments: int) -> str | None:
+    """Why thread ``t`` is not asked (None: it is): its comments' order cannot matter, or the endpoint would not
+    rank it at once."""
+    if len(t.answers) < 2:
+        return "fewer than two comments"
+    if len(t.answers) > max_comments:
+        return "more comments than CQA_MAX_THREAD_COMMENTS"
+    judged = [relevant(a, judged_by) for a in t.answers]
+    if not any(judged):
+        return "no accepted answer" if judged_by is JudgedBy.ACCEPTED else "no answer voted up or accepted"
+    if all(judged):
+        return "every comment relevant"
+    return None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The threads of a store that are asked, and how many of the others were passed over and why."""
+    threads: list[Thread]
+    passed_over: Counter
+    stored: int
+
+
+def asked_threads(threads, judged_by: JudgedBy, max_comments: int, limit: int = 0) -> Asked:
+    """The threads asked among ``threads`` (in the store's order; the first ``limit`` where it is not 0)."""
+    out: list[Thread] = []
+    why: Counter = Counter()
+    stored = 0
+    for t in threads:
+        stored += 1
+        if limit and len(out) >= limit:
+            continue
+        reason = passed_over(t, judged_by, max_comments)
+        if reason is None:
+            out.append(t)
+        else:
+            why[reason] += 1
+    return Asked(out, why, stored)
+
+
+def baseline_scores(t: Thread, run: str) -> list[float]:
+    """Each comment's score in an order a forum has without a ranker: its place in the thread (first highest), or
+    its votes (a comment without a score counts 0; a stable sort keeps ties in the thread's order)."""
+    if run == THREAD_ORDER:
+        return [-float(i) for i in range(len(t.answers))]
+    return [float(score_of(a) or 0) for a in t.answers]
+
+
+def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, limit: int = 0, progress: bool = True,
+                      served=None) -> dict:
+    """Every asked thread of the data folder's store ranked as GET /threads/{id}/answers ranks it, scored by the
+    forum's own judgement ``judged_by``, beside the thread's order (and, judged by acceptance, the votes') with the
+    paired tests; a report folder. ``served``: a running service's (generation, ranker, Arabic ranker or None), which
+    it then asks, as its endpoint does; else the data folder's live generation (if any) with the rankers the settings
+    name, as the service would load them."""
+    from indexing.store import Snapshot
+
+    from ..arabic import routed
+    from ..candidates import stored_thread_query
+    from ..search_benchmark import latency
+    from .measures import map_interval, paired_ap
+    from .runner import finish_report, report_folder
+    from .scorer import TOP, Line, average_precision, ranked_by_question, score
+    judged_by = JudgedBy(judged_by)
+    if not Path(settings.store_path).exists():
+        raise FileNotFoundError(f"no store at {settings.store_path}: ingest the forum first")
+    started = time.perf_counter()
+    with Snapshot(settings.store_path) as snap:
+        asked = asked_threads(snap.threads(), judged_by, settings.max_thread_comments, limit)
+    if not asked.threads:
+        raise ValueError(f"none of the store's {asked.stored} threads can be judged by {judged_by.value} "
+                         f"({_reasons(asked.passed_over)}): ingest a StackExchange dump, or send answers with "
+                         "meta.accepted (true) or meta.score (votes)")
+    if served is not None:
+        gen, ranker, arabic = served
+    else:
+        gen, ranker, arabic = _load(settings)
+    runs = ["served", THREAD_ORDER] + ([VOTE_ORDER] if judged_by is JudgedBy.ACCEPTED else [])
+    gold: list[Line] = []
+    preds: dict[str, list[Line]] = {r: [] for r in runs}
+    ms: list[float] = []
+    rankers: Counter = Counter()
+    for t in tqdm(asked.threads, desc=f"threads judged by {judged_by.value}", disable=not progress):
+        t0 = time.perf_counter()
+        chosen, q = routed(stored_thread_query(t, gen), ranker, arabic, gen)
+        scores = {"served": chosen.score([q])[0]}
+        ms.append(1000 * (time.perf_counter() - t0))
+        rankers[chosen.name] += 1
+        for run in runs[1:]:
+            scores[run] = baseline_scores(t, run)
+        for i, a in enumerate(t.answers):
+            gold.append(Line(t.id, a.id, 0.0, relevant(a, judged_by)))
+            for run in runs:
+                preds[run].append(Line(t.id, a.id, float(scores[run][i]), False))
+    figures, ap = {}, {}
+    for run in runs:
+        s = score(gold, preds[run], run)
+        ranked = ranked_by_question(gold, preds[run])
+        ap[run] = {q: average_precision(r) for q, r in ranked.items()}
+        figures[run] = {"MAP": round(s.MAP, 4), "AvgRec": round(s.AvgRec, 4), "MRR": round(s.MRR, 2),
+                        "P@1": round(sum(r[0] for r in ranked.values()) / len(ranked), 4)}
+    name = ranker.name
+    folder, stamp = report_folder(settings.reports_dir, judged_by.benchmark, name)
+    _write_lines(folder / "gold.relevancy", gold)
+    for run in runs:
+        _write_lines(folder / f"{'predictions' if run == 'served' else run}.txt", preds[run])
+    comments = len(gold)
+    report = {"benchmark": judged_by.benchmark, "judged_by": judged_by.value, "ranker": name,
+              "rankers_answered": dict(rankers), "generation": gen.name if gen is not None else None,
+              "created_at": stamp.isoformat(), "questions": len(asked.threads), "comments": comments,
+              "relevant": sum(g.label for g in gold), "threads_stored": asked.stored,
+              "passed_over": dict(asked.passed_over), "top": TOP,
+              "seconds": round(time.perf_counter() - started, 2),
+              "figures": figures["served"], "MAP": figures["served"]["MAP"], "MRR": figures["served"]["MRR"],
+              "P@1": figures["served"]["P@1"],
+              "MAP_interval_95": map_interval(ap["served"]), "per_question_ap": ap["served"],
+              "latency_ms": latency(ms), "folder": str(folder),
+              "compare": [{"run": run, "figures": figures[run], "MAP_interval_95": map_interval(ap[run]),
+                           **paired_ap(ap["served"], ap[run])} for run in runs[1:]]}
+    finish_report(folder, report, xlabel=f"MAP of the forum's own judgement ({judged_by.value})")
+    return report
+
+
+def _reasons(why: Counter) -> str:
+    return ", ".join(f"{n} {reason}" for reason, n in why.most_common()) or "none stored"
+
+
+def _write_lines(path: Path, lines) -> None:
+    """The official scorer's format (``qid cid rank score true|false``): the gold with each comment's judgement,
+    a run with its scores (rank 0, label false: the scorer reads the scores)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for x in lines:
+            fh.write(f"{x.qid}\t{x.cid}\t0\t{x.score:.6f}\t{str(x.label).lower()}\n")
+
+
+def _load(settings):
+    """The live generation (None where there is none yet) and the rankers the service would load."""
+    from indexing.generations import current_generation
+    from indexing.searcher import load_current
+
+    from ..presets import build_label
+    gen = load_current(settings.index_root, settings.device) if current_generation(settings.index_root) else None
+    ranker = build_label(settings.default_ranker, settings)
+    arabic = build_label(settings.arabic_ranker, settings) if settings.arabic_ranker else None
+    return gen, ranker, arabic
+
+
+__all__ = ["Asked", "BENCHMARKS", "JudgedBy", "asked_threads", "baseline_scores", "passed_over", "relevant",
+           "run_forum_answers"]
