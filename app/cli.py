@@ -884,7 +884,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Score an official-format prediction file against its gold (--gold, "
                        "--pred), or run a ranker on a named benchmark (--benchmark, --ranker), exactly as "
                        "the SemEval-2016 Task 3 scorer does; or judge this data folder's similar-question search "
-                       "by the forum's own duplicate links (--duplicates). --list shows benchmarks and rankers.")
+                       "by the forum's own duplicate links (--duplicates), or how it sorts its threads' comments by "
+                       "the forum's own acceptance or votes (--answers). --list shows benchmarks and rankers.")
     add_evaluate_args(s)
     s.set_defaults(func=cmd_evaluate)
 

@@ -39,7 +39,7 @@ def test_what_each_judgement_calls_relevant_and_which_threads_are_asked():
     assert passed_over(thread("all", yes, up), JudgedBy.VOTES, 10) == "every comment relevant"
     stored = [thread("a", yes, down), thread("one", yes), thread("b", down, yes), thread("c", yes, {})]
     asked = asked_threads(stored, JudgedBy.ACCEPTED, 10, limit=2)
-    assert [x.id for x in asked.threads] == ["a", "b"] and asked.stored == 4
+    assert asked.ids == ["a", "b"] and asked.stored == 4
     assert dict(asked.passed_over) == {"fewer than two comments": 1}  # "c" is past the limit, not passed over
     # the orders a forum has without a ranker: the thread's (first highest), the votes' (none counts 0)
     assert baseline_scores(t, "thread-order") == [0.0, -1.0, -2.0, -3.0, -4.0]
@@ -177,3 +177,22 @@ def test_the_evaluation_job_ranks_as_the_endpoint_serves(client):
 def test_cqa_evaluate_answers_refuses_what_does_not_go_with_it(cli_env, args, message):
     p = subprocess.run(CQA + ["evaluate", *args], cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and message in p.stderr, p.stderr
+
+
+def test_a_thread_deleted_before_its_turn_is_counted_not_ranked(settings):
+    """The threads asked are listed first, then each read from the store when its turn comes, as the endpoint reads
+    it: one deleted meanwhile (here by the ranker of the thread before it) is counted, not ranked from a stale copy."""
+    from indexing.store import ThreadStore
+    acc = {"meta": {"accepted": True}}
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([thread("a", acc, {}), thread("b", {}, acc), thread("c", acc, {})])
+
+    class DeletesB(Reversed):
+        def score(self, queries):
+            with ThreadStore(settings.store_path) as store:
+                store.delete("b")
+            return super().score(queries)
+    ranker = DeletesB()
+    r = run_forum_answers(settings, "accepted", progress=False, served=(None, ranker, None))
+    assert (r["questions"], r["changed_meanwhile"]) == (2, 1) and set(r["per_question_ap"]) == {"a", "c"}
+    assert [q.candidates[0].id for q in ranker.queries] == ["a-0", "c-0"]

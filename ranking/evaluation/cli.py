@@ -96,6 +96,12 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         for name, b in BENCHMARKS.items():
             what = f"/search end to end, target {b.search_target}" if b.search_target else f"subtask {b.subtask}"
             print(f"  {name:36s} {what}, 2016 {b.split}")
+        print("the forum's own judgements, on this data folder's store (POST /evaluation runs them by these names):")
+        from .duplicates import BENCHMARK as DUPLICATES
+        print(f"  {DUPLICATES:36s} --duplicates: similar questions, judged by its duplicate links")
+        for j in JudgedBy:
+            print(f"  {j.benchmark:36s} --answers --judged-by {j.value}: a thread's comments, judged by "
+                  f"{'the accepted answer' if j is JudgedBy.ACCEPTED else 'the answers voted up or accepted'}")
         for title, retriever in (("rankers (presets: kind, weights, parts):", False),
                                  ("first-stage retrievers (the fullcorpus benchmarks):", True)):
             print(title)

@@ -80,15 +80,17 @@ def passed_over(t: Thread, judged_by: JudgedBy, max_comments: int) -> str | None
 
 @dataclass(frozen=True)
 class Asked:
-    """The threads of a store that are asked, and how many of the others were passed over and why."""
-    threads: list[Thread]
+    """The threads of a store that are asked (their ids, in the store's order), and how many of the others were
+    passed over and why."""
+    ids: list[str]
     passed_over: Counter
     stored: int
 
 
 def asked_threads(threads, judged_by: JudgedBy, max_comments: int, limit: int = 0) -> Asked:
-    """The threads asked among ``threads`` (in the store's order; the first ``limit`` where it is not 0)."""
-    out: list[Thread] = []
+    """The threads asked among ``threads`` (in the store's order; the first ``limit`` where it is not 0). Only their
+    ids are kept: a forum of millions of threads is read one at a time."""
+    out: list[str] = []
     why: Counter = Counter()
     stored = 0
     for t in threads:
@@ -97,7 +99,7 @@ def asked_threads(threads, judged_by: JudgedBy, max_comments: int, limit: int = 
             continue
         reason = passed_over(t, judged_by, max_comments)
         if reason is None:
-            out.append(t)
+            out.append(t.id)
         else:
             why[reason] += 1
     return Asked(out, why, stored)
@@ -118,10 +120,8 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     paired tests; a report folder. ``served``: a running service's (generation, ranker, Arabic ranker or None), which
     it then asks, as its endpoint does; else the data folder's live generation (if any) with the rankers the settings
     name, as the service would load them."""
-    from indexing.store import Snapshot
+    from indexing.store import Snapshot, ThreadStore
 
-    from ..arabic import routed
-    from ..candidates import stored_thread_query
     from ..search_benchmark import latency
     from .measures import map_interval, paired_ap
     from .runner import finish_report, report_folder
@@ -132,7 +132,7 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     started = time.perf_counter()
     with Snapshot(settings.store_path) as snap:
         asked = asked_threads(snap.threads(), judged_by, settings.max_thread_comments, limit)
-    if not asked.threads:
+    if not asked.ids:
         raise ValueError(f"none of the store's {asked.stored} threads can be judged by {judged_by.value} "
                          f"({_reasons(asked.passed_over)}): ingest a StackExchange dump, or send answers with "
                          "meta.accepted (true) or meta.score (votes)")
@@ -145,18 +145,16 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     preds: dict[str, list[Line]] = {r: [] for r in runs}
     ms: list[float] = []
     rankers: Counter = Counter()
-    for t in tqdm(asked.threads, desc=f"threads judged by {judged_by.value}", disable=not progress):
-        t0 = time.perf_counter()
-        chosen, q = routed(stored_thread_query(t, gen), ranker, arabic, gen)
-        scores = {"served": chosen.score([q])[0]}
-        ms.append(1000 * (time.perf_counter() - t0))
-        rankers[chosen.name] += 1
-        for run in runs[1:]:
-            scores[run] = baseline_scores(t, run)
-        for i, a in enumerate(t.answers):
-            gold.append(Line(t.id, a.id, 0.0, relevant(a, judged_by)))
-            for run in runs:
-                preds[run].append(Line(t.id, a.id, float(scores[run][i]), False))
+    changed = 0  # asked, then deleted or changed so that its order no longer matters before its turn came
+    with ThreadStore(settings.store_path) as store:
+        for tid in tqdm(asked.ids, desc=f"threads judged by {judged_by.value}", disable=not progress):
+            t = store.get(tid)  # as the endpoint reads it, when its turn comes
+            if t is None or passed_over(t, judged_by, settings.max_thread_comments) is not None:
+                changed += 1
+                continue
+            ms.append(_ranked_into(t, judged_by, gen, ranker, arabic, runs, gold, preds, rankers))
+    if not gold:
+        raise ValueError(f"the {len(asked.ids)} threads asked were all deleted or changed meanwhile")
     figures, ap = {}, {}
     for run in runs:
         s = score(gold, preds[run], run)
@@ -172,9 +170,9 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     comments = len(gold)
     report = {"benchmark": judged_by.benchmark, "judged_by": judged_by.value, "ranker": name,
               "rankers_answered": dict(rankers), "generation": gen.name if gen is not None else None,
-              "created_at": stamp.isoformat(), "questions": len(asked.threads), "comments": comments,
+              "created_at": stamp.isoformat(), "questions": len(asked.ids) - changed, "comments": comments,
               "relevant": sum(g.label for g in gold), "threads_stored": asked.stored,
-              "passed_over": dict(asked.passed_over), "top": TOP,
+              "passed_over": dict(asked.passed_over), "changed_meanwhile": changed, "top": TOP,
               "seconds": round(time.perf_counter() - started, 2),
               "figures": figures["served"], "MAP": figures["served"]["MAP"], "MRR": figures["served"]["MRR"],
               "P@1": figures["served"]["P@1"],
@@ -184,6 +182,28 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
                            **paired_ap(ap["served"], ap[run])} for run in runs[1:]]}
     finish_report(folder, report, xlabel=f"MAP of the forum's own judgement ({judged_by.value})")
     return report
+
+
+def _ranked_into(t: Thread, judged_by: JudgedBy, gen, ranker, arabic, runs: list[str], gold: list, preds: dict,
+                 rankers: Counter) -> float:
+    """Thread ``t`` ranked as GET /threads/{id}/answers ranks it and by each order in ``runs[1:]``: its comments'
+    judgements onto ``gold``, each run's scores onto ``preds``, the ranker that ran counted; the milliseconds the
+    ranking took."""
+    from ..arabic import routed
+    from ..candidates import stored_thread_query
+    from .scorer import Line
+    t0 = time.perf_counter()
+    chosen, q = routed(stored_thread_query(t, gen), ranker, arabic, gen)
+    scores = {"served": chosen.score([q])[0]}
+    ms = 1000 * (time.perf_counter() - t0)
+    rankers[chosen.name] += 1
+    for run in runs[1:]:
+        scores[run] = baseline_scores(t, run)
+    for i, a in enumerate(t.answers):
+        gold.append(Line(t.id, a.id, 0.0, relevant(a, judged_by)))
+        for run in runs:
+            preds[run].append(Line(t.id, a.id, float(scores[run][i]), False))
+    return ms
 
 
 def _reasons(why: Counter) -> str:
