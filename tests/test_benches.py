@@ -515,6 +515,10 @@ def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_off
     out = run_bench("forum_answers.py", "--split", "dev", "--limit", "5", env=cli_env, timeout=600)
     ours, served, official = out["cqa_evaluate_answers"], out["served_answers"], out["official_scorer_same_threads"]
     assert ours["threads"] == served["threads"] == official["threads"] == 5
-    assert ours["MAP"] == served["MAP"] == official["MAP"] and served["rankers"] == [ours["ranker"]]
-    assert out["threads_scored_differently"] == {"cqa_evaluate_vs_served": 0, "cqa_evaluate_vs_official": 0}
+    assert ours["MAP"] == served["MAP"] and served["rankers"] == [ours["ranker"]]
+    differently = out["threads_scored_differently"]
+    assert differently["cqa_evaluate_vs_served"] == differently["cqa_evaluate_before_the_index_vs_official"] == 0
+    assert out["cqa_evaluate_answers_before_the_index"] == {"threads": 5, "MAP": official["MAP"]}
+    # indexed, the bi-encoder reads the comments' stored vectors (equal to about 1e-5): a near tie may turn
+    assert differently["cqa_evaluate_vs_official"] <= 1 and abs(ours["MAP"] - official["MAP"]) < 0.02
     assert 0 < ours["thread_order"]["MAP"] <= 1 and out["MAP_over_thread_order"] > 0
