@@ -270,7 +270,7 @@ def test_cqa_evaluate_duplicates_on_a_forum_imported_from_its_dump(tmp_path, cli
     refused = run("evaluate", "--duplicates", "--benchmark", "semeval2016-test-A")
     assert refused.returncode == 2 and "its own evaluation" in refused.stderr
     refused = run("evaluate", "--benchmark", "semeval2016-test-A", "--limit", "2")
-    assert refused.returncode == 2 and "go with --duplicates" in refused.stderr
+    assert refused.returncode == 2 and "--limit goes with --duplicates or --answers" in refused.stderr
     done = run("evaluate", "--duplicates", "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
