@@ -1071,18 +1071,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def submitted_forum_answers(body, response: Response, svc: Service) -> dict:
         """``cqa evaluate --answers`` as a job: the forum's own threads, their comments sorted by this service's own
-        ranker and generation as GET /threads/{id}/answers sorts them, judged by the forum's acceptance or votes
-        (``ranking.evaluation.forum_answers``)."""
+        ranker (or the preset named) and generation as GET /threads/{id}/answers sorts them, judged by the forum's
+        acceptance or votes (``ranking.evaluation.forum_answers``)."""
         from ranking.evaluation.forum_answers import BENCHMARKS as FORUM_ANSWERS
         from ranking.evaluation.forum_answers import run_forum_answers
-        if body.ranker:
-            raise HTTPException(422, detail=f"{body.benchmark} measures the ranker GET /threads/{{id}}/answers "
-                                "serves: no ranker")
+        from ranking.presets import PRESETS
+        if body.ranker and body.ranker.split("[", 1)[0] not in PRESETS:
+            raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
         judged_by = FORUM_ANSWERS[body.benchmark]
 
-        def run(progress):
+        def run(progress):  # the served ranker, or the one named: what the endpoint would serve with it
             served = (svc.generation, svc.reranker, svc.arabic_reranker)
-            r = run_forum_answers(svc.settings, judged_by, progress=False, served=served)
+            r = run_forum_answers(svc.settings, judged_by, progress=False, served=served, ranker=body.ranker)
             return {**{k: r[k] for k in ("benchmark", "judged_by", "ranker", "MAP", "MRR", "questions", "comments",
                                          "passed_over", "MAP_interval_95", "folder")},
                     "compare": [{k: c[k] for k in ("run", "figures", "p_randomization")} for c in r["compare"]]}

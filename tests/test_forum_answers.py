@@ -118,7 +118,7 @@ def test_votes_from_semeval_labels_give_the_official_subtask_A_figure_of_the_def
     threads = [votes_from_labels(t) for t in load(semeval / DEV_A).threads[:8]]
     write_dump(threads, tmp_path / "dump")
     for cmd in (["ingest", str(tmp_path / "dump"), "--encode", "never"],
-                ["evaluate", "--answers", "--judged-by", "votes", "--json"]):
+                ["evaluate", "--answers", "--judged-by", "votes", "--compare", "bm25", "--json"]):
         p = subprocess.run(CQA + cmd, cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
@@ -134,6 +134,10 @@ def test_votes_from_semeval_labels_give_the_official_subtask_A_figure_of_the_def
         official[q.id] = average_precision([rel for rel, _ in ranked])
     assert report["per_question_ap"] == pytest.approx(official, abs=1e-9)
     assert out["MAP"] == round(sum(official.values()) / len(official), 4)
+    # --compare: another preset ranked beside it on the same threads, with the paired test; then the thread's order
+    assert [c["run"] for c in out["compare"]] == ["bm25", "thread-order"]
+    assert out["compare"][0]["questions"] == len(asked) and 0 <= out["compare"][0]["p_randomization"] <= 1
+    assert any((tmp_path / "var" / "reports" / "forum-answers-votes").glob("*/bm25.txt"))
 
 
 def test_the_evaluation_job_ranks_as_the_endpoint_serves(client):
@@ -143,8 +147,8 @@ def test_the_evaluation_job_ranks_as_the_endpoint_serves(client):
     r = client.post("/evaluation", json={"benchmark": "forum-answers-accepted"}, headers=ADMIN)
     job = wait_job(client, r.json()["job"]["id"])
     assert r.status_code == 202 and job["state"] == "failed" and "none of the store's 40 threads can be judged by accepted" in job["error"]
-    r = client.post("/evaluation", json={"benchmark": "forum-answers-votes", "ranker": "bm25"}, headers=ADMIN)
-    assert r.status_code == 422 and "no ranker" in r.json()["error"]["message"]
+    r = client.post("/evaluation", json={"benchmark": "forum-answers-votes", "ranker": "nope"}, headers=ADMIN)
+    assert r.status_code == 422 and "unknown ranker 'nope'" in r.json()["error"]["message"]
     voted = [{"id": f"voted{i}", "subject": f"visa renewal {i}", "body": "how long does it take?", "author_id": "ask",
               "answers": [{"id": f"v{i}-{j}", "text": f"about {j} weeks for the visa renewal {'x' * j}",
                            "author_id": f"u{j}", "meta": {"score": s}} for j, s in enumerate((0, 2, -1, 1))]}
@@ -162,6 +166,10 @@ def test_the_evaluation_job_ranks_as_the_endpoint_serves(client):
         assert served["reranker"] == report["ranker"]
     listed = client.get("/evaluation").json()["benchmarks"]["forum-answers-votes"]
     assert listed["MAP"] == job["result"]["MAP"] and listed["questions"] == 3 and listed["P@1"] == report["P@1"]
+    named = wait_job(client, client.post("/evaluation", json={"benchmark": "forum-answers-votes", "ranker": "bm25"},
+                                         headers=ADMIN).json()["job"]["id"])  # another preset, as it would serve
+    assert named["state"] == "succeeded" and named["result"]["ranker"] == "bm25" and named["result"]["questions"] == 3
+    assert client.get("/evaluation").json()["benchmarks"]["forum-answers-votes"]["ranker"] == "bm25"
     r = client.post("/evaluation", json={"benchmark": "forum-answers"}, headers=ADMIN)
     assert r.status_code == 422 and "forum-answers-accepted, forum-answers-votes" in r.json()["error"]["message"]
 
@@ -169,10 +177,12 @@ def test_the_evaluation_job_ranks_as_the_endpoint_serves(client):
 @pytest.mark.parametrize("args, message", [
     (["--judged-by", "votes"], "--judged-by goes with --answers"),
     (["--answers", "--duplicates"], "one at a time"),
-    (["--answers", "--benchmark", "semeval2016-dev-A"], "its own evaluation of the served ranker"),
+    (["--answers", "--benchmark", "semeval2016-dev-A"], "--answers is its own evaluation"),
+    (["--answers", "--inference", "int8"], "a ranker's variant goes in its name"),
     (["--answers", "--limit", "-1"], "--limit: 0 (all) or more"),
     (["--limit", "3"], "--limit goes with --duplicates or --answers"),
     (["--answers"], "no store at"),
+    (["--answers", "--ranker", "bm25", "--compare", "bm25"], "the ranker itself"),
 ])
 def test_cqa_evaluate_answers_refuses_what_does_not_go_with_it(cli_env, args, message):
     p = subprocess.run(CQA + ["evaluate", *args], cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=120)

@@ -66,7 +66,8 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                         "accepted, or the votes (--judged-by; `cqa ingest` of a StackExchange dump keeps both as "
                         "meta.accepted and meta.score), beside the thread's own order and the votes' order (the "
                         "paired test), with the official scorer's MAP, AvgRec and MRR; only threads whose order can "
-                        "matter (a relevant comment and one not) are asked")
+                        "matter (a relevant comment and one not) are asked. --ranker ranks with another preset (what "
+                        "the endpoint would serve with it as $CQA_DEFAULT_RANKER), --compare adds one beside it")
     p.add_argument("--judged-by", choices=[j.value for j in JudgedBy], default=None,
                    help="with --answers: accepted (the asker's accepted answer is relevant; the default) or votes "
                         "(an answer voted up or accepted is relevant)")
@@ -119,9 +120,10 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         if args.limit is not None and not (args.duplicates or args.answers):
             raise ScoringError("--limit goes with --duplicates or --answers")
         if args.answers:
-            if args.gold or args.pred or args.benchmark or args.compare or args.compare_pred or args.ranker:
-                raise ScoringError("--answers is its own evaluation of the served ranker: without --gold, --pred, "
-                                   "--benchmark, --ranker or --compare")
+            if args.gold or args.pred or args.benchmark or args.compare_pred or args.inference or args.max_length:
+                raise ScoringError("--answers is its own evaluation: without --gold, --pred, --benchmark, "
+                                   "--compare-pred, --inference or --max-length (a ranker's variant goes in its "
+                                   "name: --ranker 'NAME[int8]')")
             return _forum_answers(args, settings, emit)
         if args.duplicates:
             if args.gold or args.pred or args.benchmark or args.compare or args.compare_pred:
@@ -261,7 +263,7 @@ def _forum_answers(args: argparse.Namespace, settings, emit) -> int:
     if limit < 0:
         raise ScoringError("--limit: 0 (all) or more")
     try:
-        report = run_forum_answers(settings, judged_by, limit=limit)
+        report = run_forum_answers(settings, judged_by, limit=limit, ranker=args.ranker, compare=args.compare)
     except IndexFormatError as e:
         raise ScoringError(str(e)) from None
     passed = ", ".join(f"{n} {why}" for why, n in report["passed_over"].items()) or "none"

@@ -45,6 +45,7 @@ class JudgedBy(str, Enum):
 
 BENCHMARKS = {j.benchmark: j for j in JudgedBy}
 THREAD_ORDER, VOTE_ORDER = "thread-order", "votes"  # the orders a forum has without a ranker
+RANKED = "ranked"  # the run of the ranker measured (the served one, or --ranker)
 
 
 def accepted(a: Answer) -> bool:
@@ -114,12 +115,14 @@ def baseline_scores(t: Thread, run: str) -> list[float]:
 
 
 def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, limit: int = 0, progress: bool = True,
-                      served=None) -> dict:
+                      served=None, ranker: str | None = None, compare: str | None = None) -> dict:
     """Every asked thread of the data folder's store ranked as GET /threads/{id}/answers ranks it, scored by the
     forum's own judgement ``judged_by``, beside the thread's order (and, judged by acceptance, the votes') with the
     paired tests; a report folder. ``served``: a running service's (generation, ranker, Arabic ranker or None), which
     it then asks, as its endpoint does; else the data folder's live generation (if any) with the rankers the settings
-    name, as the service would load them."""
+    name, as the service would load them. ``ranker``: a preset that ranks instead (what the endpoint would serve with
+    it as ``$CQA_DEFAULT_RANKER``); ``compare``: a preset ranked beside it, with the paired test, as an operator
+    chooses a ranker on their own forum."""
     from indexing.store import Snapshot, ThreadStore
 
     from ..search_benchmark import latency
@@ -127,6 +130,8 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     from .runner import finish_report, report_folder
     from .scorer import TOP, Line, average_precision, ranked_by_question, score
     judged_by = JudgedBy(judged_by)
+    if compare and compare == (ranker or settings.default_ranker):
+        raise ValueError(f"--compare {compare}: the ranker itself")
     if not Path(settings.store_path).exists():
         raise FileNotFoundError(f"no store at {settings.store_path}: ingest the forum first")
     started = time.perf_counter()
@@ -136,11 +141,11 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
         raise ValueError(f"none of the store's {asked.stored} threads can be judged by {judged_by.value} "
                          f"({_reasons(asked.passed_over)}): ingest a StackExchange dump, or send answers with "
                          "meta.accepted (true) or meta.score (votes)")
-    if served is not None:
-        gen, ranker, arabic = served
-    else:
-        gen, ranker, arabic = _load(settings)
-    runs = ["served", THREAD_ORDER] + ([VOTE_ORDER] if judged_by is JudgedBy.ACCEPTED else [])
+    from ..presets import build_label
+    gen, main, arabic = served if served is not None else _load(settings)
+    main = build_label(ranker, settings) if ranker else main
+    ranking = {RANKED: main, **({compare: build_label(compare, settings)} if compare else {})}
+    runs = [*ranking, THREAD_ORDER] + ([VOTE_ORDER] if judged_by is JudgedBy.ACCEPTED else [])
     gold: list[Line] = []
     preds: dict[str, list[Line]] = {r: [] for r in runs}
     ms: list[float] = []
@@ -152,7 +157,7 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
             if t is None or passed_over(t, judged_by, settings.max_thread_comments) is not None:
                 changed += 1
                 continue
-            ms.append(_ranked_into(t, judged_by, gen, ranker, arabic, runs, gold, preds, rankers))
+            ms.append(_ranked_into(t, judged_by, gen, ranking, arabic, runs, gold, preds, rankers))
     if not gold:
         raise ValueError(f"the {len(asked.ids)} threads asked were all deleted or changed meanwhile")
     figures, ap = {}, {}
@@ -162,11 +167,11 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
         ap[run] = {q: average_precision(r) for q, r in ranked.items()}
         figures[run] = {"MAP": round(s.MAP, 4), "AvgRec": round(s.AvgRec, 4), "MRR": round(s.MRR, 2),
                         "P@1": round(sum(r[0] for r in ranked.values()) / len(ranked), 4)}
-    name = ranker.name
+    name = main.name
     folder, stamp = report_folder(settings.reports_dir, judged_by.benchmark, name)
     _write_lines(folder / "gold.relevancy", gold)
     for run in runs:
-        _write_lines(folder / f"{'predictions' if run == 'served' else run}.txt", preds[run])
+        _write_lines(folder / f"{'predictions' if run == RANKED else run}.txt", preds[run])
     comments = len(gold)
     report = {"benchmark": judged_by.benchmark, "judged_by": judged_by.value, "ranker": name,
               "rankers_answered": dict(rankers), "generation": gen.name if gen is not None else None,
@@ -174,31 +179,35 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
               "relevant": sum(g.label for g in gold), "threads_stored": asked.stored,
               "passed_over": dict(asked.passed_over), "changed_meanwhile": changed, "top": TOP,
               "seconds": round(time.perf_counter() - started, 2),
-              "figures": figures["served"], "MAP": figures["served"]["MAP"], "MRR": figures["served"]["MRR"],
-              "P@1": figures["served"]["P@1"],
-              "MAP_interval_95": map_interval(ap["served"]), "per_question_ap": ap["served"],
+              "figures": figures[RANKED], "MAP": figures[RANKED]["MAP"], "MRR": figures[RANKED]["MRR"],
+              "P@1": figures[RANKED]["P@1"],
+              "MAP_interval_95": map_interval(ap[RANKED]), "per_question_ap": ap[RANKED],
               "latency_ms": latency(ms), "folder": str(folder),
               "compare": [{"run": run, "figures": figures[run], "MAP_interval_95": map_interval(ap[run]),
-                           **paired_ap(ap["served"], ap[run])} for run in runs[1:]]}
+                           **paired_ap(ap[RANKED], ap[run])} for run in runs[1:]]}
     finish_report(folder, report, xlabel=f"MAP of the forum's own judgement ({judged_by.value})")
     return report
 
 
-def _ranked_into(t: Thread, judged_by: JudgedBy, gen, ranker, arabic, runs: list[str], gold: list, preds: dict,
-                 rankers: Counter) -> float:
-    """Thread ``t`` ranked as GET /threads/{id}/answers ranks it and by each order in ``runs[1:]``: its comments'
-    judgements onto ``gold``, each run's scores onto ``preds``, the ranker that ran counted; the milliseconds the
-    ranking took."""
+def _ranked_into(t: Thread, judged_by: JudgedBy, gen, ranking: dict, arabic, runs: list[str], gold: list,
+                 preds: dict, rankers: Counter) -> float:
+    """Thread ``t`` ranked as GET /threads/{id}/answers ranks it by each ranker of ``ranking`` (its run's name to
+    it) and by each other order in ``runs``: its comments' judgements onto ``gold``, each run's scores onto
+    ``preds``, the ranker that ranked the ``RANKED`` run counted; the milliseconds that ranking took."""
     from ..arabic import routed
     from ..candidates import stored_thread_query
     from .scorer import Line
-    t0 = time.perf_counter()
-    chosen, q = routed(stored_thread_query(t, gen), ranker, arabic, gen)
-    scores = {"served": chosen.score([q])[0]}
-    ms = 1000 * (time.perf_counter() - t0)
-    rankers[chosen.name] += 1
-    for run in runs[1:]:
-        scores[run] = baseline_scores(t, run)
+    scores, ms = {}, 0.0
+    for run in runs:
+        if run not in ranking:
+            scores[run] = baseline_scores(t, run)
+            continue
+        t0 = time.perf_counter()
+        chosen, q = routed(stored_thread_query(t, gen), ranking[run], arabic, gen)
+        scores[run] = chosen.score([q])[0]
+        if run == RANKED:
+            ms = 1000 * (time.perf_counter() - t0)
+            rankers[chosen.name] += 1
     for i, a in enumerate(t.answers):
         gold.append(Line(t.id, a.id, 0.0, relevant(a, judged_by)))
         for run in runs:
