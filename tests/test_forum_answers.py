@@ -142,8 +142,8 @@ def test_votes_from_semeval_labels_give_the_official_subtask_A_figure_of_the_def
 
 def test_the_evaluation_job_ranks_as_the_endpoint_serves(client):
     """POST /evaluation {"benchmark": "forum-answers-votes"}: the job ranks each thread with the service's own ranker
-    as GET /threads/{id}/answers does, to the same AP; a ranker is refused, a store with nothing to judge fails the
-    job saying so, and GET /evaluation lists the report."""
+    as GET /threads/{id}/answers does, to the same AP, or with the preset named (an unknown one is a 422); a store
+    with nothing to judge fails the job saying so, and GET /evaluation lists the report."""
     r = client.post("/evaluation", json={"benchmark": "forum-answers-accepted"}, headers=ADMIN)
     job = wait_job(client, r.json()["job"]["id"])
     assert r.status_code == 202 and job["state"] == "failed" and "none of the store's 40 threads can be judged by accepted" in job["error"]
