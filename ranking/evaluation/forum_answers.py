@@ -45,6 +45,7 @@ class JudgedBy(str, Enum):
 
 BENCHMARKS = {j.benchmark: j for j in JudgedBy}
 THREAD_ORDER, VOTE_ORDER = "thread-order", "votes"  # the orders a forum has without a ranker
+ORDER_NAMES = {THREAD_ORDER: "the thread's order", VOTE_ORDER: "the votes' order"}
 RANKED = "ranked"  # the run of the ranker measured (the served one, or --ranker)
 
 
@@ -185,7 +186,8 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
               "latency_ms": latency(ms), "folder": str(folder),
               "compare": [{"run": run, "figures": figures[run], "MAP_interval_95": map_interval(ap[run]),
                            **paired_ap(ap[RANKED], ap[run])} for run in runs[1:]]}
-    finish_report(folder, report, xlabel=f"MAP of the forum's own judgement ({judged_by.value})")
+    finish_report(folder, report, xlabel=f"MAP of the forum's own judgement ({judged_by.value})",
+                  references={ORDER_NAMES[run]: figures[run]["MAP"] for run in runs if run not in ranking})
     return report
 
 

@@ -184,13 +184,14 @@ def report_folder(reports_dir: Path, benchmark: str, ranker: str) -> tuple[Path,
 
 
 def finish_report(out: Path, report: dict, published: dict | None = None,
-                  xlabel: str = "MAP (official SemEval scorer)") -> None:
-    """report.json, report.md and chart.png beside the other rankers' latest runs, then latest.json:
-    what the API serves for this benchmark."""
+                  xlabel: str = "MAP (official SemEval scorer)", references: dict[str, float] | None = None) -> None:
+    """report.json, report.md and chart.png beside the other rankers' latest runs (and ``references``: other orders
+    of the same run, in grey), then latest.json: what the API serves for this benchmark."""
     _atomic_json(out / "report.json", report)
     systems = latest_per_ranker(out.parent)
     _write_markdown(out / "report.md", report, systems)
-    write_chart(out / "chart.png", report["benchmark"], {n: r["MAP"] for n, r in systems.items()}, published, xlabel)
+    write_chart(out / "chart.png", report["benchmark"], {n: r["MAP"] for n, r in systems.items()}, published, xlabel,
+                references)
     _atomic_json(out.parent / "latest.json", {k: v for k, v in report.items() if k != "per_question_ap"})
 
 
@@ -251,8 +252,9 @@ def _write_markdown(path: Path, report: dict, systems: dict[str, dict]) -> None:
 
 
 def write_chart(path: Path, title: str, systems: dict[str, float], published: dict | None = None,
-                xlabel: str = "MAP (official SemEval scorer)") -> None:
-    """MAP per system as horizontal bars, beside the official IR baseline and the best 2016 system."""
+                xlabel: str = "MAP (official SemEval scorer)", references: dict[str, float] | None = None) -> None:
+    """MAP per system as horizontal bars, beside the official IR baseline and the best 2016 system (``published``)
+    or other ``references``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -263,6 +265,8 @@ def write_chart(path: Path, title: str, systems: dict[str, float], published: di
         names = ["IR baseline (official)", f"{published['best'][0]} (best 2016)"] + names
         values = [published["IR baseline"], published["best"][1]] + values
         colors = ["#999999", "#d08c2b"] + colors
+    for name, value in (references or {}).items():
+        names, values, colors = [name] + names, [value] + values, ["#999999"] + colors
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(names) + 1.2))
     ax.barh(names, values, color=colors)
     for y, v in enumerate(values):
