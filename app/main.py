@@ -1047,13 +1047,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from ranking.evaluation.duplicates import BENCHMARK as DUPLICATES
         from ranking.presets import PRESETS
         from ranking.evaluation.forum_answers import BENCHMARKS as FORUM_ANSWERS
-        if body.benchmark == DUPLICATES:
-            return submitted_duplicates(body, response, svc)
+        from ranking.evaluation.duplicates import answers_benchmark
+        from ranking.evaluation.forum_answers import JudgedBy
+        duplicate_answers = {answers_benchmark(j): j for j in JudgedBy}
+        if body.benchmark == DUPLICATES or body.benchmark in duplicate_answers:
+            return submitted_duplicates(body, response, svc, duplicate_answers.get(body.benchmark))
         if body.benchmark in FORUM_ANSWERS:
             return submitted_forum_answers(body, response, svc)
         if body.benchmark not in BENCHMARKS:
             raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}, "
-                                f"{DUPLICATES}, {', '.join(FORUM_ANSWERS)}")
+                                f"{DUPLICATES}, {', '.join(duplicate_answers)}, {', '.join(FORUM_ANSWERS)}")
         if body.ranker and body.ranker.split("[", 1)[0] not in PRESETS:
             raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
 
@@ -1091,19 +1094,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             response.status_code = 409
         return {"job": job.__dict__, "started": started}
 
-    def submitted_duplicates(body, response: Response, svc: Service) -> dict:
-        """``cqa evaluate --duplicates`` as a job: the forum's own duplicate links judge its similar-question search,
-        asked through this service's own pipeline (``ranking.evaluation.duplicates``)."""
-        from ranking.evaluation.duplicates import BENCHMARK, run_duplicates
+    def submitted_duplicates(body, response: Response, svc: Service, judged_by=None) -> dict:
+        """``cqa evaluate --duplicates`` as a job: the forum's own duplicate links judge its similar-question search
+        (or, ``judged_by``, its answer search by the answers of each duplicate's group), asked through this service's
+        own pipeline (``ranking.evaluation.duplicates``)."""
+        from ranking.evaluation.duplicates import run_duplicates
         if body.ranker:
-            raise HTTPException(422, detail=f"{BENCHMARK} measures the served similar-question search: no ranker")
+            raise HTTPException(422, detail=f"{body.benchmark} measures the served search: no ranker")
         gen, pipeline = ready_generation(svc)
 
         def run(progress):
-            r = run_duplicates(svc.settings, progress=False, served=(gen, pipeline))
-            return {k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "P@1", "questions", "links",
-                                      "links_to_unstored", "MAP_interval_95", "folder")}
-        job, started = svc.jobs.submit(f"evaluation:{BENCHMARK}", run)
+            r = run_duplicates(svc.settings, progress=False, served=(gen, pipeline), judged_by=judged_by,
+                               target="questions" if judged_by is None else "answers")
+            return {k: r[k] for k in ("benchmark", "target", "judged_by", "ranker", "MAP", "MRR", "P@1", "questions",
+                                      "links", "links_to_unstored", "MAP_interval_95", "folder")}
+        job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
         if not started:
             response.status_code = 409
         return {"job": job.__dict__, "started": started}

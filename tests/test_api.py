@@ -814,6 +814,23 @@ def test_evaluation_job_of_the_forums_own_duplicates(client):
     assert (job["result"]["questions"], job["result"]["links"], job["result"]["P@1"]) == (1, 1, 1.0)
     listed = client.get("/evaluation").json()["benchmarks"]["forum-duplicates"]
     assert listed["MAP"] == job["result"]["MAP"] == 1.0 and listed["ranker"] == job["result"]["ranker"]
+    # the same links judge the answer search: a duplicate should find its group's accepted answer
+    job = wait_job(client, client.post("/evaluation", json={"benchmark": "forum-duplicates-answers-accepted"},
+                                       headers=ADMIN).json()["job"]["id"])
+    assert job["state"] == "failed" and "judged by accepted" in job["error"]  # t7's answers: none accepted yet
+    t7 = {"id": "t7", "subject": "question 7 about visa 1", "body": "body text", "category": "Visas",
+          "answers": [{"id": f"t7_a{j}", "text": f"answer {j} on rent 7"} for j in range(3)]}  # as fill_store wrote it
+    t7["answers"][-1]["meta"] = {"accepted": True}
+    assert client.post("/threads", json={"threads": [t7]}, headers=ADMIN).status_code == 200
+    assert wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])["state"] == "succeeded"
+    job = wait_job(client, client.post("/evaluation", json={"benchmark": "forum-duplicates-answers-accepted"},
+                                       headers=ADMIN).json()["job"]["id"])
+    assert job["state"] == "succeeded", job
+    assert (job["result"]["target"], job["result"]["judged_by"], job["result"]["questions"]) == ("answers", "accepted", 1)
+    served = client.get("/threads/dup7/similar", params={"target": "answers"}).json()["results"]
+    accepted = t7["answers"][-1]["id"]
+    rank = next((r["rank"] for r in served if accepted in (r["id"], *r["duplicates"])), None)  # the one relevant
+    assert job["result"]["MAP"] == (round(1 / rank, 4) if rank else 0.0)
 
 
 def test_metrics(client):

@@ -258,6 +258,9 @@ def test_cqa_evaluate_duplicates_on_a_forum_imported_from_its_dump(tmp_path, cli
     GET /threads/{id}/similar does and finds its group first: each repost's question is the original's word for word
     (or one question mark apart), and the unanswered repost folded with the original does not sink it (rule 29)."""
     demo = load(DEMO).threads
+    voted = {(2, 1): {"accepted": True, "score": 3}, (9, 0): {"score": 2}}  # the forum's judgements of two answers
+    demo = [t.model_copy(update={"answers": [a.model_copy(update={"meta": {**a.meta, **voted.get((i, j), {})}})
+                                             for j, a in enumerate(t.answers)]}) for i, t in enumerate(demo)]
     reposts = [demo[2].model_copy(update={"id": "r1", "answers": []}),
                demo[9].model_copy(update={"id": "r2", "answers": []}),
                demo[9].model_copy(update={"id": "r3", "answers": [], "subject": demo[9].subject + "?"})]
@@ -282,6 +285,25 @@ def test_cqa_evaluate_duplicates_on_a_forum_imported_from_its_dump(tmp_path, cli
     from app.schemas import LiveFigure  # what GET /evaluation lists, from latest.json
     live = LiveFigure.model_validate(json.loads((Path(out["report"]).parent / "latest.json").read_text()))
     assert (live.MAP, live.P_at_1, live.questions, live.ranker) == (out["MAP@10"], 1.0, 3, "search-questions")
+    # the answers the forum judged useful in a duplicate's group answer it: demo[2]'s accepted answer answers r1
+    # (demo[9]'s group holds no accepted answer: r2 and r3 are not asked); by votes, demo[9]'s voted one too
+    refused = run("evaluate", "--duplicates", "--judged-by", "votes")
+    assert refused.returncode == 2 and "--judged-by goes with --answers, or with --duplicates --target answers" in \
+        refused.stderr
+    done = run("evaluate", "--duplicates", "--target", "answers", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (out["benchmark"], out["judged_by"], out["questions"], out["ranker"]) == \
+        ("forum-duplicates-answers-accepted", "accepted", 1, "search-answers")
+    report = json.loads((Path(out["report"]) / "report.json").read_text())
+    assert set(report["per_question_ap"]) == {"r1"} and report["linked_without_a_judged_answer"] == 2
+    assert [line.split()[2] for line in (Path(out["report"]) / "qrels.trec").read_text().splitlines()] == \
+        [demo[2].answers[1].id]
+    done = run("evaluate", "--duplicates", "--target", "answers", "--judged-by", "votes", "--json")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    report = json.loads((Path(out["report"]) / "report.json").read_text())
+    assert set(report["per_question_ap"]) == {"r1", "r2", "r3"} and out["benchmark"] == "forum-duplicates-answers-votes"
+    assert 0 < out["MAP@10"] <= 1 and out["compare"]["run"] == "first-stage"
 
 
 def test_cqa_ingest_mirror_removes_what_the_site_removed_and_keeps_the_forums_newer_threads(tmp_path, cli_env):

@@ -58,8 +58,10 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                         "each question linked as a duplicate asked for its similar questions as GET "
                         "/threads/{id}/similar asks, reranked and not (the paired test), scored by the other "
                         "questions of its duplicate group (MAP@10, P@1, MRR, nDCG@10, Recall@10)")
-    p.add_argument("--target", choices=["questions", "threads"], default=None,
-                   help="with --duplicates: what the similar search lists (default: questions)")
+    p.add_argument("--target", choices=["questions", "threads", "answers"], default=None,
+                   help="with --duplicates: what the similar search lists (default: questions); answers: each "
+                        "linked question asks for answers, and should find those of its group's other questions that "
+                        "the forum judged useful (--judged-by)")
     p.add_argument("--answers", action="store_true",
                    help="judge how the data folder's own threads have their comments sorted (GET "
                         "/threads/{id}/answers, the default ranker) by the forum's own signals: the answer the asker "
@@ -69,8 +71,8 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                         "matter (a relevant comment and one not) are asked. --ranker ranks with another preset (what "
                         "the endpoint would serve with it as $CQA_DEFAULT_RANKER), --compare adds one beside it")
     p.add_argument("--judged-by", choices=[j.value for j in JudgedBy], default=None,
-                   help="with --answers: accepted (the asker's accepted answer is relevant; the default) or votes "
-                        "(an answer voted up or accepted is relevant)")
+                   help="with --answers, or --duplicates --target answers: accepted (the asker's accepted answer "
+                        "is relevant; the default) or votes (an answer voted up or accepted is relevant)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="with --duplicates: only the first N linked questions; with --answers, the first N threads "
                         "asked; in the store's order (0: all)")
@@ -99,7 +101,11 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             print(f"  {name:36s} {what}, 2016 {b.split}")
         print("the forum's own judgements, on this data folder's store (POST /evaluation runs them by these names):")
         from .duplicates import BENCHMARK as DUPLICATES
+        from .duplicates import answers_benchmark
         print(f"  {DUPLICATES:36s} --duplicates: similar questions, judged by its duplicate links")
+        for j in JudgedBy:
+            print(f"  {answers_benchmark(j):36s} --duplicates --target answers --judged-by {j.value}: answers for a "
+                  "duplicate, judged by its group's")
         for j in JudgedBy:
             print(f"  {j.benchmark:36s} --answers --judged-by {j.value}: a thread's comments, judged by "
                   f"{'the accepted answer' if j is JudgedBy.ACCEPTED else 'the answers voted up or accepted'}")
@@ -115,8 +121,8 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             raise ScoringError("--duplicates and --answers are two evaluations: one at a time")
         if args.target and not args.duplicates:
             raise ScoringError("--target goes with --duplicates")
-        if args.judged_by and not args.answers:
-            raise ScoringError("--judged-by goes with --answers")
+        if args.judged_by and not (args.answers or (args.duplicates and args.target == "answers")):
+            raise ScoringError("--judged-by goes with --answers, or with --duplicates --target answers")
         if args.limit is not None and not (args.duplicates or args.answers):
             raise ScoringError("--limit goes with --duplicates or --answers")
         if args.answers:
@@ -228,15 +234,20 @@ def _duplicates(args: argparse.Namespace, settings, emit) -> int:
     if limit < 0:
         raise ScoringError("--limit: 0 (all) or more")
     try:
-        report = run_duplicates(settings, target=target, limit=limit)
+        report = run_duplicates(settings, target=target, limit=limit,
+                                judged_by=JudgedBy(args.judged_by or "accepted") if target == "answers" else None)
     except IndexFormatError as e:
         raise ScoringError(str(e)) from None
+    judged = (f", judged by the {report['judged_by']} answers of their groups' other questions "
+              f"({report['linked_without_a_judged_answer']} linked questions without one not asked)"
+              if report["judged_by"] else "")
     print(f"{report['questions']} questions linked as duplicates ({report['links']} links, "
           f"{report['links_to_unstored']} to questions not stored), similar {target} from generation "
-          f"{report['generation']} (reranker: {report['ranker'] or 'none'})")
+          f"{report['generation']} (reranker: {report['ranker'] or 'none'}){judged}")
     for k, v in report["figures"].items():
         print(f"{k:12s} {v:.4f}")
-    out = {"benchmark": report["benchmark"], "target": target, "ranker": report["ranker"],
+    out = {"benchmark": report["benchmark"], "target": target, "judged_by": report["judged_by"],
+           "ranker": report["ranker"],
            "questions": report["questions"], "links": report["links"],
            "links_to_unstored": report["links_to_unstored"], **report["figures"], "latency_ms": report["latency_ms"],
            "report": report["folder"]}

@@ -9,6 +9,10 @@ should find is every other question of its duplicate group (the questions joined
 folds several near-identical copies counts as found when any copy is in the group, as the SemEval /search benchmarks
 count it. Side by side, the same searches without reranking (the first stage), with the paired test of the difference.
 
+The same links judge the forum's answer search: a question closed as a duplicate is answered by the answers its
+group's other questions got. Asked for answers (target ``answers``, its own thread left out), it should find those the
+forum judged useful: the accepted ones, or those voted up or accepted (``forum_answers.JudgedBy``).
+
 Nothing here was trained or tuned on the forum's links: a figure on them measures the shipped rankers on that forum.
 """
 from __future__ import annotations
@@ -82,13 +86,24 @@ def duplicate_groups(threads: Iterable[Thread]) -> DuplicateGroups:
     return DuplicateGroups(judged, links=len(pairs), unstored=len(pairs) - len(kept), malformed=malformed)
 
 
+def answers_benchmark(judged_by) -> str:
+    """The report folder of the answers searched for a forum's duplicates, judged by ``judged_by`` (a JudgedBy)."""
+    return f"{BENCHMARK}-answers-{judged_by.value}"
+
+
 def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int = 0, compare: bool = True,
-                   progress: bool = True, served=None) -> dict:
+                   progress: bool = True, served=None, judged_by=None) -> dict:
     """Every linking question of the data folder's store asked for its similar questions through the live
     generation's pipeline, reranked (as served) and, with ``compare``, not; their figures (MAP@10, P@1, MRR, nDCG@10,
     Recall@10, each question's AP@10), the paired test, the latency, and a report folder. ``served``: a running
     service's (generation, pipeline), whose rerankers it then asks, as its endpoint does; else the live generation is
-    loaded with the rerankers the settings name."""
+    loaded with the rerankers the settings name.
+
+    With ``target`` "answers", each linking question asks for answers instead (``GET /threads/{id}/similar?target=
+    answers``: its own thread left out, as a question closed as a duplicate had no answers of its own), and what it
+    should find is every answer of the other questions of its group that the forum judged useful (``judged_by``, a
+    ``forum_answers.JudgedBy``: the accepted answers, or those voted up or accepted); a linking question whose group
+    holds none is not asked."""
     from indexing.searcher import load_current
     from indexing.store import Snapshot, ThreadStore
 
@@ -97,17 +112,24 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
     from ..search_benchmark import as_run, latency
     from .measures import map_interval, paired_ap, per_query, write_trec_qrels, write_trec_run
     from .runner import finish_report, report_folder
-    if target not in ("questions", "threads"):
-        raise ValueError(f"target {target!r}: duplicates are judged between questions (questions or threads)")
+    from .forum_answers import JudgedBy, relevant
+    if target not in ("questions", "threads", "answers"):
+        raise ValueError(f"target {target!r}: questions, threads, or answers")
+    if judged_by is not None and target != "answers":
+        raise ValueError("a judgement of answers (accepted or votes) goes with the answers target")
+    judged_by = JudgedBy(judged_by or JudgedBy.ACCEPTED) if target == "answers" else None
     if not Path(settings.store_path).exists():
         raise FileNotFoundError(f"no store at {settings.store_path}: ingest the forum first")
     started = time.perf_counter()
     linking: dict[str, Thread] = {}  # the questions asked: kept as the snapshot read them, not read again
+    useful: dict[str, list[str]] = {}  # target answers: each thread's answers judged useful (ids only)
 
     def kept(threads: Iterable[Thread]) -> Iterable[Thread]:
         for t in threads:
             if LINK_FIELD in t.meta:
                 linking[t.id] = t
+            if judged_by is not None and (ids := [a.id for a in t.answers if relevant(a, judged_by)]):
+                useful[t.id] = ids
             yield t
     with Snapshot(settings.store_path) as snap:
         groups = duplicate_groups(kept(snap.threads()))
@@ -115,8 +137,16 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
         raise ValueError(f"the store holds no duplicate links between stored questions ({groups.links} links, "
                          f"{groups.unstored} naming questions it does not hold): ingest a StackExchange dump with "
                          f"its PostLinks.xml, or send threads with meta.{LINK_FIELD}")
-    queries = list(groups.judged)[:limit] if limit else list(groups.judged)
-    qrels = {q: groups.judged[q] for q in queries}
+    judged = groups.judged
+    if judged_by is not None:  # what each should find: the useful answers of the other questions of its group
+        judged = {q: {a: 1 for x in others for a in useful.get(x, ())} for q, others in groups.judged.items()}
+        judged = {q: answers for q, answers in judged.items() if answers}
+        if not judged:
+            raise ValueError(f"no question linked as a duplicate has another question of its group with an answer "
+                             f"judged by {judged_by.value} ({len(groups.judged)} linked): ingest a StackExchange "
+                             "dump, or send answers with meta.accepted (true) or meta.score (votes)")
+    queries = list(judged)[:limit] if limit else list(judged)
+    qrels = {q: judged[q] for q in queries}
     gen, pipeline = served if served is not None else (load_current(settings.index_root, settings.device), None)
     runs = {"reranked": True, **({"first-stage": False} if compare else {})}
     out: dict[str, dict] = {name: {} for name in runs}
@@ -136,11 +166,14 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
     figures = {name: {m: round(v, 4) for m, v in figures_of(qrels, run, recall_at=k).items()}
                for name, run in out.items()}
     ap = {name: per_query(qrels, run, "AP@10") for name, run in out.items()}
-    folder, stamp = report_folder(settings.reports_dir, BENCHMARK, reranker or "first-stage")
+    name = BENCHMARK if judged_by is None else answers_benchmark(judged_by)
+    folder, stamp = report_folder(settings.reports_dir, name, reranker or "first-stage")
     for label, run in out.items():
         write_trec_run(run, folder / f"run-{label}.trec", label)
     write_trec_qrels(qrels, folder / "qrels.trec")
-    report = {"benchmark": BENCHMARK, "target": target, "k": k, "ranker": reranker, "generation": gen.name,
+    report = {"benchmark": name, "target": target, "k": k, "ranker": reranker, "generation": gen.name,
+              "judged_by": judged_by.value if judged_by is not None else None,
+              "linked_without_a_judged_answer": len(groups.judged) - len(judged),
               "created_at": stamp.isoformat(), "questions": len(out["reranked"]), "links": groups.links,
               "links_to_unstored": groups.unstored, "malformed_links": len(groups.malformed),
               "seconds": round(time.perf_counter() - started, 2),
@@ -152,8 +185,9 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
     if compare:
         report["compare"] = {"run": "first-stage", "figures": figures["first-stage"],
                              **paired_ap(ap["reranked"], ap["first-stage"])}
-    finish_report(folder, report, xlabel="MAP@10 of the forum's own duplicates")
+    finish_report(folder, report, xlabel="MAP@10 of the forum's own duplicates" if judged_by is None else
+                  f"MAP@10 of the answers of the forum's own duplicates ({judged_by.value})")
     return report
 
 
-__all__ = ["DuplicateGroups", "duplicate_groups", "linked", "run_duplicates"]
+__all__ = ["DuplicateGroups", "answers_benchmark", "duplicate_groups", "linked", "run_duplicates"]
