@@ -11,7 +11,14 @@ a question closed as a duplicate. Then:
   (`bench/similar_quality.py`'s `score_split`).
 Both must give the same MAP@10, P@1 and nDCG@10. Prints a JSON object last.
 
-    python bench/forum_duplicates.py [--data-dir var] [--split test] [--limit N]
+With `--target answers` the same duplicates judge the forum's answer search. Each linked related question's comments
+get their SemEval label as votes (`scripts/make_stackexchange_dump.py`'s `votes_from_labels`: Good 1, PotentiallyUseful
+0, Bad -1), so an added question should find the comments voted up in its group. Then `cqa evaluate --duplicates
+--target answers --judged-by votes --json` beside `GET /threads/{id}/similar?target=answers` of a real server, scored
+with the same judgements; and, for the same served lists, the SemEval /search answers judgements (comments Good for the
+original question itself: `cqa evaluate --benchmark semeval2016-{split}-search-answers`'s).
+
+    python bench/forum_duplicates.py [--data-dir var] [--split test] [--target questions|answers] [--limit N]
 """
 from __future__ import annotations
 
@@ -36,7 +43,11 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses")
     ap.add_argument("--split", choices=("dev", "test"), default="test", help="whose original questions")
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
+    ap.add_argument("--target", choices=("questions", "answers"), default="questions",
+                    help="what the duplicates search for: similar questions, or answers judged by votes")
     args = ap.parse_args()
+    if args.target == "answers":
+        return answers(args)
 
     from app.settings import Settings
     from indexing.models import Thread
@@ -75,6 +86,75 @@ def main() -> None:
         out["served_similar"] = {"questions": served["questions"], **served["similar"],
                                  "p50_ms": served["similar_p50_ms"]}
         out["difference_MAP@10"] = round(out["cqa_evaluate_duplicates"]["MAP@10"] - served["similar"]["MAP@10"], 4)
+    print(json.dumps(out))
+
+
+def answers(args) -> None:
+    """``--target answers``: each added question linked to its relevant related questions, their comments voted by
+    their labels; the forum's judgement of its answer search through `cqa evaluate` and a real server."""
+    from app.settings import Settings
+    from indexing.models import Thread
+    from indexing.store import ThreadStore
+    from ranking.evaluation.measures import per_query
+    from ranking.fullcorpus import corpus_settings, ensure_corpus, figures_of
+    from ranking.search_benchmark import qrels_for
+    from scripts.make_stackexchange_dump import votes_from_labels
+    from search_quality import SHOWN, shown
+    from load import get_json
+
+    settings = Settings(data_dir=args.data_dir)
+    qrels, questions = qrels_for(settings, args.split, "questions")
+    semeval, _ = qrels_for(settings, args.split, "answers")  # comments Good for the original question itself
+    if args.limit:
+        questions = dict(list(questions.items())[: args.limit])
+    links = {qid: sorted(d for d, rel in qrels[qid].items() if rel) for qid in questions}
+    ensure_corpus(settings, progress=True)
+    with ThreadStore(corpus_settings(settings).store_path) as store:
+        linked = {x: store.get(x) for x in sorted({x for xs in links.values() for x in xs})}
+    voted = [votes_from_labels(t) for t in linked.values() if t is not None]
+    judged = {OWN + qid: {a.id: 1 for x in xs if linked.get(x) for a in linked[x].answers if a.label == "Good"}
+              for qid, xs in links.items()}
+    judged = {q: j for q, j in judged.items() if j}
+    added = [Thread(id=OWN + qid, subject=subject, body=body, meta={"duplicate_of": links[qid]})
+             for qid, (subject, body) in questions.items()]
+    out: dict = {"bench": "forum_duplicates", "target": "answers", "split": args.split,
+                 "date": time.strftime("%Y-%m-%d"), "links": sum(len(v) for v in links.values()),
+                 "questions_with_a_voted_answer_in_their_group": len(judged)}
+    with corpus_with(settings, added + voted) as (folder, _):
+        env = {**os.environ, "CQA_DATA_DIR": str(folder), "PYTHONPATH": str(ROOT)}
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--duplicates", "--target", "answers",
+                               "--judged-by", "votes", "--json"], cwd=ROOT, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"cqa evaluate --duplicates --target answers failed: {done.stderr[-2000:]}")
+        evaluated = json.loads(done.stdout.strip().splitlines()[-1])
+        report = json.loads((Path(evaluated["report"]) / "report.json").read_text())
+        out["cqa_evaluate_duplicates_answers"] = {
+            "seconds": round(time.perf_counter() - t0, 1), "questions": evaluated["questions"],
+            "ranker": evaluated["ranker"], **{m: evaluated[m] for m in ("MAP@10", "P@1", "nDCG@10", "MRR")},
+            "MAP_interval_95": [round(v, 4) for v in evaluated["MAP_interval_95"]],
+            "first_stage": evaluated["compare"]["figures"], "p_vs_first_stage": evaluated["compare"]["p_randomization"],
+            "latency_ms": evaluated["latency_ms"]}
+        print(json.dumps({"cqa evaluate --duplicates --target answers": out["cqa_evaluate_duplicates_answers"]}),
+              file=sys.stderr, flush=True)
+        runs: dict[str, dict] = {"votes": {}, "semeval": {}}
+        with server(folder, {}) as (base, _ready):
+            for q in judged:
+                status, body = get_json(f"{base}/threads/{q}/similar?k={SHOWN}&target=answers")
+                if status != 200:
+                    raise SystemExit(f"GET /threads/{q}/similar answered {status}: {body}")
+                runs["votes"][q] = shown(body["results"], judged[q])
+                runs["semeval"][q] = shown(body["results"], semeval.get(q[len(OWN):], {}))
+        figures = figures_of(judged, runs["votes"])
+        served_ap = per_query(judged, runs["votes"], "AP@10")
+        out["served_similar_answers"] = {"questions": len(judged), "MAP@10": round(figures["MAP@10"], 4),
+                                         "P@1": round(figures["P@1"], 4)}
+        out["threads_scored_differently"] = sum(abs(served_ap[q] - report["per_question_ap"][q]) > 1e-9
+                                                for q in judged)
+        orgq = {q[len(OWN):]: run for q, run in runs["semeval"].items() if semeval.get(q[len(OWN):])}
+        out["same_lists_judged_by_semeval"] = {
+            "questions": len(orgq),
+            "MAP@10": round(figures_of({q: semeval[q] for q in orgq}, orgq)["MAP@10"], 4)}
     print(json.dumps(out))
 
 
