@@ -415,7 +415,7 @@ def test_similar_quality_bench_asks_a_real_server_by_thread_id(fresh_corpus_dir)
 def test_forum_duplicates_bench_measures_what_the_endpoint_serves(fresh_corpus_dir):
     """bench/forum_duplicates.py: `cqa evaluate --duplicates` over a copy of the corpus whose added questions are
     linked as duplicates of their relevant related questions gives what a real server's GET /threads/{id}/similar
-    gives, question for question."""
+    gives, question for question; and so for answers (--target answers), judged by votes."""
     from tests.conftest import SEMEVAL
     from tests.test_benches import run_bench
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CQA_SHARED_DATA_DIR": str(SEMEVAL.parent)}
@@ -425,6 +425,13 @@ def test_forum_duplicates_bench_measures_what_the_endpoint_serves(fresh_corpus_d
     assert ours["questions"] == served["questions"] == 6 and out["links"] >= 6
     assert (ours["MAP@10"], ours["P@1"], ours["nDCG@10"]) == (served["MAP@10"], served["P@1"], served["nDCG@10"])
     assert 0 < ours["MAP@10"] <= 1 and out["difference_MAP@10"] == 0
+    # --target answers: the same duplicates' answer search, judged by the votes of their groups' comments
+    out = run_bench("forum_duplicates.py", "--data-dir", str(fresh_corpus_dir), "--split", "test", "--limit", "6",
+                    "--target", "answers", env=env, timeout=1200)
+    ours, served = out["cqa_evaluate_duplicates_answers"], out["served_similar_answers"]
+    assert ours["questions"] == served["questions"] == out["questions_with_a_voted_answer_in_their_group"] > 0
+    assert (ours["MAP@10"], ours["P@1"]) == (served["MAP@10"], served["P@1"]) and out["threads_scored_differently"] == 0
+    assert ours["ranker"] == "search-answers" and 0 < out["same_lists_judged_by_semeval"]["MAP@10"] <= 1
 
 
 @pytest.mark.slow
