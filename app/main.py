@@ -1045,11 +1045,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def post_evaluation(body: EvaluationIn, response: Response, svc: Service = Depends(service)):
         from ranking.evaluation.benchmarks import BENCHMARKS
         from ranking.evaluation.duplicates import BENCHMARK as DUPLICATES
-        from ranking.presets import PRESETS
-        from ranking.evaluation.forum_answers import BENCHMARKS as FORUM_ANSWERS
         from ranking.evaluation.duplicates import answers_benchmark
+        from ranking.evaluation.forum_answers import BENCHMARKS as FORUM_ANSWERS
         from ranking.evaluation.forum_answers import JudgedBy
-        duplicate_answers = {answers_benchmark(j): j for j in JudgedBy}
+        from ranking.presets import PRESETS
+        duplicate_answers = {answers_benchmark(j): j for j in JudgedBy}  # the answers searched for a duplicate
         if body.benchmark == DUPLICATES or body.benchmark in duplicate_answers:
             return submitted_duplicates(body, response, svc, duplicate_answers.get(body.benchmark))
         if body.benchmark in FORUM_ANSWERS:
