@@ -284,8 +284,13 @@ class ErasureIn(Strict):
 
 
 class EvaluationIn(Strict):
-    benchmark: str = Field(..., max_length=100)
-    ranker: str | None = Field(None, max_length=100)
+    benchmark: str = Field(..., max_length=100, description="a SemEval benchmark (`cqa evaluate --list`), or one of "
+                           "the forum's own judgements of this data folder: forum-duplicates (similar questions, by "
+                           "its duplicate links), forum-duplicates-answers-accepted or -votes (answers for a "
+                           "duplicate, by its group's accepted or voted-up answers), forum-answers-accepted or "
+                           "-votes (a thread's comments, by its accepted or voted-up answers)")
+    ranker: str | None = Field(None, max_length=100, description="a ranker preset instead of the default (not with "
+                               "forum-duplicates*, which measure the served search)")
 
 
 # --- responses (documented in /openapi.json) --------------------------------------------------------
