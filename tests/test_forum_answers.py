@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -84,7 +85,6 @@ def test_figures_against_the_threads_order_and_the_votes(settings):
         [("a-0", 1, "u0"), ("a-1", 2, "u1"), ("a-2", 3, "u2")]
     folder = settings.reports_dir / "forum-answers-accepted"
     assert (folder / "latest.json").exists() and r["folder"].startswith(str(folder))
-    from pathlib import Path
     official = score_files(Path(r["folder"]) / "gold.relevancy", Path(r["folder"]) / "predictions.txt")
     assert official.MAP == r["MAP"] and official.questions == 2
     assert score_files(Path(r["folder"]) / "gold.relevancy", Path(r["folder"]) / "thread-order.txt").MAP == 0.75
@@ -158,7 +158,7 @@ def test_the_evaluation_job_ranks_as_the_endpoint_serves(client):
                    .json()["job"]["id"])
     assert job["state"] == "succeeded", job
     assert job["result"]["questions"] == 3 and job["result"]["comments"] == 12
-    report = json.loads(next(__import__("pathlib").Path(job["result"]["folder"]).glob("report.json")).read_text())
+    report = json.loads((Path(job["result"]["folder"]) / "report.json").read_text())
     for t in voted:
         served = client.get(f"/threads/{t['id']}/answers").json()
         up = {a["id"]: a["meta"]["score"] > 0 for a in t["answers"]}
