@@ -10,7 +10,7 @@ import pytest
 
 from indexing.models import Answer, Thread
 from ranking.evaluation.forum_answers import (JudgedBy, asked_threads, baseline_scores, passed_over, relevant,
-                                              run_forum_answers)
+                                              run_forum_answers, unreadable)
 from ranking.evaluation.scorer import average_precision
 
 from .conftest import ADMIN, CQA, ROOT
@@ -38,6 +38,8 @@ def test_what_each_judgement_calls_relevant_and_which_threads_are_asked():
     assert passed_over(thread("none", up, down), JudgedBy.ACCEPTED, 10) == "no accepted answer"
     assert passed_over(thread("none", down, {}), JudgedBy.VOTES, 10) == "no answer voted up or accepted"
     assert passed_over(thread("all", yes, up), JudgedBy.VOTES, 10) == "every comment relevant"
+    assert [unreadable(a) for a in thread("u", flag, {"meta": {"score": "3"}}, {"meta": {"accepted": 1}}, yes, up,
+                                          {"meta": {"score": None}}).answers] == [True, True, True, False, False, False]
     stored = [thread("a", yes, down), thread("one", yes), thread("b", down, yes), thread("c", yes, {})]
     asked = asked_threads(stored, JudgedBy.ACCEPTED, 10, limit=2)
     assert asked.ids == ["a", "b"] and asked.stored == 4
@@ -103,6 +105,11 @@ def test_a_store_with_nothing_to_judge_says_so(settings):
     with pytest.raises(ValueError, match=r"none of the store's 2 threads can be judged by accepted \(1 no accepted "
                                          r"answer, 1 fewer than two comments\)"):
         run_forum_answers(settings, progress=False, served=(None, Reversed(), None))
+    with ThreadStore(settings.store_path) as store:  # judgements sent as text: said, not silently read as none
+        store.upsert([thread("a", {"meta": {"accepted": "true"}}, {"meta": {"score": "5"}})])
+    with pytest.raises(ValueError, match=r"2 answers carry a meta.score or meta.accepted that cannot be read \(a score "
+                                         r"is a whole number, accepted is true or false\)"):
+        run_forum_answers(settings, JudgedBy.VOTES, progress=False, served=(None, Reversed(), None))
 
 
 def test_votes_from_semeval_labels_give_the_official_subtask_A_figure_of_the_default_ranker(tmp_path, cli_env, semeval,

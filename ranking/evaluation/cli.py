@@ -285,8 +285,11 @@ def _forum_answers(args: argparse.Namespace, settings, emit) -> int:
         print(f"{k:12s} {v:.4f}" if k != "MRR" else f"{k:12s} {v:.2f}")
     out = {"benchmark": report["benchmark"], "judged_by": judged_by.value, "ranker": report["ranker"],
            "threads": report["questions"], "comments": report["comments"], "relevant": report["relevant"],
-           "passed_over": report["passed_over"], **report["figures"], "latency_ms": report["latency_ms"],
-           "report": report["folder"]}
+           "passed_over": report["passed_over"], "unreadable_judgements": report["unreadable_judgements"],
+           **report["figures"], "latency_ms": report["latency_ms"], "report": report["folder"]}
+    if report["unreadable_judgements"]:
+        print(f"note: {report['unreadable_judgements']} answers carry a meta.score or meta.accepted that cannot be "
+              "read (a score is a whole number, accepted is true or false); they count as not judged useful")
     _with_interval(out, report)
     out["compare"] = [{k: c[k] for k in ("run", "figures", "p_randomization", "p_ttest", "questions",
                                          "difference_interval_95")} for c in report["compare"]]

@@ -21,6 +21,7 @@ Nothing here was trained or tuned on a forum's acceptance or votes: a figure mea
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from indexing.models import Answer, Thread
+
+log = logging.getLogger(__name__)
 
 
 class JudgedBy(str, Enum):
@@ -57,6 +60,13 @@ def score_of(a: Answer) -> int | None:
     """An answer's votes (``meta.score``), None where it has none (a bool or a float is not a score)."""
     v = a.meta.get("score")
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def unreadable(a: Answer) -> bool:
+    """Whether an answer carries a judgement this cannot read: a ``meta.score`` that is not a whole number (``"5"``,
+    ``4.5``), or a ``meta.accepted`` that is not true or false. Such an answer counts as not judged useful."""
+    return ("score" in a.meta and a.meta["score"] is not None and score_of(a) is None) or \
+        ("accepted" in a.meta and a.meta["accepted"] is not None and not isinstance(a.meta["accepted"], bool))
 
 
 def relevant(a: Answer, judged_by: JudgedBy) -> bool:
@@ -87,6 +97,7 @@ class Asked:
     ids: list[str]
     passed_over: Counter
     stored: int
+    unreadable: int = 0  # answers whose meta.score or meta.accepted could not be read (``unreadable``)
 
 
 def asked_threads(threads, judged_by: JudgedBy, max_comments: int, limit: int = 0) -> Asked:
@@ -94,9 +105,10 @@ def asked_threads(threads, judged_by: JudgedBy, max_comments: int, limit: int = 
     ids are kept: a forum of millions of threads is read one at a time."""
     out: list[str] = []
     why: Counter = Counter()
-    stored = 0
+    stored = bad = 0
     for t in threads:
         stored += 1
+        bad += sum(unreadable(a) for a in t.answers)
         if limit and len(out) >= limit:
             continue
         reason = passed_over(t, judged_by, max_comments)
@@ -104,7 +116,7 @@ def asked_threads(threads, judged_by: JudgedBy, max_comments: int, limit: int = 
             out.append(t.id)
         else:
             why[reason] += 1
-    return Asked(out, why, stored)
+    return Asked(out, why, stored, bad)
 
 
 def baseline_scores(t: Thread, run: str) -> list[float]:
@@ -138,10 +150,14 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     started = time.perf_counter()
     with Snapshot(settings.store_path) as snap:
         asked = asked_threads(snap.threads(), judged_by, settings.max_thread_comments, limit)
+    bad = (f"{asked.unreadable} answers carry a meta.score or meta.accepted that cannot be read (a score is a whole "
+           "number, accepted is true or false)") if asked.unreadable else ""
+    if bad:
+        log.warning("forum answers: %s; they count as not judged useful", bad)
     if not asked.ids:
         raise ValueError(f"none of the store's {asked.stored} threads can be judged by {judged_by.value} "
-                         f"({_reasons(asked.passed_over)}): ingest a StackExchange dump, or send answers with "
-                         "meta.accepted (true) or meta.score (votes)")
+                         f"({_reasons(asked.passed_over)}{'; ' + bad if bad else ''}): ingest a StackExchange dump, "
+                         "or send answers with meta.accepted (true) or meta.score (votes, a whole number)")
     from ..presets import build_label
     gen, main, arabic = served if served is not None else _load(settings)
     main = build_label(ranker, settings) if ranker else main
@@ -178,7 +194,8 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
               "rankers_answered": dict(rankers), "generation": gen.name if gen is not None else None,
               "created_at": stamp.isoformat(), "questions": len(asked.ids) - changed, "comments": comments,
               "relevant": sum(g.label for g in gold), "threads_stored": asked.stored,
-              "passed_over": dict(asked.passed_over), "changed_meanwhile": changed, "top": TOP,
+              "passed_over": dict(asked.passed_over), "changed_meanwhile": changed,
+              "unreadable_judgements": asked.unreadable, "top": TOP,
               "seconds": round(time.perf_counter() - started, 2),
               "figures": figures[RANKED], "MAP": figures[RANKED]["MAP"], "MRR": figures[RANKED]["MRR"],
               "P@1": figures[RANKED]["P@1"],
@@ -242,4 +259,4 @@ def _load(settings):
 
 
 __all__ = ["Asked", "BENCHMARKS", "JudgedBy", "asked_threads", "baseline_scores", "passed_over", "relevant",
-           "run_forum_answers"]
+           "run_forum_answers", "unreadable"]
