@@ -1085,7 +1085,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def run(progress):  # the served ranker, or the one named: what the endpoint would serve with it
             served = (svc.generation, svc.reranker, svc.arabic_reranker)
-            r = run_forum_answers(svc.settings, judged_by, progress=False, served=served, ranker=body.ranker)
+            r = run_forum_answers(svc.settings, judged_by, progress=False, served=served, ranker=body.ranker,
+                                  on_progress=progress)
             return {**{k: r[k] for k in ("benchmark", "judged_by", "ranker", "MAP", "MRR", "questions", "comments",
                                          "passed_over", "MAP_interval_95", "folder")},
                     "compare": [{k: c[k] for k in ("run", "figures", "p_randomization")} for c in r["compare"]]}
@@ -1105,7 +1106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def run(progress):
             r = run_duplicates(svc.settings, progress=False, served=(gen, pipeline), judged_by=judged_by,
-                               target="questions" if judged_by is None else "answers")
+                               target="questions" if judged_by is None else "answers", on_progress=progress)
             return {k: r[k] for k in ("benchmark", "target", "judged_by", "ranker", "MAP", "MRR", "P@1", "questions",
                                       "links", "links_to_unstored", "MAP_interval_95", "folder")}
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)

@@ -72,8 +72,10 @@ def test_figures_against_the_threads_order_and_the_votes(settings):
                thread("c", {}, {})]  # no accepted answer: passed over
     with ThreadStore(settings.store_path) as store:
         store.upsert(threads)
-    ranker = Reversed()
-    r = run_forum_answers(settings, "accepted", progress=False, served=(None, ranker, None))
+    ranker, told = Reversed(), []
+    r = run_forum_answers(settings, "accepted", progress=False, served=(None, ranker, None),
+                          on_progress=lambda stage, frac: told.append((stage, frac)))
+    assert told == [("reading the store", 0.0), ("ranking", 0.0), ("ranking", 0.5)]  # what a job's GET /jobs shows
     # reversed: a's accepted comment 2nd of 3 (AP 1/2), b's 2nd of 2 (1/2); thread order: 1/2 and 1; votes: 1/2, 1/2
     assert (r["questions"], r["comments"], r["relevant"], r["passed_over"]) == (2, 5, 2, {"no accepted answer": 1})
     assert r["per_question_ap"] == {"a": 0.5, "b": 0.5} and r["MAP"] == 0.5 and r["figures"]["P@1"] == 0.0

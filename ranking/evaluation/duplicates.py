@@ -92,7 +92,7 @@ def answers_benchmark(judged_by) -> str:
 
 
 def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int = 0, compare: bool = True,
-                   progress: bool = True, served=None, judged_by=None) -> dict:
+                   progress: bool = True, served=None, judged_by=None, on_progress=None) -> dict:
     """Every linking question of the data folder's store asked for its similar questions through the live
     generation's pipeline, reranked (as served) and, with ``compare``, not; their figures (MAP@10, P@1, MRR, nDCG@10,
     Recall@10, each question's AP@10), the paired test, the latency, and a report folder. ``served``: a running
@@ -103,7 +103,7 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
     answers``: its own thread left out, as a question closed as a duplicate had no answers of its own), and what it
     should find is every answer of the other questions of its group that the forum judged useful (``judged_by``, a
     ``forum_answers.JudgedBy``: the accepted answers, or those voted up or accepted); a linking question whose group
-    holds none is not asked."""
+    holds none is not asked. ``on_progress`` (a job's) is told each stage and how far it is."""
     from indexing.searcher import load_current
     from indexing.store import Snapshot, ThreadStore
 
@@ -121,6 +121,8 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
     if not Path(settings.store_path).exists():
         raise FileNotFoundError(f"no store at {settings.store_path}: ingest the forum first")
     started = time.perf_counter()
+    told = on_progress or (lambda stage, frac: None)
+    told("reading the store", 0.0)
     linking: dict[str, Thread] = {}  # the questions asked: kept as the snapshot read them, not read again
     useful: dict[str, list[str]] = {}  # target answers: each thread's answers judged useful (ids only)
 
@@ -155,7 +157,8 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
         pipelines = {name: pipeline if rerank and pipeline is not None else
                      build_pipeline(settings, gen, store.get, None if rerank else {}) for name, rerank in runs.items()}
         reranker = None
-        for qid in tqdm(queries, desc=f"duplicates ({target})", disable=not progress):
+        for n, qid in enumerate(tqdm(queries, desc=f"duplicates ({target})", disable=not progress)):
+            told("searching", n / len(queries))
             for name, rerank in runs.items():
                 t0 = time.perf_counter()
                 resp = pipelines[name].search(SearchRequest.like_thread(linking[qid], k=k, target=target,

@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Callable
 
 from tqdm import tqdm
 
@@ -128,14 +129,15 @@ def baseline_scores(t: Thread, run: str) -> list[float]:
 
 
 def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, limit: int = 0, progress: bool = True,
-                      served=None, ranker: str | None = None, compare: str | None = None) -> dict:
+                      served=None, ranker: str | None = None, compare: str | None = None,
+                      on_progress: Callable[[str, float], None] | None = None) -> dict:
     """Every asked thread of the data folder's store ranked as GET /threads/{id}/answers ranks it, scored by the
     forum's own judgement ``judged_by``, beside the thread's order (and, judged by acceptance, the votes') with the
     paired tests; a report folder. ``served``: a running service's (generation, ranker, Arabic ranker or None), which
     it then asks, as its endpoint does; else the data folder's live generation (if any) with the rankers the settings
     name, as the service would load them. ``ranker``: a preset that ranks instead (what the endpoint would serve with
     it as ``$CQA_DEFAULT_RANKER``); ``compare``: a preset ranked beside it, with the paired test, as an operator
-    chooses a ranker on their own forum."""
+    chooses a ranker on their own forum. ``on_progress`` (a job's) is told each stage and how far it is."""
     from indexing.store import Snapshot, ThreadStore
 
     from ..search_benchmark import latency
@@ -148,6 +150,8 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     if not Path(settings.store_path).exists():
         raise FileNotFoundError(f"no store at {settings.store_path}: ingest the forum first")
     started = time.perf_counter()
+    told = on_progress or (lambda stage, frac: None)
+    told("reading the store", 0.0)
     with Snapshot(settings.store_path) as snap:
         asked = asked_threads(snap.threads(), judged_by, settings.max_thread_comments, limit)
     bad = (f"{asked.unreadable} answers carry a meta.score or meta.accepted that cannot be read (a score is a whole "
@@ -169,7 +173,8 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     rankers: Counter = Counter()
     changed = 0  # asked, then deleted or changed so that its order no longer matters before its turn came
     with ThreadStore(settings.store_path) as store:
-        for tid in tqdm(asked.ids, desc=f"threads judged by {judged_by.value}", disable=not progress):
+        for n, tid in enumerate(tqdm(asked.ids, desc=f"threads judged by {judged_by.value}", disable=not progress)):
+            told("ranking", n / len(asked.ids))
             t = store.get(tid)  # as the endpoint reads it, when its turn comes
             if t is None or passed_over(t, judged_by, settings.max_thread_comments) is not None:
                 changed += 1
