@@ -163,8 +163,8 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
                          f"({_reasons(asked.passed_over)}{'; ' + bad if bad else ''}): ingest a StackExchange dump, "
                          "or send answers with meta.accepted (true) or meta.score (votes, a whole number)")
     from ..presets import build_label
-    gen, main, arabic = served if served is not None else _load(settings)
-    main = build_label(ranker, settings) if ranker else main
+    gen, main, arabic = served if served is not None else _load(settings, ranker)
+    main = build_label(ranker, settings) if ranker and served is not None else main
     ranking = {RANKED: main, **({compare: build_label(compare, settings)} if compare else {})}
     runs = [*ranking, THREAD_ORDER] + ([VOTE_ORDER] if judged_by is JudgedBy.ACCEPTED else [])
     gold: list[Line] = []
@@ -251,16 +251,17 @@ def _write_lines(path: Path, lines) -> None:
             fh.write(f"{x.qid}\t{x.cid}\t0\t{x.score:.6f}\t{str(x.label).lower()}\n")
 
 
-def _load(settings):
-    """The live generation (None where there is none yet) and the rankers the service would load."""
+def _load(settings, ranker: str | None = None):
+    """The live generation (None where there is none yet) and the rankers the service would load (``ranker``, a
+    preset, in place of its default one)."""
     from indexing.generations import current_generation
     from indexing.searcher import load_current
 
     from ..presets import build_label
     gen = load_current(settings.index_root, settings.device) if current_generation(settings.index_root) else None
-    ranker = build_label(settings.default_ranker, settings)
+    main = build_label(ranker or settings.default_ranker, settings)
     arabic = build_label(settings.arabic_ranker, settings) if settings.arabic_ranker else None
-    return gen, ranker, arabic
+    return gen, main, arabic
 
 
 __all__ = ["Asked", "BENCHMARKS", "JudgedBy", "asked_threads", "baseline_scores", "passed_over", "relevant",
