@@ -1050,15 +1050,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from ranking.evaluation.forum_answers import JudgedBy
         from ranking.presets import PRESETS
         duplicate_answers = {answers_benchmark(j): j for j in JudgedBy}  # the answers searched for a duplicate
-        if body.benchmark == DUPLICATES or body.benchmark in duplicate_answers:
-            return submitted_duplicates(body, response, svc, duplicate_answers.get(body.benchmark))
-        if body.benchmark in FORUM_ANSWERS:
-            return submitted_forum_answers(body, response, svc)
-        if body.benchmark not in BENCHMARKS:
+        if body.benchmark not in {*BENCHMARKS, DUPLICATES, *duplicate_answers, *FORUM_ANSWERS}:
             raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}, "
                                 f"{DUPLICATES}, {', '.join(duplicate_answers)}, {', '.join(FORUM_ANSWERS)}")
         if body.ranker and body.ranker.split("[", 1)[0] not in PRESETS:
             raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
+        if body.benchmark == DUPLICATES or body.benchmark in duplicate_answers:
+            return submitted_duplicates(body, response, svc, duplicate_answers.get(body.benchmark))
+        if body.benchmark in FORUM_ANSWERS:
+            return submitted_forum_answers(body, response, svc)
 
         def run(progress):
             from ranking.evaluation.runner import run_named
@@ -1074,13 +1074,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def submitted_forum_answers(body, response: Response, svc: Service) -> dict:
         """``cqa evaluate --answers`` as a job: the forum's own threads, their comments sorted by this service's own
-        ranker (or the preset named) and generation as GET /threads/{id}/answers sorts them, judged by the forum's
-        acceptance or votes (``ranking.evaluation.forum_answers``)."""
+        ranker (or the preset named, checked by the caller) and generation as GET /threads/{id}/answers sorts them,
+        judged by the forum's acceptance or votes (``ranking.evaluation.forum_answers``)."""
         from ranking.evaluation.forum_answers import BENCHMARKS as FORUM_ANSWERS
         from ranking.evaluation.forum_answers import run_forum_answers
-        from ranking.presets import PRESETS
-        if body.ranker and body.ranker.split("[", 1)[0] not in PRESETS:
-            raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
         judged_by = FORUM_ANSWERS[body.benchmark]
 
         def run(progress):  # the served ranker, or the one named: what the endpoint would serve with it

@@ -226,18 +226,36 @@ def compare_files(gold: Path, pred: Path, other: Path) -> dict:
     return {"pred": str(other), "MAP": figures[1].MAP, **paired_ap(*(per_question_ap(g, x) for x in preds))}
 
 
-def _duplicates(args: argparse.Namespace, settings, emit) -> int:
-    """The forum's own duplicates, found by its similar-question search (``duplicates.run_duplicates``)."""
+COMPARED = ("run", "figures", "p_randomization", "p_ttest", "questions", "difference_interval_95")  # a run beside
+
+
+def _forum_run(run, args: argparse.Namespace, **kw) -> dict:
+    """An evaluation of the forum's own judgements (``run``, given the data folder's settings first) with --limit
+    checked, a generation it cannot read an error of the command."""
     from indexing.generations import IndexFormatError
-    from .duplicates import run_duplicates
-    target, limit = args.target or "questions", args.limit or 0
+    limit = args.limit or 0
     if limit < 0:
         raise ScoringError("--limit: 0 (all) or more")
     try:
-        report = run_duplicates(settings, target=target, limit=limit,
-                                judged_by=JudgedBy(args.judged_by or "accepted") if target == "answers" else None)
+        return run(limit=limit, **kw)
     except IndexFormatError as e:
         raise ScoringError(str(e)) from None
+
+
+def _ended(out: dict, report: dict, per: str, args: argparse.Namespace, emit) -> int:
+    """A forum evaluation's last lines: its latency ``per`` question or thread, its report folder, and ``out``."""
+    print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per {per}")
+    print(f"report: {report['folder']}")
+    if args.json:
+        emit(out)
+    return 0
+
+
+def _duplicates(args: argparse.Namespace, settings, emit) -> int:
+    """The forum's own duplicates, found by its similar-question search (``duplicates.run_duplicates``)."""
+    from .duplicates import run_duplicates
+    target = args.target or "questions"
+    report = _forum_run(lambda **kw: run_duplicates(settings, **kw), args, target=target, judged_by=args.judged_by)
     judged = (f", judged by the {report['judged_by']} answers of their groups' other questions "
               f"({report['linked_without_a_judged_answer']} linked questions without one not asked)"
               if report["judged_by"] else "")
@@ -253,31 +271,21 @@ def _duplicates(args: argparse.Namespace, settings, emit) -> int:
            "report": report["folder"]}
     _with_interval(out, report)
     c = report["compare"]
-    out["compare"] = {k: c[k] for k in ("run", "figures", "p_randomization", "p_ttest", "questions",
-                                        "difference_interval_95")}
+    out["compare"] = {k: c[k] for k in COMPARED}
     print(f"vs first-stage: MAP@10 {c['figures']['MAP@10']:.4f}, P@1 {c['figures']['P@1']:.4f}, paired "
           f"randomisation p={c['p_randomization']:.4g}, paired t-test p={c['p_ttest']:.4g} over {c['questions']} "
           f"questions{_difference(c)}")
-    print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per search")
-    print(f"report: {report['folder']}")
-    if args.json:
-        emit(out)
-    return 0
+    return _ended(out, report, "search", args, emit)
 
 
 def _forum_answers(args: argparse.Namespace, settings, emit) -> int:
     """The forum's own threads, their comments sorted as GET /threads/{id}/answers sorts them, judged by its
     acceptance or votes (``forum_answers.run_forum_answers``)."""
-    from indexing.generations import IndexFormatError
-    from .forum_answers import run_forum_answers
-    judged_by, limit = JudgedBy(args.judged_by or JudgedBy.ACCEPTED.value), args.limit or 0
-    if limit < 0:
-        raise ScoringError("--limit: 0 (all) or more")
-    try:
-        report = run_forum_answers(settings, judged_by, limit=limit, ranker=args.ranker, compare=args.compare)
-    except IndexFormatError as e:
-        raise ScoringError(str(e)) from None
-    passed = ", ".join(f"{n} {why}" for why, n in report["passed_over"].items()) or "none"
+    from .forum_answers import reasons, run_forum_answers
+    judged_by = JudgedBy(args.judged_by or JudgedBy.ACCEPTED.value)
+    report = _forum_run(lambda **kw: run_forum_answers(settings, judged_by, **kw), args, ranker=args.ranker,
+                        compare=args.compare)
+    passed = reasons(report["passed_over"])
     print(f"{report['questions']} threads judged by {judged_by.value} ({report['comments']} comments, "
           f"{report['relevant']} relevant) of {report['threads_stored']} stored (passed over: {passed}); ranker "
           f"{report['ranker']}, generation {report['generation'] or 'none'}")
@@ -291,17 +299,13 @@ def _forum_answers(args: argparse.Namespace, settings, emit) -> int:
         print(f"note: {report['unreadable_judgements']} answers carry a meta.score or meta.accepted that cannot be "
               "read (a score is a whole number, accepted is true or false); they count as not judged useful")
     _with_interval(out, report)
-    out["compare"] = [{k: c[k] for k in ("run", "figures", "p_randomization", "p_ttest", "questions",
-                                         "difference_interval_95")} for c in report["compare"]]
+    out["compare"] = [{k: c[k] for k in COMPARED} for c in report["compare"]]
     for c in report["compare"]:
         print(f"vs {c['run']}: MAP {c['figures']['MAP']:.4f}, MRR {c['figures']['MRR']:.2f}, P@1 "
               f"{c['figures']['P@1']:.4f}, paired randomisation p={c['p_randomization']:.4g}, paired t-test "
               f"p={c['p_ttest']:.4g} over {c['questions']} threads{_difference(c)}")
-    print(f"latency      p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms per thread")
-    print(f"report: {report['folder']} (gold.relevancy and each run's file: the official scorer reads them)")
-    if args.json:
-        emit(out)
-    return 0
+    print("(the report folder's gold.relevancy and each run's file are in the official scorer's format)")
+    return _ended(out, report, "thread", args, emit)
 
 
 def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:

@@ -142,7 +142,7 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
 
     from ..search_benchmark import latency
     from .measures import map_interval, paired_ap
-    from .runner import finish_report, report_folder
+    from .runner import finish_report, report_folder, write_predictions
     from .scorer import TOP, Line, average_precision, ranked_by_question, score
     judged_by = JudgedBy(judged_by)
     if compare and compare == (ranker or settings.default_ranker):
@@ -160,7 +160,7 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
         log.warning("forum answers: %s; they count as not judged useful", bad)
     if not asked.ids:
         raise ValueError(f"none of the store's {asked.stored} threads can be judged by {judged_by.value} "
-                         f"({_reasons(asked.passed_over)}{'; ' + bad if bad else ''}): ingest a StackExchange dump, "
+                         f"({reasons(asked.passed_over)}{'; ' + bad if bad else ''}): ingest a StackExchange dump, "
                          "or send answers with meta.accepted (true) or meta.score (votes, a whole number)")
     from ..presets import build_label
     gen, main, arabic = served if served is not None else _load(settings, ranker)
@@ -191,9 +191,9 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
                         "P@1": round(sum(r[0] for r in ranked.values()) / len(ranked), 4)}
     name = main.name
     folder, stamp = report_folder(settings.reports_dir, judged_by.benchmark, name)
-    _write_lines(folder / "gold.relevancy", gold)
+    write_predictions(gold, folder / "gold.relevancy")  # the official scorer's format, as a SemEval run's files
     for run in runs:
-        _write_lines(folder / f"{'predictions' if run == RANKED else run}.txt", preds[run])
+        write_predictions(preds[run], folder / f"{'predictions' if run == RANKED else run}.txt")
     comments = len(gold)
     report = {"benchmark": judged_by.benchmark, "judged_by": judged_by.value, "ranker": name,
               "rankers_answered": dict(rankers), "generation": gen.name if gen is not None else None,
@@ -239,16 +239,9 @@ def _ranked_into(t: Thread, judged_by: JudgedBy, gen, ranking: dict, arabic, run
     return ms
 
 
-def _reasons(why: Counter) -> str:
-    return ", ".join(f"{n} {reason}" for reason, n in why.most_common()) or "none stored"
-
-
-def _write_lines(path: Path, lines) -> None:
-    """The official scorer's format (``qid cid rank score true|false``): the gold with each comment's judgement,
-    a run with its scores (rank 0, label false: the scorer reads the scores)."""
-    with open(path, "w", encoding="utf-8") as fh:
-        for x in lines:
-            fh.write(f"{x.qid}\t{x.cid}\t0\t{x.score:.6f}\t{str(x.label).lower()}\n")
+def reasons(why: dict[str, int]) -> str:
+    """How many threads were passed over for each reason, most first (``Asked.passed_over``, or a report's)."""
+    return ", ".join(f"{n} {reason}" for reason, n in Counter(why).most_common()) or "none"
 
 
 def _load(settings, ranker: str | None = None):
