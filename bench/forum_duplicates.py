@@ -38,6 +38,26 @@ from load import server  # noqa: E402
 from similar_quality import OWN, corpus_with, score_split  # noqa: E402
 
 
+def evaluate(folder: Path, *options: str) -> tuple[dict, dict]:
+    """`cqa evaluate --duplicates OPTIONS --json` on the data folder ``folder``, as an operator runs it: its figures
+    as this bench reports them (also on standard error, as soon as they are known), and its JSON line."""
+    env = {**os.environ, "CQA_DATA_DIR": str(folder), "PYTHONPATH": str(ROOT)}
+    command = ["evaluate", "--duplicates", *options, "--json"]
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "app.cli", *command], cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"cqa {' '.join(command)} failed: {done.stderr[-2000:]}")
+    evaluated = json.loads(done.stdout.strip().splitlines()[-1])
+    figures = {"seconds": round(time.perf_counter() - t0, 1), "questions": evaluated["questions"],
+               "ranker": evaluated["ranker"],
+               **{m: evaluated[m] for m in ("MAP@10", "P@1", "nDCG@10", "MRR", "Recall@10")},
+               "MAP_interval_95": [round(v, 4) for v in evaluated["MAP_interval_95"]],
+               "first_stage": evaluated["compare"]["figures"],
+               "p_vs_first_stage": evaluated["compare"]["p_randomization"], "latency_ms": evaluated["latency_ms"]}
+    print(json.dumps({f"cqa {' '.join(command)}": figures}), file=sys.stderr, flush=True)
+    return figures, evaluated
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses")
@@ -64,20 +84,7 @@ def main() -> None:
              for qid, (subject, body) in questions.items()]
     with corpus_with(settings, added) as (folder, _):
         out["links"] = sum(len(t.meta["duplicate_of"]) for t in added)
-        env = {**os.environ, "CQA_DATA_DIR": str(folder), "PYTHONPATH": str(ROOT)}
-        t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--duplicates", "--json"], cwd=ROOT,
-                              env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"cqa evaluate --duplicates failed: {done.stderr[-2000:]}")
-        evaluated = json.loads(done.stdout.strip().splitlines()[-1])
-        out["cqa_evaluate_duplicates"] = {
-            "seconds": round(time.perf_counter() - t0, 1), "questions": evaluated["questions"],
-            **{m: evaluated[m] for m in ("MAP@10", "P@1", "nDCG@10", "MRR", "Recall@10")},
-            "MAP_interval_95": [round(v, 4) for v in evaluated["MAP_interval_95"]],
-            "first_stage": evaluated["compare"]["figures"], "p_vs_first_stage": evaluated["compare"]["p_randomization"],
-            "latency_ms": evaluated["latency_ms"]}
-        print(json.dumps({"cqa evaluate --duplicates": out["cqa_evaluate_duplicates"]}), file=sys.stderr, flush=True)
+        out["cqa_evaluate_duplicates"], evaluated = evaluate(folder)
         renamed = {OWN + q: j for q, j in qrels.items()}  # the report's questions are the added threads' ids
         assert set(renamed) >= set(json.loads((Path(evaluated["report"]) / "report.json").read_text())[
             "per_question_ap"]), "the evaluation judged questions this bench did not add"
@@ -121,22 +128,9 @@ def answers(args) -> None:
                  "date": time.strftime("%Y-%m-%d"), "links": sum(len(v) for v in links.values()),
                  "questions_with_a_voted_answer_in_their_group": len(judged)}
     with corpus_with(settings, added + voted) as (folder, _):
-        env = {**os.environ, "CQA_DATA_DIR": str(folder), "PYTHONPATH": str(ROOT)}
-        t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--duplicates", "--target", "answers",
-                               "--judged-by", "votes", "--json"], cwd=ROOT, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"cqa evaluate --duplicates --target answers failed: {done.stderr[-2000:]}")
-        evaluated = json.loads(done.stdout.strip().splitlines()[-1])
+        out["cqa_evaluate_duplicates_answers"], evaluated = evaluate(folder, "--target", "answers", "--judged-by",
+                                                                     "votes")
         report = json.loads((Path(evaluated["report"]) / "report.json").read_text())
-        out["cqa_evaluate_duplicates_answers"] = {
-            "seconds": round(time.perf_counter() - t0, 1), "questions": evaluated["questions"],
-            "ranker": evaluated["ranker"], **{m: evaluated[m] for m in ("MAP@10", "P@1", "nDCG@10", "MRR")},
-            "MAP_interval_95": [round(v, 4) for v in evaluated["MAP_interval_95"]],
-            "first_stage": evaluated["compare"]["figures"], "p_vs_first_stage": evaluated["compare"]["p_randomization"],
-            "latency_ms": evaluated["latency_ms"]}
-        print(json.dumps({"cqa evaluate --duplicates --target answers": out["cqa_evaluate_duplicates_answers"]}),
-              file=sys.stderr, flush=True)
         runs: dict[str, dict] = {"votes": {}, "semeval": {}}
         with server(folder, {}) as (base, _ready):
             for q in judged:
