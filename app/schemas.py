@@ -609,8 +609,9 @@ class ShippedFigure(BaseModel):
     measured_at: str
     machine: str
     inference: dict[str, str] | None = Field(None, description="how each MiniLM model of the ranker ran (model -> "
-                                             "variant); auto runs the subtask A default in torch-bf16 on a CPU with "
-                                             "bf16 instructions; null: not recorded (torch-fp32 at the time)")
+                                             "variant); auto runs the subtask A default's cross-encoder in torch-bf16 on "
+                                             "a CPU with bf16 instructions (its bi-encoder too before round 53); null: "
+                                             "not recorded (torch-fp32 at the time)")
     MAP_interval_95: list[float] | None = Field(None, description=MAP_INTERVAL + "; null for a figure shipped before "
                                                 "reports carried it")
     data_folder: str | None = Field(None, description="the data folder whose live generation the run read, where that "

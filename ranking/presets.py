@@ -25,10 +25,11 @@ class RankerSpec:
     description: str
     checkpoint: str | None = None  # the setting that holds the checkpoint directory (MiniLM, BiLSTM)
     inference: str | None = None  # MiniLM: a variant of ranking/neural/inference.py; None: the setting (auto)
-    # ``auto`` runs this ranker's MiniLM parts in torch-bf16 on a CPU with bf16 instructions: cleared on dev, where
-    # it lost at most 0.005 MAP against torch-fp32, and faster through a real server (docs/BENCHMARKS.md, "Round 22":
-    # the cascade; "Round 23": related-answers). Only where it is served or evaluated itself: as a part of another
-    # ranker it runs what that one runs.
+    # ``auto`` runs this ranker's MiniLM parts but its bi-encoders in torch-bf16 on a CPU with bf16 instructions:
+    # cleared on dev, where it lost at most 0.005 MAP against torch-fp32, and faster through a real server
+    # (docs/BENCHMARKS.md, "Round 22": the cascade). Only where it is served or evaluated itself: as a part of another
+    # ranker it runs what that one runs. related-answers was cleared too (round 23) until round 53 kept every
+    # bi-encoder in fp32, the index's precision: it runs no other MiniLM model.
     auto_bf16: bool = False
     max_length: int | None = None  # MiniLM word pieces per input; None: the checkpoint's
     parts: tuple[str, ...] = ()  # presets this one combines (or read from ``file``)
@@ -162,7 +163,7 @@ PRESETS: dict[str, RankerSpec] = {
     "related-answers": RankerSpec("related", "subtask C: the answer ranker on (new question, comment) and (thread "
                                   "question, comment), the thread's rank and its question's similarity by the B "
                                   "fusion, the comment's quality in its own thread by an A ranker with forum "
-                                  "signals, weights tuned on dev-C", file="related_defaults.json", auto_bf16=True),
+                                  "signals, weights tuned on dev-C", file="related_defaults.json"),
     "search-answers": RankerSpec("related", "POST /search answers: the related-answers features over the first "
                                  "stage's comments and the similar threads' comments, with first-stage scores and "
                                  "the comment's forum-signal quality; weights tuned end to end on "
@@ -252,9 +253,10 @@ def retriever_config(name: str):
 
 
 # Why a model of a ranker cleared for bf16 runs torch-bf16 (GET /ready's note). One text for every such ranker, so a
-# model they share (the A bi-encoder: the cascade's and the C ranker's) is built once and keeps one memo.
+# model they share (the cross-encoder: the cascade's and the C ranker's) is built once and keeps one memo. Their
+# bi-encoders stay torch-fp32 (``VECTORS_NOTE``), built as the plain preset is, so every ranker shares one of them.
 AUTO_BF16_NOTE = ("auto: torch-bf16 on this CPU's AVX512-BF16 instructions (no AMX), in the rankers cleared on dev against torch-fp32 "
-                  "(" + ", ".join(n for n, s in PRESETS.items() if s.auto_bf16) + ")")
+                  "(" + ", ".join(n for n, s in PRESETS.items() if s.auto_bf16) + "), but for their bi-encoders")
 
 
 def build(name: str, settings, inference: str | None = None, max_length: int | None = None,
@@ -277,6 +279,9 @@ def build(name: str, settings, inference: str | None = None, max_length: int | N
         inference = max_length = chosen_by = None
     elif inference is None and not part and spec.auto_bf16 and _auto_bf16(settings):
         inference, chosen_by = "torch-bf16", AUTO_BF16_NOTE
+    vectors = spec.kind == "minilm" and _bi_encoder(spec, settings)
+    if vectors and chosen_by == AUTO_BF16_NOTE:  # auto's bf16 is for pair scores: its vectors stay the index's
+        inference = chosen_by = None
     key = (name, inference, max_length, chosen_by)
     if key in built:
         return built[key]
@@ -288,7 +293,21 @@ def build(name: str, settings, inference: str | None = None, max_length: int | N
     built[key] = ranker = BUILDERS[spec.kind](spec, settings, parts, label)
     if chosen_by and spec.kind == "minilm":
         ranker.note = ranker.note or chosen_by
+    elif vectors and inference is None and _auto_bf16(settings):
+        from .neural.inference import VECTORS_NOTE
+        ranker.note = ranker.note or VECTORS_NOTE
     return ranker
+
+
+def _bi_encoder(spec: RankerSpec, settings) -> bool:
+    """Whether a MiniLM preset's checkpoint is a bi-encoder (False where there is none: its builder says so)."""
+    path = Path(getattr(settings, spec.checkpoint)) / "config.json"
+    return path.exists() and _checkpoint_kind(str(path), path.stat().st_mtime_ns) == "bi-encoder"
+
+
+@lru_cache(maxsize=64)
+def _checkpoint_kind(path: str, mtime_ns: int) -> str | None:
+    return json.loads(Path(path).read_text()).get("kind")
 
 
 def _auto_bf16(settings) -> bool:

@@ -49,8 +49,9 @@ class RankingSettings(IndexSettings):
                                                     "MiniLM cross-encoder of subtask B question pairs (not shipped: "
                                                     "dev-B 0.6263, weight 0 in the dev-tuned question fusion).")
     inference: str = Field("auto", description="How the MiniLM rankers run: auto (what this device runs best: "
-                           "torch-bf16 on CUDA; on a CPU torch-fp32, except the cascade and the C ranker, which "
-                           "run torch-bf16 where the CPU has bf16 instructions; as measured on dev), "
+                           "torch-bf16 on CUDA; on a CPU torch-fp32, except the cascade's cross-encoder, which "
+                           "runs torch-bf16 where the CPU has bf16 instructions, as measured on dev; every bi-encoder "
+                           "torch-fp32 on every device, the precision the index stores their vectors in), "
                            "torch-fp32, torch-bf16, onnx-fp32 or onnx-int8 (ranking/neural/inference.py).")
     cascade_top: int = Field(10, ge=0, le=100, description="The cascade ranker: how many of the cheap stage's "
                              "top candidates the cross-encoder rescores (0: none).")

@@ -15,11 +15,12 @@ CQA = [sys.executable, "-m", "app.cli"]
 
 
 def rerank_model(name: str) -> str:
-    """The name a MiniLM model of the rankers cleared for bf16 (the /rerank cascade, the /rerank/answers ranker)
-    serves under here: with ``[torch-bf16]`` on a CPU with bf16 instructions, where ``auto`` runs them in bf16
-    (ranking.presets.RankerSpec.auto_bf16), else as is."""
+    """The name a MiniLM model of the rankers cleared for bf16 (the /rerank cascade) serves under here: a
+    cross-encoder with ``[torch-bf16]`` on a CPU with bf16 instructions, where ``auto`` runs it in bf16
+    (ranking.presets.RankerSpec.auto_bf16), else as is; a bi-encoder always as is (``auto`` runs it in fp32, the
+    index's precision: ranking.neural.inference.resolve)."""
     from ranking.neural.inference import auto_bf16
-    return name + ("[torch-bf16]" if auto_bf16("auto", "cpu") else "")
+    return name + ("[torch-bf16]" if auto_bf16("auto", "cpu") and not name.endswith("bi-encoder") else "")
 
 
 @pytest.fixture(scope="session")

@@ -182,10 +182,13 @@ def test_the_service_reports_how_each_model_runs(tmp_path, monkeypatch):
 
 
 def test_auto_runs_only_the_rankers_cleared_on_dev_in_bf16(tmp_path, monkeypatch):
-    """On a CPU with bf16 instructions ``auto`` runs the subtask A and C defaults (cleared in rounds 22 and 23: at
-    most 0.005 MAP lost on dev, faster through a real server) in torch-bf16, under their own names, and says why in
-    each model's note; every other ranker stays torch-fp32, those sharing their models included. Without bf16 instructions, or with a variant set,
-    nothing changes. Rankers running the same weights in two variants share one torch module."""
+    """On a CPU with bf16 instructions ``auto`` runs the cross-encoders of the subtask A and C defaults (cleared in
+    rounds 22 and 23: at most 0.005 MAP lost on dev, faster through a real server) in torch-bf16, under their own
+    names, and says why in each model's note; their bi-encoders stay torch-fp32, the index's precision (round 53), one
+    ranker with the plain preset's; every other ranker stays torch-fp32, those sharing their models included. Without
+    bf16 instructions, or with a variant set, nothing changes. Rankers running the same weights in two variants share
+    one torch module."""
+    from ranking.neural.inference import VECTORS_NOTE
     from ranking.presets import AUTO_BF16_NOTE, PRESETS, build
     from ranking.rankers import inference_report, walk
     from tests.conftest import SEMEVAL
@@ -193,37 +196,35 @@ def test_auto_runs_only_the_rankers_cleared_on_dev_in_bf16(tmp_path, monkeypatch
     def variants(ranker):
         return {r["model"]: (r["variant"], r["note"]) for r in inference_report([ranker])}
 
-    assert {n for n, s in PRESETS.items() if s.auto_bf16} == {"cascade", "related-answers"}
+    assert {n for n, s in PRESETS.items() if s.auto_bf16} == {"cascade"}
     s = Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent, device="cpu")
     monkeypatch.setattr(inf, "cpu_flags", lambda: {"avx512_bf16": True})
     built: dict = {}
     a, b, c = (build(n, s, built=built) for n in ("cascade", "question-fusion", "related-answers"))
     assert (a.name, b.name, c.name) == ("cascade", "question-fusion", "related-answers")
     got = variants(a)
-    assert set(got) == {"cross-encoder[torch-bf16]", "bi-encoder[torch-bf16]"}, got
-    assert all(v == "torch-bf16" and note == AUTO_BF16_NOTE for v, note in got.values()), got
-    assert "(cascade, related-answers)" in AUTO_BF16_NOTE
-    assert variants(b) == {"question-bi-encoder": ("torch-fp32", "")}  # the B default: not cleared
-    # the C default (cleared in round 23) runs its parts in bf16, the B fusion inside it included; the A bi-encoder it
-    # shares with the cascade is one ranker, with one memo
-    assert variants(c) == {"bi-encoder[torch-bf16]": ("torch-bf16", AUTO_BF16_NOTE),
-                           "question-bi-encoder[torch-bf16]": ("torch-bf16", AUTO_BF16_NOTE)}
-    shared = [r for r in walk([a, c]) if r.name == "bi-encoder[torch-bf16]"]
-    assert len({id(r) for r in shared}) == 1
+    assert got == {"cross-encoder[torch-bf16]": ("torch-bf16", AUTO_BF16_NOTE), "bi-encoder": ("torch-fp32", VECTORS_NOTE)}
+    assert "(cascade), but for their bi-encoders" in AUTO_BF16_NOTE
+    assert variants(b) == {"question-bi-encoder": ("torch-fp32", VECTORS_NOTE)}  # the B default: not cleared
+    # the C default (cleared in round 23, no longer: it has no MiniLM model but bi-encoders) runs them in torch-fp32;
+    # the A bi-encoder it shares with the cascade is one ranker, with one memo, and so is the B fusion's
+    assert variants(c) == {"bi-encoder": ("torch-fp32", VECTORS_NOTE), "question-bi-encoder": ("torch-fp32", VECTORS_NOTE)}
+    for name in ("bi-encoder", "question-bi-encoder"):
+        assert len({id(r) for r in walk([a, b, c]) if r.name == name}) == 1
     assert variants(build("cross-encoder+signals", s, built=built)) == {
-        "cross-encoder": ("torch-fp32", ""), "bi-encoder": ("torch-fp32", "")}  # A's other rankers: not cleared
+        "cross-encoder": ("torch-fp32", ""), "bi-encoder": ("torch-fp32", VECTORS_NOTE)}  # A's others: not cleared
     modules = {}
     for r in walk([a, b, c, build("cross-encoder+signals", s, built=built)]):
         if hasattr(r, "inference"):
             modules.setdefault(r.name.partition("[")[0], set()).add(id(r.model))
     assert all(len(ids) == 1 for ids in modules.values()), modules  # one copy of each checkpoint's weights
-    # the A bi-encoder in both variants on the same pairs: bf16 really runs, and stays close to fp32
-    abe = {r.inference.label: r for r in walk([a, build("cross-encoder+signals", s, built=built)])
-           if r.name.startswith("bi-encoder")}
+    # the cross-encoder in both variants on the same pairs: bf16 really runs, and stays close to fp32
+    ce = {r.inference.label: r for r in walk([a, build("cross-encoder+signals", s, built=built)])
+          if r.name.partition("[")[0] == "cross-encoder"}
     pairs = [("Where can I renew my visa in Doha?", "Go to the immigration office with your passport."),
              ("Where can I renew my visa in Doha?", "The beaches near Doha are lovely in winter.")]
-    half, full = (np.asarray(abe[v].score_pairs(pairs)) for v in ("torch-bf16", "torch-fp32"))
-    assert not np.array_equal(half, full) and np.allclose(half, full, atol=0.02), (half, full)
+    half, full = (np.asarray(ce[v].score_pairs(pairs)) for v in ("torch-bf16", "torch-fp32"))
+    assert not np.array_equal(half, full) and np.allclose(half, full, atol=0.05), (half, full)
 
     monkeypatch.setattr(inf, "cpu_flags", lambda: NO_BF16)  # no bf16 instructions: auto is fp32 everywhere
     fp32 = {"cross-encoder": ("torch-fp32", ""), "bi-encoder": ("torch-fp32", "")}
@@ -231,3 +232,61 @@ def test_auto_runs_only_the_rankers_cleared_on_dev_in_bf16(tmp_path, monkeypatch
     monkeypatch.setattr(inf, "cpu_flags", lambda: {"avx512_bf16": True})
     pinned = Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent, device="cpu", inference="torch-fp32")
     assert variants(build("cascade", pinned)) == fp32  # a variant set by the operator is what runs
+
+
+def test_a_bi_encoder_runs_the_index_precision_under_auto_and_names_any_other():
+    """A reindex stores comments' and questions' vectors in fp32 (indexing.encoder.TextEncoder). ``auto`` runs a
+    bi-encoder in torch-fp32 on every device, CUDA included, so what it encodes is what the index stored; a variant
+    set by the operator runs as asked, and its vectors then carry an id no stored vector has."""
+    from indexing.encoder import bi_encoder_id
+    from ranking.neural.ranker import vectors_id
+    bf16 = {"avx512_bf16": True}
+    for device in ("cpu", "cuda"):
+        assert resolve("auto", device, bf16, vectors=True).inference.label == "torch-fp32"
+    assert resolve("auto", "cuda", bf16).inference.label == "torch-bf16"  # a cross-encoder: as before
+    assert resolve("torch-bf16", "cpu", bf16, vectors=True).inference.label == "torch-bf16"
+    assert resolve("torch-bf16", "cpu", NO_BF16, vectors=True).inference.label == "torch-fp32"  # the usual fallback
+    same = bi_encoder_id("d" * 24, 128)
+    assert vectors_id("d" * 24, 128, Inference("torch", "fp32")) == vectors_id("d" * 24, 128, Inference("onnx", "fp32")) == same
+    others = {vectors_id("d" * 24, 128, Inference.parse(v)) for v in ("torch-bf16", "onnx-int8")}
+    assert len(others) == 2 and same not in others and all(o.startswith(same) for o in others)
+    folder = ROOT / "models" / "bi-encoder"
+    keys = {score_cache_key(folder, "cuda", 128, Inference("torch", p)) for p in ("fp32", "bf16")}
+    assert len(keys | {score_cache_key(folder, "cpu", 128, Inference("torch", "fp32"))}) == 3  # never one another's
+
+
+def test_a_thread_scores_the_same_whether_the_index_holds_its_comments_or_not(tmp_path, monkeypatch):
+    """Round 52 found that on a CPU where ``auto`` runs the cascade in bf16, a thread's comments scored differently
+    once the index held them: the bi-encoder read the index's fp32 vectors of those, and encoded in bf16 what it did
+    not hold (and every comment of a benchmark run). Now the cascade scores a thread the same either way, and a
+    bi-encoder run in bf16 by the operator's choice never reads the fp32 vectors (it encodes every text itself)."""
+    from indexing.encoder import encode, encoder_spec
+    from ranking.candidates import ANSWER_ENCODER, ANSWER_VECTOR, Candidate, Query
+    from ranking.presets import build
+    from ranking.rankers import walk
+    from tests.conftest import SEMEVAL
+    monkeypatch.setattr(inf, "cpu_flags", lambda: {"avx512_bf16": True})  # bf16 is emulated where the CPU lacks it
+    s = Settings(data_dir=tmp_path / "var", shared_data_dir=SEMEVAL.parent, device="cpu")
+    question = "Which bank gives the best rate for a car loan in Doha?"
+    comments = ["QNB gave me 3.5% last month, ask for the expat package.", "Try the Commercial Bank, their rates are "
+                "lower if your salary is transferred to them.", "no idea", "Don't take a loan for a car here, buy "
+                "a used one with cash.", "Doha Bank was the cheapest for me, 3.2% flat, but check the fees."]
+    spec = encoder_spec(str(ROOT / "models" / "bi-encoder"))
+    stored = encode(comments, device="cpu", spec=spec)  # what a reindex stores with the A bi-encoder as answer encoder
+
+    def thread(carried: bool, encoder: str = spec.id) -> Query:
+        meta = lambda i: {ANSWER_VECTOR: stored[i], ANSWER_ENCODER: encoder} if carried else {}  # noqa: E731
+        return Query("q", question, tuple(Candidate(f"c{i}", t, meta(i)) for i, t in enumerate(comments)))
+
+    cascade = build("cascade", s, built={})
+    assert {r.name for r in walk([cascade])} >= {"cross-encoder[torch-bf16]", "bi-encoder"}
+    indexed, not_indexed = (cascade.score([thread(carried)])[0] for carried in (True, False))
+    assert np.allclose(indexed, not_indexed, atol=1e-5), (indexed, not_indexed)
+    assert np.argsort(indexed).tolist() == np.argsort(not_indexed).tolist()
+
+    half = MiniLMRanker.from_checkpoint(ROOT / "models" / "bi-encoder", device="cpu", inference="torch-bf16")
+    assert half.inference.label == "torch-bf16" and half.vector_id != spec.id
+    own = half.score([thread(False)])[0]
+    # handed fp32 vectors under the index's id, it does not read them: its scores are its own encodings'
+    assert half.score([thread(True)])[0] == own
+    assert half.score([thread(True, half.vector_id)])[0] != own  # under its own id it would (nothing stores that)

@@ -13,7 +13,9 @@ Torch stays the training and GPU path. On a CPU the choices are measured in ``be
   scores were further from fp32 (rank correlation 0.969 against 0.997 on 90 dev pairs in a trial run).
 
 ``auto`` picks, on CUDA, torch with bf16 autocast (as training does); on a CPU, ``CPU_DEFAULT``, torch-fp32,
-except for the rankers cleared for bf16 (``auto_bf16``), which run torch-bf16 on a CPU with bf16 instructions.
+except for the rankers cleared for bf16 (``auto_bf16``), which run torch-bf16 on a CPU with bf16 instructions. A
+bi-encoder is the exception to both (``resolve(vectors=True)``, round 53): ``auto`` runs it in torch-fp32 everywhere,
+the precision a reindex stores its vectors in, so that a thread the index holds is scored as one it does not.
 Each faster CPU variant was measured against torch-fp32 on dev, with a budget of 0.005 MAP per subtask's
 default ranker (docs/BENCHMARKS.md, "Inference variants" and "Round 22"):
 
@@ -112,8 +114,13 @@ def onnx_available() -> bool:
     return True
 
 
-def resolve(requested: str = "auto", device: str = "cpu", flags: dict[str, bool] | None = None) -> Resolved:
-    """The variant to run for ``requested`` (``auto`` or a variant) on ``device`` (``cpu`` or ``cuda``)."""
+def resolve(requested: str = "auto", device: str = "cpu", flags: dict[str, bool] | None = None,
+            vectors: bool = False) -> Resolved:
+    """The variant to run for ``requested`` (``auto`` or a variant) on ``device`` (``cpu`` or ``cuda``). ``vectors``:
+    the model is a bi-encoder, whose vectors of comments and questions a reindex stores (``VECTORS_NOTE``): ``auto``
+    runs it in torch-fp32 on every device."""
+    if vectors and requested == "auto":
+        return Resolved(Inference("torch", "fp32"), device, requested)
     flags = cpu_flags() if flags is None else flags
     if device == "cuda":
         # CUDA always runs torch with bf16 autocast; the ONNX variants are CPU variants.
@@ -133,6 +140,13 @@ def resolve(requested: str = "auto", device: str = "cpu", flags: dict[str, bool]
         note = f"{want.label} needs the onnx and onnxruntime packages, which are not installed: torch-fp32"
         want = Inference("torch", "fp32")
     return _noted(Resolved(want, device, requested, note))
+
+
+# Why ``auto`` runs a bi-encoder in torch-fp32 wherever it runs other models in bf16 (CUDA, and the rankers cleared
+# for bf16 on a CPU with AVX512-BF16: docs/BENCHMARKS.md, "Round 53").
+VECTORS_NOTE = ("auto: torch-fp32, the index's own precision: a reindex stores each comment's and question's vector in "
+                "fp32 (indexing.encoder.TextEncoder), and this bi-encoder reads those where the index holds the text, "
+                "so it encodes the others the same way")
 
 
 def auto_bf16(requested: str, device: str, flags: dict[str, bool] | None = None) -> bool:

@@ -14,7 +14,7 @@ from indexing.encoder import bi_encoder_id, checkpoint_digest
 
 from ..candidates import Query, stored, stored_vector
 from .bilstm import BiLSTMAttention, pad
-from .inference import EXPORT_VERSION, Inference, onnx_runner, resolve
+from .inference import EXPORT_VERSION, VECTORS_NOTE, Inference, onnx_runner, resolve
 from .memo import ScoreMemo, ScoreStore, VectorStore, memo_vectors
 from .vocab import encode_texts, id_to_token
 
@@ -138,17 +138,18 @@ class MiniLMRanker:
         from indexing.encoder import resolve_device
 
         dev = resolve_device(device)
-        resolved = resolve(inference, dev)
         model, config = shared_model(Path(folder), dev, max_length)
+        bi = config["kind"] == "bi-encoder"
+        resolved = resolve(inference, dev, vectors=bi)
         runner = model
         if resolved.inference.backend == "onnx":
             export_dir = export_dir or Path(tempfile.gettempdir()) / "cqa"
             runner = onnx_runner(model, checkpoint_digest(Path(folder)), resolved.inference, export_dir)
         key = score_cache_key(Path(folder), dev, model.config.max_length, resolved.inference)
-        vector_id = (bi_encoder_id(checkpoint_digest(Path(folder)), model.config.max_length)
-                     if config["kind"] == "bi-encoder" else None)
+        vector_id = vectors_id(checkpoint_digest(Path(folder)), model.config.max_length, resolved.inference) if bi else None
+        note = resolved.note or (VECTORS_NOTE if bi and dev == "cuda" and inference == "auto" else "")
         return cls(runner, dev, batch_size=CPU_BATCH if dev == "cpu" else 32, name=name or config["kind"],
-                   cache_key=key, cache_dir=cache_dir, inference=resolved.inference, note=resolved.note,
+                   cache_key=key, cache_dir=cache_dir, inference=resolved.inference, note=note,
                    vector_id=vector_id, pad_multiple=pad_multiple(resolved.inference, dev))
 
     def score(self, queries: list[Query]) -> list[list[float]]:
@@ -333,13 +334,16 @@ SCORING_CODE_VERSION = 2
 
 def score_cache_key(folder: Path, device: str, max_length: int, inference: Inference) -> str:
     """What a model's scores depend on: the weights, the checkpoint's config, the scoring code, the device
-    (CUDA runs torch in bf16), the inference variant (backend, precision, export, padding) and the input length. It
-    keys the model's scores in the evaluation cache and in the serving score store. torch-fp32 and CUDA keep the
-    key they had before there were variants."""
+    (CUDA runs torch in bf16, and a bi-encoder under ``auto`` in fp32), the inference variant (backend, precision,
+    export, padding) and the input length. It keys the model's scores in the evaluation cache and in the serving score
+    store. torch-fp32 and CUDA's bf16 keep the key they had before there were variants."""
     import hashlib
 
     from indexing.loaders import file_digest
-    variant = "fp32" if device == "cuda" or inference.label == "torch-fp32" else inference.label
+    if device == "cuda":  # CUDA runs torch; its bf16 keeps the key it had, its fp32 (a bi-encoder's) has its own
+        variant = "fp32" if inference.label == "torch-bf16" else f"cuda-{inference.label}"
+    else:
+        variant = "fp32" if inference.label == "torch-fp32" else inference.label
     if inference.backend == "onnx":
         variant += f"-export{EXPORT_VERSION}"
     padding = pad_multiple(inference, device)
@@ -348,6 +352,15 @@ def score_cache_key(folder: Path, device: str, max_length: int, inference: Infer
     parts = [file_digest(folder / "model.safetensors"), file_digest(folder / "config.json"),
              f"code{SCORING_CODE_VERSION}", device, variant, f"len{max_length}"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+def vectors_id(digest: str, max_length: int, inference: Inference) -> str:
+    """The id of the vectors a bi-encoder of weights ``digest`` makes in variant ``inference``: in fp32 (torch or ONNX,
+    equal to float precision) the index's own id (``indexing.encoder.bi_encoder_id``), so the ranker reads the vectors
+    a reindex stored with that encoder; in bf16 or int8 that id and the variant, which no stored vector carries, so
+    the ranker encodes every text itself and never ranks its own vectors beside the index's fp32 ones."""
+    same = bi_encoder_id(digest, max_length)
+    return same if inference.precision == "fp32" else f"{same}~{inference.label}"
 
 
 # Evaluation runs keep every pair score they compute (the store's bound never bites)
