@@ -253,8 +253,8 @@ def retriever_config(name: str):
 
 
 # Why a model of a ranker cleared for bf16 runs torch-bf16 (GET /ready's note). One text for every such ranker, so a
-# model they share (the cross-encoder: the cascade's and the C ranker's) is built once and keeps one memo. Their
-# bi-encoders stay torch-fp32 (``VECTORS_NOTE``), built as the plain preset is, so every ranker shares one of them.
+# model two of them share is built once and keeps one memo. Their bi-encoders stay torch-fp32 (``VECTORS_NOTE``),
+# built as the plain preset is, so every ranker that runs one shares it.
 AUTO_BF16_NOTE = ("auto: torch-bf16 on this CPU's AVX512-BF16 instructions (no AMX), in the rankers cleared on dev against torch-fp32 "
                   "(" + ", ".join(n for n, s in PRESETS.items() if s.auto_bf16) + "), but for their bi-encoders")
 
