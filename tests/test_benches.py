@@ -140,9 +140,12 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     for r in (full, bare, timed, similar, unordered, related, unordered_threads):
         assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["threads_ranked_differently"] == 0
         assert r["largest_score_difference"] < 1e-3
-    # the same threads stored, asked for by id alone (GET /threads/{id}/answers): what POST /rerank of them ranks
+    # the same threads stored and indexed, asked for by id alone (GET /threads/{id}/answers): what POST /rerank of them
+    # ranks, the bi-encoder reading the vectors the reindex stored of their comments (which, before round 53, a CPU
+    # with bf16 instructions scored differently from the comments it encoded itself: docs/BENCHMARKS.md, round 52)
     subprocess.run(CQA + ["ingest", str(semeval / "dev" / "SemEval2016-Task3-CQA-QL-dev-subtaskA.xml"), "--encode",
                           "never"], cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
+    subprocess.run(CQA + ["reindex"], cwd=ROOT, env=cli_env, check=True, capture_output=True, timeout=600)
     stored = run_bench("rerank_quality.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "4", "--stored",
                        "--benchmarks", "semeval2016-dev-A", env=cli_env, timeout=900)["benchmarks"]["semeval2016-dev-A"]
     assert stored["threads"] == 4 and stored["metadata_regimes"] == {"full": 4}
