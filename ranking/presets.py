@@ -301,6 +301,8 @@ def build(name: str, settings, inference: str | None = None, max_length: int | N
 
 def _bi_encoder(spec: RankerSpec, settings) -> bool:
     """Whether a MiniLM preset's checkpoint is a bi-encoder (False where there is none: its builder says so)."""
+    if not spec.checkpoint:
+        return False
     path = Path(getattr(settings, spec.checkpoint)) / "config.json"
     return path.exists() and _checkpoint_kind(str(path), path.stat().st_mtime_ns) == "bi-encoder"
 
