@@ -279,9 +279,8 @@ def build(name: str, settings, inference: str | None = None, max_length: int | N
         inference = max_length = chosen_by = None
     elif inference is None and not part and spec.auto_bf16 and _auto_bf16(settings):
         inference, chosen_by = "torch-bf16", AUTO_BF16_NOTE
-    vectors = spec.kind == "minilm" and _bi_encoder(spec, settings)
-    if vectors and chosen_by == AUTO_BF16_NOTE:  # auto's bf16 is for pair scores: its vectors stay the index's
-        inference = chosen_by = None
+    if chosen_by == AUTO_BF16_NOTE and spec.kind == "minilm" and _bi_encoder(spec, settings):
+        inference = chosen_by = None  # auto's bf16 is for pair scores: a bi-encoder's vectors stay the index's
     key = (name, inference, max_length, chosen_by)
     if key in built:
         return built[key]
@@ -293,23 +292,13 @@ def build(name: str, settings, inference: str | None = None, max_length: int | N
     built[key] = ranker = BUILDERS[spec.kind](spec, settings, parts, label)
     if chosen_by and spec.kind == "minilm":
         ranker.note = ranker.note or chosen_by
-    elif vectors and inference is None and _auto_bf16(settings):
-        from .neural.inference import VECTORS_NOTE
-        ranker.note = ranker.note or VECTORS_NOTE
     return ranker
 
 
 def _bi_encoder(spec: RankerSpec, settings) -> bool:
     """Whether a MiniLM preset's checkpoint is a bi-encoder (False where there is none: its builder says so)."""
-    if not spec.checkpoint:
-        return False
-    path = Path(getattr(settings, spec.checkpoint)) / "config.json"
-    return path.exists() and _checkpoint_kind(str(path), path.stat().st_mtime_ns) == "bi-encoder"
-
-
-@lru_cache(maxsize=64)
-def _checkpoint_kind(path: str, mtime_ns: int) -> str | None:
-    return json.loads(Path(path).read_text()).get("kind")
+    path = Path(getattr(settings, spec.checkpoint)) / "config.json" if spec.checkpoint else None
+    return path is not None and path.exists() and json.loads(path.read_text()).get("kind") == "bi-encoder"
 
 
 def _auto_bf16(settings) -> bool:

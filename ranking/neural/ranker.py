@@ -14,7 +14,7 @@ from indexing.encoder import bi_encoder_id, checkpoint_digest
 
 from ..candidates import Query, stored, stored_vector
 from .bilstm import BiLSTMAttention, pad
-from .inference import EXPORT_VERSION, VECTORS_NOTE, Inference, onnx_runner, resolve
+from .inference import EXPORT_VERSION, VECTORS_NOTE, Inference, auto_bf16, onnx_runner, resolve
 from .memo import ScoreMemo, ScoreStore, VectorStore, memo_vectors
 from .vocab import encode_texts, id_to_token
 
@@ -147,7 +147,9 @@ class MiniLMRanker:
             runner = onnx_runner(model, checkpoint_digest(Path(folder)), resolved.inference, export_dir)
         key = score_cache_key(Path(folder), dev, model.config.max_length, resolved.inference)
         vector_id = vectors_id(checkpoint_digest(Path(folder)), model.config.max_length, resolved.inference) if bi else None
-        note = resolved.note or (VECTORS_NOTE if bi and dev == "cuda" and inference == "auto" else "")
+        # under auto, a bi-encoder says why it runs fp32 where auto runs other models in bf16 (CUDA, a bf16 CPU)
+        vectors_note = bi and inference == "auto" and (dev == "cuda" or auto_bf16(inference, dev))
+        note = resolved.note or (VECTORS_NOTE if vectors_note else "")
         return cls(runner, dev, batch_size=CPU_BATCH if dev == "cpu" else 32, name=name or config["kind"],
                    cache_key=key, cache_dir=cache_dir, inference=resolved.inference, note=note,
                    vector_id=vector_id, pad_multiple=pad_multiple(resolved.inference, dev))
