@@ -131,7 +131,7 @@ def main() -> None:
         "cqa_evaluate_vs_served": sum(abs(ours[t] - served[t]) > 1e-9 for t in asked),
         "cqa_evaluate_vs_official": sum(abs(ours[t] - reference[t]) > 1e-9 for t in asked),
         # the official run reads no generation: its MiniLM parts encode every comment, where the indexed forum's
-        # bi-encoder reads the vectors the reindex stored (fp32; where auto runs bf16 they differ)
+        # bi-encoder reads the vectors the reindex stored (fp32, as auto runs a bi-encoder everywhere since round 53)
         "cqa_evaluate_before_the_index_vs_official": sum(abs(unindexed_ap[t] - reference[t]) > 1e-9 for t in asked)}
     out["MAP_over_thread_order"] = round(out["cqa_evaluate_answers"]["MAP"] / thread_order["figures"]["MAP"], 3)
     print(json.dumps(out))
