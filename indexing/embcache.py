@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .store import opened_while_others_open
+
 
 def text_key(model: str, text: str) -> bytes:
     return hashlib.sha256(f"{model}\x00{text}".encode("utf-8")).digest()
@@ -17,12 +19,15 @@ class EmbeddingCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.model, self.dim = model, dim
         self._conn = sqlite3.connect(path, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+        opened_while_others_open(self._conn, self._setup)  # other processes may open a new cache at the same moment
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
         # the encoders whose vectors it holds: what ``indexing.erasure.forget`` keys a text under (a cache written
         # before this table names each encoder once one opens it again)
-        self._conn.execute("CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY)")
-        self._conn.execute("INSERT OR IGNORE INTO models VALUES (?)", (model,))
+        conn.execute("CREATE TABLE IF NOT EXISTS models (name TEXT PRIMARY KEY)")
+        conn.execute("INSERT OR IGNORE INTO models VALUES (?)", (self.model,))
 
     def close(self) -> None:
         self._conn.close()

@@ -10,12 +10,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .documents import Documents
 
 SCHEMA_VERSION = 1
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -257,6 +258,43 @@ def etag_matches(etag: str, if_match: Sequence[str] | None) -> bool:
     return if_match is None or "*" in if_match or etag in if_match
 
 
+# how long opening an SQLite file waits for other processes opening it at the same moment (the workers of `cqa serve
+# --workers N` on a new data folder), as a write waits for another (busy_timeout)
+OPEN_WAIT_S = 10.0
+_RACED = ("locked", "busy", "duplicate column name")
+
+
+def opened_while_others_open(conn: sqlite3.Connection, setup: Callable[[sqlite3.Connection], T],
+                             wait_s: float = OPEN_WAIT_S) -> T:
+    """``setup(conn)`` (a file's change to WAL, its tables), tried again while other processes open the same file.
+    Several processes may open a new file at once: the change to WAL and the first schema are written under locks
+    SQLite does not wait for (it answers "database is locked" at once where waiting could deadlock). So ``setup`` is
+    run again until ``wait_s`` has passed; each of its steps must be idempotent (IF NOT EXISTS, OR IGNORE), so that a
+    step another process did first is no error."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return setup(conn)
+        except sqlite3.OperationalError as e:
+            if not any(r in str(e) for r in _RACED) or time.monotonic() > deadline:
+                raise
+            if conn.in_transaction:
+                conn.rollback()
+            time.sleep(0.02)
+
+
+def _setup(conn: sqlite3.Connection) -> str:
+    """The store's file in WAL mode with this code's tables; its schema version."""
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(_SCHEMA)
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('changes', '0')")  # older stores gain it here
+    if "revision" not in {r[1] for r in conn.execute("PRAGMA table_info(threads)")}:
+        conn.execute("ALTER TABLE threads ADD COLUMN revision INTEGER")  # and this, as the last column
+    (version,) = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return version
+
+
 class ThreadStore:
     """Thread-safe handle on one SQLite file. Open it once per process and share it."""
 
@@ -265,20 +303,14 @@ class ThreadStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA busy_timeout=10000")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("PRAGMA foreign_keys=ON")
-        self._conn.execute("PRAGMA busy_timeout=10000")
         # what a write deletes or replaces is overwritten with zeros, not left in the file's free space: an erased
         # text (``erase_authors``), a moderator's removal or an edit's old text is gone from the disk with its commit
         self._conn.execute("PRAGMA secure_delete=ON")
         with self._lock:
-            self._conn.executescript(_SCHEMA)
-            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('changes', '0')")  # older stores gain it here
-            if "revision" not in {r[1] for r in self._conn.execute("PRAGMA table_info(threads)")}:
-                self._conn.execute("ALTER TABLE threads ADD COLUMN revision INTEGER")  # and this, as the last column
-            (version,) = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = opened_while_others_open(self._conn, _setup)
         if int(version) != SCHEMA_VERSION:
             raise StoreError(f"{self.path}: store schema version {version}, this code reads {SCHEMA_VERSION}")
 

@@ -94,13 +94,17 @@ class ScoreStore:
             threading.Thread(target=self._writer, name=f"{self.TABLE}-store-writer", daemon=True).start()
 
     def _connect(self) -> sqlite3.Connection:
+        from indexing.store import opened_while_others_open
         db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
         if self.PAGE_SIZE:  # takes effect on a new file only
             db.execute(f"PRAGMA page_size={self.PAGE_SIZE}")
-        db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA journal_size_limit={self.WAL_LIMIT}")
         db.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing; a cache need not survive power loss
-        db.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (k BLOB PRIMARY KEY, v {self.VALUE} NOT NULL)")
+
+        def setup(conn: sqlite3.Connection) -> None:  # each worker of a new data folder opens it at the same moment
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (k BLOB PRIMARY KEY, v {self.VALUE} NOT NULL)")
+        opened_while_others_open(db, setup)
         return db
 
     def _open(self) -> sqlite3.Connection | None:
