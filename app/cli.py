@@ -352,8 +352,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                   "is published (until then /search answers encode the comments they rerank)", file=sys.stderr)
     try:
         # each worker is its own process with its own models and lease; all follow the same `current` pointer
+        # each worker logs as this process does (app.access): the request id on each line, cqa.access's own
+        # access line in place of uvicorn's
+        from app.access import log_config
         uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
-                    port=args.port or settings.port, workers=workers, log_level="info")
+                    port=args.port or settings.port, workers=workers, log_level="debug" if args.verbose else "info",
+                    log_config=log_config(settings.log_format, "DEBUG" if args.verbose else "INFO"), access_log=False)
     finally:
         if background is not None and background.poll() is None:
             background.terminate()  # what it encoded stays in the embedding cache for the next reindex
@@ -919,9 +923,16 @@ def _exit_with_service() -> None:
 def main(argv: list[str] | None = None) -> int:
     _exit_with_service()
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from app.access import configure
+    configure(log_format(), "DEBUG" if args.verbose else "INFO")
     return args.func(args)
+
+
+def log_format() -> str:
+    """``CQA_LOG_FORMAT`` (text or json), read before any command's settings: where it is neither, text, and the
+    command's settings then refuse it with the reason."""
+    fmt = os.environ.get("CQA_LOG_FORMAT", "text")
+    return fmt if fmt in ("text", "json") else "text"
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""One JSON shape for every error: {"error": {"status", "code", "message", "details"?}}."""
+"""One JSON shape for every error: {"error": {"status", "code", "message", "details"?, "request_id"?}}; the request id
+(``app.access``) is the one its response's ``X-Request-ID`` and the server's log lines for it carry."""
 from __future__ import annotations
 
 import logging
@@ -23,9 +24,12 @@ def _text(s: str) -> str:
 
 
 def error_body(status: int, message: str, details: list | None = None, code: str | None = None) -> dict:
+    from .access import request_id
     err = {"status": status, "code": code or CODES.get(status, "error"), "message": _text(message)}
     if details:
         err["details"] = [{k: _text(v) if isinstance(v, str) else v for k, v in d.items()} for d in details]
+    if (rid := request_id()) is not None:
+        err["request_id"] = rid
     return {"error": err}
 
 
@@ -50,6 +54,12 @@ def field_errors(errors: list[dict]) -> list[dict]:
             msg = msg[len(_VALUE_ERROR):]
         out.append({"field": ".".join(loc) or "(body)", "message": msg, "type": e.get("type")})
     return out
+
+
+def internal_error() -> JSONResponse:
+    """The answer to an error no handler took: never a traceback; the request id (in the body and the header) finds
+    the server's log line."""
+    return JSONResponse(error_body(500, "internal error; the server log has the details"), status_code=500)
 
 
 def install(app: FastAPI) -> None:
@@ -83,7 +93,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):  # never a traceback to the client
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse(error_body(500, "internal error; the server log has the details"), status_code=500)
+        return internal_error()
 
 
-__all__ = ["HTTPException", "error_body", "install"]
+__all__ = ["HTTPException", "error_body", "install", "internal_error"]

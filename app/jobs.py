@@ -1,7 +1,9 @@
 """Background jobs (reindex, evaluation): one worker thread at a time, state kept in memory and in
-a JSON file per job so a restart still answers GET /jobs/{id} for finished ones."""
+a JSON file per job so a restart still answers GET /jobs/{id} for finished ones. A job keeps the id of the request that
+submitted it (``app.access``), and each line it logs carries that id."""
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
@@ -13,6 +15,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+from .access import request_id
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,7 @@ class Job:
     result: dict | None = None
     error: str | None = None
     owner: str | None = None  # host:pid of the process that runs it (``cqa serve --workers N`` runs N processes)
+    request_id: str | None = None  # the request that submitted it (its X-Request-ID): its log lines carry it too
 
 
 def _this_process() -> str:
@@ -67,11 +72,12 @@ class JobManager:
             running = self._busy.get(kind)
             if running:
                 return self._jobs[running], False
-            job = Job(id=uuid.uuid4().hex[:12], kind=kind, owner=_this_process())
+            job = Job(id=uuid.uuid4().hex[:12], kind=kind, owner=_this_process(), request_id=request_id())
             self._jobs[job.id] = job
             self._busy[kind] = job.id
         self._save(job)
-        threading.Thread(target=self._run, args=(job, fn), name=f"job-{kind}", daemon=True).start()
+        context = contextvars.copy_context()  # the request's id, for what the job logs
+        threading.Thread(target=context.run, args=(self._run, job, fn), name=f"job-{kind}", daemon=True).start()
         return job, True
 
     def running(self, kind: str) -> Job | None:

@@ -32,6 +32,7 @@ from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.settings import MAX_RESULTS
 
 from . import conditional, errors
+from .access import RequestIds
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
@@ -75,6 +76,10 @@ from .schemas import (
 from .settings import Settings, get_settings
 from .warmup import warm_up
 
+# CQA_CORS_ORIGINS: what a page of the forum's own site may send and read (ETag and If-Match for its conditional writes)
+CORS_METHODS = ["GET", "POST", "PATCH", "DELETE"]
+CORS_HEADERS = ["Authorization", "Content-Type", "If-Match", "If-None-Match", "X-Request-ID"]
+CORS_EXPOSED = ["ETag", "Retry-After", "X-Request-ID"]
 UPLOAD_WRITE_BYTES = 1 << 20  # POST /imports: how much of the body is held before it is written
 log = logging.getLogger(__name__)
 
@@ -381,6 +386,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     conditional.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes, streamed=("/imports",))
+    # outside the limits, inside the metrics (which then count a 500 it answers): each request's id, the access log
+    app.add_middleware(RequestIds, access_log=settings.access_log)
 
     @app.middleware("http")
     async def _measure(request: Request, call_next):
@@ -395,6 +402,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if response.status_code >= 400:
                 svc.metrics.errors.labels(endpoint, str(response.status_code)).inc()
         return response
+
+    if settings.cors_origins:  # outermost: a browser's preflight is answered first, every answer carries the headers
+        from starlette.middleware.cors import CORSMiddleware
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=CORS_METHODS,
+                           allow_headers=CORS_HEADERS, expose_headers=CORS_EXPOSED, max_age=600)
 
     def service(request: Request) -> Service:
         return request.app.state.service

@@ -518,6 +518,8 @@ class JobOut(BaseModel):
     finished_at: float | None = None
     result: dict | None = None
     error: str | None = None
+    request_id: str | None = Field(None, description="The request that submitted it (its X-Request-ID): the lines "
+                                   "the job logs carry it too")
 
 
 class JobSubmitted(BaseModel):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
 
 from ranking.settings import RankingSettings
 
@@ -82,6 +83,43 @@ class Settings(RankingSettings):
                                     "embedding cache, so the build that indexes them loads no model: a new thread or "
                                     "answer is searchable seconds sooner. A request with more leaves them to the "
                                     "build, so a large import does not hold the encoder searches use. 0: off.")
+
+    log_format: Literal["text", "json"] = Field("text", description="How every log line of the service and the "
+                                                "commands is written: text (time, level, logger, [request id], "
+                                                "message), or json: one object per line (time, level, logger, "
+                                                "message, request_id, and an access line's client, method, path, "
+                                                "status, ms), for a log shipper.")
+    access_log: bool = Field(True, description="One line per request, written when its response has ended, on "
+                             "standard output: client, method, path (with its query), status, milliseconds and the "
+                             "request id (logger cqa.access). Every other line goes to standard error.")
+    cors_origins: Annotated[list[str], NoDecode] = Field([], description="The web origins (scheme://host[:port]) whose pages may call the "
+                                    "API from a browser, e.g. the forum's own site showing similar questions as its "
+                                    "users type: comma-separated (or a JSON list), e.g. https://forum.example.org,"
+                                    "https://m.forum.example.org, or * for any origin. Empty: no cross-origin headers, so browsers keep other sites' pages out. "
+                                    "Never send the admin token from a browser.")
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins_listed(cls, value):
+        """The environment's text as a list: a JSON list, or origins separated by commas."""
+        if isinstance(value, str):
+            import json
+            text = value.strip()
+            try:
+                value = json.loads(text) if text.startswith("[") else [o.strip() for o in text.split(",") if o.strip()]
+            except json.JSONDecodeError as e:
+                raise ValueError(f"not a JSON list of origins: {e}") from None
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        import re
+        for o in origins:
+            if o != "*" and not re.fullmatch(r"https?://[^/\s?#]+", o):
+                raise ValueError(f"{o!r} is not a web origin: scheme://host[:port], with no path or trailing slash "
+                                 "(e.g. https://forum.example.org), or \"*\"")
+        return origins
 
     @property
     def backups_folder(self) -> Path:

@@ -177,19 +177,25 @@ def run_level(url: str, bodies: list[dict], concurrency: int, requests: int, max
 
 @contextlib.contextmanager
 def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, timeout: float = 300,
-           root: Path = ROOT, poll_s: float = 1.0):
+           root: Path = ROOT, poll_s: float = 1.0, logs: Path | None = None):
     """A real ``cqa serve`` on a free port with ``env_extra`` set (``bootstrap``: an empty data folder gets
     the default corpus and a first index, as ``make serve`` does), run from the code at ``root`` (another revision's
     checkout, for a bench that compares two); yields (base URL, GET /ready), asked every ``poll_s``. Each server
     starts with an empty score store and vector store of its own (unless ``env_extra`` names them), so the scores
-    and vectors an earlier run left in the data folder never answer a request that stands for a first view."""
+    and vectors an earlier run left in the data folder never answer a request that stands for a first view. ``logs``:
+    a folder its standard output and error are written to (``stdout.log``, ``stderr.log``), as a deployment keeps
+    them; by default they are dropped."""
     port = free_port()
     store = tempfile.TemporaryDirectory(prefix="cqa-bench-store-")
     env = {**os.environ, "CQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root),
            "CQA_SCORE_STORE": str(Path(store.name) / "score-store.sqlite3"),
            "CQA_VECTOR_STORE": str(Path(store.name) / "vector-store.sqlite3"), **env_extra}
     cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)] + ([] if bootstrap else ["--no-bootstrap"])
-    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    outputs = [open(logs / name, "w") for name in ("stdout.log", "stderr.log")] if logs is not None else []
+    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=outputs[0] if outputs else subprocess.DEVNULL,
+                            stderr=outputs[1] if outputs else subprocess.DEVNULL)
+    for f in outputs:
+        f.close()  # the server holds its own copies
     base = f"http://127.0.0.1:{port}"
     deadline = time.perf_counter() + timeout
     try:

@@ -1,0 +1,209 @@
+"""Each request's id (X-Request-ID) in its response, its error body, its log lines and the job it starts; the access
+log; JSON log lines; and the cross-origin headers a forum's own pages need (CQA_CORS_ORIGINS). The last test runs a
+real `cqa serve` with two workers."""
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.access import RequestIdFilter, accepted_id
+from app.main import create_app
+
+from .conftest import ADMIN, ROOT, STUB_RANKERS, TOKEN
+
+HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+class Kept(logging.Handler):
+    """The records logged while it is attached to the root logger, with the service's request-id filter."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self.addFilter(RequestIdFilter())
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture()
+def kept():
+    handler = Kept()
+    root, access = logging.getLogger(), logging.getLogger("cqa.access")
+    levels = root.level, access.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    access.setLevel(logging.INFO)  # it reaches the root's handlers (the service's own configuration sends it apart)
+    yield handler.records
+    root.removeHandler(handler)
+    root.setLevel(levels[0])
+    access.setLevel(levels[1])
+
+
+def access_lines(records, rid):
+    return [r for r in records if r.name == "cqa.access" and r.request_id == rid]
+
+
+def test_each_request_has_an_id_in_its_response_its_error_body_and_its_access_line(client, kept):
+    r = client.get("/health")
+    rid = r.headers["x-request-id"]
+    assert r.status_code == 200 and HEX32.fullmatch(rid)
+    assert client.get("/health").headers["x-request-id"] != rid  # a new one each time
+    # the id the forum's proxy or backend sent is kept, and comes back in the error body
+    r = client.get("/threads/nope", headers={"X-Request-ID": "forum-7f3a.12:9"})
+    assert r.status_code == 404 and r.headers["x-request-id"] == "forum-7f3a.12:9"
+    assert r.json()["error"]["request_id"] == "forum-7f3a.12:9"
+    [line] = access_lines(kept, "forum-7f3a.12:9")
+    assert (line.method, line.path, line.status) == ("GET", "/threads/nope", 404) and line.ms >= 0
+    assert line.getMessage().startswith('testclient "GET /threads/nope" 404 ')
+    # one a log line could not carry as it is (a space, a newline, too long, not ASCII) is replaced, never echoed
+    for sent in ("two words", "x\nINFO forged line", "a" * 129, "forum-\u00e9".encode("latin-1"), ""):
+        r = client.post("/search", json={"k": 0}, headers={"X-Request-ID": sent})
+        assert r.status_code == 422 and HEX32.fullmatch(r.headers["x-request-id"]), sent
+        assert r.json()["error"]["request_id"] == r.headers["x-request-id"]
+    # a 413 of the body limit (outside the routes) carries it too, and a query string is in the access line
+    r = client.post("/search?explain=1", content=b"x" * 60_000, headers={"X-Request-ID": "big-1",
+                                                                        "Content-Type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["request_id"] == "big-1"
+    assert [(x.path, x.status) for x in access_lines(kept, "big-1")] == [("/search?explain=1", 413)]
+
+
+def test_an_unexpected_error_is_a_500_whose_id_finds_its_log_line(client, kept, monkeypatch):
+    svc = client.app.state.service
+
+    def broken(thread_id):
+        raise RuntimeError("the disk said no")
+    monkeypatch.setattr(svc.store, "get_tagged", broken)
+    r = client.get("/threads/t1", headers={"X-Request-ID": "bug-report-42"})
+    assert r.status_code == 500 and r.headers["x-request-id"] == "bug-report-42"
+    body = r.json()["error"]
+    assert body == {"status": 500, "code": "internal_error", "message": "internal error; the server log has the details",
+                    "request_id": "bug-report-42"}
+    assert "disk" not in r.text  # never the cause to the client
+    [logged] = [x for x in kept if x.levelno == logging.ERROR and x.request_id == "bug-report-42"]
+    assert logged.exc_info and "the disk said no" in str(logged.exc_info[1])
+    assert [x.status for x in access_lines(kept, "bug-report-42")] == [500]
+    metrics = client.get("/metrics").text  # counted as a 500 of its endpoint
+    assert 'cqa_errors_total{endpoint="/threads/{thread_id}",status="500"} 1.0' in metrics
+
+
+def test_a_job_keeps_the_id_of_the_request_that_started_it_and_its_lines_carry_it(client, kept):
+    r = client.post("/reindex", headers={**ADMIN, "X-Request-ID": "nightly-reindex-3"})
+    assert r.status_code == 202, r.text
+    job = r.json()["job"]
+    assert job["request_id"] == "nightly-reindex-3"
+    deadline = time.time() + 120
+    while (state := client.get(f"/jobs/{job['id']}").json())["state"] in ("queued", "running"):
+        assert time.time() < deadline
+        time.sleep(0.2)
+    assert state["state"] == "succeeded" and state["request_id"] == "nightly-reindex-3"
+    # what the reindex logged from the job's thread names the request, after that request had been answered
+    lines = [x for x in kept if x.request_id == "nightly-reindex-3" and x.name != "cqa.access"]
+    assert any(x.getMessage().startswith("serving index generation") for x in lines), [
+        (x.name, x.request_id, x.getMessage()) for x in kept][-20:]
+    # a job file written before jobs kept ids reads as one without
+    folder = client.app.state.service.jobs.folder
+    old = {k: v for k, v in json.loads((folder / f"{job['id']}.json").read_text()).items() if k != "request_id"}
+    (folder / "0ld.json").write_text(json.dumps({**old, "id": "0ld"}))
+    assert client.get("/jobs/0ld").json()["request_id"] is None
+
+
+def test_cross_origin_pages_of_the_listed_origins_only(settings, fast_encoder):
+    from indexing.reindex import reindex
+
+    from .test_indexes import fake_encode, fill_store
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    forum, other = "https://forum.example.org", "https://elsewhere.example"
+    search = {"question": {"body": "visa"}, "k": 3, "rerank": False}
+    listed = settings.model_copy(update={"cors_origins": [forum], "api_token": TOKEN, **STUB_RANKERS})
+    with TestClient(create_app(listed)) as c:
+        # a browser's preflight of a search with a request id of its own
+        r = c.options("/search", headers={"Origin": forum, "Access-Control-Request-Method": "POST",
+                                          "Access-Control-Request-Headers": "content-type,x-request-id"})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == forum
+        assert {"content-type", "x-request-id"} <= {h.strip().lower() for h in
+                                                    r.headers["access-control-allow-headers"].split(",")}
+        r = c.post("/search", json=search, headers={"Origin": forum})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == forum
+        exposed = {h.strip().lower() for h in r.headers["access-control-expose-headers"].split(",")}
+        assert {"x-request-id", "etag"} <= exposed  # the page can read the id and a thread's ETag
+        r = c.post("/search", json={"k": 0}, headers={"Origin": forum})  # an error answer carries them too
+        assert r.status_code == 422 and r.headers["access-control-allow-origin"] == forum
+        # a page of another site: no header lets the browser read the answer, and its preflight is refused
+        r = c.post("/search", json=search, headers={"Origin": other})
+        assert "access-control-allow-origin" not in r.headers
+        r = c.options("/search", headers={"Origin": other, "Access-Control-Request-Method": "POST"})
+        assert r.status_code == 400 and "access-control-allow-origin" not in r.headers
+    with TestClient(create_app(settings.model_copy(update=STUB_RANKERS))) as c:  # the default: none
+        r = c.post("/search", json=search, headers={"Origin": forum})
+        assert r.status_code == 200 and not any(h.startswith("access-control-") for h in r.headers)
+
+
+def test_origins_are_read_from_a_list_or_commas_and_a_wrong_one_is_refused(monkeypatch):
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+    monkeypatch.setenv("CQA_CORS_ORIGINS", "https://forum.example.org, http://localhost:3000")
+    assert Settings().cors_origins == ["https://forum.example.org", "http://localhost:3000"]
+    monkeypatch.setenv("CQA_CORS_ORIGINS", '["*"]')
+    assert Settings().cors_origins == ["*"]
+    for wrong in ("https://forum.example.org/", "forum.example.org", '["https://a.org"'):
+        monkeypatch.setenv("CQA_CORS_ORIGINS", wrong)
+        with pytest.raises(ValidationError, match="cors_origins"):
+            Settings()
+    assert accepted_id("Root-1.abc:9") == "Root-1.abc:9"
+
+
+def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_worker(tmp_path):
+    """`cqa serve --workers 2` on a new data folder with CQA_LOG_FORMAT=json: both workers start (they open the new
+    store at the same moment), every line on standard error is a JSON object, the workers' own lines included, and
+    the access lines on standard output carry each request's id."""
+    from .test_api import free_port, stop_server
+    port = free_port()
+    out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
+    env = {**os.environ, "CQA_DATA_DIR": str(tmp_path / "var"), "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
+           "CQA_LOG_FORMAT": "json", "CQA_WORKERS": "2", "CQA_REFRESH_S": "0"}
+    with open(out, "w") as fo, open(err, "w") as fe:
+        p = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-bootstrap", "--port", str(port)],
+                             env=env, cwd=ROOT, stdout=fo, stderr=fe, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 180
+        while True:  # no generation yet: /health answers once a worker is up
+            assert p.poll() is None, err.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2):
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                assert time.time() < deadline, err.read_text()[-3000:]
+                time.sleep(0.5)
+        sent = [f"probe-{i}" for i in range(12)]
+        for rid in sent:
+            req = urllib.request.Request(base + "/threads/none", headers={"X-Request-ID": rid})
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req, timeout=30)
+            assert e.value.code == 404 and e.value.headers["X-Request-ID"] == rid
+            assert json.loads(e.value.read())["error"]["request_id"] == rid
+        time.sleep(2)  # both workers warmed up and said so
+    finally:
+        stop_server(p)
+    errors = [json.loads(line) for line in err.read_text().splitlines() if line.strip()]
+    assert {"time", "level", "logger", "message"} <= set(errors[0])
+    started = [e for e in errors if e["logger"] == "uvicorn.error" and "Application startup complete" in e["message"]]
+    assert len(started) == 2, [e["message"] for e in errors][-30:]  # both workers, neither failed
+    assert not [e for e in errors if e["level"] == "ERROR"], [e for e in errors if e["level"] == "ERROR"]
+    assert any(e["logger"] == "app.warmup" for e in errors)  # a worker's own INFO lines are written
+    access = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    probes = [a for a in access if a.get("request_id", "").startswith("probe-")]
+    assert sorted(a["request_id"] for a in probes) == sorted(sent)
+    assert all((a["logger"], a["method"], a["path"], a["status"]) == ("cqa.access", "GET", "/threads/none", 404)
+               and a["ms"] >= 0 for a in probes)
