@@ -11,6 +11,7 @@ what a user waits for). Per side and kind: p50 / p95 ms and the p50's ratio to t
 per request; and whether every side answered each search with the same results. Prints a JSON object last.
 
     python bench/request_log.py [--data-dir var] [--against 1fd6add] [--rounds 200]
+    python bench/request_log.py --serve-dir DATA --against HEAD --rounds 2   # any served folder
 """
 from __future__ import annotations
 
@@ -64,11 +65,14 @@ def main() -> None:
     ap.add_argument("--against", default="1fd6add", help="the reference revision (default: round 53's last, before "
                     "request ids)")
     ap.add_argument("--rounds", type=int, default=200, help="requests of each kind per side")
+    ap.add_argument("--serve-dir", type=Path, help="the data folder the servers serve (default: the full 2016 "
+                    "corpus's, built in --data-dir if missing)")
     args = ap.parse_args()
 
+    from app.settings import Settings
     from indexing.store import Snapshot
     from ranking.fullcorpus import qrels_and_queries
-    settings = built_corpus(args.data_dir)
+    settings = Settings(data_dir=args.serve_dir) if args.serve_dir else built_corpus(args.data_dir)
     with Snapshot(settings.store_path) as snap:
         thread_ids = [t.id for _, t in zip(range(500), snap.threads())]
     _, queries = qrels_and_queries(settings, "test")
@@ -110,6 +114,8 @@ def main() -> None:
                                                     out["sides"]["reference"][kind]["p50_ms"], 3) for kind in KINDS}
                                  for side in SIDES if side != "reference"}
     out["same_answers"] = all(answered[side] == answered["reference"] for side in SIDES)
+    out["all_ok"] = all((got == 200 if kind == "GET /health" else got[0] == 200)
+                        for side in SIDES for kind in KINDS for got in answered[side][kind])
     print(json.dumps(out))
 
 

@@ -511,6 +511,21 @@ def test_first_request_bench_times_each_kind_of_request_on_a_fresh_server(demo_s
     assert all(len(v) == 1 and v[0] > 100 for v in side["resident_mb"].values())  # the models are loaded
 
 
+def test_request_log_bench_times_each_side_and_counts_its_log_lines(demo_served, cli_env):
+    """bench/request_log.py on a served demo folder, against HEAD (a worktree): four real servers answer every request
+    alike; the access log writes a line per request, the JSON one longer lines, and none with it off."""
+    out = run_bench("request_log.py", "--serve-dir", str(demo_served.data_dir), "--against", "HEAD", "--rounds", "3",
+                    env=cli_env, timeout=600)
+    assert out["all_ok"] and out["same_answers"]
+    sides = out["sides"]
+    assert set(sides) == {"reference", "this_tree", "json", "no_access_log"}
+    for side in sides.values():
+        assert all(side[k]["p50_ms"] > 0 for k in ("GET /health", "GET /threads/{id}", "POST /search"))
+    assert sides["no_access_log"]["log_bytes_per_request"] == 0
+    assert 40 < sides["this_tree"]["log_bytes_per_request"] < sides["json"]["log_bytes_per_request"]
+    assert set(out["p50_over_reference"]) == {"this_tree", "json", "no_access_log"}
+
+
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
     """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
     indexed; `cqa evaluate --answers --judged-by votes` and a real server's GET /threads/{id}/answers give every
