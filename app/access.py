@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 access = logging.getLogger("cqa.access")
 
 HEADER = "x-request-id"
+_HEADER_KEY = HEADER.encode()  # ASGI headers: lower-case bytes
 _ACCEPTED = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(request_tag)s: %(message)s"
@@ -121,11 +122,11 @@ class RequestIds:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        sent = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"x-request-id"), None)
+        sent = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == _HEADER_KEY), None)
         rid = accepted_id(sent)
         token = current.set(rid)
         started, status = time.perf_counter(), [0]
-        header = (b"x-request-id", rid.encode("latin-1"))
+        header = (_HEADER_KEY, rid.encode("latin-1"))
 
         async def sending(message) -> None:
             if message["type"] == "http.response.start":

@@ -92,11 +92,11 @@ class Settings(RankingSettings):
     access_log: bool = Field(True, description="One line per request, written when its response has ended, on "
                              "standard output: client, method, path (with its query), status, milliseconds and the "
                              "request id (logger cqa.access). Every other line goes to standard error.")
-    cors_origins: Annotated[list[str], NoDecode] = Field([], description="The web origins (scheme://host[:port]) whose pages may call the "
-                                    "API from a browser, e.g. the forum's own site showing similar questions as its "
-                                    "users type: comma-separated (or a JSON list), e.g. https://forum.example.org,"
-                                    "https://m.forum.example.org, or * for any origin. Empty: no cross-origin headers, so browsers keep other sites' pages out. "
-                                    "Never send the admin token from a browser.")
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        [], description="The web origins (scheme://host[:port]) whose pages may call the API from a browser, e.g. the "
+        "forum's own site showing similar questions as its users type: comma-separated (or a JSON list), e.g. "
+        "https://forum.example.org,https://m.forum.example.org, or * for any origin. Empty: no cross-origin headers, "
+        "so browsers keep other sites' pages out. Never send the admin token from a browser.")
 
     @field_validator("cors_origins", mode="before")
     @classmethod
