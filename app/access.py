@@ -6,8 +6,8 @@ new one. The response carries it in the same header, an error body carries it (`
 logged while the request is served carries it, and so does the job a request starts (``GET /jobs/{id}``) and each
 line that job logs.
 
-The access log is one line per request, written when the response has ended: client, method, path, status,
-milliseconds, request id (logger ``cqa.access``, on standard output as uvicorn's own access log was; every other line
+The access log is one line per request, written when the response has ended: client, method, path (a user's id in
+it written as ``{author_id}``), status, milliseconds, request id (logger ``cqa.access``, on standard output as uvicorn's own access log was; every other line
 on standard error). ``CQA_ACCESS_LOG=false`` turns it off. ``CQA_LOG_FORMAT=json`` writes each line as one JSON
 object, with the access fields as keys, for a log shipper.
 
@@ -110,6 +110,23 @@ def configure(fmt: LogFormat = "text", level: str = "INFO") -> None:
     logging.config.dictConfig(log_config(fmt, level))
 
 
+# path parameters that name a person: the access log writes their name, not their value (GET /authors/{author_id}/posts),
+# so a user's id is not kept in the logs, which an erasure (cqa erase) cannot reach
+PRIVATE_PARAMS = frozenset({"author_id"})
+_PARAM = re.compile(r"{(\w+)(?::\w+)?}")
+
+
+def logged_path(scope) -> str:
+    """The request's path as the access log writes it: as sent, but a ``PRIVATE_PARAMS`` parameter of its route left
+    as the route names it."""
+    path, params = scope.get("path", ""), scope.get("path_params") or {}
+    template = getattr(scope.get("route"), "path", None)
+    if template is None or not PRIVATE_PARAMS & set(params):
+        return path
+    return _PARAM.sub(lambda m: m.group(0) if m.group(1) in PRIVATE_PARAMS else str(params.get(m.group(1), m.group(0))),
+                      template)
+
+
 class RequestIds:
     """ASGI middleware: the request's id (``accepted_id``) set for everything that serves it and echoed in
     ``X-Request-ID``; an exception no handler took answered with the service's 500 body; and, with ``access_log``,
@@ -149,7 +166,7 @@ class RequestIds:
     @staticmethod
     def _log(scope, status: int, ms: float) -> None:
         client = scope.get("client")
-        path = scope.get("path", "")
+        path = logged_path(scope)
         if scope.get("query_string"):
             path += "?" + scope["query_string"].decode("latin-1")
         host = client[0] if client else "-"
@@ -158,5 +175,5 @@ class RequestIds:
                            "ms": round(ms, 1)})
 
 
-__all__ = ["HEADER", "JsonFormatter", "LogFormat", "RequestIdFilter", "RequestIds", "accepted_id", "configure",
-           "current", "log_config", "request_id"]
+__all__ = ["HEADER", "JsonFormatter", "LogFormat", "PRIVATE_PARAMS", "RequestIdFilter", "RequestIds", "accepted_id",
+           "configure", "current", "log_config", "logged_path", "request_id"]

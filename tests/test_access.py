@@ -74,6 +74,15 @@ def test_each_request_has_an_id_in_its_response_its_error_body_and_its_access_li
                                                                         "Content-Type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["request_id"] == "big-1"
     assert [(x.path, x.status) for x in access_lines(kept, "big-1")] == [("/search?explain=1", 413)]
+    # a user's id is not written to the access log, which an erasure cannot reach; a thread's id is
+    for path in ("/authors/U268/posts", "/erasures/U268", "/takedowns/T9"):
+        method = "DELETE" if path.startswith("/takedowns") else "GET"
+        r = client.request(method, path, headers={**ADMIN, "X-Request-ID": "who-" + path.split("/")[1]})
+        assert r.status_code in (200, 404), r.text
+    assert [x.path for x in access_lines(kept, "who-authors")] == ["/authors/{author_id}/posts"]
+    assert [x.path for x in access_lines(kept, "who-erasures")] == ["/erasures/{author_id}"]
+    assert [x.path for x in access_lines(kept, "who-takedowns")] == ["/takedowns/T9"]
+    assert not [x for x in kept if "U268" in x.getMessage() and not x.name.startswith("httpx")]  # the client's own
 
 
 def test_an_unexpected_error_is_a_500_whose_id_finds_its_log_line(client, kept, monkeypatch):
