@@ -153,7 +153,7 @@ class RequestIds:
         try:
             await self.app(scope, receive, sending)
         except Exception:
-            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            log.exception("unhandled error on %s %s", scope.get("method"), logged_path(scope))
             if status[0]:  # the response had begun: nothing more can be said to the client
                 raise
             from .errors import internal_error

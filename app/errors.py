@@ -63,6 +63,7 @@ def internal_error() -> JSONResponse:
 
 
 def install(app: FastAPI) -> None:
+    from .access import logged_path  # a user's id in a path is not logged
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         return JSONResponse(error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code,
@@ -85,14 +86,14 @@ def install(app: FastAPI) -> None:
         if "locked" not in str(exc) and "busy" not in str(exc):
             return await _unexpected(request, exc)
         log.warning("%s %s: the store stayed locked past the busy timeout (%s); answered 503", request.method,
-                    request.url.path, exc)
+                    logged_path(request.scope), exc)
         return JSONResponse(error_body(503, "the store is busy with another write; nothing of this request was "
                                        "written; send it again", code="store_busy"), status_code=503,
                             headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):  # never a traceback to the client
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        log.exception("unhandled error on %s %s", request.method, logged_path(request.scope))
         return internal_error()
 
 
