@@ -64,13 +64,14 @@ class RequestIdFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time (UTC, ISO 8601 to the millisecond), level, logger, message, the request id where
-    there is one, an access line's fields (``ACCESS_FIELDS``), and an exception's traceback as ``exception``."""
+    """One JSON object per line: time (UTC, ISO 8601 to the millisecond), level, logger, message, the process id, the
+    request id where there is one, an access line's fields (``ACCESS_FIELDS``), and an exception's traceback as ``exception``."""
 
     def format(self, record: logging.LogRecord) -> str:
         out = {"time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds")
                .replace("+00:00", "Z"),
-               "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+               "level": record.levelname, "logger": record.name, "message": record.getMessage(),
+               "pid": record.process}  # which worker of `cqa serve --workers N` wrote it
         if getattr(record, "request_id", None):
             out["request_id"] = record.request_id
         for key in ACCESS_FIELDS:

@@ -206,7 +206,8 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
     finally:
         stop_server(p)
     errors = [json.loads(line) for line in err.read_text().splitlines() if line.strip()]
-    assert {"time", "level", "logger", "message"} <= set(errors[0])
+    assert {"time", "level", "logger", "message", "pid"} <= set(errors[0])
+    assert len({e["pid"] for e in errors if e["logger"] == "app.warmup"}) == 2  # each worker's own lines, named
     started = [e for e in errors if e["logger"] == "uvicorn.error" and "Application startup complete" in e["message"]]
     assert len(started) == 2, [e["message"] for e in errors][-30:]  # both workers, neither failed
     assert not [e for e in errors if e["level"] == "ERROR"], [e for e in errors if e["level"] == "ERROR"]
