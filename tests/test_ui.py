@@ -182,3 +182,14 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert browser.find_element(By.ID, "thread-tags").text == "tags: visa, permits"
     marked = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#thread-comments li") if "accepted" in li.text]
     assert len(marked) == 1 and marked[0].startswith("At the ministry.") and "accepted by the asker" in marked[0]
+
+    # A 500 (the service's own fault): the message names the request's id, which finds the operator's log line. The
+    # page's own api() is run on such an answer (a real one cannot be caused from outside).
+    said = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1], real = window.fetch;
+        window.fetch = async () => new Response(JSON.stringify({error: {status: 500, code: "internal_error",
+            message: "internal error; the server log has the details", request_id: "r-42"}}),
+            {status: 500, headers: {"Content-Type": "application/json", "X-Request-ID": "r-42"}});
+        api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""")
+    assert said == ("internal error; the server log has the details (request id r-42: the operator finds what went "
+                    "wrong by it)")
