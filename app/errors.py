@@ -64,6 +64,7 @@ def internal_error() -> JSONResponse:
 
 def install(app: FastAPI) -> None:
     from .access import logged_path  # a user's id in a path is not logged
+    from .limits import Overloaded
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         return JSONResponse(error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code,
@@ -78,6 +79,10 @@ def install(app: FastAPI) -> None:
         first = details[0] if details else {"field": "(body)", "message": "invalid"}
         msg = f"invalid request: {first['field']}: {first['message']}"
         return JSONResponse(error_body(422, msg, details), status_code=422)
+
+    @app.exception_handler(Overloaded)
+    async def _overloaded(request: Request, exc: Overloaded):
+        return JSONResponse(error_body(503, str(exc), code="overloaded"), status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(sqlite3.OperationalError)
     async def _store_busy(request: Request, exc: sqlite3.OperationalError):

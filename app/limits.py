@@ -1,7 +1,9 @@
-"""Request guards in front of the app: body size (413), content type (415), UTF-8 (400)."""
+"""Request guards in front of the app: body size (413), content type (415), UTF-8 (400), and how many ranking
+requests one worker takes at once (503 ``overloaded``, ``Admission``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from .errors import error_body
 
@@ -78,3 +80,38 @@ def enforce_count_limit(path: str, n: int, limit: int, setting: str) -> None:
     if n > limit:
         raise HTTPException(422, detail=f"{path}: {n} items, more than the limit of {limit} ({setting}); "
                                         "split the request")
+
+
+class Overloaded(Exception):
+    """A ranking request refused at once: the worker holds ``limit`` such requests it has not answered yet."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"this worker is answering {limit} ranking requests already (CQA_MAX_IN_FLIGHT); nothing of "
+                         "this one was done: send it again in a moment")
+        self.limit = limit
+
+
+@dataclass
+class Admission:
+    """The ranking requests (searches, reranks, a thread's comments or similar threads) one worker has taken and not
+    answered yet, those waiting for a model or a thread included. Past ``limit``, a new one is refused at once
+    (``Overloaded``: 503 with Retry-After) rather than queued behind them, so that under a burst a client learns in
+    milliseconds to try again, or another replica, instead of waiting for the whole queue; 0: no bound. Counted on
+    the event loop, which takes one request at a time, so it needs no lock."""
+    limit: int
+    in_flight: int = 0
+    most: int = 0  # the most in flight at once since the start
+    refused: int = 0
+
+    def take(self) -> None:
+        if self.limit and self.in_flight >= self.limit:
+            self.refused += 1
+            raise Overloaded(self.limit)
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+
+    def done(self) -> None:
+        self.in_flight -= 1
+
+    def stats(self) -> dict:
+        return {"limit": self.limit, "in_flight": self.in_flight, "most": self.most, "refused": self.refused}

@@ -36,7 +36,7 @@ from .access import RequestIds
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
-from .limits import BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
+from .limits import Admission, BodyLimitMiddleware, Overloaded, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
 from .queries import answers_query, questions_query, rerank_query
 from .refresh import Refresher
@@ -109,6 +109,7 @@ class Service:
         self.settings = settings
         self.store = ThreadStore(settings.store_path)
         self.metrics = Metrics()
+        self.admission = Admission(settings.max_in_flight)  # the ranking requests taken and not answered yet
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
         self.erasing = threading.Lock()  # POST /erasures: one erasure's check, write and job at a time
@@ -411,6 +412,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def service(request: Request) -> Service:
         return request.app.state.service
 
+    async def admitted(request: Request, svc: Service = Depends(service)):
+        """A ranking endpoint's request taken, or refused at once past CQA_MAX_IN_FLIGHT (``Admission``)."""
+        try:
+            svc.admission.take()
+        except Overloaded:
+            svc.metrics.refused.labels(getattr(request.scope.get("route"), "path", "unmatched")).inc()
+            raise
+        svc.metrics.in_flight.set(svc.admission.in_flight)
+        try:
+            yield
+        finally:
+            svc.admission.done()
+            svc.metrics.in_flight.set(svc.admission.in_flight)
+
     def ready_generation(svc: Service):
         gen, pipeline = svc.snapshot()
         if gen is None:
@@ -457,7 +472,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None,
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
                 "translation": gen.translation_status(),
-                "refresh": svc.refresher.report if svc.refresher is not None else None, "warm_up_ms": svc.warm_up_ms}
+                "refresh": svc.refresher.report if svc.refresher is not None else None, "warm_up_ms": svc.warm_up_ms,
+                "admission": svc.admission.stats()}
 
     @app.get("/status", response_model=FolderStatus, dependencies=[Depends(require_admin)],
              summary="What the data folder holds and what needs the operator (admin): `cqa status` from the service")
@@ -476,13 +492,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     # --- search and rerank ----------------------------------------------------------------------
-    @app.post("/search", response_model=SearchResponse,
+    @app.post("/search", response_model=SearchResponse, dependencies=[Depends(admitted)],
               summary="Find the best existing answers, questions or threads for a new question")
     async def search(body: SearchIn, svc: Service = Depends(service)) -> SearchResponse:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
         return await searched(svc, body.request())
 
-    @app.get("/threads/{thread_id}/similar", response_model=SearchResponse,
+    @app.get("/threads/{thread_id}/similar", response_model=SearchResponse, dependencies=[Depends(admitted)],
              summary="What is most similar to a stored thread, the thread itself left out (a thread page's related "
                      "questions)")
     async def similar(thread_id: str, k: int = Param(10, ge=1, le=MAX_RESULTS),
@@ -520,7 +536,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.metrics.ranked.labels(endpoint, out.reranker or "none").inc()
         return out
 
-    @app.post("/rerank", response_model=RerankOut, summary="Score and sort given candidates, e.g. a thread's comments")
+    @app.post("/rerank", response_model=RerankOut, dependencies=[Depends(admitted)],
+              summary="Score and sort given candidates, e.g. a thread's comments")
     async def rerank(body: RerankIn, svc: Service = Depends(service)):
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
@@ -537,7 +554,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
                 "metadata": regime_of(q)}
 
-    @app.post("/rerank/questions", response_model=RerankQuestionsOut,
+    @app.post("/rerank/questions", response_model=RerankQuestionsOut, dependencies=[Depends(admitted)],
               summary="Score and sort given questions by how similar each is to a new one (subtask B)")
     async def rerank_questions(body: RerankQuestionsIn, svc: Service = Depends(service)):
         from ranking.rankers import reads_comments
@@ -554,7 +571,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "search_order": body.search_order and ranker is svc.question_reranker,
                 "comments_read": reads_comments(ranker, q)}
 
-    @app.post("/rerank/answers", response_model=RerankAnswersOut,
+    @app.post("/rerank/answers", response_model=RerankAnswersOut, dependencies=[Depends(admitted)],
               summary="Score and sort the comments of given threads by how well each answers a new question "
                       "(subtask C)")
     async def rerank_answers(body: RerankAnswersIn, svc: Service = Depends(service)):
@@ -691,7 +708,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.nudge()
         return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
 
-    @app.get("/threads/{thread_id}/answers", response_model=RerankOut,
+    @app.get("/threads/{thread_id}/answers", response_model=RerankOut, dependencies=[Depends(admitted)],
              summary="A stored thread's comments, most useful first: POST /rerank of the thread as the store holds it")
     async def ranked_answers(thread_id: str, svc: Service = Depends(service)):
         """What a thread page asks to show its useful comments first, by the thread's id alone: the stored thread

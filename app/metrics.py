@@ -49,6 +49,10 @@ class Metrics:
                                      "there already), skipped (too many: left to the build), failed (the encoding "
                                      "raised: logged, and the build encodes them)",
                                      ["outcome"], registry=self.registry)
+        self.refused = Counter("cqa_overloaded_total", "ranking requests refused at once with 503 overloaded: the "
+                               "worker held CQA_MAX_IN_FLIGHT of them already", ["endpoint"], registry=self.registry)
+        self.in_flight = Gauge("cqa_ranking_in_flight", "ranking requests this worker has taken and not answered yet",
+                               registry=self.registry)
         self.memo_stats: Callable[[], dict[str, dict]] = dict
         self.registry.register(_MemoCollector(lambda: self.memo_stats()))
         GC_PAUSES.install()

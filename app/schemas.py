@@ -368,6 +368,13 @@ class TranslationOut(BaseModel):
                                       "counts two); null while training")
 
 
+class AdmissionOut(BaseModel):
+    limit: int = Field(description="CQA_MAX_IN_FLIGHT: ranking requests this worker takes at once (0: no bound)")
+    in_flight: int = Field(description="ranking requests taken and not answered yet, this one not counted")
+    most: int = Field(description="the most in flight at once since the start")
+    refused: int = Field(description="ranking requests refused at once with 503 overloaded since the start")
+
+
 class ReadyOut(BaseModel):
     status: Literal["ready"]
     generation: str
@@ -395,6 +402,8 @@ class ReadyOut(BaseModel):
                                                "without one")
     refresh: RefreshOut | None = Field(None, description="the automatic refresh (CQA_REFRESH_S) as this process "
                                        "sees it; null when off")
+    admission: AdmissionOut | None = Field(None, description="the ranking requests this worker holds against "
+                                           "CQA_MAX_IN_FLIGHT")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
                         "each has its own and holds its own lease on the generation it serves")
     warm_up_ms: dict[str, float | None] | None = Field(

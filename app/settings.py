@@ -33,6 +33,10 @@ class Settings(RankingSettings):
     max_thread_comments: int = Field(1000, ge=1, description="Most comments of a stored thread GET /threads/{id}/answers "
                                      "ranks (a longer one gets 422); POST /rerank stays at max_candidates, since there a "
                                      "client decides the size, here the store.")
+    max_in_flight: int = Field(32, ge=0, le=100_000, description="Ranking requests (POST /search, the /rerank "
+                               "endpoints, GET /threads/{id}/answers and /similar) one worker takes at once, those "
+                               "waiting for a model included; past it a new one gets 503 `overloaded` with "
+                               "Retry-After at once, instead of a wait that grows with the queue. 0: no bound.")
     batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
     batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
     workers: int = Field(1, ge=1, le=64, description="Serving processes of `cqa serve` sharing the port; each "

@@ -217,3 +217,52 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
     assert sorted(a["request_id"] for a in probes) == sorted(sent)
     assert all((a["logger"], a["method"], a["path"], a["status"]) == ("cqa.access", "GET", "/threads/none", 404)
                and a["ms"] >= 0 for a in probes)
+
+
+def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the_next(settings, fast_encoder,
+                                                                                       monkeypatch):
+    """CQA_MAX_IN_FLIGHT=1: while one /rerank waits for its (slow) model, another ranking request is answered 503
+    `overloaded` with Retry-After at once, counted in /metrics and GET /ready; requests that rank nothing are not held
+    back; once the first is answered, the next is taken."""
+    import threading
+
+    from indexing.reindex import reindex
+
+    from .conftest import OverlapRanker
+    from .test_indexes import fake_encode, fill_store
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    release, scoring = threading.Event(), threading.Event()
+    plain = OverlapRanker.score
+
+    def slow(self, queries):
+        scoring.set()
+        release.wait(30)
+        return plain(self, queries)
+    body = {"question": {"body": "visa renewal"}, "candidates": [{"id": "a", "text": "visa office"},
+                                                                 {"id": "b", "text": "beach"}]}
+    with TestClient(create_app(settings.model_copy(update={"max_in_flight": 1, **STUB_RANKERS}))) as c:
+        monkeypatch.setattr(OverlapRanker, "score", slow)
+        first = {}
+        waiting = threading.Thread(target=lambda: first.update(r=c.post("/rerank", json=body)))
+        waiting.start()
+        assert scoring.wait(30)
+        t0 = time.perf_counter()
+        r = c.post("/rerank", json=body)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        assert r.json()["error"]["code"] == "overloaded" and "CQA_MAX_IN_FLIGHT" in r.json()["error"]["message"]
+        assert time.perf_counter() - t0 < 5  # at once, not after the first
+        r = c.get("/threads/nope/similar")  # any ranking endpoint
+        assert r.status_code == 503 and r.json()["error"]["code"] == "overloaded"
+        assert c.get("/health").status_code == 200 and c.get("/threads").status_code == 200  # not held back
+        admission = c.get("/ready").json()["admission"]
+        assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2}
+        release.set()
+        waiting.join(30)
+        assert first["r"].status_code == 200 and first["r"].json()["results"][0]["id"] == "a"
+        monkeypatch.setattr(OverlapRanker, "score", plain)
+        assert c.post("/rerank", json=body).status_code == 200  # taken again
+        metrics = c.get("/metrics").text
+        assert 'cqa_overloaded_total{endpoint="/rerank"} 1.0' in metrics
+        assert 'cqa_overloaded_total{endpoint="/threads/{thread_id}/similar"} 1.0' in metrics
+        assert "cqa_ranking_in_flight 0.0" in metrics

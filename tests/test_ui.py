@@ -193,3 +193,10 @@ def test_search_page_end_to_end(browser, server, tmp_path):
         api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""")
     assert said == ("internal error; the server log has the details (request id r-42: the operator finds what went "
                     "wrong by it)")
+    # a busy worker's 503 (CQA_MAX_IN_FLIGHT) is not an index that is not ready
+    said = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1], real = window.fetch;
+        window.fetch = async () => new Response(JSON.stringify({error: {status: 503, code: "overloaded",
+            message: "this worker is answering 32 ranking requests already"}}), {status: 503});
+        api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""")
+    assert said == "The service is busy: this worker is answering 32 ranking requests already"
