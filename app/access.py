@@ -7,8 +7,8 @@ logged while the request is served carries it, and so does the job a request sta
 line that job logs.
 
 The access log is one line per request, written when the response has ended: client, method, path (a user's id in
-it written as ``{author_id}``), status, milliseconds, request id (logger ``cqa.access``, on standard output as uvicorn's own access log was; every other line
-on standard error). ``CQA_ACCESS_LOG=false`` turns it off. ``CQA_LOG_FORMAT=json`` writes each line as one JSON
+it written as ``{author_id}``), status, milliseconds, request id (logger ``cqa.access``, on standard output as
+uvicorn's own access log was; every other line on standard error). ``CQA_ACCESS_LOG=false`` turns it off. ``CQA_LOG_FORMAT=json`` writes each line as one JSON
 object, with the access fields as keys, for a log shipper.
 
 ``RequestIds`` is a plain ASGI middleware (no task per request, as ``BaseHTTPMiddleware`` makes). It also turns an
@@ -65,7 +65,8 @@ class RequestIdFilter(logging.Filter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time (UTC, ISO 8601 to the millisecond), level, logger, message, the process id, the
-    request id where there is one, an access line's fields (``ACCESS_FIELDS``), and an exception's traceback as ``exception``."""
+    request id where there is one, an access line's fields (``ACCESS_FIELDS``), and an exception's traceback as
+    ``exception``."""
 
     def format(self, record: logging.LogRecord) -> str:
         out = {"time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds")
@@ -111,8 +112,8 @@ def configure(fmt: LogFormat = "text", level: str = "INFO") -> None:
     logging.config.dictConfig(log_config(fmt, level))
 
 
-# path parameters that name a person: the access log writes their name, not their value (GET /authors/{author_id}/posts),
-# so a user's id is not kept in the logs, which an erasure (cqa erase) cannot reach
+# path parameters that name a person: the access log writes their name, not their value
+# (GET /authors/{author_id}/posts), so a user's id is not kept in the logs, which an erasure (cqa erase) cannot reach
 PRIVATE_PARAMS = frozenset({"author_id"})
 _PARAM = re.compile(r"{(\w+)(?::\w+)?}")
 

@@ -94,8 +94,8 @@ def test_an_unexpected_error_is_a_500_whose_id_finds_its_log_line(client, kept, 
     r = client.get("/threads/t1", headers={"X-Request-ID": "bug-report-42"})
     assert r.status_code == 500 and r.headers["x-request-id"] == "bug-report-42"
     body = r.json()["error"]
-    assert body == {"status": 500, "code": "internal_error", "message": "internal error; the server log has the details",
-                    "request_id": "bug-report-42"}
+    assert body == {"status": 500, "code": "internal_error",
+                    "message": "internal error; the server log has the details", "request_id": "bug-report-42"}
     assert "disk" not in r.text  # never the cause to the client
     [logged] = [x for x in kept if x.levelno == logging.ERROR and x.request_id == "bug-report-42"]
     assert logged.exc_info and "the disk said no" in str(logged.exc_info[1])

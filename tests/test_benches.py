@@ -526,6 +526,19 @@ def test_request_log_bench_times_each_side_and_counts_its_log_lines(demo_served,
     assert set(out["p50_over_reference"]) == {"this_tree", "json", "no_access_log"}
 
 
+def test_overload_bench_sends_more_than_a_server_answers_and_counts_what_it_refused(demo_served, cli_env):
+    """bench/overload.py on a served demo folder: with no bound every request is answered; with a bound of 1, at four
+    times the capacity, some are refused at once; none times out or fails otherwise."""
+    out = run_bench("overload.py", "--serve-dir", str(demo_served.data_dir), "--limits", "0,1", "--clients", "2",
+                    "--capacity-seconds", "2", "--overload", "4", "--seconds", "2", env=cli_env, timeout=600)
+    unbounded, bounded = out["sides"]["max_in_flight=0"], out["sides"]["max_in_flight=1"]
+    for side in (unbounded, bounded):
+        assert side["capacity_rps"] > 0 and side["sent"] > 0 and side["other"] == 0
+        assert side["sent"] == side["answered"] + side["refused"]
+    assert unbounded["refused"] == 0 and unbounded["answered"] == unbounded["sent"]
+    assert bounded["refused"] > 0 and bounded["refused_p50_ms"] < bounded["answered_p95_ms"]
+
+
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
     """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
     indexed; `cqa evaluate --answers --judged-by votes` and a real server's GET /threads/{id}/answers give every
