@@ -8,8 +8,8 @@ line that job logs.
 
 The access log is one line per request, written when the response has ended: client, method, path (a user's id in
 it written as ``{author_id}``), status, milliseconds, request id (logger ``cqa.access``, on standard output as
-uvicorn's own access log was; every other line on standard error). ``CQA_ACCESS_LOG=false`` turns it off. ``CQA_LOG_FORMAT=json`` writes each line as one JSON
-object, with the access fields as keys, for a log shipper.
+uvicorn's own access log was; every other line on standard error). ``CQA_ACCESS_LOG=false`` turns it off.
+``CQA_LOG_FORMAT=json`` writes each line as one JSON object, with the access fields as keys, for a log shipper.
 
 ``RequestIds`` is a plain ASGI middleware (no task per request, as ``BaseHTTPMiddleware`` makes). It also turns an
 exception no handler took into the service's 500 body, with the request id, so that the line logged for it, the
