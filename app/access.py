@@ -36,6 +36,8 @@ LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(request_tag)s: %(message)s"
 ACCESS_FIELDS = ("client", "method", "path", "status", "ms")
 
+CANCELLED = 499  # the access log's status of a request cancelled before any answer began (nginx's "client closed")
+
 current: ContextVar[str | None] = ContextVar("cqa_request_id", default=None)
 
 
@@ -160,9 +162,9 @@ class RequestIds:
                 raise
             from .errors import internal_error
             await internal_error()(scope, receive, sending)
-        finally:
+        finally:  # no response begun and none sent for an error: the request was cancelled (the client gone, a stop)
             if self.access_log:
-                self._log(scope, status[0] or 500, 1000 * (time.perf_counter() - started))
+                self._log(scope, status[0] or CANCELLED, 1000 * (time.perf_counter() - started))
             current.reset(token)
 
     @staticmethod

@@ -266,3 +266,27 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert 'cqa_overloaded_total{endpoint="/rerank"} 1.0' in metrics
         assert 'cqa_overloaded_total{endpoint="/threads/{thread_id}/similar"} 1.0' in metrics
         assert "cqa_ranking_in_flight 0.0" in metrics
+
+
+def test_a_request_cancelled_before_its_answer_is_logged_as_such(kept):
+    """The access line of a request cancelled before any answer began (its client gone, the service stopping) says 499,
+    not a 500 the client never got, nor a 200."""
+    import asyncio
+
+    from app.access import CANCELLED, RequestIds
+
+    async def app(scope, receive, send):
+        raise asyncio.CancelledError
+
+    async def run():
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+        with pytest.raises(asyncio.CancelledError):
+            await RequestIds(app)({"type": "http", "method": "GET", "path": "/search", "headers": [
+                (b"x-request-id", b"gone-1")]}, None, send)
+        return sent
+    assert asyncio.run(run()) == []  # nothing answered
+    [line] = access_lines(kept, "gone-1")
+    assert line.status == CANCELLED == 499
