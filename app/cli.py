@@ -386,7 +386,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 2
     filters = (Filters(args.category, args.since, args.until, tuple(args.exclude_thread))
                if (args.category or args.since or args.until or args.exclude_thread) else None)
-    how = dict(k=args.k, target=args.target, filters=filters, expansion=args.expand, rerank=not args.no_rerank,
+    how = dict(k=args.k, offset=args.offset, target=args.target, filters=filters, expansion=args.expand,
+               rerank=not args.no_rerank,
                collapse=not args.no_collapse, explain=args.explain)
     attention = None
     if args.explain and (settings.bilstm_checkpoint / "config.json").exists():
@@ -420,6 +421,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"     also: {', '.join(r.duplicates)}")
         if r.stages:
             print("     stages: " + ", ".join(f"{k}={v:.3f}" for k, v in r.stages.items() if v is not None))
+    if out.next_offset is not None:
+        print(f"more: --offset {out.next_offset}")
     return 0
 
 
@@ -810,6 +813,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--subject", default="", help="the question's subject line")
     s.add_argument("-k", "--k", type=_count(MAX_RESULTS), default=10, metavar="K",
                    help=f"results to return (1-{MAX_RESULTS}, default 10)")
+    s.add_argument("--offset", type=int, default=0, metavar="N", help=f"a later page: the results from rank N + 1 "
+                   f"on, up to rank {MAX_RESULTS} (0-{MAX_RESULTS - 1}; the last line says the next page's offset)")
     s.add_argument("--target", choices=["answers", "questions", "threads"], default="answers",
                    help="answers (default), similar questions, or whole threads")
     s.add_argument("--no-rerank", action="store_true", help="first stage only")

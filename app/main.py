@@ -502,6 +502,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
              summary="What is most similar to a stored thread, the thread itself left out (a thread page's related "
                      "questions)")
     async def similar(thread_id: str, k: int = Param(10, ge=1, le=MAX_RESULTS),
+                      offset: int = Param(0, ge=0, le=MAX_RESULTS - 1, description="a later page (next_offset); "
+                                          "a search ranks MAX_RESULTS results, so a page ends there"),
                       target: Literal["questions", "threads", "answers"] = "questions", rerank: bool = True,
                       svc: Service = Depends(service)) -> SearchResponse:
         """POST /search with the thread's own question (subject and body), leaving out the thread itself: neither
@@ -510,7 +512,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         t = await run_in_threadpool(svc.store.get, thread_id)
         if t is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
-        return await searched(svc, SearchRequest.like_thread(t, k=k, target=target, rerank=rerank),
+        return await searched(svc, SearchRequest.like_thread(t, k=k, offset=offset, target=target, rerank=rerank),
                               "/threads/{id}/similar")
 
     async def routed(svc: Service, endpoint: str, q, gen, ranker, batcher, thread_question: bool = False):

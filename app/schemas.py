@@ -85,6 +85,8 @@ class FiltersIn(Strict):
 class SearchIn(Strict):
     question: QuestionIn
     k: int = Field(10, ge=1, le=MAX_RESULTS)
+    offset: int = Field(0, ge=0, le=MAX_RESULTS - 1, description="a later page: the results from rank offset + 1 on "
+                        "(the answer's next_offset); a search ranks MAX_RESULTS results, so a page ends there")
     target: Literal["answers", "questions", "threads"] = Field(
         "answers", description="answers: existing comments that answer it; questions: similar questions; threads: the "
         "threads of similar questions (reranked as questions; with rerank false, the first stage grouped by thread)")
@@ -98,7 +100,7 @@ class SearchIn(Strict):
     def request(self):
         from ranking.pipeline import SearchRequest
         return SearchRequest.asking(
-            self.question.subject, self.question.body, k=self.k, target=self.target,
+            self.question.subject, self.question.body, k=self.k, offset=self.offset, target=self.target,
             filters=self.filters.to_filters() if self.filters else None,
             expansion={True: "rm3", False: "none", None: None}.get(self.expand, self.expand),
             rerank=self.rerank, collapse=self.collapse, explain=self.explain)

@@ -50,6 +50,7 @@ _WORD = re.compile(r"\w+")
 class SearchRequest:
     text: str
     k: int = 10
+    offset: int = 0  # the results from rank offset + 1 on, a later page; none past rank MAX_RESULTS
     target: str = "answers"  # answers, questions or threads
     filters: Filters | None = None
     expansion: str | None = None  # None: the retriever's tuned setting
@@ -101,6 +102,9 @@ class SearchResponse(BaseModel):
     timings_ms: dict[str, float]
     expansion: dict | None = Field(None, description="the expansion terms (explain only)",
                                    exclude_if=lambda v: v is None)
+    offset: int = Field(0, description="the results start at rank offset + 1")
+    next_offset: int | None = Field(None, description="the offset of the next page of as many results, where there "
+                                    "are more within MAX_RESULTS ranks; null at the last page")
 
 
 @dataclass
@@ -189,6 +193,15 @@ def _count(leader: tuple[int, int, set[str]]) -> int:
     return leader[0]
 
 
+def next_page(req: SearchRequest, found: int) -> int | None:
+    """The offset of the page after ``req``'s, where one holds results: ``found`` ranked (after the collapse), within
+    the MAX_RESULTS ranks a search ranks. Pages never overlap or leave a gap: whatever the k, a search's first depth
+    and its collapse are the same (``SearchPipeline.fetch_depth``), so its first n results are a prefix of its first
+    n + m."""
+    after = req.offset + req.k
+    return after if after < min(found, MAX_RESULTS) else None
+
+
 def rerank_order(head_scores, n: int) -> list[int]:
     """Indices of n candidates: the head by descending score (ties keep first-stage order), then the rest."""
     head = sorted(range(len(head_scores)), key=lambda i: -head_scores[i])
@@ -251,7 +264,7 @@ class SearchPipeline:
             timings["rerank"] = _ms(t0)
         r = got.retrieval
         results = []
-        for rank, i in enumerate(order[: req.k], 1):
+        for rank, i in enumerate(order[req.offset: min(req.offset + req.k, MAX_RESULTS)], req.offset + 1):
             lead = groups[i][0]
             c, did = got.candidates[lead], got.doc_ids[lead]
             stages = None
@@ -276,7 +289,8 @@ class SearchPipeline:
         return SearchResponse(
             results=results, generation=self.gen.name, model=self.gen.manifest.get("model"), target=req.target,
             reranker=ranker.name if ranker is not None else None, reranked=n_head,
-            collapsed=len(got.candidates) - len(groups), timings_ms=timings,
+            collapsed=len(got.candidates) - len(groups), timings_ms=timings, offset=req.offset,
+            next_offset=next_page(req, len(order)),
             expansion=({"method": r.expansion.method, "terms": r.expansion.terms}
                        if req.explain and r.expansion else None))
 
@@ -295,6 +309,9 @@ class SearchPipeline:
         Nothing here depends on k (``fetch_depth``)."""
         if not 1 <= req.k <= MAX_RESULTS:
             raise ValueError(f"k must be from 1 to {MAX_RESULTS}, got {req.k}")
+        if not 0 <= req.offset < MAX_RESULTS:
+            raise ValueError(f"offset must be from 0 to {MAX_RESULTS - 1} (a search ranks {MAX_RESULTS} results), got "
+                             f"{req.offset}")
         rerank = req.rerank and req.target in RERANKED_TARGETS
         fetch = self.fetch_depth(req)
         r = self.retriever.search(req.text, fetch, req.target, req.filters, req.expansion, config)

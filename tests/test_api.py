@@ -307,6 +307,8 @@ def test_rerank_answers_sorts_the_comments_of_given_threads(client):
     ({"question": {}}, 422, "question needs a subject or a body"),
     ({"question": {"body": "x"}, "k": 0}, 422, "k"),
     ({"question": {"body": "x"}, "k": 101}, 422, "k"),
+    ({"question": {"body": "x"}, "offset": -1}, 422, "offset"),
+    ({"question": {"body": "x"}, "offset": 100}, 422, "offset"),
     ({"question": {"body": "x"}, "colour": 1}, 422, "colour"),
     ({"question": {"body": "x"}, "target": "everything"}, 422, "target"),
     ({"question": {"body": "x"}, "filters": {"since": "May"}}, 422, "filters.since"),
@@ -328,6 +330,40 @@ def test_search_bad_input(client, payload, status, needle):
     assert r.status_code == status
     err = r.json()["error"]
     assert err["status"] == status and needle in err["message"]
+
+
+def test_search_pages_follow_one_another_without_overlap_or_gap(client):
+    """A later page (offset) holds the results a larger k would have ranked there, with their ranks and scores, for
+    every target, reranked or not; next_offset leads from one page to the next and is null at the last one;
+    GET /threads/{id}/similar pages the same way."""
+    for target in ("answers", "questions", "threads"):
+        for rerank in (True, False):
+            ask = {"question": {"body": "visa question rent"}, "target": target, "rerank": rerank}
+            whole = client.post("/search", json={**ask, "k": 100}).json()
+            found = len(whole["results"])
+            assert found > 12 and whole["next_offset"] is None and whole["offset"] == 0
+            pages, offset = [], 0
+            while offset is not None:
+                page = client.post("/search", json={**ask, "k": 6, "offset": offset}).json()
+                assert "results" in page, page
+                assert page["offset"] == offset and page["target"] == target
+                pages += page["results"]
+                offset = page["next_offset"]
+                assert offset is None or offset == page["offset"] + 6
+                assert len(page["results"]) == (6 if offset is not None else found - page["offset"])
+            assert [(r["id"], r["rank"], r["score"]) for r in pages] == \
+                   [(r["id"], r["rank"], r["score"]) for r in whole["results"]], (target, rerank)
+            assert [r["rank"] for r in pages] == list(range(1, found + 1))
+    similar = client.get("/threads/t1/similar", params={"k": 4}).json()
+    later = client.get("/threads/t1/similar", params={"k": 4, "offset": 4}).json()
+    both = client.get("/threads/t1/similar", params={"k": 8}).json()
+    assert similar["next_offset"] == 4 and later["offset"] == 4
+    assert [r["id"] for r in similar["results"] + later["results"]] == [r["id"] for r in both["results"]]
+    last = client.get("/threads/t1/similar", params={"k": 10, "offset": 95, "target": "answers"}).json()
+    # a page ends at rank 100; past the results there are, a page is empty
+    assert client.get("/threads/t1/similar", params={"k": 10, "offset": 60}).json()["results"] == []
+    assert [r["rank"] for r in last["results"]] == [96, 97, 98, 99, 100] and last["next_offset"] is None
+    assert client.get("/threads/t1/similar", params={"offset": 100}).status_code == 422
 
 
 def test_a_question_sent_as_a_string_is_its_body(client):

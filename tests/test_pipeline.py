@@ -258,6 +258,11 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     assert text.returncode == 0, text.stderr
     assert "3 answers from generation gen-" in text.stdout and "reranker: search-answers" in text.stdout
     assert "  1. [" in text.stdout and "  3. [" in text.stdout
+    assert text.stdout.strip().splitlines()[-1] == "more: --offset 3"  # the next page
+    later = cqa("search", "--subject", "visa", "How do I renew my residence visa?", "-k", "3", "--offset", "3")
+    assert later.returncode == 0 and "  4. [" in later.stdout and "  6. [" in later.stdout and "  3. [" not in later.stdout
+    past = cqa("search", "visa", "-k", "10", "--offset", "100")
+    assert past.returncode == 2 and "offset must be from 0 to 99" in past.stderr, past.stderr
     out = cqa("search", "How do I renew my residence visa?", "--target", "questions", "--no-rerank", "--json",
               "-k", "4")
     assert out.returncode == 0, out.stderr

@@ -102,6 +102,22 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert explain.get_attribute("aria-expanded") == "true"
     browser.save_screenshot(str(tmp_path / "search.png"))
     assert (tmp_path / "search.png").stat().st_size > 10_000
+    # More results: the next page (offset 10) appended, ranks 11-20, the results POST /search gives at k = 20
+    browser.find_element(By.ID, "more").click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 20)
+    import json as json_
+    import urllib.request as request_
+    asked = {"question": {"subject": "residence permit",
+                          "body": "How do I renew my residence permit and what documents do I need?"}, "k": 20,
+             "expand": False}
+    with request_.urlopen(request_.Request(f"{server}/search", data=json_.dumps(asked).encode(),
+                                           headers={"Content-Type": "application/json"})) as r:
+        twenty = [x["id"] for x in json_.loads(r.read())["results"]]
+    items = browser.find_elements(By.CSS_SELECTOR, "#results li")
+    assert [li.find_element(By.CSS_SELECTOR, ".meta").text.split(" ")[1] for li in items] == twenty
+    assert "rank 11" in items[10].text and "rank 20" in items[19].text
+    assert browser.find_element(By.ID, "summary").text.startswith("20 results")
+    assert browser.find_element(By.ID, "more").is_displayed()  # the demo corpus has more
 
     # The result's thread opens on the page: its question, then its comments most useful first, each with its place
     # in the thread, in the order GET /threads/{id}/answers gives (POST /rerank of the thread as stored).
