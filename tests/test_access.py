@@ -262,6 +262,13 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert first["r"].status_code == 200 and first["r"].json()["results"][0]["id"] == "a"
         monkeypatch.setattr(OverlapRanker, "score", plain)
         assert c.post("/rerank", json=body).status_code == 200  # taken again
+        # a request refused by its own fault or its thread's absence gives its place back: the bound of 1 still takes
+        for bad in (c.post("/search", json={"question": {"body": "x"}, "offset": 100}),
+                    c.post("/rerank", json={"question": {"body": "x"}, "candidates": []}),
+                    c.get("/threads/none/similar"), c.get("/threads/none/answers")):
+            assert bad.status_code in (404, 422), bad.text
+        assert c.post("/search", json={"question": {"body": "visa"}}).status_code == 200
+        assert c.get("/ready").json()["admission"]["in_flight"] == 0
         metrics = c.get("/metrics").text
         assert 'cqa_overloaded_total{endpoint="/rerank"} 1.0' in metrics
         assert 'cqa_overloaded_total{endpoint="/threads/{thread_id}/similar"} 1.0' in metrics
