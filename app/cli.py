@@ -355,9 +355,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # each worker logs as this process does (app.access): the request id on each line, cqa.access's own
         # access line in place of uvicorn's
         from app.access import log_config
+        level = log_level(args)
         uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
-                    port=args.port or settings.port, workers=workers, log_level="debug" if args.verbose else "info",
-                    log_config=log_config(settings.log_format, "DEBUG" if args.verbose else "INFO"), access_log=False)
+                    port=args.port or settings.port, workers=workers, log_level=level.lower(),
+                    log_config=log_config(settings.log_format, level), access_log=False)
     finally:
         if background is not None and background.poll() is None:
             background.terminate()  # what it encoded stays in the embedding cache for the next reindex
@@ -929,15 +930,22 @@ def main(argv: list[str] | None = None) -> int:
     _exit_with_service()
     args = build_parser().parse_args(argv)
     from app.access import configure
-    configure(log_format(), "DEBUG" if args.verbose else "INFO")
+    configure(log_format(), log_level(args))
     return args.func(args)
 
 
+def log_level(args: argparse.Namespace) -> str:
+    return "DEBUG" if args.verbose else "INFO"
+
+
 def log_format() -> str:
-    """``CQA_LOG_FORMAT`` (text or json), read before any command's settings: where it is neither, text, and the
-    command's settings then refuse it with the reason."""
+    """``CQA_LOG_FORMAT`` (``app.access.LogFormat``), read before any command's settings: where it is none of them,
+    text, and the command's settings then refuse it with the reason."""
+    from typing import get_args
+
+    from app.access import LogFormat
     fmt = os.environ.get("CQA_LOG_FORMAT", "text")
-    return fmt if fmt in ("text", "json") else "text"
+    return fmt if fmt in get_args(LogFormat) else "text"
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .access import logged_path, request_id
+
 log = logging.getLogger(__name__)
 
 CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
@@ -24,7 +26,6 @@ def _text(s: str) -> str:
 
 
 def error_body(status: int, message: str, details: list | None = None, code: str | None = None) -> dict:
-    from .access import request_id
     err = {"status": status, "code": code or CODES.get(status, "error"), "message": _text(message)}
     if details:
         err["details"] = [{k: _text(v) if isinstance(v, str) else v for k, v in d.items()} for d in details]
@@ -62,9 +63,17 @@ def internal_error() -> JSONResponse:
     return JSONResponse(error_body(500, "internal error; the server log has the details"), status_code=500)
 
 
+class Overloaded(Exception):
+    """A ranking request refused at once (``app.limits.Admission``): the worker holds ``limit`` such requests it has
+    not answered yet. Answered 503 ``overloaded`` with Retry-After."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"this worker is answering {limit} ranking requests already (CQA_MAX_IN_FLIGHT); nothing of "
+                         "this one was done: send it again in a moment")
+        self.limit = limit
+
+
 def install(app: FastAPI) -> None:
-    from .access import logged_path  # a user's id in a path is not logged
-    from .limits import Overloaded
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         return JSONResponse(error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code,
@@ -102,4 +111,4 @@ def install(app: FastAPI) -> None:
         return internal_error()
 
 
-__all__ = ["HTTPException", "error_body", "install", "internal_error"]
+__all__ = ["HTTPException", "Overloaded", "error_body", "install", "internal_error"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .errors import error_body
+from .errors import Overloaded, error_body
 
 
 class BodyLimitMiddleware:
@@ -80,15 +80,6 @@ def enforce_count_limit(path: str, n: int, limit: int, setting: str) -> None:
     if n > limit:
         raise HTTPException(422, detail=f"{path}: {n} items, more than the limit of {limit} ({setting}); "
                                         "split the request")
-
-
-class Overloaded(Exception):
-    """A ranking request refused at once: the worker holds ``limit`` such requests it has not answered yet."""
-
-    def __init__(self, limit: int):
-        super().__init__(f"this worker is answering {limit} ranking requests already (CQA_MAX_IN_FLIGHT); nothing of "
-                         "this one was done: send it again in a moment")
-        self.limit = limit
 
 
 @dataclass

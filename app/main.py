@@ -36,7 +36,8 @@ from .access import RequestIds
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
-from .limits import Admission, BodyLimitMiddleware, Overloaded, enforce_count_limit, enforce_text_limit
+from .errors import Overloaded
+from .limits import Admission, BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
 from .queries import answers_query, questions_query, rerank_query
 from .refresh import Refresher
@@ -110,6 +111,7 @@ class Service:
         self.store = ThreadStore(settings.store_path)
         self.metrics = Metrics()
         self.admission = Admission(settings.max_in_flight)  # the ranking requests taken and not answered yet
+        self.metrics.in_flight.set_function(lambda: self.admission.in_flight)  # read at each scrape
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
         self.erasing = threading.Lock()  # POST /erasures: one erasure's check, write and job at a time
@@ -419,12 +421,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except Overloaded:
             svc.metrics.refused.labels(getattr(request.scope.get("route"), "path", "unmatched")).inc()
             raise
-        svc.metrics.in_flight.set(svc.admission.in_flight)
         try:
             yield
         finally:
             svc.admission.done()
-            svc.metrics.in_flight.set(svc.admission.in_flight)
 
     def ready_generation(svc: Service):
         gen, pipeline = svc.snapshot()

@@ -11,6 +11,8 @@ from pydantic_settings import NoDecode
 
 from ranking.settings import RankingSettings
 
+from .access import LogFormat
+
 
 class Settings(RankingSettings):
     host: str = "127.0.0.1"
@@ -88,7 +90,7 @@ class Settings(RankingSettings):
                                     "answer is searchable seconds sooner. A request with more leaves them to the "
                                     "build, so a large import does not hold the encoder searches use. 0: off.")
 
-    log_format: Literal["text", "json"] = Field("text", description="How every log line of the service and the "
+    log_format: LogFormat = Field("text", description="How every log line of the service and the "
                                                 "commands is written: text (time, level, logger, [request id], "
                                                 "message), or json: one object per line (time, level, logger, "
                                                 "message, request_id, and an access line's client, method, path, "

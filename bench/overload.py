@@ -28,28 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import built_corpus, post, server  # noqa: E402
-
-
-def capacity(base: str, bodies: list[dict], clients: int, seconds: float) -> float:
-    """Requests answered per second by ``clients`` clients sending one after another (closed loop)."""
-    done, lock, stop = [0], threading.Lock(), time.perf_counter() + seconds
-
-    def client(k: int) -> None:
-        i = k
-        while time.perf_counter() < stop:
-            status, _ = post(base + "/search", bodies[i % len(bodies)])
-            i += clients
-            if status == 200:
-                with lock:
-                    done[0] += 1
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return done[0] / (time.perf_counter() - t0)
+from load import built_corpus, post, run_level, server  # noqa: E402
 
 
 def burst(base: str, bodies: list[dict], rate: float, seconds: float) -> list[tuple[float, int, float]]:
@@ -113,7 +92,8 @@ def main() -> None:
            "overload": args.overload, "seconds": args.seconds, "sides": {}}
     for limit in (int(x) for x in args.limits.split(",")):
         with server(settings.data_dir, {"CQA_REFRESH_S": "0", "CQA_MAX_IN_FLIGHT": str(limit)}) as (base, _):
-            rate = capacity(base, bodies, args.clients, args.capacity_seconds)
+            # closed loop: load.py's level, its throughput the capacity
+            rate = run_level(base + "/search", bodies, args.clients, 10**9, args.capacity_seconds)["throughput_rps"]
             side = {"capacity_rps": round(rate, 2), "rate_rps": round(rate * args.overload, 2),
                     **summary(burst(base, bodies, rate * args.overload, args.seconds), args.seconds)}
         out["sides"][f"max_in_flight={limit}"] = side

@@ -146,7 +146,8 @@ class MiniLMRanker:
             export_dir = export_dir or Path(tempfile.gettempdir()) / "cqa"
             runner = onnx_runner(model, checkpoint_digest(Path(folder)), resolved.inference, export_dir)
         key = score_cache_key(Path(folder), dev, model.config.max_length, resolved.inference)
-        vector_id = vectors_id(checkpoint_digest(Path(folder)), model.config.max_length, resolved.inference) if bi else None
+        vector_id = (vectors_id(checkpoint_digest(Path(folder)), model.config.max_length, resolved.inference)
+                     if bi else None)
         # under auto, a bi-encoder says why it runs fp32 where auto runs other models in bf16 (CUDA, a bf16 CPU)
         vectors_note = bi and inference == "auto" and (dev == "cuda" or auto_bf16(inference, dev))
         note = resolved.note or (VECTORS_NOTE if vectors_note else "")
