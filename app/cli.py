@@ -368,11 +368,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # --- search ---------------------------------------------------------------------------
 def cmd_search(args: argparse.Namespace) -> int:
     from indexing.generations import IndexFormatError
+    from indexing.models import MAX_TAG_CHARS, tag_key
     from indexing.searcher import load_current
     from indexing.store import ThreadStore
     from ranking.pipeline import SearchRequest, build_pipeline
     from ranking.rankers import UnknownRanker
-    from ranking.retriever import Filters
+    from ranking.retriever import Filters, TagsNotIndexed
     settings = _settings(args)
     body = " ".join(args.question).strip()
     asked = bool(body or args.subject.strip())
@@ -385,8 +386,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     except IndexFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    filters = (Filters(args.category, args.since, args.until, tuple(args.exclude_thread))
-               if (args.category or args.since or args.until or args.exclude_thread) else None)
+    if (bad := next((t for t in args.tag if not tag_key(t) or len(t) > MAX_TAG_CHARS), None)) is not None:
+        print(f"error: --tag {ascii(bad[:40])}: a tag is 1-{MAX_TAG_CHARS} characters, not all spaces", file=sys.stderr)
+        return 2
+    filters = (Filters(args.category, args.since, args.until, tuple(args.exclude_thread), tuple(args.tag))
+               if (args.category or args.since or args.until or args.exclude_thread or args.tag) else None)
     how = dict(k=args.k, offset=args.offset, target=args.target, filters=filters, expansion=args.expand,
                rerank=not args.no_rerank,
                collapse=not args.no_collapse, explain=args.explain)
@@ -405,7 +409,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         try:
             rerankers = None if req.rerank else {}
             out = build_pipeline(settings, gen, store.get, rerankers, attention).search(req)
-        except (UnknownRanker, ValueError) as e:
+        except (UnknownRanker, ValueError, TagsNotIndexed) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
     if args.json:
@@ -822,6 +826,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-collapse", action="store_true", help="keep identical and near-identical texts apart")
     s.add_argument("--expand", choices=["none", "rm3", "translation"], help="query expansion (default: tuned)")
     s.add_argument("--category", help="only this category")
+    s.add_argument("--tag", action="append", default=[], metavar="TAG",
+                   help="only threads that carry this tag (their meta.tags: a StackExchange dump's, or a forum's "
+                        "JSONL; case and spacing ignored); repeat for threads that carry every one")
     s.add_argument("--since", help="only documents on or after this ISO date")
     s.add_argument("--until", help="only documents on or before this ISO date")
     s.add_argument("--like-thread", metavar="THREAD_ID", help="instead of a question: what is most similar to this "

@@ -10,6 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ranking.retriever import TagsNotIndexed
+
 from .access import logged_path, request_id
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Overloaded)
     async def _overloaded(request: Request, exc: Overloaded):
         return JSONResponse(error_body(503, str(exc), code="overloaded"), status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(TagsNotIndexed)
+    async def _tags_not_indexed(request: Request, exc: TagsNotIndexed):
+        return JSONResponse(error_body(409, str(exc), code="reindex_needed"), status_code=409)
 
     @app.exception_handler(sqlite3.OperationalError)
     async def _store_busy(request: Request, exc: sqlite3.OperationalError):

@@ -53,6 +53,7 @@ from .schemas import (
     ImportOut,
     ErasureStatusOut,
     EvaluationIn,
+    FiltersIn,
     EvaluationOut,
     HealthOut,
     JobOut,
@@ -505,15 +506,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       offset: int = Param(0, ge=0, le=MAX_RESULTS - 1, description="a later page (next_offset); "
                                           "a search ranks MAX_RESULTS results, so a page ends there"),
                       target: Literal["questions", "threads", "answers"] = "questions", rerank: bool = True,
+                      category: str | None = Param(None, description="only threads of this category"),
+                      tag: list[str] = Param([], description="only threads that carry this tag (meta.tags; case "
+                                             "and spacing ignored); repeat it for threads that carry every one"),
                       svc: Service = Depends(service)) -> SearchResponse:
         """POST /search with the thread's own question (subject and body), leaving out the thread itself: neither
-        its question nor its comments come back, while a near-copy of it posted as another thread does."""
+        its question nor its comments come back, while a near-copy of it posted as another thread does. ``category``
+        and ``tag`` narrow it as POST /search's filters do."""
         from ranking.pipeline import SearchRequest
+        try:
+            filters = FiltersIn(category=category, tags=tag).to_filters() if category or tag else None
+        except ValidationError as e:  # named as the query's parameters, not the filter's fields
+            raise RequestValidationError([{**err, "loc": ("tag" if err["loc"][0] == "tags" else err["loc"][0],
+                                                           *err["loc"][1:])} for err in e.errors()]) from None
         t = await run_in_threadpool(svc.store.get, thread_id)
         if t is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
-        return await searched(svc, SearchRequest.like_thread(t, k=k, offset=offset, target=target, rerank=rerank),
-                              "/threads/{id}/similar")
+        return await searched(svc, SearchRequest.like_thread(t, filters, k=k, offset=offset, target=target,
+                                                             rerank=rerank), "/threads/{id}/similar")
 
     async def routed(svc: Service, endpoint: str, q, gen, ranker, batcher, thread_question: bool = False):
         """(the ranker that ran, its scores of ``q``): input whose letters are mostly Arabic script goes to

@@ -6,11 +6,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from indexing.models import Answer, Thread, invalid_unicode, question_text
+from indexing.models import MAX_TAG_CHARS, Answer, Thread, invalid_unicode, question_text
 from ranking.settings import MAX_RESULTS
 
 DATE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$"
 ThreadId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]  # as Thread.id takes it
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS, pattern=r"\S")]
+MAX_FILTER_TAGS = 10
 
 
 class Strict(BaseModel):
@@ -77,9 +79,14 @@ class FiltersIn(Strict):
         "e.g. the thread whose page shows the search (its near-copies still do: they are not folded into it); an id "
         "not indexed excludes nothing")
 
+    tags: list[Tag] = Field(
+        default_factory=list, max_length=MAX_FILTER_TAGS, description="only threads that carry every one of these tags "
+        "(their meta.tags: a StackExchange dump's, or a forum's JSONL), compared with case and spacing ignored")
+
     def to_filters(self):
         from ranking.retriever import Filters
-        return Filters(self.category, self.since, self.until, tuple(dict.fromkeys(self.exclude_threads)))
+        return Filters(self.category, self.since, self.until, tuple(dict.fromkeys(self.exclude_threads)),
+                       tuple(dict.fromkeys(self.tags)))
 
 
 class SearchIn(Strict):

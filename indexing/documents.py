@@ -13,14 +13,27 @@ from pathlib import Path
 
 import numpy as np
 
-from .models import Thread
+from .models import Thread, thread_tags
 
 QUESTION, ANSWER = "question", "answer"
 FORMAT, BINARY = "documents", 3
 FILE, OLD_FILE = "documents.bin", "documents.json"  # a generation's; the second written before round 20
 # how documents are made from threads (``Documents.from_threads``, ``ThreadStore.documents``): a build copies a live
 # generation's documents only when they were made the same way (one more when that changes)
-MADE = 1
+MADE = 2  # 2: the ``tags`` column (round 55)
+OPTIONAL = ("tags",)  # columns a documents file written before them lacks: read as None in every row
+
+
+def tags_value(raw) -> str | None:
+    """A thread's ``meta["tags"]`` as the ``tags`` column holds it: its tags (``models.thread_tags``) one per line, or
+    None without any (a tag holds no line break once its spacing is collapsed)."""
+    keys = thread_tags(raw)
+    return "\n".join(keys) if keys else None
+
+
+def tags_of_value(value: str | None) -> frozenset[str]:
+    """The tags a ``tags`` column value holds."""
+    return frozenset(value.split("\n")) if value else frozenset()
 
 
 def documents_file(folder: Path) -> Path:
@@ -44,6 +57,7 @@ class Documents:
     categories: list[str | None] = field(default_factory=list)
     created_at: list[str | None] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    tags: list[str | None] = field(default_factory=list)  # the thread's tags (``tags_value``), on each of its rows
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -52,18 +66,20 @@ class Documents:
     def from_threads(cls, threads: Iterable[Thread]) -> "Documents":
         d = cls()
         for t in threads:
-            d._add(question_doc_id(t.id), QUESTION, t.id, t.category, t.created_at, t.question_text)
+            tags = tags_value(t.meta.get("tags"))
+            d._add(question_doc_id(t.id), QUESTION, t.id, t.category, t.created_at, t.question_text, tags)
             for a in t.answers:
-                d._add(answer_doc_id(a.id), ANSWER, t.id, t.category, a.created_at or t.created_at, a.text)
+                d._add(answer_doc_id(a.id), ANSWER, t.id, t.category, a.created_at or t.created_at, a.text, tags)
         return d
 
-    def _add(self, did, kind, tid, cat, created, text) -> None:
+    def _add(self, did, kind, tid, cat, created, text, tags: str | None = None) -> None:
         self.ids.append(did)
         self.kinds.append(kind)
         self.thread_ids.append(tid)
         self.categories.append(cat)
         self.created_at.append(created)
         self.texts.append(text)
+        self.tags.append(tags)
 
     def question_rows(self) -> np.ndarray:
         """Each thread's first row (its question), in order: a thread's documents are the rows from its question to
@@ -85,7 +101,7 @@ class Documents:
     def save(self, path: Path) -> None:
         """The binary format (``FILE``, version 3): a JSON header line naming each section's place, then the sections,
         each 8-byte aligned. Each string column is its values' UTF-8 bytes end to end and their byte offsets; the
-        columns that repeat values (kinds, threads, categories, dates) keep each distinct value once and a code per
+        columns that repeat values (kinds, threads, categories, dates, tags) keep each distinct value once and a code per
         document (-1: None). A service going live reads the header, maps the file and makes the short columns'
         strings; a text is decoded when it is read (``Texts``), so none is parsed up front and the file's pages are
         shared by every process serving it (bench/build_parts.py ``documents``)."""
@@ -122,7 +138,11 @@ class Documents:
             first = fh.readline()
             head = json.loads(first)
             if head.get("format") != FORMAT:
-                return cls(**head)
+                docs = cls(**head)
+                for name in OPTIONAL:
+                    if not docs.__dict__[name]:
+                        docs.__dict__[name] = [None] * len(docs)
+                return docs
             if head.get("version") == BINARY:
                 return cls._mapped(path, fh, len(first), head)
             docs = cls()
@@ -130,6 +150,9 @@ class Documents:
             for line in fh:
                 for k, v in json.loads(line).items():
                     columns[k].extend(v)
+        for name in OPTIONAL:
+            if not columns[name]:
+                columns[name].extend([None] * head["documents"])
         if any(len(v) != head["documents"] for v in columns.values()):
             raise ValueError(f"{path}: {head['documents']} documents announced, "
                              f"{sorted({len(v) for v in columns.values()})} read")
@@ -162,6 +185,9 @@ class Documents:
         for name in cls().__dict__:
             if name in PLAIN:
                 columns[name] = strings(name, n)
+                continue
+            if name in OPTIONAL and f"{name}.codes" not in place:
+                columns[name] = [None] * n
                 continue
             codes = array(f"{name}.codes", n)
             values = list(strings(f"{name}.values")) + [None]

@@ -45,6 +45,25 @@ def moment(stamp) -> datetime | None:
     return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
 
 
+MAX_TAGS = 50  # of one thread: more are not a forum's tags (StackExchange allows 5)
+MAX_TAG_CHARS = 100
+
+
+def tag_key(tag: str) -> str:
+    """A tag as a filter compares it: its words' spacing collapsed and case folded (``Python``, `` python `` and
+    ``PYTHON`` are one tag)."""
+    return " ".join(str(tag).split()).casefold()
+
+
+def thread_tags(raw: Any) -> tuple[str, ...]:
+    """A thread's tags as ``meta["tags"]`` holds them (a StackExchange dump's, or a forum's JSONL): a list of strings,
+    or one string for one tag; each as ``tag_key`` compares it, once each, sorted. What is not a string, and a tag
+    that is empty or longer than MAX_TAG_CHARS, is not a tag; past MAX_TAGS, the rest are not read."""
+    items = [raw] if isinstance(raw, str) else raw if isinstance(raw, (list, tuple)) else ()
+    keys = {tag_key(t) for t in items[:MAX_TAGS] if isinstance(t, str)}
+    return tuple(sorted(k for k in keys if k and len(k) <= MAX_TAG_CHARS))
+
+
 # Labels as the SemEval sources spell them; kept verbatim.
 ANSWER_LABELS = ("Good", "PotentiallyUseful", "Bad")
 QUESTION_LABELS = ("PerfectMatch", "Relevant", "Irrelevant")

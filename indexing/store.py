@@ -778,9 +778,10 @@ class ThreadStore:
         of the store it was built from, whose documents a build copies rather than reading them again.
         One query and no thread objects: 5.6x faster than thread objects on the SemEval corpus, the same documents
         (bench/build_parts.py, tests/test_store.py)."""
-        from .documents import ANSWER, QUESTION, Documents, answer_doc_id, question_doc_id
+        from .documents import ANSWER, QUESTION, Documents, answer_doc_id, question_doc_id, tags_value
         from .models import question_text
         docs, last = Documents(), None
+        tagged: dict[str | None, str | None] = {None: None}  # meta.tags as JSON text -> the tags column's value
         with self._lock:
             self._conn.execute("BEGIN")
             try:
@@ -793,21 +794,29 @@ class ThreadStore:
                 if read.any():
                     first = int(threads.seqs[read].min())
                     rows = self._conn.execute(
-                        "SELECT t.id, t.subject, t.body, t.category, t.created_at, a.id, a.text, a.created_at "
-                        "FROM threads t LEFT JOIN answers a ON a.thread_id = t.id WHERE t.seq >= ? "
+                        "SELECT t.id, t.subject, t.body, t.category, t.created_at, a.id, a.text, a.created_at, "
+                        f"{_TAGS_JSON} FROM threads t LEFT JOIN answers a ON a.thread_id = t.id WHERE t.seq >= ? "
                         "ORDER BY t.seq, a.position", (first,))
-                    for tid, subject, body, category, created, aid, text, answered in rows:
+                    for tid, subject, body, category, created, aid, text, answered, raw_tags in rows:
                         if wanted is not None and tid not in wanted:
                             continue  # an older thread that ``known`` holds, written between two it lacks
                         if tid != last:
+                            if raw_tags not in tagged:
+                                tagged[raw_tags] = tags_value(json.loads(raw_tags))
+                            tags = tagged[raw_tags]
                             docs._add(question_doc_id(tid), QUESTION, tid, category, created,
-                                      question_text(subject, body))
+                                      question_text(subject, body), tags)
                             last = tid
                         if aid is not None:
-                            docs._add(answer_doc_id(aid), ANSWER, tid, category, answered or created, text)
+                            docs._add(answer_doc_id(aid), ANSWER, tid, category, answered or created, text, tags)
             finally:
                 self._conn.execute("COMMIT")
         return StoreRead(fingerprint, threads, read, docs)
+
+
+# a thread's ``meta.tags`` as JSON text (a list, or one string), else NULL: read in SQL, not by parsing every meta
+_TAGS_JSON = ("CASE json_type(t.meta, '$.tags') WHEN 'array' THEN json_extract(t.meta, '$.tags') "
+              "WHEN 'text' THEN json_quote(json_extract(t.meta, '$.tags')) END")
 
 
 @dataclass(frozen=True)

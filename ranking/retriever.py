@@ -1,6 +1,6 @@
 """The first-stage retriever: expand the question, search every source, fuse, filter, and group.
 
-Filters (category, date range, threads left out) and the target (answers, questions, threads) become a set of
+Filters (category, tags, date range, threads left out) and the target (answers, questions, threads) become a set of
 allowed rows that every source searches inside, so a filter never empties a top-k after the fact.
 """
 from __future__ import annotations
@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, reduce
 from typing import Sequence
 
 import numpy as np
 
-from indexing.documents import ANSWER
+from indexing.documents import ANSWER, tags_of_value
+from indexing.models import tag_key
 from indexing.hits import Hit
 from indexing.searcher import Generation
 
@@ -22,6 +23,7 @@ from .fusion import FUSIONS
 
 log = logging.getLogger(__name__)
 
+_NONE = np.zeros(0, dtype=np.int32)  # the sets of tags that hold a tag no thread carries
 TARGETS = ("answers", "questions", "threads", "all")
 
 
@@ -31,6 +33,17 @@ class Filters:
     since: str | None = None  # ISO date or date-time, inclusive
     until: str | None = None  # inclusive; a bare date covers that whole day
     exclude_threads: tuple[str, ...] = ()  # threads whose question and comments never come back (the page's own)
+    tags: tuple[str, ...] = ()  # only threads that carry every one of these tags (``meta.tags``; ``tag_key``)
+
+
+class TagsNotIndexed(Exception):
+    """A tag filter on a generation whose documents were made before they carried their thread's tags (round 55):
+    it would match nothing whatever the store holds, so it is refused with what to run."""
+
+    def __init__(self, generation: str):
+        super().__init__(f"the live index generation {generation} was built before tag filters: run `cqa reindex` "
+                         "(the service goes live on the new generation by itself), then search again")
+        self.generation = generation
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,11 @@ class Retriever:
         self._kinds = np.array([k == ANSWER for k in gen.docs.kinds], dtype=bool)
         self._dates = np.array([d or "" for d in gen.docs.created_at], dtype=object)
         self._cats = np.array([c or "" for c in gen.docs.categories], dtype=object)
+        # each row's tags as a code into the distinct sets of tags (a thread's rows share one; threads share many)
+        distinct = {v: i for i, v in enumerate(dict.fromkeys(gen.docs.tags))}
+        self._tag_values = list(distinct)
+        self._tag_codes = np.fromiter(map(distinct.__getitem__, gen.docs.tags), dtype=np.int32, count=len(gen.docs))
+        self.knows_tags = gen.manifest.get("documents_made", 0) >= 2
 
     @property
     def thread_rows(self) -> dict[str, Sequence[int]]:
@@ -107,6 +125,13 @@ class Retriever:
         if filters is not None:
             if filters.category:
                 mask &= self._cats == filters.category
+            if filters.tags:
+                if not self.knows_tags:
+                    raise TagsNotIndexed(self.gen.name)
+                codes = [self._sets_with_tag.get(tag_key(t), _NONE) for t in filters.tags]
+                held = np.zeros(len(self._tag_values), dtype=bool)
+                held[reduce(np.intersect1d, codes)] = True  # the sets of tags that hold every one asked
+                mask &= held[self._tag_codes]
             if filters.since:
                 mask &= (self._dates != "") & (self._dates >= filters.since)
             if filters.until:
@@ -117,6 +142,16 @@ class Retriever:
         if mask.all():
             return None
         return np.flatnonzero(mask)
+
+    @cached_property
+    def _sets_with_tag(self) -> dict[str, np.ndarray]:
+        """Each tag, and the distinct sets of tags (their codes, ascending) that hold it: made at the first tag filter,
+        not when a generation goes live."""
+        sets: dict[str, list[int]] = {}
+        for code, value in enumerate(self._tag_values):
+            for tag in tags_of_value(value):
+                sets.setdefault(tag, []).append(code)
+        return {tag: np.array(codes, dtype=np.int32) for tag, codes in sets.items()}
 
     def search(self, query: str, k: int = 10, target: str = "answers", filters: Filters | None = None,
                expansion: str | None = None, config: RetrieverConfig | None = None) -> Retrieval:

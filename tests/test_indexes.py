@@ -329,7 +329,8 @@ def test_documents_file_round_trips_and_reads_the_older_json_files(tmp_path):
     arabic = "\u0627\u0644\u0641\u064a\u0632\u0627"
     for i in range(8):
         d._add(f"a:{i}", "answer" if i else "question", f"t{i // 3}", None if i % 2 else "Visas",
-               None if i == 3 else f"2016-01-0{i // 2 + 1}", f"line one\nline {i} {arabic} \"q\"")
+               None if i == 3 else f"2016-01-0{i // 2 + 1}", f"line one\nline {i} {arabic} \"q\"",
+               None if i // 3 == 1 else "python\nvisas and permits")
     d.texts[5] = "a lone surrogate \ud800 and an emoji \U0001F600"
     d.save(tmp_path / "documents.bin")
     got = Documents.load(tmp_path / "documents.bin")
@@ -350,7 +351,7 @@ def test_documents_file_round_trips_and_reads_the_older_json_files(tmp_path):
     with pytest.raises(IndexError):
         runs[11]
     columns = {"ids": [f"x{i}" for i in range(11)], "kinds": ["answer"] * 11, "thread_ids": ["t"] * 11,
-               "categories": [None] * 11, "created_at": [None] * 11}
+               "categories": [None] * 11, "created_at": [None] * 11, "tags": [None] * 11}
     copied, plain = Documents(**columns, texts=runs), Documents(**columns, texts=want)
     copied.save(tmp_path / "runs.bin")
     plain.save(tmp_path / "plain.bin")
@@ -361,6 +362,12 @@ def test_documents_file_round_trips_and_reads_the_older_json_files(tmp_path):
         got.texts[8]
     assert pickle.loads(pickle.dumps(got.texts)) == d.texts
     assert got.categories[1] is None and got.created_at[3] is None and got.categories[0] == "Visas"
+    assert got.tags[3] is None and got.tags[0] == "python\nvisas and permits"
+    # a file written before the tags column (round 55) reads None in every row
+    before = Documents(**{k: list(v) for k, v in d.__dict__.items()})
+    del before.__dict__["tags"]
+    before.save(tmp_path / "before-tags.bin")
+    assert Documents.load(tmp_path / "before-tags.bin") == Documents(**{**d.__dict__, "tags": [None] * 8})
     head = (tmp_path / "documents.bin").read_bytes().split(b"\n", 1)[0]
     assert (len(head) + 1) % 8 == 0 and json.loads(head)["documents"] == 8
     plain = {k: v for k, v in d.__dict__.items() if k != "texts"}  # JSON cannot hold the lone surrogate
@@ -373,6 +380,12 @@ def test_documents_file_round_trips_and_reads_the_older_json_files(tmp_path):
     assert Documents.load(tmp_path / "documents.json") == d
     (tmp_path / "old.json").write_text(json.dumps(plain, ensure_ascii=False), encoding="utf-8")  # before round 18
     assert Documents.load(tmp_path / "old.json") == d
+    untagged = {k: v for k, v in plain.items() if k != "tags"}  # both written before the tags column
+    (tmp_path / "old-untagged.json").write_text(json.dumps(untagged, ensure_ascii=False), encoding="utf-8")
+    (tmp_path / "v2-untagged.json").write_text("\n".join(lines[:1] + [json.dumps(
+        {k: v[lo:lo + 3] for k, v in untagged.items()}, ensure_ascii=False) for lo in range(0, 8, 3)]) + "\n")
+    for name in ("old-untagged.json", "v2-untagged.json"):
+        assert Documents.load(tmp_path / name) == Documents(**{**d.__dict__, "tags": [None] * 8}), name
     (tmp_path / "cut.json").write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="8 documents announced"):
         Documents.load(tmp_path / "cut.json")

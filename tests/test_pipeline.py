@@ -252,8 +252,15 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
 
     missing = cqa("search", "visa")
     assert missing.returncode == 2 and "cqa reindex" in missing.stderr
-    assert cqa("ingest", str(ROOT / "data/demo/threads.jsonl"), "-q").returncode == 0
+    tagged = tmp_path / "tagged.jsonl"  # a forum's threads with tags, beside the demo corpus's (none)
+    tagged.write_text("".join(json.dumps({"id": f"g{i}", "subject": "gecko food", "meta": {"tags": tags}}) + "\n"
+                              for i, tags in enumerate((["Pets", "reptiles"], ["pets"]))))
+    assert cqa("ingest", str(ROOT / "data/demo/threads.jsonl"), str(tagged), "-q").returncode == 0
     assert cqa("reindex", "--no-dense", "-q").returncode == 0
+    within = cqa("search", "gecko food", "--target", "questions", "--tag", "PETS", "--tag", "reptiles", "--json")
+    assert [r.thread_id for r in SearchResponse.model_validate(json.loads(within.stdout)).results] == ["g0"]
+    blank = cqa("search", "gecko food", "--tag", " ")
+    assert blank.returncode == 2 and "--tag ' '" in blank.stderr, blank.stderr
     text = cqa("search", "--subject", "visa", "How do I renew my residence visa?", "-k", "3")
     assert text.returncode == 0, text.stderr
     assert "3 answers from generation gen-" in text.stdout and "reranker: search-answers" in text.stdout

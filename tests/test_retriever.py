@@ -7,7 +7,7 @@ from indexing.searcher import load_current
 from indexing.store import ThreadStore
 from indexing.translation import TranslationTable
 from ranking.expansion import rm3, translation_expansion
-from ranking.retriever import Filters, Retriever, RetrieverConfig
+from ranking.retriever import Filters, Retriever, RetrieverConfig, TagsNotIndexed
 
 from .test_indexes import fake_encode
 
@@ -93,16 +93,16 @@ def test_alignment_links_are_the_per_pair_outer_products():
 def gen(settings):
     threads = [
         Thread(id="v1", subject="visa renewal", body="how to renew my visa", category="Visas",
-               created_at="2014-03-01 10:00:00",
+               created_at="2014-03-01 10:00:00", meta={"tags": ["Visa", "renewal", "visa", 7]},
                answers=[Answer(id="v1a", text="go to the immigration office for the residence permit",
                                created_at="2014-03-01 11:00:00"),
                         Answer(id="v1b", text="the residence permit costs 500", created_at="2014-03-02 11:00:00")]),
         Thread(id="v2", subject="family visa", body="visa for my wife", category="Visas",
-               created_at="2015-06-01 10:00:00",
+               created_at="2015-06-01 10:00:00", meta={"tags": ["visa", "Family  Visit"]},
                answers=[Answer(id="v2a", text="you need a residence permit and salary letter",
                                created_at="2015-06-01 12:00:00")]),
         Thread(id="c1", subject="buy a car", body="cheap used car", category="Driving",
-               created_at="2015-01-01 10:00:00",
+               created_at="2015-01-01 10:00:00", meta={"tags": "cars"},
                answers=[Answer(id="c1a", text="check the car history before you buy", created_at="2015-01-02 09:00:00")]),
     ]
     with ThreadStore(settings.store_path) as s:
@@ -150,6 +150,29 @@ def test_targets_filters_and_fusion(gen):
     assert expanded.expansion.method == "rm3" and set(expanded.timings_ms) >= {"bm25", "lm", "dense", "fusion"}
     with pytest.raises(ValueError, match="unknown target"):
         r.search("x", 3, "everything")
+
+
+def test_tag_filters_keep_the_threads_that_carry_every_tag(gen):
+    """``meta.tags`` (a list, or one string) reach the generation as each thread's tags, case and spacing ignored;
+    a tag filter keeps the threads that carry every tag asked, for every target; a generation built before the
+    tags column refuses the filter with what to run rather than finding nothing."""
+    r = Retriever(gen, RetrieverConfig(("bm25", "lm", "dense"), "rrf"))
+    assert [gen.docs.tags[gen.row[d]] for d in ("q:v1", "a:v1b", "q:v2", "a:c1a")] == [
+        "renewal\nvisa", "renewal\nvisa", "family visit\nvisa", "cars"]
+
+    def found(target, *tags, query="visa permit car renew family"):
+        return {h.doc_id for h in r.search(query, 10, target, Filters(tags=tags)).hits}
+
+    assert found("questions", "visa") == {"q:v1", "q:v2"}
+    assert found("answers", "VISA", " family   visit ") == {"a:v2a"}
+    assert found("threads", "cars") == {"t:c1"}
+    assert found("questions", "visa", "cars") == set() and found("answers", "nothing") == set()
+    both = r.search("residence permit", 10, "answers", Filters(category="Visas", tags=("renewal",)))
+    assert {h.doc_id for h in both.hits} == {"a:v1a", "a:v1b"}
+    gen.manifest = {**gen.manifest, "documents_made": 1}
+    with pytest.raises(TagsNotIndexed, match="cqa reindex"):
+        Retriever(gen).search("visa", 10, "answers", Filters(tags=("visa",)))
+    assert Retriever(gen).search("visa", 10, "answers", Filters(category="Visas")).hits  # other filters still serve
 
 
 def test_thread_rows_are_ranges_from_the_question_rows_and_fall_back_row_by_row():

@@ -317,12 +317,17 @@ def test_a_reindex_reads_the_documents_the_thread_objects_give_in_one_transactio
         s.upsert([make(f"t{i}", n=i % 3) for i in range(30)])
         s.upsert([Thread(id="t4", subject="", body="body only, edited", created_at="2015-02-01T10:00:00",
                          answers=[Answer(id="t4_x", text="dated by its thread"),
-                                  Answer(id="t4_y", text="its own date", created_at="2015-02-02T10:00:00")])])
+                                  Answer(id="t4_y", text="its own date", created_at="2015-02-02T10:00:00")],
+                         meta={"tags": ["Python", "pandas", "python", None, " "], "score": 3}),
+                  Thread(id="t5", subject="one tag as a string", meta={"tags": "C#"}),
+                  Thread(id="t6", subject="tags not a list", meta={"tags": {"python": 1}})])
         read = s.documents()
         docs, fingerprint, n = read.documents, read.fingerprint, len(read.threads)
         want = Documents.from_threads(s.iter_threads())
         assert docs.__dict__ == want.__dict__ and fingerprint == s.fingerprint() and n == 30
-        assert docs.ids[-3:] == ["q:t4", "a:t4_x", "a:t4_y"] and docs.created_at[-2] == "2015-02-01T10:00:00"
+        assert docs.ids[-5:] == ["q:t4", "a:t4_x", "a:t4_y", "q:t5", "q:t6"]
+        assert docs.created_at[-4] == "2015-02-01T10:00:00"
+        assert docs.tags[-5:] == ["pandas\npython"] * 3 + ["c#", None] and docs.tags[0] is None
     stop = threading.Event()
 
     def edit():

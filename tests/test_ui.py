@@ -199,6 +199,31 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     marked = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#thread-comments li") if "accepted" in li.text]
     assert len(marked) == 1 and marked[0].startswith("At the ministry.") and "accepted by the asker" in marked[0]
 
+    # A tag of the thread's page narrows later searches to the threads that carry it: once the automatic refresh has
+    # indexed the two threads, a search within "permits" finds se1's comments only.
+    browser.find_element(By.CSS_SELECTOR, "#thread-tags button[data-tag='permits']").click()
+    assert browser.find_element(By.ID, "tags").get_attribute("value") == "permits"
+    assert "only at threads tagged permits" in browser.find_element(By.ID, "summary").text
+    ask = json.dumps({"question": "renew permit ministry", "filters": {"tags": ["permits"]}}).encode()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(urllib.request.Request(
+                f"{server}/search", data=ask, headers={"Content-Type": "application/json"})) as r:
+            if json.load(r)["results"]:
+                break
+        time.sleep(1)
+    body = browser.find_element(By.ID, "body")
+    body.clear()
+    body.send_keys("How do I renew my permit at the ministry?")
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: "results in" in d.find_element(By.ID, "summary").text)
+    threads = {a.text for a in browser.find_elements(By.CSS_SELECTOR, "#results li .meta a")}
+    assert threads == {"Renewing a permit"}, threads
+    browser.find_element(By.ID, "tags").send_keys(", " + ", ".join(f"t{i}" for i in range(10)))
+    browser.find_element(By.ID, "go").click()
+    assert "at most 10 tags" in browser.find_element(By.ID, "error").text
+    browser.find_element(By.ID, "tags").clear()
+
     # A 500 (the service's own fault): the message names the request's id, which finds the operator's log line. The
     # page's own api() is run on such an answer (a real one cannot be caused from outside).
     said = browser.execute_async_script("""
