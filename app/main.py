@@ -26,9 +26,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
+from indexing.models import MAX_TAG_CHARS, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.pipeline import SearchPipeline, SearchResponse
+from ranking.retriever import TagsNotIndexed
 from ranking.settings import MAX_RESULTS
 
 from . import conditional, errors
@@ -69,6 +71,8 @@ from .schemas import (
     RerankQuestionsIn,
     RerankQuestionsOut,
     SearchIn,
+    TagOut,
+    TagsOut,
     TakedownsOut,
     ThreadListOut,
     ThreadsIn,
@@ -498,6 +502,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def search(body: SearchIn, svc: Service = Depends(service)) -> SearchResponse:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
         return await searched(svc, body.request())
+
+    @app.get("/tags", response_model=TagsOut, summary="The tags the forum's threads carry, with how many threads "
+             "carry each (what a search within tags can ask for)")
+    async def tags(prefix: str = Param("", max_length=MAX_TAG_CHARS, description="only tags that begin with this "
+                                       "(case and spacing ignored): a search box's suggestions as a user types"),
+                   limit: int = Param(50, ge=1, le=1000), svc: Service = Depends(service)) -> TagsOut:
+        """The live generation's tags (each thread's meta.tags), counted once per generation."""
+        gen, pipeline = ready_generation(svc)
+        if not pipeline.retriever.knows_tags:
+            raise TagsNotIndexed(gen.name)
+        counts = await run_in_threadpool(lambda: pipeline.retriever.tag_counts)
+        key = tag_key(prefix)
+        matching = [tc for tc in counts if tc[0].startswith(key)] if key else counts
+        return TagsOut(generation=gen.name, tags=[TagOut(tag=t, threads=n) for t, n in matching[:limit]],
+                       matching=len(matching))
 
     @app.get("/threads/{thread_id}/similar", response_model=SearchResponse, dependencies=[Depends(admitted)],
              summary="What is most similar to a stored thread, the thread itself left out (a thread page's related "

@@ -348,10 +348,11 @@ class RefreshOut(BaseModel):
                           "generation lacks, so search does not see them yet")
     pending_since: float | None = Field(None, description="since when (unix time) this process has seen them")
     reason: str | None = Field(None, description="why the live generation is behind the store")
-    behind: Literal["generation", "store", "translation"] | None = Field(
-        None, description="what is behind while pending: store (threads search does not see yet), translation (every "
-        "thread is searchable; only the translation table that expand: translation reads is being trained again), or "
-        "generation (the live one could not be read)")
+    behind: Literal["generation", "store", "documents", "translation"] | None = Field(
+        None, description="what is behind while pending: store (threads search does not see yet), documents (every "
+        "thread is searchable; the live generation was built by an earlier release, and a tag filter waits for the "
+        "next build), translation (every thread is searchable; only the translation table that expand: translation "
+        "reads is being trained again), or generation (the live one could not be read)")
     last_job: str | None = Field(None, description="this process's last automatic build (GET /jobs/{id})")
     last_outcome: Literal["running", "built", "skipped", "failed"] | None = Field(
         None, description="built; skipped (another process was building, or had built what the store holds); failed "
@@ -496,6 +497,17 @@ class ListedOut(BaseModel):
 class ThreadListOut(BaseModel):
     threads: list[ListedOut] = Field(description="in id order (by code point)")
     next: str | None = Field(description="the `after` of the next page; null on the last")
+
+
+class TagOut(BaseModel):
+    tag: str = Field(description="as a filter compares it: case folded, spacing collapsed")
+    threads: int = Field(description="how many of the live generation's threads carry it")
+
+
+class TagsOut(BaseModel):
+    generation: str = Field(description="the live generation the counts are of")
+    tags: list[TagOut] = Field(description="most threads first, then by tag")
+    matching: int = Field(description="how many tags the prefix matches (all of them without one)")
 
 
 class AnswersOut(BaseModel):

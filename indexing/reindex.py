@@ -74,18 +74,21 @@ BUSY = "another reindex is running on this data directory; wait for it to finish
 @dataclass(frozen=True)
 class Staleness:
     """What the live generation lacks: ``generation`` (there is none), ``store`` (threads added, changed or deleted
-    since it was built: search does not see them) or ``translation`` (every thread is searchable; only the translation
-    table, which ``expand: "translation"`` alone reads, awaits training on the store's pairs); and why, in words."""
-    behind: Literal["generation", "store", "translation"]
+    since it was built: search does not see them), ``documents`` (every thread is searchable; its documents were made
+    by an earlier release, without what a later one reads of them: their threads' tags, round 55) or ``translation``
+    (every thread is searchable; only the translation table, which ``expand: "translation"`` alone reads, awaits
+    training on the store's pairs); and why, in words."""
+    behind: Literal["generation", "store", "documents", "translation"]
     reason: str
 
 
 def staleness(settings: IndexSettings, store: ThreadStore | None = None,
               fingerprint: str | None = None) -> Staleness | None:
     """What the live generation lacks of the store as it is now (None: nothing): there is no live generation, a
-    thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded), or
-    it went live before its translation table was trained (``reindex``'s ``translation_later``) and no second
-    generation has followed yet.
+    thread was added, changed or deleted since it was built (the store's fingerprint against the one it recorded), its
+    documents were made otherwise than this release makes them (``documents.MADE``: a build after an upgrade reads
+    every thread again, its vectors and tokens reused), or it went live before its translation table was trained
+    (``reindex``'s ``translation_later``) and no second generation has followed yet.
     ``store``: an open handle on the data folder's store (a service's), else one is opened for the question;
     ``fingerprint``: the store's, read already (``cqa status`` reads it without opening the store for writing)."""
     from .searcher import manifest_of
@@ -97,6 +100,9 @@ def staleness(settings: IndexSettings, store: ThreadStore | None = None,
             return staleness(settings, store)
     if (fingerprint if fingerprint is not None else store.fingerprint()) != m.get("store_fingerprint"):
         return Staleness("store", f"the store changed since {m['generation']} was built")
+    if m.get("documents_made", 0) < MADE:
+        return Staleness("documents", f"{m['generation']} was built by an earlier release, whose documents lack their "
+                         "threads' tags: search serves it, and a tag filter waits for the next build")
     if m.get("build", {}).get("translation", {}).get("trains_after_publish"):
         return Staleness("translation", f"{m['generation']} went live before its translation table was trained on "
                          "the store's pairs: the build that trains it publishes a generation with it, or, stopped "

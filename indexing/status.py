@@ -62,7 +62,7 @@ class GenerationStatus:
     age_s: float | None = None
     documents: dict[str, int] = field(default_factory=dict)
     dense_encoder: str | None = None
-    behind: str | None = None  # generation, store or translation (``reindex.Staleness``); None: up to date
+    behind: str | None = None  # generation, store, documents or translation (``reindex.Staleness``); None: up to date
     reason: str | None = None
     on_disk: list[str] = field(default_factory=list)
     leases: list[Lease] = field(default_factory=list)
@@ -180,6 +180,8 @@ def folder_status(settings: IndexSettings, backups_folder: Path | None = None, c
     elif gen.behind == "store":
         attention.append(f"{gen.reason}: search does not see the threads written since, until the next build "
                          "(`cqa reindex --if-stale`, or a serving instance's automatic refresh)")
+    elif gen.behind == "documents":
+        attention.append(f"{gen.reason} (`cqa reindex --if-stale`, or a serving instance's automatic refresh)")
     for name, idle in gen.builds.items():
         if idle > STALE_BUILD_S:
             attention.append(f"{name}: a build folder untouched for {idle / 3600:.1f} h, left by a build that died "

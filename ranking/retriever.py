@@ -41,8 +41,8 @@ class TagsNotIndexed(Exception):
     it would match nothing whatever the store holds, so it is refused with what to run."""
 
     def __init__(self, generation: str):
-        super().__init__(f"the live index generation {generation} was built before tag filters: run `cqa reindex` "
-                         "(the service goes live on the new generation by itself), then search again")
+        super().__init__(f"the live index generation {generation} was built by an earlier release, before tag "
+                         "filters: the automatic refresh builds a new one (or run `cqa reindex`), then search again")
         self.generation = generation
 
 
@@ -152,6 +152,14 @@ class Retriever:
             for tag in tags_of_value(value):
                 sets.setdefault(tag, []).append(code)
         return {tag: np.array(codes, dtype=np.int32) for tag, codes in sets.items()}
+
+    @cached_property
+    def tag_counts(self) -> list[tuple[str, int]]:
+        """Every tag the generation's threads carry, with how many threads carry it: most threads first, then by tag
+        (what a forum's tag list, or a search page's suggestions, shows). Counted once per generation."""
+        per_set = np.bincount(self._tag_codes[~self._kinds], minlength=len(self._tag_values))
+        counts = [(tag, int(per_set[codes].sum())) for tag, codes in self._sets_with_tag.items()]
+        return sorted(counts, key=lambda tc: (-tc[1], tc[0]))
 
     def search(self, query: str, k: int = 10, target: str = "answers", filters: Filters | None = None,
                expansion: str | None = None, config: RetrieverConfig | None = None) -> Retrieval:

@@ -526,8 +526,8 @@ def test_threads_upsert_delete_and_reindex_job(client):
 def test_searches_within_tags(client):
     """POST /search's ``filters.tags`` and GET /threads/{id}/similar's ``tag``: only threads that carry every tag
     asked (their meta.tags as a forum's JSONL or a StackExchange dump gives them, case and spacing ignored), for
-    every target; bad tags are a 422 naming the field; a live generation built before the tags column answers 409
-    with what to run."""
+    every target; bad tags are a 422 naming the field; GET /tags lists the tags with their threads, by prefix; a
+    live generation built before the tags column answers 409 with what to run."""
     tagged = [{"id": f"g{i}", "subject": f"gecko question {i}", "body": "where to buy gecko food",
                "answers": [{"id": f"g{i}a", "text": f"gecko food answer {i}"}], "meta": {"tags": tags}}
               for i, tags in enumerate((["Pets", "reptiles"], ["pets"], "reptiles", []))]
@@ -555,12 +555,20 @@ def test_searches_within_tags(client):
         assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == field, (bad, r.json())
     r = client.get("/threads/g3/similar", params={"tag": ["pets", " "]})
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "tag.1", r.json()
+    listed = client.get("/tags").json()  # the forum's tags, most threads first
+    assert listed["tags"] == [{"tag": "pets", "threads": 2}, {"tag": "reptiles", "threads": 2}]
+    assert listed["matching"] == 2 and listed["generation"] == client.get("/ready").json()["generation"]
+    assert client.get("/tags", params={"prefix": " REP", "limit": 1}).json() == {
+        "generation": listed["generation"], "tags": [{"tag": "reptiles", "threads": 2}], "matching": 1}
+    assert client.get("/tags", params={"prefix": "zzz"}).json()["tags"] == []
+    assert client.get("/tags", params={"limit": 0}).status_code == 422
     _, pipeline = client.app.state.service.snapshot()
     pipeline.retriever.knows_tags = False  # as a generation built before round 55 is read
     r = client.post("/search", json={"question": "gecko", "filters": {"tags": ["pets"]}})
     assert r.status_code == 409 and r.json()["error"]["code"] == "reindex_needed"
     assert "cqa reindex" in r.json()["error"]["message"] and r.json()["error"]["request_id"]
     assert client.get("/threads/g3/similar", params={"tag": "pets"}).status_code == 409
+    assert client.get("/tags").status_code == 409
     assert client.post("/search", json={"question": "gecko food", "filters": {"category": None}}).status_code == 200
 
 

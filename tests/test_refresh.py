@@ -64,6 +64,45 @@ def test_reindex_if_stale_builds_only_when_the_store_moved(settings):
     assert built["generation"] != first["generation"] and built["documents"]["questions"] == 9
 
 
+def test_a_generation_an_earlier_release_built_is_rebuilt_once_with_its_threads_tags(settings):
+    """A live generation whose documents an earlier release made (before the tags column) serves, refuses a tag
+    filter with what to run, and counts as stale (``documents``): `cqa reindex --if-stale`, which the automatic refresh
+    runs, builds once, reusing its vectors, and the new generation filters by tags; `cqa status` says so meanwhile."""
+    from indexing.documents import Documents
+    from indexing.reindex import staleness
+    from indexing.searcher import load_current
+    from indexing.status import folder_status
+    from ranking.retriever import Filters, Retriever, TagsNotIndexed
+    fill_store(settings, n=6)
+    with ThreadStore(settings.store_path) as store:
+        store.upsert([Thread(id="tagged", subject="gecko food", meta={"tags": ["Pets"]},
+                             answers=[Answer(id="tagged_a", text="crickets")])])
+    first = reindex(settings, progress=False, encode_fn=fake_encode)
+    folder = settings.index_root / first["generation"]
+    docs = Documents.load(folder / "documents.bin")
+    old = Documents(**{k: list(v) for k, v in docs.__dict__.items()})
+    del old.__dict__["tags"]  # as an earlier release wrote them
+    (folder / "documents.bin").unlink()
+    old.save(folder / "documents.bin")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "documents_made": 1}))
+    retriever = Retriever(load_current(settings.index_root))
+    assert retriever.search("gecko", 5, "questions").hits  # it serves
+    with pytest.raises(TagsNotIndexed, match="automatic refresh"):
+        retriever.search("gecko", 5, "questions", Filters(tags=("pets",)))
+    stale = staleness(settings)
+    assert stale.behind == "documents" and "tag filter waits for the next build" in stale.reason
+    assert any("tag filter waits" in a for a in folder_status(settings).attention)
+    built = reindex(settings, progress=False, encode_fn=fake_encode, if_stale=True)
+    assert "skipped" not in built and built["generation"] != first["generation"] and why_stale(settings) is None
+    parts = built["indexes"]  # every thread read again, every document's tokens and vector reused
+    assert parts["documents"]["read_threads"] == 7 and parts["analyse"]["analysed"] == 0, parts
+    assert parts["dense"]["encoded"] == 0, parts
+    fresh = Retriever(load_current(settings.index_root))
+    assert [h.doc_id for h in fresh.search("gecko", 5, "questions", Filters(tags=("pets",))).hits] == ["q:tagged"]
+    assert reindex(settings, progress=False, encode_fn=fake_encode, if_stale=True)["skipped"]
+
+
 def test_cqa_reindex_if_stale_says_skipped(settings, cli_env):
     fill_store(settings, n=5)
     env = {**cli_env, "CQA_DATA_DIR": str(settings.data_dir), "CQA_TRANSLATION_RETRAIN_CHANGED": "0"}

@@ -203,6 +203,8 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     # indexed the two threads, a search within "permits" finds se1's comments only.
     browser.find_element(By.CSS_SELECTOR, "#thread-tags button[data-tag='permits']").click()
     assert browser.find_element(By.ID, "tags").get_attribute("value") == "permits"
+    suggested = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#tag-list option")]
+    assert suggested == [], suggested  # the demo corpus's threads carry no tags, and these two are not indexed yet
     assert "only at threads tagged permits" in browser.find_element(By.ID, "summary").text
     ask = json.dumps({"question": "renew permit ministry", "filters": {"tags": ["permits"]}}).encode()
     deadline = time.monotonic() + 120
@@ -222,7 +224,11 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     browser.find_element(By.ID, "tags").send_keys(", " + ", ".join(f"t{i}" for i in range(10)))
     browser.find_element(By.ID, "go").click()
     assert "at most 10 tags" in browser.find_element(By.ID, "error").text
-    browser.find_element(By.ID, "tags").clear()
+    browser.get(server + "/")  # the page loaded again suggests the tags the generation now holds
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#tag-list option"))
+    assert [(o.get_attribute("value"), o.get_attribute("textContent"))
+            for o in browser.find_elements(By.CSS_SELECTOR, "#tag-list option")] \
+        == [("visa", "2 threads"), ("permits", "1 thread")]
 
     # A 500 (the service's own fault): the message names the request's id, which finds the operator's log line. The
     # page's own api() is run on such an answer (a real one cannot be caused from outside).

@@ -1,0 +1,233 @@
+"""Searching within tags (`POST /search`'s `filters.tags`) as a forum's users get it, against the filter it is measured
+beside, `filters.category`, side by side in one run.
+
+The forum: the full 2016 corpus as a StackExchange site publishes it. Its threads are written as a dump's folder by
+`scripts/make_stackexchange_dump.py` (a thread's category becomes its one tag), `cqa ingest` reads the dump into an
+empty data folder and `cqa reindex` builds its generation, both as subprocesses, as an operator runs them. The corpus
+folder's embedding cache is copied in first, so the build encodes nothing. Each thread's category is then its first
+tag, so a search within one tag must return exactly what the same search within that category returns.
+
+Each original question of the 2016 --split /search benchmark is asked with the tag of the thread that the unfiltered
+first stage ranks first for it: the tag a user narrowing that search would most likely pick. The question is then
+sent to one real `cqa serve` for answers and for similar questions, in three arms: no filter, `filters.category`, and
+`filters.tags`. Over --rounds rounds the arms take turns, their order rotating. Reported:
+- each arm's p50 and p95 in ms, and the tags arm's p50 over the category arm's p50;
+- whether every tags result equals the category result (ids, ranks and scores), and whether every thread the tags
+  arm returns carries the tag.
+
+The in-process part (--scale-threads) times `Retriever.allowed_rows`, the filter's own work, on a synthetic forum
+whose threads carry 1-5 tags drawn from a Zipf law over --scale-tags tags, as a large site's threads do:
+- the tags filter (one popular tag, one rare tag, two tags), against the category filter on the same rows (category =
+  a thread's first tag);
+- the retriever's start, and the first tag filter, which builds each tag's list of tag sets.
+
+Prints a JSON object last.
+
+    python bench/tag_filter.py [--data-dir var | --forum-dir FOLDER] [--split test] [--rounds 3]
+                               [--scale-threads 200000]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import built_corpus, post_json, server  # noqa: E402
+
+TARGETS = ("answers", "questions")
+ARMS = ("none", "category", "tags")
+
+
+def cqa(data_dir: Path, *command: str) -> tuple[float, dict]:
+    """`cqa COMMAND` on ``data_dir`` as an operator runs it: its wall seconds and its last line (JSON)."""
+    env = {**os.environ, "CQA_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "app.cli", *command], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"cqa {' '.join(command)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return time.perf_counter() - t0, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def tagged_forum(corpus, work: Path) -> tuple[Path, dict]:
+    """The corpus's threads as a StackExchange dump, ingested and indexed in a data folder of their own."""
+    from indexing.store import ThreadStore
+    from scripts.make_stackexchange_dump import write_dump
+    with ThreadStore(corpus.store_path) as store:
+        threads = list(store.iter_threads())
+    dump = write_dump(threads, work / "dump")
+    folder = work / "var"
+    (folder / "cache").mkdir(parents=True)
+    if (cached := corpus.data_dir / "cache" / "embeddings.sqlite3").exists():
+        shutil.copy2(cached, folder / "cache" / "embeddings.sqlite3")
+    ingest_s, ingested = cqa(folder, "ingest", str(work / "dump"), "-q")
+    reindex_s, built = cqa(folder, "reindex", "-q")
+    return folder, {"threads": dump["threads"], "answers": dump["answers"], "ingest_s": round(ingest_s, 1),
+                    "reindex_s": round(reindex_s, 1), "ingested": {k: ingested.get(k) for k in ("threads", "answers")},
+                    "encoded": built["indexes"]["dense"].get("encoded"), "generation": built["generation"]}
+
+
+def served(folder: Path, questions: dict[str, tuple[str, str]], rounds: int) -> dict:
+    """The three arms through one real server (module docstring)."""
+    from indexing.models import tag_key, thread_tags
+    from indexing.store import ThreadStore
+    with ThreadStore(folder / "threads.sqlite3") as store:
+        tags_of = {t.id: set(thread_tags(t.meta.get("tags"))) for t in store.iter_threads()}
+    ms = {(target, arm): [] for target in TARGETS for arm in ARMS}
+    results: dict[tuple, list] = {}
+    sizes = {arm: [] for arm in ARMS}
+    with server(folder, {}) as (base, _):
+        post_json(base + "/search", {"question": {"body": "warm up"}})
+        chosen = {}
+        for qid, (subject, body) in questions.items():
+            status, first = post_json(base + "/search", {"question": {"subject": subject, "body": body}, "k": 1,
+                                                         "target": "questions", "rerank": False})
+            top = first["results"][0]["thread_id"] if status == 200 and first["results"] else None
+            if top is not None and tags_of.get(top):
+                chosen[qid] = sorted(tags_of[top])[0]
+        for r in range(rounds):
+            for n, (qid, tag) in enumerate(chosen.items()):
+                subject, body = questions[qid]
+                filters = {"none": None, "category": {"category": tag}, "tags": {"tags": [tag]}}
+                for target in TARGETS:
+                    order = ARMS[(r + n) % 3:] + ARMS[:(r + n) % 3]
+                    for arm in order:
+                        ask = {"question": {"subject": subject, "body": body}, "target": target}
+                        if filters[arm]:
+                            ask["filters"] = filters[arm]
+                        t0 = time.perf_counter()
+                        status, resp = post_json(base + "/search", ask)
+                        ms[(target, arm)].append(1000 * (time.perf_counter() - t0))
+                        if status != 200:
+                            raise SystemExit(f"POST /search {arm} answered {status} for {qid}: {resp}")
+                        if r == 0:
+                            results[(qid, target, arm)] = [(x["id"], x["rank"], x["score"]) for x in resp["results"]]
+                            sizes[arm].append(len(resp["results"]))
+                            if arm == "tags":
+                                assert all(tag_key(tag) in tags_of[x["thread_id"]] for x in resp["results"]), qid
+    same = sum(results[(q, t, "tags")] == results[(q, t, "category")] for q in chosen for t in TARGETS)
+    out = {"questions": len(questions), "asked_with_a_tag": len(chosen), "distinct_tags": len(set(chosen.values())),
+           "tags_equal_category": f"{same} of {len(chosen) * len(TARGETS)}",
+           "every_tags_result_carries_the_tag": True,
+           "mean_results": {arm: round(float(np.mean(v)), 2) for arm, v in sizes.items()}, "targets": {}}
+    for target in TARGETS:
+        lat = {arm: np.asarray(ms[(target, arm)]) for arm in ARMS}
+        p50 = {arm: float(np.percentile(v, 50)) for arm, v in lat.items()}
+        out["targets"][target] = {
+            **{f"{arm}_p50_ms": round(p50[arm], 1) for arm in ARMS},
+            **{f"{arm}_p95_ms": round(float(np.percentile(v, 95)), 1) for arm, v in lat.items()},
+            "tags_over_category_p50": round(p50["tags"] / p50["category"], 3),
+            "tags_over_none_p50": round(p50["tags"] / p50["none"], 3), "requests_per_arm": len(lat["tags"])}
+        print(json.dumps({target: out["targets"][target]}), file=sys.stderr, flush=True)
+    return out
+
+
+def synthetic_generation(threads: int, tags: int, rows_per_thread: int = 5, seed: int = 7):
+    """What ``Retriever`` reads of a generation: the documents of a forum of ``threads`` threads of
+    ``rows_per_thread`` rows each (a question, then comments), each thread tagged with 1-5 tags drawn from a Zipf law
+    over ``tags`` tags, its category its first tag; and each thread's number of tags."""
+    from indexing.documents import ANSWER, MADE, QUESTION, Documents, tags_value
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, tags + 1) ** 1.1
+    weights /= weights.sum()
+    counts = rng.integers(1, 6, size=threads)
+    drawn = rng.choice(tags, size=int(counts.sum()), p=weights)
+    docs, at = Documents(), 0
+    for t, c in enumerate(counts.tolist()):
+        names = [f"tag{i}" for i in dict.fromkeys(drawn[at:at + c].tolist())]
+        at += c
+        value = tags_value(names)
+        for row in range(rows_per_thread):
+            docs._add(f"d{t}_{row}", ANSWER if row else QUESTION, f"t{t}", names[0], None, "", value)
+    return SimpleNamespace(docs=docs, manifest={"documents_made": MADE}, name="synthetic",
+                           sources={"bm25": None}), counts
+
+
+def timed(fn, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
+
+
+def at_scale(threads: int, tags: int, repeats: int) -> dict:
+    """``Retriever.allowed_rows`` with each filter on the synthetic forum (module docstring)."""
+    from ranking.retriever import Filters, Retriever, RetrieverConfig
+    gen, counts = synthetic_generation(threads, tags)
+    t0 = time.perf_counter()
+    retriever = Retriever(gen, RetrieverConfig(("bm25",)))
+    start_ms = 1000 * (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    first = retriever.allowed_rows("answers", Filters(tags=("tag0",)))
+    first_ms = 1000 * (time.perf_counter() - t0)
+    held = {c for v in set(gen.docs.tags) for c in v.split("\n")}
+    rare = max(held, key=lambda t: int(t[3:]))  # the least drawn tag any thread carries
+    cases = {"popular": ("tag0",), "rare": (rare,), "two": ("tag0", "tag1")}
+    out = {"threads": threads, "rows": len(gen.docs), "tags_drawn_from": tags, "tags_held": len(held),
+           "distinct_tag_sets": len(set(gen.docs.tags)), "mean_tags_per_thread": round(float(counts.mean()), 2),
+           "retriever_start_ms": round(start_ms, 1), "first_tags_filter_ms": round(first_ms, 1), "cases": {}}
+    for name, asked in cases.items():
+        tags_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tags=asked)), repeats)
+        cat_ms = timed(lambda: retriever.allowed_rows("answers", Filters(category=asked[0])), repeats)
+        rows = retriever.allowed_rows("answers", Filters(tags=asked))
+        out["cases"][name] = {"tags": list(asked), "rows_allowed": 0 if rows is None else int(rows.size),
+                              "tags_p50_ms": round(float(np.median(tags_ms)), 2),
+                              "category_p50_ms": round(float(np.median(cat_ms)), 2),
+                              "tags_over_category": round(float(np.median(tags_ms) / np.median(cat_ms)), 3)}
+    assert first is not None and first.size == out["cases"]["popular"]["rows_allowed"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var",
+                    help="the data folder cqa evaluate uses; the forum is DATA/benchmarks/fullcorpus-2016's threads")
+    ap.add_argument("--forum-dir", type=Path, help="the data folder whose threads make the forum (default: "
+                    "DATA/benchmarks/fullcorpus-2016, built if missing)")
+    ap.add_argument("--split", choices=["dev", "test"], default="test", help="whose /search questions are asked")
+    ap.add_argument("--rounds", type=int, default=3, help="times each question is asked in each arm")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
+    ap.add_argument("--scale-threads", type=int, default=200_000, help="threads of the synthetic forum (0: skip)")
+    ap.add_argument("--scale-tags", type=int, default=50_000, help="tags the synthetic forum's are drawn from")
+    ap.add_argument("--repeats", type=int, default=20, help="timings of each in-process case")
+    args = ap.parse_args()
+    from ranking.search_benchmark import qrels_for
+
+    out = {"bench": "tag_filter", "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+           "date": time.strftime("%Y-%m-%d")}
+    if args.forum_dir is not None:
+        from app.settings import Settings
+        corpus = Settings(data_dir=args.forum_dir)
+    else:
+        corpus = built_corpus(args.data_dir)
+    _, questions = qrels_for(corpus, args.split, "questions")
+    if args.limit:
+        questions = dict(list(questions.items())[: args.limit])
+    with tempfile.TemporaryDirectory(prefix="cqa-tags-") as work:
+        folder, out["forum"] = tagged_forum(corpus, Path(work))
+        print(json.dumps({"forum": out["forum"]}), file=sys.stderr, flush=True)
+        out["served"] = served(folder, questions, args.rounds)
+    if args.scale_threads:
+        out["at_scale"] = at_scale(args.scale_threads, args.scale_tags, args.repeats)
+        print(json.dumps({"at_scale": out["at_scale"]}), file=sys.stderr, flush=True)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
