@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from indexing.documents import ANSWER
+from indexing.documents import ANSWER, tags_of_value
 from indexing.models import Thread, question_text
 from indexing.searcher import Generation
 
@@ -81,6 +81,8 @@ class SearchResult(BaseModel):
     thread_id: str
     text: str
     thread_title: str | None = None
+    thread_tags: list[str] = Field(default_factory=list, exclude_if=lambda v: not v,
+                                   description="its thread's tags as filters compare them (left out where none)")
     score: float = Field(description="the reranker's score in the reranked head, the first stage's below it")
     rank: int
     duplicates: list[str] = Field(default_factory=list,
@@ -275,7 +277,8 @@ class SearchPipeline:
                     stages["rerank"] = scores[i]
             results.append(SearchResult(
                 id=c.id, kind=_kind(did, self.gen), thread_id=c.meta["thread_id"], text=c.text,
-                thread_title=c.meta.get("thread_title"), score=scores[i], rank=rank,
+                thread_title=c.meta.get("thread_title"), thread_tags=_tags(self.gen, c.meta["thread_id"]),
+                score=scores[i], rank=rank,
                 duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages))
         if req.explain and self.attention is not None and results:
             t0 = time.perf_counter()
@@ -409,8 +412,11 @@ class SearchPipeline:
         while it loads a generation, before it serves it, so no request pays it. So does the Arabic ranker's
         (``prepare``: ``ArabicBM25``'s forum statistics, which POST /rerank reads too), and so is the encoder of the
         generation's dense index, which its first search would load (once per process and encoder: a generation built
-        by the encoder served until now finds it loaded; bench/first_request.py, its warm-up-off arm)."""
+        by the encoder served until now finds it loaded; bench/first_request.py, its warm-up-off arm). So are the
+        threads' tags, coded for a tag filter (1M rows of 145k distinct sets of tags: about 0.4 s,
+        bench/tag_filter.py)."""
         self._thread_answer_rows()
+        self.retriever.tag_counts  # each row's tags coded, and each tag's sets: what a tag filter or GET /tags reads
         if hasattr(self.arabic, "prepare"):
             self.arabic.prepare(self.gen)
         if self.gen.dense is not None:
@@ -589,6 +595,12 @@ def _kind(doc_id: str, gen: Generation) -> str:
 def _title(gen: Generation, tid: str) -> str | None:
     qrow = gen.row.get(f"q:{tid}")
     return gen.docs.texts[qrow].split("\n", 1)[0][:200] if qrow is not None else None
+
+
+def _tags(gen: Generation, tid: str) -> list[str]:
+    """The thread's tags as this generation holds them (sorted, as filters compare them)."""
+    qrow = gen.row.get(f"q:{tid}")
+    return sorted(tags_of_value(gen.docs.tags[qrow])) if qrow is not None else []
 
 
 def _ms(t0: float) -> float:

@@ -545,6 +545,10 @@ def test_searches_within_tags(client):
         assert threads_found(target, ["REPTILES", "pets "]) == {"g0"}, target
         assert threads_found(target, ["reptiles"], exclude_threads=["g0"]) == {"g2"}, target
     assert threads_found("answers", ["no such tag"]) == set()
+    shown = client.post("/search", json={"question": "gecko food", "k": 100, "target": "questions"}).json()["results"]
+    assert {x["thread_id"]: x.get("thread_tags") for x in shown if x["thread_id"] in ("g0", "g1", "g2", "g3")} == {
+        "g0": ["pets", "reptiles"], "g1": ["pets"], "g2": ["reptiles"], "g3": None}  # none: the field left out
+    assert not any("thread_tags" in x for x in shown if x["thread_id"][0] != "g")
     similar = client.get("/threads/g3/similar", params={"tag": ["pets"], "k": 100})
     assert similar.status_code == 200 and {x["thread_id"] for x in similar.json()["results"]} == {"g0", "g1"}
     assert {x["thread_id"] for x in client.get("/threads/g3/similar", params={"tag": ["pets", "reptiles"]}).json()[

@@ -501,6 +501,7 @@ def test_tag_filter_bench_searches_a_dumps_forum_within_tags_beside_categories(t
     scale = out["at_scale"]
     assert scale["rows"] == 1500 and set(scale["cases"]) == {"popular", "rare", "two"}
     assert scale["cases"]["two"]["rows_allowed"] <= scale["cases"]["popular"]["rows_allowed"]
+    assert all(c["category_over_before"] > 0 for c in scale["cases"].values())
 
 
 def test_archive_unpack_bench_unpacks_a_dump_both_ways_to_the_same_posts_xml(tmp_path, cli_env, semeval):

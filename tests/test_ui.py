@@ -221,6 +221,7 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     wait.until(lambda d: "results in" in d.find_element(By.ID, "summary").text)
     threads = {a.text for a in browser.find_elements(By.CSS_SELECTOR, "#results li .meta a")}
     assert threads == {"Renewing a permit"}, threads
+    assert all("tags permits, visa" in li.text for li in browser.find_elements(By.CSS_SELECTOR, "#results li"))
     browser.find_element(By.ID, "tags").send_keys(", " + ", ".join(f"t{i}" for i in range(10)))
     browser.find_element(By.ID, "go").click()
     assert "at most 10 tags" in browser.find_element(By.ID, "error").text
