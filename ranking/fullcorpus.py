@@ -14,7 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from indexing.catalog import CORPUS_FILES, split_file
-from indexing.documents import answer_doc_id, question_doc_id
+from indexing.documents import MADE, answer_doc_id, question_doc_id
 from indexing.ingest import ingest_paths
 from indexing.loaders import file_digest, load_semeval
 from indexing.reindex import reindex
@@ -66,7 +66,8 @@ def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generatio
             or "translation" not in m.get("build", {})
             or m.get("model") != cs.encoder.id  # the manifest's "model" is its encoder's id
             or stored_answer_encoder(m) != cs.answer_encoder_id
-            or m.get("analysis") != INDEX_ANALYZER.fingerprint()):  # built by an older analyzer: what a build reads now
+            or m.get("analysis") != INDEX_ANALYZER.fingerprint()  # built by an older analyzer: what a build reads now
+            or m.get("documents_made", 0) < MADE):  # its documents made by an earlier release (without their tags)
         reindex(cs, progress=progress)
     return load_current(cs.index_root, settings.device)
 
