@@ -20,7 +20,8 @@ FORMAT, BINARY = "documents", 3
 FILE, OLD_FILE = "documents.bin", "documents.json"  # a generation's; the second written before round 20
 # how documents are made from threads (``Documents.from_threads``, ``ThreadStore.documents``): a build copies a live
 # generation's documents only when they were made the same way (one more when that changes)
-MADE = 2  # 2: the ``tags`` column (round 55)
+MADE = 2
+TAGS_SINCE = 2  # the first MADE whose documents carry their thread's tags (round 55)
 OPTIONAL = ("tags",)  # columns a documents file written before them lacks: read as None in every row
 
 
@@ -101,8 +102,8 @@ class Documents:
     def save(self, path: Path) -> None:
         """The binary format (``FILE``, version 3): a JSON header line naming each section's place, then the sections,
         each 8-byte aligned. Each string column is its values' UTF-8 bytes end to end and their byte offsets; the
-        columns that repeat values (kinds, threads, categories, dates, tags) keep each distinct value once and a code per
-        document (-1: None). A service going live reads the header, maps the file and makes the short columns'
+        columns that repeat values (kinds, threads, categories, dates, tags) keep each distinct value once and a code
+        per document (-1: None). A service going live reads the header, maps the file and makes the short columns'
         strings; a text is decoded when it is read (``Texts``), so none is parsed up front and the file's pages are
         shared by every process serving it (bench/build_parts.py ``documents``)."""
         sections: list[tuple[str, bytes | np.ndarray]] = []

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from indexing.documents import ANSWER, tags_of_value
+from indexing.documents import ANSWER, TAGS_SINCE, tags_of_value
 from indexing.models import tag_key
 from indexing.hits import Hit
 from indexing.searcher import Generation
@@ -78,7 +78,7 @@ class Retriever:
         # each row's category as a code into the distinct ones: a filter compares integers, not strings (1M rows:
         # about 1 ms against 40 ms for an array of strings, bench/tag_filter.py)
         self._cat_index, self._cat_codes = _coded(gen.docs.categories)
-        self.knows_tags = gen.manifest.get("documents_made", 0) >= 2
+        self.knows_tags = gen.manifest.get("documents_made", 0) >= TAGS_SINCE
 
     @property
     def thread_rows(self) -> dict[str, Sequence[int]]:
