@@ -103,6 +103,8 @@ class SearchIn(Strict):
         None, description="query expansion: true = rm3, or name a method; default: the tuned retriever's")
     explain: bool = False
     collapse: bool = Field(True, description="fold identical or near-identical texts into one result")
+    snippets: bool = Field(True, description="each result's snippet: the part of its text (up to 300 characters) "
+                           "where the question's words are, with those words marked")
 
     def request(self):
         from ranking.pipeline import SearchRequest
@@ -110,7 +112,7 @@ class SearchIn(Strict):
             self.question.subject, self.question.body, k=self.k, offset=self.offset, target=self.target,
             filters=self.filters.to_filters() if self.filters else None,
             expansion={True: "rm3", False: "none", None: None}.get(self.expand, self.expand),
-            rerank=self.rerank, collapse=self.collapse, explain=self.explain)
+            rerank=self.rerank, collapse=self.collapse, explain=self.explain, snippets=self.snippets)
 
 
 class CandidateIn(Strict):

@@ -34,6 +34,7 @@ from .arabic import as_read_by_arabic_ranker, is_arabic_text
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 from .settings import MAX_RESULTS
+from .snippets import Snippet, snippet
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class SearchRequest:
     rerank: bool = True
     collapse: bool = True
     explain: bool = False
+    snippets: bool = True  # each result's snippet (``ranking.snippets``)
     subject: str = ""
     body: str = ""
 
@@ -91,6 +93,9 @@ class SearchResult(BaseModel):
                                                    exclude_if=lambda v: v is None)
     attention: list[tuple[str, float]] | None = Field(None, description="BiLSTM word weights (explain only)",
                                                       exclude_if=lambda v: v is None)
+    snippet: Snippet | None = Field(None, description="the part of its text where the question's words are, those "
+                                    "words marked (left out when the request asks for no snippets)",
+                                    exclude_if=lambda v: v is None)
 
 
 class SearchResponse(BaseModel):
@@ -288,6 +293,11 @@ class SearchPipeline:
                 x.stages["bilstm"] = s
                 x.attention = [(tok, round(w, 4)) for tok, w in a]
             timings["explain"] = _ms(t0)
+        if req.snippets and results:
+            t0 = time.perf_counter()
+            for x in results:
+                x.snippet = snippet(x.text, req.text, self.gen.analyzer)
+            timings["snippets"] = _ms(t0)
         timings["total"] = _ms(t_all)
         return SearchResponse(
             results=results, generation=self.gen.name, model=self.gen.manifest.get("model"), target=req.target,

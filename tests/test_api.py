@@ -332,6 +332,28 @@ def test_search_bad_input(client, payload, status, needle):
     assert err["status"] == status and needle in err["message"]
 
 
+def test_search_results_carry_snippets_with_the_questions_words_marked(client):
+    """Each result's snippet: its text where the question's words are (up to 300 characters, on word boundaries),
+    each word of the question marked by its offsets, stemmed as the index stems them, stop words not; a long comment's
+    snippet is the window that holds them, not its first lines; ``snippets: false`` leaves them out."""
+    long = {"id": "long1", "subject": "an unrelated subject", "body": "nothing here",
+            "answers": [{"id": "long1a", "text": "Filler words go here. " * 40 + "Renewing the walrus licence "
+                         "happens at the zoo office. " + "More filler text. " * 40}]}
+    assert client.post("/threads", json={"threads": [long]}, headers=ADMIN).status_code == 200
+    assert wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])["state"] == "succeeded"
+    out = client.post("/search", json={"question": "how do I renew a walrus licence?", "k": 5}).json()
+    top = next(r for r in out["results"] if r["id"] == "long1a")
+    snip = top["snippet"]
+    assert snip["truncated"] and snip["start"] > 0 and len(snip["text"]) <= 300
+    assert top["text"][snip["start"]:snip["start"] + len(snip["text"])] == snip["text"]
+    assert [snip["text"][a:b] for a, b in snip["highlights"]] == ["Renewing", "walrus", "licence"]
+    assert "snippets" in out["timings_ms"]
+    short = next(r for r in out["results"] if len(r["text"]) <= 300)
+    assert short["snippet"]["text"] == short["text"] and not short["snippet"]["truncated"]
+    bare = client.post("/search", json={"question": "how do I renew a walrus licence?", "k": 5, "snippets": False})
+    assert all("snippet" not in r for r in bare.json()["results"]) and "snippets" not in bare.json()["timings_ms"]
+
+
 def test_search_pages_follow_one_another_without_overlap_or_gap(client):
     """A later page (offset) holds the results a larger k would have ranked there, with their ranks and scores, for
     every target, reranked or not; next_offset leads from one page to the next and is null at the last one;

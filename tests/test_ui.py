@@ -93,6 +93,13 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert not browser.find_element(By.ID, "error").is_displayed()
     first = browser.find_elements(By.CSS_SELECTOR, "#results li")[0]
     assert "rank 1" in first.text and "in thread" in first.text
+    # each result shows its snippet, the question's words marked (as the index analyses them: same stem)
+    hits = [m.text.lower() for m in browser.find_elements(By.CSS_SELECTOR, "#results li .text mark.hit")]
+    assert hits and all(h.startswith(("residen", "permit", "renew", "document", "need")) for h in hits), hits
+    # offsets count code points: an emoji before a marked word does not shift the mark
+    said = browser.execute_script(
+        "return marked({text: 'a \U0001F600 renewal b', start: 2, highlights: [[4, 11]]}, 'x a \U0001F600 renewal b c')")
+    assert said == "… a \U0001F600 <mark class=\"hit\">renewal</mark> b …", said
     assert "reranked by search-answers" in browser.find_element(By.ID, "summary").text
     explain = first.find_element(By.CSS_SELECTOR, "button.link")
     explain.send_keys(Keys.ENTER)

@@ -1,0 +1,39 @@
+"""A search result's snippet (ranking/snippets.py): where the question's words are, those words marked."""
+from indexing.text import INDEX_ANALYZER
+from ranking.snippets import SNIPPET_CHARS, snippet
+
+
+def words(s):
+    return [s.text[a:b] for a, b in s.highlights]
+
+
+def test_a_short_text_is_its_own_snippet_with_stemmed_words_marked_and_stop_words_not():
+    s = snippet("Renewing my Permit: the permits office renews them.", "how do I renew the permit", INDEX_ANALYZER)
+    assert s.text == "Renewing my Permit: the permits office renews them." and s.start == 0 and not s.truncated
+    assert words(s) == ["Renewing", "Permit", "permits", "renews"]  # "the", "my": stop words mark nothing
+
+
+def test_a_long_text_shows_the_window_with_the_most_distinct_question_words():
+    text = ("visa " + "filler words here " * 30 + "visa fee and residence permit renewal at the office. "
+            + "more filler " * 40)
+    s = snippet(text, "visa residence permit renewal", INDEX_ANALYZER)
+    assert s.truncated and len(s.text) <= SNIPPET_CHARS and text[s.start:s.start + len(s.text)] == s.text
+    assert set(words(s)) == {"visa", "residence", "permit", "renewal"}  # the second visa's window, not the first
+    assert s.text[0].isalnum() and text[s.start - 1] == " "  # on word boundaries
+    end = s.start + len(s.text)
+    assert end == len(text) or not text[end].isalnum()
+
+
+def test_a_text_without_the_questions_words_shows_its_beginning():
+    text = "nothing relevant at all. " * 30
+    s = snippet(text, "walrus", INDEX_ANALYZER)
+    assert s.start == 0 and s.highlights == [] and s.truncated and text.startswith(s.text)
+    assert snippet(text, "the and of", INDEX_ANALYZER).start == 0  # only stop words: nothing to mark
+    one_word = snippet("x" * 500, "walrus", INDEX_ANALYZER)  # a word longer than the width is cut
+    assert one_word.text == "x" * SNIPPET_CHARS and one_word.truncated
+
+
+def test_arabic_words_are_marked_as_the_index_stems_them():
+    text = "كيف يمكنني تجديد الإقامة في قطر"  # the question: the article on renewal, a bare alef on residence
+    s = snippet(text, "التجديد الاقامة", INDEX_ANALYZER)
+    assert words(s) == ["تجديد", "الإقامة"], words(s)
