@@ -504,6 +504,19 @@ def test_tag_filter_bench_searches_a_dumps_forum_within_tags_beside_categories(t
     assert all(c["category_over_before"] > 0 for c in scale["cases"].values())
 
 
+def test_snippets_bench_asks_with_and_without_snippets_and_reads_what_each_view_shows(tmp_path, cli_env, semeval):
+    """bench/snippets.py on 20 dev threads served by a real server: both arms answered, and what the snippet, the first
+    300 and the first 600 characters show of each long result counted."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("snippets.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "3", "--rounds", "1",
+                    env=cli_env, timeout=600)
+    assert out["latency"]["requests_per_arm"] == 3 and out["latency"]["p50_ratio"] > 0
+    assert out["results"] == 30 and out["longer_than_a_snippet"] > 0
+    shown = out["shown"]
+    assert set(shown) == {"snippet", "first_300", "first_600"}
+    assert shown["snippet"]["mean_distinct_words"] >= shown["first_300"]["mean_distinct_words"]
+
+
 def test_archive_unpack_bench_unpacks_a_dump_both_ways_to_the_same_posts_xml(tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 10)
     out = run_bench("archive_unpack.py", "--data-dir", str(s.data_dir), "--copies", "1,2", env=cli_env, timeout=300)
