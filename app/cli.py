@@ -418,10 +418,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     print(f"{len(out.results)} {args.target} from generation {out.generation} "
           f"(reranker: {out.reranker or 'none'}, {out.collapsed} duplicates collapsed, "
           f"{out.timings_ms['total']:.0f} ms)")
+    bold = sys.stdout.isatty()  # the question's words in bold on a terminal, as the search page marks them
     for r in out.results:
-        text = " ".join(r.text.split())
-        print(f"{r.rank:3d}. [{r.score:.3f}] {r.kind} {r.id} (thread {r.thread_id}: {r.thread_title or ''})")
-        print(f"     {text[:300]}{'...' if len(text) > 300 else ''}")
+        print(f"{r.rank:3d}. [{r.score:.3f}] {r.kind} {r.id} (thread {r.thread_id}: {r.thread_title or ''})"
+              + (f" [{', '.join(r.thread_tags)}]" if r.thread_tags else ""))
+        print(f"     {_shown(r, bold)}")
         if r.duplicates:
             print(f"     also: {', '.join(r.duplicates)}")
         if r.stages:
@@ -429,6 +430,22 @@ def cmd_search(args: argparse.Namespace) -> int:
     if out.next_offset is not None:
         print(f"more: --offset {out.next_offset}")
     return 0
+
+
+def _shown(result, bold: bool) -> str:
+    """A result's snippet on one line (its text's first 300 characters without one), "..." where the text goes on,
+    the question's words in bold with ``bold``."""
+    snip = result.snippet
+    if snip is None:
+        text = " ".join(result.text.split())
+        return text[:300] + ("..." if len(text) > 300 else "")
+    parts, at = [], 0
+    for a, b in snip.highlights:
+        parts += [snip.text[at:a], f"\033[1m{snip.text[a:b]}\033[0m" if bold else snip.text[a:b]]
+        at = b
+    parts.append(snip.text[at:])
+    after = snip.start + len(snip.text) < len(result.text)
+    return ("..." if snip.start else "") + " ".join("".join(parts).split()) + ("..." if after else "")
 
 
 # --- train ----------------------------------------------------------------------------

@@ -259,6 +259,9 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     assert cqa("reindex", "--no-dense", "-q").returncode == 0
     within = cqa("search", "gecko food", "--target", "questions", "--tag", "PETS", "--tag", "reptiles", "--json")
     assert [r.thread_id for r in SearchResponse.model_validate(json.loads(within.stdout)).results] == ["g0"]
+    listed = cqa("search", "gecko food", "--target", "questions", "--tag", "pets", "--no-collapse")  # with its tags
+    assert "(thread g0: gecko food) [pets, reptiles]" in listed.stdout and "(thread g1: gecko food) [pets]" in \
+        listed.stdout, listed.stdout
     blank = cqa("search", "gecko food", "--tag", " ")
     assert blank.returncode == 2 and "--tag ' '" in blank.stderr, blank.stderr
     text = cqa("search", "--subject", "visa", "How do I renew my residence visa?", "-k", "3")

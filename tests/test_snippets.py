@@ -37,3 +37,16 @@ def test_arabic_words_are_marked_as_the_index_stems_them():
     text = "كيف يمكنني تجديد الإقامة في قطر"  # the question: the article on renewal, a bare alef on residence
     s = snippet(text, "التجديد الاقامة", INDEX_ANALYZER)
     assert words(s) == ["تجديد", "الإقامة"], words(s)
+
+
+def test_cqa_search_prints_the_snippet_on_one_line_with_the_words_in_bold_on_a_terminal():
+    from app.cli import _shown
+    from ranking.pipeline import SearchResult
+    text = "filler words\n" * 40 + "renew the\npermit here " + "tail " * 80
+    r = SearchResult(id="a1", kind="answer", thread_id="t1", text=text, score=1.0, rank=1,
+                     snippet=snippet(text, "renew permit", INDEX_ANALYZER))
+    plain, bold = _shown(r, False), _shown(r, True)
+    assert plain.startswith("...") and plain.endswith("...") and "\n" not in plain and "renew the permit here" in plain
+    assert "\033[1mrenew\033[0m the \033[1mpermit\033[0m here" in bold
+    r.snippet = None  # asked without snippets: the text's first 300 characters
+    assert _shown(r, True) == " ".join(text.split())[:300] + "..."
