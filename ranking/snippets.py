@@ -16,7 +16,10 @@ from pydantic import BaseModel, Field
 from indexing.text import Analyzer
 
 SNIPPET_CHARS = 300
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # the analyzer's own token pattern, on the text as it is
+# the analyzer's token pattern on the text as it is, whose combining marks (Arabic diacritics, a decomposed accent)
+# the analyzer's normalising takes out before it splits: here they stay inside the word they mark
+_MARKS = "\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
+_WORD = re.compile(rf"(?:[^\W_]|[{_MARKS}])+", re.UNICODE)
 
 
 class Snippet(BaseModel):

@@ -37,6 +37,9 @@ def test_arabic_words_are_marked_as_the_index_stems_them():
     text = "كيف يمكنني تجديد الإقامة في قطر"  # the question: the article on renewal, a bare alef on residence
     s = snippet(text, "التجديد الاقامة", INDEX_ANALYZER)
     assert words(s) == ["تجديد", "الإقامة"], words(s)
+    voweled = snippet("أهلاً وَسَهْلاً، تَجْدِيدُ الإقامة", "تجديد", INDEX_ANALYZER)  # diacritics stay in their word
+    assert words(voweled) == ["تَجْدِيدُ"], words(voweled)
+    assert words(snippet("cafe\u0301 renewal", "café", INDEX_ANALYZER)) == ["cafe\u0301"]  # a decomposed accent
 
 
 def test_cqa_search_prints_the_snippet_on_one_line_with_the_words_in_bold_on_a_terminal():
