@@ -386,11 +386,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     except IndexFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if (bad := next((t for t in args.tag if not tag_key(t) or len(t) > MAX_TAG_CHARS), None)) is not None:
-        print(f"error: --tag {ascii(bad[:40])}: a tag is 1-{MAX_TAG_CHARS} characters, not all spaces", file=sys.stderr)
-        return 2
-    filters = (Filters(args.category, args.since, args.until, tuple(args.exclude_thread), tuple(args.tag))
-               if (args.category or args.since or args.until or args.exclude_thread or args.tag) else None)
+    for flag, given in (("--tag", args.tag), ("--not-tag", args.not_tag)):
+        if (bad := next((t for t in given if not tag_key(t) or len(t) > MAX_TAG_CHARS), None)) is not None:
+            print(f"error: {flag} {ascii(bad[:40])}: a tag is 1-{MAX_TAG_CHARS} characters, not all spaces",
+                  file=sys.stderr)
+            return 2
+    filters = (Filters(args.category, args.since, args.until, tuple(args.exclude_thread), tuple(args.tag),
+                       tuple(args.not_tag))
+               if (args.category or args.since or args.until or args.exclude_thread or args.tag or args.not_tag)
+               else None)
     how = dict(k=args.k, offset=args.offset, target=args.target, filters=filters, expansion=args.expand,
                rerank=not args.no_rerank,
                collapse=not args.no_collapse, explain=args.explain)
@@ -846,6 +850,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="only threads that carry this tag (their meta.tags: a StackExchange dump's, or a forum's "
                         "JSONL; case and spacing ignored); repeat for threads that carry every one")
+    s.add_argument("--not-tag", action="append", default=[], metavar="TAG",
+                   help="no thread that carries this tag; repeat for more")
     s.add_argument("--since", help="only documents on or after this ISO date")
     s.add_argument("--until", help="only documents on or before this ISO date")
     s.add_argument("--like-thread", metavar="THREAD_ID", help="instead of a question: what is most similar to this "

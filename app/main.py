@@ -528,16 +528,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       category: str | None = Param(None, description="only threads of this category"),
                       tag: list[str] = Param([], description="only threads that carry this tag (meta.tags; case "
                                              "and spacing ignored); repeat it for threads that carry every one"),
+                      not_tag: list[str] = Param([], description="no thread that carries this tag; repeat for more"),
                       svc: Service = Depends(service)) -> SearchResponse:
         """POST /search with the thread's own question (subject and body), leaving out the thread itself: neither
-        its question nor its comments come back, while a near-copy of it posted as another thread does. ``category``
-        and ``tag`` narrow it as POST /search's filters do."""
+        its question nor its comments come back, while a near-copy of it posted as another thread does. ``category``,
+        ``tag`` and ``not_tag`` narrow it as POST /search's filters do."""
         from ranking.pipeline import SearchRequest
+        named = {"tags": "tag", "exclude_tags": "not_tag"}  # the filter's fields as the query names them
         try:
-            filters = FiltersIn(category=category, tags=tag).to_filters() if category or tag else None
-        except ValidationError as e:  # named as the query's parameters, not the filter's fields
-            raise RequestValidationError([{**err, "loc": ("tag" if err["loc"][0] == "tags" else err["loc"][0],
-                                                           *err["loc"][1:])} for err in e.errors()]) from None
+            filters = (FiltersIn(category=category, tags=tag, exclude_tags=not_tag).to_filters()
+                       if category or tag or not_tag else None)
+        except ValidationError as e:
+            raise RequestValidationError([{**err, "loc": (named.get(err["loc"][0], err["loc"][0]), *err["loc"][1:])}
+                                          for err in e.errors()]) from None
         t = await run_in_threadpool(svc.store.get, thread_id)
         if t is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")

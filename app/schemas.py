@@ -83,10 +83,14 @@ class FiltersIn(Strict):
         default_factory=list, max_length=MAX_FILTER_TAGS, description="only threads that carry every one of these tags "
         "(their meta.tags: a StackExchange dump's, or a forum's JSONL), compared with case and spacing ignored")
 
+    exclude_tags: list[Tag] = Field(
+        default_factory=list, max_length=MAX_FILTER_TAGS, description="no thread that carries any of these tags "
+        "(StackExchange's -[tag])")
+
     def to_filters(self):
         from ranking.retriever import Filters
         return Filters(self.category, self.since, self.until, tuple(dict.fromkeys(self.exclude_threads)),
-                       tuple(dict.fromkeys(self.tags)))
+                       tuple(dict.fromkeys(self.tags)), tuple(dict.fromkeys(self.exclude_tags)))
 
 
 class SearchIn(Strict):

@@ -34,6 +34,7 @@ class Filters:
     until: str | None = None  # inclusive; a bare date covers that whole day
     exclude_threads: tuple[str, ...] = ()  # threads whose question and comments never come back (the page's own)
     tags: tuple[str, ...] = ()  # only threads that carry every one of these tags (``meta.tags``; ``tag_key``)
+    exclude_tags: tuple[str, ...] = ()  # no thread that carries any of these tags
 
 
 class TagsNotIndexed(Exception):
@@ -123,12 +124,16 @@ class Retriever:
         if filters is not None:
             if filters.category:
                 mask &= self._cat_codes == self._cat_index.get(filters.category, -1)
-            if filters.tags:
+            if filters.tags or filters.exclude_tags:
                 if not self.knows_tags:
                     raise TagsNotIndexed(self.gen.name)
                 index, codes = self._tags_coded
-                held = np.zeros(len(index), dtype=bool)  # the sets of tags that hold every one asked
-                held[reduce(np.intersect1d, [self._sets_with_tag.get(tag_key(t), _NONE) for t in filters.tags])] = True
+                held = np.ones(len(index), dtype=bool)  # the sets of tags a thread may carry
+                if filters.tags:  # those that hold every tag asked
+                    held[:] = False
+                    held[reduce(np.intersect1d, [self._sets_with(t) for t in filters.tags])] = True
+                for t in filters.exclude_tags:  # and none of those left out
+                    held[self._sets_with(t)] = False
                 mask &= held[codes]
             if filters.since:
                 mask &= (self._dates != "") & (self._dates >= filters.since)
@@ -156,6 +161,9 @@ class Retriever:
             for tag in tags_of_value(value):
                 sets.setdefault(tag, []).append(code)
         return {tag: np.array(codes, dtype=np.int32) for tag, codes in sets.items()}
+
+    def _sets_with(self, tag: str) -> np.ndarray:
+        return self._sets_with_tag.get(tag_key(tag), _NONE)
 
     @cached_property
     def tag_counts(self) -> list[tuple[str, int]]:

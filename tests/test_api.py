@@ -567,6 +567,12 @@ def test_searches_within_tags(client):
         assert threads_found(target, ["REPTILES", "pets "]) == {"g0"}, target
         assert threads_found(target, ["reptiles"], exclude_threads=["g0"]) == {"g2"}, target
     assert threads_found("answers", ["no such tag"]) == set()
+    for target in ("answers", "questions"):  # none carrying a tag left out; with tags asked, those without it
+        assert threads_found(target, [], exclude_tags=["REPTILES"]) >= {"g1", "g3"}
+        assert not threads_found(target, [], exclude_tags=["reptiles"]) & {"g0", "g2"}
+        assert threads_found(target, ["pets"], exclude_tags=["reptiles", "nothing"]) == {"g1"}
+    assert {x["thread_id"] for x in client.get("/threads/g3/similar", params={
+        "tag": "pets", "not_tag": "reptiles"}).json()["results"]} == {"g1"}
     shown = client.post("/search", json={"question": "gecko food", "k": 100, "target": "questions"}).json()["results"]
     assert {x["thread_id"]: x.get("thread_tags") for x in shown if x["thread_id"] in ("g0", "g1", "g2", "g3")} == {
         "g0": ["pets", "reptiles"], "g1": ["pets"], "g2": ["reptiles"], "g3": None}  # none: the field left out
@@ -581,6 +587,8 @@ def test_searches_within_tags(client):
         assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == field, (bad, r.json())
     r = client.get("/threads/g3/similar", params={"tag": ["pets", " "]})
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "tag.1", r.json()
+    r = client.get("/threads/g3/similar", params={"not_tag": ["x" * 101]})
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "not_tag.0", r.json()
     listed = client.get("/tags").json()  # the forum's tags, most threads first
     assert listed["tags"] == [{"tag": "pets", "threads": 2}, {"tag": "reptiles", "threads": 2}]
     assert listed["matching"] == 2 and listed["generation"] == client.get("/ready").json()["generation"]
@@ -595,6 +603,7 @@ def test_searches_within_tags(client):
     assert "cqa reindex" in r.json()["error"]["message"] and r.json()["error"]["request_id"]
     assert client.get("/threads/g3/similar", params={"tag": "pets"}).status_code == 409
     assert client.get("/tags").status_code == 409
+    assert client.post("/search", json={"question": "gecko", "filters": {"exclude_tags": ["pets"]}}).status_code == 409
     assert client.post("/search", json={"question": "gecko food", "filters": {"category": None}}).status_code == 200
 
 

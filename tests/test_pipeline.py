@@ -262,6 +262,9 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     listed = cqa("search", "gecko food", "--target", "questions", "--tag", "pets", "--no-collapse")  # with its tags
     assert "(thread g0: gecko food) [pets, reptiles]" in listed.stdout and "(thread g1: gecko food) [pets]" in \
         listed.stdout, listed.stdout
+    without = cqa("search", "gecko food", "--target", "questions", "--not-tag", "reptiles", "--json", "-k", "100")
+    shown = [r.thread_id for r in SearchResponse.model_validate(json.loads(without.stdout)).results]
+    assert "g1" in shown and "g0" not in shown and len(shown) > 20, shown  # every thread without the tag
     blank = cqa("search", "gecko food", "--tag", " ")
     assert blank.returncode == 2 and "--tag ' '" in blank.stderr, blank.stderr
     text = cqa("search", "--subject", "visa", "How do I renew my residence visa?", "-k", "3")

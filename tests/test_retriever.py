@@ -167,6 +167,10 @@ def test_tag_filters_keep_the_threads_that_carry_every_tag(gen):
     assert found("answers", "VISA", " family   visit ") == {"a:v2a"}
     assert found("threads", "cars") == {"t:c1"}
     assert found("questions", "visa", "cars") == set() and found("answers", "nothing") == set()
+    left_out = r.search("visa permit car renew family", 10, "questions", Filters(exclude_tags=("Renewal", "cars")))
+    assert {h.doc_id for h in left_out.hits} == {"q:v2"}
+    both = r.search("visa permit car renew family", 10, "questions", Filters(tags=("visa",), exclude_tags=("renewal",)))
+    assert {h.doc_id for h in both.hits} == {"q:v2"}
     both = r.search("residence permit", 10, "answers", Filters(category="Visas", tags=("renewal",)))
     assert {h.doc_id for h in both.hits} == {"a:v1a", "a:v1b"}
     gen.manifest = {**gen.manifest, "documents_made": 1}

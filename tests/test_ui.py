@@ -232,6 +232,13 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     browser.find_element(By.ID, "tags").send_keys(", " + ", ".join(f"t{i}" for i in range(10)))
     browser.find_element(By.ID, "go").click()
     assert "at most 10 tags" in browser.find_element(By.ID, "error").text
+    tags = browser.find_element(By.ID, "tags")  # a tag after a minus sign: no thread that carries it
+    tags.clear()
+    tags.send_keys("visa, -permits")
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: "No results" in d.find_element(By.ID, "summary").text)  # se2, visa alone: no comments
+    assert "fewer tags" in browser.find_element(By.ID, "summary").text
+    assert browser.execute_script("return window.lastSearch.filters") == {"tags": ["visa"], "exclude_tags": ["permits"]}
     browser.get(server + "/")  # the page loaded again suggests the tags the generation now holds
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#tag-list option"))
     assert [(o.get_attribute("value"), o.get_attribute("textContent"))
