@@ -244,6 +244,21 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert [(o.get_attribute("value"), o.get_attribute("textContent"))
             for o in browser.find_elements(By.CSS_SELECTOR, "#tag-list option")] \
         == [("visa", "2 threads"), ("permits", "1 thread")]
+    # as a tag is typed after others, the suggestions complete it (GET /tags?prefix=), a "-" kept
+    browser.find_element(By.ID, "tags").send_keys("permits, -VI")
+    wait.until(lambda d: d.execute_script(  # read at once: the list is written anew at each key
+        "return [...document.querySelectorAll('#tag-list option')].map(o => o.value)") == ["permits, -visa"])
+    browser.find_element(By.ID, "tags").clear()
+    # a result's tag is a button too: it narrows the next search to that tag
+    body = browser.find_element(By.ID, "body")
+    body.clear()
+    body.send_keys("How do I renew my permit at the ministry?")
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results li button[data-tag='permits']"))
+    browser.find_element(By.CSS_SELECTOR, "#results li button[data-tag='permits']").click()
+    assert browser.find_element(By.ID, "tags").get_attribute("value") == "permits"
+    explain = browser.find_element(By.CSS_SELECTOR, "#results li .meta button:not([data-tag])")
+    assert explain.text == "explain"
 
     # A 500 (the service's own fault): the message names the request's id, which finds the operator's log line. The
     # page's own api() is run on such an answer (a real one cannot be caused from outside).
