@@ -249,6 +249,29 @@ def cmd_takedowns(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- tags -----------------------------------------------------------------------------
+def cmd_tags(args: argparse.Namespace) -> int:
+    from indexing.generations import IndexFormatError
+    from indexing.searcher import load_current
+    from ranking.pipeline import default_config
+    from ranking.retriever import Retriever, TagsNotIndexed
+    settings = _settings(args)
+    try:
+        gen = load_current(settings.index_root, settings.device)
+    except IndexFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        matching = Retriever(gen, default_config(gen)).tags_beginning(args.prefix)
+    except TagsNotIndexed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for tag, n in matching[:args.limit or None]:
+        print(json.dumps({"tag": tag, "threads": n}, ensure_ascii=False))  # as GET /tags lists them
+    _emit({"generation": gen.name, "matching": len(matching)})
+    return 0
+
+
 # --- status ---------------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> int:
     from indexing.status import folder_status, lines
@@ -730,6 +753,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "thread id, a thread's own first; last line: {\"takedowns\": N}.")
     s.add_argument("--thread", metavar="THREAD_ID", help="only this thread's (itself and its comments)")
     s.set_defaults(func=cmd_takedowns)
+
+    s = sub.add_parser("tags", help="list the forum's tags with how many threads carry each",
+                       description="The tags the live generation's threads carry (their meta.tags), most threads "
+                       "first, one JSON line each as GET /tags lists them (tag, threads); last line: "
+                       "{\"generation\": ..., \"matching\": N}. Exit 2 without a live generation, or with one "
+                       "built before tags (the automatic refresh, or `cqa reindex`, builds a new one).")
+    s.add_argument("--prefix", default="", help="only tags that begin with this (case and spacing ignored)")
+    s.add_argument("--limit", type=int, default=0, metavar="N", help="at most N tags (0, the default: all)")
+    s.set_defaults(func=cmd_tags)
 
     s = sub.add_parser("restore", help="restore the store from a backup, without what was erased or taken down since",
                        description="Make the data folder's store a copy of BACKUP (a `cqa backup` file or a `cqa "

@@ -26,11 +26,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
-from indexing.models import MAX_TAG_CHARS, tag_key
+from indexing.models import MAX_TAG_CHARS
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.pipeline import SearchPipeline, SearchResponse
-from ranking.retriever import TagsNotIndexed
 from ranking.settings import MAX_RESULTS
 
 from . import conditional, errors
@@ -510,11 +509,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    limit: int = Param(50, ge=1, le=1000), svc: Service = Depends(service)) -> TagsOut:
         """The live generation's tags (each thread's meta.tags), counted once per generation."""
         gen, pipeline = ready_generation(svc)
-        if not pipeline.retriever.knows_tags:
-            raise TagsNotIndexed(gen.name)
-        counts = await run_in_threadpool(lambda: pipeline.retriever.tag_counts)
-        key = tag_key(prefix)
-        matching = [tc for tc in counts if tc[0].startswith(key)] if key else counts
+        matching = await run_in_threadpool(pipeline.retriever.tags_beginning, prefix)
         return TagsOut(generation=gen.name, tags=[TagOut(tag=t, threads=n) for t, n in matching[:limit]],
                        matching=len(matching))
 

@@ -174,6 +174,14 @@ class Retriever:
         counts = [(tag, int(per_set[sets].sum())) for tag, sets in self._sets_with_tag.items()]
         return sorted(counts, key=lambda tc: (-tc[1], tc[0]))
 
+    def tags_beginning(self, prefix: str = "") -> list[tuple[str, int]]:
+        """``tag_counts``' tags that begin with ``prefix`` as a filter compares it (all of them without one); what
+        GET /tags and `cqa tags` list. TagsNotIndexed on a generation built before tags."""
+        if not self.knows_tags:
+            raise TagsNotIndexed(self.gen.name)
+        key = tag_key(prefix)
+        return [tc for tc in self.tag_counts if tc[0].startswith(key)] if key else self.tag_counts
+
     def search(self, query: str, k: int = 10, target: str = "answers", filters: Filters | None = None,
                expansion: str | None = None, config: RetrieverConfig | None = None) -> Retrieval:
         """``config``: this search's sources and fusion instead of the retriever's (their sources in the generation)."""

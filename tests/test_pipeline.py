@@ -250,8 +250,9 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     def cqa(*args):
         return subprocess.run(CQA + list(args), env=cli_env, capture_output=True, text=True, cwd=ROOT)
 
-    missing = cqa("search", "visa")
-    assert missing.returncode == 2 and "cqa reindex" in missing.stderr
+    for command in (("search", "visa"), ("tags",)):
+        missing = cqa(*command)
+        assert missing.returncode == 2 and "cqa reindex" in missing.stderr, missing.stderr
     tagged = tmp_path / "tagged.jsonl"  # a forum's threads with tags, beside the demo corpus's (none)
     tagged.write_text("".join(json.dumps({"id": f"g{i}", "subject": "gecko food", "meta": {"tags": tags}}) + "\n"
                               for i, tags in enumerate((["Pets", "reptiles"], ["pets"]))))
@@ -265,6 +266,11 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     without = cqa("search", "gecko food", "--target", "questions", "--not-tag", "reptiles", "--json", "-k", "100")
     shown = [r.thread_id for r in SearchResponse.model_validate(json.loads(without.stdout)).results]
     assert "g1" in shown and "g0" not in shown and len(shown) > 20, shown  # every thread without the tag
+    tags = cqa("tags")  # the forum's tags, as GET /tags lists them
+    lines = [json.loads(line) for line in tags.stdout.strip().splitlines()]
+    assert tags.returncode == 0 and lines[:-1] == [{"tag": "pets", "threads": 2}, {"tag": "reptiles", "threads": 1}]
+    assert lines[-1]["matching"] == 2 and lines[-1]["generation"].startswith("gen-")
+    assert cqa("tags", "--prefix", " REP").stdout.strip().splitlines()[0] == '{"tag": "reptiles", "threads": 1}'
     blank = cqa("search", "gecko food", "--tag", " ")
     assert blank.returncode == 2 and "--tag ' '" in blank.stderr, blank.stderr
     text = cqa("search", "--subject", "visa", "How do I renew my residence visa?", "-k", "3")
