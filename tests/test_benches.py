@@ -517,6 +517,19 @@ def test_snippets_bench_asks_with_and_without_snippets_and_reads_what_each_view_
     assert shown["snippet"]["mean_distinct_words"] >= shown["first_300"]["mean_distinct_words"]
 
 
+def test_as_you_type_bench_types_each_subject_word_by_word_through_a_real_server(tmp_path, cli_env, semeval):
+    """bench/as_you_type.py on 20 dev threads: a request per word from the second, each answered, the panel scored at
+    each number of words and for the whole subject, beside the whole question."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("as_you_type.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "3", "--words", "3",
+                    env=cli_env, timeout=600)
+    assert out["questions"] == 3 and out["requests"] >= 2 and out["p95_ms"] >= out["p50_ms"] > 0
+    assert set(out["after_words"]) <= {"2", "3"} and out["whole_subject"]["questions"] + \
+        out["questions_with_a_one_word_subject"] == 3
+    assert all(0 <= f["relevant_in_5"] <= 1 and 0 <= f["P@1"] <= f["relevant_in_5"]
+               for f in [*out["after_words"].values(), out["whole_subject"], out["subject_and_body"]])
+
+
 def test_archive_unpack_bench_unpacks_a_dump_both_ways_to_the_same_posts_xml(tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 10)
     out = run_bench("archive_unpack.py", "--data-dir", str(s.data_dir), "--copies", "1,2", env=cli_env, timeout=300)

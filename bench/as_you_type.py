@@ -1,0 +1,106 @@
+"""The search page's "Asked before" panel, as a user typing a new question's subject meets it, through a real `cqa
+serve` over the full 2016 corpus: what it costs per request and what it finds.
+
+Each original question of the 2016 --split /search questions benchmark has its subject typed word by word. From the
+second word on, the page sends `POST /search` with the subject typed so far (target questions, k = 5, no snippets), as
+it does 300 ms after the last key. Each request is timed (p50 and p95).
+
+What the panel shows is scored with the benchmark's judgements (the related questions the SemEval judges found
+relevant to it; a collapsed result by the copy judged relevant), at each number of words typed:
+- the share of questions with a relevant question among the 5 shown;
+- P@1.
+
+Beside it, the same for the whole question (subject and body) at k = 5: what `POST /search` gives once the body is
+written too. Prints a JSON object last.
+
+    python bench/as_you_type.py [--data-dir var] [--split test] [--words 6]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import built_corpus, post_json, server  # noqa: E402
+
+SHOWN = 5  # what the panel lists
+
+
+def judged_top(results: list[dict], judged: dict[str, int]) -> list[int]:
+    """The relevance of each result shown, a collapsed one by the copy judged relevant if any."""
+    from ranking.search_benchmark import scored_id
+    return [judged.get(scored_id([r["id"], *r["duplicates"]], judged), 0) for r in results[:SHOWN]]
+
+
+def figures(rows: list[list[int]]) -> dict:
+    return {"questions": len(rows), "relevant_in_5": round(float(np.mean([any(r) for r in rows])), 3),
+            "P@1": round(float(np.mean([bool(r and r[0]) for r in rows])), 3)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var",
+                    help="the data folder cqa evaluate uses; the server serves DATA/benchmarks/fullcorpus-2016")
+    ap.add_argument("--forum-dir", type=Path, help="serve this data folder instead (one with a live generation)")
+    ap.add_argument("--split", choices=["dev", "test"], default="test")
+    ap.add_argument("--words", type=int, default=6, help="report the panel after 2 to N words typed (and the whole "
+                    "subject)")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
+    args = ap.parse_args()
+    from ranking.search_benchmark import qrels_for
+
+    if args.forum_dir is not None:
+        from app.settings import Settings
+        corpus = Settings(data_dir=args.forum_dir)
+    else:
+        corpus = built_corpus(args.data_dir)
+    qrels, questions = qrels_for(corpus, args.split, "questions")
+    if args.limit:
+        questions = dict(list(questions.items())[: args.limit])
+    ms: list[float] = []
+    at_words: dict[int, list[list[int]]] = {n: [] for n in range(2, args.words + 1)}
+    whole_subject, whole_question = [], []
+    with server(corpus.data_dir, {}) as (base, _):
+        post_json(base + "/search", {"question": {"body": "warm up"}})
+        for qid, (subject, body) in questions.items():
+            words = subject.split()
+            judged = qrels.get(qid, {})
+            last = None
+            for n in range(2, len(words) + 1):
+                ask = {"question": {"subject": " ".join(words[:n])}, "target": "questions", "k": SHOWN,
+                       "snippets": False}
+                t0 = time.perf_counter()
+                status, last = post_json(base + "/search", ask)
+                ms.append(1000 * (time.perf_counter() - t0))
+                if status != 200:
+                    raise SystemExit(f"POST /search answered {status} for {qid}: {last}")
+                if n in at_words:
+                    at_words[n].append(judged_top(last["results"], judged))
+            if last is not None:
+                whole_subject.append(judged_top(last["results"], judged))
+                status, full = post_json(base + "/search", {"question": {"subject": subject, "body": body},
+                                                            "target": "questions", "k": SHOWN})
+                whole_question.append(judged_top(full["results"], judged))
+    lat = np.asarray(ms)
+    out = {"bench": "as_you_type", "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+           "date": time.strftime("%Y-%m-%d"), "split": args.split, "questions": len(questions),
+           "requests": len(ms), "p50_ms": round(float(np.percentile(lat, 50)), 1),
+           "p95_ms": round(float(np.percentile(lat, 95)), 1),
+           "after_words": {n: figures(rows) for n, rows in at_words.items() if rows},
+           "whole_subject": figures(whole_subject), "subject_and_body": figures(whole_question),
+           "questions_with_a_one_word_subject": len(questions) - len(whole_subject)}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
