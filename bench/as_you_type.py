@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import built_corpus, post_json, server  # noqa: E402
+from load import forum_settings, post_json, server  # noqa: E402
 
 SHOWN = 5  # what the panel lists
 
@@ -59,11 +59,7 @@ def main() -> None:
     args = ap.parse_args()
     from ranking.search_benchmark import qrels_for
 
-    if args.forum_dir is not None:
-        from app.settings import Settings
-        corpus = Settings(data_dir=args.forum_dir)
-    else:
-        corpus = built_corpus(args.data_dir)
+    corpus = forum_settings(args.data_dir, args.forum_dir)
     qrels, questions = qrels_for(corpus, args.split, "questions")
     if args.limit:
         questions = dict(list(questions.items())[: args.limit])

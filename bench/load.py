@@ -86,6 +86,15 @@ def built_corpus(data_dir: Path):
     return corpus_settings(settings)
 
 
+def forum_settings(data_dir: Path, forum_dir: Path | None):
+    """The settings of the data folder a bench serves: ``forum_dir`` as it is (one with a live generation: a test's
+    small folder), else the full 2016 corpus's own folder under ``data_dir`` (``built_corpus``)."""
+    if forum_dir is None:
+        return built_corpus(data_dir)
+    from app.settings import Settings
+    return Settings(data_dir=forum_dir)
+
+
 def save_documents_lines(docs, path: Path, chunk: int = 2000) -> None:
     """``docs`` as rounds 18 and 19 saved a generation's documents.json (version 2: a header line, then the columns
     of ``chunk`` documents a line), the reference the binary documents.bin of round 20 is measured against."""

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import built_corpus, post_json, server  # noqa: E402
+from load import forum_settings, post_json, server  # noqa: E402
 
 
 def shown_words(text: str, question: str, analyzer) -> int:
@@ -56,11 +56,7 @@ def main() -> None:
     from ranking.search_benchmark import qrels_for
     from ranking.snippets import SNIPPET_CHARS
 
-    if args.forum_dir is not None:
-        from app.settings import Settings
-        corpus = Settings(data_dir=args.forum_dir)
-    else:
-        corpus = built_corpus(args.data_dir)
+    corpus = forum_settings(args.data_dir, args.forum_dir)
     qrels, questions = qrels_for(corpus, args.split, "answers")
     if args.limit:
         questions = dict(list(questions.items())[: args.limit])

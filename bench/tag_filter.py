@@ -33,9 +33,9 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import os
 import shutil
 import subprocess
-import os
 import sys
 import tempfile
 import time
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import built_corpus, post_json, server  # noqa: E402
+from load import forum_settings, post_json, server  # noqa: E402
 
 TARGETS = ("answers", "questions")
 ARMS = ("none", "category", "tags")
@@ -220,11 +220,7 @@ def main() -> None:
 
     out = {"bench": "tag_filter", "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
            "date": time.strftime("%Y-%m-%d")}
-    if args.forum_dir is not None:
-        from app.settings import Settings
-        corpus = Settings(data_dir=args.forum_dir)
-    else:
-        corpus = built_corpus(args.data_dir)
+    corpus = forum_settings(args.data_dir, args.forum_dir)
     _, questions = qrels_for(corpus, args.split, "questions")
     if args.limit:
         questions = dict(list(questions.items())[: args.limit])
