@@ -262,13 +262,13 @@ def cmd_tags(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
-        matching = Retriever(gen, default_config(gen)).tags_beginning(args.prefix)
+        listed, matching = Retriever(gen, default_config(gen)).tags_beginning(args.prefix, args.limit or None)
     except TagsNotIndexed as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for tag, n in matching[:args.limit or None]:
+    for tag, n in listed:
         print(json.dumps({"tag": tag, "threads": n}, ensure_ascii=False))  # as GET /tags lists them
-    _emit({"generation": gen.name, "matching": len(matching)})
+    _emit({"generation": gen.name, "matching": matching})
     return 0
 
 

@@ -509,9 +509,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    limit: int = Param(50, ge=1, le=1000), svc: Service = Depends(service)) -> TagsOut:
         """The live generation's tags (each thread's meta.tags), counted once per generation."""
         gen, pipeline = ready_generation(svc)
-        matching = await run_in_threadpool(pipeline.retriever.tags_beginning, prefix)
-        return TagsOut(generation=gen.name, tags=[TagOut(tag=t, threads=n) for t, n in matching[:limit]],
-                       matching=len(matching))
+        listed, matching = await run_in_threadpool(pipeline.retriever.tags_beginning, prefix, limit)
+        return TagsOut(generation=gen.name, tags=[TagOut(tag=t, threads=n) for t, n in listed], matching=matching)
 
     @app.get("/threads/{thread_id}/similar", response_model=SearchResponse, dependencies=[Depends(admitted)],
              summary="What is most similar to a stored thread, the thread itself left out (a thread page's related "

@@ -21,7 +21,8 @@ whose threads carry 1-5 tags drawn from a Zipf law over --scale-tags tags, as a 
   a thread's first tag), and the category filter against the same filter as it was before round 55 (an array of
   strings compared with the category: the reference, the same rows required);
 - the retriever's start, and what a service builds before it serves a generation for tags (each row's set of tags
-  coded, each tag's list of sets, the tag counts of GET /tags).
+  coded, each tag's list of sets, the tag counts of GET /tags);
+- GET /tags's list for a prefix (bisection over the tags by name) against reading every tag, the same list required.
 
 Prints a JSON object last.
 
@@ -177,7 +178,8 @@ def at_scale(threads: int, tags: int, repeats: int) -> dict:
     retriever = Retriever(gen, RetrieverConfig(("bm25",)))
     start_ms = 1000 * (time.perf_counter() - t0)
     t0 = time.perf_counter()
-    listed = retriever.tag_counts  # what the service's SearchPipeline.prepare builds before it serves a generation
+    retriever.prepare()  # what the service's SearchPipeline.prepare builds before it serves a generation
+    listed = retriever.tag_counts
     prepare_ms = 1000 * (time.perf_counter() - t0)
     strings = np.array([c or "" for c in gen.docs.categories], dtype=object)
     answers = np.array([k == "answer" for k in gen.docs.kinds], dtype=bool)
@@ -200,6 +202,16 @@ def at_scale(threads: int, tags: int, repeats: int) -> dict:
                               "category_before_p50_ms": round(p50["before"], 2),
                               "tags_over_category": round(p50["tags"] / p50["category"], 3),
                               "category_over_before": round(p50["category"] / p50["before"], 3)}
+    # GET /tags as a user types: bisection over the tags by name, beside reading every tag (before; the same list)
+    out["tags_beginning"] = {}
+    for prefix in ("t", "tag1", "tag12", "tag123", "zz"):
+        listed, matching = retriever.tags_beginning(prefix, 50)
+        scan = [tc for tc in retriever.tag_counts if tc[0].startswith(prefix)]
+        assert listed == scan[:50] and matching == len(scan), prefix
+        now = timed(lambda: retriever.tags_beginning(prefix, 50), repeats)
+        before = timed(lambda: [tc for tc in retriever.tag_counts if tc[0].startswith(prefix)][:50], repeats)
+        out["tags_beginning"][prefix] = {"matching": matching, "p50_ms": round(float(np.median(now)), 3),
+                                         "scan_p50_ms": round(float(np.median(before)), 3)}
     return out
 
 

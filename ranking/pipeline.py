@@ -426,7 +426,7 @@ class SearchPipeline:
         threads' tags, coded for a tag filter (1M rows of 145k distinct sets of tags: about 0.4 s,
         bench/tag_filter.py)."""
         self._thread_answer_rows()
-        self.retriever.tag_counts  # each row's tags coded, and each tag's sets: what a tag filter or GET /tags reads
+        self.retriever.prepare()  # each row's tags coded, each tag's sets, the tags by name: a tag filter's, GET /tags
         if hasattr(self.arabic, "prepare"):
             self.arabic.prepare(self.gen)
         if self.gen.dense is not None:

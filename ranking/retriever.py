@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
 from typing import Sequence
@@ -174,13 +175,32 @@ class Retriever:
         counts = [(tag, int(per_set[sets].sum())) for tag, sets in self._sets_with_tag.items()]
         return sorted(counts, key=lambda tc: (-tc[1], tc[0]))
 
-    def tags_beginning(self, prefix: str = "") -> list[tuple[str, int]]:
-        """``tag_counts``' tags that begin with ``prefix`` as a filter compares it (all of them without one); what
-        GET /tags and `cqa tags` list. TagsNotIndexed on a generation built before tags."""
+    @cached_property
+    def _tags_by_name(self) -> tuple[list[str], np.ndarray]:
+        """The tags in code-point order, and each one's place in ``tag_counts``."""
+        counts = self.tag_counts
+        order = sorted(range(len(counts)), key=lambda i: counts[i][0])
+        return [counts[i][0] for i in order], np.array(order, dtype=np.int64)
+
+    def prepare(self) -> "Retriever":
+        """Build now what a tag filter, GET /tags and `cqa tags` read (``SearchPipeline.prepare``)."""
+        self._tags_by_name
+        return self
+
+    def tags_beginning(self, prefix: str = "", limit: int | None = None) -> tuple[list[tuple[str, int]], int]:
+        """The first ``limit`` of ``tag_counts``' tags that begin with ``prefix`` as a filter compares it (all of them
+        without one), in its order, and how many begin so: what GET /tags and `cqa tags` list. The tags are found by
+        bisection in code-point order, not by reading each (36k tags: bench/tag_filter.py). TagsNotIndexed on a
+        generation built before tags."""
         if not self.knows_tags:
             raise TagsNotIndexed(self.gen.name)
-        key = tag_key(prefix)
-        return [tc for tc in self.tag_counts if tc[0].startswith(key)] if key else self.tag_counts
+        key, counts = tag_key(prefix), self.tag_counts
+        if not key:
+            return counts[:limit], len(counts)
+        names, places = self._tags_by_name
+        lo = bisect_left(names, key)
+        hi = bisect_left(names, True, lo, key=lambda name: not name.startswith(key))  # the run that begins so
+        return [counts[i] for i in np.sort(places[lo:hi])[:limit].tolist()], hi - lo
 
     def search(self, query: str, k: int = 10, target: str = "answers", filters: Filters | None = None,
                expansion: str | None = None, config: RetrieverConfig | None = None) -> Retrieval:

@@ -502,6 +502,8 @@ def test_tag_filter_bench_searches_a_dumps_forum_within_tags_beside_categories(t
     assert scale["rows"] == 1500 and set(scale["cases"]) == {"popular", "rare", "two"}
     assert scale["cases"]["two"]["rows_allowed"] <= scale["cases"]["popular"]["rows_allowed"]
     assert all(c["category_over_before"] > 0 for c in scale["cases"].values())
+    assert set(scale["tags_beginning"]) == {"t", "tag1", "tag12", "tag123", "zz"}
+    assert scale["tags_beginning"]["zz"]["matching"] == 0 and scale["tags_beginning"]["t"]["matching"] > 0
 
 
 def test_snippets_bench_asks_with_and_without_snippets_and_reads_what_each_view_shows(tmp_path, cli_env, semeval):

@@ -173,6 +173,10 @@ def test_tag_filters_keep_the_threads_that_carry_every_tag(gen):
     assert {h.doc_id for h in both.hits} == {"q:v2"}
     both = r.search("residence permit", 10, "answers", Filters(category="Visas", tags=("renewal",)))
     assert {h.doc_id for h in both.hits} == {"a:v1a", "a:v1b"}
+    assert r.prepare().tag_counts == [("visa", 2), ("cars", 1), ("family visit", 1), ("renewal", 1)]
+    assert r.tags_beginning() == (r.tag_counts, 4) and r.tags_beginning("", 1) == ([("visa", 2)], 4)
+    assert r.tags_beginning(" VI") == ([("visa", 2)], 1) and r.tags_beginning("c") == ([("cars", 1)], 1)
+    assert r.tags_beginning("family v") == ([("family visit", 1)], 1) and r.tags_beginning("x") == ([], 0)
     gen.manifest = {**gen.manifest, "documents_made": 1}
     with pytest.raises(TagsNotIndexed, match="cqa reindex"):
         Retriever(gen).search("visa", 10, "answers", Filters(tags=("visa",)))
