@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import forum_settings, post_json, server  # noqa: E402
+from load import add_forum_arguments, judged_forum, post_json, server  # noqa: E402
 
 SHOWN = 5  # what the panel lists
 
@@ -49,20 +49,12 @@ def figures(rows: list[list[int]]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=ROOT / "var",
-                    help="the data folder cqa evaluate uses; the server serves DATA/benchmarks/fullcorpus-2016")
-    ap.add_argument("--forum-dir", type=Path, help="serve this data folder instead (one with a live generation)")
-    ap.add_argument("--split", choices=["dev", "test"], default="test")
+    add_forum_arguments(ap)
     ap.add_argument("--words", type=int, default=6, help="report the panel after 2 to N words typed (and the whole "
                     "subject)")
-    ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
     args = ap.parse_args()
-    from ranking.search_benchmark import qrels_for
 
-    corpus = forum_settings(args.data_dir, args.forum_dir)
-    qrels, questions = qrels_for(corpus, args.split, "questions")
-    if args.limit:
-        questions = dict(list(questions.items())[: args.limit])
+    corpus, qrels, questions = judged_forum(args, "questions")
     ms: list[float] = []
     at_words: dict[int, list[list[int]]] = {n: [] for n in range(2, args.words + 1)}
     whole_subject, whole_question = [], []

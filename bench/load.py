@@ -86,13 +86,30 @@ def built_corpus(data_dir: Path):
     return corpus_settings(settings)
 
 
-def forum_settings(data_dir: Path, forum_dir: Path | None):
-    """The settings of the data folder a bench serves: ``forum_dir`` as it is (one with a live generation: a test's
-    small folder), else the full 2016 corpus's own folder under ``data_dir`` (``built_corpus``)."""
-    if forum_dir is None:
-        return built_corpus(data_dir)
-    from app.settings import Settings
-    return Settings(data_dir=forum_dir)
+def add_forum_arguments(ap) -> None:
+    """The options of a bench that asks a 2016 /search benchmark's questions of a forum (``judged_forum``)."""
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var",
+                    help="the data folder cqa evaluate uses; the forum is DATA/benchmarks/fullcorpus-2016")
+    ap.add_argument("--forum-dir", type=Path, help="this data folder as the forum instead (one with a live "
+                    "generation)")
+    ap.add_argument("--split", choices=["dev", "test"], default="test", help="whose /search questions are asked")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
+
+
+def judged_forum(args, target: str):
+    """(the forum's settings, the judgements, each question's (subject, body)) of ``add_forum_arguments``' options:
+    ``--forum-dir`` as it is (a test's small folder), else the full 2016 corpus's own folder under ``--data-dir``
+    (``built_corpus``); the 2016 ``--split`` /search ``target`` benchmark's questions, the first ``--limit``."""
+    from ranking.search_benchmark import qrels_for
+    if args.forum_dir is None:
+        settings = built_corpus(args.data_dir)
+    else:
+        from app.settings import Settings
+        settings = Settings(data_dir=args.forum_dir)
+    qrels, questions = qrels_for(settings, args.split, target)
+    if args.limit:
+        questions = dict(list(questions.items())[: args.limit])
+    return settings, qrels, questions
 
 
 def save_documents_lines(docs, path: Path, chunk: int = 2000) -> None:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import forum_settings, post_json, server  # noqa: E402
+from load import add_forum_arguments, judged_forum, post_json, server  # noqa: E402
 
 
 def shown_words(text: str, question: str, analyzer) -> int:
@@ -45,21 +45,13 @@ def shown_words(text: str, question: str, analyzer) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=ROOT / "var",
-                    help="the data folder cqa evaluate uses; the server serves DATA/benchmarks/fullcorpus-2016")
-    ap.add_argument("--forum-dir", type=Path, help="serve this data folder instead (one with a live generation)")
-    ap.add_argument("--split", choices=["dev", "test"], default="test")
+    add_forum_arguments(ap)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
     args = ap.parse_args()
     from indexing.text import INDEX_ANALYZER
-    from ranking.search_benchmark import qrels_for
     from ranking.snippets import SNIPPET_CHARS
 
-    corpus = forum_settings(args.data_dir, args.forum_dir)
-    qrels, questions = qrels_for(corpus, args.split, "answers")
-    if args.limit:
-        questions = dict(list(questions.items())[: args.limit])
+    corpus, qrels, questions = judged_forum(args, "answers")
     ms = {True: [], False: []}
     stage: list[float] = []
     seen: list[dict] = []

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import forum_settings, post_json, server  # noqa: E402
+from load import add_forum_arguments, judged_forum, post_json, server  # noqa: E402
 
 TARGETS = ("answers", "questions")
 ARMS = ("none", "category", "tags")
@@ -217,25 +217,16 @@ def at_scale(threads: int, tags: int, repeats: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=ROOT / "var",
-                    help="the data folder cqa evaluate uses; the forum is DATA/benchmarks/fullcorpus-2016's threads")
-    ap.add_argument("--forum-dir", type=Path, help="the data folder whose threads make the forum (default: "
-                    "DATA/benchmarks/fullcorpus-2016, built if missing)")
-    ap.add_argument("--split", choices=["dev", "test"], default="test", help="whose /search questions are asked")
+    add_forum_arguments(ap)
     ap.add_argument("--rounds", type=int, default=3, help="times each question is asked in each arm")
-    ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
     ap.add_argument("--scale-threads", type=int, default=200_000, help="threads of the synthetic forum (0: skip)")
     ap.add_argument("--scale-tags", type=int, default=50_000, help="tags the synthetic forum's are drawn from")
     ap.add_argument("--repeats", type=int, default=20, help="timings of each in-process case")
     args = ap.parse_args()
-    from ranking.search_benchmark import qrels_for
 
     out = {"bench": "tag_filter", "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
            "date": time.strftime("%Y-%m-%d")}
-    corpus = forum_settings(args.data_dir, args.forum_dir)
-    _, questions = qrels_for(corpus, args.split, "questions")
-    if args.limit:
-        questions = dict(list(questions.items())[: args.limit])
+    corpus, _, questions = judged_forum(args, "questions")
     with tempfile.TemporaryDirectory(prefix="cqa-tags-") as work:
         folder, out["forum"] = tagged_forum(corpus, Path(work))
         print(json.dumps({"forum": out["forum"]}), file=sys.stderr, flush=True)

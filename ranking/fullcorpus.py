@@ -14,10 +14,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from indexing.catalog import CORPUS_FILES, split_file
-from indexing.documents import MADE, answer_doc_id, question_doc_id
+from indexing.documents import answer_doc_id, question_doc_id
 from indexing.ingest import ingest_paths
 from indexing.loaders import file_digest, load_semeval
-from indexing.reindex import reindex
+from indexing.reindex import reindex, staleness
 from indexing.searcher import Generation, load_current, manifest_of, stored_answer_encoder
 from indexing.store import ThreadStore
 from indexing.text import INDEX_ANALYZER
@@ -62,12 +62,13 @@ def ensure_corpus(settings: RankingSettings, progress: bool = True) -> Generatio
             ingested.write_text(digests, encoding="utf-8")
         fingerprint = store.fingerprint()
     m = manifest_of(cs.index_root)
-    if (m is None or m.get("store_fingerprint") != fingerprint or not m["indexes"].get("dense")
+    # stale as a service's refresh sees it (the store moved, documents an earlier release made, a translation table
+    # behind), or built otherwise than the benchmarks measure
+    if (staleness(cs, fingerprint=fingerprint) is not None or not m["indexes"].get("dense")
             or "translation" not in m.get("build", {})
             or m.get("model") != cs.encoder.id  # the manifest's "model" is its encoder's id
             or stored_answer_encoder(m) != cs.answer_encoder_id
-            or m.get("analysis") != INDEX_ANALYZER.fingerprint()  # built by an older analyzer: what a build reads now
-            or m.get("documents_made", 0) < MADE):  # its documents made by an earlier release (without their tags)
+            or m.get("analysis") != INDEX_ANALYZER.fingerprint()):  # built by an older analyzer: what a build reads now
         reindex(cs, progress=progress)
     return load_current(cs.index_root, settings.device)
 

@@ -34,7 +34,7 @@ from .arabic import as_read_by_arabic_ranker, is_arabic_text
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 from .settings import MAX_RESULTS
-from .snippets import Snippet, snippet
+from .snippets import Snippet, snippets
 
 log = logging.getLogger(__name__)
 
@@ -295,8 +295,8 @@ class SearchPipeline:
             timings["explain"] = _ms(t0)
         if req.snippets and results:
             t0 = time.perf_counter()
-            for x in results:
-                x.snippet = snippet(x.text, req.text, self.gen.analyzer)
+            for x, snip in zip(results, snippets([x.text for x in results], req.text, self.gen.analyzer)):
+                x.snippet = snip
             timings["snippets"] = _ms(t0)
         timings["total"] = _ms(t_all)
         return SearchResponse(
@@ -423,8 +423,8 @@ class SearchPipeline:
         (``prepare``: ``ArabicBM25``'s forum statistics, which POST /rerank reads too), and so is the encoder of the
         generation's dense index, which its first search would load (once per process and encoder: a generation built
         by the encoder served until now finds it loaded; bench/first_request.py, its warm-up-off arm). So are the
-        threads' tags, coded for a tag filter (1M rows of 145k distinct sets of tags: about 0.4 s,
-        bench/tag_filter.py)."""
+        threads' tags, coded for a tag filter and GET /tags (1M rows of 145k distinct sets of tags: about 0.74 s,
+        bench/tag_filter.py's in-process part)."""
         self._thread_answer_rows()
         self.retriever.prepare()  # each row's tags coded, each tag's sets, the tags by name: a tag filter's, GET /tags
         if hasattr(self.arabic, "prepare"):

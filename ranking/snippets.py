@@ -38,8 +38,8 @@ class _Word:
     key: str | None  # the word's analysed form where it is one of the question's, else None
 
 
-def _words(text: str, wanted: frozenset[str], analyzer: Analyzer) -> list[_Word]:
-    out, seen = [], {}  # a word analysed once per text
+def _words(text: str, wanted: frozenset[str], analyzer: Analyzer, seen: dict[str, str | None]) -> list[_Word]:
+    out = []  # ``seen``: each word analysed once, across the texts of one question
     for m in _WORD.finditer(text):
         word = m.group()
         if word not in seen:
@@ -50,8 +50,17 @@ def _words(text: str, wanted: frozenset[str], analyzer: Analyzer) -> list[_Word]
 
 def snippet(text: str, question: str, analyzer: Analyzer, width: int = SNIPPET_CHARS) -> Snippet:
     """``text``'s snippet for ``question`` (module docstring)."""
-    wanted = frozenset(analyzer(question))
-    words = _words(text, wanted, analyzer) if wanted else []
+    return snippets([text], question, analyzer, width)[0]
+
+
+def snippets(texts: list[str], question: str, analyzer: Analyzer, width: int = SNIPPET_CHARS) -> list[Snippet]:
+    """Each text's snippet for ``question``: the question analysed once, and each distinct word of the texts."""
+    wanted, seen = frozenset(analyzer(question)), {}
+    return [_snippet(text, wanted, analyzer, width, seen) for text in texts]
+
+
+def _snippet(text: str, wanted: frozenset[str], analyzer: Analyzer, width: int, seen: dict) -> Snippet:
+    words = _words(text, wanted, analyzer, seen) if wanted else []
     if len(text) <= width:
         start, end = 0, len(text)
     else:
