@@ -381,7 +381,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         level = log_level(args)
         uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
                     port=args.port or settings.port, workers=workers, log_level=level.lower(),
-                    log_config=log_config(settings.log_format, level), access_log=False)
+                    log_config=log_config(settings.log_format, level), access_log=False,
+                    forwarded_allow_ips=settings.forwarded_allow_ips)
     finally:
         if background is not None and background.poll() is None:
             background.terminate()  # what it encoded stays in the embedding cache for the next reindex

@@ -75,6 +75,19 @@ class Overloaded(Exception):
         self.limit = limit
 
 
+class OverShare(Exception):
+    """A ranking request refused at once (``app.limits.Admission``, CQA_FAIR_SHARE): the worker is half full or more
+    and its client holds its share of CQA_MAX_IN_FLIGHT already, while other clients are searching. Answered 429
+    ``over_share`` with Retry-After."""
+
+    def __init__(self, client: str, share: int, clients: int, limit: int):
+        super().__init__(f"this client ({client}) has {share} ranking requests in this worker not answered yet, its "
+                         f"share of the {limit} it takes at once (CQA_MAX_IN_FLIGHT) while {clients} clients are "
+                         "searching (CQA_FAIR_SHARE); nothing of this one was done: send it again once one of yours "
+                         "is answered")
+        self.client, self.share, self.clients, self.limit = client, share, clients, limit
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
@@ -94,6 +107,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Overloaded)
     async def _overloaded(request: Request, exc: Overloaded):
         return JSONResponse(error_body(503, str(exc), code="overloaded"), status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(OverShare)
+    async def _over_share(request: Request, exc: OverShare):
+        return JSONResponse(error_body(429, str(exc), code="over_share"), status_code=429, headers={"Retry-After": "1"})
 
     @app.exception_handler(TagsNotIndexed)
     async def _tags_not_indexed(request: Request, exc: TagsNotIndexed):
@@ -117,4 +134,4 @@ def install(app: FastAPI) -> None:
         return internal_error()
 
 
-__all__ = ["HTTPException", "Overloaded", "error_body", "install", "internal_error"]
+__all__ = ["HTTPException", "OverShare", "Overloaded", "error_body", "install", "internal_error"]

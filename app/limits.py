@@ -1,11 +1,15 @@
 """Request guards in front of the app: body size (413), content type (415), UTF-8 (400), and how many ranking
-requests one worker takes at once (503 ``overloaded``, ``Admission``)."""
+requests one worker takes at once (503 ``overloaded``), and from one client while others wait (429 ``over_share``):
+``Admission``."""
 from __future__ import annotations
 
+import ipaddress
 import json
-from dataclasses import dataclass
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
-from .errors import Overloaded, error_body
+from .errors import OverShare, Overloaded, error_body
 
 
 class BodyLimitMiddleware:
@@ -82,27 +86,88 @@ def enforce_count_limit(path: str, n: int, limit: int, setting: str) -> None:
                                         "split the request")
 
 
+def client_key(scope) -> str:
+    """Whom a request's share is counted for: its client's address as the server sees it (behind a proxy named in
+    CQA_FORWARDED_ALLOW_IPS, the one its ``X-Forwarded-For`` names). An IPv6 address counts as its /64 network, the
+    block one host or home is given, so a client cannot take more shares by changing the host part."""
+    client = scope.get("client")
+    host = client[0] if client else "-"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host  # a unix socket's peer, a test client's name
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return host
+
+
 @dataclass
 class Admission:
     """The ranking requests (searches, reranks, a thread's comments or similar threads) one worker has taken and not
     answered yet, those waiting for a model or a thread included. Past ``limit``, a new one is refused at once
     (``Overloaded``: 503 with Retry-After) rather than queued behind them, so that under a burst a client learns in
-    milliseconds to try again, or another replica, instead of waiting for the whole queue; 0: no bound. Counted on
-    the event loop, which takes one request at a time, so it needs no lock."""
+    milliseconds to try again, or another replica, instead of waiting for the whole queue; 0: no bound.
+
+    ``fair_share``: once half the bound is taken, a client (``client_key``) that holds its share of the bound already,
+    the bound divided by the clients seen in the last ``recent_s`` seconds, is refused its next one (``OverShare``: 429
+    with Retry-After), so one client sending many at once (a scraper, a runaway script) leaves room for everyone else
+    instead of filling the bound and getting the others 503. A client alone may take the whole bound, and nobody is
+    refused while the worker has room. Counted on the event loop, which takes one request at a time, so it needs no
+    lock."""
     limit: int
+    fair_share: bool = True
+    recent_s: float = 10.0
     in_flight: int = 0
     most: int = 0  # the most in flight at once since the start
-    refused: int = 0
+    refused: int = 0  # 503: the bound was full
+    refused_share: int = 0  # 429: the client held its share
+    held: dict[str, int] = field(default_factory=dict)  # client -> its requests in flight
+    seen: OrderedDict[str, float] = field(default_factory=OrderedDict)  # client -> when it last asked, oldest first
 
-    def take(self) -> None:
+    def take(self, client: str = "-") -> None:
+        self._saw(client, time.monotonic())
         if self.limit and self.in_flight >= self.limit:
             self.refused += 1
             raise Overloaded(self.limit)
+        if self.fair_share and self.limit and self.in_flight >= self.limit // 2:
+            clients = self.clients()
+            share = max(1, self.limit // clients)
+            if clients > 1 and self.held.get(client, 0) >= share:
+                self.refused_share += 1
+                raise OverShare(client, share, clients, self.limit)
+        self.held[client] = self.held.get(client, 0) + 1
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
 
-    def done(self) -> None:
+    def done(self, client: str = "-") -> None:
         self.in_flight -= 1
+        left = self.held.get(client, 0) - 1
+        if left > 0:
+            self.held[client] = left
+        else:
+            self.held.pop(client, None)
+
+    def _saw(self, client: str, now: float) -> None:
+        self.seen.pop(client, None)
+        self.seen[client] = now
+        self._forget(now)
+
+    def clients(self) -> int:
+        """The clients sharing the bound: those that asked in the last ``recent_s`` seconds, and any still holding a
+        request taken before."""
+        self._forget(time.monotonic())
+        return len(self.seen) + sum(1 for c in self.held if c not in self.seen)
+
+    def _forget(self, now: float) -> None:
+        """The clients that have not asked for ``recent_s``, the oldest first (so each costs once)."""
+        while self.seen:
+            oldest, at = next(iter(self.seen.items()))
+            if now - at <= self.recent_s:
+                break
+            del self.seen[oldest]
 
     def stats(self) -> dict:
-        return {"limit": self.limit, "in_flight": self.in_flight, "most": self.most, "refused": self.refused}
+        return {"limit": self.limit, "in_flight": self.in_flight, "most": self.most, "refused": self.refused,
+                "fair_share": self.fair_share, "clients": self.clients(), "refused_share": self.refused_share}

@@ -37,8 +37,8 @@ from .access import RequestIds
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
-from .errors import Overloaded
-from .limits import Admission, BodyLimitMiddleware, enforce_count_limit, enforce_text_limit
+from .errors import OverShare, Overloaded
+from .limits import Admission, BodyLimitMiddleware, client_key, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
 from .queries import answers_query, questions_query, rerank_query
 from .refresh import Refresher
@@ -114,7 +114,8 @@ class Service:
         self.settings = settings
         self.store = ThreadStore(settings.store_path)
         self.metrics = Metrics()
-        self.admission = Admission(settings.max_in_flight)  # the ranking requests taken and not answered yet
+        # the ranking requests taken and not answered yet, and by whom
+        self.admission = Admission(settings.max_in_flight, settings.fair_share)
         self.metrics.in_flight.set_function(lambda: self.admission.in_flight)  # read at each scrape
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
@@ -419,16 +420,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return request.app.state.service
 
     async def admitted(request: Request, svc: Service = Depends(service)):
-        """A ranking endpoint's request taken, or refused at once past CQA_MAX_IN_FLIGHT (``Admission``)."""
+        """A ranking endpoint's request taken, or refused at once past CQA_MAX_IN_FLIGHT, or past its client's share
+        of it (``Admission``)."""
+        client = client_key(request.scope)
         try:
-            svc.admission.take()
+            svc.admission.take(client)
         except Overloaded:
             svc.metrics.refused.labels(getattr(request.scope.get("route"), "path", "unmatched")).inc()
+            raise
+        except OverShare:
+            svc.metrics.over_share.labels(getattr(request.scope.get("route"), "path", "unmatched")).inc()
+            # answered after a pause that costs no CPU (CQA_OVER_SHARE_DELAY_MS): a client sending again as soon as
+            # it is refused would otherwise spend the worker's time on refusals, everyone's time
+            await asyncio.sleep(svc.settings.over_share_delay_ms / 1000)
             raise
         try:
             yield
         finally:
-            svc.admission.done()
+            svc.admission.done(client)
 
     def ready_generation(svc: Service):
         gen, pipeline = svc.snapshot()

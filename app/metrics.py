@@ -51,6 +51,9 @@ class Metrics:
                                      ["outcome"], registry=self.registry)
         self.refused = Counter("cqa_overloaded_total", "ranking requests refused at once with 503 overloaded: the "
                                "worker held CQA_MAX_IN_FLIGHT of them already", ["endpoint"], registry=self.registry)
+        self.over_share = Counter("cqa_over_share_total", "ranking requests refused at once with 429 over_share: "
+                                  "their client held its share of CQA_MAX_IN_FLIGHT while others were searching "
+                                  "(CQA_FAIR_SHARE)", ["endpoint"], registry=self.registry)
         self.in_flight = Gauge("cqa_ranking_in_flight", "ranking requests this worker has taken and not answered yet",
                                registry=self.registry)
         self.memo_stats: Callable[[], dict[str, dict]] = dict

@@ -389,6 +389,12 @@ class AdmissionOut(BaseModel):
     in_flight: int = Field(description="ranking requests taken and not answered yet, this one not counted")
     most: int = Field(description="the most in flight at once since the start")
     refused: int = Field(description="ranking requests refused at once with 503 overloaded since the start")
+    fair_share: bool = Field(description="CQA_FAIR_SHARE: whether a client holding its share of the limit is refused "
+                             "while others are searching")
+    clients: int = Field(description="the clients sharing the limit: those that sent a ranking request in the last 10 s, "
+                         "or still hold one (an IPv6 client counts as its /64)")
+    refused_share: int = Field(description="ranking requests refused at once with 429 over_share since the start: "
+                               "their client held its share while the worker was at least half full")
 
 
 class ReadyOut(BaseModel):

@@ -39,6 +39,24 @@ class Settings(RankingSettings):
                                "endpoints, GET /threads/{id}/answers and /similar) one worker takes at once, those "
                                "waiting for a model included; past it a new one gets 503 `overloaded` with "
                                "Retry-After at once, instead of a wait that grows with the queue. 0: no bound.")
+    fair_share: bool = Field(True, description="Once a worker holds half of CQA_MAX_IN_FLIGHT, a client (its address; "
+                             "an IPv6 one's /64) that holds its share already (the limit divided by the clients that "
+                             "sent a ranking request in the last 10 s) gets 429 `over_share` with Retry-After at once "
+                             "for its next one: one client sending many at once (a scraper, a runaway script) cannot "
+                             "fill the worker and get everyone else 503. A client alone may still take the whole limit. "
+                             "Behind a proxy, name it in CQA_FORWARDED_ALLOW_IPS so each user counts as one client.")
+    over_share_delay_ms: float = Field(500, ge=0, le=10_000, description="How long a request refused 429 "
+                                       "`over_share` waits before its answer (no CPU is spent meanwhile, and it holds "
+                                       "no place in the bound): a client that sends again as soon as it is refused "
+                                       "(a runaway script, a scraper's retry loop) is slowed to this pace instead of "
+                                       "spending the worker's time on refusals. 503 `overloaded` stays immediate, so "
+                                       "a client can try another replica at once. 0: at once.")
+    forwarded_allow_ips: str | None = Field(None, description="The proxies (comma-separated addresses or networks, * "
+                                            "for any) whose X-Forwarded-For and X-Forwarded-Proto `cqa serve` believes: "
+                                            "the client they name is the one the access log writes and the fair share "
+                                            "counts. Unset: uvicorn's default, 127.0.0.1,::1 (a proxy on the same host), or "
+                                            "$FORWARDED_ALLOW_IPS. "
+                                            "A proxy not named counts as one client for all its users.")
     batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
     batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
     workers: int = Field(1, ge=1, le=64, description="Serving processes of `cqa serve` sharing the port; each "
@@ -126,6 +144,27 @@ class Settings(RankingSettings):
                 raise ValueError(f"{o!r} is not a web origin: scheme://host[:port], with no path or trailing slash "
                                  "(e.g. https://forum.example.org), or \"*\"")
         return origins
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies(cls, value: str | None) -> str | None:
+        """Each entry an address, a network or *: uvicorn would take a mistyped one as a name no proxy has, and the
+        proxy's users would silently count as one client."""
+        if value is None:
+            return None
+        import ipaddress
+        entries = [e.strip() for e in value.split(",") if e.strip()]
+        if not entries:
+            raise ValueError("no proxy named: give addresses or networks separated by commas, or * for any")
+        for e in entries:
+            if e == "*":
+                continue
+            try:
+                ipaddress.ip_network(e, strict=False) if "/" in e else ipaddress.ip_address(e)
+            except ValueError:
+                raise ValueError(f"{e!r} is neither an IP address nor a network (e.g. 10.0.0.5, 10.0.0.0/8, "
+                                 "fd00::/8), nor *") from None
+        return ",".join(entries)
 
     @property
     def backups_folder(self) -> Path:

@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 from fastapi.testclient import TestClient
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.access import RequestIdFilter, accepted_id
 from app.main import create_app
@@ -175,12 +176,15 @@ def test_origins_are_read_from_a_list_or_commas_and_a_wrong_one_is_refused(monke
 def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_worker(tmp_path):
     """`cqa serve --workers 2` on a new data folder with CQA_LOG_FORMAT=json: both workers start (they open the new
     store at the same moment), every line on standard error is a JSON object, the workers' own lines included, and
-    the access lines on standard output carry each request's id."""
+    the access lines on standard output carry each request's id. CQA_FORWARDED_ALLOW_IPS reaches uvicorn: with a
+    proxy named that is not loopback, a loopback request's X-Forwarded-For is not believed (uvicorn's own default
+    would believe it), so the client logged, and counted for its share, is the connection's."""
     from .test_api import free_port, stop_server
     port = free_port()
     out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
     env = {**os.environ, "CQA_DATA_DIR": str(tmp_path / "var"), "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
-           "CQA_LOG_FORMAT": "json", "CQA_WORKERS": "2", "CQA_REFRESH_S": "0"}
+           "CQA_LOG_FORMAT": "json", "CQA_WORKERS": "2", "CQA_REFRESH_S": "0",
+           "CQA_FORWARDED_ALLOW_IPS": "10.0.0.1, 192.168.0.0/16"}
     with open(out, "w") as fo, open(err, "w") as fe:
         p = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-bootstrap", "--port", str(port)],
                              env=env, cwd=ROOT, stdout=fo, stderr=fe, text=True)
@@ -197,7 +201,8 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
                 time.sleep(0.5)
         sent = [f"probe-{i}" for i in range(12)]
         for rid in sent:
-            req = urllib.request.Request(base + "/threads/none", headers={"X-Request-ID": rid})
+            req = urllib.request.Request(base + "/threads/none", headers={"X-Request-ID": rid,
+                                                                         "X-Forwarded-For": "203.0.113.7"})
             with pytest.raises(urllib.error.HTTPError) as e:
                 urllib.request.urlopen(req, timeout=30)
             assert e.value.code == 404 and e.value.headers["X-Request-ID"] == rid
@@ -215,8 +220,21 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
     access = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     probes = [a for a in access if a.get("request_id", "").startswith("probe-")]
     assert sorted(a["request_id"] for a in probes) == sorted(sent)
-    assert all((a["logger"], a["method"], a["path"], a["status"]) == ("cqa.access", "GET", "/threads/none", 404)
-               and a["ms"] >= 0 for a in probes)
+    assert all((a["logger"], a["method"], a["path"], a["status"], a["client"]) ==
+               ("cqa.access", "GET", "/threads/none", 404, "127.0.0.1") and a["ms"] >= 0 for a in probes)
+
+
+def test_the_proxies_believed_are_addresses_or_networks_and_a_mistyped_one_is_refused(monkeypatch):
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+    assert Settings().forwarded_allow_ips is None  # uvicorn's default: a proxy on the same host
+    monkeypatch.setenv("CQA_FORWARDED_ALLOW_IPS", " 10.0.0.5 , 10.1.0.0/16,fd00::/8,*")
+    assert Settings().forwarded_allow_ips == "10.0.0.5,10.1.0.0/16,fd00::/8,*"
+    for wrong in ("10.0.0.300", "proxy.example.org", "10.0.0.0/33", " , "):
+        monkeypatch.setenv("CQA_FORWARDED_ALLOW_IPS", wrong)
+        with pytest.raises(ValidationError, match="forwarded_allow_ips"):
+            Settings()
 
 
 def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the_next(settings, fast_encoder,
@@ -256,7 +274,8 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert r.status_code == 503 and r.json()["error"]["code"] == "overloaded"
         assert c.get("/health").status_code == 200 and c.get("/threads").status_code == 200  # not held back
         admission = c.get("/ready").json()["admission"]
-        assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2}
+        assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2, "fair_share": True, "clients": 1,
+                             "refused_share": 0}
         release.set()
         waiting.join(30)
         assert first["r"].status_code == 200 and first["r"].json()["results"][0]["id"] == "a"
@@ -273,6 +292,156 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert 'cqa_overloaded_total{endpoint="/rerank"} 1.0' in metrics
         assert 'cqa_overloaded_total{endpoint="/threads/{thread_id}/similar"} 1.0' in metrics
         assert "cqa_ranking_in_flight 0.0" in metrics
+
+
+class Forwarded:
+    """A test client's requests as a proxy forwards one client's (X-Forwarded-For)."""
+
+    def __init__(self, client: TestClient, address: str):
+        self.client, self.headers = client, {"X-Forwarded-For": address}
+
+    def post(self, url: str, **kw):
+        return self.client.post(url, headers=self.headers, **kw)
+
+    def get(self, url: str, **kw):
+        return self.client.get(url, headers=self.headers, **kw)
+
+
+def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and_the_worker_is_half_full(monkeypatch):
+    """Admission's fair share: a client alone takes the whole bound; once another has asked, the first is refused (429
+    OverShare) past the bound divided by the clients, but only from half the bound on; the newcomer is taken; a client
+    that has not asked for recent_s no longer counts; CQA_FAIR_SHARE=false gives the bound alone."""
+    from app import limits
+    from app.errors import OverShare, Overloaded
+    clock = [100.0]
+    monkeypatch.setattr(limits.time, "monotonic", lambda: clock[0])
+    a = limits.Admission(8)
+    for _ in range(8):
+        a.take("greedy")  # alone: the whole bound
+    with pytest.raises(Overloaded):
+        a.take("polite")  # full: 503, but the newcomer is now seen
+    for _ in range(8):
+        a.done("greedy")
+    for _ in range(4):
+        a.take("greedy")  # under half the bound nobody is refused
+    with pytest.raises(OverShare) as e:
+        a.take("greedy")  # half full, two clients: a share is 4
+    assert (e.value.share, e.value.clients, e.value.limit) == (4, 2, 8)
+    assert "CQA_FAIR_SHARE" in str(e.value) and "(greedy)" in str(e.value)
+    for _ in range(4):
+        a.take("polite")  # the other client is taken up to the bound
+    with pytest.raises(Overloaded):
+        a.take("polite")
+    assert a.stats() == {"limit": 8, "in_flight": 8, "most": 8, "refused": 2, "fair_share": True, "clients": 2,
+                         "refused_share": 1}
+    for _ in range(4):
+        a.done("polite")
+    clock[0] += 11  # polite has not asked for 11 s: greedy is alone again
+    assert a.clients() == 1
+    for _ in range(4):
+        a.take("greedy")
+    assert a.held == {"greedy": 8} and a.in_flight == 8
+    for _ in range(8):
+        a.done("greedy")
+    assert a.held == {} and a.in_flight == 0
+    # a client still holding a request counts even when it has not asked lately
+    a.take("slow")
+    clock[0] += 30
+    for _ in range(4):
+        a.take("greedy")
+    assert a.clients() == 2
+    with pytest.raises(OverShare):
+        a.take("greedy")
+    off = limits.Admission(8, fair_share=False)
+    off.take("polite")
+    for _ in range(7):
+        off.take("greedy")
+    with pytest.raises(Overloaded):
+        off.take("greedy")
+    assert limits.Admission(0).take("x") is None  # no bound: no share either
+
+
+def test_client_key_counts_an_ipv6_client_as_its_64_and_names_others_as_they_are():
+    from app.limits import client_key
+    assert client_key({"client": ("203.0.113.9", 5000)}) == "203.0.113.9"
+    assert client_key({"client": ("2001:db8:1:2:aaaa::1", 5000)}) == \
+        client_key({"client": ("2001:db8:1:2:bbbb::7", 6000)}) == "2001:db8:1:2::/64"
+    assert client_key({"client": ("2001:db8:1:3::1", 5000)}) == "2001:db8:1:3::/64"
+    assert client_key({"client": ("::ffff:198.51.100.4", 1)}) == "198.51.100.4"
+    assert client_key({"client": ("testclient", 50000)}) == "testclient"
+    assert client_key({}) == "-"
+
+
+def test_a_client_over_its_share_gets_429_while_another_client_is_served(settings, fast_encoder, monkeypatch):
+    """Through the app: a client holding 2 of CQA_MAX_IN_FLIGHT=4 (two /rerank waiting for a slow model) while another
+    client has searched gets 429 `over_share` with Retry-After for a third, after CQA_OVER_SHARE_DELAY_MS; the other
+    client is taken; GET /ready and /metrics count it; with CQA_FAIR_SHARE=false the same third request is taken."""
+    import threading
+
+    from indexing.reindex import reindex
+
+    from .conftest import OverlapRanker
+    from .test_indexes import fake_encode, fill_store
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    plain = OverlapRanker.score
+    body = {"question": {"body": "visa renewal"}, "candidates": [{"id": "a", "text": "visa office"},
+                                                                 {"id": "b", "text": "beach"}]}
+    for fair in (True, False):
+        release, scoring = threading.Event(), threading.Semaphore(0)
+
+        def slow(self, queries):
+            scoring.release()
+            release.wait(30)
+            return plain(self, queries)
+        app = create_app(settings.model_copy(update={"max_in_flight": 4, "fair_share": fair, "batch_max": 1,
+                                                     "over_share_delay_ms": 300, **STUB_RANKERS}))
+        # as `cqa serve` runs it behind a proxy it trusts (CQA_FORWARDED_ALLOW_IPS): the client its header names
+        with TestClient(ProxyHeadersMiddleware(app, trusted_hosts="*")) as c:
+            greedy, other = Forwarded(c, "198.51.100.1"), Forwarded(c, "198.51.100.2")
+            assert other.post("/search", json={"question": {"body": "visa"}}).status_code == 200  # other is seen
+            monkeypatch.setattr(OverlapRanker, "score", slow)
+            held = [threading.Thread(target=lambda: greedy.post("/rerank", json=body)) for _ in range(2)]
+            answered: list[int] = []
+
+            def in_flight(n: int) -> bool:  # the model scores one batch at a time: the second waits for it, taken
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    if c.get("/ready").json()["admission"]["in_flight"] == n:
+                        return True
+                    time.sleep(0.05)
+                return False
+            try:
+                for t in held:
+                    t.start()
+                assert scoring.acquire(timeout=30) and in_flight(2)
+                if fair:
+                    t0 = time.perf_counter()
+                    r = greedy.post("/rerank", json=body)
+                    assert time.perf_counter() - t0 >= 0.3  # CQA_OVER_SHARE_DELAY_MS: the answer waited
+                    assert r.status_code == 429 and r.headers["retry-after"] == "1", r.text
+                    err = r.json()["error"]
+                    assert err["code"] == "over_share" and "198.51.100.1" in err["message"], err
+                    ready = c.get("/ready").json()["admission"]
+                    assert (ready["refused_share"], ready["clients"], ready["in_flight"]) == (1, 2, 2)
+                    assert 'cqa_over_share_total{endpoint="/rerank"} 1.0' in c.get("/metrics").text
+                    monkeypatch.setattr(OverlapRanker, "score", plain)
+                    taken = threading.Thread(target=lambda: answered.append(
+                        other.post("/search", json={"question": {"body": "visa"}}).status_code))
+                    taken.start()  # the other client is taken, beside greedy's two
+                    held.append(taken)
+                    taken.join(30)
+                    assert answered == [200]
+                else:
+                    third = threading.Thread(target=lambda: greedy.post("/rerank", json=body))
+                    third.start()
+                    held.append(third)
+                    assert in_flight(3)  # the third was taken
+            finally:
+                release.set()
+                for t in held:
+                    t.join(30)
+            monkeypatch.setattr(OverlapRanker, "score", plain)
 
 
 def test_a_request_cancelled_before_its_answer_is_logged_as_such(kept):

@@ -289,3 +289,10 @@ def test_search_page_end_to_end(browser, server, tmp_path):
             message: "this worker is answering 32 ranking requests already"}}), {status: 503});
         api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""")
     assert said == "The service is busy: this worker is answering 32 ranking requests already"
+    # a client past its share (CQA_FAIR_SHARE): the user is told to wait, not that the service is broken
+    said = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1], real = window.fetch;
+        window.fetch = async () => new Response(JSON.stringify({error: {status: 429, code: "over_share",
+            message: "this client (203.0.113.9) has 16 ranking requests ..."}}), {status: 429});
+        api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""")
+    assert said == "Too many searches from your address at once: wait a moment and search again."

@@ -1,0 +1,139 @@
+"""One client sending many searches at once beside a few users searching now and then: CQA_FAIR_SHARE against none
+(the reference, as every release before round 56 served), one real `cqa serve` at a time over the full 2016 corpus's
+data folder, CQA_MAX_IN_FLIGHT at its default (32).
+
+The clients are real connections from different loopback addresses, as the server sees different users: the greedy
+one (a scraper, a runaway script) from 127.0.0.2 with --greedy searches always in flight, each sent again as soon as
+it is answered, or --retry-s after a refusal; each of --users users from its own address (127.0.0.10, .11, ...)
+searches, reads the answer for --think-s, and searches again. All send POST /search of the 2016 test questions
+(target answers, reranked, k 10), for --seconds. Four sides, each with its own server, one after the other:
+the users alone (what they get from an idle worker), the users beside the greedy client with fair share off (the
+reference), with it on but each 429 answered at once (CQA_OVER_SHARE_DELAY_MS=0), and with it on as shipped. Per side: the users' searches sent, answered, refused 503 `overloaded` and 429
+`over_share`, the answered ones' p50 / p95 ms, and the share answered; the greedy client's answered per second and
+its refusals. Prints a JSON object last, with the ratios of fair share on over off.
+
+    python bench/fair_share.py [--data-dir var] [--greedy 48] [--users 4] [--seconds 30]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import built_corpus, get_json, post, server  # noqa: E402
+
+GREEDY = "127.0.0.2"
+
+
+def user_address(i: int) -> str:
+    return f"127.0.0.{10 + i}"
+
+
+def clients(base: str, bodies: list[dict], greedy: int, users: int, seconds: float, think_s: float,
+            retry_s: float) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """(status, seconds) of each search the users sent, and of each the greedy client sent, over ``seconds``."""
+    deadline = time.perf_counter() + seconds
+    got_users: list[tuple[int, float]] = []
+    got_greedy: list[tuple[int, float]] = []
+    lock = threading.Lock()
+
+    def greedy_loop(j: int) -> None:
+        i = j
+        while time.perf_counter() < deadline:
+            status, took = post(base + "/search", bodies[i % len(bodies)], GREEDY)
+            with lock:
+                got_greedy.append((status, took))
+            i += greedy
+            if status != 200:
+                time.sleep(retry_s)
+
+    def user_loop(u: int) -> None:
+        i = 7 * u
+        time.sleep(think_s * u / max(1, users))  # the users do not start in step
+        while time.perf_counter() < deadline:
+            status, took = post(base + "/search", bodies[i % len(bodies)], user_address(u))
+            with lock:
+                got_users.append((status, took))
+            i += 1
+            time.sleep(think_s)
+    threads = [threading.Thread(target=greedy_loop, args=(j,), daemon=True) for j in range(greedy)]
+    threads += [threading.Thread(target=user_loop, args=(u,), daemon=True) for u in range(users)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 90)
+    return got_users, got_greedy
+
+
+def summary(samples: list[tuple[int, float]], seconds: float) -> dict:
+    ok = np.asarray([took for s, took in samples if s == 200]) * 1000
+
+    def pct(q: float) -> float | None:
+        return round(float(np.percentile(ok, q)), 1) if ok.size else None
+    return {"sent": len(samples), "answered": int(ok.size),
+            "refused_503": sum(1 for s, _ in samples if s == 503), "refused_429": sum(1 for s, _ in samples if s == 429),
+            "other": sum(1 for s, _ in samples if s not in (200, 429, 503)),
+            "answered_share": round(ok.size / max(1, len(samples)), 3), "answered_rps": round(ok.size / seconds, 2),
+            "answered_p50_ms": pct(50), "answered_p95_ms": pct(95)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses (the "
+                    "full corpus's is built under it if missing)")
+    ap.add_argument("--serve-dir", type=Path, help="the data folder the servers serve (default: the full 2016 "
+                    "corpus's)")
+    ap.add_argument("--greedy", type=int, default=48, help="searches the greedy client keeps in flight")
+    ap.add_argument("--users", type=int, default=4, help="users searching now and then, each from its own address")
+    ap.add_argument("--think-s", type=float, default=1.0, help="a user's pause after each answer")
+    ap.add_argument("--retry-s", type=float, default=0.1, help="the greedy client's pause after a refusal")
+    ap.add_argument("--seconds", type=float, default=30, help="each side's length")
+    ap.add_argument("--max-in-flight", type=int, default=32, help="CQA_MAX_IN_FLIGHT of every side")
+    args = ap.parse_args()
+
+    from app.settings import Settings
+    from ranking.fullcorpus import qrels_and_queries
+    settings = Settings(data_dir=args.serve_dir) if args.serve_dir else built_corpus(args.data_dir)
+    _, queries = qrels_and_queries(settings, "test")
+    bodies = [{"question": q, "k": 10} for q in queries.values()]
+    out = {"bench": "fair_share", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
+           "max_in_flight": args.max_in_flight, "greedy": args.greedy, "users": args.users, "think_s": args.think_s,
+           "retry_s": args.retry_s, "seconds": args.seconds, "sides": {}}
+    sides = [("users alone", {}, 0), ("fair_share=false", {"CQA_FAIR_SHARE": "false"}, args.greedy),
+             ("fair_share=true, over_share_delay_ms=0", {"CQA_OVER_SHARE_DELAY_MS": "0"}, args.greedy),
+             ("fair_share=true", {}, args.greedy)]
+    for name, extra, greedy in sides:
+        env = {"CQA_REFRESH_S": "0", "CQA_MAX_IN_FLIGHT": str(args.max_in_flight), **extra}
+        with server(settings.data_dir, env) as (base, _):
+            users, hog = clients(base, bodies, greedy, args.users, args.seconds, args.think_s, args.retry_s)
+            admission = get_json(base + "/ready", timeout=30)[1].get("admission")
+        side = {"users": summary(users, args.seconds), "admission": admission}
+        if greedy:
+            side["greedy"] = summary(hog, args.seconds)
+        out["sides"][name] = side
+        print(json.dumps({name: side}), file=sys.stderr, flush=True)
+    on, off = out["sides"]["fair_share=true"], out["sides"]["fair_share=false"]
+
+    def ratio(a, b):
+        return round(a / b, 3) if a is not None and b else None
+    out["ratios_on_over_off"] = {
+        "users_answered_share": ratio(on["users"]["answered_share"], off["users"]["answered_share"]),
+        "users_answered_p50_ms": ratio(on["users"]["answered_p50_ms"], off["users"]["answered_p50_ms"]),
+        "greedy_answered_rps": ratio(on["greedy"]["answered_rps"], off["greedy"]["answered_rps"])}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
