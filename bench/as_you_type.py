@@ -10,8 +10,8 @@ relevant to it; a collapsed result by the copy judged relevant), at each number 
 - the share of questions with a relevant question among the 5 shown;
 - P@1.
 
-Beside it, the same for the whole question (subject and body) at k = 5: what `POST /search` gives once the body is
-written too. Prints a JSON object last.
+Beside it, the same for the whole question (subject and body) at k = 5: what the panel sends and shows once the body
+is written too (since round 56), with its p50. Prints a JSON object last.
 
     python bench/as_you_type.py [--data-dir var] [--split test] [--words 6]
 """
@@ -57,7 +57,7 @@ def main() -> None:
     corpus, qrels, questions = judged_forum(args, "questions")
     ms: list[float] = []
     at_words: dict[int, list[list[int]]] = {n: [] for n in range(2, args.words + 1)}
-    whole_subject, whole_question = [], []
+    whole_subject, whole_question, body_ms = [], [], []
     with server(corpus.data_dir, {}) as (base, _):
         post_json(base + "/search", {"question": {"body": "warm up"}})
         for qid, (subject, body) in questions.items():
@@ -76,8 +76,12 @@ def main() -> None:
                     at_words[n].append(judged_top(last["results"], judged))
             if last is not None:
                 whole_subject.append(judged_top(last["results"], judged))
+                t0 = time.perf_counter()  # as the page sends it once the body is written (round 56)
                 status, full = post_json(base + "/search", {"question": {"subject": subject, "body": body},
-                                                            "target": "questions", "k": SHOWN})
+                                                            "target": "questions", "k": SHOWN, "snippets": False})
+                body_ms.append(1000 * (time.perf_counter() - t0))
+                if status != 200:
+                    raise SystemExit(f"POST /search answered {status} for {qid}: {full}")
                 whole_question.append(judged_top(full["results"], judged))
     lat = np.asarray(ms)
     out = {"bench": "as_you_type", "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
@@ -86,6 +90,7 @@ def main() -> None:
            "p95_ms": round(float(np.percentile(lat, 95)), 1),
            "after_words": {n: figures(rows) for n, rows in at_words.items() if rows},
            "whole_subject": figures(whole_subject), "subject_and_body": figures(whole_question),
+           "subject_and_body_p50_ms": round(float(np.percentile(body_ms, 50)), 1) if body_ms else None,
            "questions_with_a_one_word_subject": len(questions) - len(whole_subject)}
     print(json.dumps(out))
 
