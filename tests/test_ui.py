@@ -132,8 +132,6 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     # More results: the next page (offset 10) appended, ranks 11-20, the results POST /search gives at k = 20
     browser.find_element(By.ID, "more").click()
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 20)
-    import json as json_
-    import urllib.request as request_
     asked = {"question": {"subject": "residence permit",
                           "body": "How do I renew my residence permit and what documents do I need?"}, "k": 20,
              "expand": False}
