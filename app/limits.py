@@ -114,8 +114,9 @@ class Admission:
     the bound divided by the clients seen in the last ``recent_s`` seconds, is refused its next one (``OverShare``: 429
     with Retry-After), so one client sending many at once (a scraper, a runaway script) leaves room for everyone else
     instead of filling the bound and getting the others 503. A client alone may take the whole bound, and nobody is
-    refused while the worker has room. Counted on the event loop, which takes one request at a time, so it needs no
-    lock."""
+    refused while the worker has room. A client holding nothing when the bound is full takes one of ``spare`` places
+    past it (an eighth of the bound, at least one), so a newcomer is not refused because a client alone filled it.
+    Counted on the event loop, which takes one request at a time, so it needs no lock."""
     limit: int
     fair_share: bool = True
     recent_s: float = 10.0
@@ -128,7 +129,7 @@ class Admission:
 
     def take(self, client: str = "-") -> None:
         self._saw(client, time.monotonic())
-        if self.limit and self.in_flight >= self.limit:
+        if self.limit and self.in_flight >= self.limit and not self._spare_for(client):
             self.refused += 1
             raise Overloaded(self.limit)
         if self.fair_share and self.limit and self.in_flight >= self.limit // 2:
@@ -140,6 +141,15 @@ class Admission:
         self.held[client] = self.held.get(client, 0) + 1
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
+
+    def _spare_for(self, client: str) -> bool:
+        """With fair share, a client that holds nothing may take one of ``spare`` places past the full bound: a user's
+        first search after a client alone filled the bound is taken (its share counts from then on), not refused."""
+        return self.fair_share and client not in self.held and self.in_flight < self.limit + self.spare
+
+    @property
+    def spare(self) -> int:
+        return max(1, self.limit // 8)
 
     def done(self, client: str = "-") -> None:
         self.in_flight -= 1
@@ -170,4 +180,5 @@ class Admission:
 
     def stats(self) -> dict:
         return {"limit": self.limit, "in_flight": self.in_flight, "most": self.most, "refused": self.refused,
-                "fair_share": self.fair_share, "clients": self.clients(), "refused_share": self.refused_share}
+                "fair_share": self.fair_share, "clients": self.clients(), "refused_share": self.refused_share,
+                "spare": self.spare if self.fair_share and self.limit else 0}

@@ -395,6 +395,9 @@ class AdmissionOut(BaseModel):
                          "or still hold one (an IPv6 client counts as its /64)")
     refused_share: int = Field(description="ranking requests refused at once with 429 over_share since the start: "
                                "their client held its share while the worker was at least half full")
+    spare: int = Field(description="places past the limit for a client that holds none when it is full (an eighth of "
+                       "the limit, with fair share; 0 without), so a newcomer is not refused because one client "
+                       "filled the worker")
 
 
 class ReadyOut(BaseModel):

@@ -41,9 +41,11 @@ class Settings(RankingSettings):
                                "Retry-After at once, instead of a wait that grows with the queue. 0: no bound.")
     fair_share: bool = Field(True, description="Once a worker holds half of CQA_MAX_IN_FLIGHT, a client (its address; "
                              "an IPv6 one's /64) that holds its share already (the limit divided by the clients that "
-                             "sent a ranking request in the last 10 s) gets 429 `over_share` with Retry-After at once "
+                             "sent a ranking request in the last 10 s) gets 429 `over_share` with Retry-After "
                              "for its next one: one client sending many at once (a scraper, a runaway script) cannot "
-                             "fill the worker and get everyone else 503. A client alone may still take the whole limit. "
+                             "fill the worker and get everyone else 503. A client alone may still take the whole limit; "
+                             "a client holding none when it is full takes one of a few spare places past it (an eighth "
+                             "of the limit), so a newcomer is not refused because one client filled it. "
                              "Behind a proxy, name it in CQA_FORWARDED_ALLOW_IPS so each user counts as one client.")
     over_share_delay_ms: float = Field(500, ge=0, le=10_000, description="How long a request refused 429 "
                                        "`over_share` waits before its answer (no CPU is spent meanwhile, and it holds "

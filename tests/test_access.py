@@ -275,7 +275,7 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert c.get("/health").status_code == 200 and c.get("/threads").status_code == 200  # not held back
         admission = c.get("/ready").json()["admission"]
         assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2, "fair_share": True, "clients": 1,
-                             "refused_share": 0}
+                             "refused_share": 0, "spare": 1}
         release.set()
         waiting.join(30)
         assert first["r"].status_code == 200 and first["r"].json()["results"][0]["id"] == "a"
@@ -309,8 +309,9 @@ class Forwarded:
 
 def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and_the_worker_is_half_full(monkeypatch):
     """Admission's fair share: a client alone takes the whole bound; once another has asked, the first is refused (429
-    OverShare) past the bound divided by the clients, but only from half the bound on; the newcomer is taken; a client
-    that has not asked for recent_s no longer counts; CQA_FAIR_SHARE=false gives the bound alone."""
+    OverShare) past the bound divided by the clients, but only from half the bound on; a newcomer is taken, past a full
+    bound into a spare place; a client that has not asked for recent_s no longer counts; CQA_FAIR_SHARE=false gives the
+    bound alone."""
     from app import limits
     from app.errors import OverShare, Overloaded
     clock = [100.0]
@@ -319,9 +320,17 @@ def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and
     for _ in range(8):
         a.take("greedy")  # alone: the whole bound
     with pytest.raises(Overloaded):
-        a.take("polite")  # full: 503, but the newcomer is now seen
+        a.take("greedy")  # full
+    a.take("polite")  # a client holding nothing takes the spare place past the full bound (8 // 8 = 1)
+    with pytest.raises(Overloaded):
+        a.take("polite")  # only one
+    with pytest.raises(Overloaded):
+        a.take("third")  # the spare place is taken
+    assert (a.in_flight, a.refused, a.spare) == (9, 3, 1)
+    a.done("polite")
     for _ in range(8):
         a.done("greedy")
+    a.seen.pop("third")
     for _ in range(4):
         a.take("greedy")  # under half the bound nobody is refused
     with pytest.raises(OverShare) as e:
@@ -331,9 +340,9 @@ def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and
     for _ in range(4):
         a.take("polite")  # the other client is taken up to the bound
     with pytest.raises(Overloaded):
-        a.take("polite")
-    assert a.stats() == {"limit": 8, "in_flight": 8, "most": 8, "refused": 2, "fair_share": True, "clients": 2,
-                         "refused_share": 1}
+        a.take("polite")  # it holds some: no spare place
+    assert a.stats() == {"limit": 8, "in_flight": 8, "most": 9, "refused": 4, "fair_share": True, "clients": 2,
+                         "refused_share": 1, "spare": 1}
     for _ in range(4):
         a.done("polite")
     clock[0] += 11  # polite has not asked for 11 s: greedy is alone again
@@ -358,6 +367,8 @@ def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and
         off.take("greedy")
     with pytest.raises(Overloaded):
         off.take("greedy")
+    with pytest.raises(Overloaded):
+        off.take("newcomer")  # no spare place without fair share
     assert limits.Admission(0).take("x") is None  # no bound: no share either
 
 
