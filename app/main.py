@@ -532,15 +532,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       tag: list[str] = Param([], description="only threads that carry this tag (meta.tags; case "
                                              "and spacing ignored); repeat it for threads that carry every one"),
                       not_tag: list[str] = Param([], description="no thread that carries this tag; repeat for more"),
+                      any_tag: list[str] = Param([], description="only threads that carry at least one of the tags "
+                                                 "given so; repeat it for each alternative"),
                       svc: Service = Depends(service)) -> SearchResponse:
         """POST /search with the thread's own question (subject and body), leaving out the thread itself: neither
         its question nor its comments come back, while a near-copy of it posted as another thread does. ``category``,
-        ``tag`` and ``not_tag`` narrow it as POST /search's filters do."""
+        ``tag``, ``not_tag`` and ``any_tag`` narrow it as POST /search's filters do."""
         from ranking.pipeline import SearchRequest
-        named = {"tags": "tag", "exclude_tags": "not_tag"}  # the filter's fields as the query names them
+        named = {"tags": "tag", "exclude_tags": "not_tag", "any_tags": "any_tag"}  # the fields as the query names them
         try:
-            filters = (FiltersIn(category=category, tags=tag, exclude_tags=not_tag).to_filters()
-                       if category or tag or not_tag else None)
+            filters = (FiltersIn(category=category, tags=tag, exclude_tags=not_tag, any_tags=any_tag).to_filters()
+                       if category or tag or not_tag or any_tag else None)
         except ValidationError as e:
             raise RequestValidationError([{**err, "loc": (named.get(err["loc"][0], err["loc"][0]), *err["loc"][1:])}
                                           for err in e.errors()]) from None

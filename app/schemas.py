@@ -87,10 +87,15 @@ class FiltersIn(Strict):
         default_factory=list, max_length=MAX_FILTER_TAGS, description="no thread that carries any of these tags "
         "(StackExchange's -[tag])")
 
+    any_tags: list[Tag] = Field(
+        default_factory=list, max_length=MAX_FILTER_TAGS, description="only threads that carry at least one of these "
+        "tags (StackExchange's [a] or [b]); with tags, threads carry every one of those and one of these at least")
+
     def to_filters(self):
         from ranking.retriever import Filters
         return Filters(self.category, self.since, self.until, tuple(dict.fromkeys(self.exclude_threads)),
-                       tuple(dict.fromkeys(self.tags)), tuple(dict.fromkeys(self.exclude_tags)))
+                       tuple(dict.fromkeys(self.tags)), tuple(dict.fromkeys(self.exclude_tags)),
+                       tuple(dict.fromkeys(self.any_tags)))
 
 
 class SearchIn(Strict):

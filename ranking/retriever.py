@@ -36,6 +36,7 @@ class Filters:
     exclude_threads: tuple[str, ...] = ()  # threads whose question and comments never come back (the page's own)
     tags: tuple[str, ...] = ()  # only threads that carry every one of these tags (``meta.tags``; ``tag_key``)
     exclude_tags: tuple[str, ...] = ()  # no thread that carries any of these tags
+    any_tags: tuple[str, ...] = ()  # only threads that carry at least one of these tags (StackExchange's [a] or [b])
 
 
 class TagsNotIndexed(Exception):
@@ -125,7 +126,7 @@ class Retriever:
         if filters is not None:
             if filters.category:
                 mask &= self._cat_codes == self._cat_index.get(filters.category, -1)
-            if filters.tags or filters.exclude_tags:
+            if filters.tags or filters.exclude_tags or filters.any_tags:
                 if not self.knows_tags:
                     raise TagsNotIndexed(self.gen.name)
                 index, codes = self._tags_coded
@@ -133,6 +134,11 @@ class Retriever:
                 if filters.tags:  # those that hold every tag asked
                     held[:] = False
                     held[reduce(np.intersect1d, [self._sets_with(t) for t in filters.tags])] = True
+                if filters.any_tags:  # and at least one of those given as alternatives
+                    either = np.zeros(len(index), dtype=bool)
+                    for t in filters.any_tags:
+                        either[self._sets_with(t)] = True
+                    held &= either
                 for t in filters.exclude_tags:  # and none of those left out
                     held[self._sets_with(t)] = False
                 mask &= held[codes]

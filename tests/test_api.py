@@ -573,6 +573,13 @@ def test_searches_within_tags(client):
         assert threads_found(target, ["pets"], exclude_tags=["reptiles", "nothing"]) == {"g1"}
     assert {x["thread_id"] for x in client.get("/threads/g3/similar", params={
         "tag": "pets", "not_tag": "reptiles"}).json()["results"]} == {"g1"}
+    for target in ("answers", "questions", "threads"):  # any of: one of them at least
+        assert threads_found(target, [], any_tags=["REPTILES", "nothing"]) == {"g0", "g2"}, target
+        assert threads_found(target, [], any_tags=["pets", "reptiles"]) == {"g0", "g1", "g2"}, target
+        assert threads_found(target, ["pets"], any_tags=["reptiles", "nothing"]) == {"g0"}, target
+        assert threads_found(target, [], any_tags=["pets", "reptiles"], exclude_tags=["pets"]) == {"g2"}, target
+    assert {x["thread_id"] for x in client.get("/threads/g3/similar", params={
+        "any_tag": ["reptiles", "nothing"], "k": 100}).json()["results"]} == {"g0", "g2"}
     shown = client.post("/search", json={"question": "gecko food", "k": 100, "target": "questions"}).json()["results"]
     assert {x["thread_id"]: x.get("thread_tags") for x in shown if x["thread_id"] in ("g0", "g1", "g2", "g3")} == {
         "g0": ["pets", "reptiles"], "g1": ["pets"], "g2": ["reptiles"], "g3": None}  # none: the field left out
@@ -589,6 +596,10 @@ def test_searches_within_tags(client):
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "tag.1", r.json()
     r = client.get("/threads/g3/similar", params={"not_tag": ["x" * 101]})
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "not_tag.0", r.json()
+    r = client.get("/threads/g3/similar", params={"any_tag": ["pets", ""]})
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "any_tag.1", r.json()
+    r = client.post("/search", json={"question": "gecko", "filters": {"any_tags": [f"t{i}" for i in range(11)]}})
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "filters.any_tags", r.json()
     listed = client.get("/tags").json()  # the forum's tags, most threads first
     assert listed["tags"] == [{"tag": "pets", "threads": 2}, {"tag": "reptiles", "threads": 2}]
     assert listed["matching"] == 2 and listed["generation"] == client.get("/ready").json()["generation"]
@@ -604,6 +615,7 @@ def test_searches_within_tags(client):
     assert client.get("/threads/g3/similar", params={"tag": "pets"}).status_code == 409
     assert client.get("/tags").status_code == 409
     assert client.post("/search", json={"question": "gecko", "filters": {"exclude_tags": ["pets"]}}).status_code == 409
+    assert client.post("/search", json={"question": "gecko", "filters": {"any_tags": ["pets"]}}).status_code == 409
     assert client.post("/search", json={"question": "gecko food", "filters": {"category": None}}).status_code == 200
 
 

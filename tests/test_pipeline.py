@@ -271,8 +271,13 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     assert tags.returncode == 0 and lines[:-1] == [{"tag": "pets", "threads": 2}, {"tag": "reptiles", "threads": 1}]
     assert lines[-1]["matching"] == 2 and lines[-1]["generation"].startswith("gen-")
     assert cqa("tags", "--prefix", " REP").stdout.strip().splitlines()[0] == '{"tag": "reptiles", "threads": 1}'
+    either = cqa("search", "gecko food", "--target", "questions", "--any-tag", "reptiles", "--any-tag", "nothing",
+                 "--json")  # one of them at least
+    assert [r.thread_id for r in SearchResponse.model_validate(json.loads(either.stdout)).results] == ["g0"]
     blank = cqa("search", "gecko food", "--tag", " ")
     assert blank.returncode == 2 and "--tag ' '" in blank.stderr, blank.stderr
+    blank = cqa("search", "gecko food", "--any-tag", "")
+    assert blank.returncode == 2 and "--any-tag ''" in blank.stderr, blank.stderr
     text = cqa("search", "--subject", "visa", "How do I renew my residence visa?", "-k", "3")
     assert text.returncode == 0, text.stderr
     assert "3 answers from generation gen-" in text.stdout and "reranker: search-answers" in text.stdout

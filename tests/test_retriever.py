@@ -173,6 +173,16 @@ def test_tag_filters_keep_the_threads_that_carry_every_tag(gen):
     assert {h.doc_id for h in both.hits} == {"q:v2"}
     both = r.search("residence permit", 10, "answers", Filters(category="Visas", tags=("renewal",)))
     assert {h.doc_id for h in both.hits} == {"a:v1a", "a:v1b"}
+
+    def any_of(target, *tags, **more):
+        return {h.doc_id for h in r.search("visa permit car renew family", 10, target,
+                                           Filters(any_tags=tags, **more)).hits}
+    assert any_of("questions", "Renewal", "cars") == {"q:v1", "q:c1"}  # one of them at least
+    assert any_of("questions", "renewal") == found("questions", "renewal")
+    assert any_of("questions", "renewal", "family visit", tags=("visa",)) == {"q:v1", "q:v2"}
+    assert any_of("questions", "renewal", "cars", tags=("visa",)) == {"q:v1"}  # every one of tags, and one of these
+    assert any_of("questions", "renewal", "cars", exclude_tags=("cars",)) == {"q:v1"}
+    assert any_of("threads", "nothing", "cars") == {"t:c1"} and any_of("answers", "nothing") == set()
     assert r.prepare().tag_counts == [("visa", 2), ("cars", 1), ("family visit", 1), ("renewal", 1)]
     assert r.tags_beginning() == (r.tag_counts, 4) and r.tags_beginning("", 1) == ([("visa", 2)], 4)
     assert r.tags_beginning(" VI") == ([("visa", 2)], 1) and r.tags_beginning("c") == ([("cars", 1)], 1)
