@@ -9,14 +9,16 @@ tag, so a search within one tag must return exactly what the same search within 
 
 Each original question of the 2016 --split /search benchmark is asked with the tag of the thread that the unfiltered
 first stage ranks first for it: the tag a user narrowing that search would most likely pick. The question is then
-sent to one real `cqa serve` for answers and for similar questions, in three arms: no filter, `filters.category`, and
-`filters.tags`. Over --rounds rounds the arms take turns, their order rotating. Reported:
-- each arm's p50 and p95 in ms, and the tags arm's p50 over the category arm's p50;
-- whether every tags result equals the category result (ids, ranks and scores), and whether every thread the tags
-  arm returns carries the tag.
+sent to one real `cqa serve` for answers and for similar questions, in four arms: no filter, `filters.category`,
+`filters.tags`, and `filters.any_tags` with the tag and one no thread carries (round 56). Over --rounds rounds the arms
+take turns, their order rotating. Reported:
+- each arm's p50 and p95 in ms, and the tags arms' p50 over the category arm's p50;
+- whether every tags and any_tags result equals the category result (ids, ranks and scores), and whether every thread
+  the two arms return carries the tag.
 
 The in-process part (--scale-threads) times `Retriever.allowed_rows`, the filter's own work, on a synthetic forum
 whose threads carry 1-5 tags drawn from a Zipf law over --scale-tags tags, as a large site's threads do:
+- any of three tags (two popular, one rare), whose rows must be each tag's rows joined, beside one tag;
 - the tags filter (one popular tag, one rare tag, two tags), against the category filter on the same rows (category =
   a thread's first tag), and the category filter against the same filter as it was before round 55 (an array of
   strings compared with the category: the reference, the same rows required);
@@ -52,7 +54,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from load import add_forum_arguments, judged_forum, post_json, server  # noqa: E402
 
 TARGETS = ("answers", "questions")
-ARMS = ("none", "category", "tags")
+ARMS = ("none", "category", "tags", "any_tags")
+NO_SUCH_TAG = "no thread carries this tag"
 
 
 def cqa(data_dir: Path, *command: str) -> tuple[float, dict]:
@@ -105,9 +108,11 @@ def served(folder: Path, questions: dict[str, tuple[str, str]], rounds: int) -> 
         for r in range(rounds):
             for n, (qid, tag) in enumerate(chosen.items()):
                 subject, body = questions[qid]
-                filters = {"none": None, "category": {"category": tag}, "tags": {"tags": [tag]}}
+                filters = {"none": None, "category": {"category": tag}, "tags": {"tags": [tag]},
+                           "any_tags": {"any_tags": [NO_SUCH_TAG, tag]}}
                 for target in TARGETS:
-                    order = ARMS[(r + n) % 3:] + ARMS[:(r + n) % 3]
+                    turn = (r + n) % len(ARMS)
+                    order = ARMS[turn:] + ARMS[:turn]
                     for arm in order:
                         ask = {"question": {"subject": subject, "body": body}, "target": target}
                         if filters[arm]:
@@ -120,11 +125,13 @@ def served(folder: Path, questions: dict[str, tuple[str, str]], rounds: int) -> 
                         if r == 0:
                             results[(qid, target, arm)] = [(x["id"], x["rank"], x["score"]) for x in resp["results"]]
                             sizes[arm].append(len(resp["results"]))
-                            if arm == "tags":
+                            if arm in ("tags", "any_tags"):
                                 assert all(tag_key(tag) in tags_of[x["thread_id"]] for x in resp["results"]), qid
     same = sum(results[(q, t, "tags")] == results[(q, t, "category")] for q in chosen for t in TARGETS)
+    same_any = sum(results[(q, t, "any_tags")] == results[(q, t, "category")] for q in chosen for t in TARGETS)
     out = {"questions": len(questions), "asked_with_a_tag": len(chosen), "distinct_tags": len(set(chosen.values())),
            "tags_equal_category": f"{same} of {len(chosen) * len(TARGETS)}",
+           "any_tags_equal_category": f"{same_any} of {len(chosen) * len(TARGETS)}",
            "every_tags_result_carries_the_tag": True,
            "mean_results": {arm: round(float(np.mean(v)), 2) for arm, v in sizes.items()}, "targets": {}}
     for target in TARGETS:
@@ -134,6 +141,7 @@ def served(folder: Path, questions: dict[str, tuple[str, str]], rounds: int) -> 
             **{f"{arm}_p50_ms": round(p50[arm], 1) for arm in ARMS},
             **{f"{arm}_p95_ms": round(float(np.percentile(v, 95)), 1) for arm, v in lat.items()},
             "tags_over_category_p50": round(p50["tags"] / p50["category"], 3),
+            "any_tags_over_category_p50": round(p50["any_tags"] / p50["category"], 3),
             "tags_over_none_p50": round(p50["tags"] / p50["none"], 3), "requests_per_arm": len(lat["tags"])}
         print(json.dumps({target: out["targets"][target]}), file=sys.stderr, flush=True)
     return out
@@ -185,9 +193,21 @@ def at_scale(threads: int, tags: int, repeats: int) -> dict:
     answers = np.array([k == "answer" for k in gen.docs.kinds], dtype=bool)
     rare = listed[-1][0]  # the least carried tag
     cases = {"popular": ("tag0",), "rare": (rare,), "two": ("tag0", "tag1")}
+    either = ("tag0", "tag1", rare)  # any of them (round 56): the rows of each, joined
+    joined = np.union1d(np.union1d(retriever.allowed_rows("answers", Filters(tags=either[:1])),
+                                   retriever.allowed_rows("answers", Filters(tags=either[1:2]))),
+                        retriever.allowed_rows("answers", Filters(tags=either[2:])))
+    any_rows = retriever.allowed_rows("answers", Filters(any_tags=either))
+    assert np.array_equal(any_rows, joined)
+    any_ms = timed(lambda: retriever.allowed_rows("answers", Filters(any_tags=either)), repeats)
+    single_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tags=either[:1])), repeats)
     out = {"threads": threads, "rows": len(gen.docs), "tags_drawn_from": tags, "tags_held": len(listed),
            "distinct_tag_sets": len(retriever._tags_coded[0]), "mean_tags_per_thread": round(float(counts.mean()), 2),
-           "retriever_start_ms": round(start_ms, 1), "tags_prepared_ms": round(prepare_ms, 1), "cases": {}}
+           "retriever_start_ms": round(start_ms, 1), "tags_prepared_ms": round(prepare_ms, 1), "cases": {},
+           "any_of_three": {"tags": list(either), "rows_allowed": int(any_rows.size),
+                            "equal_to_the_rows_of_each_joined": True,
+                            "p50_ms": round(float(np.median(any_ms)), 2),
+                            "one_tag_p50_ms": round(float(np.median(single_ms)), 2)}}
     for name, asked in cases.items():
         tags_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tags=asked)), repeats)
         cat_ms = timed(lambda: retriever.allowed_rows("answers", Filters(category=asked[0])), repeats)

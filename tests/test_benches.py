@@ -487,19 +487,22 @@ def test_stackexchange_import_bench_ingests_the_forum_both_ways_and_compares_the
 
 
 def test_tag_filter_bench_searches_a_dumps_forum_within_tags_beside_categories(tmp_path, cli_env, semeval):
-    """bench/tag_filter.py on 10 dev threads as a StackExchange dump: every search within a tag returns what the
-    same search within that category returns (each thread's one tag is its category), through a real server; and the
-    in-process part on a small synthetic forum."""
+    """bench/tag_filter.py on 10 dev threads as a StackExchange dump: every search within a tag, or within any of it
+    and a tag no thread carries, returns what the same search within that category returns (each thread's one tag is
+    its category), through a real server; and the in-process part on a small synthetic forum."""
     s, _ = small_served_folder(tmp_path, semeval, 10)
     out = run_bench("tag_filter.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "4", "--rounds",
                     "1", "--scale-threads", "300", "--scale-tags", "50", "--repeats", "2", env=cli_env, timeout=600)
     assert out["forum"]["ingested"] == {"threads": 10, "answers": out["forum"]["answers"]}
     served = out["served"]
     assert served["asked_with_a_tag"] == 4 and served["tags_equal_category"] == "8 of 8"
+    assert served["any_tags_equal_category"] == "8 of 8"  # any of (the tag, one no thread carries)
     assert served["mean_results"]["tags"] <= served["mean_results"]["none"]
-    assert all(t["requests_per_arm"] == 4 and t["tags_over_category_p50"] > 0 for t in served["targets"].values())
+    assert all(t["requests_per_arm"] == 4 and t["tags_over_category_p50"] > 0 and t["any_tags_over_category_p50"] > 0
+               for t in served["targets"].values())
     scale = out["at_scale"]
     assert scale["rows"] == 1500 and set(scale["cases"]) == {"popular", "rare", "two"}
+    assert scale["any_of_three"]["rows_allowed"] >= scale["cases"]["popular"]["rows_allowed"]
     assert scale["cases"]["two"]["rows_allowed"] <= scale["cases"]["popular"]["rows_allowed"]
     assert all(c["category_over_before"] > 0 for c in scale["cases"].values())
     assert set(scale["tags_beginning"]) == {"t", "tag1", "tag12", "tag123", "zz"}
