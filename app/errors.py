@@ -80,12 +80,12 @@ class OverShare(Exception):
     and its client holds its share of CQA_MAX_IN_FLIGHT already, while other clients are searching. Answered 429
     ``over_share`` with Retry-After."""
 
-    def __init__(self, client: str, share: int, clients: int, limit: int):
-        super().__init__(f"this client ({client}) has {share} ranking requests in this worker not answered yet, its "
-                         f"share of the {limit} it takes at once (CQA_MAX_IN_FLIGHT) while {clients} clients are "
-                         "searching (CQA_FAIR_SHARE); nothing of this one was done: send it again once one of yours "
-                         "is answered")
-        self.client, self.share, self.clients, self.limit = client, share, clients, limit
+    def __init__(self, client: str, held: int, share: int, clients: int, limit: int):
+        super().__init__(f"this client ({client}) has {held} ranking requests in this worker not answered yet; its "
+                         f"share of the {limit} it takes at once (CQA_MAX_IN_FLIGHT) is {share} while {clients} clients "
+                         "are searching (CQA_FAIR_SHARE); nothing of this one was done: send it again once one of "
+                         "yours is answered")
+        self.client, self.held, self.share, self.clients, self.limit = client, held, share, clients, limit
 
 
 def install(app: FastAPI) -> None:

@@ -135,9 +135,9 @@ class Admission:
         if self.fair_share and self.limit and self.in_flight >= self.limit // 2:
             clients = self.clients()
             share = max(1, self.limit // clients)
-            if clients > 1 and self.held.get(client, 0) >= share:
+            if clients > 1 and (held := self.held.get(client, 0)) >= share:
                 self.refused_share += 1
-                raise OverShare(client, share, clients, self.limit)
+                raise OverShare(client, held, share, clients, self.limit)
         self.held[client] = self.held.get(client, 0) + 1
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)

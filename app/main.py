@@ -422,14 +422,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def admitted(request: Request, svc: Service = Depends(service)):
         """A ranking endpoint's request taken, or refused at once past CQA_MAX_IN_FLIGHT, or past its client's share
         of it (``Admission``)."""
-        client = client_key(request.scope)
+        client, route = client_key(request.scope), getattr(request.scope.get("route"), "path", "unmatched")
         try:
             svc.admission.take(client)
         except Overloaded:
-            svc.metrics.refused.labels(getattr(request.scope.get("route"), "path", "unmatched")).inc()
+            svc.metrics.refused.labels(route).inc()
             raise
         except OverShare:
-            svc.metrics.over_share.labels(getattr(request.scope.get("route"), "path", "unmatched")).inc()
+            svc.metrics.over_share.labels(route).inc()
             # answered after a pause that costs no CPU (CQA_OVER_SHARE_DELAY_MS): a client sending again as soon as
             # it is refused would otherwise spend the worker's time on refusals, everyone's time
             await asyncio.sleep(svc.settings.over_share_delay_ms / 1000)

@@ -335,7 +335,7 @@ def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and
         a.take("greedy")  # under half the bound nobody is refused
     with pytest.raises(OverShare) as e:
         a.take("greedy")  # half full, two clients: a share is 4
-    assert (e.value.share, e.value.clients, e.value.limit) == (4, 2, 8)
+    assert (e.value.held, e.value.share, e.value.clients, e.value.limit) == (4, 4, 2, 8)
     assert "CQA_FAIR_SHARE" in str(e.value) and "(greedy)" in str(e.value)
     for _ in range(4):
         a.take("polite")  # the other client is taken up to the bound
