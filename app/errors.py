@@ -76,9 +76,9 @@ class Overloaded(Exception):
 
 
 class OverShare(Exception):
-    """A ranking request refused at once (``app.limits.Admission``, CQA_FAIR_SHARE): the worker is half full or more
-    and its client holds its share of CQA_MAX_IN_FLIGHT already, while other clients are searching. Answered 429
-    ``over_share`` with Retry-After."""
+    """A ranking request refused (``app.limits.Admission``, CQA_FAIR_SHARE): the worker holds an eighth of
+    CQA_MAX_IN_FLIGHT or more, and its client holds its share of it already, while other clients are searching.
+    Answered 429 ``over_share`` with Retry-After, after CQA_OVER_SHARE_DELAY_MS."""
 
     def __init__(self, client: str, held: int, share: int, clients: int, limit: int):
         super().__init__(f"this client ({client}) has {held} ranking requests in this worker not answered yet; its "

@@ -110,11 +110,11 @@ class Admission:
     (``Overloaded``: 503 with Retry-After) rather than queued behind them, so that under a burst a client learns in
     milliseconds to try again, or another replica, instead of waiting for the whole queue; 0: no bound.
 
-    ``fair_share``: once half the bound is taken, a client (``client_key``) that holds its share of the bound already,
-    the bound divided by the clients seen in the last ``recent_s`` seconds, is refused its next one (``OverShare``: 429
-    with Retry-After), so one client sending many at once (a scraper, a runaway script) leaves room for everyone else
-    instead of filling the bound and getting the others 503. A client alone may take the whole bound, and nobody is
-    refused while the worker has room. A client holding nothing when the bound is full takes one of ``spare`` places
+    ``fair_share``: once an eighth of the bound is taken (``busy``), a client (``client_key``) that holds its share of
+    the bound already, the bound divided by the clients seen in the last ``recent_s`` seconds, is refused its next one
+    (``OverShare``: 429 with Retry-After), so one client sending many at once (a scraper, a runaway script) leaves room
+    for everyone else instead of filling the bound and getting the others 503. A client alone may take the whole
+    bound, and nobody is refused while the worker holds less than ``busy``. A client holding nothing when the bound is full takes one of ``spare`` places
     past it (an eighth of the bound, at least one), so a newcomer is not refused because a client alone filled it.
     Counted on the event loop, which takes one request at a time, so it needs no lock."""
     limit: int
@@ -132,7 +132,7 @@ class Admission:
         if self.limit and self.in_flight >= self.limit and not self._spare_for(client):
             self.refused += 1
             raise Overloaded(self.limit)
-        if self.fair_share and self.limit and self.in_flight >= self.limit // 2:
+        if self.fair_share and self.limit and self.in_flight >= self.busy:
             clients = self.clients()
             share = max(1, self.limit // clients)
             if clients > 1 and (held := self.held.get(client, 0)) >= share:
@@ -150,6 +150,15 @@ class Admission:
     @property
     def spare(self) -> int:
         return max(1, self.limit // 8)
+
+    @property
+    def busy(self) -> int:
+        """From how many in flight shares count: an eighth of the bound (4 of 32). Below it a worker has room for
+        anyone, and with few clients a share is more than that anyway; with many, a share of 1 or 2 would refuse a
+        client's second search to an idle worker. (From half the bound, as first built, let a greedy client hold 16 of
+        32 beside 4 users, and their searches waited behind them: bench/fair_share.py, docs/BENCHMARKS.md "Round
+        56".)"""
+        return self.limit // 8
 
     def done(self, client: str = "-") -> None:
         self.in_flight -= 1

@@ -399,7 +399,7 @@ class AdmissionOut(BaseModel):
     clients: int = Field(description="the clients sharing the limit: those that sent a ranking request in the last 10 s, "
                          "or still hold one (an IPv6 client counts as its /64)")
     refused_share: int = Field(description="ranking requests refused at once with 429 over_share since the start: "
-                               "their client held its share while the worker was at least half full")
+                               "their client held its share while the worker held an eighth of the limit or more")
     spare: int = Field(description="places past the limit for a client that holds none when it is full (an eighth of "
                        "the limit, with fair share; 0 without), so a newcomer is not refused because one client "
                        "filled the worker")

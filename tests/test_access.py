@@ -307,11 +307,11 @@ class Forwarded:
         return self.client.get(url, headers=self.headers, **kw)
 
 
-def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and_the_worker_is_half_full(monkeypatch):
+def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and_the_worker_is_busy(monkeypatch):
     """Admission's fair share: a client alone takes the whole bound; once another has asked, the first is refused (429
-    OverShare) past the bound divided by the clients, but only from half the bound on; a newcomer is taken, past a full
-    bound into a spare place; a client that has not asked for recent_s no longer counts; CQA_FAIR_SHARE=false gives the
-    bound alone."""
+    OverShare) past the bound divided by the clients, but only from an eighth of the bound on; a newcomer is taken,
+    past a full bound into a spare place; a client that has not asked for recent_s no longer counts;
+    CQA_FAIR_SHARE=false gives the bound alone."""
     from app import limits
     from app.errors import OverShare, Overloaded
     clock = [100.0]
@@ -332,9 +332,9 @@ def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and
         a.done("greedy")
     a.seen.pop("third")
     for _ in range(4):
-        a.take("greedy")  # under half the bound nobody is refused
+        a.take("greedy")  # up to its share
     with pytest.raises(OverShare) as e:
-        a.take("greedy")  # half full, two clients: a share is 4
+        a.take("greedy")  # two clients: a share is 4
     assert (e.value.held, e.value.share, e.value.clients, e.value.limit) == (4, 4, 2, 8)
     assert "CQA_FAIR_SHARE" in str(e.value) and "(greedy)" in str(e.value)
     for _ in range(4):
@@ -361,6 +361,19 @@ def test_fair_share_refuses_a_client_past_its_share_only_while_others_search_and
     assert a.clients() == 2
     with pytest.raises(OverShare):
         a.take("greedy")
+    # with many clients a share is small: below an eighth of the bound (4 of 32) nobody is refused for it
+    many = limits.Admission(32)
+    for i in range(10):
+        many.take(f"c{i}")
+        many.done(f"c{i}")  # ten clients seen: a share is 32 // 10 = 3
+    assert (many.busy, many.clients()) == (4, 10)
+    for _ in range(3):
+        many.take("c0")
+    many.take("c0")  # 3 held, its share, but the worker holds 3 < 4: taken
+    with pytest.raises(OverShare) as e:
+        many.take("c0")  # 4 in flight: the share counts
+    assert (e.value.held, e.value.share, e.value.clients) == (4, 3, 10)
+    many.take("c1")  # another client is taken
     off = limits.Admission(8, fair_share=False)
     off.take("polite")
     for _ in range(7):
