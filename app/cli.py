@@ -415,11 +415,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"error: {flag} {ascii(bad[:40])}: a tag is 1-{MAX_TAG_CHARS} characters, not all spaces",
                   file=sys.stderr)
             return 2
-    filters = (Filters(args.category, args.since, args.until, tuple(args.exclude_thread), tuple(args.tag),
-                       tuple(args.not_tag), tuple(args.any_tag))
-               if (args.category or args.since or args.until or args.exclude_thread or args.tag or args.not_tag
-                   or args.any_tag)
-               else None)
+    filters = Filters(args.category, args.since, args.until, tuple(args.exclude_thread), tuple(args.tag),
+                      tuple(args.not_tag), tuple(args.any_tag))
+    filters = None if filters == Filters() else filters  # none given
     how = dict(k=args.k, offset=args.offset, target=args.target, filters=filters, expansion=args.expand,
                rerank=not args.no_rerank,
                collapse=not args.no_collapse, explain=args.explain)

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import threading
 import time
@@ -31,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import built_corpus, get_json, post, server  # noqa: E402
+from load import add_serve_arguments, get_json, post, run_header, served_forum, server  # noqa: E402
 
 GREEDY = "127.0.0.2"
 
@@ -90,10 +88,7 @@ def summary(samples: list[tuple[int, float]], seconds: float) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses (the "
-                    "full corpus's is built under it if missing)")
-    ap.add_argument("--serve-dir", type=Path, help="the data folder the servers serve (default: the full 2016 "
-                    "corpus's)")
+    add_serve_arguments(ap)
     ap.add_argument("--greedy", type=int, default=48, help="searches the greedy client keeps in flight")
     ap.add_argument("--users", type=int, default=4, help="users searching now and then, each from its own address")
     ap.add_argument("--think-s", type=float, default=1.0, help="a user's pause after each answer")
@@ -102,14 +97,9 @@ def main() -> None:
     ap.add_argument("--max-in-flight", type=int, default=32, help="CQA_MAX_IN_FLIGHT of every side")
     args = ap.parse_args()
 
-    from app.settings import Settings
-    from ranking.fullcorpus import qrels_and_queries
-    settings = Settings(data_dir=args.serve_dir) if args.serve_dir else built_corpus(args.data_dir)
-    _, queries = qrels_and_queries(settings, "test")
-    bodies = [{"question": q, "k": 10} for q in queries.values()]
-    out = {"bench": "fair_share", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
-           "max_in_flight": args.max_in_flight, "greedy": args.greedy, "users": args.users, "think_s": args.think_s,
+    settings, questions = served_forum(args)
+    bodies = [{"question": q, "k": 10} for q in questions]
+    out = {**run_header("fair_share"), "max_in_flight": args.max_in_flight, "greedy": args.greedy, "users": args.users, "think_s": args.think_s,
            "retry_s": args.retry_s, "seconds": args.seconds, "sides": {}}
     sides = [("users alone", {}, 0), ("fair_share=false", {"CQA_FAIR_SHARE": "false"}, args.greedy),
              ("fair_share=true, over_share_delay_ms=0", {"CQA_OVER_SHARE_DELAY_MS": "0"}, args.greedy),

@@ -112,6 +112,31 @@ def judged_forum(args, target: str):
     return settings, qrels, questions
 
 
+def add_serve_arguments(ap) -> None:
+    """The options of a bench whose servers serve a forum asked the 2016 test questions (``served_forum``)."""
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses (the "
+                    "full corpus's is built under it if missing)")
+    ap.add_argument("--serve-dir", type=Path, help="the data folder the servers serve (default: the full 2016 "
+                    "corpus's)")
+
+
+def served_forum(args):
+    """(the served folder's settings, the 2016 test /search questions' texts) of ``add_serve_arguments``' options:
+    ``--serve-dir`` as it is, else the full 2016 corpus's folder under ``--data-dir`` (``built_corpus``)."""
+    from app.settings import Settings
+    from ranking.fullcorpus import qrels_and_queries
+    settings = Settings(data_dir=args.serve_dir) if args.serve_dir else built_corpus(args.data_dir)
+    _, queries = qrels_and_queries(settings, "test")
+    return settings, list(queries.values())
+
+
+def run_header(bench: str) -> dict:
+    """What a bench's JSON line starts with: its name, the machine, when (UTC) and the CPUs."""
+    import platform
+    return {"bench": bench, "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count()}
+
+
 def save_documents_lines(docs, path: Path, chunk: int = 2000) -> None:
     """``docs`` as rounds 18 and 19 saved a generation's documents.json (version 2: a header line, then the columns
     of ``chunk`` documents a line), the reference the binary documents.bin of round 20 is measured against."""
@@ -155,31 +180,16 @@ def get_json(request: str | urllib.request.Request, timeout: float = 120) -> tup
 
 
 def post(url: str, body: dict, source: str | None = None) -> tuple[int, float]:
-    """POST a JSON body on a new connection; (status, seconds), status 0 where no answer came. ``source``: the local
-    address the connection comes from (any of 127.0.0.0/8 over loopback), so one machine stands for several
-    clients."""
-    if source is not None:
-        return _post_from(url, body, source)
-    req = _request(url, body)
-    t0 = time.perf_counter()
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            r.read()
-            status = r.status
-    except urllib.error.HTTPError as e:
-        status = e.code
-    except Exception:
-        status = 0
-    return status, time.perf_counter() - t0
-
-
-def _post_from(url: str, body: dict, source: str) -> tuple[int, float]:
+    """POST a JSON body on a new connection, as a browser or a forum's backend sends one; (status, seconds), status 0
+    where no answer came. ``source``: the local address the connection comes from (any of 127.0.0.0/8 over loopback),
+    so one machine stands for several clients."""
     import http.client
     import urllib.parse
     parts = urllib.parse.urlsplit(url)
     payload = json.dumps(body).encode()
     t0 = time.perf_counter()
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60, source_address=(source, 0))
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60,
+                                      source_address=(source, 0) if source else None)
     try:
         conn.request("POST", parts.path, body=payload, headers={"Content-Type": "application/json"})
         r = conn.getresponse()

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import threading
 import time
@@ -28,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import built_corpus, post, run_level, server  # noqa: E402
+from load import add_serve_arguments, post, run_header, run_level, served_forum, server  # noqa: E402
 
 
 def burst(base: str, bodies: list[dict], rate: float, seconds: float) -> list[tuple[float, int, float]]:
@@ -70,10 +68,7 @@ def summary(samples: list[tuple[float, int, float]], seconds: float) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses (the "
-                    "full corpus's is built under it if missing)")
-    ap.add_argument("--serve-dir", type=Path, help="the data folder the servers serve (default: the full 2016 "
-                    "corpus's)")
+    add_serve_arguments(ap)
     ap.add_argument("--limits", default="0,32", help="CQA_MAX_IN_FLIGHT of each side, in turn (0: no bound, the "
                     "reference)")
     ap.add_argument("--clients", type=int, default=4, help="closed-loop clients measuring the capacity")
@@ -82,14 +77,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30, help="the burst's length")
     args = ap.parse_args()
 
-    from app.settings import Settings
-    from ranking.fullcorpus import qrels_and_queries
-    settings = Settings(data_dir=args.serve_dir) if args.serve_dir else built_corpus(args.data_dir)
-    _, queries = qrels_and_queries(settings, "test")
-    bodies = [{"question": q, "k": 10} for q in queries.values()]
-    out = {"bench": "overload", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
-           "overload": args.overload, "seconds": args.seconds, "sides": {}}
+    settings, questions = served_forum(args)
+    bodies = [{"question": q, "k": 10} for q in questions]
+    out = {**run_header("overload"), "overload": args.overload, "seconds": args.seconds, "sides": {}}
     for limit in (int(x) for x in args.limits.split(",")):
         with server(settings.data_dir, {"CQA_REFRESH_S": "0", "CQA_MAX_IN_FLIGHT": str(limit)}) as (base, _):
             # closed loop: load.py's level, its throughput the capacity

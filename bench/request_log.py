@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -33,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import built_corpus, get_json, post_json, server  # noqa: E402
+from load import add_serve_arguments, get_json, post_json, run_header, served_forum, server  # noqa: E402
 
 SIDES = {"reference": {}, "this_tree": {}, "json": {"CQA_LOG_FORMAT": "json"},
          "no_access_log": {"CQA_ACCESS_LOG": "false"}}
@@ -60,26 +58,17 @@ def request(base: str, kind: str, i: int, thread_ids: list[str], questions: list
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder cqa evaluate uses (the "
-                    "full corpus's is built under it if missing)")
+    add_serve_arguments(ap)
     ap.add_argument("--against", default="1fd6add", help="the reference revision (default: round 53's last, before "
                     "request ids)")
     ap.add_argument("--rounds", type=int, default=200, help="requests of each kind per side")
-    ap.add_argument("--serve-dir", type=Path, help="the data folder the servers serve (default: the full 2016 "
-                    "corpus's, built in --data-dir if missing)")
     args = ap.parse_args()
 
-    from app.settings import Settings
     from indexing.store import Snapshot
-    from ranking.fullcorpus import qrels_and_queries
-    settings = Settings(data_dir=args.serve_dir) if args.serve_dir else built_corpus(args.data_dir)
+    settings, questions = served_forum(args)
     with Snapshot(settings.store_path) as snap:
         thread_ids = [t.id for _, t in zip(range(500), snap.threads())]
-    _, queries = qrels_and_queries(settings, "test")
-    questions = list(queries.values())
-    out = {"bench": "request_log", "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
-           "against": args.against, "rounds": args.rounds}
+    out = {**run_header("request_log"), "against": args.against, "rounds": args.rounds}
     with tempfile.TemporaryDirectory(prefix="cqa-request-log-") as tmp, contextlib.ExitStack() as stack:
         ref = Path(tmp) / "reference"
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(ref), args.against], cwd=ROOT, check=True)

@@ -283,27 +283,22 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     explain = browser.find_element(By.CSS_SELECTOR, "#results li .meta button:not([data-tag])")
     assert explain.text == "explain"
 
-    # A 500 (the service's own fault): the message names the request's id, which finds the operator's log line. The
-    # page's own api() is run on such an answer (a real one cannot be caused from outside).
-    said = browser.execute_async_script("""
-        const done = arguments[arguments.length - 1], real = window.fetch;
-        window.fetch = async () => new Response(JSON.stringify({error: {status: 500, code: "internal_error",
-            message: "internal error; the server log has the details", request_id: "r-42"}}),
-            {status: 500, headers: {"Content-Type": "application/json", "X-Request-ID": "r-42"}});
-        api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""")
+    # The page's own api() run on an error answer the service gives (a real one cannot be caused from outside): what
+    # its user is told.
+    def told(error: dict, headers: dict | None = None) -> str:
+        return browser.execute_async_script("""
+            const [error, headers, done] = arguments, real = window.fetch;
+            window.fetch = async () => new Response(JSON.stringify({error}), {status: error.status, headers});
+            api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""",
+                                            error, headers or {})
+    # A 500 (the service's own fault): the message names the request's id, which finds the operator's log line.
+    said = told({"status": 500, "code": "internal_error", "message": "internal error; the server log has the details",
+                 "request_id": "r-42"}, {"Content-Type": "application/json", "X-Request-ID": "r-42"})
     assert said == ("internal error; the server log has the details (request id r-42: the operator finds what went "
                     "wrong by it)")
     # a busy worker's 503 (CQA_MAX_IN_FLIGHT) is not an index that is not ready
-    said = browser.execute_async_script("""
-        const done = arguments[arguments.length - 1], real = window.fetch;
-        window.fetch = async () => new Response(JSON.stringify({error: {status: 503, code: "overloaded",
-            message: "this worker is answering 32 ranking requests already"}}), {status: 503});
-        api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""")
+    said = told({"status": 503, "code": "overloaded", "message": "this worker is answering 32 ranking requests already"})
     assert said == "The service is busy: this worker is answering 32 ranking requests already"
     # a client past its share (CQA_FAIR_SHARE): the user is told to wait, not that the service is broken
-    said = browser.execute_async_script("""
-        const done = arguments[arguments.length - 1], real = window.fetch;
-        window.fetch = async () => new Response(JSON.stringify({error: {status: 429, code: "over_share",
-            message: "this client (203.0.113.9) has 16 ranking requests ..."}}), {status: 429});
-        api("/search", {method: "POST"}).then(() => done("no error"), e => { window.fetch = real; done(e.message); });""")
+    said = told({"status": 429, "code": "over_share", "message": "this client (203.0.113.9) has 16 ranking requests ..."})
     assert said == "Too many searches from your address at once: wait a moment and search again."
