@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from ranking.candidates import Query
 
+from .errors import ShuttingDown
+
 log = logging.getLogger(__name__)
 
 
@@ -44,10 +46,25 @@ class MicroBatcher:
         return await fut
 
     async def _loop(self) -> None:
+        batch: list[_Item] = []
+        try:
+            await self._batches(batch)
+        except asyncio.CancelledError:  # stopped: the requests waiting for a score are answered, not left hanging
+            assert self._queue is not None
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            for it in batch:
+                if not it.future.done():
+                    it.future.set_exception(ShuttingDown())
+            raise
+
+    async def _batches(self, batch: list[_Item]) -> None:
+        """Forever: the next batch into ``batch`` (cleared first), scored, its requests answered."""
         assert self._queue is not None
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._queue.get()]
+            batch.clear()
+            batch.append(await self._queue.get())
             deadline = loop.time() + self.max_wait
             while len(batch) < self.max_batch:
                 timeout = deadline - loop.time()

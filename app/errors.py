@@ -88,6 +88,15 @@ class OverShare(Exception):
         self.client, self.held, self.share, self.clients, self.limit = client, held, share, clients, limit
 
 
+class ShuttingDown(Exception):
+    """A ranking request whose model stopped before it scored it: the service is shutting down. Answered 503
+    ``shutting_down`` with Retry-After (another worker or replica can answer it)."""
+
+    def __init__(self):
+        super().__init__("this worker is shutting down and stopped before ranking this request; nothing of it was "
+                         "done: send it again")
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
@@ -111,6 +120,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(OverShare)
     async def _over_share(request: Request, exc: OverShare):
         return JSONResponse(error_body(429, str(exc), code="over_share"), status_code=429, headers={"Retry-After": "1"})
+
+    @app.exception_handler(ShuttingDown)
+    async def _shutting_down(request: Request, exc: ShuttingDown):
+        return JSONResponse(error_body(503, str(exc), code="shutting_down"), status_code=503,
+                            headers={"Retry-After": "1"})
 
     @app.exception_handler(TagsNotIndexed)
     async def _tags_not_indexed(request: Request, exc: TagsNotIndexed):

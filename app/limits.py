@@ -3,6 +3,7 @@ requests one worker takes at once (503 ``overloaded``), and from one client whil
 ``Admission``."""
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import time
@@ -191,3 +192,90 @@ class Admission:
         return {"limit": self.limit, "in_flight": self.in_flight, "most": self.most, "refused": self.refused,
                 "fair_share": self.fair_share, "clients": self.clients(), "refused_share": self.refused_share,
                 "spare": self.spare if self.fair_share and self.limit else 0}
+
+
+@dataclass
+class _Waiter:
+    client: str
+    seq: int
+    future: "asyncio.Future[None]"
+
+
+@dataclass
+class FairQueue:
+    """How many taken ranking requests do their work at once (``slots``), and which goes next. The others wait, and a
+    freed slot goes to the waiting request whose client has the fewest running; among those, the client given a slot
+    longest ago (or never), and its earliest request: the clients take turns, so a user's search waits for one slot
+    to free, not behind every search a busier client sent before it. With every request running at once (no queue,
+    as before round 57), a user's search shared the CPU with all of a greedy client's (its whole share) and took
+    several times its own time. 0 slots: no queue, everything runs at once.
+
+    Counted on the event loop, like ``Admission``; a request cancelled while it waits (its client went away) leaves
+    the queue, and one cancelled just as it was given a slot gives it on."""
+    slots: int
+    running: dict[str, int] = field(default_factory=dict)  # client -> its requests running
+    waiting: list[_Waiter] = field(default_factory=list)
+    total: int = 0  # running, all clients
+    queued: int = 0  # requests that waited for a slot, since the start
+    most_waiting: int = 0
+    _seq: int = 0  # requests that waited, and slots given: the order of both
+    _given: dict[str, int] = field(default_factory=dict)  # client -> when it was last given a slot (its turn)
+
+    async def enter(self, client: str = "-") -> None:
+        if not self.slots:
+            return
+        if self.total < self.slots and not self.waiting:
+            self._run(client)
+            return
+        self._seq += 1
+        waiter = _Waiter(client, self._seq, asyncio.get_running_loop().create_future())
+        self.waiting.append(waiter)
+        self.queued += 1
+        self.most_waiting = max(self.most_waiting, len(self.waiting))
+        try:
+            await waiter.future
+        except asyncio.CancelledError:
+            if waiter.future.done() and not waiter.future.cancelled():
+                self.leave(client)  # given a slot as it was cancelled: the next one takes it
+            elif waiter in self.waiting:
+                self.waiting.remove(waiter)
+                self._idle(client)
+            raise
+
+    def leave(self, client: str = "-") -> None:
+        if not self.slots:
+            return
+        self.total -= 1
+        left = self.running.get(client, 0) - 1
+        if left > 0:
+            self.running[client] = left
+        else:
+            self.running.pop(client, None)
+        self._next()
+        self._idle(client)
+
+    def _run(self, client: str) -> None:
+        self._seq += 1
+        self.total += 1
+        self.running[client] = self.running.get(client, 0) + 1
+        self._given[client] = self._seq
+
+    def _idle(self, client: str) -> None:
+        """A client running and waiting nothing has no turn to keep: forgotten, so the map holds the busy ones only."""
+        if client not in self.running and all(w.client != client for w in self.waiting):
+            self._given.pop(client, None)
+
+    def _next(self) -> None:
+        while self.total < self.slots and self.waiting:
+            chosen = min(self.waiting, key=lambda w: (self.running.get(w.client, 0), self._given.get(w.client, 0),
+                                                      w.seq))
+            self.waiting.remove(chosen)
+            if chosen.future.done():  # cancelled, its task not resumed yet to leave the queue itself
+                self._idle(chosen.client)
+                continue
+            self._run(chosen.client)
+            chosen.future.set_result(None)
+
+    def stats(self) -> dict:
+        return {"slots": self.slots, "running": self.total, "waiting": len(self.waiting), "queued": self.queued,
+                "most_waiting": self.most_waiting}

@@ -38,7 +38,7 @@ from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
 from .errors import OverShare, Overloaded
-from .limits import Admission, BodyLimitMiddleware, client_key, enforce_count_limit, enforce_text_limit
+from .limits import Admission, BodyLimitMiddleware, FairQueue, client_key, enforce_count_limit, enforce_text_limit
 from .metrics import Metrics
 from .queries import answers_query, questions_query, rerank_query
 from .refresh import Refresher
@@ -116,6 +116,7 @@ class Service:
         self.metrics = Metrics()
         # the ranking requests taken and not answered yet, and by whom
         self.admission = Admission(settings.max_in_flight, settings.fair_share)
+        self.queue = FairQueue(settings.run_slots)  # which of them runs next
         self.metrics.in_flight.set_function(lambda: self.admission.in_flight)  # read at each scrape
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
@@ -434,9 +435,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # it is refused would otherwise spend the worker's time on refusals, everyone's time
             await asyncio.sleep(svc.settings.over_share_delay_ms / 1000)
             raise
+        t0 = time.perf_counter()
+        try:
+            await svc.queue.enter(client)
+        except BaseException:  # its client went away while it waited
+            svc.admission.done(client)
+            raise
+        svc.metrics.queued.observe(time.perf_counter() - t0)
         try:
             yield
         finally:
+            svc.queue.leave(client)
             svc.admission.done(client)
 
     def ready_generation(svc: Service):
@@ -486,7 +495,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
                 "translation": gen.translation_status(),
                 "refresh": svc.refresher.report if svc.refresher is not None else None, "warm_up_ms": svc.warm_up_ms,
-                "admission": svc.admission.stats()}
+                "admission": {**svc.admission.stats(), **svc.queue.stats()}}
 
     @app.get("/status", response_model=FolderStatus, dependencies=[Depends(require_admin)],
              summary="What the data folder holds and what needs the operator (admin): `cqa status` from the service")

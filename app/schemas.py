@@ -403,6 +403,11 @@ class AdmissionOut(BaseModel):
     spare: int = Field(description="places past the limit for a client that holds none when it is full (an eighth of "
                        "the limit, with fair share; 0 without), so a newcomer is not refused because one client "
                        "filled the worker")
+    slots: int = Field(description="CQA_RUN_SLOTS: ranking requests this worker works on at once (0: every one taken)")
+    running: int = Field(description="ranking requests in a slot now")
+    waiting: int = Field(description="ranking requests taken and waiting for a slot now")
+    queued: int = Field(description="ranking requests that waited for a slot since the start")
+    most_waiting: int = Field(description="the most waiting at once since the start")
 
 
 class ReadyOut(BaseModel):

@@ -54,6 +54,10 @@ class Settings(RankingSettings):
                                        "(a runaway script, a scraper's retry loop) is slowed to this pace instead of "
                                        "spending the worker's time on refusals. 503 `overloaded` stays immediate, so "
                                        "a client can try another replica at once. 0: at once.")
+    run_slots: int = Field(2, ge=0, le=1024, description="Ranking requests one worker works on at once; the others "
+                           "it has taken wait, and a freed slot goes to the one whose client has the fewest running "
+                           "(the earliest first), so a user's search waits for one slot, not behind every search a busier "
+                           "client sent before it. 0: no queue, every request taken runs at once (before round 57).")
     forwarded_allow_ips: str | None = Field(None, description="The proxies (comma-separated addresses or networks, * "
                                             "for any) whose X-Forwarded-For and X-Forwarded-Proto `cqa serve` believes: "
                                             "the client they name is the one the access log writes and the fair share "

@@ -6,13 +6,16 @@ The clients are real connections from different loopback addresses, as the serve
 one (a scraper, a runaway script) from 127.0.0.2 with --greedy searches always in flight, each sent again as soon as
 it is answered, or --retry-s after a refusal; each of --users users from its own address (127.0.0.10, .11, ...)
 searches, reads the answer for --think-s, and searches again. All send POST /search of the 2016 test questions
-(target answers, reranked, k 10), for --seconds. Four sides, each with its own server, one after the other:
-the users alone (what they get from an idle worker), the users beside the greedy client with fair share off (the
-reference), with it on but each 429 answered at once (CQA_OVER_SHARE_DELAY_MS=0), and with it on as shipped. Per side: the users' searches sent, answered, refused 503 `overloaded` and 429
-`over_share`, the answered ones' p50 / p95 ms, and the share answered; the greedy client's answered per second and
-its refusals. Prints a JSON object last, with the ratios of fair share on over off.
+(target answers, reranked, k 10), for --seconds. The sides, each with its own server, one after the other: the users
+alone (what they get from an idle worker); beside the greedy client with fair share off and no run queue (the
+reference, as before round 56); with fair share on but every request taken running at once (CQA_RUN_SLOTS=0, as
+round 56 shipped); with --no-delay-side, that and each 429 answered at once (CQA_OVER_SHARE_DELAY_MS=0); one per
+--slots value; and as shipped (fair share and CQA_RUN_SLOTS's default). Per side: the users' searches sent,
+answered, refused 503 `overloaded` and 429 `over_share`, the answered ones' p50 / p95 ms, and the share answered; the
+greedy client's answered per second and its refusals; /ready's admission at the end. Prints a JSON object last, with
+the ratios of the shipped side over fair share off, and over round 56's (no run queue).
 
-    python bench/fair_share.py [--data-dir var] [--greedy 48] [--users 4] [--seconds 30]
+    python bench/fair_share.py [--data-dir var] [--greedy 48] [--users 4] [--seconds 30] [--slots 1 4]
 """
 from __future__ import annotations
 
@@ -95,15 +98,21 @@ def main() -> None:
     ap.add_argument("--retry-s", type=float, default=0.1, help="the greedy client's pause after a refusal")
     ap.add_argument("--seconds", type=float, default=30, help="each side's length")
     ap.add_argument("--max-in-flight", type=int, default=32, help="CQA_MAX_IN_FLIGHT of every side")
+    ap.add_argument("--slots", type=int, nargs="*", default=[], help="more sides, each with this CQA_RUN_SLOTS")
+    ap.add_argument("--no-delay-side", action="store_true", help="a side with CQA_OVER_SHARE_DELAY_MS=0 too (round 56)")
     args = ap.parse_args()
 
     settings, questions = served_forum(args)
     bodies = [{"question": q, "k": 10} for q in questions]
     out = {**run_header("fair_share"), "max_in_flight": args.max_in_flight, "greedy": args.greedy, "users": args.users, "think_s": args.think_s,
            "retry_s": args.retry_s, "seconds": args.seconds, "sides": {}}
-    sides = [("users alone", {}, 0), ("fair_share=false", {"CQA_FAIR_SHARE": "false"}, args.greedy),
-             ("fair_share=true, over_share_delay_ms=0", {"CQA_OVER_SHARE_DELAY_MS": "0"}, args.greedy),
-             ("fair_share=true", {}, args.greedy)]
+    sides = [("users alone", {}, 0), ("fair_share=false", {"CQA_FAIR_SHARE": "false", "CQA_RUN_SLOTS": "0"}, args.greedy),
+             ("fair_share=true, run_slots=0", {"CQA_RUN_SLOTS": "0"}, args.greedy)]
+    if args.no_delay_side:
+        sides.append(("fair_share=true, run_slots=0, over_share_delay_ms=0",
+                      {"CQA_RUN_SLOTS": "0", "CQA_OVER_SHARE_DELAY_MS": "0"}, args.greedy))
+    sides += [(f"fair_share=true, run_slots={n}", {"CQA_RUN_SLOTS": str(n)}, args.greedy) for n in args.slots]
+    sides.append(("fair_share=true", {}, args.greedy))
     for name, extra, greedy in sides:
         env = {"CQA_REFRESH_S": "0", "CQA_MAX_IN_FLIGHT": str(args.max_in_flight), **extra}
         with server(settings.data_dir, env) as (base, _):
@@ -115,6 +124,7 @@ def main() -> None:
         out["sides"][name] = side
         print(json.dumps({name: side}), file=sys.stderr, flush=True)
     on, off = out["sides"]["fair_share=true"], out["sides"]["fair_share=false"]
+    unqueued = out["sides"]["fair_share=true, run_slots=0"]
 
     def ratio(a, b):
         return round(a / b, 3) if a is not None and b else None
@@ -122,6 +132,10 @@ def main() -> None:
         "users_answered_share": ratio(on["users"]["answered_share"], off["users"]["answered_share"]),
         "users_answered_p50_ms": ratio(on["users"]["answered_p50_ms"], off["users"]["answered_p50_ms"]),
         "greedy_answered_rps": ratio(on["greedy"]["answered_rps"], off["greedy"]["answered_rps"])}
+    out["ratios_queued_over_not"] = {  # the shipped run slots over every request taken running at once (round 56)
+        "users_answered_p50_ms": ratio(on["users"]["answered_p50_ms"], unqueued["users"]["answered_p50_ms"]),
+        "users_answered_p95_ms": ratio(on["users"]["answered_p95_ms"], unqueued["users"]["answered_p95_ms"]),
+        "greedy_answered_rps": ratio(on["greedy"]["answered_rps"], unqueued["greedy"]["answered_rps"])}
     print(json.dumps(out))
 
 

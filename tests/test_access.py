@@ -275,7 +275,8 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert c.get("/health").status_code == 200 and c.get("/threads").status_code == 200  # not held back
         admission = c.get("/ready").json()["admission"]
         assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2, "fair_share": True, "clients": 1,
-                             "refused_share": 0, "spare": 1}
+                             "refused_share": 0, "spare": 1, "slots": 2, "running": 1, "waiting": 0, "queued": 0,
+                             "most_waiting": 0}
         release.set()
         waiting.join(30)
         assert first["r"].status_code == 200 and first["r"].json()["results"][0]["id"] == "a"
@@ -399,7 +400,8 @@ def test_client_key_counts_an_ipv6_client_as_its_64_and_names_others_as_they_are
 def test_a_client_over_its_share_gets_429_while_another_client_is_served(settings, fast_encoder, monkeypatch):
     """Through the app: a client holding 2 of CQA_MAX_IN_FLIGHT=4 (two /rerank waiting for a slow model) while another
     client has searched gets 429 `over_share` with Retry-After for a third, after CQA_OVER_SHARE_DELAY_MS; the other
-    client is taken; GET /ready and /metrics count it; with CQA_FAIR_SHARE=false the same third request is taken."""
+    client is taken; GET /ready and /metrics count it; with CQA_FAIR_SHARE=false the same third request is taken.
+    CQA_RUN_SLOTS=0: every request taken runs at once (the next test has the queue)."""
     import threading
 
     from indexing.reindex import reindex
@@ -419,7 +421,7 @@ def test_a_client_over_its_share_gets_429_while_another_client_is_served(setting
             release.wait(30)
             return plain(self, queries)
         app = create_app(settings.model_copy(update={"max_in_flight": 4, "fair_share": fair, "batch_max": 1,
-                                                     "over_share_delay_ms": 300, **STUB_RANKERS}))
+                                                     "over_share_delay_ms": 300, "run_slots": 0, **STUB_RANKERS}))
         # as `cqa serve` runs it behind a proxy it trusts (CQA_FORWARDED_ALLOW_IPS): the client its header names
         with TestClient(ProxyHeadersMiddleware(app, trusted_hosts="*")) as c:
             greedy, other = Forwarded(c, "198.51.100.1"), Forwarded(c, "198.51.100.2")
@@ -466,6 +468,135 @@ def test_a_client_over_its_share_gets_429_while_another_client_is_served(setting
                 for t in held:
                     t.join(30)
             monkeypatch.setattr(OverlapRanker, "score", plain)
+
+
+def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whose_turn_came_longest_ago():
+    """FairQueue: past its slots a request waits; a freed slot goes to the client running fewest, then to the one whose
+    turn came longest ago (or never), its earliest request first; a request cancelled while it waits leaves the queue, and one cancelled as it was given its slot
+    gives it on; 0 slots: nobody waits."""
+    import asyncio
+
+    from app.limits import FairQueue
+
+    async def run():
+        q, order = FairQueue(2), []
+
+        async def wait(client: str, tag: str):
+            await q.enter(client)
+            order.append(tag)
+
+        async def settle():
+            for _ in range(3):
+                await asyncio.sleep(0)
+        await q.enter("greedy")
+        await q.enter("greedy")  # both slots taken
+        tasks = {tag: asyncio.create_task(wait("greedy", tag)) for tag in ("g1", "g2", "g3")}
+        await settle()
+        tasks["u"] = asyncio.create_task(wait("user", "u"))
+        tasks["v"] = asyncio.create_task(wait("other", "v"))
+        await settle()
+        assert q.stats() == {"slots": 2, "running": 2, "waiting": 5, "queued": 5, "most_waiting": 5}
+        q.leave("greedy")
+        await settle()
+        assert order == ["u"]  # it came after greedy's three, and its client runs none
+        q.leave("greedy")
+        await settle()
+        assert order == ["u", "v"]  # greedy and v's client run none now: v's client has not had a turn yet
+        q.leave("user")
+        await settle()
+        assert order == ["u", "v", "g1"]  # only greedy waits
+        assert q.running == {"greedy": 1, "other": 1} and q.stats()["waiting"] == 2
+        assert set(q._given) == {"greedy", "other"}  # the user, idle, is forgotten
+        tasks["g2"].cancel()  # its client went away while it waited
+        await settle()
+        assert tasks["g2"].cancelled() and q.stats()["waiting"] == 1
+        q.leave("other")  # g3 is given the slot ...
+        tasks["g3"].cancel()  # ... and cancelled before it ran: the slot is free again
+        await settle()
+        assert tasks["g3"].cancelled() and order == ["u", "v", "g1"]
+        assert q.stats() == {"slots": 2, "running": 1, "waiting": 0, "queued": 5, "most_waiting": 5}
+        await q.enter("late")  # taken at once: a slot is free and nobody waits
+        assert q.running == {"greedy": 1, "late": 1}
+        q.leave("greedy")
+        q.leave("late")
+        assert q.stats()["running"] == 0 and q.running == {} and q._given == {}
+
+        unbounded = FairQueue(0)
+        for _ in range(100):
+            await unbounded.enter("greedy")  # no slots: nobody waits, nothing counted
+        assert unbounded.stats() == {"slots": 0, "running": 0, "waiting": 0, "queued": 0, "most_waiting": 0}
+    asyncio.run(run())
+
+
+def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(settings, fast_encoder, monkeypatch):
+    """Through the app, CQA_RUN_SLOTS=1: while a greedy client's /rerank holds the slot (a slow model) and two more of
+    its requests wait, another client's request, sent last, is scored next; every request is answered; GET /ready and
+    /metrics count the waits. With CQA_RUN_SLOTS=0 nothing waits."""
+    import threading
+
+    from indexing.reindex import reindex
+
+    from .conftest import OverlapRanker
+    from .test_indexes import fake_encode, fill_store
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    plain = OverlapRanker.score
+    release, scoring = threading.Event(), threading.Event()
+    scored: list[str] = []
+
+    def slow(self, queries):
+        scored.extend(q.candidates[0].id for q in queries)
+        scoring.set()
+        release.wait(30)
+        return plain(self, queries)
+
+    def body(who: str) -> dict:
+        return {"question": {"body": "visa renewal"}, "candidates": [{"id": who, "text": "visa office"},
+                                                                     {"id": who + "-b", "text": "beach"}]}
+    app = create_app(settings.model_copy(update={"max_in_flight": 8, "run_slots": 1, "batch_max": 1,
+                                                 **STUB_RANKERS}))
+    with TestClient(ProxyHeadersMiddleware(app, trusted_hosts="*")) as c:
+        greedy, user = Forwarded(c, "198.51.100.1"), Forwarded(c, "198.51.100.2")
+        monkeypatch.setattr(OverlapRanker, "score", slow)
+        answers: list[tuple[str, int]] = []
+        sent = []
+
+        def send(who: str, client: Forwarded) -> None:
+            t = threading.Thread(target=lambda: answers.append((who, client.post("/rerank", json=body(who))
+                                                                .status_code)))
+            t.start()
+            sent.append(t)
+
+        def waiting(n: int) -> bool:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if c.get("/ready").json()["admission"]["waiting"] == n:
+                    return True
+                time.sleep(0.02)
+            return False
+        try:
+            send("g1", greedy)
+            assert scoring.wait(30)  # g1 holds the slot
+            send("g2", greedy)
+            assert waiting(1)
+            send("g3", greedy)
+            assert waiting(2)
+            send("u", user)
+            assert waiting(3)
+            admission = c.get("/ready").json()["admission"]
+            assert (admission["slots"], admission["running"], admission["in_flight"]) == (1, 1, 4)
+            release.set()
+        finally:
+            release.set()
+            for t in sent:
+                t.join(30)
+        assert scored == ["g1", "u", "g2", "g3"]
+        assert sorted(answers) == [("g1", 200), ("g2", 200), ("g3", 200), ("u", 200)]
+        admission = c.get("/ready").json()["admission"]
+        assert (admission["running"], admission["waiting"], admission["queued"], admission["most_waiting"]) == \
+            (0, 0, 3, 3)
+        assert "cqa_ranking_queue_seconds_count 4.0" in c.get("/metrics").text  # each request's wait, 0 included
+    monkeypatch.setattr(OverlapRanker, "score", plain)
 
 
 def test_a_request_cancelled_before_its_answer_is_logged_as_such(kept):
