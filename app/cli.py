@@ -382,7 +382,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         uvicorn.run("app.main:create_app", factory=True, host=args.host or settings.host,
                     port=args.port or settings.port, workers=workers, log_level=level.lower(),
                     log_config=log_config(settings.log_format, level), access_log=False,
-                    forwarded_allow_ips=settings.forwarded_allow_ips)
+                    proxy_headers=False)  # the app reads them itself (app.limits.ProxiedClient)
     finally:
         if background is not None and background.poll() is None:
             background.terminate()  # what it encoded stays in the embedding cache for the next reindex

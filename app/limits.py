@@ -4,6 +4,7 @@ requests one worker takes at once (503 ``overloaded``), and from one client whil
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 import json
 import time
@@ -87,10 +88,61 @@ def enforce_count_limit(path: str, n: int, limit: int, setting: str) -> None:
                                         "split the request")
 
 
+USER_KEY = "cqa.user"  # the scope's key for the user a proxy named (ProxiedClient)
+
+
+class ProxiedClient:
+    """Pure ASGI, outermost: a request from a proxy named in CQA_FORWARDED_ALLOW_IPS (``trusted``: addresses,
+    networks or *) is taken as its client's, the one its ``X-Forwarded-For`` names (uvicorn's ProxyHeadersMiddleware,
+    which `cqa serve` no longer runs itself), and, with CQA_CLIENT_HEADER set (``client_header``), as the user that
+    header names, whom the fair share and the run queue count (``client_key``): a forum's backend that calls for all
+    its users from one address says for whom, and its users are not one client. The header is believed from those
+    proxies only; from anyone else it is ignored, so nobody can take more shares by sending it. Its value is kept as
+    a digest (it may be a user name), ``user:`` and 16 hex digits."""
+
+    def __init__(self, app, trusted: str, client_header: str | None = None):
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+        self.inner = ProxyHeadersMiddleware(app, trusted_hosts=trusted)
+        entries = [e.strip() for e in trusted.split(",") if e.strip()]
+        self.any = "*" in entries
+        self.networks = [ipaddress.ip_network(e, strict=False) for e in entries if e != "*" and _is_ip(e)]
+        self.header = client_header.lower().encode("latin-1") if client_header else None
+
+    def trusted(self, host: str | None) -> bool:
+        if self.any:
+            return True
+        try:
+            ip = ipaddress.ip_address(host or "")
+        except ValueError:
+            return False
+        return any(ip in n for n in self.networks if n.version == ip.version)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self.header is not None:
+            client = scope.get("client")
+            if self.trusted(client[0] if client else None):
+                values = [v for k, v in scope["headers"] if k == self.header]
+                named = values[-1].decode("latin-1").strip() if values else ""
+                if named:
+                    scope[USER_KEY] = "user:" + hashlib.sha256(named.encode()).hexdigest()[:16]
+        return await self.inner(scope, receive, send)
+
+
+def _is_ip(entry: str) -> bool:
+    try:
+        ipaddress.ip_network(entry, strict=False)
+        return True
+    except ValueError:
+        return False
+
+
 def client_key(scope) -> str:
-    """Whom a request's share is counted for: its client's address as the server sees it (behind a proxy named in
+    """Whom a request's share and turn are counted for: the user a trusted proxy named (``ProxiedClient``,
+    CQA_CLIENT_HEADER), or else its client's address as the server sees it (behind a proxy named in
     CQA_FORWARDED_ALLOW_IPS, the one its ``X-Forwarded-For`` names). An IPv6 address counts as its /64 network, the
     block one host or home is given, so a client cannot take more shares by changing the host part."""
+    if user := scope.get(USER_KEY):
+        return user
     client = scope.get("client")
     host = client[0] if client else "-"
     try:

@@ -38,7 +38,8 @@ from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
 from .errors import OverShare, Overloaded
-from .limits import Admission, BodyLimitMiddleware, FairQueue, client_key, enforce_count_limit, enforce_text_limit
+from .limits import (Admission, BodyLimitMiddleware, FairQueue, ProxiedClient, client_key, enforce_count_limit,
+                     enforce_text_limit)
 from .metrics import Metrics
 from .queries import answers_query, questions_query, rerank_query
 from .refresh import Refresher
@@ -416,6 +417,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from starlette.middleware.cors import CORSMiddleware
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=CORS_METHODS,
                            allow_headers=CORS_HEADERS, expose_headers=CORS_EXPOSED, max_age=600)
+    # outermost of all: who the client is, for everything inside (the access log, the share, the run queue); as
+    # uvicorn's default when no proxy is named
+    app.add_middleware(ProxiedClient, client_header=settings.client_header,
+                       trusted=settings.forwarded_allow_ips or os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"))
 
     def service(request: Request) -> Service:
         return request.app.state.service

@@ -55,15 +55,21 @@ class Settings(RankingSettings):
                                        "spending the worker's time on refusals. 503 `overloaded` stays immediate, so "
                                        "a client can try another replica at once. 0: at once.")
     run_slots: int = Field(2, ge=0, le=1024, description="Ranking requests one worker works on at once; the others "
-                           "it has taken wait, and a freed slot goes to the one whose client has the fewest running "
-                           "(the earliest first), so a user's search waits for one slot, not behind every search a busier "
-                           "client sent before it. 0: no queue, every request taken runs at once (before round 57).")
+                           "it has taken wait, and a freed slot goes to one whose client has the fewest running, the "
+                           "clients taking turns, so a user's search waits for one slot, not behind every search a "
+                           "busier client sent before it. 0: no queue, every request taken runs at once (as before "
+                           "round 57).")
     forwarded_allow_ips: str | None = Field(None, description="The proxies (comma-separated addresses or networks, * "
-                                            "for any) whose X-Forwarded-For and X-Forwarded-Proto `cqa serve` believes: "
-                                            "the client they name is the one the access log writes and the fair share "
-                                            "counts. Unset: uvicorn's default, 127.0.0.1,::1 (a proxy on the same host), or "
-                                            "$FORWARDED_ALLOW_IPS. "
+                                            "for any) whose X-Forwarded-For and X-Forwarded-Proto the service believes, "
+                                            "and CQA_CLIENT_HEADER: the client they name is the one the access log "
+                                            "writes and the fair share and the run queue count. Unset: uvicorn's "
+                                            "default, 127.0.0.1,::1 (a proxy on the same host), or $FORWARDED_ALLOW_IPS. "
                                             "A proxy not named counts as one client for all its users.")
+    client_header: str | None = Field(None, description="A request header (e.g. X-Forum-User) naming the user a "
+                                      "request is for, believed from the proxies of CQA_FORWARDED_ALLOW_IPS only: the "
+                                      "fair share and the run queue count that user as the client, not the address. "
+                                      "For a forum's backend or proxy that calls for all its users from one address "
+                                      "(its session or user id, any string; kept as a digest). Unset: the address.")
     batch_max: int = Field(16, ge=1, le=256, description="Most rerank requests scored in one model call.")
     batch_wait_ms: float = Field(5.0, ge=0, le=1000, description="How long a rerank batch waits to fill.")
     workers: int = Field(1, ge=1, le=64, description="Serving processes of `cqa serve` sharing the port; each "
@@ -151,6 +157,19 @@ class Settings(RankingSettings):
                 raise ValueError(f"{o!r} is not a web origin: scheme://host[:port], with no path or trailing slash "
                                  "(e.g. https://forum.example.org), or \"*\"")
         return origins
+
+    @field_validator("client_header")
+    @classmethod
+    def _header_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        import re
+        value = value.strip()
+        if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", value):
+            raise ValueError(f"{value!r} is not a header name (letters, digits and -, e.g. X-Forum-User)")
+        if value.lower() in ("x-forwarded-for", "x-forwarded-proto", "host", "authorization", "cookie"):
+            raise ValueError(f"{value!r} carries something else; name a header of its own, e.g. X-Forum-User")
+        return value
 
     @field_validator("forwarded_allow_ips")
     @classmethod

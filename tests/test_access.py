@@ -176,15 +176,17 @@ def test_origins_are_read_from_a_list_or_commas_and_a_wrong_one_is_refused(monke
 def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_worker(tmp_path):
     """`cqa serve --workers 2` on a new data folder with CQA_LOG_FORMAT=json: both workers start (they open the new
     store at the same moment), every line on standard error is a JSON object, the workers' own lines included, and
-    the access lines on standard output carry each request's id. CQA_FORWARDED_ALLOW_IPS reaches uvicorn: with a
-    proxy named that is not loopback, a loopback request's X-Forwarded-For is not believed (uvicorn's own default
-    would believe it), so the client logged, and counted for its share, is the connection's."""
+    the access lines on standard output carry each request's id. CQA_FORWARDED_ALLOW_IPS reaches the app (which reads
+    the proxy headers itself, `ProxiedClient`): from 127.0.0.1, not named, a request's X-Forwarded-For is not believed
+    (uvicorn's own default would believe it), so the client logged, and counted for its share, is the connection's;
+    from 127.0.0.2, named, it is, and the client logged is the one it names."""
+    import http.client
     from .test_api import free_port, stop_server
     port = free_port()
     out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
     env = {**os.environ, "CQA_DATA_DIR": str(tmp_path / "var"), "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
            "CQA_LOG_FORMAT": "json", "CQA_WORKERS": "2", "CQA_REFRESH_S": "0",
-           "CQA_FORWARDED_ALLOW_IPS": "10.0.0.1, 192.168.0.0/16"}
+           "CQA_FORWARDED_ALLOW_IPS": "10.0.0.1, 192.168.0.0/16, 127.0.0.2"}
     with open(out, "w") as fo, open(err, "w") as fe:
         p = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-bootstrap", "--port", str(port)],
                              env=env, cwd=ROOT, stdout=fo, stderr=fe, text=True)
@@ -207,6 +209,12 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
                 urllib.request.urlopen(req, timeout=30)
             assert e.value.code == 404 and e.value.headers["X-Request-ID"] == rid
             assert json.loads(e.value.read())["error"]["request_id"] == rid
+        proxied = [f"proxied-{i}" for i in range(4)]
+        for rid in proxied:  # through the proxy named
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=("127.0.0.2", 0))
+            conn.request("GET", "/threads/none", headers={"X-Request-ID": rid, "X-Forwarded-For": "203.0.113.7"})
+            assert conn.getresponse().status == 404
+            conn.close()
         time.sleep(2)  # both workers warmed up and said so
     finally:
         stop_server(p)
@@ -222,6 +230,7 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
     assert sorted(a["request_id"] for a in probes) == sorted(sent)
     assert all((a["logger"], a["method"], a["path"], a["status"], a["client"]) ==
                ("cqa.access", "GET", "/threads/none", 404, "127.0.0.1") and a["ms"] >= 0 for a in probes)
+    assert sorted(a["client"] for a in access if a.get("request_id", "").startswith("proxied-")) == ["203.0.113.7"] * 4
 
 
 def test_the_proxies_believed_are_addresses_or_networks_and_a_mistyped_one_is_refused(monkeypatch):
@@ -234,6 +243,65 @@ def test_the_proxies_believed_are_addresses_or_networks_and_a_mistyped_one_is_re
     for wrong in ("10.0.0.300", "proxy.example.org", "10.0.0.0/33", " , "):
         monkeypatch.setenv("CQA_FORWARDED_ALLOW_IPS", wrong)
         with pytest.raises(ValidationError, match="forwarded_allow_ips"):
+            Settings()
+
+
+def test_a_trusted_proxy_names_the_user_a_request_is_for_and_nobody_else_can():
+    """ProxiedClient: from a proxy of CQA_FORWARDED_ALLOW_IPS, CQA_CLIENT_HEADER names the client (as a digest), and
+    X-Forwarded-For the address; from anyone else, or without the setting, or empty, the header is ignored."""
+    import asyncio
+    import hashlib
+
+    from app.limits import ProxiedClient, client_key
+
+    def seen(peer: str, headers: dict, trusted: str = "10.0.0.0/8, ::1", header: str | None = "X-Forum-User"):
+        got = {}
+
+        async def inner(scope, receive, send):
+            got.update(key=client_key(scope), client=scope["client"][0])
+        scope = {"type": "http", "client": (peer, 5000), "scheme": "http",
+                 "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+        asyncio.run(ProxiedClient(inner, trusted, header)(scope, None, None))
+        return got["key"], got["client"]
+    alice = "user:" + hashlib.sha256(b"alice").hexdigest()[:16]
+    assert seen("10.1.2.3", {"X-Forum-User": "alice"}) == (alice, "10.1.2.3")
+    assert seen("10.1.2.3", {"X-Forum-User": " alice ", "X-Forwarded-For": "203.0.113.7"}) == (alice, "203.0.113.7")
+    assert seen("::1", {"x-forum-user": "bob"})[0] == "user:" + hashlib.sha256(b"bob").hexdigest()[:16]
+    assert seen("203.0.113.9", {"X-Forum-User": "alice", "X-Forwarded-For": "198.51.100.1"}) == \
+        ("203.0.113.9", "203.0.113.9")  # not a proxy named: neither header believed
+    assert seen("10.1.2.3", {"X-Forum-User": ""}) == ("10.1.2.3", "10.1.2.3")  # empty: the address
+    assert seen("10.1.2.3", {"X-Forum-User": "alice"}, header=None) == ("10.1.2.3", "10.1.2.3")  # not set
+    assert seen("testclient", {"X-Forum-User": "alice"}, trusted="*")[0] == alice  # *: any peer
+
+
+def test_users_behind_one_proxy_count_as_clients_of_their_own_when_it_names_them(settings, fast_encoder):
+    """Through the app: with CQA_CLIENT_HEADER, two users' searches through one trusted proxy are two clients in GET
+    /ready, and a request without the header counts as the proxy's address; a proxy not named is one client."""
+    from indexing.reindex import reindex
+
+    from .test_indexes import fake_encode, fill_store
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    question = {"question": {"body": "visa"}}
+    for trusted, clients in (("*", 3), ("10.0.0.1", 1)):  # the test client's peer is "testclient"
+        app = create_app(settings.model_copy(update={"forwarded_allow_ips": trusted, "client_header": "X-Forum-User",
+                                                     **STUB_RANKERS}))
+        with TestClient(app) as c:
+            for user in ("alice", "bob"):
+                assert c.post("/search", json=question, headers={"X-Forum-User": user}).status_code == 200
+            assert c.post("/search", json=question).status_code == 200
+            assert c.get("/ready").json()["admission"]["clients"] == clients, trusted
+
+
+def test_the_client_header_is_a_header_name_of_its_own(monkeypatch):
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+    monkeypatch.setenv("CQA_CLIENT_HEADER", " X-Forum-User ")
+    assert Settings().client_header == "X-Forum-User"
+    for bad in ("X Forum User", "X-Forwarded-For", "Authorization", "x-user:"):
+        monkeypatch.setenv("CQA_CLIENT_HEADER", bad)
+        with pytest.raises(ValidationError, match="client_header"):
             Settings()
 
 

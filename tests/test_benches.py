@@ -591,12 +591,11 @@ def test_overload_bench_sends_more_than_a_server_answers_and_counts_what_it_refu
 def test_fair_share_bench_refuses_the_greedy_client_429_only_with_fair_share_on_and_never_a_user(demo_served, cli_env):
     """bench/fair_share.py on a served demo folder, a bound of 4: every side's requests are answered or refused, none
     fails otherwise; the greedy client gets 429s only where fair share is on, the users never one, and they are
-    answered there; GET /ready counted what the clients got."""
+    answered there; GET /ready counted what the clients got; as shipped, requests waited for the run queue's slots."""
     out = run_bench("fair_share.py", "--serve-dir", str(demo_served.data_dir), "--max-in-flight", "4", "--greedy", "12",
                     "--users", "2", "--think-s", "0.2", "--retry-s", "0.05", "--seconds", "3", env=cli_env, timeout=600)
     sides = out["sides"]
-    assert list(sides) == ["users alone", "fair_share=false", "fair_share=true, over_share_delay_ms=0",
-                           "fair_share=true"]
+    assert list(sides) == ["users alone", "fair_share=false", "fair_share=true, run_slots=0", "fair_share=true"]
     for name, side in sides.items():
         assert side["users"]["other"] == 0 and side["users"]["refused_429"] == 0 and side["users"]["sent"] > 0
         assert side["admission"]["limit"] == 4 and side["admission"]["fair_share"] == (name != "fair_share=false")
@@ -608,6 +607,11 @@ def test_fair_share_bench_refuses_the_greedy_client_429_only_with_fair_share_on_
     assert sides["users alone"]["users"]["answered_share"] == 1.0
     assert sides["fair_share=true"]["users"]["answered"] > 0
     assert set(out["ratios_on_over_off"]) == {"users_answered_share", "users_answered_p50_ms", "greedy_answered_rps"}
+    assert set(out["ratios_queued_over_not"]) == {"users_answered_p50_ms", "users_answered_p95_ms", "greedy_answered_rps"}
+    # the run queue: off where asked, the default (2 slots) as shipped, where the greedy client's requests waited
+    assert sides["fair_share=true, run_slots=0"]["admission"]["slots"] == 0
+    shipped = sides["fair_share=true"]["admission"]
+    assert shipped["slots"] == 2 and shipped["queued"] > 0 and shipped["running"] == shipped["waiting"] == 0
 
 
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
