@@ -7,9 +7,10 @@ sent at --overload times that rate, each on its own connection whatever the earl
 forum arrive), for --seconds, each with a 60 s timeout. Per side: requests sent, answered (200) and refused (503
 `overloaded`), the answered ones' p50 / p95 / max latency and the p95 over the burst's last third (an unbounded queue's
 waits grow through the burst), the refused ones' p50, and the share of all requests answered within 1 s. Each side
-starts its own server, after the one before it has stopped. Prints a JSON object last.
+starts its own server, after the one before it has stopped; the unbounded one with no run queue (CQA_RUN_SLOTS=0), the
+others with --run-slots or the service's default. Prints a JSON object last.
 
-    python bench/overload.py [--data-dir var] [--limits 0,32] [--overload 1.5] [--seconds 30]
+    python bench/overload.py [--data-dir var] [--limits 0,32] [--run-slots N] [--overload 1.5] [--seconds 30]
 """
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ def main() -> None:
     add_serve_arguments(ap)
     ap.add_argument("--limits", default="0,32", help="CQA_MAX_IN_FLIGHT of each side, in turn (0: no bound, the "
                     "reference)")
+    ap.add_argument("--run-slots", type=int, default=None, help="CQA_RUN_SLOTS of the bounded sides (default: the "
+                    "service's; the unbounded reference runs with none, as before round 57)")
     ap.add_argument("--clients", type=int, default=4, help="closed-loop clients measuring the capacity")
     ap.add_argument("--capacity-seconds", type=float, default=15)
     ap.add_argument("--overload", type=float, default=1.5, help="the burst's rate over the measured capacity")
@@ -79,9 +82,14 @@ def main() -> None:
 
     settings, questions = served_forum(args)
     bodies = [{"question": q, "k": 10} for q in questions]
-    out = {**run_header("overload"), "overload": args.overload, "seconds": args.seconds, "sides": {}}
+    out = {**run_header("overload"), "run_slots": args.run_slots, "overload": args.overload, "seconds": args.seconds, "sides": {}}
     for limit in (int(x) for x in args.limits.split(",")):
-        with server(settings.data_dir, {"CQA_REFRESH_S": "0", "CQA_MAX_IN_FLIGHT": str(limit)}) as (base, _):
+        env = {"CQA_REFRESH_S": "0", "CQA_MAX_IN_FLIGHT": str(limit)}
+        if not limit:
+            env["CQA_RUN_SLOTS"] = "0"
+        elif args.run_slots is not None:
+            env["CQA_RUN_SLOTS"] = str(args.run_slots)
+        with server(settings.data_dir, env) as (base, _):
             # closed loop: load.py's level, its throughput the capacity
             rate = run_level(base + "/search", bodies, args.clients, 10**9, args.capacity_seconds)["throughput_rps"]
             side = {"capacity_rps": round(rate, 2), "rate_rps": round(rate * args.overload, 2),
