@@ -260,7 +260,8 @@ class FairQueue:
     longest ago (or never), and its earliest request: the clients take turns, so a user's search waits for one slot
     to free, not behind every search a busier client sent before it. With every request running at once (no queue,
     as before round 57), a user's search shared the CPU with all of a greedy client's (its whole share) and took
-    several times its own time. 0 slots: no queue, everything runs at once.
+    several times its own time. A client alone in the worker is not held to the slots (``enter``). 0 slots: no queue,
+    everything runs at once.
 
     Counted on the event loop, like ``Admission``; a request cancelled while it waits (its client went away) leaves
     the queue, and one cancelled just as it was given a slot gives it on."""
@@ -273,10 +274,14 @@ class FairQueue:
     _seq: int = 0  # requests that waited, and slots given: the order of both
     _given: dict[str, int] = field(default_factory=dict)  # client -> when it was last given a slot (its turn)
 
-    async def enter(self, client: str = "-") -> None:
+    async def enter(self, client: str = "-", alone: bool = False) -> None:
+        """Wait for a slot; ``alone``: the worker serves this client only (``Admission.clients``), which then runs
+        at once, past the slots, as it did before the queue: with nobody to take turns with, a queue would only
+        shrink the reranker's batches (one client's burst answered 0.85x as many searches a second with 2 slots,
+        docs/BENCHMARKS.md "Round 57")."""
         if not self.slots:
             return
-        if self.total < self.slots and not self.waiting:
+        if (self.total < self.slots or alone) and not self.waiting:
             self._run(client)
             return
         self._seq += 1

@@ -442,7 +442,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise
         t0 = time.perf_counter()
         try:
-            await svc.queue.enter(client)
+            await svc.queue.enter(client, alone=svc.admission.clients() <= 1)
         except BaseException:  # its client went away while it waited
             svc.admission.done(client)
             raise

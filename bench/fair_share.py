@@ -100,6 +100,8 @@ def main() -> None:
     ap.add_argument("--max-in-flight", type=int, default=32, help="CQA_MAX_IN_FLIGHT of every side")
     ap.add_argument("--slots", type=int, nargs="*", default=[], help="more sides, each with this CQA_RUN_SLOTS")
     ap.add_argument("--no-delay-side", action="store_true", help="a side with CQA_OVER_SHARE_DELAY_MS=0 too (round 56)")
+    ap.add_argument("--only", nargs="*", default=None, help="run only the sides of these names (the ratios need "
+                    "theirs)")
     args = ap.parse_args()
 
     settings, questions = served_forum(args)
@@ -113,6 +115,8 @@ def main() -> None:
                       {"CQA_RUN_SLOTS": "0", "CQA_OVER_SHARE_DELAY_MS": "0"}, args.greedy))
     sides += [(f"fair_share=true, run_slots={n}", {"CQA_RUN_SLOTS": str(n)}, args.greedy) for n in args.slots]
     sides.append(("fair_share=true", {}, args.greedy))
+    if args.only is not None:
+        sides = [side for side in sides if side[0] in args.only]
     for name, extra, greedy in sides:
         env = {"CQA_REFRESH_S": "0", "CQA_MAX_IN_FLIGHT": str(args.max_in_flight), **extra}
         with server(settings.data_dir, env) as (base, _):
@@ -123,6 +127,9 @@ def main() -> None:
             side["greedy"] = summary(hog, args.seconds)
         out["sides"][name] = side
         print(json.dumps({name: side}), file=sys.stderr, flush=True)
+    if not {"fair_share=true", "fair_share=false", "fair_share=true, run_slots=0"} <= set(out["sides"]):
+        print(json.dumps(out))
+        return
     on, off = out["sides"]["fair_share=true"], out["sides"]["fair_share=false"]
     unqueued = out["sides"]["fair_share=true, run_slots=0"]
 

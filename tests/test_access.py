@@ -541,7 +541,7 @@ def test_a_client_over_its_share_gets_429_while_another_client_is_served(setting
 def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whose_turn_came_longest_ago():
     """FairQueue: past its slots a request waits; a freed slot goes to the client running fewest, then to the one whose
     turn came longest ago (or never), its earliest request first; a request cancelled while it waits leaves the queue, and one cancelled as it was given its slot
-    gives it on; 0 slots: nobody waits."""
+    gives it on; a client alone runs past the slots while nobody waits; 0 slots: nobody waits."""
     import asyncio
 
     from app.limits import FairQueue
@@ -589,6 +589,29 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
         q.leave("late")
         assert q.stats()["running"] == 0 and q.running == {} and q._given == {}
 
+        await q.enter("solo", alone=True)
+        await q.enter("solo", alone=True)
+        await q.enter("solo", alone=True)  # a client alone runs past the slots ...
+        assert q.stats()["running"] == 3 and q.stats()["waiting"] == 0
+        waiter = asyncio.create_task(q.enter("solo", alone=False))  # ... until another client shares the worker
+        await settle()
+        assert not waiter.done() and q.stats()["waiting"] == 1
+        alone = asyncio.create_task(q.enter("solo", alone=True))  # and behind a request waiting, it waits its turn
+        await settle()
+        assert not alone.done() and q.stats()["waiting"] == 2
+        q.leave("solo")
+        await settle()
+        assert not waiter.done()  # 2 running: the slots are full
+        q.leave("solo")
+        await settle()
+        assert waiter.done() and not alone.done()  # 1 ran: the first waiting took the slot
+        q.leave("solo")
+        await settle()
+        assert alone.done()
+        q.leave("solo")
+        q.leave("solo")
+        assert q.stats()["running"] == 0 and q._given == {}
+
         unbounded = FairQueue(0)
         for _ in range(100):
             await unbounded.enter("greedy")  # no slots: nobody waits, nothing counted
@@ -599,7 +622,7 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
 def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(settings, fast_encoder, monkeypatch):
     """Through the app, CQA_RUN_SLOTS=1: while a greedy client's /rerank holds the slot (a slow model) and two more of
     its requests wait, another client's request, sent last, is scored next; every request is answered; GET /ready and
-    /metrics count the waits. With CQA_RUN_SLOTS=0 nothing waits."""
+    /metrics count the waits."""
     import threading
 
     from indexing.reindex import reindex
@@ -625,6 +648,7 @@ def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(setti
                                                  **STUB_RANKERS}))
     with TestClient(ProxyHeadersMiddleware(app, trusted_hosts="*")) as c:
         greedy, user = Forwarded(c, "198.51.100.1"), Forwarded(c, "198.51.100.2")
+        assert user.post("/search", json={"question": {"body": "visa"}}).status_code == 200  # two clients now
         monkeypatch.setattr(OverlapRanker, "score", slow)
         answers: list[tuple[str, int]] = []
         sent = []
@@ -663,7 +687,7 @@ def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(setti
         admission = c.get("/ready").json()["admission"]
         assert (admission["running"], admission["waiting"], admission["queued"], admission["most_waiting"]) == \
             (0, 0, 3, 3)
-        assert "cqa_ranking_queue_seconds_count 4.0" in c.get("/metrics").text  # each request's wait, 0 included
+        assert "cqa_ranking_queue_seconds_count 5.0" in c.get("/metrics").text  # each request's wait, 0 included
     monkeypatch.setattr(OverlapRanker, "score", plain)
 
 
