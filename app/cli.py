@@ -471,7 +471,7 @@ def _shown(result, bold: bool) -> str:
         parts += [snip.text[at:a], f"\033[1m{snip.text[a:b]}\033[0m" if bold else snip.text[a:b]]
         at = b
     parts.append(snip.text[at:])
-    after = snip.start + len(snip.text) < len(result.text)
+    after = (snip.parts[-1][1] if snip.parts else snip.start + len(snip.text)) < len(result.text)
     return ("..." if snip.start else "") + " ".join("".join(parts).split()) + ("..." if after else "")
 
 

@@ -6,12 +6,14 @@ k = 10, target answers), in both arms, over --rounds rounds, the order alternati
 - each arm's p50 and p95 in ms, their ratio, and the server's own `snippets` stage time;
 - for the results longer than a snippet (300 characters), what a reader sees of each:
   - the snippet;
+  - the one window of 300 characters a snippet was before round 57 (computed here from the same result);
   - the text's first 300 characters (the same room);
-  - its first 600 (what the page showed before round 55).
+  - its first 600 (what the page showed before round 55);
+  - the whole text (all a reader could see).
 
   For each, the share of results showing at least one of the question's words, and the mean number of distinct ones
   shown, counted as the snippets mark them (the index's analyser: same stem; stop words not). Both are also given for
-  the comments the SemEval judges found Good for the question.
+  the comments the SemEval judges found Good for the question. And how many snippets are in two parts (round 57).
 
 Prints a JSON object last.
 
@@ -71,8 +73,11 @@ def main() -> None:
                         if r == 0:
                             seen += [{"qid": qid, "question": f"{subject}\n{body}", **x} for x in resp["results"]]
     long = [x for x in seen if len(x["text"]) > SNIPPET_CHARS]
-    views = {"snippet": lambda x: x["snippet"]["text"], "first_300": lambda x: x["text"][:SNIPPET_CHARS],
-             "first_600": lambda x: x["text"][:600]}
+    from ranking.snippets import snippet
+    views = {"snippet": lambda x: x["snippet"]["text"],
+             "one_window": lambda x: snippet(x["text"], x["question"], INDEX_ANALYZER, max_parts=1).text,
+             "first_300": lambda x: x["text"][:SNIPPET_CHARS],
+             "first_600": lambda x: x["text"][:600], "whole_text": lambda x: x["text"]}
 
     def read(rows):
         out = {}
@@ -92,7 +97,8 @@ def main() -> None:
                        "p50_ratio": round(p50[True] / p50[False], 3), "requests_per_arm": len(ms[True]),
                        "stage_p50_ms": round(float(np.median(stage)), 2),
                        "stage_p95_ms": round(float(np.percentile(stage, 95)), 2)},
-           "results": len(seen), "longer_than_a_snippet": len(long), "shown": read(long),
+           "results": len(seen), "longer_than_a_snippet": len(long),
+           "in_two_parts": sum(1 for x in long if len(x["snippet"].get("parts", [])) == 2), "shown": read(long),
            "good_longer_than_a_snippet": len(good), "good_shown": read(good)}
     print(json.dumps(out))
 

@@ -518,7 +518,10 @@ def test_snippets_bench_asks_with_and_without_snippets_and_reads_what_each_view_
     assert out["latency"]["requests_per_arm"] == 3 and out["latency"]["p50_ratio"] > 0
     assert out["results"] == 30 and out["longer_than_a_snippet"] > 0
     shown = out["shown"]
-    assert set(shown) == {"snippet", "first_300", "first_600"}
+    assert set(shown) == {"snippet", "one_window", "first_300", "first_600", "whole_text"}
+    assert shown["snippet"]["mean_distinct_words"] >= shown["one_window"]["mean_distinct_words"]
+    assert 0 <= out["in_two_parts"] <= out["longer_than_a_snippet"]
+    assert shown["whole_text"]["mean_distinct_words"] >= shown["snippet"]["mean_distinct_words"]
     assert shown["snippet"]["mean_distinct_words"] >= shown["first_300"]["mean_distinct_words"]
 
 

@@ -53,3 +53,29 @@ def test_cqa_search_prints_the_snippet_on_one_line_with_the_words_in_bold_on_a_t
     assert "\033[1mrenew\033[0m the \033[1mpermit\033[0m here" in bold
     r.snippet = None  # asked without snippets: the text's first 300 characters
     assert _shown(r, True) == " ".join(text.split())[:300] + "..."
+    ends = "How to renew my visa. " + "filler words here " * 40 + "The permit fee is 500 riyals."
+    r = SearchResult(id="a2", kind="answer", thread_id="t1", text=ends, score=1.0, rank=1,
+                     snippet=snippet(ends, "visa renewal permit fee", INDEX_ANALYZER))
+    assert len(r.snippet.parts) == 2  # the last part ends where the text does: nothing after it
+    assert _shown(r, False).startswith("How to renew my visa.") and _shown(r, False).endswith("500 riyals.")
+    assert " … " in _shown(r, False)
+
+
+def test_words_in_two_places_no_one_window_holds_show_as_two_parts_joined():
+    """The problem named at the start of a long answer and the fix at its end: two windows of half the room, in the
+    text's order, joined by " … ", each marked word at its offset in the joined text, ``parts`` where each is; where
+    one window shows as many, one part."""
+    from ranking.snippets import SEPARATOR
+    text = ("How to renew my visa at the office. " + "filler words here " * 40
+            + "The residence permit fee is 500 riyals." + " more filler" * 30)
+    s = snippet(text, "visa renewal residence permit fee", INDEX_ANALYZER)
+    assert len(s.parts) == 2 and s.parts[0][1] < s.parts[1][0] and s.truncated and len(s.text) <= SNIPPET_CHARS
+    first, second = (text[a:b] for a, b in s.parts)
+    assert s.text == first + SEPARATOR + second and s.start == s.parts[0][0] == 0
+    assert words(s) == ["renew", "visa", "residence", "permit", "fee"]  # all five: one window held three at most
+    one = snippet(text, "residence permit fee", INDEX_ANALYZER)  # the end holds them all
+    assert len(one.parts) == 1 and one.parts[0] == (one.start, one.start + len(one.text))
+    assert set(words(one)) == {"residence", "permit", "fee"}
+    assert snippet(text, "visa renewal residence permit fee", INDEX_ANALYZER, max_parts=1).parts == [one.parts[0]]
+    short = snippet("renew the visa", "visa", INDEX_ANALYZER)
+    assert short.parts == [(0, 14)] and not short.truncated

@@ -120,6 +120,11 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     said = browser.execute_script(
         "return marked({text: 'a \U0001F600 renewal b', start: 2, highlights: [[4, 11]]}, 'x a \U0001F600 renewal b c')")
     assert said == "… a \U0001F600 <mark class=\"hit\">renewal</mark> b …", said
+    # two parts: the text goes on past the last one, not past the joined text's length from the first's start
+    said = browser.execute_script(
+        "return marked({text: 'visa … fee', start: 0, highlights: [[0, 4], [7, 10]], parts: [[0, 4], [20, 23]]}, "
+        "'visa and a lot more fee')")
+    assert said == "<mark class=\"hit\">visa</mark> … <mark class=\"hit\">fee</mark>", said
     assert "reranked by search-answers" in browser.find_element(By.ID, "summary").text
     explain = first.find_element(By.CSS_SELECTOR, "button.link")
     explain.send_keys(Keys.ENTER)
