@@ -410,13 +410,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     except IndexFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for flag, given in (("--tag", args.tag), ("--not-tag", args.not_tag), ("--any-tag", args.any_tag)):
+    groups = tuple(tuple(dict.fromkeys(t.strip() for t in g.split("|"))) for g in args.tag_group)
+    for flag, given in (("--tag", args.tag), ("--not-tag", args.not_tag), ("--any-tag", args.any_tag),
+                        ("--tag-group", [t for g in groups for t in g])):
         if (bad := next((t for t in given if not tag_key(t) or len(t) > MAX_TAG_CHARS), None)) is not None:
             print(f"error: {flag} {ascii(bad[:40])}: a tag is 1-{MAX_TAG_CHARS} characters, not all spaces",
                   file=sys.stderr)
             return 2
     filters = Filters(args.category, args.since, args.until, tuple(args.exclude_thread), tuple(args.tag),
-                      tuple(args.not_tag), tuple(args.any_tag))
+                      tuple(args.not_tag), tuple(args.any_tag), groups)
     filters = None if filters == Filters() else filters  # none given
     how = dict(k=args.k, offset=args.offset, target=args.target, filters=filters, expansion=args.expand,
                rerank=not args.no_rerank,
@@ -887,6 +889,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--any-tag", action="append", default=[], metavar="TAG",
                    help="only threads that carry at least one of the tags given so (StackExchange's [a] or [b]); "
                         "repeat for each alternative")
+    s.add_argument("--tag-group", action="append", default=[], metavar="A|B",
+                   help="alternatives joined by |: only threads that carry one of them at least; repeat for more "
+                        "groups, each to be met (--tag-group 'a|b' --tag-group 'c|d': (a or b) and (c or d))")
     s.add_argument("--since", help="only documents on or after this ISO date")
     s.add_argument("--until", help="only documents on or before this ISO date")
     s.add_argument("--like-thread", metavar="THREAD_ID", help="instead of a question: what is most similar to this "

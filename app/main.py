@@ -548,15 +548,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       not_tag: list[str] = Param([], description="no thread that carries this tag; repeat for more"),
                       any_tag: list[str] = Param([], description="only threads that carry at least one of the tags "
                                                  "given so; repeat it for each alternative"),
+                      tag_group: list[str] = Param([], description="alternatives joined by |: only threads that "
+                                                   "carry one of them at least; repeat it for more groups, each to be "
+                                                   "met (tag_group=a|b&tag_group=c|d: (a or b) and (c or d))"),
                       svc: Service = Depends(service)) -> SearchResponse:
         """POST /search with the thread's own question (subject and body), leaving out the thread itself: neither
         its question nor its comments come back, while a near-copy of it posted as another thread does. ``category``,
-        ``tag``, ``not_tag`` and ``any_tag`` narrow it as POST /search's filters do."""
+        ``tag``, ``not_tag``, ``any_tag`` and ``tag_group`` narrow it as POST /search's filters do."""
         from ranking.pipeline import SearchRequest
-        named = {"tags": "tag", "exclude_tags": "not_tag", "any_tags": "any_tag"}  # the fields as the query names them
+        named = {"tags": "tag", "exclude_tags": "not_tag", "any_tags": "any_tag",  # the fields as the query names them
+                 "tag_groups": "tag_group"}
         try:
-            filters = (FiltersIn(category=category, tags=tag, exclude_tags=not_tag, any_tags=any_tag).to_filters()
-                       if category or tag or not_tag or any_tag else None)
+            groups = [[t.strip() for t in g.split("|")] for g in tag_group]
+            filters = (FiltersIn(category=category, tags=tag, exclude_tags=not_tag, any_tags=any_tag,
+                                 tag_groups=groups).to_filters()
+                       if category or tag or not_tag or any_tag or tag_group else None)
         except ValidationError as e:
             raise RequestValidationError([{**err, "loc": (named.get(err["loc"][0], err["loc"][0]), *err["loc"][1:])}
                                           for err in e.errors()]) from None

@@ -91,11 +91,17 @@ class FiltersIn(Strict):
         default_factory=list, max_length=MAX_FILTER_TAGS, description="only threads that carry at least one of these "
         "tags (StackExchange's [a] or [b]); with tags, threads carry every one of those and one of these at least")
 
+    tag_groups: list[Annotated[list[Tag], Field(min_length=1, max_length=MAX_FILTER_TAGS)]] = Field(
+        default_factory=list, max_length=MAX_FILTER_TAGS, description="groups of alternatives: only threads that "
+        "carry at least one tag of each group, [[\"a\", \"b\"], [\"c\", \"d\"]] being (a or b) and (c or d); "
+        "any_tags is one more such group")
+
     def to_filters(self):
         from ranking.retriever import Filters
         return Filters(self.category, self.since, self.until, tuple(dict.fromkeys(self.exclude_threads)),
                        tuple(dict.fromkeys(self.tags)), tuple(dict.fromkeys(self.exclude_tags)),
-                       tuple(dict.fromkeys(self.any_tags)))
+                       tuple(dict.fromkeys(self.any_tags)),
+                       tuple(dict.fromkeys(tuple(dict.fromkeys(g)) for g in self.tag_groups)))
 
 
 class SearchIn(Strict):

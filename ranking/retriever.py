@@ -37,6 +37,11 @@ class Filters:
     tags: tuple[str, ...] = ()  # only threads that carry every one of these tags (``meta.tags``; ``tag_key``)
     exclude_tags: tuple[str, ...] = ()  # no thread that carries any of these tags
     any_tags: tuple[str, ...] = ()  # only threads that carry at least one of these tags (StackExchange's [a] or [b])
+    tag_groups: tuple[tuple[str, ...], ...] = ()  # and of each group, at least one: (a or b) and (c or d)
+
+    def alternatives(self) -> list[tuple[str, ...]]:
+        """The groups of tags of which a thread must carry one at least: ``any_tags``, then each of ``tag_groups``."""
+        return [g for g in (self.any_tags, *self.tag_groups) if g]
 
 
 class TagsNotIndexed(Exception):
@@ -126,7 +131,7 @@ class Retriever:
         if filters is not None:
             if filters.category:
                 mask &= self._cat_codes == self._cat_index.get(filters.category, -1)
-            if filters.tags or filters.exclude_tags or filters.any_tags:
+            if filters.tags or filters.exclude_tags or filters.alternatives():
                 if not self.knows_tags:
                     raise TagsNotIndexed(self.gen.name)
                 index, codes = self._tags_coded
@@ -134,9 +139,9 @@ class Retriever:
                 if filters.tags:  # those that hold every tag asked
                     held[:] = False
                     held[reduce(np.intersect1d, [self._sets_with(t) for t in filters.tags])] = True
-                if filters.any_tags:  # and at least one of those given as alternatives
+                for group in filters.alternatives():  # and at least one of each group of alternatives
                     either = np.zeros(len(index), dtype=bool)
-                    for t in filters.any_tags:
+                    for t in group:
                         either[self._sets_with(t)] = True
                     held &= either
                 for t in filters.exclude_tags:  # and none of those left out

@@ -580,6 +580,21 @@ def test_searches_within_tags(client):
         assert threads_found(target, [], any_tags=["pets", "reptiles"], exclude_tags=["pets"]) == {"g2"}, target
     assert {x["thread_id"] for x in client.get("/threads/g3/similar", params={
         "any_tag": ["reptiles", "nothing"], "k": 100}).json()["results"]} == {"g0", "g2"}
+    for target in ("answers", "questions", "threads"):  # groups of alternatives: one of each group
+        assert threads_found(target, [], tag_groups=[["pets", "nothing"], ["reptiles"]]) == {"g0"}, target
+        assert threads_found(target, [], tag_groups=[["pets", "reptiles"]]) == {"g0", "g1", "g2"}, target
+        assert threads_found(target, [], tag_groups=[["pets"], ["reptiles"]], any_tags=["nothing"]) == set(), target
+    assert {x["thread_id"] for x in client.get("/threads/g3/similar", params={
+        "tag_group": ["pets|nothing", " reptiles | x"], "k": 100}).json()["results"]} == {"g0"}
+    for bad, field in (({"tag_groups": [[]]}, "filters.tag_groups.0"), ({"tag_groups": [["pets", ""]]},
+                                                                         "filters.tag_groups.0.1"),
+                       ({"tag_groups": [["pets"]] * 11}, "filters.tag_groups"),
+                       ({"tag_groups": [[f"t{i}" for i in range(11)]]}, "filters.tag_groups.0"),
+                       ({"tag_groups": ["pets"]}, "filters.tag_groups.0")):
+        r = client.post("/search", json={"question": "gecko", "filters": bad})
+        assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == field, (bad, r.json())
+    r = client.get("/threads/g3/similar", params={"tag_group": ["pets|"]})
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "tag_group.0.1", r.json()
     shown = client.post("/search", json={"question": "gecko food", "k": 100, "target": "questions"}).json()["results"]
     assert {x["thread_id"]: x.get("thread_tags") for x in shown if x["thread_id"] in ("g0", "g1", "g2", "g3")} == {
         "g0": ["pets", "reptiles"], "g1": ["pets"], "g2": ["reptiles"], "g3": None}  # none: the field left out
@@ -616,6 +631,7 @@ def test_searches_within_tags(client):
     assert client.get("/tags").status_code == 409
     assert client.post("/search", json={"question": "gecko", "filters": {"exclude_tags": ["pets"]}}).status_code == 409
     assert client.post("/search", json={"question": "gecko", "filters": {"any_tags": ["pets"]}}).status_code == 409
+    assert client.post("/search", json={"question": "gecko", "filters": {"tag_groups": [["pets"]]}}).status_code == 409
     assert client.post("/search", json={"question": "gecko food", "filters": {"category": None}}).status_code == 200
 
 

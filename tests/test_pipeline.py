@@ -274,6 +274,11 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     either = cqa("search", "gecko food", "--target", "questions", "--any-tag", "reptiles", "--any-tag", "nothing",
                  "--json")  # one of them at least
     assert [r.thread_id for r in SearchResponse.model_validate(json.loads(either.stdout)).results] == ["g0"]
+    grouped = cqa("search", "gecko food", "--target", "questions", "--tag-group", "pets|nothing", "--tag-group",
+                  "reptiles | x", "--json")  # (pets or nothing) and (reptiles or x)
+    assert [r.thread_id for r in SearchResponse.model_validate(json.loads(grouped.stdout)).results] == ["g0"]
+    blank = cqa("search", "gecko food", "--tag-group", "pets|")
+    assert blank.returncode == 2 and "--tag-group ''" in blank.stderr, blank.stderr
     blank = cqa("search", "gecko food", "--tag", " ")
     assert blank.returncode == 2 and "--tag ' '" in blank.stderr, blank.stderr
     blank = cqa("search", "gecko food", "--any-tag", "")

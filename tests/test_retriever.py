@@ -183,6 +183,16 @@ def test_tag_filters_keep_the_threads_that_carry_every_tag(gen):
     assert any_of("questions", "renewal", "cars", tags=("visa",)) == {"q:v1"}  # every one of tags, and one of these
     assert any_of("questions", "renewal", "cars", exclude_tags=("cars",)) == {"q:v1"}
     assert any_of("threads", "nothing", "cars") == {"t:c1"} and any_of("answers", "nothing") == set()
+
+    def groups(*groups, **more):
+        return {h.doc_id for h in r.search("visa permit car renew family", 10, "questions",
+                                           Filters(tag_groups=groups, **more)).hits}
+    # (a or b) and (c or d): q:v1 carries renewal and visa, q:v2 family visit and visa, q:c1 cars
+    assert groups(("renewal", "cars"), ("visa", "nothing")) == {"q:v1"}
+    assert groups(("renewal", "cars")) == any_of("questions", "renewal", "cars")  # one group: any of
+    assert groups(("renewal", "family visit"), ("cars",)) == set()  # no thread carries one of each
+    assert groups(("visa",), ("family visit", "cars"), any_tags=("renewal", "family visit")) == {"q:v2"}
+    assert Filters(any_tags=("a",), tag_groups=(("b", "c"),)).alternatives() == [("a",), ("b", "c")]
     assert r.prepare().tag_counts == [("visa", 2), ("cars", 1), ("family visit", 1), ("renewal", 1)]
     assert r.tags_beginning() == (r.tag_counts, 4) and r.tags_beginning("", 1) == ([("visa", 2)], 4)
     assert r.tags_beginning(" VI") == ([("visa", 2)], 1) and r.tags_beginning("c") == ([("cars", 1)], 1)

@@ -262,11 +262,11 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     wait.until(lambda d: "No results" in d.find_element(By.ID, "summary").text)  # se2, visa alone: no comments
     assert "fewer tags" in browser.find_element(By.ID, "summary").text
     assert browser.execute_script("return window.lastSearch.filters") == {"tags": ["visa"], "exclude_tags": ["permits"]}
-    # "a|b": one of them at least (every tag joined by | is one alternative), beside tags and tags left out
+    # "a|b": one of them at least, each such entry a group to be met, beside tags and tags left out
     assert browser.execute_script("""const field = $("tags"), was = field.value;
-        field.value = "visa, Renewal | permits, -cars, family|renewal"; const f = tagFilters(); field.value = was;
-        return f;""") == {"tags": ["visa"], "exclude_tags": ["cars"], "any_tags": ["Renewal", "permits", "family",
-                                                                               "renewal"]}
+        field.value = "visa, Renewal | permits, -cars, family|renewal, permits|Renewal|"; const f = tagFilters();
+        field.value = was; return f;""") == {"tags": ["visa"], "exclude_tags": ["cars"], "tag_groups": [
+            ["Renewal", "permits"], ["family", "renewal"], ["permits", "Renewal"]]}
     browser.get(server + "/")  # the page loaded again suggests the tags the generation now holds
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#tag-list option"))
     assert [(o.get_attribute("value"), o.get_attribute("textContent"))
