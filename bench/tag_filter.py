@@ -19,6 +19,8 @@ take turns, their order rotating. Reported:
 The in-process part (--scale-threads) times `Retriever.allowed_rows`, the filter's own work, on a synthetic forum
 whose threads carry 1-5 tags drawn from a Zipf law over --scale-tags tags, as a large site's threads do:
 - any of three tags (two popular, one rare), whose rows must be each tag's rows joined, beside one tag;
+- two groups of alternatives (round 57), (a popular or the rare) and (two popular), whose rows must be each group's
+  rows joined, then intersected;
 - the tags filter (one popular tag, one rare tag, two tags), against the category filter on the same rows (category =
   a thread's first tag), and the category filter against the same filter as it was before round 55 (an array of
   strings compared with the category: the reference, the same rows required);
@@ -42,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import reduce
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -201,13 +204,23 @@ def at_scale(threads: int, tags: int, repeats: int) -> dict:
     assert np.array_equal(any_rows, joined)
     any_ms = timed(lambda: retriever.allowed_rows("answers", Filters(any_tags=either)), repeats)
     single_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tags=either[:1])), repeats)
+    groups = (("tag0", rare), ("tag1", "tag2"))  # (a or b) and (c or d) (round 57): each group's rows, intersected
+
+    def rows_of(*tags_):
+        return reduce(np.union1d, [retriever.allowed_rows("answers", Filters(tags=(t,))) for t in tags_])
+    grouped = retriever.allowed_rows("answers", Filters(tag_groups=groups))
+    assert np.array_equal(grouped, np.intersect1d(rows_of(*groups[0]), rows_of(*groups[1])))
+    groups_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tag_groups=groups)), repeats)
     out = {"threads": threads, "rows": len(gen.docs), "tags_drawn_from": tags, "tags_held": len(listed),
            "distinct_tag_sets": len(retriever._tags_coded[0]), "mean_tags_per_thread": round(float(counts.mean()), 2),
            "retriever_start_ms": round(start_ms, 1), "tags_prepared_ms": round(prepare_ms, 1), "cases": {},
            "any_of_three": {"tags": list(either), "rows_allowed": int(any_rows.size),
                             "equal_to_the_rows_of_each_joined": True,
                             "p50_ms": round(float(np.median(any_ms)), 2),
-                            "one_tag_p50_ms": round(float(np.median(single_ms)), 2)}}
+                            "one_tag_p50_ms": round(float(np.median(single_ms)), 2)},
+           "two_groups": {"tag_groups": [list(g) for g in groups], "rows_allowed": int(grouped.size),
+                          "equal_to_each_groups_rows_joined_then_intersected": True,
+                          "p50_ms": round(float(np.median(groups_ms)), 2)}}
     for name, asked in cases.items():
         tags_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tags=asked)), repeats)
         cat_ms = timed(lambda: retriever.allowed_rows("answers", Filters(category=asked[0])), repeats)

@@ -503,6 +503,8 @@ def test_tag_filter_bench_searches_a_dumps_forum_within_tags_beside_categories(t
     scale = out["at_scale"]
     assert scale["rows"] == 1500 and set(scale["cases"]) == {"popular", "rare", "two"}
     assert scale["any_of_three"]["rows_allowed"] >= scale["cases"]["popular"]["rows_allowed"]
+    assert scale["two_groups"]["equal_to_each_groups_rows_joined_then_intersected"] and \
+        scale["two_groups"]["rows_allowed"] >= 0
     assert scale["cases"]["two"]["rows_allowed"] <= scale["cases"]["popular"]["rows_allowed"]
     assert all(c["category_over_before"] > 0 for c in scale["cases"].values())
     assert set(scale["tags_beginning"]) == {"t", "tag1", "tag12", "tag123", "zz"}
