@@ -84,7 +84,8 @@ from .warmup import warm_up
 
 # CQA_CORS_ORIGINS: what a page of the forum's own site may send and read (ETag and If-Match for its conditional writes)
 CORS_METHODS = ["GET", "POST", "PATCH", "DELETE"]
-CORS_HEADERS = ["Authorization", "Content-Type", "If-Match", "If-None-Match", "X-Request-ID"]
+# no Authorization: a page of another site may search, never send the admin token (app.auth.require_admin)
+CORS_HEADERS = ["Content-Type", "If-Match", "If-None-Match", "X-Request-ID"]
 CORS_EXPOSED = ["ETag", "Retry-After", "X-Request-ID"]
 UPLOAD_WRITE_BYTES = 1 << 20  # POST /imports: how much of the body is held before it is written
 log = logging.getLogger(__name__)

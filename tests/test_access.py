@@ -153,6 +153,16 @@ def test_cross_origin_pages_of_the_listed_origins_only(settings, fast_encoder):
         assert "access-control-allow-origin" not in r.headers
         r = c.options("/search", headers={"Origin": other, "Access-Control-Request-Method": "POST"})
         assert r.status_code == 400 and "access-control-allow-origin" not in r.headers
+        # the admin token is never a listed page's to send: its preflight with Authorization is refused, and a
+        # browser's request from another site is refused with a valid token too; a server's, or /docs's, is answered
+        r = c.options("/reindex", headers={"Origin": forum, "Access-Control-Request-Method": "POST",
+                                           "Access-Control-Request-Headers": "authorization"})
+        assert r.status_code == 400 and "authorization" not in r.headers.get("access-control-allow-headers", "").lower()
+        for site in ("cross-site", "same-site"):
+            r = c.get("/status", headers={**ADMIN, "Origin": forum, "Sec-Fetch-Site": site})
+            assert r.status_code == 403 and "browser page" in r.json()["error"]["message"], r.json()
+        assert c.get("/status", headers=ADMIN).status_code == 200
+        assert c.get("/status", headers={**ADMIN, "Sec-Fetch-Site": "same-origin"}).status_code == 200
     with TestClient(create_app(settings.model_copy(update=STUB_RANKERS))) as c:  # the default: none
         r = c.post("/search", json=search, headers={"Origin": forum})
         assert r.status_code == 200 and not any(h.startswith("access-control-") for h in r.headers)
