@@ -34,7 +34,8 @@ _HEADER_KEY = HEADER.encode()  # ASGI headers: lower-case bytes
 _ACCEPTED = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(request_tag)s: %(message)s"
-ACCESS_FIELDS = ("client", "method", "path", "status", "ms")
+ACCESS_FIELDS = ("client", "method", "path", "status", "ms", "queued_ms")
+QUEUED_MS = "cqa.queued_ms"  # the scope's key for how long a ranking request waited for a run slot (app.main)
 
 CANCELLED = 499  # the access log's status of a request cancelled before any answer began (nginx's "client closed")
 
@@ -174,10 +175,13 @@ class RequestIds:
         if scope.get("query_string"):
             path += "?" + scope["query_string"].decode("latin-1")
         host = client[0] if client else "-"
-        access.info('%s "%s %s" %d %.1f ms', host, scope.get("method"), path, status, ms,
-                    extra={"client": host, "method": scope.get("method"), "path": path, "status": status,
-                           "ms": round(ms, 1)})
+        extra = {"client": host, "method": scope.get("method"), "path": path, "status": status, "ms": round(ms, 1)}
+        if (queued := scope.get(QUEUED_MS)) is None:
+            access.info('%s "%s %s" %d %.1f ms', host, scope.get("method"), path, status, ms, extra=extra)
+        else:  # a ranking request: of its time, how long it waited for a run slot (CQA_RUN_SLOTS)
+            access.info('%s "%s %s" %d %.1f ms (queued %.1f ms)', host, scope.get("method"), path, status, ms, queued,
+                        extra={**extra, "queued_ms": queued})
 
 
-__all__ = ["HEADER", "JsonFormatter", "LogFormat", "PRIVATE_PARAMS", "RequestIdFilter", "RequestIds", "accepted_id",
-           "configure", "current", "log_config", "logged_path", "request_id"]
+__all__ = ["HEADER", "JsonFormatter", "LogFormat", "PRIVATE_PARAMS", "QUEUED_MS", "RequestIdFilter", "RequestIds",
+           "accepted_id", "configure", "current", "log_config", "logged_path", "request_id"]

@@ -33,7 +33,7 @@ from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.settings import MAX_RESULTS
 
 from . import conditional, errors
-from .access import RequestIds
+from .access import QUEUED_MS, RequestIds
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
@@ -447,7 +447,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except BaseException:  # its client went away while it waited
             svc.admission.done(client)
             raise
-        svc.metrics.queued.observe(time.perf_counter() - t0)
+        waited = time.perf_counter() - t0
+        svc.metrics.queued.observe(waited)
+        request.scope[QUEUED_MS] = round(1000 * waited, 1)  # the access line's, and /search's timings_ms["queued"]
         try:
             yield
         finally:
@@ -522,9 +524,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # --- search and rerank ----------------------------------------------------------------------
     @app.post("/search", response_model=SearchResponse, dependencies=[Depends(admitted)],
               summary="Find the best existing answers, questions or threads for a new question")
-    async def search(body: SearchIn, svc: Service = Depends(service)) -> SearchResponse:
+    async def search(body: SearchIn, request: Request, svc: Service = Depends(service)) -> SearchResponse:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
-        return await searched(svc, body.request())
+        return await searched(svc, body.request(), request=request)
 
     @app.get("/tags", response_model=TagsOut, summary="The tags the forum's threads carry, with how many threads "
              "carry each (what a search within tags can ask for)")
@@ -539,7 +541,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/threads/{thread_id}/similar", response_model=SearchResponse, dependencies=[Depends(admitted)],
              summary="What is most similar to a stored thread, the thread itself left out (a thread page's related "
                      "questions)")
-    async def similar(thread_id: str, k: int = Param(10, ge=1, le=MAX_RESULTS),
+    async def similar(thread_id: str, request: Request, k: int = Param(10, ge=1, le=MAX_RESULTS),
                       offset: int = Param(0, ge=0, le=MAX_RESULTS - 1, description="a later page (next_offset); "
                                           "a search ranks MAX_RESULTS results, so a page ends there"),
                       target: Literal["questions", "threads", "answers"] = "questions", rerank: bool = True,
@@ -571,7 +573,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if t is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         return await searched(svc, SearchRequest.like_thread(t, filters, k=k, offset=offset, target=target,
-                                                             rerank=rerank), "/threads/{id}/similar")
+                                                             rerank=rerank), "/threads/{id}/similar", request)
 
     async def routed(svc: Service, endpoint: str, q, gen, ranker, batcher, thread_question: bool = False):
         """(the ranker that ran, its scores of ``q``): input whose letters are mostly Arabic script goes to
@@ -587,12 +589,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.metrics.ranked.labels(endpoint, ranker.name).inc()
         return ranker, scores
 
-    async def searched(svc: Service, req, endpoint: str = "/search") -> SearchResponse:
-        """The live generation's pipeline on ``req``, its stage timings into /metrics."""
+    async def searched(svc: Service, req, endpoint: str = "/search", request: Request | None = None) -> SearchResponse:
+        """The live generation's pipeline on ``req``, its stage timings into /metrics; with ``request``, the time it
+        waited for a run slot (CQA_RUN_SLOTS) too, as ``queued``."""
         _, pipeline = ready_generation(svc)
         out = await run_in_threadpool(pipeline.search, req)
         for stage, ms in out.timings_ms.items():
             svc.metrics.stage.labels(stage).observe(ms / 1000)
+        if request is not None and (queued := request.scope.get(QUEUED_MS)) is not None:
+            out.timings_ms["queued"] = queued
         svc.metrics.ranked.labels(endpoint, out.reranker or "none").inc()
         return out
 

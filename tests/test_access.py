@@ -629,10 +629,10 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
     asyncio.run(run())
 
 
-def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(settings, fast_encoder, monkeypatch):
+def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(settings, fast_encoder, monkeypatch, kept):
     """Through the app, CQA_RUN_SLOTS=1: while a greedy client's /rerank holds the slot (a slow model) and two more of
-    its requests wait, another client's request, sent last, is scored next; every request is answered; GET /ready and
-    /metrics count the waits."""
+    its requests wait, another client's request, sent last, is scored next; every request is answered; GET /ready,
+    /metrics, the access lines and /search's timings_ms count the waits."""
     import threading
 
     from indexing.reindex import reindex
@@ -698,6 +698,17 @@ def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(setti
         assert (admission["running"], admission["waiting"], admission["queued"], admission["most_waiting"]) == \
             (0, 0, 3, 3)
         assert "cqa_ranking_queue_seconds_count 5.0" in c.get("/metrics").text  # each request's wait, 0 included
+        # each ranking request's access line says how long it waited for its slot; /search's timings too
+        waits = {r.path: [] for r in kept if r.name == "cqa.access"}
+        for r in kept:
+            if r.name == "cqa.access":
+                waits[r.path].append(getattr(r, "queued_ms", None))
+        assert len(waits["/rerank"]) == 4 and sorted(waits["/rerank"])[-1] > 0  # g2, g3, u waited for g1's model
+        assert all(w is None for w in waits["/ready"])  # not a ranking request: not queued
+        line = next(r for r in kept if r.name == "cqa.access" and r.path == "/rerank" and r.queued_ms > 0)
+        assert f"(queued {line.queued_ms:.1f} ms)" in line.getMessage()
+        searched = user.post("/search", json={"question": {"body": "visa"}}).json()
+        assert searched["timings_ms"]["queued"] >= 0
     monkeypatch.setattr(OverlapRanker, "score", plain)
 
 
