@@ -250,6 +250,28 @@ def cmd_takedowns(args: argparse.Namespace) -> int:
 
 
 # --- tags -----------------------------------------------------------------------------
+def cmd_tag_synonyms(args: argparse.Namespace) -> int:
+    from indexing.store import TagSynonymConflict, ThreadStore
+    settings = _settings(args)
+    with ThreadStore(settings.store_path) as store:
+        for pair in args.add:
+            source, sep, target = pair.partition("=")
+            try:
+                if not sep:
+                    raise ValueError(f"--add {pair!r}: give SYNONYM=TAG, e.g. js=javascript")
+                store.set_tag_synonym(source, target)
+            except (ValueError, TagSynonymConflict) as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+        for source in args.remove:
+            if not store.delete_tag_synonym(source):
+                print(f"error: {source!r} is no tag synonym", file=sys.stderr)
+                return 2
+        for source, target in store.tag_synonyms().items():
+            print(json.dumps({"source": source, "target": target}, ensure_ascii=False))  # as GET /tags/synonyms
+    return 0
+
+
 def cmd_tags(args: argparse.Namespace) -> int:
     from indexing.generations import IndexFormatError
     from indexing.searcher import load_current
@@ -397,7 +419,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from indexing.store import ThreadStore
     from ranking.pipeline import SearchRequest, build_pipeline
     from ranking.rankers import UnknownRanker
-    from ranking.retriever import Filters, TagsNotIndexed
+    from ranking.retriever import Filters, TagSynonyms, TagsNotIndexed
     settings = _settings(args)
     body = " ".join(args.question).strip()
     asked = bool(body or args.subject.strip())
@@ -420,6 +442,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     filters = Filters(args.category, args.since, args.until, tuple(args.exclude_thread), tuple(args.tag),
                       tuple(args.not_tag), tuple(args.any_tag), groups)
     filters = None if filters == Filters() else filters  # none given
+    if filters is not None and settings.store_path.exists():  # a tag stands for its synonyms' family, as at /search
+        with ThreadStore(settings.store_path) as store:
+            filters = filters.with_synonyms(TagSynonyms.of(store.tag_synonyms()))
     how = dict(k=args.k, offset=args.offset, target=args.target, filters=filters, expansion=args.expand,
                rerank=not args.no_rerank,
                collapse=not args.no_collapse, explain=args.explain)
@@ -764,6 +789,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prefix", default="", help="only tags that begin with this (case and spacing ignored)")
     s.add_argument("--limit", type=int, default=0, metavar="N", help="at most N tags (0, the default: all)")
     s.set_defaults(func=cmd_tags)
+
+    s = sub.add_parser("tag-synonyms", help="list, add or remove the forum's tag synonyms (js for javascript)",
+                       description="A synonym stands for its tag in every tag filter (POST /search, GET "
+                       "/threads/{id}/similar, cqa search): a search within either takes the threads carrying any tag "
+                       "of the family, at once, with no thread written again and no index rebuilt (StackExchange's tag "
+                       "synonyms). A tag that is a synonym cannot have synonyms, nor a target be one. Prints each "
+                       "synonym as a JSON line (source, target) after the changes; exit 2 on a refused one. The same "
+                       "as GET, PUT and DELETE /tags/synonyms.")
+    s.add_argument("--add", action="append", default=[], metavar="SYNONYM=TAG",
+                   help="make SYNONYM stand for TAG (e.g. js=javascript); repeat for more")
+    s.add_argument("--remove", action="append", default=[], metavar="SYNONYM", help="a synonym a tag of its own again")
+    s.set_defaults(func=cmd_tag_synonyms)
 
     s = sub.add_parser("restore", help="restore the store from a backup, without what was erased or taken down since",
                        description="Make the data folder's store a copy of BACKUP (a `cqa backup` file or a `cqa "

@@ -13,7 +13,7 @@ import threading
 import uuid
 import time
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from typing import Callable, Literal
 
@@ -26,10 +26,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
-from indexing.models import MAX_TAG_CHARS
+from indexing.models import MAX_TAG_CHARS, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.pipeline import SearchPipeline, SearchResponse
+from ranking.retriever import TagSynonyms
 from ranking.settings import MAX_RESULTS
 
 from . import conditional, errors
@@ -72,6 +73,9 @@ from .schemas import (
     RerankQuestionsOut,
     SearchIn,
     TagOut,
+    TagSynonymIn,
+    TagSynonymOut,
+    TagSynonymsOut,
     TagsOut,
     TakedownsOut,
     ThreadListOut,
@@ -119,6 +123,7 @@ class Service:
         # the ranking requests taken and not answered yet, and by whom
         self.admission = Admission(settings.max_in_flight, settings.fair_share)
         self.queue = FairQueue(settings.run_slots)  # which of them runs next
+        self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
         self.metrics.in_flight.set_function(lambda: self.admission.in_flight)  # read at each scrape
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
@@ -268,6 +273,13 @@ class Service:
             self.metrics.generation.remove(old.name)
         self.metrics.generation.labels(gen.name).set(1)
         log.info("serving index generation %s", gen.name)
+
+    def tag_synonyms(self) -> TagSynonyms:
+        """The store's tag synonyms, read again only when any process changed them (one row read otherwise)."""
+        version = self.store.tag_synonyms_version()
+        if version != self._synonyms[0]:
+            self._synonyms = (version, TagSynonyms.of(self.store.tag_synonyms()))
+        return self._synonyms[1]
 
     def snapshot(self):
         with self._lock:
@@ -538,6 +550,37 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         listed, matching = await run_in_threadpool(pipeline.retriever.tags_beginning, prefix, limit)
         return TagsOut(generation=gen.name, tags=[TagOut(tag=t, threads=n) for t, n in listed], matching=matching)
 
+    @app.get("/tags/synonyms", response_model=TagSynonymsOut, summary="The forum's tag synonyms (js for javascript)")
+    async def tag_synonyms(svc: Service = Depends(service)):
+        synonyms = await run_in_threadpool(svc.store.tag_synonyms)
+        return {"synonyms": [{"source": s, "target": t} for s, t in synonyms.items()]}
+
+    @app.put("/tags/synonyms/{source}", response_model=TagSynonymOut, dependencies=[Depends(require_admin)],
+             summary="Make a tag a synonym of another (admin): a search within either finds threads carrying any")
+    async def put_tag_synonym(body: TagSynonymIn, source: str = PathParam(..., min_length=1, max_length=MAX_TAG_CHARS,
+                                                                          pattern=r"\S"),
+                              svc: Service = Depends(service)):
+        """From now on a tag filter on ``source`` or on the body's ``target`` takes the threads that carry either
+        (and the target's other synonyms), in every search and at once: no thread is written again and no index is
+        rebuilt. StackExchange's tag synonyms, for a forum that merged two tags. 409 where the target is itself a
+        synonym or the source has synonyms; 422 for a tag made a synonym of itself."""
+        from indexing.store import TagSynonymConflict
+        try:
+            await run_in_threadpool(svc.store.set_tag_synonym, source, body.target)
+        except ValueError as e:
+            raise HTTPException(422, detail=str(e)) from None
+        except TagSynonymConflict as e:
+            raise HTTPException(409, detail=str(e)) from None
+        return {"source": tag_key(source), "target": tag_key(body.target)}
+
+    @app.delete("/tags/synonyms/{source}", response_model=TagSynonymOut, dependencies=[Depends(require_admin)],
+                summary="A synonym a tag of its own again (admin)")
+    async def delete_tag_synonym(source: str, svc: Service = Depends(service)):
+        target = (await run_in_threadpool(svc.store.tag_synonyms)).get(tag_key(source))
+        if target is None or not await run_in_threadpool(svc.store.delete_tag_synonym, source):
+            raise HTTPException(404, detail=f"{source!r} is no tag synonym (GET /tags/synonyms)")
+        return {"source": tag_key(source), "target": target}
+
     @app.get("/threads/{thread_id}/similar", response_model=SearchResponse, dependencies=[Depends(admitted)],
              summary="What is most similar to a stored thread, the thread itself left out (a thread page's related "
                      "questions)")
@@ -593,7 +636,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """The live generation's pipeline on ``req``, its stage timings into /metrics; with ``request``, the time it
         waited for a run slot (CQA_RUN_SLOTS) too, as ``queued``."""
         _, pipeline = ready_generation(svc)
-        out = await run_in_threadpool(pipeline.search, req)
+
+        def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
+            filters = req.filters and req.filters.with_synonyms(svc.tag_synonyms())
+            return pipeline.search(req if filters is req.filters else replace(req, filters=filters))
+        out = await run_in_threadpool(search)
         for stage, ms in out.timings_ms.items():
             svc.metrics.stage.labels(stage).observe(ms / 1000)
         if request is not None and (queued := request.scope.get(QUEUED_MS)) is not None:

@@ -541,6 +541,20 @@ class TagsOut(BaseModel):
     matching: int = Field(description="how many tags the prefix matches (all of them without one)")
 
 
+class TagSynonymIn(Strict):
+    target: Tag = Field(description="the tag it stands for (a tag of its own, not a synonym)")
+
+
+class TagSynonymOut(BaseModel):
+    source: str = Field(description="the synonym, as a filter compares it (case and spacing ignored)")
+    target: str = Field(description="the tag it stands for")
+
+
+class TagSynonymsOut(BaseModel):
+    synonyms: list[TagSynonymOut] = Field(description="every synonym, by synonym: a tag filter on a synonym or its "
+                                          "target takes the threads carrying any tag of the family")
+
+
 class AnswersOut(BaseModel):
     thread_id: str
     inserted: int = Field(description="comments added to the thread")

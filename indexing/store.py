@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from . import ledger
-from .models import Answer, Thread, moment, question_text
+from .models import Answer, Thread, moment, question_text, tag_key
 
 if TYPE_CHECKING:
     from .documents import Documents
@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS answers (
     label TEXT,
     meta TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS tag_synonyms (source TEXT PRIMARY KEY, target TEXT NOT NULL, created_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS answers_thread ON answers(thread_id, position);
 CREATE INDEX IF NOT EXISTS threads_seq ON threads(seq);
 CREATE INDEX IF NOT EXISTS threads_author ON threads(author_id);
@@ -66,6 +67,10 @@ class StoreError(Exception):
 
 
 QUESTION_FIELDS = frozenset({"subject", "body", "category", "created_at", "author_id", "meta"})  # update_question
+
+
+class TagSynonymConflict(Exception):
+    """A tag synonym the store refused: its target is a synonym, or its source has synonyms; the message says how."""
 
 
 class NotInStore(LookupError):
@@ -289,6 +294,7 @@ def _setup(conn: sqlite3.Connection) -> str:
     conn.executescript(_SCHEMA)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('changes', '0')")  # older stores gain it here
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('tag_synonyms', '0')")  # and this (``tag_synonyms_version``)
     if "revision" not in {r[1] for r in conn.execute("PRAGMA table_info(threads)")}:
         conn.execute("ALTER TABLE threads ADD COLUMN revision INTEGER")  # and this, as the last column
     (version,) = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -676,6 +682,50 @@ class ThreadStore:
     def _count_change(cur: sqlite3.Cursor) -> None:
         """One more write that changed something, in the write's own transaction (see ``change_count``)."""
         cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='changes'")
+
+    # --- tag synonyms ----------------------------------------------------------
+    def set_tag_synonym(self, source: str, target: str) -> None:
+        """``source`` is a synonym of ``target`` from now on (both as ``tag_key`` compares them): a tag filter on either
+        takes the threads carrying any of the two (``Filters.with_synonyms``), as StackExchange's tag synonyms. A
+        target is a tag of its own: it cannot be a synonym, nor a synonym have synonyms (``TagSynonymConflict``).
+        Threads are not written again and no index is rebuilt: filters read the synonyms as they search."""
+        source, target = tag_key(source), tag_key(target)
+        if not source or not target:
+            raise ValueError("a tag synonym needs a source and a target tag")
+        if source == target:
+            raise ValueError(f"{source!r} cannot be a synonym of itself")
+        with self._transaction() as cur:
+            if (row := cur.execute("SELECT target FROM tag_synonyms WHERE source = ?", (target,)).fetchone()):
+                raise TagSynonymConflict(f"{target!r} is itself a synonym of {row[0]!r}: make {source!r} a synonym "
+                                         f"of {row[0]!r}")
+            if (rows := cur.execute("SELECT source FROM tag_synonyms WHERE target = ? ORDER BY source",
+                                    (source,)).fetchall()):
+                raise TagSynonymConflict(f"{source!r} has synonyms of its own ({', '.join(r[0] for r in rows)}): make "
+                                         f"them synonyms of {target!r} first, or remove them")
+            cur.execute("INSERT INTO tag_synonyms VALUES (?, ?, ?) ON CONFLICT(source) DO UPDATE SET "
+                        "target = excluded.target, created_at = excluded.created_at",
+                        (source, target, datetime.now().astimezone().isoformat(timespec="seconds")))
+            cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tag_synonyms'")
+
+    def delete_tag_synonym(self, source: str) -> bool:
+        """``source`` a tag of its own again; False where it was no synonym."""
+        with self._transaction() as cur:
+            gone = cur.execute("DELETE FROM tag_synonyms WHERE source = ?", (tag_key(source),)).rowcount
+            if gone:
+                cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tag_synonyms'")
+        return bool(gone)
+
+    def tag_synonyms(self) -> dict[str, str]:
+        """Each synonym and its target, by synonym."""
+        with self._lock:
+            return dict(self._conn.execute("SELECT source, target FROM tag_synonyms ORDER BY source").fetchall())
+
+    def tag_synonyms_version(self) -> int:
+        """How many changes the synonyms have had, by any process: one read of one row, so a service reads the
+        synonyms again only when they changed."""
+        with self._lock:
+            (n,) = self._conn.execute("SELECT value FROM meta WHERE key='tag_synonyms'").fetchone()
+        return int(n)
 
     # --- reads ------------------------------------------------------------------
     def change_count(self) -> int:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -42,6 +42,42 @@ class Filters:
     def alternatives(self) -> list[tuple[str, ...]]:
         """The groups of tags of which a thread must carry one at least: ``any_tags``, then each of ``tag_groups``."""
         return [g for g in (self.any_tags, *self.tag_groups) if g]
+
+    def with_synonyms(self, synonyms: "TagSynonyms") -> "Filters":
+        """These filters with each tag standing for its family (``TagSynonyms.family``): a tag asked becomes a group
+        of its family (a thread carries one of them), a tag left out leaves out every one of them, an alternative
+        stands for all of them: a search within ``js`` finds the threads tagged ``javascript`` too."""
+        if not synonyms.targets or not (self.tags or self.exclude_tags or self.alternatives()):
+            return self
+        family = synonyms.family
+
+        def each(tags) -> tuple[str, ...]:
+            return tuple(dict.fromkeys(member for t in tags for member in family(t)))
+        alone = tuple(dict.fromkeys(family(t)[0] for t in self.tags if len(family(t)) == 1))
+        grouped = tuple(dict.fromkeys(family(t) for t in self.tags if len(family(t)) > 1))
+        return replace(self, tags=alone, exclude_tags=each(self.exclude_tags), any_tags=each(self.any_tags),
+                       tag_groups=grouped + tuple(each(g) for g in self.tag_groups))
+
+
+@dataclass(frozen=True)
+class TagSynonyms:
+    """A forum's tag synonyms (the store's, ``ThreadStore.tag_synonyms``): each synonym's target, by synonym, both as
+    ``tag_key`` compares them, and each target's family, made once per change of them, not per search."""
+    targets: Mapping[str, str] = field(default_factory=dict)
+    families: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, targets: Mapping[str, str]) -> "TagSynonyms":
+        families: dict[str, list[str]] = {}
+        for source, target in sorted(targets.items()):
+            families.setdefault(target, [target]).append(source)
+        return cls(dict(targets), {t: tuple(f) for t, f in families.items()})
+
+    def family(self, tag: str) -> tuple[str, ...]:
+        """The tags ``tag`` stands for: its target (or itself) first, then the target's synonyms."""
+        key = tag_key(tag)
+        head = self.targets.get(key, key)
+        return self.families.get(head, (head,))
 
 
 class TagsNotIndexed(Exception):

@@ -615,6 +615,35 @@ def test_searches_within_tags(client):
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "any_tag.1", r.json()
     r = client.post("/search", json={"question": "gecko", "filters": {"any_tags": [f"t{i}" for i in range(11)]}})
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "filters.any_tags", r.json()
+    # tag synonyms: a filter on a synonym or its target takes the family, at once, no reindex
+    assert client.get("/tags/synonyms").json() == {"synonyms": []}
+    r = client.put("/tags/synonyms/ Reptile ", json={"target": "REPTILES"}, headers=ADMIN)
+    assert r.status_code == 200 and r.json() == {"source": "reptile", "target": "reptiles"}, r.json()
+    for target in ("answers", "questions"):
+        assert threads_found(target, ["reptile"]) == {"g0", "g2"}, target
+        assert threads_found(target, ["pets"], exclude_tags=["reptile"]) == {"g1"}, target
+        assert threads_found(target, [], any_tags=["reptile"]) == threads_found(target, [], any_tags=["reptiles"])
+        assert threads_found(target, [], tag_groups=[["reptile", "nothing"], ["pets"]]) == {"g0"}, target
+    assert {x["thread_id"] for x in client.get("/threads/g3/similar", params={"tag": "reptile", "k": 100}).json()[
+        "results"]} == {"g0", "g2"}
+    for source, target, status in (("lizard", "reptile", 409), ("reptiles", "pets", 409), ("pets", " PETS", 422)):
+        r = client.put(f"/tags/synonyms/{source}", json={"target": target}, headers=ADMIN)
+        assert r.status_code == status, (source, r.json())
+    assert "synonym of 'reptiles'" in client.put("/tags/synonyms/lizard", json={"target": "reptile"},
+                                                 headers=ADMIN).json()["error"]["message"]
+    assert client.put("/tags/synonyms/lizard", json={"target": "reptiles"}).status_code == 401  # admin only
+    assert client.put("/tags/synonyms/lizard", json={"target": ""}, headers=ADMIN).status_code == 422
+    from indexing.store import ThreadStore
+    with ThreadStore(client.app.state.service.settings.store_path) as other:  # another process's change is seen
+        other.set_tag_synonym("lizard", "reptiles")
+    assert client.get("/tags/synonyms").json()["synonyms"] == [{"source": "lizard", "target": "reptiles"},
+                                                               {"source": "reptile", "target": "reptiles"}]
+    assert threads_found("questions", ["lizard"]) == {"g0", "g2"}
+    r = client.delete("/tags/synonyms/REPTILE", headers=ADMIN)
+    assert r.status_code == 200 and r.json() == {"source": "reptile", "target": "reptiles"}
+    assert threads_found("questions", ["reptile"]) == set()  # a tag of its own again, carried by no thread
+    assert client.delete("/tags/synonyms/reptile", headers=ADMIN).status_code == 404
+    assert client.delete("/tags/synonyms/lizard", headers=ADMIN).status_code == 200
     listed = client.get("/tags").json()  # the forum's tags, most threads first
     assert listed["tags"] == [{"tag": "pets", "threads": 2}, {"tag": "reptiles", "threads": 2}]
     assert listed["matching"] == 2 and listed["generation"] == client.get("/ready").json()["generation"]

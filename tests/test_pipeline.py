@@ -277,6 +277,17 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
     grouped = cqa("search", "gecko food", "--target", "questions", "--tag-group", "pets|nothing", "--tag-group",
                   "reptiles | x", "--json")  # (pets or nothing) and (reptiles or x)
     assert [r.thread_id for r in SearchResponse.model_validate(json.loads(grouped.stdout)).results] == ["g0"]
+    added = cqa("tag-synonyms", "--add", "reptile=Reptiles", "--add", "lizard=reptiles")
+    assert added.returncode == 0 and added.stdout.splitlines() == [
+        '{"source": "lizard", "target": "reptiles"}', '{"source": "reptile", "target": "reptiles"}'], added.stdout
+    by_synonym = cqa("search", "gecko food", "--target", "questions", "--tag", "reptile", "--json")
+    assert [r.thread_id for r in SearchResponse.model_validate(json.loads(by_synonym.stdout)).results] == ["g0"]
+    refused = cqa("tag-synonyms", "--add", "reptiles=pets")
+    assert refused.returncode == 2 and "has synonyms of its own" in refused.stderr, refused.stderr
+    assert cqa("tag-synonyms", "--add", "nosign").returncode == 2
+    removed = cqa("tag-synonyms", "--remove", "reptile", "--remove", "lizard")
+    assert removed.returncode == 0 and removed.stdout == ""
+    assert cqa("tag-synonyms", "--remove", "reptile").returncode == 2
     blank = cqa("search", "gecko food", "--tag-group", "pets|")
     assert blank.returncode == 2 and "--tag-group ''" in blank.stderr, blank.stderr
     blank = cqa("search", "gecko food", "--tag", " ")

@@ -7,7 +7,7 @@ from indexing.searcher import load_current
 from indexing.store import ThreadStore
 from indexing.translation import TranslationTable
 from ranking.expansion import rm3, translation_expansion
-from ranking.retriever import Filters, Retriever, RetrieverConfig, TagsNotIndexed
+from ranking.retriever import Filters, Retriever, RetrieverConfig, TagSynonyms, TagsNotIndexed
 
 from .test_indexes import fake_encode
 
@@ -193,6 +193,19 @@ def test_tag_filters_keep_the_threads_that_carry_every_tag(gen):
     assert groups(("renewal", "family visit"), ("cars",)) == set()  # no thread carries one of each
     assert groups(("visa",), ("family visit", "cars"), any_tags=("renewal", "family visit")) == {"q:v2"}
     assert Filters(any_tags=("a",), tag_groups=(("b", "c"),)).alternatives() == [("a",), ("b", "c")]
+    # synonyms: each tag stands for its family (its target, and the target's synonyms)
+    synonyms = TagSynonyms.of({"visas": "visa", "auto": "cars", "automobile": "cars"})
+    wide = Filters(tags=("Visas", "renewal"), exclude_tags=("auto",), any_tags=("cars",),
+                   tag_groups=(("visa", "x"),)).with_synonyms(synonyms)
+    assert wide == Filters(tags=("renewal",), exclude_tags=("cars", "auto", "automobile"),
+                           any_tags=("cars", "auto", "automobile"), tag_groups=(("visa", "visas"),
+                                                                                ("visa", "visas", "x")))
+    plain = Filters(category="Visas")
+    assert plain.with_synonyms(synonyms) is plain and wide.with_synonyms(TagSynonyms()) is wide
+    assert synonyms.family(" AUTO ") == ("cars", "auto", "automobile") and synonyms.family("x") == ("x",)
+    found_by = {h.doc_id for h in r.search("visa permit car renew family", 10, "questions",
+                                           Filters(tags=("visas",)).with_synonyms(synonyms)).hits}
+    assert found_by == found("questions", "visa")
     assert r.prepare().tag_counts == [("visa", 2), ("cars", 1), ("family visit", 1), ("renewal", 1)]
     assert r.tags_beginning() == (r.tag_counts, 4) and r.tags_beginning("", 1) == ([("visa", 2)], 4)
     assert r.tags_beginning(" VI") == ([("visa", 2)], 1) and r.tags_beginning("c") == ([("cars", 1)], 1)
