@@ -10,17 +10,20 @@ tag, so a search within one tag must return exactly what the same search within 
 Each original question of the 2016 --split /search benchmark is asked with the tag of the thread that the unfiltered
 first stage ranks first for it: the tag a user narrowing that search would most likely pick. The question is then
 sent to one real `cqa serve` for answers and for similar questions, in four arms: no filter, `filters.category`,
-`filters.tags`, and `filters.any_tags` with the tag and one no thread carries (round 56). Over --rounds rounds the arms
+`filters.tags`, `filters.any_tags` with the tag and one no thread carries (round 56), and `filters.tags` with a
+synonym of the tag that no thread carries (`cqa tag-synonyms --add`, round 57). Over --rounds rounds the arms
 take turns, their order rotating. Reported:
 - each arm's p50 and p95 in ms, and the tags arms' p50 over the category arm's p50;
-- whether every tags and any_tags result equals the category result (ids, ranks and scores), and whether every thread
-  the two arms return carries the tag.
+- whether every tags, any_tags and synonym result equals the category result (ids, ranks and scores), and whether
+  every thread those arms return carries the tag.
 
 The in-process part (--scale-threads) times `Retriever.allowed_rows`, the filter's own work, on a synthetic forum
 whose threads carry 1-5 tags drawn from a Zipf law over --scale-tags tags, as a large site's threads do:
 - any of three tags (two popular, one rare), whose rows must be each tag's rows joined, beside one tag;
 - two groups of alternatives (round 57), (a popular or the rare) and (two popular), whose rows must be each group's
   rows joined, then intersected;
+- a tag's synonyms (round 57): a family of three whose rows must be its members' joined, and what making the
+  families of 5,000 synonyms (StackExchange's order of magnitude) and expanding a filter with them cost;
 - the tags filter (one popular tag, one rare tag, two tags), against the category filter on the same rows (category =
   a thread's first tag), and the category filter against the same filter as it was before round 55 (an array of
   strings compared with the category: the reference, the same rows required);
@@ -57,7 +60,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from load import add_forum_arguments, judged_forum, post_json, server  # noqa: E402
 
 TARGETS = ("answers", "questions")
-ARMS = ("none", "category", "tags", "any_tags")
+ARMS = ("none", "category", "tags", "any_tags", "synonym")
 NO_SUCH_TAG = "no thread carries this tag"
 
 
@@ -90,12 +93,20 @@ def tagged_forum(corpus, work: Path) -> tuple[Path, dict]:
                     "encoded": built["indexes"]["dense"].get("encoded"), "generation": built["generation"]}
 
 
+def synonym(tag: str) -> str:
+    return f"synonym of {tag}"
+
+
 def served(folder: Path, questions: dict[str, tuple[str, str]], rounds: int) -> dict:
     """The three arms through one real server (module docstring)."""
     from indexing.models import tag_key, thread_tags
     from indexing.store import ThreadStore
     with ThreadStore(folder / "threads.sqlite3") as store:
         tags_of = {t.id: set(thread_tags(t.meta.get("tags"))) for t in store.iter_threads()}
+    # each tag gains a synonym no thread carries (round 57), as an operator adds them: a search within the synonym
+    # must be the search within its tag
+    every = sorted(set().union(*tags_of.values()))
+    cqa(folder, "tag-synonyms", *[a for t in every for a in ("--add", f"{synonym(t)}={t}")])
     ms = {(target, arm): [] for target in TARGETS for arm in ARMS}
     results: dict[tuple, list] = {}
     sizes = {arm: [] for arm in ARMS}
@@ -112,7 +123,7 @@ def served(folder: Path, questions: dict[str, tuple[str, str]], rounds: int) -> 
             for n, (qid, tag) in enumerate(chosen.items()):
                 subject, body = questions[qid]
                 filters = {"none": None, "category": {"category": tag}, "tags": {"tags": [tag]},
-                           "any_tags": {"any_tags": [NO_SUCH_TAG, tag]}}
+                           "any_tags": {"any_tags": [NO_SUCH_TAG, tag]}, "synonym": {"tags": [synonym(tag)]}}
                 for target in TARGETS:
                     turn = (r + n) % len(ARMS)
                     order = ARMS[turn:] + ARMS[:turn]
@@ -128,13 +139,15 @@ def served(folder: Path, questions: dict[str, tuple[str, str]], rounds: int) -> 
                         if r == 0:
                             results[(qid, target, arm)] = [(x["id"], x["rank"], x["score"]) for x in resp["results"]]
                             sizes[arm].append(len(resp["results"]))
-                            if arm in ("tags", "any_tags"):
+                            if arm in ("tags", "any_tags", "synonym"):
                                 assert all(tag_key(tag) in tags_of[x["thread_id"]] for x in resp["results"]), qid
     same = sum(results[(q, t, "tags")] == results[(q, t, "category")] for q in chosen for t in TARGETS)
     same_any = sum(results[(q, t, "any_tags")] == results[(q, t, "category")] for q in chosen for t in TARGETS)
+    same_synonym = sum(results[(q, t, "synonym")] == results[(q, t, "category")] for q in chosen for t in TARGETS)
     out = {"questions": len(questions), "asked_with_a_tag": len(chosen), "distinct_tags": len(set(chosen.values())),
            "tags_equal_category": f"{same} of {len(chosen) * len(TARGETS)}",
            "any_tags_equal_category": f"{same_any} of {len(chosen) * len(TARGETS)}",
+           "synonym_equal_category": f"{same_synonym} of {len(chosen) * len(TARGETS)}",
            "every_tags_result_carries_the_tag": True,
            "mean_results": {arm: round(float(np.mean(v)), 2) for arm, v in sizes.items()}, "targets": {}}
     for target in TARGETS:
@@ -145,6 +158,7 @@ def served(folder: Path, questions: dict[str, tuple[str, str]], rounds: int) -> 
             **{f"{arm}_p95_ms": round(float(np.percentile(v, 95)), 1) for arm, v in lat.items()},
             "tags_over_category_p50": round(p50["tags"] / p50["category"], 3),
             "any_tags_over_category_p50": round(p50["any_tags"] / p50["category"], 3),
+            "synonym_over_tags_p50": round(p50["synonym"] / p50["tags"], 3),
             "tags_over_none_p50": round(p50["tags"] / p50["none"], 3), "requests_per_arm": len(lat["tags"])}
         print(json.dumps({target: out["targets"][target]}), file=sys.stderr, flush=True)
     return out
@@ -211,6 +225,18 @@ def at_scale(threads: int, tags: int, repeats: int) -> dict:
     grouped = retriever.allowed_rows("answers", Filters(tag_groups=groups))
     assert np.array_equal(grouped, np.intersect1d(rows_of(*groups[0]), rows_of(*groups[1])))
     groups_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tag_groups=groups)), repeats)
+    # tag synonyms (round 57): a family of three (tag0 and two synonyms, one carried: tag1) allows the rows of its
+    # members joined; and what making the families and expanding a filter cost with StackExchange's number of them
+    from ranking.retriever import TagSynonyms
+    family = TagSynonyms.of({"tag1": "tag0", "no such synonym": "tag0"})
+    by_family = retriever.allowed_rows("answers", Filters(tags=("tag1",)).with_synonyms(family))
+    assert np.array_equal(by_family, rows_of("tag0", "tag1"))
+    family_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tags=("tag1",)).with_synonyms(family)),
+                      repeats)
+    many = {f"synonym {i}": f"tag{i % 2000}" for i in range(5000)}
+    made_ms = timed(lambda: TagSynonyms.of(many), repeats)
+    made = TagSynonyms.of(many)
+    expand_ms = timed(lambda: Filters(tags=("tag7", "tag8"), exclude_tags=("tag9",)).with_synonyms(made), repeats)
     out = {"threads": threads, "rows": len(gen.docs), "tags_drawn_from": tags, "tags_held": len(listed),
            "distinct_tag_sets": len(retriever._tags_coded[0]), "mean_tags_per_thread": round(float(counts.mean()), 2),
            "retriever_start_ms": round(start_ms, 1), "tags_prepared_ms": round(prepare_ms, 1), "cases": {},
@@ -220,7 +246,12 @@ def at_scale(threads: int, tags: int, repeats: int) -> dict:
                             "one_tag_p50_ms": round(float(np.median(single_ms)), 2)},
            "two_groups": {"tag_groups": [list(g) for g in groups], "rows_allowed": int(grouped.size),
                           "equal_to_each_groups_rows_joined_then_intersected": True,
-                          "p50_ms": round(float(np.median(groups_ms)), 2)}}
+                          "p50_ms": round(float(np.median(groups_ms)), 2)},
+           "synonyms": {"family": list(family.family("tag1")), "rows_allowed": int(by_family.size),
+                        "equal_to_the_rows_of_each_member_joined": True,
+                        "p50_ms": round(float(np.median(family_ms)), 2),
+                        "made_of_5000_p50_ms": round(float(np.median(made_ms)), 2),
+                        "filter_expanded_p50_ms": round(float(np.median(expand_ms)), 4)}}
     for name, asked in cases.items():
         tags_ms = timed(lambda: retriever.allowed_rows("answers", Filters(tags=asked)), repeats)
         cat_ms = timed(lambda: retriever.allowed_rows("answers", Filters(category=asked[0])), repeats)

@@ -497,6 +497,7 @@ def test_tag_filter_bench_searches_a_dumps_forum_within_tags_beside_categories(t
     served = out["served"]
     assert served["asked_with_a_tag"] == 4 and served["tags_equal_category"] == "8 of 8"
     assert served["any_tags_equal_category"] == "8 of 8"  # any of (the tag, one no thread carries)
+    assert served["synonym_equal_category"] == "8 of 8"  # a synonym of the tag no thread carries
     assert served["mean_results"]["tags"] <= served["mean_results"]["none"]
     assert all(t["requests_per_arm"] == 4 and t["tags_over_category_p50"] > 0 and t["any_tags_over_category_p50"] > 0
                for t in served["targets"].values())
@@ -505,6 +506,8 @@ def test_tag_filter_bench_searches_a_dumps_forum_within_tags_beside_categories(t
     assert scale["any_of_three"]["rows_allowed"] >= scale["cases"]["popular"]["rows_allowed"]
     assert scale["two_groups"]["equal_to_each_groups_rows_joined_then_intersected"] and \
         scale["two_groups"]["rows_allowed"] >= 0
+    assert scale["synonyms"]["equal_to_the_rows_of_each_member_joined"] and scale["synonyms"]["family"] == [
+        "tag0", "no such synonym", "tag1"]
     assert scale["cases"]["two"]["rows_allowed"] <= scale["cases"]["popular"]["rows_allowed"]
     assert all(c["category_over_before"] > 0 for c in scale["cases"].values())
     assert set(scale["tags_beginning"]) == {"t", "tag1", "tag12", "tag123", "zz"}
