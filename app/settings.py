@@ -41,7 +41,7 @@ class Settings(RankingSettings):
                                "Retry-After at once, instead of a wait that grows with the queue (with CQA_FAIR_SHARE, "
                                "a client holding none still takes one of a few spare places). 0: no bound.")
     fair_share: bool = Field(True, description="Once a worker holds an eighth of CQA_MAX_IN_FLIGHT, a client (its address; "
-                             "an IPv6 one's /64) that holds its share already (the limit divided by the clients that "
+                             "an IPv6 one's /64; or the user CQA_CLIENT_HEADER names) that holds its share already (the limit divided by the clients that "
                              "sent a ranking request in the last 10 s) gets 429 `over_share` with Retry-After "
                              "for its next one: one client sending many at once (a scraper, a runaway script) cannot "
                              "fill the worker and get everyone else 503. A client alone may still take the whole limit; "
