@@ -545,10 +545,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def tags(prefix: str = Param("", max_length=MAX_TAG_CHARS, description="only tags that begin with this "
                                        "(case and spacing ignored): a search box's suggestions as a user types"),
                    limit: int = Param(50, ge=1, le=1000), svc: Service = Depends(service)) -> TagsOut:
-        """The live generation's tags (each thread's meta.tags), counted once per generation."""
+        """The live generation's tags (each thread's meta.tags), counted once per generation; and the tag synonyms
+        that begin with the prefix, with the tag each stands for (a search within either finds both)."""
         gen, pipeline = ready_generation(svc)
         listed, matching = await run_in_threadpool(pipeline.retriever.tags_beginning, prefix, limit)
-        return TagsOut(generation=gen.name, tags=[TagOut(tag=t, threads=n) for t, n in listed], matching=matching)
+        key = tag_key(prefix)
+        synonyms = [TagSynonymOut(source=s, target=t) for s, t in
+                    (await run_in_threadpool(svc.tag_synonyms)).targets.items() if key and s.startswith(key)]
+        return TagsOut(generation=gen.name, tags=[TagOut(tag=t, threads=n) for t, n in listed], matching=matching,
+                       synonyms=sorted(synonyms, key=lambda x: x.source)[:limit])
 
     @app.get("/tags/synonyms", response_model=TagSynonymsOut, summary="The forum's tag synonyms (js for javascript)")
     async def tag_synonyms(svc: Service = Depends(service)):

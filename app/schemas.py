@@ -530,17 +530,6 @@ class ThreadListOut(BaseModel):
     next: str | None = Field(description="the `after` of the next page; null on the last")
 
 
-class TagOut(BaseModel):
-    tag: str = Field(description="as a filter compares it: case folded, spacing collapsed")
-    threads: int = Field(description="how many of the live generation's threads carry it")
-
-
-class TagsOut(BaseModel):
-    generation: str = Field(description="the live generation the counts are of")
-    tags: list[TagOut] = Field(description="most threads first, then by tag")
-    matching: int = Field(description="how many tags the prefix matches (all of them without one)")
-
-
 class TagSynonymIn(Strict):
     target: Tag = Field(description="the tag it stands for (a tag of its own, not a synonym)")
 
@@ -553,6 +542,20 @@ class TagSynonymOut(BaseModel):
 class TagSynonymsOut(BaseModel):
     synonyms: list[TagSynonymOut] = Field(description="every synonym, by synonym: a tag filter on a synonym or its "
                                           "target takes the threads carrying any tag of the family")
+
+
+class TagOut(BaseModel):
+    tag: str = Field(description="as a filter compares it: case folded, spacing collapsed")
+    threads: int = Field(description="how many of the live generation's threads carry it")
+
+
+class TagsOut(BaseModel):
+    generation: str = Field(description="the live generation the counts are of")
+    tags: list[TagOut] = Field(description="most threads first, then by tag")
+    matching: int = Field(description="how many tags the prefix matches (all of them without one)")
+    synonyms: list[TagSynonymOut] = Field(default_factory=list, description="the tag synonyms that begin with the "
+                                          "prefix (at most limit; none without a prefix), each with the tag it stands "
+                                          "for: typing js, a page can offer javascript")
 
 
 class AnswersOut(BaseModel):

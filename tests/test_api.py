@@ -626,6 +626,9 @@ def test_searches_within_tags(client):
         assert threads_found(target, [], tag_groups=[["reptile", "nothing"], ["pets"]]) == {"g0"}, target
     assert {x["thread_id"] for x in client.get("/threads/g3/similar", params={"tag": "reptile", "k": 100}).json()[
         "results"]} == {"g0", "g2"}
+    typed = client.get("/tags", params={"prefix": " REPTILE"}).json()  # the synonym typed offers its tag
+    assert typed["synonyms"] == [{"source": "reptile", "target": "reptiles"}] and typed["tags"][0]["tag"] == "reptiles"
+    assert client.get("/tags").json()["synonyms"] == []  # none without a prefix
     for source, target, status in (("lizard", "reptile", 409), ("reptiles", "pets", 409), ("pets", " PETS", 422)):
         r = client.put(f"/tags/synonyms/{source}", json={"target": target}, headers=ADMIN)
         assert r.status_code == status, (source, r.json())
@@ -648,7 +651,7 @@ def test_searches_within_tags(client):
     assert listed["tags"] == [{"tag": "pets", "threads": 2}, {"tag": "reptiles", "threads": 2}]
     assert listed["matching"] == 2 and listed["generation"] == client.get("/ready").json()["generation"]
     assert client.get("/tags", params={"prefix": " REP", "limit": 1}).json() == {
-        "generation": listed["generation"], "tags": [{"tag": "reptiles", "threads": 2}], "matching": 1}
+        "generation": listed["generation"], "tags": [{"tag": "reptiles", "threads": 2}], "matching": 1, "synonyms": []}
     assert client.get("/tags", params={"prefix": "zzz"}).json()["tags"] == []
     assert client.get("/tags", params={"limit": 0}).status_code == 422
     _, pipeline = client.app.state.service.snapshot()
