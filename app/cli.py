@@ -264,7 +264,7 @@ def cmd_tag_synonyms(args: argparse.Namespace) -> int:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
         for source in args.remove:
-            if not store.delete_tag_synonym(source):
+            if store.delete_tag_synonym(source) is None:
                 print(f"error: {source!r} is no tag synonym", file=sys.stderr)
                 return 2
         for source, target in store.tag_synonyms().items():
@@ -414,7 +414,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # --- search ---------------------------------------------------------------------------
 def cmd_search(args: argparse.Namespace) -> int:
     from indexing.generations import IndexFormatError
-    from indexing.models import MAX_TAG_CHARS, tag_key
+    from indexing.models import MAX_TAG_CHARS, alternatives, tag_key
     from indexing.searcher import load_current
     from indexing.store import ThreadStore
     from ranking.pipeline import SearchRequest, build_pipeline
@@ -432,7 +432,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     except IndexFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    groups = tuple(tuple(dict.fromkeys(t.strip() for t in g.split("|"))) for g in args.tag_group)
+    groups = tuple(alternatives(g) for g in args.tag_group)
     for flag, given in (("--tag", args.tag), ("--not-tag", args.not_tag), ("--any-tag", args.any_tag),
                         ("--tag-group", [t for g in groups for t in g])):
         if (bad := next((t for t in given if not tag_key(t) or len(t) > MAX_TAG_CHARS), None)) is not None:

@@ -103,37 +103,18 @@ class ProxiedClient:
     def __init__(self, app, trusted: str, client_header: str | None = None):
         from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
         self.inner = ProxyHeadersMiddleware(app, trusted_hosts=trusted)
-        entries = [e.strip() for e in trusted.split(",") if e.strip()]
-        self.any = "*" in entries
-        self.networks = [ipaddress.ip_network(e, strict=False) for e in entries if e != "*" and _is_ip(e)]
         self.header = client_header.lower().encode("latin-1") if client_header else None
-
-    def trusted(self, host: str | None) -> bool:
-        if self.any:
-            return True
-        try:
-            ip = ipaddress.ip_address(host or "")
-        except ValueError:
-            return False
-        return any(ip in n for n in self.networks if n.version == ip.version)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and self.header is not None:
             client = scope.get("client")
-            if self.trusted(client[0] if client else None):
+            # the proxies the X-Forwarded-For reading trusts, as it reads them (uvicorn's own set of them)
+            if (client[0] if client else None) in self.inner.trusted_hosts:
                 values = [v for k, v in scope["headers"] if k == self.header]
                 named = values[-1].decode("latin-1").strip() if values else ""
                 if named:
                     scope[USER_KEY] = "user:" + hashlib.sha256(named.encode()).hexdigest()[:16]
         return await self.inner(scope, receive, send)
-
-
-def _is_ip(entry: str) -> bool:
-    try:
-        ipaddress.ip_network(entry, strict=False)
-        return True
-    except ValueError:
-        return False
 
 
 def client_key(scope) -> str:
@@ -156,6 +137,15 @@ def client_key(scope) -> str:
     return host
 
 
+def _count_down(counts: dict[str, int], client: str) -> None:
+    """One fewer of ``client``'s in ``counts``, the client gone from it at none (so the map holds the busy ones)."""
+    left = counts.get(client, 0) - 1
+    if left > 0:
+        counts[client] = left
+    else:
+        counts.pop(client, None)
+
+
 @dataclass
 class Admission:
     """The ranking requests (searches, reranks, a thread's comments or similar threads) one worker has taken and not
@@ -167,8 +157,9 @@ class Admission:
     the bound already, the bound divided by the clients seen in the last ``recent_s`` seconds, is refused its next one
     (``OverShare``: 429 with Retry-After), so one client sending many at once (a scraper, a runaway script) leaves room
     for everyone else instead of filling the bound and getting the others 503. A client alone may take the whole
-    bound, and nobody is refused while the worker holds less than ``busy``. A client holding nothing when the bound is full takes one of ``spare`` places
-    past it (an eighth of the bound, at least one), so a newcomer is not refused because a client alone filled it.
+    bound, and nobody is refused while the worker holds less than ``busy``. A client holding nothing when the bound
+    is full takes one of ``spare`` places past it (an eighth of the bound, at least one), so a newcomer is not refused
+    because a client alone filled it.
     Counted on the event loop, which takes one request at a time, so it needs no lock."""
     limit: int
     fair_share: bool = True
@@ -215,11 +206,7 @@ class Admission:
 
     def done(self, client: str = "-") -> None:
         self.in_flight -= 1
-        left = self.held.get(client, 0) - 1
-        if left > 0:
-            self.held[client] = left
-        else:
-            self.held.pop(client, None)
+        _count_down(self.held, client)
 
     def _saw(self, client: str, now: float) -> None:
         self.seen.pop(client, None)
@@ -303,11 +290,7 @@ class FairQueue:
         if not self.slots:
             return
         self.total -= 1
-        left = self.running.get(client, 0) - 1
-        if left > 0:
-            self.running[client] = left
-        else:
-            self.running.pop(client, None)
+        _count_down(self.running, client)
         self._next()
         self._idle(client)
 

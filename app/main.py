@@ -26,7 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
-from indexing.models import MAX_TAG_CHARS, tag_key
+from indexing.models import MAX_TAG_CHARS, alternatives, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.pipeline import SearchPipeline, SearchResponse
@@ -581,8 +581,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.delete("/tags/synonyms/{source}", response_model=TagSynonymOut, dependencies=[Depends(require_admin)],
                 summary="A synonym a tag of its own again (admin)")
     async def delete_tag_synonym(source: str, svc: Service = Depends(service)):
-        target = (await run_in_threadpool(svc.store.tag_synonyms)).get(tag_key(source))
-        if target is None or not await run_in_threadpool(svc.store.delete_tag_synonym, source):
+        if (target := await run_in_threadpool(svc.store.delete_tag_synonym, source)) is None:
             raise HTTPException(404, detail=f"{source!r} is no tag synonym (GET /tags/synonyms)")
         return {"source": tag_key(source), "target": target}
 
@@ -610,7 +609,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         named = {"tags": "tag", "exclude_tags": "not_tag", "any_tags": "any_tag",  # the fields as the query names them
                  "tag_groups": "tag_group"}
         try:
-            groups = [[t.strip() for t in g.split("|")] for g in tag_group]
+            groups = [list(alternatives(g)) for g in tag_group]
             filters = (FiltersIn(category=category, tags=tag, exclude_tags=not_tag, any_tags=any_tag,
                                  tag_groups=groups).to_filters()
                        if category or tag or not_tag or any_tag or tag_group else None)
@@ -643,8 +642,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         _, pipeline = ready_generation(svc)
 
         def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
-            filters = req.filters and req.filters.with_synonyms(svc.tag_synonyms())
-            return pipeline.search(req if filters is req.filters else replace(req, filters=filters))
+            if req.filters is None or not req.filters.tagged():
+                return pipeline.search(req)
+            return pipeline.search(replace(req, filters=req.filters.with_synonyms(svc.tag_synonyms())))
         out = await run_in_threadpool(search)
         for stage, ms in out.timings_ms.items():
             svc.metrics.stage.labels(stage).observe(ms / 1000)

@@ -55,6 +55,12 @@ def tag_key(tag: str) -> str:
     return " ".join(str(tag).split()).casefold()
 
 
+def alternatives(text: str) -> tuple[str, ...]:
+    """Tags joined by a bar (``a|b``, a query's ``tag_group`` or `cqa search --tag-group`), each stripped, once each,
+    in order (an empty one kept, for the caller to refuse)."""
+    return tuple(dict.fromkeys(t.strip() for t in text.split("|")))
+
+
 def thread_tags(raw: Any) -> tuple[str, ...]:
     """A thread's tags as ``meta["tags"]`` holds them (a StackExchange dump's, or a forum's JSONL): a list of strings,
     or one string for one tag; each as ``tag_key`` compares it, once each, sorted. What is not a string, and a tag

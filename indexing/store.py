@@ -707,13 +707,14 @@ class ThreadStore:
                         (source, target, datetime.now().astimezone().isoformat(timespec="seconds")))
             cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tag_synonyms'")
 
-    def delete_tag_synonym(self, source: str) -> bool:
-        """``source`` a tag of its own again; False where it was no synonym."""
+    def delete_tag_synonym(self, source: str) -> str | None:
+        """``source`` a tag of its own again: the target it stood for, or None where it was no synonym."""
         with self._transaction() as cur:
-            gone = cur.execute("DELETE FROM tag_synonyms WHERE source = ?", (tag_key(source),)).rowcount
-            if gone:
+            row = cur.execute("DELETE FROM tag_synonyms WHERE source = ? RETURNING target",
+                              (tag_key(source),)).fetchone()
+            if row:
                 cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tag_synonyms'")
-        return bool(gone)
+        return row and row[0]
 
     def tag_synonyms(self) -> dict[str, str]:
         """Each synonym and its target, by synonym."""

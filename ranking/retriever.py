@@ -39,6 +39,10 @@ class Filters:
     any_tags: tuple[str, ...] = ()  # only threads that carry at least one of these tags (StackExchange's [a] or [b])
     tag_groups: tuple[tuple[str, ...], ...] = ()  # and of each group, at least one: (a or b) and (c or d)
 
+    def tagged(self) -> bool:
+        """Whether any tag filters (the synonyms and the tags' index have something to do)."""
+        return bool(self.tags or self.exclude_tags or self.alternatives())
+
     def alternatives(self) -> list[tuple[str, ...]]:
         """The groups of tags of which a thread must carry one at least: ``any_tags``, then each of ``tag_groups``."""
         return [g for g in (self.any_tags, *self.tag_groups) if g]
@@ -47,7 +51,7 @@ class Filters:
         """These filters with each tag standing for its family (``TagSynonyms.family``): a tag asked becomes a group
         of its family (a thread carries one of them), a tag left out leaves out every one of them, an alternative
         stands for all of them: a search within ``js`` finds the threads tagged ``javascript`` too."""
-        if not synonyms.targets or not (self.tags or self.exclude_tags or self.alternatives()):
+        if not synonyms.targets or not self.tagged():
             return self
         family = synonyms.family
 
@@ -167,7 +171,7 @@ class Retriever:
         if filters is not None:
             if filters.category:
                 mask &= self._cat_codes == self._cat_index.get(filters.category, -1)
-            if filters.tags or filters.exclude_tags or filters.alternatives():
+            if filters.tagged():
                 if not self.knows_tags:
                     raise TagsNotIndexed(self.gen.name)
                 index, codes = self._tags_coded

@@ -373,6 +373,16 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert "cqa_ranking_in_flight 0.0" in metrics
 
 
+def admission_reaches(client: TestClient, field: str, n: int, pause: float = 0.05) -> bool:
+    """Whether GET /ready's ``admission[field]`` comes to ``n`` within 30 s."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if client.get("/ready").json()["admission"][field] == n:
+            return True
+        time.sleep(pause)
+    return False
+
+
 class Forwarded:
     """A test client's requests as a proxy forwards one client's (X-Forwarded-For)."""
 
@@ -509,12 +519,7 @@ def test_a_client_over_its_share_gets_429_while_another_client_is_served(setting
             answered: list[int] = []
 
             def in_flight(n: int) -> bool:  # the model scores one batch at a time: the second waits for it, taken
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    if c.get("/ready").json()["admission"]["in_flight"] == n:
-                        return True
-                    time.sleep(0.05)
-                return False
+                return admission_reaches(c, "in_flight", n)
             try:
                 for t in held:
                     t.start()
@@ -670,12 +675,7 @@ def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(setti
             sent.append(t)
 
         def waiting(n: int) -> bool:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                if c.get("/ready").json()["admission"]["waiting"] == n:
-                    return True
-                time.sleep(0.02)
-            return False
+            return admission_reaches(c, "waiting", n, pause=0.02)
         try:
             send("g1", greedy)
             assert scoring.wait(30)  # g1 holds the slot
