@@ -40,6 +40,7 @@ from ranking.neural.train_minilm import (  # noqa: E402
     question_training_set,
     recorded_recipe,
     train_minilm,
+    transitive_question_pairs,
 )
 
 UNTRAINED = ("ir-baseline", "bm25", "minilm-cosine")
@@ -66,6 +67,8 @@ RECIPES: dict[str, dict] = {
     "neg3": {"negatives": 3},
     "len256": {"max_length": 256},
     "lr5e-5": {"lr": 5e-5},
+    # round 40's rule 25 (one seed, on the CPU): also the question pairs each fold's judgements imply
+    "transitive": {"augment": "transitive"},
 }
 REFERENCE = "shipped seed 13"
 RULE = ("A candidate is a recipe's seed-13 model or the soup of its seeds. Its cv figure: question-fusion with the "
@@ -75,6 +78,15 @@ RULE = ("A candidate is a recipe's seed-13 model or the soup of its seeds. Its c
         "figure's per-question AP against that model's over the 267 training questions gives p < 0.10. The winner "
         "is the passing candidate with the highest cv figure; ties and nothing passing ship nothing. Test is read "
         "once, after the winner's checkpoint is scored on dev-B on the CPU.")
+# round 58: one candidate against the same recipe's soup without the implied pairs, over the same seeds
+RULE_30 = ("One candidate, the soup of the `transitive` recipe's seeds, against the soup of the `shipped` recipe's "
+           "same seeds (both trained in this sweep). It passes the sweep if its cv figure (question-fusion with the "
+           "shipped weights over the 267 training questions, out of fold) is at least 0.004 above the reference "
+           "soup's with the paired randomisation test over those questions at p < 0.05, the mean of its seeds' cv "
+           "figures is above the mean of the reference seeds', and its dev figure is at least the reference soup's. "
+           "Then, on the CPU, before test is read: dev-B question-fusion over its full model at least 0.7974 (the "
+           "shipped model) and dev-C related-answers losing at most 0.005 against 0.4839.")
+RULES = {"11": (RULE, REFERENCE), "30": (RULE_30, "shipped soup")}
 
 
 def training_data(s: Settings):
@@ -93,7 +105,15 @@ def recipe_config(shipped_config: Path, recipe: str, seed: int, groups: list, de
     changes, and ``seed``."""
     change = dict(RECIPES[recipe])
     keep = change.pop("keep_epochs", 1)
+    change.pop("augment", None)  # the data, not a training setting (``recipe_groups``)
     return recorded_recipe(shipped_config, groups, device, keep, max_steps, seed=seed, **change)
+
+
+def recipe_groups(recipe: str, threads: list) -> list:
+    """The training groups of ``recipe`` over ``threads``: with the pairs their judgements imply where the recipe
+    says ``augment: transitive``."""
+    extra = transitive_question_pairs(threads) if RECIPES[recipe].get("augment") == "transitive" else []
+    return minilm_groups(threads + extra)
 
 
 def cmd_parts(args) -> None:
@@ -118,7 +138,7 @@ def cmd_train(args) -> None:
         record = {"recipe": args.recipe, "change": RECIPES[args.recipe], "seed": seed, "oof": {}, "folds": []}
         for k, held in [*enumerate(folds), ("full", [])]:
             held_set = set(held)
-            groups = minilm_groups([t for tid, t in threads.items() if tid not in held_set])
+            groups = recipe_groups(args.recipe, [t for tid, t in threads.items() if tid not in held_set])
             cfg = recipe_config(args.shipped_config, args.recipe, seed, groups, args.device, args.max_steps)
             t0 = time.perf_counter()
             folder = base / (f"fold-{k}" if k != "full" else "full")
@@ -162,7 +182,8 @@ def cmd_judge(args) -> None:
         runs.setdefault(r["recipe"], {})[r["seed"]] = r
     seeds = sorted(set.intersection(*(set(v) for v in runs.values())))  # the seeds every recipe finished
     folds = held_out(queries)
-    report = {"rule": RULE, "seeds": seeds, "recipes": {}, "untrained": {
+    rule_text, reference = RULES[args.rule]
+    report = {"rule": rule_text, "seeds": seeds, "recipes": {}, "untrained": {
         n: {"cv": _fused_map(parts["train"][n], {}, queries, train_map, alone),
             "dev": _fused_map(parts["dev"][n], {}, dev_q, dev_map_, alone)} for n in UNTRAINED}}
     candidates = {}
@@ -196,7 +217,7 @@ def cmd_judge(args) -> None:
             (soup_dir / "scores.json").write_text(json.dumps({"recipe": recipe, "seeds": seeds, "oof": oof, "dev": dev}))
         report["recipes"][recipe] = entry
         print(json.dumps({"recipe": recipe, "mean_over_seeds": mean, "soup": entry.get("soup")}), flush=True)
-    ref = candidates.get(REFERENCE)
+    ref = candidates.get(reference)
 
     def per_question(oof: dict) -> dict[str, float]:
         every = {**parts["train"], MODEL: oof}
@@ -204,20 +225,24 @@ def cmd_judge(args) -> None:
     if ref is not None:
         for n, c in candidates.items():
             c[0]["cv_fusion_against_shipped"] = paired_ap(per_question(c[2]), per_question(ref[2]))
+    report["reference"] = reference
     report["candidates"] = {n: c[0] for n, c in candidates.items()}
-    passing, name = rule_11({n: c[0] for n, c in candidates.items()})
+    figures_now = {n: c[0] for n, c in candidates.items()}
+    passing, name = (rule_11(figures_now) if args.rule == "11" else
+                     rule_30(figures_now, {r: e["mean_over_seeds"] for r, e in report["recipes"].items()}))
     ranked = [(n, candidates[n]) for n in passing]
     report["passing"] = {n: candidates[n][0] for n in passing}
     report["winner"] = None if name is None else {"name": name, **candidates[name][0],
                                                   "checkpoint": str(candidates[name][1])}
     if args.pack:
         args.pack.mkdir(parents=True, exist_ok=True)
-        for n, (_, folder, _) in ranked[:2]:  # the winner and the runner-up, for the CPU checks
+        named = [(n, candidates[n]) for n in [args.pack_candidate] if n in candidates and n not in passing]
+        for n, (_, folder, _) in ranked[:2] + named:  # the winner and the runner-up (and one named), for the CPU checks
             shutil.copytree(folder, args.pack / n.replace(" ", "-"), dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("training_log.jsonl"))
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({"seeds": seeds, "winner": report["winner"], "passing": list(report["passing"]),
-                      REFERENCE: None if ref is None else ref[0]}))
+                      reference: None if ref is None else ref[0]}))
 
 
 def rule_11(figures: dict[str, dict], reference: str = REFERENCE) -> tuple[list[str], str | None]:
@@ -233,6 +258,18 @@ def rule_11(figures: dict[str, dict], reference: str = REFERENCE) -> tuple[list[
                      key=lambda n: -figures[n]["cv_fusion"])
     tie = len(passing) > 1 and figures[passing[0]]["cv_fusion"] == figures[passing[1]]["cv_fusion"]
     return passing, (passing[0] if passing and not tie else None)
+
+
+def rule_30(figures: dict[str, dict], means: dict[str, dict], candidate: str = "transitive soup",
+            reference: str = "shipped soup") -> tuple[list[str], str | None]:
+    """``RULE_30`` over the soups' figures and each recipe's mean over its seeds: ``([candidate], candidate)`` when
+    it passes the sweep's part of the rule, else ``([], None)``."""
+    c, r = figures.get(candidate), figures.get(reference)
+    if c is None or r is None:
+        return [], None
+    ok = (c["cv_fusion"] - r["cv_fusion"] >= 0.004 and c["cv_fusion_against_shipped"]["p_randomization"] < 0.05
+          and means["transitive"]["cv_fusion"] > means["shipped"]["cv_fusion"] and c["dev_fusion"] >= r["dev_fusion"])
+    return ([candidate], candidate) if ok else ([], None)
 
 
 def main() -> None:
@@ -253,6 +290,10 @@ def main() -> None:
     j.add_argument("--out", type=Path, required=True)
     j.add_argument("--device", default="auto")
     j.add_argument("--pack", type=Path, help="copy the winner's and the runner-up's checkpoints here")
+    j.add_argument("--rule", choices=list(RULES), default="11",
+                   help="11: round 35's (every recipe's seed 13 and soup against shipped seed 13); 30: round 58's "
+                        "(the transitive soup against the shipped soup)")
+    j.add_argument("--pack-candidate", help="with --pack: also copy this candidate's checkpoint, passing or not")
     args = ap.parse_args()
     {"parts": cmd_parts, "train": cmd_train, "judge": cmd_judge}[args.cmd](args)
 
