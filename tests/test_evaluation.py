@@ -390,7 +390,8 @@ def test_question_sweep_recipes_change_only_what_they_name(settings):
         {k: v for k, v in trained.items() if k not in ("device", "max_steps", "init_from")}
     changed = {r: {k for k in c if c[k] != cfg["shipped"][k]} for r, c in cfg.items()}
     assert changed == {"shipped": set(), "epochs2": {"max_steps"}, "epochs3": {"max_steps"},
-                       "neg3": {"negatives", "max_steps"}, "len256": {"max_length"}, "lr5e-5": {"lr"}}
+                       "neg3": {"negatives", "max_steps"}, "len256": {"max_length"}, "lr5e-5": {"lr"},
+                       "transitive": set()}  # its data differs, not its settings (recipe_groups)
     assert cfg["epochs3"]["max_steps"] == 3 * one_epoch and cfg["neg3"]["max_steps"] == -(-3 * sum(
         len(g.good) for g in groups) // 16)
     assert qs.recipe_config(shipped_config, "epochs3", 14, groups, "cpu", 5).max_steps == 5
@@ -409,6 +410,36 @@ def test_question_sweep_rule_needs_both_figures_and_the_paired_test():
                        "dev equal": f(0.75, 0.79, 0.01)}) == ([], None)
     assert qs.rule_11({**ref, "a": f(0.74, 0.80, 0.05), "b": f(0.74, 0.81, 0.05)})[1] is None
     assert qs.rule_11({"a": f(0.74, 0.80, 0.01)}) == ([], None)
+
+
+def test_question_sweep_transitive_recipe_adds_the_implied_pairs_to_its_data(settings):
+    """The `transitive` recipe (round 58) trains on the threads plus the pairs their judgements imply; every other
+    recipe on the threads alone."""
+    from ranking.neural.train_minilm import question_pairs_as_threads, transitive_question_pairs
+    qs = _question_sweep()
+    threads = question_pairs_as_threads(settings.semeval_dir)[:40]
+    implied = transitive_question_pairs(threads)
+    assert implied
+    shipped, transitive = qs.recipe_groups("shipped", threads), qs.recipe_groups("transitive", threads)
+    assert len(transitive) == len(shipped) + len(implied)  # each implied thread has a Good and a Bad answer
+    assert {tuple(g.question) for g in shipped} < {tuple(g.question) for g in transitive}
+
+
+def test_question_sweep_rule_30_asks_the_gain_of_the_soup_and_of_the_seeds():
+    """Rule 30: the transitive soup passes only with 0.004 over the shipped soup at p < 0.05, its seeds' mean cv
+    figure above the shipped seeds', and a dev figure at least the shipped soup's."""
+    qs = _question_sweep()
+
+    def f(cv, dev, p=1.0):
+        return {"cv_fusion": cv, "dev_fusion": dev, "cv_fusion_against_shipped": {"p_randomization": p}}
+    means = {"shipped": {"cv_fusion": 0.731}, "transitive": {"cv_fusion": 0.733}}
+    ref = {"shipped soup": f(0.732, 0.799)}
+    assert qs.rule_30({**ref, "transitive soup": f(0.7365, 0.799, 0.04)}, means) == (["transitive soup"],
+                                                                                      "transitive soup")
+    for cand, m in ((f(0.7355, 0.80, 0.01), means), (f(0.737, 0.80, 0.06), means), (f(0.737, 0.798, 0.01), means),
+                    (f(0.737, 0.80, 0.01), {**means, "transitive": {"cv_fusion": 0.731}})):
+        assert qs.rule_30({**ref, "transitive soup": cand}, m) == ([], None)
+    assert qs.rule_30({"transitive soup": f(0.74, 0.80, 0.01)}, means) == ([], None)
 
 
 @pytest.mark.parametrize("command", ["evaluate", "predict"])
