@@ -1,8 +1,11 @@
 """Reranking speed per ranker: latency to rerank 10, 30 and 100 candidates of one question, and
 pairs/s, on real SemEval 2016 test subtask C candidates (CPU, or CUDA when present and asked for).
-Every ranker runs as the service runs it (no score cache), but without the serving score memos
-(CQA_SCORE_MEMO_PAIRS) and the encoders' vector memos (CQA_VECTOR_MEMO_TEXTS, and so the vector store), so that
-every request costs the models what a first view of a thread costs; they take turns on each request. Prints a JSON object last.
+Every ranker runs as the service runs it (no score cache), each request a first view of its thread: no pair score
+or text vector is known from an earlier request. A model ranker runs without the serving memos; ``service`` (the
+/rerank reranker) runs with them, in memory and emptied before each request, and without the stores behind them, so
+its parts share within a request what they share when served (the learned layers read the bi-encoder's vectors of
+the same texts) and nothing across requests; ``service[no-memos]`` runs it without any memo (what ``service`` measured
+before round 58). They take turns on each request. Prints a JSON object last.
 
     python bench/rerank_speed.py --sizes 10,30 --rankers cross-encoder[torch-fp32],cross-encoder[onnx-int8],...
 """
@@ -25,7 +28,7 @@ from ranking.candidates import Query  # noqa: E402
 from ranking.evaluation.benchmarks import BENCHMARKS, queries_for  # noqa: E402
 from ranking.neural.inference import cpu_flags  # noqa: E402
 from ranking.presets import build_label  # noqa: E402
-from ranking.rankers import for_serving, service_reranker  # noqa: E402
+from ranking.rankers import for_serving, service_reranker, walk  # noqa: E402
 
 
 def torch_ao_int8(label: str, settings):
@@ -43,6 +46,21 @@ def torch_ao_int8(label: str, settings):
         warnings.simplefilter("ignore")
         r.model = torch.ao.quantization.quantize_dynamic(r.model, {torch.nn.Linear}, dtype=torch.qint8)
     return r
+
+
+class FirstView:
+    """``ranker`` (set up for serving, with memos) with every score and vector memo of its parts emptied before each
+    request: what a thread no earlier request showed costs, as served."""
+
+    def __init__(self, ranker) -> None:
+        self.ranker, self.name = ranker, getattr(ranker, "name", "service")
+        memos = [m for r in walk([ranker]) for m in (getattr(r, "memo", None), getattr(r, "vector_memo", None)) if m]
+        self.memos = list({id(m): m for m in memos}.values())  # a model two parts share keeps one memo
+
+    def score(self, queries: list[Query]) -> list[list[float]]:
+        for m in self.memos:
+            m.clear()
+        return self.ranker.score(queries)
 
 
 def latencies(rankers: list, queries: list[Query], size: int, repeats: int) -> list[dict]:
@@ -72,7 +90,7 @@ def main() -> None:
                                          "cross-encoder[torch-ao-int8],service",
                     help="presets, with variants as NAME[VARIANT] (onnx-int8, onnx-fp32, torch-fp32, torch-bf16) or "
                          "NAME[lenN]; MODEL[torch-ao-int8]: torch's deprecated dynamic int8, for comparison; "
-                         "service: the /rerank reranker")
+                         "service: the /rerank reranker, a first view as served; service[no-memos]: without memos")
     ap.add_argument("--sizes", default="10,30,100")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--batch-sizes", default="",
@@ -91,11 +109,15 @@ def main() -> None:
     for name in args.rankers.split(","):
         if name.endswith("[torch-ao-int8]"):
             ranker = torch_ao_int8(name, settings)
-        elif name == "service":  # no memos: each request is a first view
+        elif name == "service":  # the served memos, in memory only, emptied before each request
+            ranker = FirstView(service_reranker(settings.model_copy(update={"score_store_pairs": 0,
+                                                                            "vector_store_texts": 0})))
+        elif name == "service[no-memos]":
             ranker = service_reranker(settings.model_copy(update={"score_memo_pairs": 0, "vector_memo_texts": 0}))
         else:
             ranker = for_serving(build_label(name, settings))
-        rankers.append((getattr(ranker, "name", name), ranker))
+        label = getattr(ranker, "name", name) + ("[no-memos]" if name == "service[no-memos]" else "")
+        rankers.append((label, ranker))
         for b in filter(None, args.batch_sizes.split(",")):
             if hasattr(ranker, "batch_size") and hasattr(ranker, "inference"):
                 rankers.append((f"{ranker.name}@batch{b}", copy.copy(ranker)))

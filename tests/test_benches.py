@@ -49,6 +49,35 @@ def test_index_scale_bench_reports_every_index(cli_env):
         assert row[index]["bytes_per_doc"] > 0 and row[index]["p95_ms"] >= row[index]["p50_ms"] >= 0
 
 
+def test_rerank_speed_times_the_service_as_a_first_view_with_its_memos(settings, semeval):
+    """bench/rerank_speed.py's `service` (round 58): the /rerank reranker with the served memos, emptied before each
+    request. Its parts share the bi-encoder's vectors within a request (hits), nothing is carried to the next (the
+    same request costs the models as much again), and it scores as the reranker without memos does."""
+    import importlib.util
+
+    from ranking.candidates import Query
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    from ranking.rankers import service_reranker
+    spec = importlib.util.spec_from_file_location("rerank_speed", ROOT / "bench" / "rerank_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    xml, _ = BENCHMARKS["semeval2016-test-C"].paths(settings.semeval_dir)
+    q = queries_for(xml, "C")[0]
+    q = Query(q.id, q.text, q.candidates[:6], q.meta)
+    first = bench.FirstView(service_reranker(settings.model_copy(update={"score_store_pairs": 0,
+                                                                         "vector_store_texts": 0})))
+    bare = service_reranker(settings.model_copy(update={"score_memo_pairs": 0, "vector_memo_texts": 0}))
+    assert first.memos and not [m for r in bench.walk([bare]) for m in (getattr(r, "memo", None),
+                                                                         getattr(r, "vector_memo", None)) if m]
+    scores = first.score([q])
+    once = [m.stats() for m in first.memos]
+    assert first.score([q]) == scores
+    twice = [m.stats() for m in first.memos]
+    assert [t["misses"] for t in twice] == [2 * o["misses"] for o in once] and sum(o["misses"] for o in once) > 0
+    assert sum(o["hits"] for o in once) > 0  # shared within the request
+    np.testing.assert_allclose(bare.score([q]), scores, atol=1e-4)
+
+
 @pytest.mark.slow
 def test_reindex_scale_bench_runs_both_engines_with_the_answer_vectors(cli_env, semeval):
     """The local engine and a one-worker local Ray cluster each index three dev threads from an empty cache."""

@@ -429,6 +429,11 @@ def test_score_memo_scores_only_new_pairs_once_and_drops_the_least_recent():
     memo.scores([("q", "a"), ("q", "bb")], model)
     assert seen[-1] == [("q", "bb")]
     assert memo.scores([("q\0", "a"), ("q", "\0a")], model) == [12.0, 21.0]  # where the question ends counts
+    counted = memo.stats()
+    memo.clear()  # nothing kept, so the next call scores again; the counts stay
+    assert memo.stats() == {**counted, "pairs": 0}
+    memo.scores([("q", "a")], model)
+    assert seen[-1] == [("q", "a")]
     with pytest.raises(ValueError, match="at least one pair"):
         ScoreMemo(capacity=0)
 

@@ -256,6 +256,11 @@ class ScoreMemo:
                 self._scores.popitem(last=False)
         return [known[k] if k in known else shared[k] if k in shared else fresh[k] for k in keys]
 
+    def clear(self) -> None:
+        """Drop every pair kept in memory (the shared store keeps its own; the counts stay)."""
+        with self._lock:
+            self._scores.clear()
+
     def stats(self) -> dict:
         with self._lock:
             return {"pairs": len(self._scores), "capacity": self.capacity, "hits": self.hits,
