@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .ledger import ledger_line
-from .models import Thread
+from .models import Thread, synonyms_line
 from .store import Snapshot, StoreError, _counts, _fingerprint, read_only
 
 
@@ -115,7 +115,8 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
 
     Where the store's ledger holds a record (an erasure, a takedown), the snapshot's ledger is the first line
     (``ledger.ledger_line``; ``with_ledger`` False leaves it out): ``cqa ingest`` of the file into an empty store,
-    and ``cqa restore`` of it, then keep what was erased or taken down out of later writes too.
+    and ``cqa restore`` of it, then keep what was erased or taken down out of later writes too. Where it has tag
+    synonyms, they come next, in one line (``models.synonyms_line``), before the threads: both read them back.
 
     With ``authors``, instead: every question and comment those users wrote, one JSON line each (``Post``), and
     nothing of other users': what a user's access request gets."""
@@ -135,6 +136,9 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
             held = snap.ledger() if authors is None and with_ledger else None
             if held is not None and not held.empty:
                 fh.write(ledger_line(held))
+            synonyms = snap.tag_synonyms() if authors is None else {}
+            if synonyms:
+                fh.write(synonyms_line(synonyms))
             for n, t in enumerate(snap.threads() if authors is None else (), 1):
                 fh.write(thread_line(t))
                 if on_thread is not None:
@@ -148,6 +152,8 @@ def export(source: Path | str, dest: Path | str | None, on_thread: Callable[[int
     summary = {"export": str(dest) if dest is not None else "-", **snap.counts, "fingerprint": snap.fingerprint}
     if held is not None and not held.empty:
         summary["ledger"] = {"erasures": len(held.erasures), "takedowns": len(held.takedowns)}
+    if synonyms:
+        summary["tag_synonyms"] = len(synonyms)
     if authors is not None:
         summary["posts"] = {kind: sum(p.kind == kind for p in posts) for kind in ("question", "comment")}
     if dest is not None:

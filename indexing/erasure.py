@@ -39,7 +39,7 @@ from .backup import (STALE_PARTIAL_S, _partial_name, backup_kind, backups_in, be
 from .config import IndexSettings
 from .embcache import text_key
 from .generations import current_generation, prune_before
-from .models import Thread
+from .models import Thread, is_synonyms_line
 from .reindex import BUSY, ReindexError, reindex
 from .store import Erased, NotInStore, ThreadStore, read_only
 
@@ -216,6 +216,9 @@ def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None) 
                             out["ledger"] = {"erasures": len(merged.erasures), "takedowns": len(merged.takedowns)}
                         if was_ledger:
                             continue
+                    if n_line <= 1 and is_synonyms_line(line):  # its tag synonyms: no post of anyone's
+                        dst.write(line)
+                        continue
                     if not any(n in line for n in needles):
                         dst.write(line)
                         continue

@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from .loaders import Format, LoadError, LoadResult, expand_paths, load
 from .models import Answer, Thread, moment, newest_post
-from .store import StoreError, ThreadStore, UpsertResult
+from .store import StoreError, TagSynonymConflict, ThreadStore, UpsertResult
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,7 @@ class IngestReport:
     encoded_ahead: dict | None = None  # texts, encoded, seconds: summed over the files (None: not asked)
     ahead_failed: list[str] = field(default_factory=list)  # files written without encoding ahead, and why
     ledgers: list[dict] = field(default_factory=list)  # each file's ledger line: taken in or not, and why
+    tag_synonyms: list[dict] = field(default_factory=list)  # each file's tag synonyms line: taken, or refused and why
     passed_over: Counter = field(default_factory=Counter)  # records or files that hold no thread, by kind
     dry_run: bool = False  # what it says would have been written and removed; nothing was
     mirror: Mirrored | None = None  # with ``mirror``: what it removed, or why nothing
@@ -189,9 +190,30 @@ class IngestReport:
                 **({"encoded_ahead": self.encoded_ahead} if self.encoded_ahead is not None else {}),
                 **({"encode_ahead_failed": self.ahead_failed} if self.ahead_failed else {}),
                 **({"ledgers": self.ledgers} if self.ledgers else {}),
+                **({"tag_synonyms": self.tag_synonyms} if self.tag_synonyms else {}),
                 **({"passed_over": dict(self.passed_over)} if self.passed_over else {}),
                 **({"mirror": {**self.mirror.summary(), "comments_kept_newer": self.comments_kept_newer}}
                    if self.mirror is not None else {})}
+
+
+def take_synonyms(store: ThreadStore, synonyms: dict[str, str]) -> dict:
+    """An export's tag synonyms set in ``store``: those it holds already counted, and one the store refuses (its
+    target is a synonym there, or its source has synonyms there: ``TagSynonymConflict``) left out, with why; the
+    others taken. What was taken, held already and refused."""
+    have = store.tag_synonyms()
+    taken, held, refused = 0, 0, {}
+    for source, target in sorted(synonyms.items()):
+        if have.get(source) == target:
+            held += 1
+            continue
+        try:
+            store.set_tag_synonym(source, target)
+            taken += 1
+        except (TagSynonymConflict, ValueError) as e:
+            refused[source] = str(e)
+    if refused:
+        log.warning("tag synonyms not taken, the store holding others that conflict: %s", refused)
+    return {"taken": taken, "held": held, **({"refused": refused} if refused else {})}
 
 
 def _write(store: ThreadStore, name: str, threads: list[Thread], report: IngestReport,
@@ -278,6 +300,10 @@ def ingest_paths(store: ThreadStore, paths: list[Path], fmt: Format | None = Non
             elif taken.erasures_not_carried:
                 log.warning("%s: %d of its ledger's erasures are not carried: %s", f.name, taken.erasures_not_carried,
                             taken.reason)
+        if result.tag_synonyms is not None:  # an export's, after its ledger
+            report.tag_synonyms.append({"file": f.name, **(
+                {"taken": 0, "reason": "a dry run takes no synonyms in"} if dry_run else
+                take_synonyms(store, result.tag_synonyms))})
         start = report.threads
         try:
             for threads in result.parts():

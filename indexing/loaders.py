@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from .archives import ArchiveError, ArchiveKind, archive_kind, unpack_dump
 from .ledger import Held, from_line, is_ledger
-from .models import Answer, Thread, question_text
+from .models import Answer, Thread, is_synonyms, question_text, synonyms_of
 from .stackexchange import BATCH_THREADS, DUMP_ROOTS, duplicate_links, root_of, stage_posts
 
 Format = Literal["semeval", "jsonl", "stackexchange"]
@@ -68,6 +68,7 @@ class LoadResult:
     org_questions: dict[str, OrgQuestion] = field(default_factory=dict)
     errors: list[LoadError] = field(default_factory=list)
     ledger: Held | None = None  # an export's ledger line (``indexing.ledger``), where the file has one
+    tag_synonyms: dict[str, str] | None = None  # an export's tag synonyms line (``models.synonyms_line``), where it has one
     passed_over: dict[str, int] = field(default_factory=dict)  # records (or whole files) that hold no thread, by kind
     # a streamed file's threads, a batch at a time (``load(..., stream=True)``; ``threads`` is then empty, and
     # ``errors`` complete once they are all read)
@@ -492,6 +493,8 @@ class _JsonlReader:
         self.bad: set[int] = set()  # the line numbers of the records reported
         self.checked = False  # every record read once, and the bad ones reported
         self._reading: BinaryIO | None = None  # the file as ``threads`` reads it
+        self._thread_read = False  # a thread read in this reading: a tag synonyms line after one is refused
+        self._header = False  # the last record read was a ledger or tag synonyms line
 
     def _open(self) -> BinaryIO:
         try:
@@ -513,13 +516,19 @@ class _JsonlReader:
             return 0.0
 
     def check_readable(self) -> None:
-        """The ledger of its first line read, and a gzip file decompressed to its end (nothing parsed)."""
+        """The lines before its first thread read (an export's ledger and tag synonyms), and a gzip file decompressed
+        to its end (nothing else parsed)."""
+        self._thread_read = False
         with self._open() as f:
             try:
+                first = True
                 for lineno, line in enumerate(f, start=1):
-                    if line.strip():  # a bad one is reported now, and skipped when the threads are read
-                        self._record(lineno, line, first=True)
+                    if not line.strip():
+                        continue
+                    # a bad one is reported now, and skipped when the threads are read
+                    if self._record(lineno, line, first) is not None or lineno in self.bad or not self._header:
                         break
+                    first = False
                 while isinstance(f, gzip.GzipFile) and f.read(1 << 20):  # a plain file has no end to check
                     pass
             except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
@@ -528,6 +537,7 @@ class _JsonlReader:
     def threads(self) -> Iterator[Thread]:
         seen: set[str] = set()
         first, lineno = True, 0
+        self._thread_read = False
         with self._open() as f:
             self._reading = f
             try:
@@ -544,7 +554,9 @@ class _JsonlReader:
                 raise LoadError(self.path, f"after line {lineno}", f"cannot read: {e}") from None
 
     def _record(self, lineno: int, line: bytes, first: bool, seen: set[str] | None = None) -> Thread | None:
-        """The line's thread; None for the ledger line (kept in ``result.ledger``) or a bad record (reported)."""
+        """The line's thread; None for the ledger line (kept in ``result.ledger``), the tag synonyms line (in
+        ``result.tag_synonyms``) or a bad record (reported)."""
+        self._header = False
         try:
             try:
                 text = line.decode("utf-8-sig" if first else "utf-8")  # a byte-order mark before the first record
@@ -561,8 +573,16 @@ class _JsonlReader:
                     raise ValueError("a ledger line (an export's erasures and takedowns) is read only as a file's "
                                      "first line")
                 self.result.ledger = from_line(obj)
+                self._header = True
+                return None
+            if is_synonyms(obj):  # an export's, after its ledger line
+                if self._thread_read:
+                    raise ValueError("a tag synonyms line (an export's) is read only before the file's first thread")
+                self.result.tag_synonyms = synonyms_of(obj)
+                self._header = True
                 return None
             thread = Thread.model_validate(obj)
+            self._thread_read = True
             if seen is not None:
                 if thread.id in seen:
                     raise ValueError(f"thread id {thread.id!r} appears twice in this file")

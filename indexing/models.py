@@ -61,6 +61,49 @@ def alternatives(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.strip() for t in text.split("|")))
 
 
+SYNONYMS_LINE_KEY = "tag_synonyms"
+
+
+def synonyms_line(synonyms: dict[str, str]) -> str:
+    """A store's tag synonyms (synonym -> target) as a line of an export (docs/data-format.md, "The tag synonyms
+    line"), read back by ``synonyms_of``."""
+    return json.dumps({SYNONYMS_LINE_KEY: dict(sorted(synonyms.items()))}, ensure_ascii=False,
+                      separators=(",", ":")) + "\n"
+
+
+def is_synonyms(obj: object) -> bool:
+    """Whether a parsed JSONL record is a tag synonyms line (an object whose one key is ``tag_synonyms``), not a
+    thread."""
+    return isinstance(obj, dict) and len(obj) == 1 and SYNONYMS_LINE_KEY in obj
+
+
+def is_synonyms_line(line: str) -> bool:
+    """Whether a line of an export is its tag synonyms line (readable or not)."""
+    try:
+        return is_synonyms(json.loads(line))
+    except ValueError:
+        return False
+
+
+def synonyms_of(obj: dict) -> dict[str, str]:
+    """The synonyms a tag synonyms line holds, each tag as ``tag_key`` compares it; ``ValueError`` saying what is
+    wrong where they are not what a store can hold (a synonym of itself, a target that is a synonym, an empty tag)."""
+    raw = obj[SYNONYMS_LINE_KEY]
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise ValueError("a tag synonyms line maps each synonym (a string) to its target tag (a string)")
+    out = {tag_key(k): tag_key(v) for k, v in raw.items()}
+    if len(out) < len(raw):
+        raise ValueError("a tag synonyms line names a synonym twice (as tags compare: case and spacing aside)")
+    for k, v in out.items():
+        if not k or not v:
+            raise ValueError(f"a tag synonym needs a source and a target tag: {k!r} -> {v!r}")
+        if k == v:
+            raise ValueError(f"{k!r} cannot be a synonym of itself")
+        if v in out:
+            raise ValueError(f"{v!r} is a target and a synonym (of {out[v]!r}): a target is a tag of its own")
+    return out
+
+
 def thread_tags(raw: Any) -> tuple[str, ...]:
     """A thread's tags as ``meta["tags"]`` holds them (a StackExchange dump's, or a forum's JSONL): a list of strings,
     or one string for one tag; each as ``tag_key`` compares it, once each, sorted. What is not a string, and a tag

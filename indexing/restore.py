@@ -25,6 +25,7 @@ A service must not serve the data folder meanwhile: a generation some process ho
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import os
 import sqlite3
@@ -41,7 +42,7 @@ from . import ledger
 from .backup import backup, backups_in, checked_copy, replace_with
 from .config import IndexSettings
 from .generations import current_generation, leased_generations, prune_before
-from .models import Thread
+from .models import Thread, is_synonyms_line, synonyms_of
 from .reindex import ReindexError
 from .store import NotInStore, StoreError, ThreadStore, UpsertResult, read_only
 
@@ -114,6 +115,23 @@ def export_ledger(path: Path) -> ledger.Held:
         raise RestoreError(f"{path}, line 1: {e}") from None
 
 
+def export_synonyms(path: Path) -> dict[str, str]:
+    """The tag synonyms an export carries (its line before the threads, ``models.synonyms_line``); none where it has
+    no such line. ``RestoreError`` when that line is damaged."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if is_synonyms_line(line):
+                    return synonyms_of(json.loads(line))
+                if n >= 2 or not ledger.is_ledger_line(line):  # only the ledger line comes before it
+                    return {}
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise RestoreError(f"{path}: the export cannot be read ({e})") from None
+    except ValueError as e:
+        raise RestoreError(f"{path}: its tag synonyms line: {e}; nothing was restored") from None
+    return {}
+
+
 def read_sources(paths: Sequence[Path], strict: Sequence[Path] = ()) -> tuple[list[Source], dict[str, str]]:
     """Each file's ledger (a store's, or an export's first line); those that cannot be read (a damaged store, often
     the reason for the restore) are named with why, unless they are in ``strict`` (named by the operator), which
@@ -178,7 +196,7 @@ def _export_threads(path: Path, batch: int = 500):
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
-                if n == 1 and ledger.is_ledger_line(line):  # its ledger, read before (``export_ledger``)
+                if n <= 2 and (ledger.is_ledger_line(line) or is_synonyms_line(line)):  # read before
                     continue
                 if line.strip():
                     chunk.append(Thread.model_validate_json(line))
@@ -239,6 +257,9 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
                     copy.record_takedown(t.thread_id, t.answer_id, t.at)
             out.takedowns = len(copy.takedowns(limit=-1))
             written = None
+            if kind == "export":  # its tag synonyms (a store backup holds its own)
+                for source, target in sorted(export_synonyms(source_file).items()):
+                    copy.set_tag_synonym(source, target)
             if kind == "export":  # step 2
                 from tqdm import tqdm
                 result = UpsertResult()
@@ -255,6 +276,7 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
                 log.warning("restore: %d erasures recorded under another store's key name users the restored store "
                             "does not hold, and are not in its ledger: posts of theirs sent later are stored",
                             out.erasures_not_carried)
+            synonyms_held = len(copy.tag_synonyms())
             copy.vacuum()
             copy.truncate_wal()
         held = checked_copy(tmp)
@@ -276,7 +298,7 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
             leftover.unlink(missing_ok=True)
     summary = {"restored": str(source_file), "kind": kind, **held, "replaced_as": replaced and replaced.name,
                "ledgers_read": [str(s.path) for s in sources], "ledgers_unreadable": unreadable,
-               **out.__dict__, **({"export": written} if written else {})}
+               **out.__dict__, **({"export": written} if written else {}), "tag_synonyms": synonyms_held}
     if reindex:  # step 5
         from .erasure import build_afresh
         try:

@@ -696,6 +696,8 @@ class ThreadStore:
             raise ValueError(f"{source!r} cannot be a synonym of itself")
         with self._transaction() as cur:
             if (row := cur.execute("SELECT target FROM tag_synonyms WHERE source = ?", (target,)).fetchone()):
+                if row[0] == source:  # the other way round
+                    raise TagSynonymConflict(f"{target!r} is a synonym of {source!r} already: remove it first")
                 raise TagSynonymConflict(f"{target!r} is itself a synonym of {row[0]!r}: make {source!r} a synonym "
                                          f"of {row[0]!r}")
             if (rows := cur.execute("SELECT source FROM tag_synonyms WHERE target = ? ORDER BY source",
@@ -1008,6 +1010,13 @@ class Snapshot:
     def ledger(self) -> ledger.Held:
         """The snapshot's ledger (``ledger.read``): its records as of the moment its threads are."""
         return ledger.read(self._conn.cursor())
+
+    def tag_synonyms(self) -> dict[str, str]:
+        """The snapshot's tag synonyms, by synonym (none in a store made before they were: it has no table)."""
+        try:
+            return dict(self._conn.execute("SELECT source, target FROM tag_synonyms ORDER BY source").fetchall())
+        except sqlite3.OperationalError:
+            return {}
 
     def close(self) -> None:
         self._conn.execute("COMMIT")

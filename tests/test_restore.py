@@ -260,3 +260,69 @@ def test_cqa_export_writes_the_ledger_unless_told_not_to_and_cqa_ingest_takes_it
     assert out["skipped"] == 0 and out["ledgers"][0]["taken"] and out["ledgers"][0]["erasures"] == 2, out
     with ThreadStore(tmp_path / "var2" / "threads.sqlite3") as restored:
         _as_the_ledgers_say(restored)
+
+
+def test_an_export_carries_the_tag_synonyms_which_ingest_and_restore_set_again(tmp_path):
+    """A forum's tag synonyms (round 58) travel in an export's line before its threads, after its ledger line: an
+    ingest takes them into any store (those it holds counted, those that conflict with its own refused and named, a
+    dry run none), a restore sets them, and an erasure that rewrites the export copies the line even where a
+    synonym is spelled as an erased user's id."""
+    from indexing.erasure import rewrite_backup
+    with _filled(tmp_path / "live.sqlite3") as store:
+        store.set_tag_synonym("JS", "javascript")
+        store.set_tag_synonym("ecmascript", "javascript")
+        store.set_tag_synonym("gone", "farewell")  # the erased user's id, as a tag
+        said = _exported_after(store, tmp_path / "all.jsonl.gz")
+        bare = export(store.path, tmp_path / "bare.jsonl.gz", with_ledger=False)
+        erased = store.erase_authors(["other"], remove=True)  # a later erasure rewrites the export as a backup
+        live = store.ledger()
+    assert said["tag_synonyms"] == bare["tag_synonyms"] == 3, said
+    first, second, *threads = gzip.decompress((tmp_path / "all.jsonl.gz").read_bytes()).decode().splitlines()
+    assert "ledger" in json.loads(first) and json.loads(second) == {
+        "tag_synonyms": {"ecmascript": "javascript", "gone": "farewell", "js": "javascript"}}
+    assert gzip.decompress((tmp_path / "bare.jsonl.gz").read_bytes()).decode().splitlines()[0] == second
+
+    for name in ("all.jsonl.gz", "bare.jsonl.gz"):  # after the ledger line, or first
+        with ThreadStore(tmp_path / f"new-{name}.sqlite3") as fresh:
+            report = ingest_paths(fresh, [tmp_path / name], progress=False)
+            assert report.skipped == 0 and report.as_dict()["tag_synonyms"] == [
+                {"file": name, "taken": 3, "held": 0}], report.as_dict()
+            assert fresh.tag_synonyms() == {"ecmascript": "javascript", "gone": "farewell", "js": "javascript"}
+            version = fresh.tag_synonyms_version()
+            again = ingest_paths(fresh, [tmp_path / name], progress=False)  # the same file again changes nothing
+            assert again.tag_synonyms == [{"file": name, "taken": 0, "held": 3}]
+            assert fresh.tag_synonyms_version() == version
+    with ThreadStore(tmp_path / "other.sqlite3") as other:  # a store whose own synonyms conflict
+        other.set_tag_synonym("javascript", "js")
+        report = ingest_paths(other, [tmp_path / "all.jsonl.gz"], progress=False)
+        (taken,) = report.tag_synonyms
+        assert (taken["taken"], taken["held"], sorted(taken["refused"])) == (1, 0, ["ecmascript", "js"]), taken
+        assert taken["refused"]["js"] == "'javascript' is a synonym of 'js' already: remove it first"
+        assert other.tag_synonyms() == {"gone": "farewell", "javascript": "js"}
+    with ThreadStore(tmp_path / "dry.sqlite3") as dry:
+        report = ingest_paths(dry, [tmp_path / "all.jsonl.gz"], progress=False, dry_run=True)
+        assert report.tag_synonyms[0]["taken"] == 0 and "dry run" in report.tag_synonyms[0]["reason"]
+        assert dry.tag_synonyms() == {}
+
+    settings = Settings(data_dir=tmp_path / "var")
+    done = restore(settings, tmp_path / "all.jsonl.gz", ledgers=[], reindex=False)
+    assert done["tag_synonyms"] == 3 and done["export"]["inserted"] == len(threads), done
+    with ThreadStore(settings.store_path) as restored:
+        assert restored.tag_synonyms()["js"] == "javascript"
+        _as_the_ledgers_say(restored)
+
+    rewritten = rewrite_backup(tmp_path / "all.jsonl.gz", erased, live)
+    assert rewritten["threads_deleted"] + rewritten["threads_changed"] > 0, rewritten
+    lines = gzip.decompress((tmp_path / "all.jsonl.gz").read_bytes()).decode().splitlines()
+    assert lines[1] == second and '"other"' not in "\n".join(lines[2:])
+
+    bad = tmp_path / "bad.jsonl"  # a chain, a synonym of itself, a line after a thread: bad records, named
+    bad.write_text("\n".join(['{"tag_synonyms":{"a":"b","b":"c"}}', '{"tag_synonyms":{"x":" X "}}', threads[0],
+                              second]) + "\n", encoding="utf-8")
+    loaded = load_jsonl(bad)
+    assert [(e.where, e.message) for e in loaded.errors] == [
+        ("line 1", "'b' is a target and a synonym (of 'c'): a target is a tag of its own"),
+        ("line 2", "'x' cannot be a synonym of itself"),
+        ("line 4", "a tag synonyms line (an export's) is read only before the file's first thread")], [
+            str(e) for e in loaded.errors]
+    assert loaded.tag_synonyms is None and len(loaded.threads) == 1
