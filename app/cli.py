@@ -622,7 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "changes nothing. Every write goes through the store's ledger: what an erasure or a takedown "
                        "took out is left out again, and counted. An export's ledger line (`cqa export`) is taken into "
                        "a store that holds no thread yet, before the file's threads (a restore by ingest); into one "
-                       "that holds threads it is reported (`ledgers`), not taken. With --mirror (a forum re-imported "
+                       "that holds threads it is reported (`ledgers`), not taken; its tag synonyms line is taken into any store "
+                       "(`tag_synonyms`: taken, held already, and refused with why where the store's own conflict). "
+                       "With --mirror (a forum re-imported "
                        "from each new dump of its site), the stored threads that none of the files holds are then "
                        "removed, as the site removed them. A JSONL file is read as a stream, after a first pass that "
                        "checks it (a gzip file decompressed to its end; with --strict or --mirror every record), and a "
@@ -692,7 +694,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "threads in the same order. Where the store has erased a user or taken content down, the "
                        "first line is its ledger (the erasures by keyed hash, with the key, and the takedowns; "
                        "docs/data-format.md): `cqa ingest` of the file into an empty data folder, and `cqa restore` "
-                       "of it, keep those out of later writes too. To stdout (the summary then goes to stderr), or to "
+                       "of it, keep those out of later writes too. The store's tag synonyms come next, in one line, which "
+                       "both set again. To stdout (the summary then goes to stderr), or to "
                        "a new file (gzipped if it ends in .gz; written aside and named only when complete; never "
                        "replacing one).")
     s.add_argument("-o", "--output", metavar="PATH", help="the new file (default: stdout)")
