@@ -272,24 +272,35 @@ def cmd_tag_synonyms(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_synonyms(settings) -> dict[str, str]:
+    """The data folder's tag synonyms (none where it has no store yet)."""
+    from indexing.store import ThreadStore
+    if not settings.store_path.exists():
+        return {}
+    with ThreadStore(settings.store_path) as store:
+        return store.tag_synonyms()
+
+
 def cmd_tags(args: argparse.Namespace) -> int:
     from indexing.generations import IndexFormatError
     from indexing.searcher import load_current
     from ranking.pipeline import default_config
-    from ranking.retriever import Retriever, TagsNotIndexed
+    from ranking.retriever import Retriever, TagsNotIndexed, TagSynonyms, tag_rows
     settings = _settings(args)
     try:
         gen = load_current(settings.index_root, settings.device)
     except IndexFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    retriever = Retriever(gen, default_config(gen))
     try:
-        listed, matching = Retriever(gen, default_config(gen)).tags_beginning(args.prefix, args.limit or None)
+        listed, matching = retriever.tags_beginning(args.prefix, args.limit or None)
     except TagsNotIndexed as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for tag, n in listed:
-        print(json.dumps({"tag": tag, "threads": n}, ensure_ascii=False))  # as GET /tags lists them
+    synonyms = TagSynonyms.of(_store_synonyms(settings))
+    for row in tag_rows(retriever, listed, synonyms):
+        print(json.dumps(row, ensure_ascii=False))  # as GET /tags lists them
     _emit({"generation": gen.name, "matching": matching})
     return 0
 
@@ -442,9 +453,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     filters = Filters(args.category, args.since, args.until, tuple(args.exclude_thread), tuple(args.tag),
                       tuple(args.not_tag), tuple(args.any_tag), groups)
     filters = None if filters == Filters() else filters  # none given
-    if filters is not None and settings.store_path.exists():  # a tag stands for its synonyms' family, as at /search
-        with ThreadStore(settings.store_path) as store:
-            filters = filters.with_synonyms(TagSynonyms.of(store.tag_synonyms()))
+    if filters is not None:  # a tag stands for its synonyms' family, as at /search
+        filters = filters.with_synonyms(TagSynonyms.of(_store_synonyms(settings)))
     how = dict(k=args.k, offset=args.offset, target=args.target, filters=filters, expansion=args.expand,
                rerank=not args.no_rerank,
                collapse=not args.no_collapse, explain=args.explain)

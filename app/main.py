@@ -30,7 +30,7 @@ from indexing.models import MAX_TAG_CHARS, alternatives, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.pipeline import SearchPipeline, SearchResponse
-from ranking.retriever import TagSynonyms
+from ranking.retriever import TagSynonyms, tag_rows
 from ranking.settings import MAX_RESULTS
 
 from . import conditional, errors
@@ -540,7 +540,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
         return await searched(svc, body.request(), request=request)
 
-    @app.get("/tags", response_model=TagsOut, summary="The tags the forum's threads carry, with how many threads "
+    @app.get("/tags", response_model=TagsOut, response_model_exclude_none=True, summary="The tags the forum's threads carry, with how many threads "
              "carry each (what a search within tags can ask for)")
     async def tags(prefix: str = Param("", max_length=MAX_TAG_CHARS, description="only tags that begin with this "
                                        "(case and spacing ignored): a search box's suggestions as a user types"),
@@ -549,11 +549,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         that begin with the prefix, with the tag each stands for (a search within either finds both)."""
         gen, pipeline = ready_generation(svc)
         listed, matching = await run_in_threadpool(pipeline.retriever.tags_beginning, prefix, limit)
-        key = tag_key(prefix)
-        synonyms = [TagSynonymOut(source=s, target=t) for s, t in
-                    (await run_in_threadpool(svc.tag_synonyms)).targets.items() if key and s.startswith(key)]
-        return TagsOut(generation=gen.name, tags=[TagOut(tag=t, threads=n) for t, n in listed], matching=matching,
-                       synonyms=sorted(synonyms, key=lambda x: x.source)[:limit])
+        key, known = tag_key(prefix), await run_in_threadpool(svc.tag_synonyms)
+        synonyms = [TagSynonymOut(source=s, target=t) for s, t in known.targets.items() if key and s.startswith(key)]
+        return TagsOut(generation=gen.name, tags=[TagOut(**c) for c in tag_rows(pipeline.retriever, listed, known)],
+                       matching=matching, synonyms=sorted(synonyms, key=lambda x: x.source)[:limit])
 
     @app.get("/tags/synonyms", response_model=TagSynonymsOut, summary="The forum's tag synonyms (js for javascript)")
     async def tag_synonyms(svc: Service = Depends(service)):

@@ -547,6 +547,9 @@ class TagSynonymsOut(BaseModel):
 class TagOut(BaseModel):
     tag: str = Field(description="as a filter compares it: case folded, spacing collapsed")
     threads: int = Field(description="how many of the live generation's threads carry it")
+    with_synonyms: int | None = Field(None, description="where it has tag synonyms (it is a target, or a synonym of "
+                                      "one): how many threads carry it or any tag of its family, each once, which is "
+                                      "what a search within it finds; absent otherwise")
 
 
 class TagsOut(BaseModel):

@@ -84,6 +84,17 @@ class TagSynonyms:
         return self.families.get(head, (head,))
 
 
+def tag_rows(retriever: "Retriever", listed: list[tuple[str, int]], synonyms: TagSynonyms) -> list[dict]:
+    """Tags as GET /tags and `cqa tags` list them: each with its thread count, and where it has synonyms, the threads
+    its family carries (``with_synonyms``: what a search within it finds)."""
+    rows = []
+    for tag, n in listed:
+        family = synonyms.family(tag)
+        rows.append({"tag": tag, "threads": n, **({"with_synonyms": retriever.threads_carrying_any(family)}
+                                                   if len(family) > 1 else {})})
+    return rows
+
+
 class TagsNotIndexed(Exception):
     """A tag filter on a generation whose documents were made before they carried their thread's tags (round 55):
     it would match nothing whatever the store holds, so it is refused with what to run."""
@@ -218,13 +229,24 @@ class Retriever:
         return self._sets_with_tag.get(tag_key(tag), _NONE)
 
     @cached_property
+    def _threads_per_set(self) -> np.ndarray:
+        """How many of the generation's threads (question documents) carry each distinct set of tags, by its code."""
+        index, codes = self._tags_coded
+        return np.bincount(codes[~self._kinds], minlength=len(index))
+
+    @cached_property
     def tag_counts(self) -> list[tuple[str, int]]:
         """Every tag the generation's threads carry, with how many threads carry it: most threads first, then by tag
         (what a forum's tag list, or a search page's suggestions, shows). Counted once per generation."""
-        index, codes = self._tags_coded
-        per_set = np.bincount(codes[~self._kinds], minlength=len(index))
+        per_set = self._threads_per_set
         counts = [(tag, int(per_set[sets].sum())) for tag, sets in self._sets_with_tag.items()]
         return sorted(counts, key=lambda tc: (-tc[1], tc[0]))
+
+    def threads_carrying_any(self, tags: Sequence[str]) -> int:
+        """How many of the generation's threads carry any of ``tags``, each thread once: for a tag's family (its
+        target and the target's synonyms, ``TagSynonyms.family``), what a search within the tag filters to."""
+        sets = [self._sets_with(t) for t in tags]
+        return int(self._threads_per_set[np.unique(np.concatenate(sets))].sum()) if sets else 0
 
     @cached_property
     def _tags_by_name(self) -> tuple[list[str], np.ndarray]:

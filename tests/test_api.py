@@ -629,6 +629,12 @@ def test_searches_within_tags(client):
     typed = client.get("/tags", params={"prefix": " REPTILE"}).json()  # the synonym typed offers its tag
     assert typed["synonyms"] == [{"source": "reptile", "target": "reptiles"}] and typed["tags"][0]["tag"] == "reptiles"
     assert client.get("/tags").json()["synonyms"] == []  # none without a prefix
+    assert client.put("/tags/synonyms/pets", json={"target": "reptiles"}, headers=ADMIN).status_code == 200
+    assert client.get("/tags").json()["tags"] == [  # each thread of the family once: g0 carries both tags
+        {"tag": "pets", "threads": 2, "with_synonyms": 3}, {"tag": "reptiles", "threads": 2, "with_synonyms": 3}]
+    assert threads_found("questions", ["reptiles"]) == {"g0", "g1", "g2"}  # what a search within either finds
+    assert client.delete("/tags/synonyms/pets", headers=ADMIN).status_code == 200
+    assert client.get("/tags").json()["tags"][1] == {"tag": "reptiles", "threads": 2, "with_synonyms": 2}
     for source, target, status in (("lizard", "reptile", 409), ("reptiles", "pets", 409), ("pets", " PETS", 422)):
         r = client.put(f"/tags/synonyms/{source}", json={"target": target}, headers=ADMIN)
         assert r.status_code == status, (source, r.json())

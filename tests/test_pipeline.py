@@ -282,6 +282,10 @@ def test_cqa_search_prints_and_emits_the_api_response(cli_env, tmp_path):
         '{"source": "lizard", "target": "reptiles"}', '{"source": "reptile", "target": "reptiles"}'], added.stdout
     by_synonym = cqa("search", "gecko food", "--target", "questions", "--tag", "reptile", "--json")
     assert [r.thread_id for r in SearchResponse.model_validate(json.loads(by_synonym.stdout)).results] == ["g0"]
+    assert cqa("tag-synonyms", "--add", "pets=reptiles").returncode == 0  # the family counted as a search filters
+    assert [json.loads(line) for line in cqa("tags").stdout.strip().splitlines()[:-1]] == [
+        {"tag": "pets", "threads": 2, "with_synonyms": 2}, {"tag": "reptiles", "threads": 1, "with_synonyms": 2}]
+    assert cqa("tag-synonyms", "--remove", "pets").returncode == 0
     refused = cqa("tag-synonyms", "--add", "reptiles=pets")
     assert refused.returncode == 2 and "has synonyms of its own" in refused.stderr, refused.stderr
     assert cqa("tag-synonyms", "--add", "nosign").returncode == 2
