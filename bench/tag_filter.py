@@ -29,7 +29,9 @@ whose threads carry 1-5 tags drawn from a Zipf law over --scale-tags tags, as a 
   strings compared with the category: the reference, the same rows required);
 - the retriever's start, and what a service builds before it serves a generation for tags (each row's set of tags
   coded, each tag's list of sets, the tag counts of GET /tags);
-- GET /tags's list for a prefix (bisection over the tags by name) against reading every tag, the same list required.
+- GET /tags's list for a prefix (bisection over the tags by name) against reading every tag, the same list required;
+  and with the 5,000 synonyms (round 58), each listed tag's family counted (`with_synonyms`), beside the list alone,
+  each count required to be the threads a questions search within the tag is filtered to.
 
 Prints a JSON object last.
 
@@ -276,6 +278,21 @@ def at_scale(threads: int, tags: int, repeats: int) -> dict:
         before = timed(lambda: [tc for tc in retriever.tag_counts if tc[0].startswith(prefix)][:50], repeats)
         out["tags_beginning"][prefix] = {"matching": matching, "p50_ms": round(float(np.median(now)), 3),
                                          "scan_p50_ms": round(float(np.median(before)), 3)}
+    # GET /tags with the 5,000 synonyms (round 58): a listed tag with synonyms also counts its family's threads, each
+    # once (``tag_rows``), which must be how many threads a questions search within the tag is filtered to
+    from ranking.retriever import tag_rows
+    out["tags_with_synonyms"] = {}
+    for prefix in ("", "tag1"):
+        listed, _ = retriever.tags_beginning(prefix, 50)
+        rows = tag_rows(retriever, listed, made)
+        fams = [r for r in rows if "with_synonyms" in r]
+        assert fams and all(r["with_synonyms"] == retriever.allowed_rows(
+            "questions", Filters(tags=(r["tag"],)).with_synonyms(made)).size for r in fams), prefix
+        with_ms = timed(lambda: tag_rows(retriever, retriever.tags_beginning(prefix, 50)[0], made), repeats)
+        plain_ms = timed(lambda: retriever.tags_beginning(prefix, 50), repeats)
+        out["tags_with_synonyms"][prefix or "(none)"] = {
+            "listed": len(rows), "with_synonyms": len(fams), "equal_to_the_threads_a_search_filters_to": True,
+            "p50_ms": round(float(np.median(with_ms)), 3), "without_p50_ms": round(float(np.median(plain_ms)), 3)}
     return out
 
 

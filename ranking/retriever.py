@@ -245,8 +245,11 @@ class Retriever:
     def threads_carrying_any(self, tags: Sequence[str]) -> int:
         """How many of the generation's threads carry any of ``tags``, each thread once: for a tag's family (its
         target and the target's synonyms, ``TagSynonyms.family``), what a search within the tag filters to."""
-        sets = [self._sets_with(t) for t in tags]
-        return int(self._threads_per_set[np.unique(np.concatenate(sets))].sum()) if sets else 0
+        per_set = self._threads_per_set
+        held = np.zeros(len(per_set), dtype=bool)  # the sets of tags holding any of them: each set once
+        for t in tags:
+            held[self._sets_with(t)] = True
+        return int(per_set[held].sum())
 
     @cached_property
     def _tags_by_name(self) -> tuple[list[str], np.ndarray]:
