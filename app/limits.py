@@ -247,8 +247,9 @@ class FairQueue:
     longest ago (or never), and its earliest request: the clients take turns, so a user's search waits for one slot
     to free, not behind every search a busier client sent before it. With every request running at once (no queue,
     as before round 57), a user's search shared the CPU with all of a greedy client's (its whole share) and took
-    several times its own time. A client alone in the worker is not held to the slots (``enter``). 0 slots: no queue,
-    everything runs at once.
+    several times its own time. A client alone in the worker is not held to the slots (``enter``); a client running
+    nothing that arrives while the slots are overfull so runs at once too, rather than wait for all of them to drain.
+    0 slots: no queue, everything runs at once.
 
     Counted on the event loop, like ``Admission``; a request cancelled while it waits (its client went away) leaves
     the queue, and one cancelled just as it was given a slot gives it on."""
@@ -258,6 +259,7 @@ class FairQueue:
     total: int = 0  # running, all clients
     queued: int = 0  # requests that waited for a slot, since the start
     most_waiting: int = 0
+    overfull_entered: int = 0  # requests run at once past the slots another client alone had filled, since the start
     _seq: int = 0  # requests that waited, and slots given: the order of both
     _given: dict[str, int] = field(default_factory=dict)  # client -> when it was last given a slot (its turn)
 
@@ -270,6 +272,13 @@ class FairQueue:
             return
         if (self.total < self.slots or alone) and not self.waiting:
             self._run(client)
+            return
+        if self.total > self.slots and client not in self.running:
+            # the worker runs past its slots (a client alone filled it, and is alone no more): this client, running
+            # nothing, would be first to be given a slot, but none frees until that client's requests have drained
+            # below the slots; it runs at once beside them instead, as it did before the queue
+            self._run(client)
+            self.overfull_entered += 1
             return
         self._seq += 1
         waiter = _Waiter(client, self._seq, asyncio.get_running_loop().create_future())
@@ -318,4 +327,4 @@ class FairQueue:
 
     def stats(self) -> dict:
         return {"slots": self.slots, "running": self.total, "waiting": len(self.waiting), "queued": self.queued,
-                "most_waiting": self.most_waiting}
+                "most_waiting": self.most_waiting, "overfull_entered": self.overfull_entered}

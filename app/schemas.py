@@ -414,6 +414,9 @@ class AdmissionOut(BaseModel):
     waiting: int = Field(description="ranking requests taken and waiting for a slot now")
     queued: int = Field(description="ranking requests that waited for a slot since the start")
     most_waiting: int = Field(description="the most waiting at once since the start")
+    overfull_entered: int = Field(description="ranking requests run at once past the slots since the start: their "
+                                  "client ran nothing, and the slots were overfull with the requests of a client that "
+                                  "had been alone in the worker (not held to the slots), so none would free soon")
 
 
 class ReadyOut(BaseModel):

@@ -354,7 +354,7 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         admission = c.get("/ready").json()["admission"]
         assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2, "fair_share": True, "clients": 1,
                              "refused_share": 0, "spare": 1, "slots": 2, "running": 1, "waiting": 0, "queued": 0,
-                             "most_waiting": 0}
+                             "most_waiting": 0, "overfull_entered": 0}
         release.set()
         waiting.join(30)
         assert first["r"].status_code == 200 and first["r"].json()["results"][0]["id"] == "a"
@@ -578,7 +578,8 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
         tasks["u"] = asyncio.create_task(wait("user", "u"))
         tasks["v"] = asyncio.create_task(wait("other", "v"))
         await settle()
-        assert q.stats() == {"slots": 2, "running": 2, "waiting": 5, "queued": 5, "most_waiting": 5}
+        assert q.stats() == {"slots": 2, "running": 2, "waiting": 5, "queued": 5, "most_waiting": 5,
+                             "overfull_entered": 0}
         q.leave("greedy")
         await settle()
         assert order == ["u"]  # it came after greedy's three, and its client runs none
@@ -597,7 +598,8 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
         tasks["g3"].cancel()  # ... and cancelled before it ran: the slot is free again
         await settle()
         assert tasks["g3"].cancelled() and order == ["u", "v", "g1"]
-        assert q.stats() == {"slots": 2, "running": 1, "waiting": 0, "queued": 5, "most_waiting": 5}
+        assert q.stats() == {"slots": 2, "running": 1, "waiting": 0, "queued": 5, "most_waiting": 5,
+                             "overfull_entered": 0}
         await q.enter("late")  # taken at once: a slot is free and nobody waits
         assert q.running == {"greedy": 1, "late": 1}
         q.leave("greedy")
@@ -614,23 +616,33 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
         alone = asyncio.create_task(q.enter("solo", alone=True))  # and behind a request waiting, it waits its turn
         await settle()
         assert not alone.done() and q.stats()["waiting"] == 2
+        await q.enter("user")  # a newcomer running nothing runs at once beside the overfull slots, not after them
+        assert q.stats()["running"] == 4 and q.stats()["overfull_entered"] == 1
+        second = asyncio.create_task(q.enter("user"))  # its next one waits its turn
+        await settle()
+        assert not second.done() and q.stats()["waiting"] == 3
+        q.leave("solo")
         q.leave("solo")
         await settle()
-        assert not waiter.done()  # 2 running: the slots are full
+        assert not (waiter.done() or second.done())  # 2 running: the slots are full
+        q.leave("user")
+        await settle()
+        assert second.done() and not waiter.done()  # the user runs none now: its turn comes first
         q.leave("solo")
         await settle()
-        assert waiter.done() and not alone.done()  # 1 ran: the first waiting took the slot
-        q.leave("solo")
+        assert waiter.done() and not alone.done()  # then the first of solo's waiting
+        q.leave("user")
         await settle()
         assert alone.done()
         q.leave("solo")
         q.leave("solo")
-        assert q.stats()["running"] == 0 and q._given == {}
+        assert q.stats()["running"] == 0 and q._given == {} and q.stats()["overfull_entered"] == 1
 
         unbounded = FairQueue(0)
         for _ in range(100):
             await unbounded.enter("greedy")  # no slots: nobody waits, nothing counted
-        assert unbounded.stats() == {"slots": 0, "running": 0, "waiting": 0, "queued": 0, "most_waiting": 0}
+        assert unbounded.stats() == {"slots": 0, "running": 0, "waiting": 0, "queued": 0, "most_waiting": 0,
+                                     "overfull_entered": 0}
     asyncio.run(run())
 
 
