@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 
 from fastapi import FastAPI, HTTPException, Request
@@ -75,6 +76,18 @@ class Overloaded(Exception):
         self.limit = limit
 
 
+class RateLimited(Exception):
+    """A ranking request refused (``app.limits.RateLimiter``, CQA_RATE_LIMIT_PER_MIN): its client has sent more than
+    its rate to this worker, its burst spent. Answered 429 ``rate_limited`` with Retry-After (the seconds until it
+    may send one more), after CQA_OVER_SHARE_DELAY_MS."""
+
+    def __init__(self, client: str, per_min: int, burst: int, retry_after_s: float):
+        super().__init__(f"this client ({client}) has sent more than {per_min} ranking requests a minute to this worker "
+                         f"(CQA_RATE_LIMIT_PER_MIN; bursts of {burst} allowed); nothing of this one was done: send it "
+                         f"again in {retry_after_s:.1f} s")
+        self.client, self.per_min, self.burst, self.retry_after_s = client, per_min, burst, retry_after_s
+
+
 class OverShare(Exception):
     """A ranking request refused (``app.limits.Admission``, CQA_FAIR_SHARE): the worker holds an eighth of
     CQA_MAX_IN_FLIGHT or more, and its client holds its share of it already, while other clients are searching.
@@ -121,6 +134,11 @@ def install(app: FastAPI) -> None:
     async def _over_share(request: Request, exc: OverShare):
         return JSONResponse(error_body(429, str(exc), code="over_share"), status_code=429, headers={"Retry-After": "1"})
 
+    @app.exception_handler(RateLimited)
+    async def _rate_limited(request: Request, exc: RateLimited):
+        return JSONResponse(error_body(429, str(exc), code="rate_limited"), status_code=429,
+                            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))})
+
     @app.exception_handler(ShuttingDown)
     async def _shutting_down(request: Request, exc: ShuttingDown):
         return JSONResponse(error_body(503, str(exc), code="shutting_down"), status_code=503,
@@ -148,4 +166,4 @@ def install(app: FastAPI) -> None:
         return internal_error()
 
 
-__all__ = ["HTTPException", "OverShare", "Overloaded", "error_body", "install", "internal_error"]
+__all__ = ["HTTPException", "OverShare", "Overloaded", "RateLimited", "error_body", "install", "internal_error"]

@@ -1,6 +1,7 @@
-"""Request guards in front of the app: body size (413), content type (415), UTF-8 (400), and how many ranking
-requests one worker takes at once (503 ``overloaded``), and from one client while others wait (429 ``over_share``):
-``Admission``."""
+"""Request guards in front of the app: body size (413), content type (415), UTF-8 (400), how many ranking requests one
+worker takes at once (503 ``overloaded``), and from one client while others wait (429 ``over_share``): ``Admission``;
+which of them runs next (``FairQueue``); and how many one client may send over time (429 ``rate_limited``):
+``RateLimiter``."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from .errors import OverShare, Overloaded, error_body
+from .errors import OverShare, Overloaded, RateLimited, error_body
 
 
 class BodyLimitMiddleware:
@@ -231,6 +232,57 @@ class Admission:
         return {"limit": self.limit, "in_flight": self.in_flight, "most": self.most, "refused": self.refused,
                 "fair_share": self.fair_share, "clients": self.clients(), "refused_share": self.refused_share,
                 "spare": self.spare if self.fair_share and self.limit else 0}
+
+
+@dataclass
+class RateLimiter:
+    """How many ranking requests a client (``client_key``) may send to this worker: ``per_min`` a minute on average,
+    and up to ``burst`` at once above that (a token bucket per client: it holds ``burst`` tokens, refills at
+    ``per_min`` a minute, and each request takes one). A request that finds the bucket empty is refused
+    (``RateLimited``: 429 with Retry-After, the seconds until a token), nothing of it done; a refused one takes no
+    token, so a client that waits as told is served. Where the fair share and the run queue bound what a client holds
+    at once, this bounds how much it takes over time: a scraper walking the whole forum through /search one request
+    at a time. 0: no limit. Per worker, as the share: with N workers a client may get up to N times the rate.
+
+    A client's bucket is forgotten once it is full again (it has not asked for ``burst`` / rate seconds), the least
+    recently seen first, so the map holds the clients that asked lately. Counted on the event loop: no lock."""
+    per_min: int
+    burst: int = 0  # 0: ten seconds' worth of the rate, at least 1
+    refused: int = 0  # 429: the client's bucket was empty
+    buckets: OrderedDict[str, tuple[float, float]] = field(default_factory=OrderedDict)  # client -> (tokens, when)
+
+    def __post_init__(self) -> None:
+        self.burst = self.burst or max(1, self.per_min // 6)
+
+    @property
+    def rate(self) -> float:
+        return self.per_min / 60.0
+
+    def take(self, client: str = "-", now: float | None = None) -> None:
+        if not self.per_min:
+            return
+        now = time.monotonic() if now is None else now
+        self._forget(now)
+        tokens, at = self.buckets.pop(client, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - at) * self.rate)
+        if tokens < 1.0:
+            self.buckets[client] = (tokens, now)  # kept, the most recently seen last
+            self.refused += 1
+            raise RateLimited(client, self.per_min, self.burst, (1.0 - tokens) / self.rate)
+        self.buckets[client] = (tokens - 1.0, now)
+
+    def _forget(self, now: float) -> None:
+        """The buckets full again (idle for ``burst`` / rate seconds), the least recently seen first."""
+        full_after = self.burst / self.rate
+        while self.buckets:
+            oldest, (_, at) = next(iter(self.buckets.items()))
+            if now - at < full_after:
+                break
+            del self.buckets[oldest]
+
+    def stats(self) -> dict:
+        return {"rate_limit_per_min": self.per_min, "rate_burst": self.burst if self.per_min else 0,
+                "rate_limited": self.refused, "rate_clients": len(self.buckets)}
 
 
 @dataclass

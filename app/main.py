@@ -38,9 +38,9 @@ from .access import QUEUED_MS, RequestIds
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
-from .errors import OverShare, Overloaded
-from .limits import (Admission, BodyLimitMiddleware, FairQueue, ProxiedClient, client_key, enforce_count_limit,
-                     enforce_text_limit)
+from .errors import OverShare, Overloaded, RateLimited
+from .limits import (Admission, BodyLimitMiddleware, FairQueue, ProxiedClient, RateLimiter, client_key,
+                     enforce_count_limit, enforce_text_limit)
 from .metrics import Metrics
 from .queries import answers_query, questions_query, rerank_query
 from .refresh import Refresher
@@ -123,6 +123,7 @@ class Service:
         # the ranking requests taken and not answered yet, and by whom
         self.admission = Admission(settings.max_in_flight, settings.fair_share)
         self.queue = FairQueue(settings.run_slots)  # which of them runs next
+        self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_burst)  # how many a client sends
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
         self.metrics.in_flight.set_function(lambda: self.admission.in_flight)  # read at each scrape
         self.jobs = JobManager(settings.data_dir / "jobs")
@@ -439,16 +440,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return request.app.state.service
 
     async def admitted(request: Request, svc: Service = Depends(service)):
-        """A ranking endpoint's request taken, or refused at once past CQA_MAX_IN_FLIGHT, or past its client's share
-        of it (``Admission``)."""
+        """A ranking endpoint's request taken, or refused at once past its client's rate (``RateLimiter``), past
+        CQA_MAX_IN_FLIGHT, or past its client's share of it (``Admission``)."""
         client, route = client_key(request.scope), getattr(request.scope.get("route"), "path", "unmatched")
         try:
+            svc.rate.take(client)
             svc.admission.take(client)
         except Overloaded:
             svc.metrics.refused.labels(route).inc()
             raise
-        except OverShare:
-            svc.metrics.over_share.labels(route).inc()
+        except (OverShare, RateLimited) as e:
+            (svc.metrics.over_share if isinstance(e, OverShare) else svc.metrics.rate_limited).labels(route).inc()
             # answered after a pause that costs no CPU (CQA_OVER_SHARE_DELAY_MS): a client sending again as soon as
             # it is refused would otherwise spend the worker's time on refusals, everyone's time
             await asyncio.sleep(svc.settings.over_share_delay_ms / 1000)
@@ -515,7 +517,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
                 "translation": gen.translation_status(),
                 "refresh": svc.refresher.report if svc.refresher is not None else None, "warm_up_ms": svc.warm_up_ms,
-                "admission": {**svc.admission.stats(), **svc.queue.stats()}}
+                "admission": {**svc.admission.stats(), **svc.queue.stats(), **svc.rate.stats()}}
 
     @app.get("/status", response_model=FolderStatus, dependencies=[Depends(require_admin)],
              summary="What the data folder holds and what needs the operator (admin): `cqa status` from the service")

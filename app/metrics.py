@@ -54,6 +54,9 @@ class Metrics:
         self.over_share = Counter("cqa_over_share_total", "ranking requests refused at once with 429 over_share: "
                                   "their client held its share of CQA_MAX_IN_FLIGHT while others were searching "
                                   "(CQA_FAIR_SHARE)", ["endpoint"], registry=self.registry)
+        self.rate_limited = Counter("cqa_rate_limited_total", "ranking requests refused at once with 429 "
+                                    "rate_limited: their client had sent more than CQA_RATE_LIMIT_PER_MIN to this "
+                                    "worker, its burst spent", ["endpoint"], registry=self.registry)
         self.queued = Histogram("cqa_ranking_queue_seconds", "how long a ranking request taken waited for one of "
                                 "CQA_RUN_SLOTS before its work began", buckets=BUCKETS, registry=self.registry)
         self.in_flight = Gauge("cqa_ranking_in_flight", "ranking requests this worker has taken and not answered yet",

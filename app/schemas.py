@@ -414,6 +414,12 @@ class AdmissionOut(BaseModel):
     waiting: int = Field(description="ranking requests taken and waiting for a slot now")
     queued: int = Field(description="ranking requests that waited for a slot since the start")
     most_waiting: int = Field(description="the most waiting at once since the start")
+    rate_limit_per_min: int = Field(description="CQA_RATE_LIMIT_PER_MIN: ranking requests a client may send this "
+                                    "worker a minute (0: no limit)")
+    rate_burst: int = Field(description="how many it may send at once above that (0 with no limit)")
+    rate_limited: int = Field(description="ranking requests refused at once with 429 rate_limited since the start")
+    rate_clients: int = Field(description="the clients whose rate this worker is counting now (those that asked "
+                              "lately: a bucket full again is forgotten)")
     overfull_entered: int = Field(description="ranking requests run at once past the slots since the start: their "
                                   "client ran nothing, and the slots were overfull with the requests of a client that "
                                   "had been alone in the worker (not held to the slots), so none would free soon")

@@ -49,11 +49,22 @@ class Settings(RankingSettings):
                              "of the limit), so a newcomer is not refused because one client filled it. "
                              "Behind a proxy, name it in CQA_FORWARDED_ALLOW_IPS so each user counts as one client.")
     over_share_delay_ms: float = Field(500, ge=0, le=10_000, description="How long a request refused 429 "
-                                       "`over_share` waits before its answer (no CPU is spent meanwhile, and it holds "
+                                       "`over_share` or `rate_limited` waits before its answer (no CPU is spent meanwhile, and it holds "
                                        "no place in the bound): a client that sends again as soon as it is refused "
                                        "(a runaway script, a scraper's retry loop) is slowed to this pace instead of "
                                        "spending the worker's time on refusals. 503 `overloaded` stays immediate, so "
                                        "a client can try another replica at once. 0: at once.")
+    rate_limit_per_min: int = Field(0, ge=0, le=1_000_000, description="Ranking requests one client (as the fair "
+                                    "share counts it: its address, an IPv6 one's /64, or the user CQA_CLIENT_HEADER "
+                                    "names) may send to one worker a minute, on average; past it, and past its burst, "
+                                    "a request gets 429 `rate_limited` with Retry-After (the seconds until it may send "
+                                    "one more), nothing of it done. Bounds what a scraper walking the forum one search "
+                                    "at a time takes, which the fair share (what it holds at once) does not. Per "
+                                    "worker. 0: no limit (the default: a forum's backend calling for all its users "
+                                    "from one address would be one client, unless it names them).")
+    rate_limit_burst: int = Field(0, ge=0, le=1_000_000, description="How many ranking requests a client may send at "
+                                  "once above CQA_RATE_LIMIT_PER_MIN (its bucket). 0: ten seconds' worth of the rate, "
+                                  "at least 1.")
     run_slots: int = Field(2, ge=0, le=1024, description="Ranking requests one worker works on at once; the others "
                            "it has taken wait, and a freed slot goes to one whose client has the fewest running, the "
                            "clients taking turns, so a user's search waits for one slot, not behind every search a "

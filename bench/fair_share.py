@@ -10,12 +10,16 @@ searches, reads the answer for --think-s, and searches again. All send POST /sea
 alone (what they get from an idle worker); beside the greedy client with fair share off and no run queue (the
 reference, as before round 56); with fair share on but every request taken running at once (CQA_RUN_SLOTS=0, as
 round 56 shipped); with --no-delay-side, that and each 429 answered at once (CQA_OVER_SHARE_DELAY_MS=0); one per
---slots value; and as shipped (fair share and CQA_RUN_SLOTS's default). Per side: the users' searches sent,
+--slots value; one per --rate-limit-per-min value (CQA_RATE_LIMIT_PER_MIN, round 58: the greedy client held to that
+rate, each user far below it); and as shipped (fair share and CQA_RUN_SLOTS's default). With --bursts, instead of
+searching for --seconds: the greedy client sends --greedy searches at once while alone in the worker, and one user
+searches a moment into each burst (each user search's ms, and how long each burst took to be answered). Per side: the users' searches sent,
 answered, refused 503 `overloaded` and 429 `over_share`, the answered ones' p50 / p95 ms, and the share answered; the
 greedy client's answered per second and its refusals; /ready's admission at the end. Prints a JSON object last, with
 the ratios of the shipped side over fair share off, and over round 56's (no run queue).
 
     python bench/fair_share.py [--data-dir var] [--greedy 48] [--users 4] [--seconds 30] [--slots 1 4]
+                               [--rate-limit-per-min 120] [--bursts 6 --greedy 32]
 """
 from __future__ import annotations
 
@@ -77,6 +81,28 @@ def clients(base: str, bodies: list[dict], greedy: int, users: int, seconds: flo
     return got_users, got_greedy
 
 
+def bursts(base: str, bodies: list[dict], greedy: int, rounds: int, gap_s: float,
+           user_delay_s: float) -> tuple[list[tuple[int, float]], list[float]]:
+    """The greedy client sending ``greedy`` searches at once, alone in the worker (no other client for ``gap_s`` >
+    10 s), and one user's search ``user_delay_s`` into each burst, ``rounds`` times: the user's (status, seconds) and
+    how long each burst took to be answered whole."""
+    got_user: list[tuple[int, float]] = []
+    took_burst: list[float] = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        sent = [threading.Thread(target=post, args=(base + "/search", bodies[(r * greedy + j) % len(bodies)], GREEDY),
+                                 daemon=True) for j in range(greedy)]
+        for t in sent:
+            t.start()
+        time.sleep(user_delay_s)
+        got_user.append(post(base + "/search", bodies[(7 * r) % len(bodies)], user_address(0)))
+        for t in sent:
+            t.join(120)
+        took_burst.append(time.perf_counter() - t0)
+        time.sleep(max(0.0, gap_s - (time.perf_counter() - t0)))  # the user silent for gap_s: the greedy one alone
+    return got_user, took_burst
+
+
 def summary(samples: list[tuple[int, float]], seconds: float) -> dict:
     ok = np.asarray([took for s, took in samples if s == 200]) * 1000
 
@@ -100,6 +126,13 @@ def main() -> None:
     ap.add_argument("--max-in-flight", type=int, default=32, help="CQA_MAX_IN_FLIGHT of every side")
     ap.add_argument("--slots", type=int, nargs="*", default=[], help="more sides, each with this CQA_RUN_SLOTS")
     ap.add_argument("--no-delay-side", action="store_true", help="a side with CQA_OVER_SHARE_DELAY_MS=0 too (round 56)")
+    ap.add_argument("--bursts", type=int, default=0, help="instead: the greedy client sends --greedy searches at once, "
+                    "alone in the worker, and one user searches --burst-user-delay-s into each burst, this many times "
+                    "(round 58: a user arriving while a client alone has filled the slots)")
+    ap.add_argument("--burst-gap-s", type=float, default=12.0, help="from one burst to the next (over 10 s: alone again)")
+    ap.add_argument("--burst-user-delay-s", type=float, default=0.2, help="how far into a burst the user searches")
+    ap.add_argument("--rate-limit-per-min", type=int, nargs="*", default=[],
+                    help="more sides, each as shipped with this CQA_RATE_LIMIT_PER_MIN (round 58)")
     ap.add_argument("--only", nargs="*", default=None, help="run only the sides of these names (the ratios need "
                     "theirs)")
     args = ap.parse_args()
@@ -114,20 +147,28 @@ def main() -> None:
         sides.append(("fair_share=true, run_slots=0, over_share_delay_ms=0",
                       {"CQA_RUN_SLOTS": "0", "CQA_OVER_SHARE_DELAY_MS": "0"}, args.greedy))
     sides += [(f"fair_share=true, run_slots={n}", {"CQA_RUN_SLOTS": str(n)}, args.greedy) for n in args.slots]
+    sides += [(f"fair_share=true, rate_limit_per_min={n}", {"CQA_RATE_LIMIT_PER_MIN": str(n)}, args.greedy)
+              for n in args.rate_limit_per_min]
     sides.append(("fair_share=true", {}, args.greedy))
     if args.only is not None:
         sides = [side for side in sides if side[0] in args.only]
     for name, extra, greedy in sides:
         env = {"CQA_REFRESH_S": "0", "CQA_MAX_IN_FLIGHT": str(args.max_in_flight), **extra}
         with server(settings.data_dir, env) as (base, _):
-            users, hog = clients(base, bodies, greedy, args.users, args.seconds, args.think_s, args.retry_s)
+            if args.bursts:
+                users, took = bursts(base, bodies, greedy, args.bursts, args.burst_gap_s, args.burst_user_delay_s)
+            else:
+                users, hog = clients(base, bodies, greedy, args.users, args.seconds, args.think_s, args.retry_s)
             admission = get_json(base + "/ready", timeout=30)[1].get("admission")
         side = {"users": summary(users, args.seconds), "admission": admission}
-        if greedy:
+        if args.bursts:
+            side["users"]["each_ms"] = [round(1000 * t, 1) for _, t in users]
+            side["burst_answered_s"] = {"p50": round(float(np.median(took)), 2), "each": [round(t, 2) for t in took]}
+        elif greedy:
             side["greedy"] = summary(hog, args.seconds)
         out["sides"][name] = side
         print(json.dumps({name: side}), file=sys.stderr, flush=True)
-    if not {"fair_share=true", "fair_share=false", "fair_share=true, run_slots=0"} <= set(out["sides"]):
+    if args.bursts or not {"fair_share=true", "fair_share=false", "fair_share=true, run_slots=0"} <= set(out["sides"]):
         print(json.dumps(out))
         return
     on, off = out["sides"]["fair_share=true"], out["sides"]["fair_share=false"]

@@ -354,7 +354,8 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         admission = c.get("/ready").json()["admission"]
         assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2, "fair_share": True, "clients": 1,
                              "refused_share": 0, "spare": 1, "slots": 2, "running": 1, "waiting": 0, "queued": 0,
-                             "most_waiting": 0, "overfull_entered": 0}
+                             "most_waiting": 0, "overfull_entered": 0, "rate_limit_per_min": 0, "rate_burst": 0,
+                             "rate_limited": 0, "rate_clients": 0}
         release.set()
         waiting.join(30)
         assert first["r"].status_code == 200 and first["r"].json()["results"][0]["id"] == "a"
@@ -644,6 +645,57 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
         assert unbounded.stats() == {"slots": 0, "running": 0, "waiting": 0, "queued": 0, "most_waiting": 0,
                                      "overfull_entered": 0}
     asyncio.run(run())
+
+
+def test_rate_limit_refuses_a_client_past_its_rate_and_burst_and_no_one_else(settings, fast_encoder):
+    """RateLimiter (CQA_RATE_LIMIT_PER_MIN, round 58): a token bucket per client, refilled at the rate; a refused
+    request takes no token and is told when one is back; another client has its own; a bucket full again is
+    forgotten. Through the app: 429 `rate_limited` with Retry-After for the client past it, nothing for another or
+    for a request that ranks nothing, counted in GET /ready and /metrics."""
+    from app.errors import RateLimited
+    from app.limits import RateLimiter
+    r = RateLimiter(60, burst=3)  # one a second
+    for _ in range(3):
+        r.take("a", now=0.0)
+    with pytest.raises(RateLimited) as e:
+        r.take("a", now=0.0)
+    assert e.value.retry_after_s == pytest.approx(1.0) and "(a)" in str(e.value) and "60" in str(e.value)
+    r.take("b", now=0.0)  # its own bucket
+    with pytest.raises(RateLimited) as e:
+        r.take("a", now=0.5)
+    assert e.value.retry_after_s == pytest.approx(0.5)  # half a token back: the refused ones took none
+    r.take("a", now=1.0)
+    with pytest.raises(RateLimited):
+        r.take("a", now=1.5)
+    assert r.stats() == {"rate_limit_per_min": 60, "rate_burst": 3, "rate_limited": 3, "rate_clients": 2}
+    for _ in range(3):
+        r.take("a", now=10.0)  # idle long enough: the whole burst again
+    assert r.stats()["rate_clients"] == 1  # b, full again since 3 s, is forgotten
+    assert (RateLimiter(120).burst, RateLimiter(3).burst) == (20, 1)  # ten seconds' worth, at least one
+    off = RateLimiter(0)
+    for _ in range(1000):
+        off.take("a")
+    assert off.stats() == {"rate_limit_per_min": 0, "rate_burst": 0, "rate_limited": 0, "rate_clients": 0}
+
+    from indexing.reindex import reindex
+
+    from .test_indexes import fake_encode, fill_store
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    app = create_app(settings.model_copy(update={"rate_limit_per_min": 60, "rate_limit_burst": 2,
+                                                 "over_share_delay_ms": 0, **STUB_RANKERS}))
+    with TestClient(ProxyHeadersMiddleware(app, trusted_hosts="*")) as c:
+        scraper, user = Forwarded(c, "198.51.100.1"), Forwarded(c, "198.51.100.2")
+        assert [scraper.get("/threads/nope/similar").status_code for _ in range(2)] != [429, 429]  # its burst
+        r = scraper.get("/threads/nope/similar")
+        assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limited", r.json()
+        assert r.headers["Retry-After"] == "1" and "CQA_RATE_LIMIT_PER_MIN" in r.json()["error"]["message"]
+        assert user.get("/threads/nope/similar").status_code != 429  # another client
+        assert scraper.get("/threads").status_code == 200  # a request that ranks nothing is not counted
+        admission = c.get("/ready").json()["admission"]
+        assert (admission["rate_limit_per_min"], admission["rate_burst"], admission["rate_limited"],
+                admission["rate_clients"]) == (60, 2, 1, 2), admission
+        assert 'cqa_rate_limited_total{endpoint="/threads/{thread_id}/similar"} 1.0' in c.get("/metrics").text
 
 
 def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(settings, fast_encoder, monkeypatch, kept):
