@@ -10,6 +10,7 @@ import ipaddress
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import OverShare, Overloaded, RateLimited, error_body
@@ -299,13 +300,18 @@ class FairQueue:
     longest ago (or never), and its earliest request: the clients take turns, so a user's search waits for one slot
     to free, not behind every search a busier client sent before it. With every request running at once (no queue,
     as before round 57), a user's search shared the CPU with all of a greedy client's (its whole share) and took
-    several times its own time. A client alone in the worker is not held to the slots (``enter``); a client running
-    nothing that arrives while the slots are overfull so runs at once too, rather than wait for all of them to drain.
-    0 slots: no queue, everything runs at once.
+    several times its own time. A client alone in the worker is held to ``alone_slots`` instead (``enter``, and
+    ``_next`` as it asks ``alone_now``), so its bursts keep the reranker's batches; a client running nothing that
+    arrives while the slots are so overfull runs at once too, rather than wait for all of them to drain. 0 slots: no
+    queue, everything runs at once.
 
     Counted on the event loop, like ``Admission``; a request cancelled while it waits (its client went away) leaves
     the queue, and one cancelled just as it was given a slot gives it on."""
     slots: int
+    # how many a client alone in the worker runs at once (0: no bound, as rounds 57-58 shipped), and how the queue
+    # asks, when a slot frees, whether one client is alone (``Admission.clients() <= 1``; None: never)
+    alone_slots: int = 0
+    alone_now: Callable[[], bool] | None = None
     running: dict[str, int] = field(default_factory=dict)  # client -> its requests running
     waiting: list[_Waiter] = field(default_factory=list)
     total: int = 0  # running, all clients
@@ -322,7 +328,7 @@ class FairQueue:
         docs/BENCHMARKS.md "Round 57")."""
         if not self.slots:
             return
-        if (self.total < self.slots or alone) and not self.waiting:
+        if self.total < self._bound(alone) and not self.waiting:
             self._run(client)
             return
         if self.total > self.slots and client not in self.running:
@@ -366,8 +372,14 @@ class FairQueue:
         if client not in self.running and all(w.client != client for w in self.waiting):
             self._given.pop(client, None)
 
+    def _bound(self, alone: bool) -> float:
+        """How many may run at once: the slots, or for a client alone ``alone_slots`` (no bound at 0)."""
+        if not alone:
+            return self.slots
+        return max(self.slots, self.alone_slots) if self.alone_slots else float("inf")
+
     def _next(self) -> None:
-        while self.total < self.slots and self.waiting:
+        while self.waiting and self.total < self._bound(self.alone_now is not None and self.alone_now()):
             chosen = min(self.waiting, key=lambda w: (self.running.get(w.client, 0), self._given.get(w.client, 0),
                                                       w.seq))
             self.waiting.remove(chosen)
@@ -378,5 +390,5 @@ class FairQueue:
             chosen.future.set_result(None)
 
     def stats(self) -> dict:
-        return {"slots": self.slots, "running": self.total, "waiting": len(self.waiting), "queued": self.queued,
+        return {"slots": self.slots, "alone_slots": self.alone_slots, "running": self.total, "waiting": len(self.waiting), "queued": self.queued,
                 "most_waiting": self.most_waiting, "overfull_entered": self.overfull_entered}

@@ -122,7 +122,8 @@ class Service:
         self.metrics = Metrics()
         # the ranking requests taken and not answered yet, and by whom
         self.admission = Admission(settings.max_in_flight, settings.fair_share)
-        self.queue = FairQueue(settings.run_slots)  # which of them runs next
+        self.queue = FairQueue(settings.run_slots, settings.run_slots_alone,  # which of them runs next
+                               alone_now=lambda: self.admission.clients() <= 1)
         self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_burst)  # how many a client sends
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
         self.metrics.in_flight.set_function(lambda: self.admission.in_flight)  # read at each scrape

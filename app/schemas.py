@@ -410,6 +410,8 @@ class AdmissionOut(BaseModel):
                        "the limit, with fair share; 0 without), so a newcomer is not refused because one client "
                        "filled the worker")
     slots: int = Field(description="CQA_RUN_SLOTS: ranking requests this worker works on at once (0: every one taken)")
+    alone_slots: int = Field(description="CQA_RUN_SLOTS_ALONE: how many a client alone in the worker runs at once "
+                             "(0: no bound)")
     running: int = Field(description="ranking requests in a slot now")
     waiting: int = Field(description="ranking requests taken and waiting for a slot now")
     queued: int = Field(description="ranking requests that waited for a slot since the start")

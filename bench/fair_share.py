@@ -10,7 +10,7 @@ searches, reads the answer for --think-s, and searches again. All send POST /sea
 alone (what they get from an idle worker); beside the greedy client with fair share off and no run queue (the
 reference, as before round 56); with fair share on but every request taken running at once (CQA_RUN_SLOTS=0, as
 round 56 shipped); with --no-delay-side, that and each 429 answered at once (CQA_OVER_SHARE_DELAY_MS=0); one per
---slots value; one per --rate-limit-per-min value (CQA_RATE_LIMIT_PER_MIN, round 58: the greedy client held to that
+--slots value; one per --alone-slots value (CQA_RUN_SLOTS_ALONE, round 58); one per --rate-limit-per-min value (CQA_RATE_LIMIT_PER_MIN, round 58: the greedy client held to that
 rate, each user far below it); and as shipped (fair share and CQA_RUN_SLOTS's default). With --bursts, instead of
 searching for --seconds: the greedy client sends --greedy searches at once while alone in the worker, and one user
 searches a moment into each burst (each user search's ms, and how long each burst took to be answered). Per side: the users' searches sent,
@@ -131,6 +131,8 @@ def main() -> None:
                     "(round 58: a user arriving while a client alone has filled the slots)")
     ap.add_argument("--burst-gap-s", type=float, default=12.0, help="from one burst to the next (over 10 s: alone again)")
     ap.add_argument("--burst-user-delay-s", type=float, default=0.2, help="how far into a burst the user searches")
+    ap.add_argument("--alone-slots", type=int, nargs="*", default=[],
+                    help="more sides, each as shipped with this CQA_RUN_SLOTS_ALONE (round 58)")
     ap.add_argument("--rate-limit-per-min", type=int, nargs="*", default=[],
                     help="more sides, each as shipped with this CQA_RATE_LIMIT_PER_MIN (round 58)")
     ap.add_argument("--only", nargs="*", default=None, help="run only the sides of these names (the ratios need "
@@ -147,6 +149,8 @@ def main() -> None:
         sides.append(("fair_share=true, run_slots=0, over_share_delay_ms=0",
                       {"CQA_RUN_SLOTS": "0", "CQA_OVER_SHARE_DELAY_MS": "0"}, args.greedy))
     sides += [(f"fair_share=true, run_slots={n}", {"CQA_RUN_SLOTS": str(n)}, args.greedy) for n in args.slots]
+    sides += [(f"fair_share=true, run_slots_alone={n}", {"CQA_RUN_SLOTS_ALONE": str(n)}, args.greedy)
+              for n in args.alone_slots]
     sides += [(f"fair_share=true, rate_limit_per_min={n}", {"CQA_RATE_LIMIT_PER_MIN": str(n)}, args.greedy)
               for n in args.rate_limit_per_min]
     sides.append(("fair_share=true", {}, args.greedy))

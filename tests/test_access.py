@@ -353,7 +353,7 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert c.get("/health").status_code == 200 and c.get("/threads").status_code == 200  # not held back
         admission = c.get("/ready").json()["admission"]
         assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2, "fair_share": True, "clients": 1,
-                             "refused_share": 0, "spare": 1, "slots": 2, "running": 1, "waiting": 0, "queued": 0,
+                             "refused_share": 0, "spare": 1, "slots": 2, "alone_slots": 0, "running": 1, "waiting": 0, "queued": 0,
                              "most_waiting": 0, "overfull_entered": 0, "rate_limit_per_min": 0, "rate_burst": 0,
                              "rate_limited": 0, "rate_clients": 0}
         release.set()
@@ -579,7 +579,7 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
         tasks["u"] = asyncio.create_task(wait("user", "u"))
         tasks["v"] = asyncio.create_task(wait("other", "v"))
         await settle()
-        assert q.stats() == {"slots": 2, "running": 2, "waiting": 5, "queued": 5, "most_waiting": 5,
+        assert q.stats() == {"slots": 2, "alone_slots": 0, "running": 2, "waiting": 5, "queued": 5, "most_waiting": 5,
                              "overfull_entered": 0}
         q.leave("greedy")
         await settle()
@@ -599,7 +599,7 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
         tasks["g3"].cancel()  # ... and cancelled before it ran: the slot is free again
         await settle()
         assert tasks["g3"].cancelled() and order == ["u", "v", "g1"]
-        assert q.stats() == {"slots": 2, "running": 1, "waiting": 0, "queued": 5, "most_waiting": 5,
+        assert q.stats() == {"slots": 2, "alone_slots": 0, "running": 1, "waiting": 0, "queued": 5, "most_waiting": 5,
                              "overfull_entered": 0}
         await q.enter("late")  # taken at once: a slot is free and nobody waits
         assert q.running == {"greedy": 1, "late": 1}
@@ -639,10 +639,31 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
         q.leave("solo")
         assert q.stats()["running"] == 0 and q._given == {} and q.stats()["overfull_entered"] == 1
 
+        alone = [True]  # CQA_RUN_SLOTS_ALONE: a client alone runs up to 3 at once, as slots free too
+        capped = FairQueue(2, alone_slots=3, alone_now=lambda: alone[0])
+        for _ in range(3):
+            await capped.enter("solo", alone=True)
+        fourth = asyncio.create_task(capped.enter("solo", alone=True))
+        await settle()
+        assert not fourth.done() and capped.stats()["running"] == 3
+        capped.leave("solo")
+        await settle()
+        assert fourth.done() and capped.stats()["running"] == 3  # still alone when the slot freed: its next runs
+        fifth = asyncio.create_task(capped.enter("solo", alone=True))
+        await settle()
+        alone[0] = False
+        await capped.enter("user")  # a newcomer beside the three, past the slots
+        capped.leave("solo")
+        await settle()
+        assert not fifth.done()  # not alone now: held to the 2 slots, 3 running
+        capped.leave("user")
+        capped.leave("solo")
+        await settle()
+        assert fifth.done() and capped.stats()["running"] == 2
         unbounded = FairQueue(0)
         for _ in range(100):
             await unbounded.enter("greedy")  # no slots: nobody waits, nothing counted
-        assert unbounded.stats() == {"slots": 0, "running": 0, "waiting": 0, "queued": 0, "most_waiting": 0,
+        assert unbounded.stats() == {"slots": 0, "alone_slots": 0, "running": 0, "waiting": 0, "queued": 0, "most_waiting": 0,
                                      "overfull_entered": 0}
     asyncio.run(run())
 
