@@ -70,11 +70,13 @@ class Settings(RankingSettings):
                            "clients taking turns, so a user's search waits for one slot, not behind every search a "
                            "busier client sent before it. 0: no queue, every request taken runs at once (as before "
                            "round 57).")
-    run_slots_alone: int = Field(0, ge=0, le=100_000, description="How many ranking requests a client alone in a "
+    run_slots_alone: int = Field(8, ge=0, le=100_000, description="How many ranking requests a client alone in a "
                                  "worker (no other seen in the last 10 s) may run at once, past CQA_RUN_SLOTS: with "
                                  "nobody to take turns with, a burst runs together and the reranker's batches stay "
                                  "full. A user who then arrives runs at once beside them (not after them), so the "
-                                 "fewer they are, the sooner that user is answered. 0: no bound.")
+                                 "fewer they are, the sooner that user is answered: beside a lone client's burst of "
+                                 "32, 296-301 ms p50 with 8 against 1,065-1,104 ms unbounded, the lone client "
+                                 "answered as fast (docs/BENCHMARKS.md, \"Round 58\"). 0: no bound (rounds 57-58).")
     forwarded_allow_ips: str | None = Field(None, description="The proxies (comma-separated addresses or networks, * "
                                             "for any) whose X-Forwarded-For and X-Forwarded-Proto the service believes, "
                                             "and CQA_CLIENT_HEADER: the client they name is the one the access log "
