@@ -70,13 +70,15 @@ class Settings(RankingSettings):
                            "clients taking turns, so a user's search waits for one slot, not behind every search a "
                            "busier client sent before it. 0: no queue, every request taken runs at once (as before "
                            "round 57).")
-    run_slots_alone: int = Field(8, ge=0, le=100_000, description="How many ranking requests a client alone in a "
-                                 "worker (no other seen in the last 10 s) may run at once, past CQA_RUN_SLOTS: with "
-                                 "nobody to take turns with, a burst runs together and the reranker's batches stay "
-                                 "full. A user who then arrives runs at once beside them (not after them), so the "
-                                 "fewer they are, the sooner that user is answered: beside a lone client's burst of "
-                                 "32, 296-301 ms p50 with 8 against 1,065-1,104 ms unbounded, the lone client "
-                                 "answered as fast (docs/BENCHMARKS.md, \"Round 58\"). 0: no bound (rounds 57-58).")
+    run_slots_alone: int = Field(0, ge=0, le=100_000, description="How many ranking requests a client alone in a "
+                                 "worker (no other seen in the last 10 s) may run at once, past CQA_RUN_SLOTS. A user "
+                                 "who then arrives runs at once beside them (not after them), so the fewer they are, "
+                                 "the sooner that user is answered: beside a lone client's burst of 32, 296-301 ms "
+                                 "p50 with 8 against 1,065-1,104 ms unbounded; but one client sending 1.5x what the "
+                                 "worker can answer got 0.90x as many answered with 8 or 16 (docs/BENCHMARKS.md, "
+                                 "\"Round 58\"). 0: no bound, the default (a forum's backend that calls for all its "
+                                 "users from one address is such a client). A public forum with crawlers and few "
+                                 "users at a time: 8.")
     forwarded_allow_ips: str | None = Field(None, description="The proxies (comma-separated addresses or networks, * "
                                             "for any) whose X-Forwarded-For and X-Forwarded-Proto the service believes, "
                                             "and CQA_CLIENT_HEADER: the client they name is the one the access log "

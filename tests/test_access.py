@@ -353,7 +353,7 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert c.get("/health").status_code == 200 and c.get("/threads").status_code == 200  # not held back
         admission = c.get("/ready").json()["admission"]
         assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2, "fair_share": True, "clients": 1,
-                             "refused_share": 0, "spare": 1, "slots": 2, "alone_slots": 8, "running": 1, "waiting": 0, "queued": 0,
+                             "refused_share": 0, "spare": 1, "slots": 2, "alone_slots": 0, "running": 1, "waiting": 0, "queued": 0,
                              "most_waiting": 0, "overfull_entered": 0, "rate_limit_per_min": 0, "rate_burst": 0,
                              "rate_limited": 0, "rate_clients": 0}
         release.set()
