@@ -379,7 +379,11 @@ class FairQueue:
         return max(self.slots, self.alone_slots) if self.alone_slots else float("inf")
 
     def _next(self) -> None:
-        while self.waiting and self.total < self._bound(self.alone_now is not None and self.alone_now()):
+        # with a bound for a client alone, its waiting requests flow up to it while it is alone; without one (0), a
+        # waiting request is given a slot only under the slots, as before the bound: a lone client's backlog
+        # released all at once would leave the next user to share the cores with all of it
+        alone = bool(self.alone_slots) and self.alone_now is not None and self.alone_now()
+        while self.waiting and self.total < self._bound(alone):
             chosen = min(self.waiting, key=lambda w: (self.running.get(w.client, 0), self._given.get(w.client, 0),
                                                       w.seq))
             self.waiting.remove(chosen)
