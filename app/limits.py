@@ -394,5 +394,6 @@ class FairQueue:
             chosen.future.set_result(None)
 
     def stats(self) -> dict:
-        return {"slots": self.slots, "alone_slots": self.alone_slots, "running": self.total, "waiting": len(self.waiting), "queued": self.queued,
-                "most_waiting": self.most_waiting, "overfull_entered": self.overfull_entered}
+        return {"slots": self.slots, "alone_slots": self.alone_slots, "running": self.total,
+                "waiting": len(self.waiting), "queued": self.queued, "most_waiting": self.most_waiting,
+                "overfull_entered": self.overfull_entered}

@@ -451,7 +451,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.metrics.refused.labels(route).inc()
             raise
         except (OverShare, RateLimited) as e:
-            (svc.metrics.over_share if isinstance(e, OverShare) else svc.metrics.rate_limited).labels(route).inc()
+            counted = svc.metrics.over_share if isinstance(e, OverShare) else svc.metrics.rate_limited
+            counted.labels(route).inc()
             # answered after a pause that costs no CPU (CQA_OVER_SHARE_DELAY_MS): a client sending again as soon as
             # it is refused would otherwise spend the worker's time on refusals, everyone's time
             await asyncio.sleep(svc.settings.over_share_delay_ms / 1000)
@@ -543,8 +544,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
         return await searched(svc, body.request(), request=request)
 
-    @app.get("/tags", response_model=TagsOut, response_model_exclude_none=True, summary="The tags the forum's threads carry, with how many threads "
-             "carry each (what a search within tags can ask for)")
+    @app.get("/tags", response_model=TagsOut, response_model_exclude_none=True, summary="The tags the forum's "
+             "threads carry, with how many threads carry each (what a search within tags can ask for)")
     async def tags(prefix: str = Param("", max_length=MAX_TAG_CHARS, description="only tags that begin with this "
                                        "(case and spacing ignored): a search box's suggestions as a user types"),
                    limit: int = Param(50, ge=1, le=1000), svc: Service = Depends(service)) -> TagsOut:

@@ -424,7 +424,8 @@ class AdmissionOut(BaseModel):
                               "lately: a bucket full again is forgotten)")
     overfull_entered: int = Field(description="ranking requests run at once past the slots since the start: their "
                                   "client ran nothing, and the slots were overfull with the requests of a client that "
-                                  "had been alone in the worker (not held to the slots), so none would free soon")
+                                  "had been alone in the worker (held to CQA_RUN_SLOTS_ALONE, not to the slots), so none "
+                                  "would free soon")
 
 
 class ReadyOut(BaseModel):

@@ -5,7 +5,8 @@ or text vector is known from an earlier request. A model ranker runs without the
 /rerank reranker) runs with them, in memory and emptied before each request, and without the stores behind them, so
 its parts share within a request what they share when served (the learned layers read the bi-encoder's vectors of
 the same texts) and nothing across requests; ``service[no-memos]`` runs it without any memo (what ``service`` measured
-before round 58). They take turns on each request. Prints a JSON object last.
+before round 58). They take turns on each request. Each row also counts the torch MiniLM forward passes a request
+makes (``model_calls_per_request``). Prints a JSON object last.
 
     python bench/rerank_speed.py --sizes 10,30 --rankers cross-encoder[torch-fp32],cross-encoder[onnx-int8],...
 """
@@ -63,24 +64,43 @@ class FirstView:
         return self.ranker.score(queries)
 
 
+MODEL_CALLS = [0]  # MiniLM forward passes in torch so far (``count_model_calls``); an ONNX variant's are not counted
+
+
+def count_model_calls() -> None:
+    """Count every torch MiniLM forward pass (``MiniLMRankerModel.embed``: a cross-encoder's batch or a bi-encoder's
+    batch of texts), so each ranker's row says how many model calls a request makes (a GPU's cost follows them)."""
+    from ranking.neural.minilm import MiniLMRankerModel
+    embed = MiniLMRankerModel.embed
+
+    def counted(self, *args, **kwargs):
+        MODEL_CALLS[0] += 1
+        return embed(self, *args, **kwargs)
+    MiniLMRankerModel.embed = counted
+
+
 def latencies(rankers: list, queries: list[Query], size: int, repeats: int) -> list[dict]:
-    """p50/p95 ms and pairs/s of each ranker on one request of ``size`` candidates at a time. The rankers take
-    turns on the same request, so a noisy moment of the machine costs them all alike."""
+    """p50/p95 ms, pairs/s and torch MiniLM forward passes per request of each ranker on one request of ``size``
+    candidates at a time. The rankers take turns on the same request, so a noisy moment of the machine costs them
+    all alike."""
     qs = [Query(q.id, q.text, q.candidates[:size], q.meta) for q in queries]
     for r in rankers:
         r.score(qs[:1])  # warm-up: loads models
     lat = [[] for _ in rankers]
+    calls = [0] * len(rankers)
     for i in range(repeats):
         q = qs[i % len(qs)]
         for j, r in enumerate(rankers):
+            before = MODEL_CALLS[0]
             t0 = time.perf_counter()
             r.score([q])
             lat[j].append(time.perf_counter() - t0)
+            calls[j] += MODEL_CALLS[0] - before
     out = []
-    for a in lat:
+    for a, n in zip(lat, calls):
         ms = np.asarray(a) * 1000
         out.append({"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-                    "pairs_per_s": round(size / float(np.median(a)), 1)})
+                    "pairs_per_s": round(size / float(np.median(a)), 1), "model_calls_per_request": round(n / repeats, 2)})
     return out
 
 
@@ -98,6 +118,7 @@ def main() -> None:
                          "default: as the service runs it")
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
+    count_model_calls()
     settings = Settings(device=args.device)
     xml, _ = BENCHMARKS["semeval2016-test-C"].paths(settings.semeval_dir)
     queries = queries_for(xml, "C")

@@ -68,7 +68,7 @@ class LoadResult:
     org_questions: dict[str, OrgQuestion] = field(default_factory=dict)
     errors: list[LoadError] = field(default_factory=list)
     ledger: Held | None = None  # an export's ledger line (``indexing.ledger``), where the file has one
-    tag_synonyms: dict[str, str] | None = None  # an export's tag synonyms line (``models.synonyms_line``), where it has one
+    tag_synonyms: dict[str, str] | None = None  # an export's tag synonyms line (``models.synonyms_line``)
     passed_over: dict[str, int] = field(default_factory=dict)  # records (or whole files) that hold no thread, by kind
     # a streamed file's threads, a batch at a time (``load(..., stream=True)``; ``threads`` is then empty, and
     # ``errors`` complete once they are all read)
@@ -483,6 +483,9 @@ def load_jsonl(path: Path, strict: bool = False, file: Path | None = None, strea
     return result
 
 
+_HEADER = object()  # what ``_JsonlReader._record`` gives for an export's ledger or tag synonyms line
+
+
 class _JsonlReader:
     """A JSONL file read as it is parsed, as often as asked: the bad lines that one reading reports (in
     ``result.errors``, or raised with ``strict``) are skipped silently by the next."""
@@ -493,8 +496,6 @@ class _JsonlReader:
         self.bad: set[int] = set()  # the line numbers of the records reported
         self.checked = False  # every record read once, and the bad ones reported
         self._reading: BinaryIO | None = None  # the file as ``threads`` reads it
-        self._thread_read = False  # a thread read in this reading: a tag synonyms line after one is refused
-        self._header = False  # the last record read was a ledger or tag synonyms line
 
     def _open(self) -> BinaryIO:
         try:
@@ -518,7 +519,6 @@ class _JsonlReader:
     def check_readable(self) -> None:
         """The lines before its first thread read (an export's ledger and tag synonyms), and a gzip file decompressed
         to its end (nothing else parsed)."""
-        self._thread_read = False
         with self._open() as f:
             try:
                 first = True
@@ -526,7 +526,7 @@ class _JsonlReader:
                     if not line.strip():
                         continue
                     # a bad one is reported now, and skipped when the threads are read
-                    if self._record(lineno, line, first) is not None or lineno in self.bad or not self._header:
+                    if self._record(lineno, line, first) is not _HEADER:
                         break
                     first = False
                 while isinstance(f, gzip.GzipFile) and f.read(1 << 20):  # a plain file has no end to check
@@ -537,7 +537,6 @@ class _JsonlReader:
     def threads(self) -> Iterator[Thread]:
         seen: set[str] = set()
         first, lineno = True, 0
-        self._thread_read = False
         with self._open() as f:
             self._reading = f
             try:
@@ -548,15 +547,15 @@ class _JsonlReader:
                     if lineno in self.bad:
                         continue
                     thread = self._record(lineno, line, is_first, seen)
-                    if thread is not None:
+                    if isinstance(thread, Thread):
                         yield thread
             except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
                 raise LoadError(self.path, f"after line {lineno}", f"cannot read: {e}") from None
 
-    def _record(self, lineno: int, line: bytes, first: bool, seen: set[str] | None = None) -> Thread | None:
-        """The line's thread; None for the ledger line (kept in ``result.ledger``), the tag synonyms line (in
-        ``result.tag_synonyms``) or a bad record (reported)."""
-        self._header = False
+    def _record(self, lineno: int, line: bytes, first: bool,
+                seen: set[str] | None = None) -> Thread | object | None:
+        """The line's thread; ``_HEADER`` for the ledger line (kept in ``result.ledger``) or the tag synonyms line (in
+        ``result.tag_synonyms``); None for a bad record (reported). ``seen``: the ids of the threads read so far."""
         try:
             try:
                 text = line.decode("utf-8-sig" if first else "utf-8")  # a byte-order mark before the first record
@@ -573,16 +572,13 @@ class _JsonlReader:
                     raise ValueError("a ledger line (an export's erasures and takedowns) is read only as a file's "
                                      "first line")
                 self.result.ledger = from_line(obj)
-                self._header = True
-                return None
+                return _HEADER
             if is_synonyms(obj):  # an export's, after its ledger line
-                if self._thread_read:
+                if seen:
                     raise ValueError("a tag synonyms line (an export's) is read only before the file's first thread")
                 self.result.tag_synonyms = synonyms_of(obj)
-                self._header = True
-                return None
+                return _HEADER
             thread = Thread.model_validate(obj)
-            self._thread_read = True
             if seen is not None:
                 if thread.id in seen:
                     raise ValueError(f"thread id {thread.id!r} appears twice in this file")

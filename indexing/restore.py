@@ -42,6 +42,7 @@ from . import ledger
 from .backup import backup, backups_in, checked_copy, replace_with
 from .config import IndexSettings
 from .generations import current_generation, leased_generations, prune_before
+from .ingest import take_synonyms
 from .models import Thread, is_synonyms_line, synonyms_of
 from .reindex import ReindexError
 from .store import NotInStore, StoreError, ThreadStore, UpsertResult, read_only
@@ -100,36 +101,37 @@ def default_sources(settings: IndexSettings, backups_folder: Path | None, restor
     return [p for p in out if p.resolve() != restoring.resolve()]
 
 
+def _export_head(path: Path) -> list[str]:
+    """An export's first two lines, where its ledger and tag synonyms lines are when it has them; ``RestoreError``
+    when the file cannot be read."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            return [fh.readline(), fh.readline()]
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise RestoreError(f"{path}: the export cannot be read ({e})") from None
+
+
 def export_ledger(path: Path) -> ledger.Held:
     """The ledger an export carries (its first line, ``ledger.ledger_line``); an empty one where it has none (its
     store held no record, or it was written before exports carried their ledger). ``RestoreError`` when the file
     cannot be read or its ledger line is damaged."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            first = fh.readline()
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise RestoreError(f"{path}: the export cannot be read ({e})") from None
-    try:
-        return ledger.of_line(first) or ledger.Held(None)
+        return ledger.of_line(_export_head(path)[0]) or ledger.Held(None)
     except ValueError as e:
         raise RestoreError(f"{path}, line 1: {e}") from None
 
 
 def export_synonyms(path: Path) -> dict[str, str]:
-    """The tag synonyms an export carries (its line before the threads, ``models.synonyms_line``); none where it has
-    no such line. ``RestoreError`` when that line is damaged."""
+    """The tag synonyms an export carries (its line before the threads, after the ledger line where it has one,
+    ``models.synonyms_line``); none where it has no such line. ``RestoreError`` when that line is damaged."""
+    first, second = _export_head(path)
+    line = second if ledger.is_ledger_line(first) else first
+    if not is_synonyms_line(line):
+        return {}
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if is_synonyms_line(line):
-                    return synonyms_of(json.loads(line))
-                if n >= 2 or not ledger.is_ledger_line(line):  # only the ledger line comes before it
-                    return {}
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise RestoreError(f"{path}: the export cannot be read ({e})") from None
+        return synonyms_of(json.loads(line))
     except ValueError as e:
         raise RestoreError(f"{path}: its tag synonyms line: {e}; nothing was restored") from None
-    return {}
 
 
 def read_sources(paths: Sequence[Path], strict: Sequence[Path] = ()) -> tuple[list[Source], dict[str, str]]:
@@ -235,8 +237,10 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
     paths = list(default_sources(settings, backups_folder, source_file) if ledgers is None else ledgers)
     paths += [p for p in extra_ledgers if p not in paths]
     sources, unreadable = read_sources(paths, strict=[*(ledgers or ()), *extra_ledgers])
-    if kind == "export":  # its own ledger first: the records its threads were written under
+    synonyms = {}  # a store backup holds its own
+    if kind == "export":  # its own ledger first: the records its threads were written under; its tag synonyms
         sources.insert(0, Source(source_file, export_ledger(source_file)))
+        synonyms = export_synonyms(source_file)
     out = Applied()
     tmp = store_path.parent / f".{store_path.name}.restoring"
     leftovers = [tmp.with_name(tmp.name + side) for side in ("", "-wal", "-shm")]
@@ -257,9 +261,7 @@ def restore(settings: IndexSettings, source_file: Path, *, ledgers: Sequence[Pat
                     copy.record_takedown(t.thread_id, t.answer_id, t.at)
             out.takedowns = len(copy.takedowns(limit=-1))
             written = None
-            if kind == "export":  # its tag synonyms (a store backup holds its own)
-                for source, target in sorted(export_synonyms(source_file).items()):
-                    copy.set_tag_synonym(source, target)
+            take_synonyms(copy, synonyms)
             if kind == "export":  # step 2
                 from tqdm import tqdm
                 result = UpsertResult()

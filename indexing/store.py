@@ -707,7 +707,7 @@ class ThreadStore:
             cur.execute("INSERT INTO tag_synonyms VALUES (?, ?, ?) ON CONFLICT(source) DO UPDATE SET "
                         "target = excluded.target, created_at = excluded.created_at",
                         (source, target, datetime.now().astimezone().isoformat(timespec="seconds")))
-            cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tag_synonyms'")
+            _synonyms_changed(cur)
 
     def delete_tag_synonym(self, source: str) -> str | None:
         """``source`` a tag of its own again: the target it stood for, or None where it was no synonym."""
@@ -715,13 +715,13 @@ class ThreadStore:
             row = cur.execute("DELETE FROM tag_synonyms WHERE source = ? RETURNING target",
                               (tag_key(source),)).fetchone()
             if row:
-                cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tag_synonyms'")
+                _synonyms_changed(cur)
         return row and row[0]
 
     def tag_synonyms(self) -> dict[str, str]:
         """Each synonym and its target, by synonym."""
         with self._lock:
-            return dict(self._conn.execute("SELECT source, target FROM tag_synonyms ORDER BY source").fetchall())
+            return _read_synonyms(self._conn)
 
     def tag_synonyms_version(self) -> int:
         """How many changes the synonyms have had, by any process: one read of one row, so a service reads the
@@ -984,6 +984,16 @@ def read_only(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _read_synonyms(conn: sqlite3.Connection) -> dict[str, str]:
+    """The tag synonyms table: each synonym's target, by synonym."""
+    return dict(conn.execute("SELECT source, target FROM tag_synonyms ORDER BY source").fetchall())
+
+
+def _synonyms_changed(cur: sqlite3.Cursor) -> None:
+    """One more change of the synonyms, in the write's own transaction (``ThreadStore.tag_synonyms_version``)."""
+    cur.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tag_synonyms'")
+
+
 class Snapshot:
     """The store as it was at one moment, read while any process goes on writing to it (``cqa export``): a
     read-only connection of its own in one read transaction, which SQLite's WAL mode keeps at the moment it began
@@ -1014,7 +1024,7 @@ class Snapshot:
     def tag_synonyms(self) -> dict[str, str]:
         """The snapshot's tag synonyms, by synonym (none in a store made before they were: it has no table)."""
         try:
-            return dict(self._conn.execute("SELECT source, target FROM tag_synonyms ORDER BY source").fetchall())
+            return _read_synonyms(self._conn)
         except sqlite3.OperationalError:
             return {}
 

@@ -54,11 +54,10 @@ from ranking.neural.train_minilm import (  # noqa: E402
     MiniLMTrainConfig,
     dev_set,
     held_out_scores,
-    minilm_groups,
+    question_groups,
     question_training_set,
     recorded_recipe,
     train_minilm,
-    transitive_question_pairs,
 )
 from ranking.presets import BUILDERS, PRESETS  # noqa: E402
 from ranking.rankers import get_ranker  # noqa: E402
@@ -132,7 +131,7 @@ def main() -> None:
     for k, held in enumerate(folds):
         held_set = set(held)
         train_threads = [t for tid, t in threads.items() if tid not in held_set]
-        groups = minilm_groups(train_threads + (transitive_question_pairs(train_threads) if args.augment else []))
+        groups = question_groups(train_threads, args.augment)
         # the shipped model's recipe, stopped at the end of its first epoch (the epoch dev-B chose)
         cfg = recorded_recipe(s.question_bi_encoder_checkpoint / "config.json", groups, s.device,
                               max_steps=args.max_steps, **({"init_from": args.init_from} if args.init_from else {}))
@@ -209,7 +208,7 @@ def judge_augmented(args, s, threads, queries, gold, dev_q, dev_gold, folds, tra
     question."""
     from ranking.evaluation.measures import paired_ap
     every = list(threads.values())
-    groups = minilm_groups(every + (transitive_question_pairs(every) if args.augment else []))
+    groups = question_groups(every, args.augment)
     cfg = recorded_recipe(s.question_bi_encoder_checkpoint / "config.json", groups, s.device, max_steps=args.max_steps,
                           **({"init_from": args.init_from} if args.init_from else {}))
     full = args.out / "full"

