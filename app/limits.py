@@ -8,12 +8,18 @@ import asyncio
 import hashlib
 import ipaddress
 import json
+import logging
+import sqlite3
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .errors import OverShare, Overloaded, RateLimited, error_body
+
+log = logging.getLogger(__name__)
 
 
 class BodyLimitMiddleware:
@@ -237,20 +243,37 @@ class Admission:
 
 @dataclass
 class RateLimiter:
-    """How many ranking requests a client (``client_key``) may send to this worker: ``per_min`` a minute on average,
-    and up to ``burst`` at once above that (a token bucket per client: it holds ``burst`` tokens, refills at
-    ``per_min`` a minute, and each request takes one). A request that finds the bucket empty is refused
-    (``RateLimited``: 429 with Retry-After, the seconds until a token), nothing of it done; a refused one takes no
-    token, so a client that waits as told is served. Where the fair share and the run queue bound what a client holds
-    at once, this bounds how much it takes over time: a scraper walking the whole forum through /search one request
-    at a time. 0: no limit. Per worker, as the share: with N workers a client may get up to N times the rate.
+    """How many ranking requests a client (``client_key``) may send: ``per_min`` a minute on average, and up to
+    ``burst`` at once above that (a token bucket per client: it holds ``burst`` tokens, refills at ``per_min`` a
+    minute, and each request takes one). A request that finds the bucket empty is refused (``RateLimited``: 429 with
+    Retry-After, the seconds until a token), nothing of it done; a refused one takes no token, so a client that waits
+    as told is served. Where the fair share and the run queue bound what a client holds at once, this bounds how much
+    it takes over time: a scraper walking the whole forum through /search one request at a time. 0: no limit.
 
-    A client's bucket is forgotten once it is full again (it has not asked for ``burst`` / rate seconds), the least
-    recently seen first, so the map holds the clients that asked lately. Counted on the event loop: no lock."""
+    ``path``: the buckets live in that SQLite file, shared by every process that opens it, so the workers of
+    `cqa serve --workers N` (and any other server of the same data folder) hold a client to one rate between them,
+    whichever worker each of its connections reaches (in one process's memory, as round 58 served it, a client got up
+    to N times the rate: docs/BENCHMARKS.md "Round 59"). A take is one write transaction (an upsert that takes a token
+    only where one is left), so two workers never both take the last one. The file is state that may be lost: it is not
+    synced (a power cut forgets who spent what), and where it cannot be read or written the request is taken, not
+    refused (``store_errors``, logged): the rate limit fails open, the service does not. None: this process's memory.
+
+    A client's bucket is forgotten once it is full again (it has not asked for ``burst`` / rate seconds), so the
+    buckets held are the clients that asked lately. The clock is the wall clock, which every process shares; time
+    going back counts as none passed. Counted on the event loop: no lock around the memory."""
     per_min: int
     burst: int = 0  # 0: ten seconds' worth of the rate, at least 1
+    path: Path | None = None
     refused: int = 0  # 429: the client's bucket was empty
+    store_errors: int = 0  # takes let through because the shared file failed
     buckets: OrderedDict[str, tuple[float, float]] = field(default_factory=OrderedDict)  # client -> (tokens, when)
+    _db: sqlite3.Connection | None = field(default=None, repr=False)
+    _db_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _next_forget: float = 0.0  # when the shared file's full buckets are next deleted
+    _logged_error_at: float = float("-inf")
+
+    FORGET_EVERY_S = 5.0  # how often a process deletes the shared file's full buckets
+    BUSY_TIMEOUT_S = 0.25  # how long a take waits for another process's write before it lets the request through
 
     def __post_init__(self) -> None:
         self.burst = self.burst or max(1, self.per_min // 6)
@@ -259,31 +282,115 @@ class RateLimiter:
     def rate(self) -> float:
         return self.per_min / 60.0
 
+    @property
+    def full_after_s(self) -> float:
+        return self.burst / self.rate
+
     def take(self, client: str = "-", now: float | None = None) -> None:
         if not self.per_min:
             return
-        now = time.monotonic() if now is None else now
+        now = time.time() if now is None else now
+        left = self._take_shared(client, now) if self.path is not None else self._take_here(client, now)
+        if left is not None:
+            self.refused += 1
+            raise RateLimited(client, self.per_min, self.burst, (1.0 - left) / self.rate)
+
+    def _refilled(self, tokens: float, at: float, now: float) -> float:
+        return min(float(self.burst), tokens + max(0.0, now - at) * self.rate)
+
+    def _take_here(self, client: str, now: float) -> float | None:
+        """A token of ``client``'s bucket in this process's memory taken; None, or the tokens it holds (under one)."""
         self._forget(now)
         tokens, at = self.buckets.pop(client, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - at) * self.rate)
-        if tokens < 1.0:
-            self.buckets[client] = (tokens, now)  # kept, the most recently seen last
-            self.refused += 1
-            raise RateLimited(client, self.per_min, self.burst, (1.0 - tokens) / self.rate)
-        self.buckets[client] = (tokens - 1.0, now)
+        tokens = self._refilled(tokens, at, now)
+        self.buckets[client] = (tokens - 1.0, now) if tokens >= 1.0 else (tokens, now)  # most recently seen last
+        return None if tokens >= 1.0 else tokens
+
+    _TAKE = """INSERT INTO buckets (client, tokens, at) VALUES (:client, :burst - 1.0, :now)
+        ON CONFLICT (client) DO UPDATE SET tokens = min(:burst, tokens + max(0.0, :now - at) * :rate) - 1.0,
+                                           at = max(at, :now)
+        WHERE min(:burst, tokens + max(0.0, :now - at) * :rate) >= 1.0
+        RETURNING tokens"""
+    _LEFT = "SELECT min(:burst, tokens + max(0.0, :now - at) * :rate) FROM buckets WHERE client = :client"
+
+    def _take_shared(self, client: str, now: float) -> float | None:
+        """A token of ``client``'s bucket in the shared file taken under its write lock: the upsert writes only where
+        the bucket, refilled to ``now``, holds one. None, or the tokens it holds (under one)."""
+        values = {"client": client, "burst": float(self.burst), "now": now, "rate": self.rate}
+        try:
+            with self._db_lock:
+                db = self._open()
+                # the write lock first (waiting up to BUSY_TIMEOUT_S for another worker's): an upsert begun as a
+                # read would be refused at once, without waiting, where another worker wrote since it began
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    if db.execute(self._TAKE, values).fetchone() is not None:
+                        left = None
+                    else:
+                        row = db.execute(self._LEFT, values).fetchone()
+                        left = row[0] if row is not None else None  # forgotten meanwhile: full again, taken
+                    if now >= self._next_forget:
+                        self._next_forget = now + self.FORGET_EVERY_S
+                        db.execute("DELETE FROM buckets WHERE at < ?", (now - self.full_after_s,))
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+            return left
+        except (sqlite3.Error, OSError) as e:
+            self.store_errors += 1
+            if now - self._logged_error_at > 60:  # once a minute at most: it may fail for every request
+                self._logged_error_at = now
+                log.warning("the rate limit's file %s failed (%s); requests are taken unlimited until it works "
+                            "again (%d so far)", self.path, e, self.store_errors)
+            return None
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is None:
+            from indexing.store import opened_while_others_open
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=self.BUSY_TIMEOUT_S, check_same_thread=False,
+                                 isolation_level=None)
+            db.execute("PRAGMA synchronous=OFF")  # who spent what lately need not survive a power cut
+
+            def setup(conn: sqlite3.Connection) -> None:  # every worker opens it at the same moment
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("CREATE TABLE IF NOT EXISTS buckets (client TEXT PRIMARY KEY, tokens REAL NOT NULL, "
+                             "at REAL NOT NULL) WITHOUT ROWID")
+                conn.execute("CREATE INDEX IF NOT EXISTS buckets_at ON buckets (at)")
+                conn.execute("BEGIN IMMEDIATE")  # and the write lock once: another's change to WAL is over
+                conn.execute("COMMIT")
+            opened_while_others_open(db, setup)
+            self._db = db
+        return self._db
 
     def _forget(self, now: float) -> None:
-        """The buckets full again (idle for ``burst`` / rate seconds), the least recently seen first."""
-        full_after = self.burst / self.rate
+        """The buckets in memory full again (idle for ``burst`` / rate seconds), the least recently seen first."""
         while self.buckets:
             oldest, (_, at) = next(iter(self.buckets.items()))
-            if now - at < full_after:
+            if now - at < self.full_after_s:
                 break
             del self.buckets[oldest]
 
+    def clients(self, now: float | None = None) -> int:
+        """The clients whose buckets are not full again: those that asked lately (of every process, when shared)."""
+        if not self.per_min:
+            return 0
+        now = time.time() if now is None else now
+        if self.path is None:
+            self._forget(now)
+            return len(self.buckets)
+        try:
+            with self._db_lock:
+                return self._open().execute("SELECT count(*) FROM buckets WHERE at >= ?",
+                                            (now - self.full_after_s,)).fetchone()[0]
+        except (sqlite3.Error, OSError):
+            return 0
+
     def stats(self) -> dict:
         return {"rate_limit_per_min": self.per_min, "rate_burst": self.burst if self.per_min else 0,
-                "rate_limited": self.refused, "rate_clients": len(self.buckets)}
+                "rate_limited": self.refused, "rate_clients": self.clients(),
+                "rate_shared": self.path is not None and bool(self.per_min), "rate_store_errors": self.store_errors}
 
 
 @dataclass

@@ -124,7 +124,8 @@ class Service:
         self.admission = Admission(settings.max_in_flight, settings.fair_share)
         self.queue = FairQueue(settings.run_slots, settings.run_slots_alone,  # which of them runs next
                                alone_now=lambda: self.admission.clients() <= 1)
-        self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_burst)  # how many a client sends
+        # how many a client sends, counted in a file every worker of the data folder shares
+        self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_burst, path=settings.rate_limit_file)
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
         self.metrics.in_flight.set_function(lambda: self.admission.in_flight)  # read at each scrape
         self.jobs = JobManager(settings.data_dir / "jobs")

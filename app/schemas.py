@@ -416,12 +416,16 @@ class AdmissionOut(BaseModel):
     waiting: int = Field(description="ranking requests taken and waiting for a slot now")
     queued: int = Field(description="ranking requests that waited for a slot since the start")
     most_waiting: int = Field(description="the most waiting at once since the start")
-    rate_limit_per_min: int = Field(description="CQA_RATE_LIMIT_PER_MIN: ranking requests a client may send this "
-                                    "worker a minute (0: no limit)")
+    rate_limit_per_min: int = Field(description="CQA_RATE_LIMIT_PER_MIN: ranking requests a client may send a "
+                                    "minute, to all the workers of the data folder together (0: no limit)")
     rate_burst: int = Field(description="how many it may send at once above that (0 with no limit)")
     rate_limited: int = Field(description="ranking requests refused at once with 429 rate_limited since the start")
-    rate_clients: int = Field(description="the clients whose rate this worker is counting now (those that asked "
-                              "lately: a bucket full again is forgotten)")
+    rate_clients: int = Field(description="the clients whose rate is being counted now, by every worker (those "
+                              "that asked lately: a bucket full again is forgotten)")
+    rate_shared: bool = Field(description="whether the rate is counted in the file the workers share "
+                              "(CQA_RATE_LIMIT_STORE), so a client is held to one rate whichever worker it reaches")
+    rate_store_errors: int = Field(description="ranking requests taken without counting their rate, since the start, "
+                                   "because the shared file could not be read or written (the limit fails open)")
     overfull_entered: int = Field(description="ranking requests run at once past the slots since the start: their "
                                   "client ran nothing, and the slots were overfull with the requests of a client that "
                                   "had been alone in the worker (held to CQA_RUN_SLOTS_ALONE, not to the slots), so none "

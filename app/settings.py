@@ -56,15 +56,20 @@ class Settings(RankingSettings):
                                        "a client can try another replica at once. 0: at once.")
     rate_limit_per_min: int = Field(0, ge=0, le=1_000_000, description="Ranking requests one client (as the fair "
                                     "share counts it: its address, an IPv6 one's /64, or the user CQA_CLIENT_HEADER "
-                                    "names) may send to one worker a minute, on average; past it, and past its burst, "
+                                    "names) may send a minute, on average, to all the workers of the data folder together; past it, and past its burst, "
                                     "a request gets 429 `rate_limited` with Retry-After (the seconds until it may send "
                                     "one more), nothing of it done. Bounds what a scraper walking the forum one search "
-                                    "at a time takes, which the fair share (what it holds at once) does not. Per "
-                                    "worker. 0: no limit (the default: a forum's backend calling for all its users "
+                                    "at a time takes, which the fair share (what it holds at once) does not. The "
+                                    "workers count it in one file (CQA_RATE_LIMIT_STORE). 0: no limit (the default: a forum's backend calling for all its users "
                                     "from one address would be one client, unless it names them).")
     rate_limit_burst: int = Field(0, ge=0, le=1_000_000, description="How many ranking requests a client may send at "
                                   "once above CQA_RATE_LIMIT_PER_MIN (its bucket). 0: ten seconds' worth of the rate, "
                                   "at least 1.")
+    rate_limit_store: Path | None = Field(None, description="The file the workers count each client's rate in "
+                                          "(default: rate-limits.sqlite3 in the data folder's cache/), shared by every "
+                                          "server of the data folder, so a client is held to one rate whichever worker "
+                                          "its connections reach. State that may be lost: deleting it gives every "
+                                          "client a full burst again.")
     run_slots: int = Field(2, ge=0, le=1024, description="Ranking requests one worker works on at once; the others "
                            "it has taken wait, and a freed slot goes to one whose client has the fewest running, the "
                            "clients taking turns, so a user's search waits for one slot, not behind every search a "
@@ -211,6 +216,10 @@ class Settings(RankingSettings):
                 raise ValueError(f"{e!r} is neither an IP address nor a network (e.g. 10.0.0.5, 10.0.0.0/8, "
                                  "fd00::/8), nor *") from None
         return ",".join(entries)
+
+    @property
+    def rate_limit_file(self) -> Path:
+        return self.rate_limit_store or self.cache_dir / "rate-limits.sqlite3"
 
     @property
     def backups_folder(self) -> Path:

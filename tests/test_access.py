@@ -189,14 +189,16 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
     the access lines on standard output carry each request's id. CQA_FORWARDED_ALLOW_IPS reaches the app (which reads
     the proxy headers itself, `ProxiedClient`): from 127.0.0.1, not named, a request's X-Forwarded-For is not believed
     (uvicorn's own default would believe it), so the client logged, and counted for its share, is the connection's;
-    from 127.0.0.2, named, it is, and the client logged is the one it names."""
+    from 127.0.0.2, named, it is, and the client logged is the one it names. CQA_RATE_LIMIT_PER_MIN holds a client
+    to one rate between the two workers (round 59): a burst of 3, spent through both workers, answers 3 in all."""
     import http.client
     from .test_api import free_port, stop_server
     port = free_port()
     out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
     env = {**os.environ, "CQA_DATA_DIR": str(tmp_path / "var"), "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
            "CQA_LOG_FORMAT": "json", "CQA_WORKERS": "2", "CQA_REFRESH_S": "0",
-           "CQA_FORWARDED_ALLOW_IPS": "10.0.0.1, 192.168.0.0/16, 127.0.0.2"}
+           "CQA_FORWARDED_ALLOW_IPS": "10.0.0.1, 192.168.0.0/16, 127.0.0.2",
+           "CQA_RATE_LIMIT_PER_MIN": "1", "CQA_RATE_LIMIT_BURST": "3", "CQA_OVER_SHARE_DELAY_MS": "0"}
     with open(out, "w") as fo, open(err, "w") as fe:
         p = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-bootstrap", "--port", str(port)],
                              env=env, cwd=ROOT, stdout=fo, stderr=fe, text=True)
@@ -225,6 +227,19 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
             conn.request("GET", "/threads/none", headers={"X-Request-ID": rid, "X-Forwarded-For": "203.0.113.7"})
             assert conn.getresponse().status == 404
             conn.close()
+        # a scraper's /rerank requests, each on a new connection, until both workers have answered some of them
+        limited: dict[str, int] = {}  # request id -> status
+        body = json.dumps({"question": {"body": "cheap furniture"},
+                           "candidates": [{"id": "x", "text": "The Friday market sells cheap furniture"}]})
+        while len(limited) < 200:
+            rid = f"limited-{len(limited)}"
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60, source_address=("127.0.0.3", 0))
+            conn.request("POST", "/rerank", body=body, headers={"X-Request-ID": rid, "Content-Type": "application/json"})
+            limited[rid] = conn.getresponse().status
+            conn.close()
+            lines = [json.loads(line) for line in out.read_text().splitlines() if '"limited-' in line]
+            if len(limited) >= 10 and len({a["pid"] for a in lines}) == 2:
+                break
         time.sleep(2)  # both workers warmed up and said so
     finally:
         stop_server(p)
@@ -241,6 +256,9 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
     assert all((a["logger"], a["method"], a["path"], a["status"], a["client"]) ==
                ("cqa.access", "GET", "/threads/none", 404, "127.0.0.1") and a["ms"] >= 0 for a in probes)
     assert sorted(a["client"] for a in access if a.get("request_id", "").startswith("proxied-")) == ["203.0.113.7"] * 4
+    assert sorted(limited.values()).count(200) == 3 and set(limited.values()) == {200, 429}, limited
+    by_worker = {a["pid"] for a in access if a.get("request_id", "").startswith("limited-")}
+    assert len(by_worker) == 2, "one worker answered every /rerank: the shared rate was not tested"
 
 
 def test_the_proxies_believed_are_addresses_or_networks_and_a_mistyped_one_is_refused(monkeypatch):
@@ -355,7 +373,8 @@ def test_past_its_bound_a_worker_refuses_a_ranking_request_at_once_and_takes_the
         assert admission == {"limit": 1, "in_flight": 1, "most": 1, "refused": 2, "fair_share": True, "clients": 1,
                              "refused_share": 0, "spare": 1, "slots": 2, "alone_slots": 0, "running": 1, "waiting": 0, "queued": 0,
                              "most_waiting": 0, "overfull_entered": 0, "rate_limit_per_min": 0, "rate_burst": 0,
-                             "rate_limited": 0, "rate_clients": 0}
+                             "rate_limited": 0, "rate_clients": 0, "rate_shared": False,
+                             "rate_store_errors": 0}
         release.set()
         waiting.join(30)
         assert first["r"].status_code == 200 and first["r"].json()["results"][0]["id"] == "a"
@@ -668,14 +687,15 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
     asyncio.run(run())
 
 
-def test_rate_limit_refuses_a_client_past_its_rate_and_burst_and_no_one_else(settings, fast_encoder):
+@pytest.mark.parametrize("shared", [False, True], ids=["memory", "shared-file"])
+def test_a_rate_limiter_holds_each_client_to_its_rate_and_burst(tmp_path, shared):
     """RateLimiter (CQA_RATE_LIMIT_PER_MIN, round 58): a token bucket per client, refilled at the rate; a refused
     request takes no token and is told when one is back; another client has its own; a bucket full again is
-    forgotten. Through the app: 429 `rate_limited` with Retry-After for the client past it, nothing for another or
-    for a request that ranks nothing, counted in GET /ready and /metrics."""
+    forgotten. The same in one process's memory and in the file the workers share (round 59)."""
     from app.errors import RateLimited
     from app.limits import RateLimiter
-    r = RateLimiter(60, burst=3)  # one a second
+    path = tmp_path / "cache" / "rate-limits.sqlite3" if shared else None
+    r = RateLimiter(60, burst=3, path=path)  # one a second
     for _ in range(3):
         r.take("a", now=0.0)
     with pytest.raises(RateLimited) as e:
@@ -688,16 +708,82 @@ def test_rate_limit_refuses_a_client_past_its_rate_and_burst_and_no_one_else(set
     r.take("a", now=1.0)
     with pytest.raises(RateLimited):
         r.take("a", now=1.5)
-    assert r.stats() == {"rate_limit_per_min": 60, "rate_burst": 3, "rate_limited": 3, "rate_clients": 2}
+    with pytest.raises(RateLimited):
+        r.take("a", now=0.2)  # the clock went back: no time passed, no token given
+    assert r.clients(now=1.5) == 2 and r.refused == 4 and r.store_errors == 0
     for _ in range(3):
         r.take("a", now=10.0)  # idle long enough: the whole burst again
-    assert r.stats()["rate_clients"] == 1  # b, full again since 3 s, is forgotten
+    assert r.clients(now=10.0) == 1  # b, full again since 3 s, is forgotten
+    assert path is None or path.exists()
+    stats = r.stats()
+    assert (stats["rate_limit_per_min"], stats["rate_burst"], stats["rate_shared"]) == (60, 3, shared)
     assert (RateLimiter(120).burst, RateLimiter(3).burst) == (20, 1)  # ten seconds' worth, at least one
-    off = RateLimiter(0)
+    off = RateLimiter(0, path=path)
     for _ in range(1000):
         off.take("a")
-    assert off.stats() == {"rate_limit_per_min": 0, "rate_burst": 0, "rate_limited": 0, "rate_clients": 0}
+    assert off.stats() == {"rate_limit_per_min": 0, "rate_burst": 0, "rate_limited": 0, "rate_clients": 0,
+                           "rate_shared": False, "rate_store_errors": 0}
 
+
+def test_the_workers_hold_a_client_to_one_rate_between_them_and_a_broken_file_lets_requests_through(tmp_path):
+    """Two RateLimiters on one file, as two workers of `cqa serve --workers 2` (each its own connection): the
+    client's burst is spent across both, the refill is shared, the last token is taken once (the upsert takes it only
+    where one is left, 200 takes from two threads at the same instant give exactly the burst), and a bucket one
+    forgets is forgotten for both. A file that cannot be opened lets each request through (the limit fails open),
+    counted."""
+    import threading
+
+    from app.errors import RateLimited
+    from app.limits import RateLimiter
+    path = tmp_path / "rate-limits.sqlite3"
+    one, two = RateLimiter(60, burst=4, path=path), RateLimiter(60, burst=4, path=path)
+    taken = []
+    for limiter in (one, two, one, two, one, two):
+        try:
+            limiter.take("scraper", now=100.0)
+            taken.append(limiter is one)
+        except RateLimited:
+            pass
+    assert taken == [True, False, True, False]  # four between them, not four each
+    two.take("scraper", now=101.0)  # a second's refill, whichever worker it reaches
+    with pytest.raises(RateLimited):
+        one.take("scraper", now=101.0)
+    assert one.refused + two.refused == 3
+    assert one.clients(now=101.0) == two.clients(now=101.0) == 1
+
+    won = []
+    start = threading.Barrier(2)
+
+    def burst(limiter: RateLimiter) -> None:
+        start.wait()
+        for _ in range(100):
+            try:
+                limiter.take("racer", now=200.0)
+                won.append(1)
+            except RateLimited:
+                pass
+    threads = [threading.Thread(target=burst, args=(lim,)) for lim in (one, two)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(won) == 4 and one.store_errors == two.store_errors == 0
+
+    one.take("x", now=300.0)
+    one.take("x", now=400.0)  # one forgets the full buckets it finds; two sees the same file
+    assert two.clients(now=400.0) == 1
+
+    (tmp_path / "not-a-folder").write_text("")
+    broken = RateLimiter(60, burst=1, path=tmp_path / "not-a-folder" / "rate-limits.sqlite3")
+    for _ in range(5):
+        broken.take("a", now=0.0)  # let through: the limit fails open, the service does not
+    assert broken.store_errors == 5 and broken.refused == 0 and broken.stats()["rate_store_errors"] == 5
+
+
+def test_rate_limit_refuses_a_client_past_its_rate_and_burst_and_no_one_else(settings, fast_encoder):
+    """Through the app (CQA_RATE_LIMIT_PER_MIN): 429 `rate_limited` with Retry-After for the client past it, nothing
+    for another or for a request that ranks nothing, counted in GET /ready and /metrics, in the data folder's shared
+    file."""
     from indexing.reindex import reindex
 
     from .test_indexes import fake_encode, fill_store
@@ -715,7 +801,8 @@ def test_rate_limit_refuses_a_client_past_its_rate_and_burst_and_no_one_else(set
         assert scraper.get("/threads").status_code == 200  # a request that ranks nothing is not counted
         admission = c.get("/ready").json()["admission"]
         assert (admission["rate_limit_per_min"], admission["rate_burst"], admission["rate_limited"],
-                admission["rate_clients"]) == (60, 2, 1, 2), admission
+                admission["rate_clients"], admission["rate_shared"]) == (60, 2, 1, 2, True), admission
+        assert settings.rate_limit_file.exists()
         assert 'cqa_rate_limited_total{endpoint="/threads/{thread_id}/similar"} 1.0' in c.get("/metrics").text
 
 
