@@ -406,6 +406,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"the service starts now; a background `cqa reindex` (pid {background.pid}) adds the comment "
                   f"vectors of {out['answer_vectors_pending']}, and the service switches to its generation when it "
                   "is published (until then /search answers encode the comments they rerank)", file=sys.stderr)
+    if workers > 1:
+        shared_metrics(settings)
     try:
         # each worker is its own process with its own models and lease; all follow the same `current` pointer
         # each worker logs as this process does (app.access): the request id on each line, cqa.access's own
@@ -420,6 +422,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if background is not None and background.poll() is None:
             background.terminate()  # what it encoded stays in the embedding cache for the next reindex
     return 0
+
+
+def shared_metrics(settings) -> None:
+    """Several workers: their /metrics add up over all of them (app/metrics.py) in prometheus_client's multiprocess
+    files, in $PROMETHEUS_MULTIPROC_DIR where the operator set it, else a folder of the data folder's emptied first
+    (what an earlier run's workers counted is not this run's). Set before the workers start: prometheus_client reads
+    it as it is imported."""
+    from app.metrics import SHARED_ENV, shared_folder
+    folder = shared_folder()
+    if folder is None:
+        folder = settings.data_dir / "run" / "metrics"
+        if folder.is_dir():
+            for f in folder.iterdir():
+                if f.suffix in (".db", ".prom", ".tmp"):
+                    f.unlink(missing_ok=True)
+        os.environ[SHARED_ENV] = str(folder)
+    folder.mkdir(parents=True, exist_ok=True)
 
 
 # --- search ---------------------------------------------------------------------------

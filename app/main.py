@@ -22,7 +22,6 @@ from fastapi import Path as PathParam
 from fastapi import Query as Param
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from indexing.generations import IndexFormatError
@@ -41,7 +40,7 @@ from .jobs import Job, JobManager
 from .errors import OverShare, Overloaded, RateLimited
 from .limits import (Admission, BodyLimitMiddleware, FairQueue, ProxiedClient, RateLimiter, client_key,
                      enforce_count_limit, enforce_text_limit)
-from .metrics import Metrics
+from .metrics import PUBLISH_S, Metrics
 from .queries import answers_query, questions_query, rerank_query
 from .refresh import Refresher
 from .schemas import (
@@ -127,7 +126,6 @@ class Service:
         # how many a client sends, counted in a file every worker of the data folder shares
         self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_burst, path=settings.rate_limit_file)
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
-        self.metrics.in_flight.set_function(lambda: self.admission.in_flight)  # read at each scrape
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
         self.erasing = threading.Lock()  # POST /erasures: one erasure's check, write and job at a time
@@ -273,6 +271,7 @@ class Service:
         for name, n in gen.sizes().items():
             self.metrics.index_docs.labels(name).set(n)
         if old is not None and old.name != gen.name:
+            self.metrics.generation.labels(old.name).set(0)  # what the workers' shared files keep of it
             self.metrics.generation.remove(old.name)
         self.metrics.generation.labels(gen.name).set(1)
         log.info("serving index generation %s", gen.name)
@@ -323,6 +322,16 @@ def encode_before_write(svc: Service, threads) -> None:
 
 
 NUDGE_GAP_S = 0.25  # the least time between two refresh looks that writes asked for (a burst of writes, one look)
+
+
+async def publish_metrics(svc: Service) -> None:
+    """With several workers, this one's own metrics (memory, memos, pauses) written for the others' scrapes every
+    PUBLISH_S (app/metrics.py); nothing to do with one process."""
+    if svc.metrics.shared is None:
+        return
+    while True:
+        await run_in_threadpool(svc.metrics.publish)
+        await asyncio.sleep(PUBLISH_S)
 
 
 async def follow(svc: Service) -> None:
@@ -395,10 +404,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.warm_up_ms = await run_in_threadpool(warm_up, svc)
         svc.resume_imports()
         follower = asyncio.create_task(follow(svc), name="generation-follower")
+        publisher = asyncio.create_task(publish_metrics(svc), name="metrics-publisher")
         try:
             yield
         finally:
             follower.cancel()
+            publisher.cancel()
+            svc.metrics.retire()
             if svc.refresher is not None:
                 await run_in_threadpool(svc.refresher.close)
             for b in svc.batchers:
@@ -458,11 +470,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # it is refused would otherwise spend the worker's time on refusals, everyone's time
             await asyncio.sleep(svc.settings.over_share_delay_ms / 1000)
             raise
+        svc.metrics.in_flight.inc()
         t0 = time.perf_counter()
         try:
             await svc.queue.enter(client, alone=svc.admission.clients() <= 1)
         except BaseException:  # its client went away while it waited
             svc.admission.done(client)
+            svc.metrics.in_flight.dec()
             raise
         waited = time.perf_counter() - t0
         svc.metrics.queued.observe(waited)
@@ -472,6 +486,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             svc.queue.leave(client)
             svc.admission.done(client)
+            svc.metrics.in_flight.dec()
 
     def ready_generation(svc: Service):
         gen, pipeline = svc.snapshot()
@@ -536,7 +551,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def metrics(svc: Service = Depends(service)):
         svc.metrics.store_threads.set(svc.store.counts()["threads"])
-        return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        body, media_type = svc.metrics.exposition()
+        return Response(body, media_type=media_type)
 
     # --- search and rerank ----------------------------------------------------------------------
     @app.post("/search", response_model=SearchResponse, dependencies=[Depends(admitted)],

@@ -1,24 +1,51 @@
 """Prometheus metrics: requests, errors, latency per endpoint and per ranking stage, index sizes, the neural
-models' score memos, and the process's own (memory, CPU, open files: one worker's, each worker answering for
-itself)."""
+models' score memos, and the process's own (memory, CPU, open files, garbage collection).
+
+With `cqa serve --workers N` a scrape reaches whichever worker the kernel gives its connection, so each worker
+answering with its own counts would make every counter jump between the workers' values at each scrape (a rate over
+them is noise). There, the workers keep their counters, histograms and gauges in prometheus_client's multiprocess
+files ($PROMETHEUS_MULTIPROC_DIR, which `cqa serve` sets to a folder of its own), and any worker's /metrics adds them
+up over all of them, those of workers gone included for the counters (so they never go back). What is each process's
+own (memory, CPU, the score memos, the garbage collector's pauses) each worker writes to that folder every few seconds
+and at each of its scrapes (``Metrics.publish``), and a scrape lists every live worker's, labelled ``pid``."""
 from __future__ import annotations
 
 import bisect
 import gc
 import itertools
+import logging
+import os
+import re
 import time
+from pathlib import Path
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
+                               generate_latest)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+log = logging.getLogger(__name__)
+
+SHARED_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own setting, read as it is imported
+PUBLISH_S = 5.0  # how often a worker writes its own metrics for the others' scrapes
+_OWN = re.compile(r"own-(\d+)\.prom")
+_LIVE_GAUGE = re.compile(r"gauge_live\w+?_(\d+)\.db")
+
+
+def shared_folder() -> Path | None:
+    """Where the workers keep the metrics they add up ($PROMETHEUS_MULTIPROC_DIR), or None: one process."""
+    value = os.environ.get(SHARED_ENV)
+    return Path(value) if value else None
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
 class Metrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, CPU seconds, open files (Linux)
+        self.shared = shared_folder()
+        self.registry = CollectorRegistry()  # what the workers add up (in the shared folder, when there is one)
+        self.own = self.registry if self.shared is None else CollectorRegistry()  # each process's own
+        ProcessCollector(registry=self.own)  # process_resident_memory_bytes, CPU seconds, open files (Linux)
         self.requests = Counter("cqa_requests_total", "HTTP requests", ["method", "endpoint", "status"],
                                 registry=self.registry)
         self.errors = Counter("cqa_errors_total", "HTTP responses with status >= 400", ["endpoint", "status"],
@@ -27,11 +54,14 @@ class Metrics:
                                  registry=self.registry)
         self.stage = Histogram("cqa_stage_seconds", "ranking stage latency", ["stage"], buckets=BUCKETS,
                                registry=self.registry)
+        # gauges, with several workers: the largest of the live workers' values, or each live worker's (``pid``)
         self.index_docs = Gauge("cqa_index_documents", "documents in the live index generation", ["index"],
-                                registry=self.registry)
-        self.generation = Gauge("cqa_generation_served", "1 for the index generation this process serves",
-                                ["generation"], registry=self.registry)
-        self.store_threads = Gauge("cqa_store_threads", "threads in the store", registry=self.registry)
+                                registry=self.registry, multiprocess_mode="livemax")
+        self.generation = Gauge("cqa_generation_served", "1 for the index generation this process serves (with "
+                                "several workers, each one's, labelled pid)", ["generation"], registry=self.registry,
+                                multiprocess_mode="liveall")
+        self.store_threads = Gauge("cqa_store_threads", "threads in the store", registry=self.registry,
+                                   multiprocess_mode="livemax")
         self.ranked = Counter("cqa_ranked_total", "requests ranked, by endpoint and the ranker that ran: an "
                               "endpoint's default, or $CQA_ARABIC_RANKER for Arabic input (/search: the target's "
                               "reranker; none when not reranked)", ["endpoint", "ranker"], registry=self.registry)
@@ -43,7 +73,7 @@ class Metrics:
         self.refresh_pending_since = Gauge("cqa_refresh_pending_since_timestamp_seconds", "since when (unix time) "
                                            "this process has seen the store hold changes the live generation lacks; "
                                            "0: none (time() minus it: how far search is behind the store)",
-                                           registry=self.registry)
+                                           registry=self.registry, multiprocess_mode="livemax")
         self.encoded_ahead = Counter("cqa_encode_ahead_texts_total", "texts POST /threads put in the embedding cache "
                                      "before its write ($CQA_ENCODE_AHEAD_TEXTS), by outcome: encoded, cached (found "
                                      "there already), skipped (too many: left to the build), failed (the encoding "
@@ -55,20 +85,96 @@ class Metrics:
                                   "their client held its share of CQA_MAX_IN_FLIGHT while others were searching "
                                   "(CQA_FAIR_SHARE)", ["endpoint"], registry=self.registry)
         self.rate_limited = Counter("cqa_rate_limited_total", "ranking requests refused at once with 429 "
-                                    "rate_limited: their client had sent more than CQA_RATE_LIMIT_PER_MIN to this "
-                                    "worker, its burst spent", ["endpoint"], registry=self.registry)
+                                    "rate_limited: their client had sent more than CQA_RATE_LIMIT_PER_MIN (to all the "
+                                    "workers together), its burst spent", ["endpoint"], registry=self.registry)
         self.queued = Histogram("cqa_ranking_queue_seconds", "how long a ranking request taken waited for one of "
                                 "CQA_RUN_SLOTS before its work began", buckets=BUCKETS, registry=self.registry)
-        self.in_flight = Gauge("cqa_ranking_in_flight", "ranking requests this worker has taken and not answered yet",
-                               registry=self.registry)
+        self.in_flight = Gauge("cqa_ranking_in_flight", "ranking requests taken and not answered yet (with several "
+                               "workers, all of theirs)", registry=self.registry, multiprocess_mode="livesum")
         self.memo_stats: Callable[[], dict[str, dict]] = dict
-        self.registry.register(_MemoCollector(lambda: self.memo_stats()))
+        self.own.register(_MemoCollector(lambda: self.memo_stats()))
         GC_PAUSES.install()
-        self.registry.register(_GCCollector())
+        self.own.register(_GCCollector())
+        self._own_file = self.shared / f"own-{os.getpid()}.prom" if self.shared is not None else None
 
     def watch_memos(self, stats: Callable[[], dict[str, dict]]) -> None:
         """Export the score memos ``stats()`` reports (model -> ScoreMemo.stats()) at each scrape."""
         self.memo_stats = stats
+
+    def exposition(self) -> tuple[bytes, str]:
+        """GET /metrics' body and content type: this process's metrics, or with several workers, every worker's."""
+        if self.shared is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        from prometheus_client.multiprocess import MultiProcessCollector
+        self.publish()
+        self._forget_dead()
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(self.shared))
+        registry.register(_WorkersOwn(self.shared))
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+
+    def publish(self) -> None:
+        """This worker's own metrics, written whole for any worker's scrape (``own-PID.prom``); nothing without a
+        shared folder."""
+        if self._own_file is None:
+            return
+        try:
+            tmp = self._own_file.with_name(f".{self._own_file.name}.tmp")
+            tmp.write_bytes(generate_latest(self.own))
+            os.replace(tmp, self._own_file)
+        except OSError as e:
+            log.warning("could not write this worker's metrics to %s: %s", self._own_file, e)
+
+    def retire(self) -> None:
+        """A worker stopping: its live gauges and its own metrics leave the scrapes (its counters stay counted)."""
+        if self.shared is None:
+            return
+        from prometheus_client.multiprocess import mark_process_dead
+        mark_process_dead(os.getpid(), str(self.shared))
+        self._own_file.unlink(missing_ok=True)
+
+    def _forget_dead(self) -> None:
+        """The files of workers that died without stopping (kill -9): their live gauges and own metrics removed, so
+        a scrape does not report them as serving (their counters are kept: a total never goes back)."""
+        from prometheus_client.multiprocess import mark_process_dead
+        pids = {int(m.group(1)) for f in os.listdir(self.shared)
+                if (m := _OWN.fullmatch(f) or _LIVE_GAUGE.fullmatch(f))}
+        for pid in pids - {os.getpid()}:
+            if not _alive(pid):
+                mark_process_dead(pid, str(self.shared))
+                (self.shared / f"own-{pid}.prom").unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: alive
+    return True
+
+
+class _WorkersOwn:
+    """Every live worker's own metrics as it last wrote them (``Metrics.publish``), each sample labelled ``pid``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def collect(self):
+        from prometheus_client.parser import text_string_to_metric_families
+        merged: dict[str, Metric] = {}
+        for path in sorted(self.folder.glob("own-*.prom")):
+            pid = path.stem.split("-", 1)[1]
+            try:
+                text = path.read_text()
+            except OSError:  # a worker stopping removed it
+                continue
+            for family in text_string_to_metric_families(text):
+                into = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                for sample in family.samples:
+                    into.add_sample(sample.name, {**sample.labels, "pid": pid}, sample.value, sample.timestamp)
+        yield from merged.values()
 
 
 class _MemoCollector:

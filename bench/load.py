@@ -278,13 +278,13 @@ def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, t
 
 
 def resident_mb(base: str) -> float | None:
-    """The server's resident memory (``process_resident_memory_bytes`` of GET /metrics; one worker's where there are
-    several), MB; None off Linux, where the platform does not report it."""
+    """The server's resident memory (``process_resident_memory_bytes`` of GET /metrics; where there are several
+    workers, each listed with its pid since round 59, the largest worker's), MB; None off Linux, where the platform
+    does not report it."""
     with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("process_resident_memory_bytes "):
-                return round(float(line.split()[1]) / 2**20, 1)
-    return None
+        found = [float(line.split()[1]) for line in r.read().decode().splitlines()
+                 if line.startswith(("process_resident_memory_bytes ", "process_resident_memory_bytes{"))]
+    return round(max(found) / 2**20, 1) if found else None
 
 
 def memo_report(base: str, workers: int) -> dict:

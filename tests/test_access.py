@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 
 import pytest
 from fastapi.testclient import TestClient
@@ -240,6 +241,17 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
             lines = [json.loads(line) for line in out.read_text().splitlines() if '"limited-' in line]
             if len(limited) >= 10 and len({a["pid"] for a in lines}) == 2:
                 break
+        # GET /metrics adds up both workers' counts, whichever answers the scrape, and lists each one's own
+        scrapes, workers_own = [], set()
+        deadline = time.time() + 60
+        while len(scrapes) < 6 or len(workers_own) < 2:
+            assert time.time() < deadline, f"never both workers' own metrics: {workers_own}"
+            with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
+                text = r.read().decode()
+            scrapes.append(sorted(line for line in text.splitlines() if line.startswith("cqa_requests_total{")
+                                  and ('"/rerank"' in line or '"/threads/{thread_id}"' in line)))
+            workers_own = {m for m in re.findall(r'process_resident_memory_bytes\{pid="(\d+)"\}', text)}
+            time.sleep(0.5)
         time.sleep(2)  # both workers warmed up and said so
     finally:
         stop_server(p)
@@ -259,6 +271,14 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
     assert sorted(limited.values()).count(200) == 3 and set(limited.values()) == {200, 429}, limited
     by_worker = {a["pid"] for a in access if a.get("request_id", "").startswith("limited-")}
     assert len(by_worker) == 2, "one worker answered every /rerank: the shared rate was not tested"
+    statuses = Counter(limited.values())
+    assert all(s == scrapes[0] for s in scrapes), scrapes  # every scrape the same totals, whichever worker answered
+    assert scrapes[0] == sorted([
+        f'cqa_requests_total{{endpoint="/rerank",method="POST",status="{code}"}} {float(n)}'
+        for code, n in statuses.items()] + [
+        f'cqa_requests_total{{endpoint="/threads/{{thread_id}}",method="GET",status="404"}} {float(len(sent) + 4)}']), \
+        scrapes[0]
+    assert workers_own == {str(pid) for pid in by_worker}, (workers_own, by_worker)  # each worker's own, by pid
 
 
 def test_the_proxies_believed_are_addresses_or_networks_and_a_mistyped_one_is_refused(monkeypatch):
@@ -906,3 +926,43 @@ def test_a_request_cancelled_before_its_answer_is_logged_as_such(kept):
     assert asyncio.run(run()) == []  # nothing answered
     [line] = access_lines(kept, "gone-1")
     assert line.status == CANCELLED == 499
+
+
+def test_the_workers_metrics_leave_out_a_dead_workers_own_and_live_gauges_and_keep_its_counters(tmp_path, monkeypatch):
+    """Metrics with a shared folder ($PROMETHEUS_MULTIPROC_DIR, as `cqa serve --workers N` sets): a scrape lists each
+    live worker's own metrics labelled pid, and the files of a worker that died without stopping (kill -9) are swept:
+    its own metrics and live gauges leave the scrape, its counters stay in the totals. ``retire`` removes a stopping
+    worker's own. (In this process prometheus_client was imported without the folder, so its own values are not in
+    files: the files here stand for the other workers'.)"""
+    from prometheus_client import CollectorRegistry, Gauge, values
+    from prometheus_client import Counter as PromCounter
+
+    from app.metrics import Metrics
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid no process has now
+    for pid, requests in ((dead.pid, 5.0), (os.getppid(), 2.0)):  # a dead worker's files, and a live one's
+        monkeypatch.setattr(values, "ValueClass", values.MultiProcessValue(lambda pid=pid: pid))
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(folder))
+        registry = CollectorRegistry()
+        PromCounter("cqa_requests_total", "HTTP requests", ["endpoint"], registry=registry).labels("/search").inc(
+            requests)
+        Gauge("cqa_ranking_in_flight", "in flight", registry=registry, multiprocess_mode="livesum").set(1)
+        (folder / f"own-{pid}.prom").write_text(
+            "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+            "# TYPE process_resident_memory_bytes gauge\n"
+            f"process_resident_memory_bytes {pid * 10.0}\n")
+    monkeypatch.setattr(values, "ValueClass", values.get_value_class())
+    metrics = Metrics()
+    assert metrics.shared == folder
+    body, media_type = metrics.exposition()
+    text = body.decode()
+    assert 'cqa_requests_total{endpoint="/search"} 7.0' in text  # both workers' counts, the dead one's kept
+    assert "cqa_ranking_in_flight 1.0" in text  # the live one's gauge alone
+    assert f'process_resident_memory_bytes{{pid="{os.getppid()}"}} {os.getppid() * 10.0}' in text
+    assert f'pid="{dead.pid}"' not in text and not (folder / f"own-{dead.pid}.prom").exists()
+    assert f'process_resident_memory_bytes{{pid="{os.getpid()}"}}' in text  # this worker's own, published at once
+    assert media_type.startswith("text/plain")
+    metrics.retire()
+    assert not (folder / f"own-{os.getpid()}.prom").exists()
