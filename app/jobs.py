@@ -47,10 +47,13 @@ def _alive(owner: str | None) -> bool:
     host, _, pid = (owner or "").rpartition(":")
     if not pid.isdigit():
         return False
-    if host != socket.gethostname():
-        return True
+    return host != socket.gethostname() or process_alive(int(pid))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (another user's counts as running)."""
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:

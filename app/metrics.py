@@ -137,22 +137,14 @@ class Metrics:
         """The files of workers that died without stopping (kill -9): their live gauges and own metrics removed, so
         a scrape does not report them as serving (their counters are kept: a total never goes back)."""
         from prometheus_client.multiprocess import mark_process_dead
+
+        from .jobs import process_alive
         pids = {int(m.group(1)) for f in os.listdir(self.shared)
                 if (m := _OWN.fullmatch(f) or _LIVE_GAUGE.fullmatch(f))}
         for pid in pids - {os.getpid()}:
-            if not _alive(pid):
+            if not process_alive(pid):
                 mark_process_dead(pid, str(self.shared))
                 (self.shared / f"own-{pid}.prom").unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's: alive
-    return True
 
 
 class _WorkersOwn:
