@@ -78,8 +78,8 @@ class Overloaded(Exception):
 
 class RateLimited(Exception):
     """A ranking request refused (``app.limits.RateLimiter``, CQA_RATE_LIMIT_PER_MIN): its client has sent more than
-    its rate (to all the workers of the data folder together), its burst spent. Answered 429 ``rate_limited`` with Retry-After (the seconds until it
-    may send one more), after CQA_OVER_SHARE_DELAY_MS."""
+    its rate (to all the workers of the data folder together), its burst spent. Answered 429 ``rate_limited`` with
+    Retry-After (the seconds until it may send one more), after CQA_OVER_SHARE_DELAY_MS."""
 
     def __init__(self, client: str, per_min: int, burst: int, retry_after_s: float):
         super().__init__(f"this client ({client}) has sent more than {per_min} ranking requests a minute "

@@ -56,12 +56,13 @@ class Settings(RankingSettings):
                                        "a client can try another replica at once. 0: at once.")
     rate_limit_per_min: int = Field(0, ge=0, le=1_000_000, description="Ranking requests one client (as the fair "
                                     "share counts it: its address, an IPv6 one's /64, or the user CQA_CLIENT_HEADER "
-                                    "names) may send a minute, on average, to all the workers of the data folder together; past it, and past its burst, "
-                                    "a request gets 429 `rate_limited` with Retry-After (the seconds until it may send "
-                                    "one more), nothing of it done. Bounds what a scraper walking the forum one search "
-                                    "at a time takes, which the fair share (what it holds at once) does not. The "
-                                    "workers count it in one file (CQA_RATE_LIMIT_STORE). 0: no limit (the default: a forum's backend calling for all its users "
-                                    "from one address would be one client, unless it names them).")
+                                    "names) may send a minute, on average, to all the workers of the data folder "
+                                    "together; past it, and past its burst, a request gets 429 `rate_limited` with "
+                                    "Retry-After (the seconds until it may send one more), nothing of it done. Bounds "
+                                    "what a scraper walking the forum one search at a time takes, which the fair share "
+                                    "(what it holds at once) does not. The workers count it in one file "
+                                    "(CQA_RATE_LIMIT_STORE). 0: no limit (the default: a forum's backend calling for "
+                                    "all its users from one address would be one client, unless it names them).")
     rate_limit_burst: int = Field(0, ge=0, le=1_000_000, description="How many ranking requests a client may send at "
                                   "once above CQA_RATE_LIMIT_PER_MIN (its bucket). 0: ten seconds' worth of the rate, "
                                   "at least 1.")

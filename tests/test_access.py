@@ -235,7 +235,8 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
         while len(limited) < 200:
             rid = f"limited-{len(limited)}"
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60, source_address=("127.0.0.3", 0))
-            conn.request("POST", "/rerank", body=body, headers={"X-Request-ID": rid, "Content-Type": "application/json"})
+            conn.request("POST", "/rerank", body=body,
+                         headers={"X-Request-ID": rid, "Content-Type": "application/json"})
             limited[rid] = conn.getresponse().status
             conn.close()
             lines = [json.loads(line) for line in out.read_text().splitlines() if '"limited-' in line]
