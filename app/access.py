@@ -34,12 +34,16 @@ _HEADER_KEY = HEADER.encode()  # ASGI headers: lower-case bytes
 _ACCEPTED = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(request_tag)s: %(message)s"
-ACCESS_FIELDS = ("client", "method", "path", "status", "ms", "queued_ms")
+ACCESS_FIELDS = ("client", "method", "path", "status", "ms", "queued_ms", "batch_wait_ms")
 QUEUED_MS = "cqa.queued_ms"  # the scope's key for how long a ranking request waited for a run slot (app.main)
 
 CANCELLED = 499  # the access log's status of a request cancelled before any answer began (nginx's "client closed")
 
 current: ContextVar[str | None] = ContextVar("cqa_request_id", default=None)
+# the seconds each of the request's model calls waited for its micro-batch to begin (app.batching): the batch being
+# gathered and the one before it being scored. A list each request starts empty, shared by whatever serves it (a
+# thread of the pool, the batcher's task: each runs in a copy of its context); None outside a request
+batch_waits: ContextVar[list[float] | None] = ContextVar("cqa_batch_waits", default=None)
 
 
 def request_id() -> str | None:
@@ -146,7 +150,7 @@ class RequestIds:
             return
         sent = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == _HEADER_KEY), None)
         rid = accepted_id(sent)
-        token = current.set(rid)
+        token, waits = current.set(rid), batch_waits.set([])
         started, status = time.perf_counter(), [0]
         header = (_HEADER_KEY, rid.encode("latin-1"))
 
@@ -165,11 +169,12 @@ class RequestIds:
             await internal_error()(scope, receive, sending)
         finally:  # no response begun and none sent for an error: the request was cancelled (the client gone, a stop)
             if self.access_log:
-                self._log(scope, status[0] or CANCELLED, 1000 * (time.perf_counter() - started))
+                self._log(scope, status[0] or CANCELLED, 1000 * (time.perf_counter() - started), batch_waits.get())
             current.reset(token)
+            batch_waits.reset(waits)
 
     @staticmethod
-    def _log(scope, status: int, ms: float) -> None:
+    def _log(scope, status: int, ms: float, waits: list[float] | None = None) -> None:
         client = scope.get("client")
         path = logged_path(scope)
         if scope.get("query_string"):
@@ -178,10 +183,18 @@ class RequestIds:
         extra = {"client": host, "method": scope.get("method"), "path": path, "status": status, "ms": round(ms, 1)}
         if (queued := scope.get(QUEUED_MS)) is None:
             access.info('%s "%s %s" %d %.1f ms', host, scope.get("method"), path, status, ms, extra=extra)
-        else:  # a ranking request: of its time, how long it waited for a run slot (CQA_RUN_SLOTS)
+            return
+        # a ranking request: of its time, how long it waited for a run slot (CQA_RUN_SLOTS), and then for its
+        # reranker's batches to begin (the model busy with others' requests: app.batching), where it had any
+        extra["queued_ms"] = queued
+        if waits:
+            extra["batch_wait_ms"] = round(1000 * sum(waits), 1)
+            access.info('%s "%s %s" %d %.1f ms (queued %.1f ms, batch wait %.1f ms)', host, scope.get("method"), path,
+                        status, ms, queued, extra["batch_wait_ms"], extra=extra)
+        else:
             access.info('%s "%s %s" %d %.1f ms (queued %.1f ms)', host, scope.get("method"), path, status, ms, queued,
-                        extra={**extra, "queued_ms": queued})
+                        extra=extra)
 
 
 __all__ = ["HEADER", "JsonFormatter", "LogFormat", "PRIVATE_PARAMS", "QUEUED_MS", "RequestIdFilter", "RequestIds",
-           "accepted_id", "configure", "current", "log_config", "logged_path", "request_id"]
+           "accepted_id", "batch_waits", "configure", "current", "log_config", "logged_path", "request_id"]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ranking.candidates import Query
 
+from .access import batch_waits
 from .errors import ShuttingDown
 
 log = logging.getLogger(__name__)
@@ -17,6 +18,7 @@ log = logging.getLogger(__name__)
 class _Item:
     query: Query
     future: asyncio.Future
+    enqueued: float  # the loop's time when it joined the queue
 
 
 class MicroBatcher:
@@ -39,11 +41,18 @@ class MicroBatcher:
                 pass
 
     async def score(self, query: Query) -> list[float]:
+        """``query``'s scores, from the model call of the batch it joins. How long it waited for that call to begin
+        (the batch gathered, the batch before it scored) is added to the request's ``batch_waits`` (its access line,
+        /search's ``timings_ms["batch_wait"]``) and to ``cqa_rerank_batch_wait_seconds``."""
         if self._queue is None:
             raise RuntimeError("the batcher is not started")
-        fut = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Item(query, fut))
-        return await fut
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        await self._queue.put(_Item(query, fut, loop.time()))
+        scores, waited = await fut
+        if (waits := batch_waits.get()) is not None:
+            waits.append(waited)
+        return scores
 
     async def _loop(self) -> None:
         batch: list[_Item] = []
@@ -74,13 +83,16 @@ class MicroBatcher:
                     batch.append(await asyncio.wait_for(self._queue.get(), timeout))
                 except asyncio.TimeoutError:
                     break
+            began = loop.time()
             if self.metrics is not None:
                 self.metrics.batch_size.observe(len(batch))
+                for it in batch:
+                    self.metrics.batch_wait.observe(began - it.enqueued)
             try:
                 scores = await asyncio.to_thread(self.ranker.score, [it.query for it in batch])
                 for it, s in zip(batch, scores):
                     if not it.future.done():
-                        it.future.set_result(s)
+                        it.future.set_result((s, began - it.enqueued))
             except Exception as e:  # the error goes to every waiting request, the loop lives on
                 log.exception("reranker batch failed")
                 for it in batch:

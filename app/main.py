@@ -33,7 +33,7 @@ from ranking.retriever import TagSynonyms, tag_rows
 from ranking.settings import MAX_RESULTS
 
 from . import conditional, errors
-from .access import QUEUED_MS, RequestIds
+from .access import QUEUED_MS, RequestIds, batch_waits
 from .auth import require_admin
 from .batching import MicroBatcher, ThreadBatched
 from .jobs import Job, JobManager
@@ -670,6 +670,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.metrics.stage.labels(stage).observe(ms / 1000)
         if request is not None and (queued := request.scope.get(QUEUED_MS)) is not None:
             out.timings_ms["queued"] = queued
+        if waits := batch_waits.get():  # of the rerank stage's time, the wait for its batch's model call to begin
+            out.timings_ms["batch_wait"] = round(1000 * sum(waits), 3)
         svc.metrics.ranked.labels(endpoint, out.reranker or "none").inc()
         return out
 

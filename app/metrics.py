@@ -67,6 +67,9 @@ class Metrics:
                               "reranker; none when not reranked)", ["endpoint", "ranker"], registry=self.registry)
         self.batch_size = Histogram("cqa_rerank_batch_size", "requests per reranker batch",
                                     buckets=(1, 2, 4, 8, 16, 32), registry=self.registry)
+        self.batch_wait = Histogram("cqa_rerank_batch_wait_seconds", "how long a request's scoring waited for its "
+                                    "reranker batch's model call to begin: the batch gathered (CQA_BATCH_WAIT_MS) and "
+                                    "the batch before it scored", buckets=BUCKETS, registry=self.registry)
         self.refreshes = Counter("cqa_refreshes_total", "automatic refreshes ($CQA_REFRESH_S) this process ran, by "
                                  "outcome: built, skipped (another process was building, or had built), failed",
                                  ["outcome"], registry=self.registry)

@@ -899,10 +899,64 @@ def test_a_users_request_runs_before_the_ones_a_busier_client_sent_earlier(setti
         assert len(waits["/rerank"]) == 4 and sorted(waits["/rerank"])[-1] > 0  # g2, g3, u waited for g1's model
         assert all(w is None for w in waits["/ready"])  # not a ranking request: not queued
         line = next(r for r in kept if r.name == "cqa.access" and r.path == "/rerank" and r.queued_ms > 0)
-        assert f"(queued {line.queued_ms:.1f} ms)" in line.getMessage()
+        assert f"(queued {line.queued_ms:.1f} ms, batch wait {line.batch_wait_ms:.1f} ms)" in line.getMessage()
         searched = user.post("/search", json={"question": {"body": "visa"}}).json()
         assert searched["timings_ms"]["queued"] >= 0
     monkeypatch.setattr(OverlapRanker, "score", plain)
+
+
+def test_a_request_waiting_for_its_rerankers_batch_says_how_long(settings, fast_encoder, monkeypatch, kept):
+    """Round 59: with no run queue (CQA_RUN_SLOTS=0) and batches of one, a /rerank sent while another's model call
+    runs waits for that call to end before its own begins: its access line says so (``batch_wait_ms``, at least the
+    time the first held the model), the first's says it waited next to nothing, /metrics counts both waits
+    (``cqa_rerank_batch_wait_seconds``), and a reranked /search reports its own in ``timings_ms["batch_wait"]``; a
+    request that reaches no model has none."""
+    import threading
+
+    from indexing.reindex import reindex
+
+    from .conftest import OverlapRanker
+    from .test_indexes import fake_encode, fill_store
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    plain = OverlapRanker.score
+    release, scoring = threading.Event(), threading.Event()
+
+    def slow(self, queries):
+        if any(q.candidates[0].id == "first" for q in queries):
+            scoring.set()
+            release.wait(30)
+        return plain(self, queries)
+
+    def body(who: str) -> dict:
+        return {"question": {"body": "visa renewal"}, "candidates": [{"id": who, "text": "visa office"}]}
+    app = create_app(settings.model_copy(update={"run_slots": 0, "batch_max": 1, **STUB_RANKERS}))
+    with TestClient(app) as c:
+        monkeypatch.setattr(OverlapRanker, "score", slow)
+        answers: dict[str, int] = {}
+        first = threading.Thread(target=lambda: answers.update(first=c.post("/rerank", json=body("first")).status_code))
+        first.start()
+        assert scoring.wait(30)  # the first holds the model
+        second = threading.Thread(target=lambda: answers.update(second=c.post("/rerank", json=body("second"))
+                                                                .status_code))
+        second.start()
+        time.sleep(0.3)  # the second is waiting for the model
+        release.set()
+        first.join(30)
+        second.join(30)
+        assert answers == {"first": 200, "second": 200}
+        lines = [r for r in kept if r.name == "cqa.access" and r.path == "/rerank"]
+        waited = sorted(r.batch_wait_ms for r in lines)
+        assert len(waited) == 2 and waited[0] < 50 and waited[1] >= 250, waited
+        assert f"batch wait {waited[1]:.1f} ms)" in next(r for r in lines if r.batch_wait_ms == waited[1]).getMessage()
+        assert "cqa_rerank_batch_wait_seconds_count 2.0" in c.get("/metrics").text
+        monkeypatch.setattr(OverlapRanker, "score", plain)
+        searched = c.post("/search", json={"question": {"body": "visa"}}).json()
+        assert 0 <= searched["timings_ms"]["batch_wait"] < searched["timings_ms"]["total"] + 50
+        assert "batch_wait" not in c.post("/search", json={"question": {"body": "visa"}, "rerank": False}).json()[
+            "timings_ms"]
+        unranked = [r for r in kept if r.name == "cqa.access" and r.path == "/search"][-1]
+        assert unranked.queued_ms >= 0 and not hasattr(unranked, "batch_wait_ms")  # it reached no model
 
 
 def test_a_request_cancelled_before_its_answer_is_logged_as_such(kept):
