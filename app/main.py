@@ -210,7 +210,8 @@ class Service:
                 log.warning("BiLSTM checkpoint not loaded (%s): explain has no highlights", e)
 
     def _batcher(self, ranker) -> MicroBatcher:
-        b = MicroBatcher(ranker, self.settings.batch_max, self.settings.batch_wait_ms, self.metrics)
+        b = MicroBatcher(ranker, self.settings.batch_max, self.settings.batch_wait_ms, self.metrics,
+                         in_flight=lambda: self.admission.in_flight)
         self.batchers.append(b)
         return b
 
