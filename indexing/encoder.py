@@ -21,6 +21,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 MODEL_NAME = "all-MiniLM-L6-v2"
+_lock = threading.Lock()
 
 
 def model_path() -> str:
@@ -220,63 +221,12 @@ def load_reference(device: str = "cpu"):
     return SentenceTransformer(model_path(), device=resolve_device(device))
 
 
-@dataclass(eq=False)
-class _Asked:
-    """Texts a thread asked ``encode`` for, and what it gets back (their rows, or the error of the call)."""
-    model: "TextEncoder"
-    texts: list[str]
-    batch_size: int
-    out: np.ndarray | None = None
-    error: BaseException | None = None
-
-
-class _Combined:
-    """One model call at a time per process (the service's threads share the models), and the texts other threads ask
-    for while one runs encoded together in the next: the thread that gets the model encodes every text asked of the
-    same model meanwhile, and the others find their rows ready (flat combining). A lone caller encodes its own at
-    once, waiting for nothing; concurrent searches' questions, which each took the model in turn (round 58), share
-    one call. A text's row is the same either way (each text is read alone: its own attention mask, its own length
-    bucket), to float rounding (``tests/test_encoder.py``)."""
-
-    def __init__(self) -> None:
-        self._model = threading.Lock()
-        self._asked_lock = threading.Lock()
-        self._asked: list[_Asked] = []
-
-    def encode(self, model: "TextEncoder", texts: list[str], batch_size: int, progress: bool) -> np.ndarray:
-        if progress:  # a build's whole corpus, with its bar: its own call
-            with self._model:
-                return model.encode(texts, batch_size=batch_size, progress=True)
-        me = _Asked(model, texts, batch_size)
-        with self._asked_lock:
-            self._asked.append(me)
-        with self._model:
-            if me.out is None and me.error is None:  # nobody encoded it meanwhile: this thread encodes all asked
-                with self._asked_lock:
-                    group = [a for a in self._asked if a.model is model and a.batch_size == batch_size]
-                    self._asked = [a for a in self._asked if a not in group]
-                try:
-                    rows = model.encode([t for a in group for t in a.texts], batch_size=batch_size)
-                    at = 0
-                    for a in group:
-                        a.out, at = rows[at: at + len(a.texts)], at + len(a.texts)
-                except BaseException as e:  # each asker raises it
-                    for a in group:
-                        a.error = e
-        if me.error is not None:
-            raise me.error
-        return me.out
-
-
-_combined = _Combined()
-
-
 def encode(texts: list[str], batch_size: int = 64, device: str = "auto",
            progress: bool = False, spec: EncoderSpec = EncoderSpec()) -> np.ndarray:
-    """L2-normalised float32 embeddings, one row per text; texts other threads ask for at the same time are encoded
-    in the same model call (``_Combined``)."""
+    """L2-normalised float32 embeddings, one row per text."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
     model = load_encoder(device, spec)
-    emb = _combined.encode(model, texts, batch_size, progress)
+    with _lock:  # one model call at a time per process (the service's threads share the model)
+        emb = model.encode(texts, batch_size=batch_size, progress=progress)
     return np.ascontiguousarray(emb, dtype=np.float32)

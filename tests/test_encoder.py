@@ -33,45 +33,6 @@ def test_batching_and_order_do_not_change_a_vector(texts):
     assert encode([], device="cpu").shape == (0, 384)
 
 
-def test_threads_asking_at_once_share_model_calls_and_get_their_own_rows(texts, monkeypatch):
-    """``encode`` from several threads at once (concurrent searches' questions, round 59): while one thread's call
-    runs, the texts the others ask for are encoded together in the next call, fewer calls than threads, and each
-    thread gets exactly its own texts' rows, equal to encoding them alone; an error in the shared call reaches every
-    thread of it."""
-    import threading
-
-    from indexing.encoder import EncoderSpec
-    enc = load_encoder("cpu", EncoderSpec())  # the instance ``encode`` uses
-    alone = [enc.encode([t], batch_size=64) for t in texts]
-    plain, calls, first_in = enc.encode, [], threading.Event()
-
-    def counted(batch, batch_size, progress=False):
-        calls.append(len(batch))
-        if len(calls) == 1:
-            first_in.set()
-            threading.Event().wait(0.3)  # the first call holds the model while the others ask
-        return plain(batch, batch_size, progress)
-    monkeypatch.setattr(enc, "encode", counted)
-    got: dict[int, np.ndarray] = {}
-    threads = [threading.Thread(target=lambda i=i: got.update({i: encode([texts[i]], device="cpu")}))
-               for i in range(len(texts))]
-    threads[0].start()
-    assert first_in.wait(30)
-    for t in threads[1:]:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sorted(got) == list(range(len(texts)))
-    assert len(calls) < len(texts) and sum(calls) == len(texts), calls  # shared calls, every text once
-    assert max(float(np.abs(got[i] - alone[i]).max()) for i in got) < 1e-5
-
-    def broken(batch, batch_size, progress=False):
-        raise RuntimeError("out of memory")
-    monkeypatch.setattr(enc, "encode", broken)
-    with pytest.raises(RuntimeError, match="out of memory"):
-        encode(["a question"], device="cpu")
-
-
 def test_the_project_bert_is_transformers_bert_to_the_bit(texts):
     """indexing/bert.py against transformers' BertModel and fast tokenizer, its reference: the same word-piece ids
     (with and without [CLS]/[SEP], cut short or not, Arabic, emoji and empty texts among them) and the same hidden
