@@ -651,6 +651,43 @@ def test_fair_share_bench_refuses_the_greedy_client_429_only_with_fair_share_on_
     assert shipped["slots"] == 2 and shipped["queued"] > 0 and shipped["running"] == shipped["waiting"] == 0
 
 
+def test_rate_limit_bench_holds_a_scraper_to_one_rate_across_two_real_workers(demo_served, cli_env):
+    """bench/rate_limit.py on a served demo folder, against HEAD (a worktree), `cqa serve --workers 2`: what a take
+    costs in memory and in the shared file, and through both workers the scraper answered about what the rate allows
+    (2x where each worker kept its own), the rest refused 429, the user beside it answered every time."""
+    out = run_bench("rate_limit.py", "--serve-dir", str(demo_served.data_dir), "--against", "HEAD", "--seconds", "3",
+                    "--takes", "500", "--clients", "50", env=cli_env, timeout=600)
+    cost = out["take_cost"]
+    assert cost["memory_us"] > 0 and cost["shared_us"] > 0 and len(cost["shared_two_processes_us"]) == 2
+    assert out["allowed"] == 26.0  # a burst of 20 and 2 a second over 3 s
+    for side in out["sides"].values():
+        assert side["scraper_rate_limited"] > 0 and side["scraper_other"] == {}
+        assert 0.9 <= side["answered_over_allowed"] <= 1.1, side  # one rate for both workers
+        assert side["user_answered_share"] == 1.0 and side["user_p50_ms"] > 0
+
+
+def test_worker_metrics_bench_scrapes_two_real_workers_and_every_scrape_has_the_total(demo_served, cli_env):
+    """bench/worker_metrics.py on a served demo folder, against HEAD: every scrape of either worker counts every search
+    sent, and lists both workers' own memory."""
+    out = run_bench("worker_metrics.py", "--serve-dir", str(demo_served.data_dir), "--against", "HEAD",
+                    "--requests", "6", "--scrapes", "6", env=cli_env, timeout=600)
+    for side in out["sides"].values():
+        assert side["searches_answered"] == 6 and side["scrapes_with_the_total"] == 6, side
+        assert side["workers_listed"] == {"2": 6} and side["scrape_p50_ms"] > 0
+
+
+def test_batch_wait_bench_reports_where_a_search_waited_at_each_level(demo_served, cli_env):
+    """bench/batch_wait.py on a served demo folder, against HEAD: every search answered at each level, the server's
+    timings read; a search alone waits for no batch (round 59)."""
+    out = run_bench("batch_wait.py", "--serve-dir", str(demo_served.data_dir), "--against", "HEAD", "--levels", "1,2",
+                    "--requests", "4", env=cli_env, timeout=600)
+    for side in out["sides"].values():
+        for row in side.values():
+            assert row["answered"] == 4 and row["failed"] == 0 and row["server_p50_ms"]["total"] > 0
+        assert side["1"]["server_p50_ms"]["batch_wait"] < 1.0
+    assert set(out["client_p50_this_over_reference"]) == {"1", "2"}
+
+
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
     """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
     indexed; `cqa evaluate --answers --judged-by votes` and a real server's GET /threads/{id}/answers give every
