@@ -426,17 +426,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def shared_metrics(settings) -> None:
     """Several workers: their /metrics add up over all of them (app/metrics.py) in prometheus_client's multiprocess
-    files, in $PROMETHEUS_MULTIPROC_DIR where the operator set it, else a folder of the data folder's emptied first
-    (what an earlier run's workers counted is not this run's). Set before the workers start: prometheus_client reads
-    it as it is imported."""
+    files, in $PROMETHEUS_MULTIPROC_DIR where the operator set it, else in ``run/metrics/PID`` of the data folder, a
+    folder of this `cqa serve`'s own: another one serving the same data folder (a second instance on another port, the
+    next release started before this one stops) counts its own workers, and the folders of those that have stopped
+    are removed. Set before the workers start: prometheus_client reads it as it is imported."""
+    import shutil
+
+    from app.jobs import process_alive
     from app.metrics import SHARED_ENV, shared_folder
     folder = shared_folder()
     if folder is None:
-        folder = settings.data_dir / "run" / "metrics"
-        if folder.is_dir():
-            for f in folder.iterdir():
-                if f.suffix in (".db", ".prom", ".tmp"):
-                    f.unlink(missing_ok=True)
+        runs = settings.data_dir / "run" / "metrics"
+        for old in runs.iterdir() if runs.is_dir() else ():
+            if old.is_dir() and old.name.isdigit() and not process_alive(int(old.name)):
+                shutil.rmtree(old, ignore_errors=True)  # what the workers of a stopped `cqa serve` counted
+        folder = runs / str(os.getpid())
         os.environ[SHARED_ENV] = str(folder)
     folder.mkdir(parents=True, exist_ok=True)
 

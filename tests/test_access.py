@@ -1021,3 +1021,28 @@ def test_the_workers_metrics_leave_out_a_dead_workers_own_and_live_gauges_and_ke
     assert media_type.startswith("text/plain")
     metrics.retire()
     assert not (folder / f"own-{os.getpid()}.prom").exists()
+
+
+def test_each_cqa_serve_gets_its_own_metrics_folder_and_a_stopped_ones_is_removed(tmp_path, monkeypatch):
+    """`cqa serve --workers N` (``shared_metrics``): the workers' multiprocess files go to ``run/metrics/PID`` of the
+    data folder, this `cqa serve`'s own, so a second instance on the same folder is not mixed in; a stopped instance's
+    folder is removed, a running one's kept; an operator's own $PROMETHEUS_MULTIPROC_DIR is used as it is."""
+    from app.cli import shared_metrics
+    from app.metrics import SHARED_ENV
+    from app.settings import Settings
+    settings = Settings(data_dir=tmp_path / "var")
+    runs = settings.data_dir / "run" / "metrics"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for pid in (dead.pid, os.getppid()):
+        (runs / str(pid)).mkdir(parents=True)
+        (runs / str(pid) / "counter_1.db").write_bytes(b"")
+    monkeypatch.setenv(SHARED_ENV, "")  # restored after the test
+    monkeypatch.delenv(SHARED_ENV)
+    shared_metrics(settings)
+    assert os.environ[SHARED_ENV] == str(runs / str(os.getpid())) and (runs / str(os.getpid())).is_dir()
+    assert not (runs / str(dead.pid)).exists() and (runs / str(os.getppid()) / "counter_1.db").exists()
+    own = tmp_path / "operator-metrics"
+    monkeypatch.setenv(SHARED_ENV, str(own))
+    shared_metrics(settings)
+    assert os.environ[SHARED_ENV] == str(own) and own.is_dir()
