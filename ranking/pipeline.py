@@ -96,6 +96,12 @@ class SearchResult(BaseModel):
     snippet: Snippet | None = Field(None, description="the part of its text where the question's words are, those "
                                     "words marked (left out when the request asks for no snippets)",
                                     exclude_if=lambda v: v is None)
+    votes: int | None = Field(None, description="its score in the forum, where the forum sends one (a StackExchange "
+                              "post's votes up minus down: meta.score of the answer, or of the thread for a question "
+                              "or thread); left out where none", exclude_if=lambda v: v is None)
+    accepted: bool | None = Field(None, description="an answer: whether its asker accepted it; a question or thread: "
+                                  "whether it has an accepted answer (meta.accepted, meta.accepted_answer_id); left "
+                                  "out where the forum says nothing of acceptance", exclude_if=lambda v: v is None)
 
 
 class SearchResponse(BaseModel):
@@ -271,6 +277,7 @@ class SearchPipeline:
             timings["rerank"] = _ms(t0)
         r = got.retrieval
         results = []
+        forum = _ForumMarks(self.threads)
         for rank, i in enumerate(order[req.offset: min(req.offset + req.k, MAX_RESULTS)], req.offset + 1):
             lead = groups[i][0]
             c, did = got.candidates[lead], got.doc_ids[lead]
@@ -280,11 +287,13 @@ class SearchPipeline:
                 stages["first_stage"] = got.first[i]
                 if i < n_head:
                     stages["rerank"] = scores[i]
+            kind = _kind(did, self.gen)
             results.append(SearchResult(
-                id=c.id, kind=_kind(did, self.gen), thread_id=c.meta["thread_id"], text=c.text,
+                id=c.id, kind=kind, thread_id=c.meta["thread_id"], text=c.text,
                 thread_title=c.meta.get("thread_title"), thread_tags=_tags(self.gen, c.meta["thread_id"]),
                 score=scores[i], rank=rank,
-                duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages))
+                duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages,
+                **forum.marks(c.meta["thread_id"], c.id, kind)))
         if req.explain and self.attention is not None and results:
             t0 = time.perf_counter()
             q = Query("explain", req.text, tuple(Candidate(x.id, x.text) for x in results))
@@ -540,6 +549,33 @@ class SearchPipeline:
         if gen.docs.kinds[row] == ANSWER:
             meta["thread_question"] = self._text(f"t:{tid}")
         return Candidate(light.id, light.text, meta)
+
+
+class _ForumMarks:
+    """What the forum says of a page's results (``votes``, ``accepted``), read from the store's threads (``threads``:
+    the pipeline's reader, None in benchmarks without a store), each thread once per page."""
+
+    def __init__(self, threads) -> None:
+        self.threads, self._read = threads, {}
+
+    def marks(self, thread_id: str, result_id: str, kind: str) -> dict[str, Any]:
+        if self.threads is None:
+            return {}
+        if thread_id not in self._read:
+            self._read[thread_id] = self.threads(thread_id)
+        t = self._read[thread_id]
+        if t is None:  # taken down or deleted since the generation was built
+            return {}
+        if kind == ANSWER:
+            a = next((a for a in t.answers if a.id == result_id), None)
+            meta = a.meta if a is not None else {}
+            accepted = True if meta.get("accepted") is True else (False if "accepted_answer_id" in t.meta else None)
+        else:
+            meta = t.meta
+            accepted = bool(meta.get("accepted_answer_id")) if "accepted_answer_id" in meta else None
+        votes = meta.get("score")
+        return {"votes": votes if isinstance(votes, int) and not isinstance(votes, bool) else None,
+                "accepted": accepted}
 
 
 def default_config(gen: Generation) -> RetrieverConfig:

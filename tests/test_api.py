@@ -1429,3 +1429,41 @@ def test_imports_over_http_ingest_a_file_sent_whole_and_one_cut_off_at_the_next_
             time.sleep(0.2)
         assert again.get("/threads/late").status_code == 200 and pending(folder) == []
     assert list(folder.glob(".upload-*")) == []
+
+
+def test_search_results_carry_the_forums_votes_and_acceptance_where_it_sends_them(settings, fast_encoder):
+    """Round 59: a StackExchange-like thread (meta.score, meta.accepted_answer_id; its answers' meta.score and
+    meta.accepted) gives its results ``votes`` and ``accepted``, as answers (the accepted one true, the others false)
+    and as a question or thread (whether it has an accepted answer); a thread whose forum says nothing of either has
+    neither key; a non-integer score is not passed on."""
+    from indexing.models import Answer, Thread
+    from indexing.reindex import reindex
+    from indexing.store import ThreadStore
+
+    from .conftest import STUB_RANKERS
+    from .test_indexes import fake_encode, fill_store
+    fill_store(settings)
+    with ThreadStore(settings.store_path) as s:
+        s.upsert([
+            Thread(id="se1", subject="zanzibar ferry timetable", body="when does the zanzibar ferry leave",
+                   meta={"score": 12, "accepted_answer_id": "se1_a2"},
+                   answers=[Answer(id="se1_a1", text="the zanzibar ferry leaves at noon", meta={"score": -1}),
+                            Answer(id="se1_a2", text="zanzibar ferry at seven daily",
+                                   meta={"score": 30, "accepted": True}),
+                            Answer(id="se1_a3", text="zanzibar ferry, ask the port", meta={"score": "many"})]),
+            Thread(id="se2", subject="zanzibar spice tour", body="any zanzibar spice tour tips",
+                   answers=[Answer(id="se2_a1", text="zanzibar spice farms are fun")])])
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(settings.model_copy(update=STUB_RANKERS))) as client:
+        got = client.post("/search", json={"question": "zanzibar ferry", "k": 20, "target": "answers"}).json()
+        marks = {r["id"]: (r.get("votes"), r.get("accepted")) for r in got["results"] if r["thread_id"] in
+                 ("se1", "se2")}
+        assert marks["se1_a1"] == (-1, False) and marks["se1_a2"] == (30, True)
+        assert marks["se1_a3"] == (None, False)  # "many" is no score
+        assert marks["se2_a1"] == (None, None)
+        assert "votes" not in next(r for r in got["results"] if r["id"] == "se2_a1")
+        got = client.post("/search", json={"question": "zanzibar", "k": 20, "target": "questions"}).json()
+        marks = {r["id"]: (r.get("votes"), r.get("accepted")) for r in got["results"]}
+        assert marks["se1"] == (12, True) and marks["se2"] == (None, None)
+        got = client.post("/search", json={"question": "zanzibar", "k": 20, "target": "threads"}).json()
+        assert {r["id"]: r.get("votes") for r in got["results"]}["se1"] == 12

@@ -203,6 +203,14 @@ def test_search_page_end_to_end(browser, server, tmp_path):
         "const li = renderResult({text: arguments[0], kind: 'answer', id: 'a1', thread_id: 't1', rank: 1, score: 1},"
         " 99); document.body.append(li); return li.querySelector('.text').matches(':dir(rtl)')", "ما هو الحد الأدنى")
     assert shown
+    # what a StackExchange forum says of a result (round 59): the asker's acceptance and the votes, where it says them
+    metas = browser.execute_script(
+        "return [{kind: 'answer', accepted: true, votes: 30}, {kind: 'question', accepted: true, votes: 1},"
+        " {kind: 'answer', accepted: false, votes: -2}, {kind: 'answer'}].map((x, k) => renderResult({text: 'x',"
+        " id: 'r' + k, thread_id: 't1', rank: 1, score: 1, ...x}, 90 + k).querySelector('.meta').textContent)")
+    assert "✓ accepted · 30 votes" in metas[0] and "✓ has an accepted answer · 1 vote ·" in metas[1]
+    assert "accepted" not in metas[2] and "-2 votes" in metas[2]
+    assert "accepted" not in metas[3] and "vote" not in metas[3]
 
     # A StackExchange forum's thread (as `cqa ingest` of its dump stores it), opened by /?thread=ID: its tags, the
     # questions it was closed as a duplicate of (each opens in turn; one not stored is named as such), and the comment
