@@ -472,20 +472,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await asyncio.sleep(svc.settings.over_share_delay_ms / 1000)
             raise
         svc.metrics.in_flight.inc()
-        t0 = time.perf_counter()
-        try:
+        try:  # taken: given back once, however it ends (answered, failed, or its client gone while it waited)
+            t0 = time.perf_counter()
             await svc.queue.enter(client, alone=svc.admission.clients() <= 1)
-        except BaseException:  # its client went away while it waited
-            svc.admission.done(client)
-            svc.metrics.in_flight.dec()
-            raise
-        waited = time.perf_counter() - t0
-        svc.metrics.queued.observe(waited)
-        request.scope[QUEUED_MS] = round(1000 * waited, 1)  # the access line's, and /search's timings_ms["queued"]
-        try:
-            yield
+            waited = time.perf_counter() - t0
+            svc.metrics.queued.observe(waited)
+            request.scope[QUEUED_MS] = round(1000 * waited, 1)  # the access line's, and /search's timings_ms["queued"]
+            try:
+                yield
+            finally:
+                svc.queue.leave(client)
         finally:
-            svc.queue.leave(client)
             svc.admission.done(client)
             svc.metrics.in_flight.dec()
 
