@@ -248,31 +248,31 @@ class RateLimiter:
     minute, and each request takes one). A request that finds the bucket empty is refused (``RateLimited``: 429 with
     Retry-After, the seconds until a token), nothing of it done; a refused one takes no token, so a client that waits
     as told is served. Where the fair share and the run queue bound what a client holds at once, this bounds how much
-    it takes over time: a scraper walking the whole forum through /search one request at a time. 0: no limit.
+    it takes over time: a scraper walking the whole forum through /search one request at a time. 0: no limit (the
+    file is never opened).
 
-    ``path``: the buckets live in that SQLite file, shared by every process that opens it, so the workers of
+    The buckets live in the SQLite file ``path``, shared by every process that opens it, so the workers of
     `cqa serve --workers N` (and any other server of the same data folder) hold a client to one rate between them,
-    whichever worker each of its connections reaches (in one process's memory, as round 58 served it, a client got up
+    whichever worker each of its connections reaches (in each process's memory, as round 58 kept them, a client got up
     to N times the rate: docs/BENCHMARKS.md "Round 59"). A take is one write transaction (an upsert that takes a token
-    only where one is left), so two workers never both take the last one. The file is state that may be lost: it is not
-    synced (a power cut forgets who spent what), and where it cannot be read or written the request is taken, not
-    refused (``store_errors``, logged): the rate limit fails open, the service does not. None: this process's memory.
+    only where one is left), so two workers never both take the last one. The file is state that may be lost: it is
+    not synced (a power cut forgets who spent what), and where it cannot be read or written the request is taken, not
+    refused (``store_errors``, logged): the rate limit fails open, the service does not.
 
     A client's bucket is forgotten once it is full again (it has not asked for ``burst`` / rate seconds), so the
     buckets held are the clients that asked lately. The clock is the wall clock, which every process shares; time
-    going back counts as none passed. Counted on the event loop: no lock around the memory."""
+    going back counts as none passed."""
     per_min: int
+    path: Path
     burst: int = 0  # 0: ten seconds' worth of the rate, at least 1
-    path: Path | None = None
     refused: int = 0  # 429: the client's bucket was empty
-    store_errors: int = 0  # takes let through because the shared file failed
-    buckets: OrderedDict[str, tuple[float, float]] = field(default_factory=OrderedDict)  # client -> (tokens, when)
+    store_errors: int = 0  # takes let through because the file failed
     _db: sqlite3.Connection | None = field(default=None, repr=False)
     _db_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _next_forget: float = 0.0  # when the shared file's full buckets are next deleted
+    _next_forget: float = 0.0  # when the file's full buckets are next deleted
     _logged_error_at: float = float("-inf")
 
-    FORGET_EVERY_S = 5.0  # how often a process deletes the shared file's full buckets
+    FORGET_EVERY_S = 5.0  # how often a process deletes the file's full buckets
     BUSY_TIMEOUT_S = 0.25  # how long a take waits for another process's write before it lets the request through
 
     def __post_init__(self) -> None:
@@ -286,26 +286,6 @@ class RateLimiter:
     def full_after_s(self) -> float:
         return self.burst / self.rate
 
-    def take(self, client: str = "-", now: float | None = None) -> None:
-        if not self.per_min:
-            return
-        now = time.time() if now is None else now
-        left = self._take_shared(client, now) if self.path is not None else self._take_here(client, now)
-        if left is not None:
-            self.refused += 1
-            raise RateLimited(client, self.per_min, self.burst, (1.0 - left) / self.rate)
-
-    def _refilled(self, tokens: float, at: float, now: float) -> float:
-        return min(float(self.burst), tokens + max(0.0, now - at) * self.rate)
-
-    def _take_here(self, client: str, now: float) -> float | None:
-        """A token of ``client``'s bucket in this process's memory taken; None, or the tokens it holds (under one)."""
-        self._forget(now)
-        tokens, at = self.buckets.pop(client, (float(self.burst), now))
-        tokens = self._refilled(tokens, at, now)
-        self.buckets[client] = (tokens - 1.0, now) if tokens >= 1.0 else (tokens, now)  # most recently seen last
-        return None if tokens >= 1.0 else tokens
-
     _TAKE = """INSERT INTO buckets (client, tokens, at) VALUES (:client, :burst - 1.0, :now)
         ON CONFLICT (client) DO UPDATE SET tokens = min(:burst, tokens + max(0.0, :now - at) * :rate) - 1.0,
                                            at = max(at, :now)
@@ -313,9 +293,12 @@ class RateLimiter:
         RETURNING tokens"""
     _LEFT = "SELECT min(:burst, tokens + max(0.0, :now - at) * :rate) FROM buckets WHERE client = :client"
 
-    def _take_shared(self, client: str, now: float) -> float | None:
-        """A token of ``client``'s bucket in the shared file taken under its write lock: the upsert writes only where
-        the bucket, refilled to ``now``, holds one. None, or the tokens it holds (under one)."""
+    def take(self, client: str = "-", now: float | None = None) -> None:
+        """A token of ``client``'s bucket taken under the file's write lock (the upsert writes only where the bucket,
+        refilled to ``now``, holds one), or ``RateLimited`` with the seconds until it holds one."""
+        if not self.per_min:
+            return
+        now = time.time() if now is None else now
         values = {"client": client, "burst": float(self.burst), "now": now, "rate": self.rate}
         try:
             with self._db_lock:
@@ -336,14 +319,16 @@ class RateLimiter:
                 except BaseException:
                     db.execute("ROLLBACK")
                     raise
-            return left
         except (sqlite3.Error, OSError) as e:
             self.store_errors += 1
             if now - self._logged_error_at > 60:  # once a minute at most: it may fail for every request
                 self._logged_error_at = now
                 log.warning("the rate limit's file %s failed (%s); requests are taken unlimited until it works "
                             "again (%d so far)", self.path, e, self.store_errors)
-            return None
+            return
+        if left is not None:
+            self.refused += 1
+            raise RateLimited(client, self.per_min, self.burst, (1.0 - left) / self.rate)
 
     def _open(self) -> sqlite3.Connection:
         if self._db is None:
@@ -364,22 +349,11 @@ class RateLimiter:
             self._db = db
         return self._db
 
-    def _forget(self, now: float) -> None:
-        """The buckets in memory full again (idle for ``burst`` / rate seconds), the least recently seen first."""
-        while self.buckets:
-            oldest, (_, at) = next(iter(self.buckets.items()))
-            if now - at < self.full_after_s:
-                break
-            del self.buckets[oldest]
-
     def clients(self, now: float | None = None) -> int:
-        """The clients whose buckets are not full again: those that asked lately (of every process, when shared)."""
+        """The clients whose buckets are not full again, of every process: those that asked lately."""
         if not self.per_min:
             return 0
         now = time.time() if now is None else now
-        if self.path is None:
-            self._forget(now)
-            return len(self.buckets)
         try:
             with self._db_lock:
                 return self._open().execute("SELECT count(*) FROM buckets WHERE at >= ?",
@@ -389,8 +363,8 @@ class RateLimiter:
 
     def stats(self) -> dict:
         return {"rate_limit_per_min": self.per_min, "rate_burst": self.burst if self.per_min else 0,
-                "rate_limited": self.refused, "rate_clients": self.clients(),
-                "rate_shared": self.path is not None and bool(self.per_min), "rate_store_errors": self.store_errors}
+                "rate_limited": self.refused, "rate_clients": self.clients(), "rate_shared": bool(self.per_min),
+                "rate_store_errors": self.store_errors}
 
 
 @dataclass

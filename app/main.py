@@ -124,7 +124,7 @@ class Service:
         self.queue = FairQueue(settings.run_slots, settings.run_slots_alone,  # which of them runs next
                                alone_now=lambda: self.admission.clients() <= 1)
         # how many a client sends, counted in a file every worker of the data folder shares
-        self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_burst, path=settings.rate_limit_file)
+        self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_file, settings.rate_limit_burst)
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import add_serve_arguments, post_json, run_header, served_forum, server  # noqa: E402
+from load import add_serve_arguments, post_json, reference_checkout, run_header, served_forum, server  # noqa: E402
 
 def level(base: str, bodies: list[dict], clients: int, requests: int) -> dict:
     """``requests`` searches from ``clients`` threads at once: the client's latency and the server's timings."""
@@ -75,9 +74,7 @@ def main() -> None:
     levels = [int(n) for n in args.levels.split(",")]
     out = {**run_header("batch_wait"), "against": args.against, "requests": args.requests, "sides": {}}
     with tempfile.TemporaryDirectory(prefix="cqa-batch-wait-") as tmp, contextlib.ExitStack() as stack:
-        ref = Path(tmp) / "reference"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(ref), args.against], cwd=ROOT, check=True)
-        stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, check=False)
+        ref = reference_checkout(stack, args.against, Path(tmp))
         for side, root in (("reference", ref), ("this_tree", ROOT)):
             env = {"CQA_REFRESH_S": "0", "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
             with server(settings.data_dir, env, root=root) as (base, _):

@@ -11,10 +11,8 @@ by each loader in turn (the order alternating), the fastest kept. Prints a JSON 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,23 +20,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from indexing import loaders  # noqa: E402
 from indexing.backup import export  # noqa: E402
-
-
-def reference_loaders(rev: str, folder: Path):
-    """``indexing/loaders.py`` as it was at ``rev``, as the module ``indexing._reference_loaders``."""
-    source = subprocess.run(["git", "show", f"{rev}:indexing/loaders.py"], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout
-    path = folder / "loaders_ref.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("indexing._reference_loaders", path)
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "indexing"
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from load import reference_module  # noqa: E402
 
 
 def main() -> None:
@@ -53,7 +39,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cqa-parse-") as tmp:
         tmp = Path(tmp)
         made = export(store, tmp / "all.jsonl")
-        sides = {"this_tree": loaders, "reference": reference_loaders(args.against, tmp)}
+        sides = {"this_tree": loaders, "reference": reference_module(args.against, "indexing/loaders.py", tmp)}
         best = {name: float("inf") for name in sides}
         counts = {}
         for r in range(args.repeats):

@@ -277,6 +277,43 @@ def server(data_dir: Path, env_extra: dict[str, str], bootstrap: bool = False, t
         store.cleanup()
 
 
+def reference_checkout(stack: contextlib.ExitStack, rev: str, folder: Path) -> Path:
+    """A git worktree of ``rev`` in ``folder`` (removed when ``stack`` closes): the reference side of a bench whose
+    servers run another revision's code (``server(root=...)``)."""
+    ref = folder / "reference"
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(ref), rev], cwd=ROOT, check=True)
+    stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, check=False)
+    return ref
+
+
+def reference_module(rev: str, path: str, folder: Path):
+    """The module at ``path`` (``package/name.py``) as it was at ``rev``, loaded in its package as
+    ``package._reference_name``: a bench measures it beside this tree's in one process."""
+    import importlib.util
+    source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout
+    package, name = path.removesuffix(".py").split("/")
+    copy = folder / f"{name}_ref.py"
+    copy.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"{package}._reference_{name}", copy)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = package
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def every_worker_up(base: str, workers: int, timeout: float = 300) -> None:
+    """Back once each of a server's ``workers`` has answered GET /ready (each asked on a new connection, which the
+    kernel gives to any of them), so a measure does not start while one is still loading."""
+    seen: set[str] = set()
+    deadline = time.time() + timeout
+    while len(seen) < workers:
+        if time.time() > deadline:
+            raise SystemExit(f"only {len(seen)} of {workers} workers answered within {timeout:g} s")
+        seen.add(get_json(base + "/ready", timeout=30)[1].get("worker", ""))
+
+
 def resident_mb(base: str) -> float | None:
     """The server's resident memory (``process_resident_memory_bytes`` of GET /metrics; where there are several
     workers, each listed with its pid since round 59, the largest worker's), MB; None off Linux, where the platform

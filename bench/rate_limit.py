@@ -1,9 +1,9 @@
 """CQA_RATE_LIMIT_PER_MIN with several workers: the rate counted in one file the workers share (round 59) against
 each worker counting its own (the reference revision --against, round 58's, run from a git worktree).
 
-First what a take costs the event loop: ``RateLimiter.take`` --takes times over --clients clients, in this process's
-memory (round 58's way) and in the shared SQLite file, one process alone, then two processes taking from one file at
-once (the workers' contention); microseconds per take and the ratio.
+First what a take costs the event loop: ``RateLimiter.take`` --takes times over --clients clients, the reference
+revision's (in the process's memory) and this tree's (in the shared SQLite file), one process alone, then two
+processes taking from one file at once (the workers' contention); microseconds per take and the ratio.
 
 Then a real `cqa serve --workers N` per side over the full 2016 corpus's data folder (CQA_RATE_LIMIT_PER_MIN
 --per-min, its burst the default ten seconds' worth; JSON logs, to see which worker answered what), one after the
@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import json
 import multiprocessing
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,34 +35,35 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import add_serve_arguments, post, run_header, served_forum, server  # noqa: E402
+from load import (add_serve_arguments, every_worker_up, post, reference_checkout, reference_module,  # noqa: E402
+                  run_header, served_forum, server)
 
 SCRAPER, USER = "127.0.0.2", "127.0.0.10"
 
 
-def take_cost(path: Path | None, takes: int, clients: int, per_min: int) -> tuple[float, int]:
-    """Microseconds per ``RateLimiter.take`` (refusals included) over ``clients`` clients, and the takes let through
-    because the shared file was locked for longer than the limiter waits (``store_errors``)."""
+def take_cost(limiter, takes: int, clients: int) -> tuple[float, int]:
+    """Microseconds per ``limiter.take`` (refusals included) over ``clients`` clients, and the takes let through
+    because the file was locked for longer than the limiter waits (``store_errors``; none for the reference's)."""
     from app.errors import RateLimited
-    from app.limits import RateLimiter
-    limiter = RateLimiter(per_min, path=path)
     t0 = time.perf_counter()
     for i in range(takes):
         try:
             limiter.take(f"203.0.113.{i % clients}")
         except RateLimited:
             pass
-    return 1e6 * (time.perf_counter() - t0) / takes, limiter.store_errors
+    return 1e6 * (time.perf_counter() - t0) / takes, getattr(limiter, "store_errors", 0)
 
 
 def _contended(path: str, takes: int, clients: int, per_min: int, start, out) -> None:
+    from app.limits import RateLimiter
     start.wait()
-    out.put(take_cost(Path(path), takes, clients, per_min))
+    out.put(take_cost(RateLimiter(per_min, Path(path)), takes, clients))
 
 
-def take_costs(folder: Path, takes: int, clients: int, per_min: int) -> dict:
-    memory, _ = take_cost(None, takes, clients, per_min)
-    shared, errors = take_cost(folder / "alone.sqlite3", takes, clients, per_min)
+def take_costs(rev: str, folder: Path, takes: int, clients: int, per_min: int) -> dict:
+    from app.limits import RateLimiter
+    memory, _ = take_cost(reference_module(rev, "app/limits.py", folder).RateLimiter(per_min), takes, clients)
+    shared, errors = take_cost(RateLimiter(per_min, folder / "alone.sqlite3"), takes, clients)
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_contended, args=(str(folder / "two.sqlite3"), takes, clients, per_min, start, out))
@@ -149,11 +149,9 @@ def main() -> None:
            "burst": burst, "seconds": args.seconds, "threads": args.threads, "allowed": round(allowed, 1)}
     with tempfile.TemporaryDirectory(prefix="cqa-rate-limit-") as tmp, contextlib.ExitStack() as stack:
         tmp = Path(tmp)
-        out["take_cost"] = take_costs(tmp, args.takes, args.clients, args.per_min)
+        out["take_cost"] = take_costs(args.against, tmp, args.takes, args.clients, args.per_min)
         print(json.dumps({"take_cost": out["take_cost"]}), file=sys.stderr, flush=True)
-        ref = tmp / "reference"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(ref), args.against], cwd=ROOT, check=True)
-        stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, check=False)
+        ref = reference_checkout(stack, args.against, tmp)
         out["sides"] = {}
         for side, root in (("reference", ref), ("this_tree", ROOT)):
             logs = tmp / f"logs-{side}"
@@ -163,11 +161,7 @@ def main() -> None:
                    "CQA_RATE_LIMIT_STORE": str(tmp / f"rate-{side}.sqlite3"),  # a fresh file, unknown to round 58
                    "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
             with server(settings.data_dir, env, root=root, logs=logs) as (base, _):
-                # every worker up before the clock starts: /ready answered by each
-                deadline = time.time() + 300
-                seen = set()
-                while len(seen) < args.workers and time.time() < deadline:
-                    seen.add(json.loads(post_get(base + "/ready"))["worker"])
+                every_worker_up(base, args.workers)  # before the clock starts
                 got, user = scrape(base, bodies, args.threads, args.seconds)
                 time.sleep(1.0)  # the last access lines written
             pid_of = {}
@@ -183,18 +177,13 @@ def main() -> None:
                 "scraper_other": {str(k): v for k, v in statuses.items() if k not in (200, 429)},
                 "answered_over_allowed": round(answered / allowed, 2),
                 "answered_per_worker": sorted(Counter(pid_of.get(rid) for rid, s in got if s == 200).values()),
-                "user_sent": len(user), "user_answered_share": round(sum(s == 200 for s, _ in user) / max(1, len(user)), 3),
+                "user_sent": len(user),
+                "user_answered_share": round(sum(s == 200 for s, _ in user) / max(1, len(user)), 3),
                 "user_p50_ms": round(1000 * float(np.median([t for s, t in user if s == 200])), 1)}
             print(json.dumps({side: out["sides"][side]}), file=sys.stderr, flush=True)
     out["answered_this_over_reference"] = round(out["sides"]["this_tree"]["scraper_answered"] /
                                                 max(1, out["sides"]["reference"]["scraper_answered"]), 3)
     print(json.dumps(out))
-
-
-def post_get(url: str) -> bytes:
-    import urllib.request
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return r.read()
 
 
 if __name__ == "__main__":

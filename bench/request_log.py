@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import add_serve_arguments, get_json, post_json, run_header, served_forum, server  # noqa: E402
+from load import (add_serve_arguments, get_json, post_json, reference_checkout, run_header,  # noqa: E402
+                  served_forum, server)
 
 SIDES = {"reference": {}, "this_tree": {}, "json": {"CQA_LOG_FORMAT": "json"},
          "no_access_log": {"CQA_ACCESS_LOG": "false"}}
@@ -70,9 +70,7 @@ def main() -> None:
         thread_ids = [t.id for _, t in zip(range(500), snap.threads())]
     out = {**run_header("request_log"), "against": args.against, "rounds": args.rounds}
     with tempfile.TemporaryDirectory(prefix="cqa-request-log-") as tmp, contextlib.ExitStack() as stack:
-        ref = Path(tmp) / "reference"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(ref), args.against], cwd=ROOT, check=True)
-        stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, check=False)
+        ref = reference_checkout(stack, args.against, Path(tmp))
         bases, logs = {}, {}
         for side, env in SIDES.items():
             logs[side] = Path(tmp) / f"logs-{side}"

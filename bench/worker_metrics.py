@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import json
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import add_serve_arguments, post, run_header, served_forum, server  # noqa: E402
+from load import (add_serve_arguments, every_worker_up, post, reference_checkout, run_header,  # noqa: E402
+                  served_forum, server)
 
 SEARCHES = re.compile(r'^cqa_requests_total\{endpoint="/search",method="POST",status="200"\} ([0-9.e+]+)$', re.M)
 RESIDENT = re.compile(r'^process_resident_memory_bytes(\{pid="\d+"\})? ', re.M)
@@ -61,18 +61,12 @@ def main() -> None:
     out = {**run_header("worker_metrics"), "against": args.against, "workers": args.workers,
            "requests": args.requests, "scrapes": args.scrapes, "sides": {}}
     with tempfile.TemporaryDirectory(prefix="cqa-worker-metrics-") as tmp, contextlib.ExitStack() as stack:
-        ref = Path(tmp) / "reference"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(ref), args.against], cwd=ROOT, check=True)
-        stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, check=False)
+        ref = reference_checkout(stack, args.against, Path(tmp))
         for side, root in (("reference", ref), ("this_tree", ROOT)):
             env = {"CQA_REFRESH_S": "0", "CQA_WORKERS": str(args.workers),
                    "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
             with server(settings.data_dir, env, root=root) as (base, _):
-                seen: set[str] = set()
-                deadline = time.time() + 300
-                while len(seen) < args.workers and time.time() < deadline:  # every worker up
-                    with urllib.request.urlopen(base + "/ready", timeout=30) as r:
-                        seen.add(json.loads(r.read())["worker"])
+                every_worker_up(base, args.workers)
                 sent = Counter(post(base + "/search", bodies[i % len(bodies)])[0] for i in range(args.requests))
                 time.sleep(0.5)
                 got = [scrape(base) for _ in range(args.scrapes)]

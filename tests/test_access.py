@@ -708,15 +708,15 @@ def test_a_freed_run_slot_goes_to_the_client_running_fewest_then_to_the_one_whos
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["memory", "shared-file"])
-def test_a_rate_limiter_holds_each_client_to_its_rate_and_burst(tmp_path, shared):
+def test_a_rate_limiter_holds_each_client_to_its_rate_and_burst(tmp_path):
     """RateLimiter (CQA_RATE_LIMIT_PER_MIN, round 58): a token bucket per client, refilled at the rate; a refused
     request takes no token and is told when one is back; another client has its own; a bucket full again is
-    forgotten. The same in one process's memory and in the file the workers share (round 59)."""
+    forgotten. In the file the workers share (round 59; round 58 kept the buckets in each process's memory); with no
+    limit the file is never opened."""
     from app.errors import RateLimited
     from app.limits import RateLimiter
-    path = tmp_path / "cache" / "rate-limits.sqlite3" if shared else None
-    r = RateLimiter(60, burst=3, path=path)  # one a second
+    path = tmp_path / "cache" / "rate-limits.sqlite3"
+    r = RateLimiter(60, path, burst=3)  # one a second
     for _ in range(3):
         r.take("a", now=0.0)
     with pytest.raises(RateLimited) as e:
@@ -735,15 +735,17 @@ def test_a_rate_limiter_holds_each_client_to_its_rate_and_burst(tmp_path, shared
     for _ in range(3):
         r.take("a", now=10.0)  # idle long enough: the whole burst again
     assert r.clients(now=10.0) == 1  # b, full again since 3 s, is forgotten
-    assert path is None or path.exists()
+    assert path.exists()
     stats = r.stats()
-    assert (stats["rate_limit_per_min"], stats["rate_burst"], stats["rate_shared"]) == (60, 3, shared)
-    assert (RateLimiter(120).burst, RateLimiter(3).burst) == (20, 1)  # ten seconds' worth, at least one
-    off = RateLimiter(0, path=path)
+    assert (stats["rate_limit_per_min"], stats["rate_burst"], stats["rate_shared"]) == (60, 3, True)
+    assert (RateLimiter(120, path).burst, RateLimiter(3, path).burst) == (20, 1)  # ten seconds' worth, at least 1
+    path.unlink()
+    off = RateLimiter(0, path)
     for _ in range(1000):
         off.take("a")
     assert off.stats() == {"rate_limit_per_min": 0, "rate_burst": 0, "rate_limited": 0, "rate_clients": 0,
                            "rate_shared": False, "rate_store_errors": 0}
+    assert not path.exists()  # no limit: the file never opened
 
 
 def test_the_workers_hold_a_client_to_one_rate_between_them_and_a_broken_file_lets_requests_through(tmp_path):
@@ -757,7 +759,7 @@ def test_the_workers_hold_a_client_to_one_rate_between_them_and_a_broken_file_le
     from app.errors import RateLimited
     from app.limits import RateLimiter
     path = tmp_path / "rate-limits.sqlite3"
-    one, two = RateLimiter(60, burst=4, path=path), RateLimiter(60, burst=4, path=path)
+    one, two = RateLimiter(60, path, burst=4), RateLimiter(60, path, burst=4)
     taken = []
     for limiter in (one, two, one, two, one, two):
         try:
@@ -795,7 +797,7 @@ def test_the_workers_hold_a_client_to_one_rate_between_them_and_a_broken_file_le
     assert two.clients(now=400.0) == 1
 
     (tmp_path / "not-a-folder").write_text("")
-    broken = RateLimiter(60, burst=1, path=tmp_path / "not-a-folder" / "rate-limits.sqlite3")
+    broken = RateLimiter(60, tmp_path / "not-a-folder" / "rate-limits.sqlite3", burst=1)
     for _ in range(5):
         broken.take("a", now=0.0)  # let through: the limit fails open, the service does not
     assert broken.store_errors == 5 and broken.refused == 0 and broken.stats()["rate_store_errors"] == 5
