@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexing.models import Thread
+from indexing.models import Answer, Thread
 
 
 # A query's or candidate's stored embeddings (meta "vector", "thread_vector", "comment_vectors", from the dense
@@ -93,6 +93,23 @@ def stored_thread_query(t: Thread, gen) -> Query:
     return comments_query(t.question_text, t.answers, t.author_id, True, gen)
 
 
+FORUM = "forum"  # a candidate's meta key for what its forum says of it (``forum_marks``), where the store was read
+
+
+def forum_marks(t: Thread, answer: Answer | None = None) -> dict[str, Any]:
+    """What the forum says of ``answer`` of thread ``t`` (or of the thread itself), as a search result shows it:
+    ``votes`` (meta.score, a whole number) and ``accepted`` (an answer its asker accepted; a thread with an accepted
+    answer: meta.accepted, meta.accepted_answer_id), each None where the forum says nothing of it."""
+    if answer is not None:
+        meta = answer.meta
+        accepted = True if meta.get("accepted") is True else (False if "accepted_answer_id" in t.meta else None)
+    else:
+        meta = t.meta
+        accepted = bool(meta.get("accepted_answer_id")) if "accepted_answer_id" in meta else None
+    votes = meta.get("score")
+    return {"votes": votes if isinstance(votes, int) and not isinstance(votes, bool) else None, "accepted": accepted}
+
+
 def answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candidate]:
     """Every comment of a thread, in thread order, with its position, author, the thread's asker, its
     question and category, and its dialogue signals within the whole thread (``thread_rank``: the thread's
@@ -103,7 +120,7 @@ def answer_candidates(t: Thread, thread_rank: int | None = None) -> list[Candida
     for pos, a in enumerate(t.answers, 1):
         meta = {"thread_id": t.id, "position": pos, "author_id": a.author_id, "created_at": a.created_at,
                 "asker_id": t.author_id, "category": t.category, "thread_question": t.question_text,
-                "dialogue": tuple(float(v) for v in talk[pos - 1])}
+                "dialogue": tuple(float(v) for v in talk[pos - 1]), FORUM: forum_marks(t, a)}
         if thread_rank is not None:
             meta["thread_rank"] = thread_rank
         out.append(Candidate(a.id, a.text, meta))
@@ -115,7 +132,8 @@ def question_candidate(t: Thread, thread_rank: int) -> Candidate:
     comments (what answered it)."""
     return Candidate(t.id, t.question_text, {"thread_id": t.id, "category": t.category, "thread_rank": thread_rank,
                                              "subject": t.subject, "body": t.body,
-                                             "comments": tuple(a.text for a in t.answers)})
+                                             "comments": tuple(a.text for a in t.answers),
+                                             FORUM: forum_marks(t)})
 
 
 def related_comment_candidates(threads: list[Thread], gen=None) -> list[Candidate]:

@@ -23,10 +23,12 @@ from indexing.searcher import Generation
 from .candidates import (
     ANSWER_ENCODER,
     ANSWER_VECTOR,
+    FORUM,
     VECTOR_ENCODER,
     Candidate,
     Query,
     answer_candidates,
+    forum_marks,
     indexed_question_meta,
     question_candidate,
 )
@@ -293,7 +295,7 @@ class SearchPipeline:
                 thread_title=c.meta.get("thread_title"), thread_tags=_tags(self.gen, c.meta["thread_id"]),
                 score=scores[i], rank=rank,
                 duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages,
-                **forum.marks(c.meta["thread_id"], c.id, kind)))
+                **forum.marks(c, kind)))
         if req.explain and self.attention is not None and results:
             t0 = time.perf_counter()
             q = Query("explain", req.text, tuple(Candidate(x.id, x.text) for x in results))
@@ -552,30 +554,28 @@ class SearchPipeline:
 
 
 class _ForumMarks:
-    """What the forum says of a page's results (``votes``, ``accepted``), read from the store's threads (``threads``:
-    the pipeline's reader, None in benchmarks without a store), each thread once per page."""
+    """What the forum says of a page's results (``votes``, ``accepted``, ``candidates.forum_marks``): carried by a
+    reranked candidate, whose thread the search read already; for the others read from the store's threads
+    (``threads``: the pipeline's reader, None in benchmarks without a store), each thread once per page."""
 
     def __init__(self, threads) -> None:
         self.threads, self._read = threads, {}
 
-    def marks(self, thread_id: str, result_id: str, kind: str) -> dict[str, Any]:
+    def marks(self, c: Candidate, kind: str) -> dict[str, Any]:
+        if FORUM in c.meta:
+            return c.meta[FORUM]
         if self.threads is None:
             return {}
-        if thread_id not in self._read:
-            self._read[thread_id] = self.threads(thread_id)
-        t = self._read[thread_id]
+        tid = c.meta["thread_id"]
+        if tid not in self._read:
+            self._read[tid] = self.threads(tid)
+        t = self._read[tid]
         if t is None:  # taken down or deleted since the generation was built
             return {}
-        if kind == ANSWER:
-            a = next((a for a in t.answers if a.id == result_id), None)
-            meta = a.meta if a is not None else {}
-            accepted = True if meta.get("accepted") is True else (False if "accepted_answer_id" in t.meta else None)
-        else:
-            meta = t.meta
-            accepted = bool(meta.get("accepted_answer_id")) if "accepted_answer_id" in meta else None
-        votes = meta.get("score")
-        return {"votes": votes if isinstance(votes, int) and not isinstance(votes, bool) else None,
-                "accepted": accepted}
+        if kind != ANSWER:
+            return forum_marks(t)
+        answer = next((a for a in t.answers if a.id == c.id), None)
+        return forum_marks(t, answer) if answer is not None else {}
 
 
 def default_config(gen: Generation) -> RetrieverConfig:
