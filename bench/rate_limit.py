@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import multiprocessing
 import sys
@@ -62,7 +63,11 @@ def _contended(path: str, takes: int, clients: int, per_min: int, start, out) ->
 
 def take_costs(rev: str, folder: Path, takes: int, clients: int, per_min: int) -> dict:
     from app.limits import RateLimiter
-    memory, _ = take_cost(reference_module(rev, "app/limits.py", folder).RateLimiter(per_min), takes, clients)
+    reference = reference_module(rev, "app/limits.py", folder).RateLimiter
+    if "path" in {f.name for f in dataclasses.fields(reference)}:  # a revision since round 59: its own file
+        memory, _ = take_cost(reference(per_min, folder / "reference.sqlite3"), takes, clients)
+    else:  # round 58's: the process's memory
+        memory, _ = take_cost(reference(per_min), takes, clients)
     shared, errors = take_cost(RateLimiter(per_min, folder / "alone.sqlite3"), takes, clients)
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(2), ctx.Queue()

@@ -228,6 +228,11 @@ def test_a_real_service_logs_json_lines_each_with_the_request_id_from_every_work
             conn.request("GET", "/threads/none", headers={"X-Request-ID": rid, "X-Forwarded-For": "203.0.113.7"})
             assert conn.getresponse().status == 404
             conn.close()
+        # both workers accepting (a worker still loading its models would leave every request to the other)
+        deadline = time.time() + 180
+        while sum("Application startup complete" in line for line in err.read_text().splitlines()) < 2:
+            assert p.poll() is None and time.time() < deadline, err.read_text()[-3000:]
+            time.sleep(0.2)
         # a scraper's /rerank requests, each on a new connection, until both workers have answered some of them
         limited: dict[str, int] = {}  # request id -> status
         body = json.dumps({"question": {"body": "cheap furniture"},
