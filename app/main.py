@@ -28,6 +28,7 @@ from indexing.generations import IndexFormatError
 from indexing.models import MAX_TAG_CHARS, alternatives, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
+from ranking.evaluation.feedback import FeedbackLog, FeedbackUnavailable, NotShown, UnknownSearch, served_of
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.retriever import TagSynonyms, tag_rows
 from ranking.settings import MAX_RESULTS
@@ -57,6 +58,9 @@ from .schemas import (
     EvaluationIn,
     FiltersIn,
     EvaluationOut,
+    FeedbackIn,
+    FeedbackOut,
+    FeedbackReportOut,
     HealthOut,
     JobOut,
     JobSubmitted,
@@ -125,6 +129,8 @@ class Service:
                                alone_now=lambda: self.admission.clients() <= 1)
         # how many a client sends, counted in a file every worker of the data folder shares
         self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_file, settings.rate_limit_burst)
+        # the searches served and their users' judgements of them (CQA_FEEDBACK), a file every worker shares
+        self.feedback = FeedbackLog(settings.feedback_file, settings.feedback_days) if settings.feedback else None
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
@@ -418,6 +424,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await b.stop()
             from indexing.generations import drop_lease
             drop_lease(settings.index_root, svc.holder)
+            if svc.feedback is not None:
+                svc.feedback.close()
             svc.store.close()
 
     app = FastAPI(title="cQA answer ranking", version="0.1.0", lifespan=lifespan,
@@ -661,8 +669,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
             if req.filters is None or not req.filters.tagged():
-                return pipeline.search(req)
-            return pipeline.search(replace(req, filters=req.filters.with_synonyms(svc.tag_synonyms())))
+                out = pipeline.search(req)
+            else:
+                out = pipeline.search(replace(req, filters=req.filters.with_synonyms(svc.tag_synonyms())))
+            if svc.feedback is not None:  # what it showed, under the id its users judge it by (POST /feedback)
+                out.search_id = svc.feedback.record(served_of(out, endpoint))
+                if out.search_id is None:
+                    svc.metrics.feedback_unrecorded.labels("search").inc()
+            return out
         out = await run_in_threadpool(search)
         for stage, ms in out.timings_ms.items():
             svc.metrics.stage.labels(stage).observe(ms / 1000)
@@ -1205,6 +1219,43 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def evaluation(svc: Service = Depends(service)):
         from ranking.evaluation.runner import latest_reports, shipped_figures
         return {"shipped": shipped_figures(), "benchmarks": latest_reports(svc.settings.reports_dir)}
+
+    @app.get("/evaluation/feedback", response_model=FeedbackReportOut,
+             summary="MAP on the forum's own traffic: the served searches its users judged (POST /feedback)")
+    async def evaluation_feedback(days: float | None = Param(None, gt=0, le=36_500, description="only the searches "
+                                                             "served in the last this many days (default: all kept)"),
+                                  svc: Service = Depends(service)):
+        """The judged searches' figures per endpoint, target and reranker, with the SemEval-2016 official scorer's
+        arithmetic (``ranking.evaluation.feedback``): MAP over the first 10 ranks of the judged results in the order
+        shown, its 95% interval, the same with unjudged results counted as not helpful, MRR, the share judged helpful
+        at each rank, and the same results in the order the reranker was given them (what it adds, with the paired
+        test). The same as `cqa evaluate --feedback`."""
+        from ranking.evaluation.feedback import feedback_report
+        return await run_in_threadpool(feedback_report, svc.settings.feedback_file, days)
+
+    @app.post("/feedback", response_model=FeedbackOut, status_code=201,
+              summary="A user's judgement of a search's results: which helped (the search's search_id)")
+    async def feedback(body: FeedbackIn, svc: Service = Depends(service)):
+        """Recorded (synced to disk) before the answer; a result judged again replaces its earlier judgement. 404 for
+        a search_id the log does not hold (never served, served with CQA_FEEDBACK off, or not judged within
+        CQA_FEEDBACK_DAYS and forgotten); 422 for a result the search did not show, nothing recorded; 503 where the
+        log's file cannot be written, nothing recorded."""
+        if svc.feedback is None:
+            raise HTTPException(404, detail="this service keeps no feedback (CQA_FEEDBACK=false)")
+        judgements = [(j.result_id, j.helpful) for j in body.judgements]
+        try:
+            judged = await run_in_threadpool(svc.feedback.judge, body.search_id, judgements)
+        except UnknownSearch:
+            raise HTTPException(404, detail=f"no search {body.search_id} in the feedback log: a search_id is judged "
+                                f"within {svc.settings.feedback_days:g} days of its search (CQA_FEEDBACK_DAYS)") from None
+        except NotShown as e:
+            raise HTTPException(422, detail=str(e)) from None
+        except FeedbackUnavailable as e:
+            svc.metrics.feedback_unrecorded.labels("judgement").inc()
+            raise HTTPException(503, detail=str(e), headers={"Retry-After": "5"}) from None
+        for _, helpful in judgements:
+            svc.metrics.feedback.labels(str(helpful).lower()).inc()
+        return {"search_id": judged.search_id, "recorded": judged.recorded, "judged": judged.judged}
 
     @app.post("/evaluation", status_code=202, response_model=JobSubmitted, summary="Run an offline evaluation as a job (admin)",
               dependencies=[Depends(require_admin)])

@@ -90,6 +90,11 @@ class Metrics:
         self.rate_limited = Counter("cqa_rate_limited_total", "ranking requests refused at once with 429 "
                                     "rate_limited: their client had sent more than CQA_RATE_LIMIT_PER_MIN (to all the "
                                     "workers together), its burst spent", ["endpoint"], registry=self.registry)
+        self.feedback = Counter("cqa_feedback_judgements_total", "judgements of search results recorded (POST "
+                                "/feedback), by whether the result helped", ["helpful"], registry=self.registry)
+        self.feedback_unrecorded = Counter("cqa_feedback_unrecorded_total", "searches answered without a search_id, "
+                                           "and judgements refused with 503, because the feedback log could not be "
+                                           "written", ["what"], registry=self.registry)
         self.queued = Histogram("cqa_ranking_queue_seconds", "how long a ranking request taken waited for one of "
                                 "CQA_RUN_SLOTS before its work began", buckets=BUCKETS, registry=self.registry)
         self.in_flight = Gauge("cqa_ranking_in_flight", "ranking requests taken and not answered yet (with several "

@@ -749,3 +749,72 @@ class EvaluationOut(BaseModel):
     shipped: list[ShippedFigure] = Field(description="figures measured for this release with each preset "
                                          "(ranking/shipped_figures.json), shown before any run here")
     benchmarks: dict[str, LiveFigure] = Field(description="the latest run of each benchmark on this service")
+
+
+class JudgementIn(Strict):
+    result_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] = Field(
+        description="a result's id as the search showed it (results[].id)")
+    helpful: bool = Field(description="whether the result helped the user")
+
+
+class FeedbackIn(Strict):
+    """A user's judgement of the results of one served search (POST /feedback)."""
+    search_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")] = Field(
+        description="the search's search_id, as its response gave it (32 hex digits)")
+    judgements: list[JudgementIn] = Field(min_length=1, max_length=MAX_RESULTS, description="one per result judged; "
+                                          "a result judged again replaces its earlier judgement")
+
+    @model_validator(mode="after")
+    def _each_once(self):
+        seen, twice = set(), []
+        for j in self.judgements:
+            if j.result_id in seen:
+                twice.append(j.result_id)
+            seen.add(j.result_id)
+        if twice:
+            raise ValueError(f"judgements: {', '.join(map(repr, twice[:5]))} judged twice in one request; send each "
+                             "result once")
+        return self
+
+
+class FeedbackOut(BaseModel):
+    search_id: str
+    recorded: int = Field(description="judgements written by this request (synced to disk before this answer)")
+    judged: int = Field(description="results of the search judged so far, this request's included")
+
+
+class HelpfulAtRank(BaseModel):
+    rank: int
+    helpful: int
+    judged: int
+
+
+class FirstStageFigure(BaseModel):
+    MAP: float = Field(description="the judged results in the order the reranker was given them")
+    reranker_gain: float = Field(description="MAP minus this MAP: what the reranker's order adds, on these searches")
+    p_randomization: float = Field(description="paired randomisation test over the searches")
+
+
+class FeedbackGroup(BaseModel):
+    endpoint: str
+    target: str
+    reranker: str | None
+    searches: int = Field(description="judged searches (first pages)")
+    judgements: int
+    judgements_later_pages: int = Field(description="judgements of results on later pages (ranks past 10: not in MAP)")
+    MAP: float | None = Field(None, description="over the first 10 ranks, the judged results only, in the order shown")
+    MAP_interval_95: list[float] | None = None
+    MAP_unjudged_not_helpful: float | None = Field(None, description="the same with every unjudged result counted "
+                                                   "as not helpful")
+    MRR: float | None = None
+    helpful_share: float | None = None
+    generations: int | None = Field(None, description="index generations that served these searches")
+    helpful_by_rank: list[HelpfulAtRank] = Field(default_factory=list)
+    first_stage: FirstStageFigure | None = None
+
+
+class FeedbackReportOut(BaseModel):
+    days: float | None = Field(description="the searches served in the last this many days; null: all kept")
+    searches_judged: int
+    groups: list[FeedbackGroup] = Field(description="per endpoint, target and reranker that served the searches")
+    note: str

@@ -71,6 +71,16 @@ class Settings(RankingSettings):
                                           "server of the data folder, so a client is held to one rate whichever worker "
                                           "its connections reach. State that may be lost: deleting it gives every "
                                           "client a full burst again.")
+    feedback: bool = Field(True, description="Keep each served search (POST /search, GET /threads/{id}/similar) in the "
+                           "feedback log under an id (`search_id` in its response), so its users can judge its results "
+                           "(POST /feedback; the search page's Helpful? buttons) and GET /evaluation/feedback and `cqa "
+                           "evaluate --feedback` report MAP on the forum's own traffic. The log keeps ids, ranks and "
+                           "judgements, no query text and no client. false: no search_id, and POST /feedback gets 404.")
+    feedback_days: float = Field(30.0, gt=0, le=36_500, description="How long a search nobody judged is kept and may "
+                                 "be judged (days); a judged one is kept.")
+    feedback_store: Path | None = Field(None, description="The feedback log's file (default: feedback.sqlite3 in the "
+                                        "data folder), shared by every worker of the data folder. Accepted judgements "
+                                        "are synced to it before the answer.")
     run_slots: int = Field(2, ge=0, le=1024, description="Ranking requests one worker works on at once; the others "
                            "it has taken wait, and a freed slot goes to one whose client has the fewest running, the "
                            "clients taking turns, so a user's search waits for one slot, not behind every search a "
@@ -221,6 +231,10 @@ class Settings(RankingSettings):
     @property
     def rate_limit_file(self) -> Path:
         return self.rate_limit_store or self.cache_dir / "rate-limits.sqlite3"
+
+    @property
+    def feedback_file(self) -> Path:
+        return self.feedback_store or self.data_dir / "feedback.sqlite3"
 
     @property
     def backups_folder(self) -> Path:

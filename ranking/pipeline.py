@@ -104,6 +104,8 @@ class SearchResult(BaseModel):
     accepted: bool | None = Field(None, description="an answer: whether its asker accepted it; a question or thread: "
                                   "whether it has an accepted answer (meta.accepted, meta.accepted_answer_id); left "
                                   "out where the forum says nothing of acceptance", exclude_if=lambda v: v is None)
+    first_stage_rank: int | None = Field(None, exclude=True, description="its place in the order the reranker was "
+                                         "given (0 first): the feedback log's, never sent")
 
 
 class SearchResponse(BaseModel):
@@ -120,6 +122,9 @@ class SearchResponse(BaseModel):
     offset: int = Field(0, description="the results start at rank offset + 1")
     next_offset: int | None = Field(None, description="the offset of the next page of as many results, where there "
                                     "are more within MAX_RESULTS ranks; null at the last page")
+    search_id: str | None = Field(None, description="this search's id in the feedback log: send it with a judgement of "
+                                  "a result (POST /feedback); left out where the service keeps no feedback (CQA_FEEDBACK)",
+                                  exclude_if=lambda v: v is None)
 
 
 @dataclass
@@ -294,7 +299,7 @@ class SearchPipeline:
                 id=c.id, kind=kind, thread_id=c.meta["thread_id"], text=c.text,
                 thread_title=c.meta.get("thread_title"), thread_tags=_tags(self.gen, c.meta["thread_id"]),
                 score=scores[i], rank=rank,
-                duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages,
+                duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages, first_stage_rank=i,
                 **forum.marks(c, kind)))
         if req.explain and self.attention is not None and results:
             t0 = time.perf_counter()

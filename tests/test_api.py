@@ -1233,6 +1233,14 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
                                      headers={"Authorization": f"Bearer {TOKEN}"})
         with urllib.request.urlopen(req, timeout=30) as r:
             assert r.status == 202 and json.loads(r.read())["started"]
+        # a user's judgement of a search's result, answered 201 just before the kill, and a search not judged yet
+        status, found = http("POST", base + "/search", {"question": {"body": "where to buy furniture"}, "k": 5})
+        assert status == 200
+        status, _ = http("POST", base + "/feedback", {"search_id": found["search_id"], "judgements": [
+            {"result_id": found["results"][1]["id"], "helpful": True}]})
+        assert status == 201
+        status, unjudged = http("POST", base + "/search", {"question": {"body": "a driving licence"}, "k": 3})
+        assert status == 200
         status, job = http("POST", base + "/reindex", headers={"Authorization": f"Bearer {TOKEN}"})
         assert status == 202
         time.sleep(0.5)
@@ -1254,6 +1262,11 @@ def test_real_uvicorn_end_to_end_and_kill_9(tmp_path):
                 and time.time() < deadline:
             time.sleep(0.5)
         assert [http("GET", f"{base}/threads/imp{i}")[0] for i in range(5)] == [200] * 5
+        # the judgement outlived the kill, and the search served before it can still be judged
+        (group,) = http("GET", base + "/evaluation/feedback")[1]["groups"]
+        assert group["searches"] == 1 and group["judgements"] == 1 and group["MAP"] == 1.0, group
+        assert http("POST", base + "/feedback", {"search_id": unjudged["search_id"], "judgements": [
+            {"result_id": unjudged["results"][0]["id"], "helpful": False}]})[0] == 201
         assert list((tmp_path / "var" / "imports").glob("import-*")) == []
         # the score store outlives the process: the first thread again costs the restarted service no model call
         status, restarted = http("POST", base + "/rerank", body)

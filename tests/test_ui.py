@@ -134,6 +134,24 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert explain.get_attribute("aria-expanded") == "true"
     browser.save_screenshot(str(tmp_path / "search.png"))
     assert (tmp_path / "search.png").stat().st_size > 10_000
+    # the user says the second result helped and the first did not, then changes their mind on the first: the
+    # judgements reach the feedback log under the search's id, the last one of a result replacing the earlier
+    second = browser.find_elements(By.CSS_SELECTOR, "#results li")[1]
+    second.find_element(By.CSS_SELECTOR, "button[data-helpful='true']").click()
+    wait.until(lambda d: "marked helpful" in second.find_element(By.CSS_SELECTOR, ".judged").text)
+    first.find_element(By.CSS_SELECTOR, "button[data-helpful='false']").click()
+    wait.until(lambda d: "marked not helpful" in first.find_element(By.CSS_SELECTOR, ".judged").text)
+    no = first.find_element(By.CSS_SELECTOR, "button[data-helpful='false']")
+    assert no.get_attribute("aria-pressed") == "true"
+    with request_.urlopen(server + "/evaluation/feedback") as r:
+        (group,) = json_.loads(r.read())["groups"]
+    assert group["reranker"] == "search-answers" and group["judgements"] == 2 and group["MAP"] == 0.5, group
+    first.find_element(By.CSS_SELECTOR, "button[data-helpful='true']").click()
+    wait.until(lambda d: first.find_element(By.CSS_SELECTOR, ".judged").text == "thanks: marked helpful")
+    assert no.get_attribute("aria-pressed") == "false"
+    with request_.urlopen(server + "/evaluation/feedback") as r:
+        (group,) = json_.loads(r.read())["groups"]
+    assert group["judgements"] == 2 and group["MAP"] == 1.0, group
     # More results: the next page (offset 10) appended, ranks 11-20, the results POST /search gives at k = 20
     browser.find_element(By.ID, "more").click()
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 20)

@@ -76,6 +76,14 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="with --duplicates: only the first N linked questions; with --answers, the first N threads "
                         "asked; in the store's order (0: all)")
+    p.add_argument("--feedback", action="store_true",
+                   help="MAP on the forum's own traffic: the searches this data folder's service served (POST /search, "
+                        "GET /threads/{id}/similar) that its users judged (POST /feedback, the search page's Helpful? "
+                        "buttons), per endpoint, target and reranker, with the official scorer's arithmetic over the "
+                        "first 10 ranks of the judged results, beside the same results in the order the reranker was "
+                        "given them (the paired test); as GET /evaluation/feedback reports it")
+    p.add_argument("--days", type=float, default=None, metavar="N",
+                   help="with --feedback: only the searches served in the last N days (default: all kept)")
     p.add_argument("--list", action="store_true", help="list benchmarks and ranker presets")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
 
@@ -117,6 +125,18 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
                     print(f"  {name:30s} {spec.summary()}\n  {'':30s} {spec.description}")
         return 0
     try:
+        if args.days is not None and not args.feedback:
+            raise ScoringError("--days goes with --feedback")
+        if args.feedback:
+            others = [f"--{k.replace('_', '-')}" for k in ("gold", "pred", "compare_pred", "benchmark", "ranker",
+                                                           "compare", "inference", "max_length", "target",
+                                                           "judged_by", "limit") if getattr(args, k)]
+            if args.duplicates or args.answers or others:
+                raise ScoringError("--feedback is its own evaluation (of the searches served): without "
+                                   f"{', '.join(others or ['--duplicates', '--answers'])}")
+            if args.days is not None and args.days <= 0:
+                raise ScoringError(f"--days {args.days:g}: a number of days above 0")
+            return _feedback(args, settings, emit)
         if args.duplicates and args.answers:
             raise ScoringError("--duplicates and --answers are two evaluations: one at a time")
         if args.target and not args.duplicates:
@@ -193,6 +213,30 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
     except (ScoringError, BenchmarkError, UnknownRanker, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _feedback(args: argparse.Namespace, settings, emit) -> int:
+    from .feedback import feedback_report
+    r = feedback_report(settings.feedback_file, args.days)
+    window = f"the last {args.days:g} days" if args.days is not None else "all kept"
+    print(f"feedback log {settings.feedback_file}: {r['searches_judged']} judged searches ({window})")
+    for g in r["groups"]:
+        print(f"{g['endpoint']} {g['target']}, reranker {g['reranker'] or 'none'}: {g['searches']} searches, "
+              f"{g['judgements']} judgements ({g['judgements_later_pages']} more on later pages)")
+        if g.get("MAP") is not None:
+            lo, hi = g["MAP_interval_95"]
+            print(f"  MAP {g['MAP']:.4f} (95% {lo:.4f}-{hi:.4f})   unjudged as not helpful {g['MAP_unjudged_not_helpful']:.4f}"
+                  f"   MRR {g['MRR']:.2f}   helpful {100 * g['helpful_share']:.1f}%")
+        if g.get("first_stage"):
+            f = g["first_stage"]
+            print(f"  before the reranker: MAP {f['MAP']:.4f}   reranker's gain {f['reranker_gain']:+.4f} "
+                  f"(p = {f['p_randomization']:.4g})")
+    if not r["groups"]:
+        print("nothing judged yet: searches carry a search_id; POST /feedback judges their results")
+    print(f"({r['note']})")
+    if args.json:
+        emit(r)
+    return 0
 
 
 def _with_interval(out: dict, report: dict) -> None:

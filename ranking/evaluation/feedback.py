@@ -1,0 +1,301 @@
+"""MAP from the forum's own users: which results of a served search helped them.
+
+Every search the service answers (POST /search, GET /threads/{id}/similar) is written to the feedback log with an
+id, ``search_id`` in its response: its endpoint, target, reranker and generation, and the ids of the results it
+showed in their order with each one's place before the reranker. A user (the search page's "Helpful? yes / no", or a forum's
+own buttons) sends POST /feedback with that id and a judgement of a shown result; it is on disk (fsync'd) before the
+answer. ``report`` scores the judged searches with the SemEval-2016 official scorer's arithmetic, grouped by what
+served them, so the figure is the served path's on the forum's own traffic:
+
+- ``MAP``: average precision over the first 10 ranks of the judged results only, in the order they were shown (a
+  result nobody judged is left out, not counted as useless: users judge one or two results of a page, and a result
+  left unjudged says nothing; Sakai's condensed lists);
+- ``MAP_unjudged_not_helpful``: the same with every unjudged result counted as not helpful (what a benchmark whose
+  every result is judged gives; with partial judgements a lower bound);
+- ``first_stage``: the MAP of the same judged results in the order the reranker was given them (the first stage's,
+  with the similar threads' comments after its hits: what the search showed before its reranker), with the paired randomisation test: what the reranker adds on
+  this forum's traffic. Users judge what they were shown, so this favours the order shown (a result the first stage
+  would have put first but the reranker put eleventh was never judged); read it as a floor of the reranker's gain
+  only where it is positive.
+
+Only a search's first page counts in MAP (later pages are ranks 11 on); the judgements of later pages are counted.
+The log keeps no query text and no client: ids, scores and judgements only. A search nobody judged is forgotten after
+``keep_days`` and can no longer be judged; a judged one is kept. The file is the data folder's, shared by every
+worker (SQLite in WAL mode): a search one worker served can be judged through another."""
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import sqlite3
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SEARCH_ID_HEX = 32  # 128 random bits: an id nobody can guess, so only whoever got the results can judge them
+FORGET_EVERY_S = 60.0  # how often a process deletes the searches nobody judged within keep_days
+BUSY_TIMEOUT_S = 2.0  # how long a write waits for another worker's (in a thread, never on the event loop)
+
+
+class UnknownSearch(LookupError):
+    """No search with this id: never served, or nobody judged it within ``keep_days`` and it was forgotten."""
+
+
+class NotShown(ValueError):
+    """A judgement of a result the search did not show."""
+
+    def __init__(self, search_id: str, ids: list[str], shown: int):
+        self.ids = ids
+        super().__init__(f"search {search_id} did not show {', '.join(map(repr, ids[:5]))}"
+                         f"{' and more' if len(ids) > 5 else ''}; judge the ids of its {shown} results")
+
+
+class FeedbackUnavailable(RuntimeError):
+    """The feedback log's file could not be written: the judgement was not recorded (the caller says so: 503)."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """What one search showed: its results' ids in rank order from rank ``offset`` + 1, and each one's place in
+    the order the reranker was given (0 first)."""
+    endpoint: str
+    target: str
+    ranker: str | None
+    generation: str
+    offset: int
+    results: tuple[str, ...]
+    first_stage: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Judged:
+    search_id: str
+    recorded: int  # judgements written by this request
+    judged: int  # results of the search judged, this request's included
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS served (id TEXT PRIMARY KEY, at REAL NOT NULL, endpoint TEXT NOT NULL,
+    target TEXT NOT NULL, ranker TEXT, generation TEXT NOT NULL, first INTEGER NOT NULL, results TEXT NOT NULL,
+    first_stage TEXT NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS served_at ON served (at);
+CREATE TABLE IF NOT EXISTS judged (search TEXT NOT NULL, result TEXT NOT NULL, helpful INTEGER NOT NULL,
+    at REAL NOT NULL, PRIMARY KEY (search, result)) WITHOUT ROWID;
+"""
+
+
+@dataclass
+class FeedbackLog:
+    """The data folder's feedback file (``path``). ``record`` writes a served search (synchronous=NORMAL: it survives
+    the process's kill -9, a power cut may lose the last ones, which then cannot be judged); ``judge`` writes
+    judgements on a connection of its own that syncs each commit (synchronous=FULL): a judgement answered is on
+    disk. Where the file fails, ``record`` gives no id (the search is answered all the same, counted in
+    ``store_errors``) and ``judge`` raises ``FeedbackUnavailable``."""
+    path: Path
+    keep_days: float = 30.0
+    store_errors: int = 0
+    recorded: int = 0  # searches written by this process
+    judgements: int = 0  # judgements written by this process
+    _served_db: sqlite3.Connection | None = field(default=None, repr=False)
+    _judged_db: sqlite3.Connection | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _judge_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _next_forget: float = 0.0
+    _logged_error_at: float = float("-inf")
+
+    @property
+    def keep_s(self) -> float:
+        return self.keep_days * 86400.0
+
+    def _open(self, synchronous: str) -> sqlite3.Connection:
+        from indexing.store import opened_while_others_open
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
+
+        def setup(conn: sqlite3.Connection) -> None:  # every worker may open it at the same moment
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+        opened_while_others_open(db, setup)
+        db.execute(f"PRAGMA synchronous={synchronous}")
+        return db
+
+    def _served(self) -> sqlite3.Connection:
+        if self._served_db is None:
+            self._served_db = self._open("NORMAL")
+        return self._served_db
+
+    def _judged(self) -> sqlite3.Connection:
+        if self._judged_db is None:
+            self._judged_db = self._open("FULL")
+        return self._judged_db
+
+    def record(self, served: Served, now: float | None = None) -> str | None:
+        """``served`` written under a new id (returned); None where the file failed (logged once a minute)."""
+        now = time.time() if now is None else now
+        search_id = secrets.token_hex(SEARCH_ID_HEX // 2)
+        row = (search_id, now, served.endpoint, served.target, served.ranker, served.generation, served.offset,
+               json.dumps(list(served.results)), json.dumps([int(i) for i in served.first_stage]))
+        try:
+            with self._lock:
+                db = self._served()
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.execute("INSERT INTO served VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                    if now >= self._next_forget:
+                        self._next_forget = now + FORGET_EVERY_S
+                        db.execute("DELETE FROM served WHERE at < ? AND NOT EXISTS (SELECT 1 FROM judged WHERE "
+                                   "judged.search = served.id)", (now - self.keep_s,))
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+        except (sqlite3.Error, OSError) as e:
+            self.store_errors += 1
+            if now - self._logged_error_at > 60:
+                self._logged_error_at = now
+                log.warning("the feedback log %s failed (%s); searches are answered without a search_id until it "
+                            "works again (%d so far)", self.path, e, self.store_errors)
+            return None
+        self.recorded += 1
+        return search_id
+
+    def judge(self, search_id: str, judgements: list[tuple[str, bool]], now: float | None = None) -> Judged:
+        """The judgements (result id, helpful) of search ``search_id`` written and synced, each replacing an earlier
+        one of the same result (a user who changes their mind). ``UnknownSearch`` where there is no such search or it
+        is older than ``keep_days``; ``NotShown`` (nothing written) where a result is not one it showed."""
+        now = time.time() if now is None else now
+        try:
+            with self._judge_lock:
+                db = self._judged()
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    row = db.execute("SELECT results, at FROM served WHERE id = ?", (search_id,)).fetchone()
+                    if row is None or row[1] < now - self.keep_s:
+                        raise UnknownSearch(search_id)
+                    shown = json.loads(row[0])
+                    missing = [r for r, _ in judgements if r not in set(shown)]
+                    if missing:
+                        raise NotShown(search_id, missing, len(shown))
+                    db.executemany("INSERT INTO judged VALUES (?, ?, ?, ?) ON CONFLICT (search, result) DO UPDATE "
+                                   "SET helpful = excluded.helpful, at = excluded.at",
+                                   [(search_id, r, int(h), now) for r, h in judgements])
+                    (judged,) = db.execute("SELECT count(*) FROM judged WHERE search = ?", (search_id,)).fetchone()
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+        except (sqlite3.Error, OSError) as e:
+            self.store_errors += 1
+            log.warning("the feedback log %s failed (%s): a judgement was refused", self.path, e)
+            raise FeedbackUnavailable(f"the feedback log could not be written ({e}); send the judgement again "
+                                      "later") from None
+        self.judgements += len(judgements)
+        return Judged(search_id, len(judgements), judged)
+
+    def judged_searches(self, since: float | None = None) -> list[dict]:
+        """Every judged search served since ``since`` (Unix time; None: all), oldest first, with its judgements
+        (result id -> helpful)."""
+        db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            rows = db.execute("SELECT s.id, s.at, s.endpoint, s.target, s.ranker, s.generation, s.first, s.results, "
+                              "s.first_stage, j.result, j.helpful FROM served s JOIN judged j ON j.search = s.id "
+                              "WHERE s.at >= ? ORDER BY s.at, s.id", (since or 0.0,)).fetchall()
+        finally:
+            db.close()
+        out: dict[str, dict] = {}
+        for sid, at, endpoint, target, ranker, gen, first, results, first_stage, result, helpful in rows:
+            s = out.setdefault(sid, {"id": sid, "at": at, "endpoint": endpoint, "target": target, "ranker": ranker,
+                                     "generation": gen, "offset": first, "results": json.loads(results),
+                                     "first_stage": json.loads(first_stage), "judged": {}})
+            s["judged"][result] = bool(helpful)
+        return list(out.values())
+
+    def stats(self) -> dict:
+        return {"recorded": self.recorded, "judgements": self.judgements, "store_errors": self.store_errors,
+                "keep_days": self.keep_days}
+
+    def close(self) -> None:
+        for db in (self._served_db, self._judged_db):
+            if db is not None:
+                db.close()
+        self._served_db = self._judged_db = None
+
+
+def served_of(response, endpoint: str) -> Served:
+    """What a ``SearchResponse`` showed (its results' ids and places before the reranker)."""
+    return Served(endpoint, response.target, response.reranker, response.generation, response.offset,
+                  tuple(r.id for r in response.results), tuple(r.first_stage_rank for r in response.results))
+
+
+def _ranked(search: dict, order: list[int], condensed: bool) -> list[bool]:
+    """The judgements of a search's results in ``order`` (indices into its results); ``condensed``: its unjudged
+    results left out, else counted not helpful."""
+    judged, ids = search["judged"], search["results"]
+    return [judged.get(ids[i], False) for i in order if not condensed or ids[i] in judged]
+
+
+def report(searches: list[dict], days: float | None = None) -> dict:
+    """The figures of ``searches`` (``FeedbackLog.judged_searches``), per (endpoint, target, reranker), the
+    official scorer's arithmetic over the first 10 ranks (module docstring)."""
+    from .measures import map_interval, paired_randomization
+    from .scorer import TOP, average_precision, reciprocal_rank
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    later: dict[tuple, int] = defaultdict(int)
+    for s in searches:
+        key = (s["endpoint"], s["target"], s["ranker"])
+        if s["offset"] == 0:
+            groups[key].append(s)
+        else:
+            later[key] += len(s["judged"])
+    out = []
+    for key in sorted(set(groups) | set(later), key=lambda k: (k[0], k[1], k[2] or "")):
+        endpoint, target, ranker = key
+        page = groups.get(key, [])
+        g: dict = {"endpoint": endpoint, "target": target, "reranker": ranker, "searches": len(page),
+                   "judgements": sum(len(s["judged"]) for s in page), "judgements_later_pages": later.get(key, 0)}
+        if page:
+            shown = [list(range(len(s["results"]))) for s in page]
+            ap = {s["id"]: average_precision(_ranked(s, o, True)) for s, o in zip(page, shown)}
+            full = [average_precision(_ranked(s, o, False)) for s, o in zip(page, shown)]
+            rr = [reciprocal_rank(_ranked(s, o, True)) for s, o in zip(page, shown)]
+            g.update({"MAP": round(sum(ap.values()) / len(ap), 4),
+                      "MAP_interval_95": [round(v, 4) for v in map_interval(ap)],
+                      "MAP_unjudged_not_helpful": round(sum(full) / len(full), 4),
+                      "MRR": round(100.0 * sum(rr) / len(rr), 2),
+                      "helpful_share": round(sum(sum(s["judged"].values()) for s in page) / g["judgements"], 4),
+                      "generations": len({s["generation"] for s in page})})
+            by_rank = [[0, 0] for _ in range(TOP)]  # per rank: helpful, judged
+            for s in page:
+                for i, rid in enumerate(s["results"][:TOP]):
+                    if rid in s["judged"]:
+                        by_rank[i][0] += s["judged"][rid]
+                        by_rank[i][1] += 1
+            g["helpful_by_rank"] = [{"rank": i + 1, "helpful": h, "judged": n} for i, (h, n) in enumerate(by_rank) if n]
+            if ranker is not None:  # the same judged results in the order the reranker was given them
+                first = {s["id"]: average_precision(_ranked(s, sorted(o, key=lambda i: s["first_stage"][i]), True))
+                         for s, o in zip(page, shown)}
+                a, b = list(ap.values()), [first[q] for q in ap]
+                g["first_stage"] = {"MAP": round(sum(b) / len(b), 4),
+                                    "reranker_gain": round((sum(a) - sum(b)) / len(a), 4),
+                                    "p_randomization": paired_randomization(a, b) if any(x != y for x, y in zip(a, b))
+                                    else 1.0}
+        out.append(g)
+    return {"days": days, "searches_judged": sum(len(v) for v in groups.values()) + sum(1 for s in searches if
+                                                                                       s["offset"] != 0),
+            "groups": out,
+            "note": "MAP over the first 10 ranks of each search's first page, its judged results only in the order "
+                    "shown (the SemEval-2016 scorer's arithmetic); users judge what they were shown, so the first "
+                    "stage's figure favours the order shown"}
+
+
+def feedback_report(path: Path, days: float | None = None, now: float | None = None) -> dict:
+    """``report`` of the feedback file at ``path`` (the searches served in the last ``days``; None: all). An absent
+    file is a report of nothing."""
+    now = time.time() if now is None else now
+    since = now - days * 86400.0 if days is not None else None
+    searches = FeedbackLog(path).judged_searches(since) if Path(path).exists() else []
+    return report(searches, days)

@@ -1,0 +1,205 @@
+"""The feedback log: served searches, their users' judgements, and the MAP they give (ranking/evaluation/feedback.py,
+POST /feedback, GET /evaluation/feedback, `cqa evaluate --feedback`)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ranking.evaluation.feedback import (FeedbackLog, FeedbackUnavailable, NotShown, Served, UnknownSearch,
+                                         feedback_report, report)
+
+from .conftest import ROOT, STUB_RANKERS
+
+DAY = 86400.0
+
+
+def served(results, first_stage=None, ranker="stub", offset=0, endpoint="/search", target="answers"):
+    return Served(endpoint, target, ranker, "gen-1", offset, tuple(results),
+                  tuple(first_stage if first_stage is not None else range(len(results))))
+
+
+def test_the_report_is_the_official_scorers_arithmetic_over_the_judged_results(tmp_path):
+    log = FeedbackLog(tmp_path / "feedback.sqlite3")
+    one = log.record(served(["a", "b", "c"], first_stage=[2, 0, 1]), now=1000.0)
+    two = log.record(served(["x", "y"]), now=1001.0)
+    log.record(served(["p", "q"]), now=1002.0)  # never judged: not in the report
+    later = log.record(served(["m", "n"], offset=10), now=1003.0)
+    assert len({one, two, later}) == 3 and all(len(i) == 32 for i in (one, two, later))
+    log.judge(one, [("a", True), ("c", False)], now=1010.0)
+    log.judge(two, [("y", True)], now=1010.0)
+    log.judge(later, [("n", True)], now=1010.0)
+    out = feedback_report(log.path, now=1020.0)
+    assert out["searches_judged"] == 3
+    (g,) = out["groups"]
+    assert (g["endpoint"], g["target"], g["reranker"], g["searches"]) == ("/search", "answers", "stub", 2)
+    assert g["judgements"] == 3 and g["judgements_later_pages"] == 1
+    # condensed: [T, F] -> 1, [T] -> 1; unjudged as not helpful: [T, F, F] -> 1, [F, T] -> 0.5
+    assert g["MAP"] == 1.0 and g["MAP_unjudged_not_helpful"] == 0.75 and g["MRR"] == 100.0
+    # in the order the reranker was given them: b, c, a -> judged [c F, a T] -> 0.5; y alone -> 1
+    assert g["first_stage"]["MAP"] == 0.75 and g["first_stage"]["reranker_gain"] == 0.25
+    assert g["helpful_share"] == round(2 / 3, 4)
+    assert g["helpful_by_rank"] == [{"rank": 1, "helpful": 1, "judged": 1}, {"rank": 2, "helpful": 1, "judged": 1},
+                                    {"rank": 3, "helpful": 0, "judged": 1}]
+    # the last day only: none of these (Unix time 1000 is 1970)
+    assert feedback_report(log.path, days=1, now=1000.0 + 5 * DAY)["groups"] == []
+
+
+def test_groups_are_apart_and_an_unreranked_search_has_no_first_stage_figure(tmp_path):
+    log = FeedbackLog(tmp_path / "f.sqlite3")
+    a = log.record(served(["a", "b"], ranker=None), now=1.0)
+    b = log.record(served(["t1", "t2"], endpoint="/threads/{id}/similar", target="questions"), now=2.0)
+    log.judge(a, [("b", True)], now=3.0)
+    log.judge(b, [("t1", False), ("t2", True)], now=3.0)
+    groups = {(g["endpoint"], g["reranker"]): g for g in feedback_report(log.path, now=4.0)["groups"]}
+    assert groups[("/search", None)]["MAP"] == 1.0 and groups[("/search", None)].get("first_stage") is None
+    similar = groups[("/threads/{id}/similar", "stub")]
+    assert similar["target"] == "questions" and similar["MAP"] == 0.5 and similar["MRR"] == 50.0
+
+
+def test_a_judgement_is_checked_replaced_when_sent_again_and_refused_once_forgotten(tmp_path):
+    log = FeedbackLog(tmp_path / "f.sqlite3", keep_days=1)
+    sid = log.record(served(["a", "b"]), now=0.0)
+    with pytest.raises(UnknownSearch):
+        log.judge("0" * 32, [("a", True)], now=1.0)
+    with pytest.raises(NotShown) as e:
+        log.judge(sid, [("a", True), ("zz", True)], now=1.0)
+    assert e.value.ids == ["zz"] and "did not show 'zz'" in str(e.value)
+    assert log.judged_searches() == []  # nothing of the refused request written
+    assert log.judge(sid, [("a", True)], now=2.0).judged == 1
+    j = log.judge(sid, [("a", False), ("b", True)], now=3.0)  # a user changes their mind
+    assert (j.recorded, j.judged) == (2, 2)
+    assert log.judged_searches()[0]["judged"] == {"a": False, "b": True}
+    late = log.record(served(["c"]), now=10.0)
+    with pytest.raises(UnknownSearch):
+        log.judge(late, [("c", True)], now=10.0 + DAY + 1)  # past keep_days
+    # a later record forgets the searches nobody judged within keep_days, and keeps the judged one
+    log.record(served(["d"]), now=10.0 + DAY + 100)
+    import sqlite3
+    with sqlite3.connect(log.path) as db:
+        kept = {r[0] for r in db.execute("SELECT id FROM served")}
+    assert sid in kept and late not in kept and len(kept) == 2
+
+
+def test_two_workers_share_the_file(tmp_path):
+    """A search one worker served is judged through another (each opens the file itself)."""
+    one, two = FeedbackLog(tmp_path / "f.sqlite3"), FeedbackLog(tmp_path / "f.sqlite3")
+    sid = one.record(served(["a", "b"]))
+    assert two.judge(sid, [("b", True)]).judged == 1
+    assert one.judged_searches()[0]["judged"] == {"b": True}
+    one.close()
+    two.close()
+
+
+def test_a_broken_file_answers_the_search_without_an_id_and_refuses_the_judgement(tmp_path):
+    (tmp_path / "f.sqlite3").mkdir()  # a folder where the file should be
+    log = FeedbackLog(tmp_path / "f.sqlite3")
+    assert log.record(served(["a"])) is None and log.store_errors == 1
+    with pytest.raises(FeedbackUnavailable):
+        log.judge("0" * 32, [("a", True)])
+    assert log.store_errors == 2
+
+
+def test_an_empty_log_reports_nothing(tmp_path):
+    assert feedback_report(tmp_path / "none.sqlite3")["groups"] == []
+    assert report([])["searches_judged"] == 0
+
+
+# --- through the app ---------------------------------------------------------------------------
+
+def test_a_served_search_is_judged_through_the_api_and_reported(client):
+    out = client.post("/search", json={"question": {"subject": "visa question", "body": "visa 1"}, "k": 5}).json()
+    sid = out["search_id"]
+    assert len(sid) == 32 and all("first_stage_rank" not in r for r in out["results"])
+    ids = [r["id"] for r in out["results"]]
+    r = client.post("/feedback", json={"search_id": sid, "judgements": [{"result_id": ids[1], "helpful": True},
+                                                                        {"result_id": ids[0], "helpful": False}]})
+    assert r.status_code == 201 and r.json() == {"search_id": sid, "recorded": 2, "judged": 2}
+    rep = client.get("/evaluation/feedback").json()
+    (g,) = rep["groups"]
+    assert g["endpoint"] == "/search" and g["reranker"] == out["reranker"] and g["searches"] == 1
+    assert g["MAP"] == 0.5 and g["MRR"] == 50.0  # judged: [not helpful, helpful]
+    assert "cqa_feedback_judgements_total{helpful=\"true\"} 1.0" in client.get("/metrics").text
+    similar = client.get("/threads/t7/similar", params={"k": 3}).json()
+    assert len(similar["search_id"]) == 32 and similar["search_id"] != sid
+    assert client.post("/feedback", json={"search_id": similar["search_id"], "judgements": [
+        {"result_id": similar["results"][0]["id"], "helpful": True}]}).status_code == 201
+    endpoints = {g["endpoint"] for g in client.get("/evaluation/feedback", params={"days": 1}).json()["groups"]}
+    assert endpoints == {"/search", "/threads/{id}/similar"}
+
+
+def test_bad_feedback_gets_a_clear_4xx_and_records_nothing(client):
+    out = client.post("/search", json={"question": {"body": "rent"}, "k": 3}).json()
+    sid, first = out["search_id"], out["results"][0]["id"]
+    cases = [
+        ({"search_id": sid.upper(), "judgements": [{"result_id": first, "helpful": True}]}, 422, "search_id"),
+        ({"search_id": "f" * 32, "judgements": [{"result_id": first, "helpful": True}]}, 404, "no search"),
+        ({"search_id": sid, "judgements": [{"result_id": "nope", "helpful": True}]}, 422, "did not show 'nope'"),
+        ({"search_id": sid, "judgements": []}, 422, "judgements"),
+        ({"search_id": sid, "judgements": [{"result_id": first, "helpful": True}] * 2}, 422, "judged twice"),
+        ({"search_id": sid, "judgements": [{"result_id": first, "helpful": "maybe"}]}, 422, "helpful"),
+        ({"search_id": sid, "judgements": [{"result_id": first, "helpful": True}], "extra": 1}, 422, "extra"),
+    ]
+    for body, status, words in cases:
+        r = client.post("/feedback", json=body)
+        assert r.status_code == status and words in json.dumps(r.json()), (body, r.json())
+    assert client.get("/evaluation/feedback").json()["groups"] == []
+
+
+def test_feedback_off_gives_no_search_id_and_404(settings, fast_encoder):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.reindex import reindex
+
+    from .test_indexes import fake_encode, fill_store
+    settings = settings.model_copy(update={"feedback": False, **STUB_RANKERS})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(settings)) as c:
+        out = c.post("/search", json={"question": {"body": "rent"}, "k": 3}).json()
+        assert "search_id" not in out and out["results"]
+        r = c.post("/feedback", json={"search_id": "a" * 32, "judgements": [{"result_id": "x", "helpful": True}]})
+        assert r.status_code == 404 and "CQA_FEEDBACK=false" in r.json()["error"]["message"]
+    assert not settings.feedback_file.exists()
+
+
+def test_an_unwritable_log_answers_searches_and_gets_judgements_a_503(settings, fast_encoder):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.reindex import reindex
+
+    from .test_indexes import fake_encode, fill_store
+    broken = settings.data_dir / "broken"
+    broken.mkdir(parents=True)
+    settings = settings.model_copy(update={"feedback_store": broken, **STUB_RANKERS})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(settings)) as c:
+        r = c.post("/search", json={"question": {"body": "rent"}, "k": 3})
+        assert r.status_code == 200 and r.json()["results"] and "search_id" not in r.json()
+        r = c.post("/feedback", json={"search_id": "a" * 32, "judgements": [{"result_id": "x", "helpful": True}]})
+        assert r.status_code == 503 and "could not be written" in r.json()["error"]["message"] and r.headers["Retry-After"]
+        assert 'cqa_feedback_unrecorded_total{what="search"} 1.0' in c.get("/metrics").text
+
+
+def test_cqa_evaluate_feedback_prints_the_report(tmp_path, cli_env):
+    from app.settings import Settings
+    settings = Settings(data_dir=tmp_path / "var")
+    log = FeedbackLog(settings.feedback_file)
+    sid = log.record(served(["a", "b", "c"]))
+    log.judge(sid, [("c", True)])
+    out = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--feedback", "--json"], env=cli_env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "/search" in out.stdout and "MAP" in out.stdout
+    last = json.loads(out.stdout.strip().splitlines()[-1])
+    assert last["groups"][0]["MAP"] == 1.0 and last["groups"][0]["MAP_unjudged_not_helpful"] == round(1 / 3, 4)
+    bad = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--feedback", "--benchmark",
+                          "semeval2016-dev-A"], env=cli_env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--feedback" in bad.stderr
+
+
