@@ -131,6 +131,8 @@ class Service:
         self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_file, settings.rate_limit_burst)
         # the searches served and their users' judgements of them (CQA_FEEDBACK), a file every worker shares
         self.feedback = FeedbackLog(settings.feedback_file, settings.feedback_days) if settings.feedback else None
+        self._reports: dict[float | None, tuple[float, dict]] = {}  # GET /evaluation/feedback's, by window
+        self._report_lock = threading.Lock()  # one report computed at a time: a burst of asks computes it once
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
         self.jobs = JobManager(settings.data_dir / "jobs")
         self._lock = threading.Lock()
@@ -159,6 +161,27 @@ class Service:
         self.refresher = Refresher(self) if settings.refresh_s > 0 else None  # builds when the store moved
         self._loop: asyncio.AbstractEventLoop | None = None  # the follower's, set when it starts
         self._wake: asyncio.Event | None = None
+
+    REPORT_TTL_S = 5.0  # a feedback report is computed at most this often per window: it reads the whole log
+
+    def feedback_report(self, days: float | None) -> dict:
+        """GET /evaluation/feedback's report of the feedback log, the same one for ``REPORT_TTL_S``: anyone may ask
+        for it, and it reads every judged search."""
+        from ranking.evaluation.feedback import feedback_report
+        now = time.monotonic()
+        with self._report_lock:
+            kept = self._reports.get(days)
+            if kept is not None and now - kept[0] < self.REPORT_TTL_S:
+                return kept[1]
+            report = feedback_report(self.settings.feedback_file, days)
+            if len(self._reports) > 16:  # windows asked: a few in practice; never a growing map
+                self._reports.clear()
+            self._reports[days] = (time.monotonic(), report)
+            return report
+
+    def forget_reports(self) -> None:
+        with self._report_lock:
+            self._reports.clear()
 
     def nudge(self) -> None:
         """This process just wrote to the store: let the automatic refresh look now instead of at the next poll (from
@@ -541,6 +564,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
                 "translation": gen.translation_status(),
                 "refresh": svc.refresher.report if svc.refresher is not None else None, "warm_up_ms": svc.warm_up_ms,
+                "feedback": svc.feedback.stats() if svc.feedback is not None else None,
                 "admission": {**svc.admission.stats(), **svc.queue.stats(), **svc.rate.stats()}}
 
     @app.get("/status", response_model=FolderStatus, dependencies=[Depends(require_admin)],
@@ -1230,8 +1254,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         shown, its 95% interval, the same with unjudged results counted as not helpful, MRR, the share judged helpful
         at each rank, and the same results in the order the reranker was given them (what it adds, with the paired
         test). The same as `cqa evaluate --feedback`."""
-        from ranking.evaluation.feedback import feedback_report
-        return await run_in_threadpool(feedback_report, svc.settings.feedback_file, days)
+        return await run_in_threadpool(svc.feedback_report, days)
 
     @app.post("/feedback", response_model=FeedbackOut, status_code=201,
               summary="A user's judgement of a search's results: which helped (the search's search_id)")
@@ -1253,6 +1276,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except FeedbackUnavailable as e:
             svc.metrics.feedback_unrecorded.labels("judgement").inc()
             raise HTTPException(503, detail=str(e), headers={"Retry-After": "5"}) from None
+        svc.forget_reports()  # a report asked for next includes it (another worker's within REPORT_TTL_S)
         for _, helpful in judgements:
             svc.metrics.feedback.labels(str(helpful).lower()).inc()
         return {"search_id": judged.search_id, "recorded": judged.recorded, "judged": judged.judged}

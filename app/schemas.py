@@ -432,6 +432,14 @@ class AdmissionOut(BaseModel):
                                   "would free soon")
 
 
+class FeedbackStatsOut(BaseModel):
+    recorded: int = Field(description="searches this process wrote to the feedback log under a search_id")
+    judgements: int = Field(description="judgements this process recorded (POST /feedback)")
+    store_errors: int = Field(description="searches answered without a search_id and judgements refused because the "
+                              "log's file could not be written")
+    keep_days: float = Field(description="how long a search nobody judged is kept and may be judged (CQA_FEEDBACK_DAYS)")
+
+
 class ReadyOut(BaseModel):
     status: Literal["ready"]
     generation: str
@@ -461,6 +469,8 @@ class ReadyOut(BaseModel):
                                        "sees it; null when off")
     admission: AdmissionOut | None = Field(None, description="the ranking requests this worker holds against "
                                            "CQA_MAX_IN_FLIGHT")
+    feedback: FeedbackStatsOut | None = Field(None, description="this process's feedback log (CQA_FEEDBACK); null "
+                                              "when off")
     worker: str = Field(description="the serving process that answered (host-pid-nonce); with several workers, "
                         "each has its own and holds its own lease on the generation it serves")
     warm_up_ms: dict[str, float | None] | None = Field(
@@ -792,7 +802,8 @@ class HelpfulAtRank(BaseModel):
 class FirstStageFigure(BaseModel):
     MAP: float = Field(description="the judged results in the order the reranker was given them")
     reranker_gain: float = Field(description="MAP minus this MAP: what the reranker's order adds, on these searches")
-    p_randomization: float = Field(description="paired randomisation test over the searches")
+    p: float = Field(description="of the paired randomisation test over the searches (the paired t-test past 5,000 "
+                     "searches: interval)")
 
 
 class FeedbackGroup(BaseModel):
@@ -804,6 +815,10 @@ class FeedbackGroup(BaseModel):
     judgements_later_pages: int = Field(description="judgements of results on later pages (ranks past 10: not in MAP)")
     MAP: float | None = Field(None, description="over the first 10 ranks, the judged results only, in the order shown")
     MAP_interval_95: list[float] | None = None
+    interval: Literal["bootstrap", "normal"] | None = Field(None, description="how the interval (and the first "
+                                                           "stage's test) was computed: a bootstrap over the searches "
+                                                           "(and the paired randomisation test) up to 5,000 searches, "
+                                                           "the normal approximation (and the paired t-test) past them")
     MAP_unjudged_not_helpful: float | None = Field(None, description="the same with every unjudged result counted "
                                                    "as not helpful")
     MRR: float | None = None

@@ -61,6 +61,31 @@ def expected(pages: list[tuple[list[dict], list[dict]]]) -> dict:
             "MAP_unjudged_not_helpful": round(sum(full) / len(full), 4), "searches": len(pages)}
 
 
+def in_process_cost(pages, n: int = 5000) -> dict:
+    """What writing a search and a judgement costs in process (µs each, a fresh file), with the bench's own pages as
+    what is written: the part of the served path's cost that is the log's."""
+    from ranking.evaluation.feedback import FeedbackLog, Served
+    with tempfile.TemporaryDirectory(prefix="cqa-feedback-cost-") as tmp:
+        log = FeedbackLog(Path(tmp) / "f.sqlite3")
+        shown = [Served("/search", "answers", "r", "g", 0, tuple(r["id"] for r in results), tuple(range(len(results))))
+                 for results, _ in pages]
+        t0 = time.perf_counter()
+        ids = [log.record(shown[i % len(shown)]) for i in range(n)]
+        record_us = 1e6 * (time.perf_counter() - t0) / n
+        t0 = time.perf_counter()
+        for i, sid in enumerate(ids[:200]):
+            log.judge(sid, [(j["result_id"], j["helpful"]) for j in pages[i % len(pages)][1]])
+        judge_us = 1e6 * (time.perf_counter() - t0) / 200
+        t0 = time.perf_counter()
+        from ranking.evaluation.feedback import feedback_report
+        feedback_report(log.path)
+        report_ms = 1000 * (time.perf_counter() - t0)
+        log.close()  # the last connection's close checkpoints the WAL into the file: the file holds everything
+        size = (Path(tmp) / "f.sqlite3").stat().st_size
+    return {"searches": n, "record_us": round(record_us, 1), "judge_us": round(judge_us, 1),
+            "report_ms_200_judged": round(report_ms, 1), "file_bytes_per_search": round(size / n)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_forum_arguments(ap)
@@ -118,6 +143,11 @@ def main() -> None:
         status, reported = get_json(bases["on"] + "/evaluation/feedback")
         if status != 200:
             raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
+        status, ready = get_json(bases["on"] + "/ready")
+        log_file = Path(tmp) / "feedback.sqlite3"
+        out["log"] = {"searches_recorded": ready["feedback"]["recorded"],  # the file and its WAL, as served
+                      "bytes_with_wal": sum(f.stat().st_size for f in log_file.parent.glob(log_file.name + "*"))}
+    out["log"]["in_process"] = in_process_cost(pages)
     lat = {s: np.asarray(v) for s, v in ms.items()}
     out["sides"] = {s: {"p50_ms": round(float(np.percentile(v, 50)), 1), "p95_ms": round(float(np.percentile(v, 95)), 1),
                         "requests": len(v)} for s, v in lat.items()}

@@ -688,6 +688,21 @@ def test_batch_wait_bench_reports_where_a_search_waited_at_each_level(demo_serve
     assert set(out["client_p50_this_over_reference"]) == {"1", "2"}
 
 
+def test_feedback_bench_judges_what_a_real_server_showed_and_reads_back_its_map(tmp_path, cli_env, semeval):
+    """bench/feedback.py on 20 dev threads, against HEAD: three real servers showed the same results, the simulated
+    user's judgements were each answered 201, and GET /evaluation/feedback gave back the MAP computed from what was
+    shown and judged (round 60)."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("feedback.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "4", "--rounds", "1",
+                    "--against", "HEAD", env=cli_env, timeout=600)
+    assert out["questions"] == 4 and all(side["requests"] == 4 for side in out["sides"].values())
+    assert out["questions_shown_differently"] == 0
+    assert out["feedback_post"]["requests"] >= 1 and out["feedback_post"]["judgements"] >= 1
+    assert out["report_equals_computed"] is True
+    assert out["reported"]["searches"] == out["computed_here"]["searches"] == out["feedback_post"]["requests"]
+    assert 0 <= out["reported"]["MAP_unjudged_not_helpful"] <= out["reported"]["MAP"] <= 1
+
+
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
     """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
     indexed; `cqa evaluate --answers --judged-by votes` and a real server's GET /threads/{id}/answers give every

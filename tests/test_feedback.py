@@ -122,12 +122,23 @@ def test_a_served_search_is_judged_through_the_api_and_reported(client):
     assert g["endpoint"] == "/search" and g["reranker"] == out["reranker"] and g["searches"] == 1
     assert g["MAP"] == 0.5 and g["MRR"] == 50.0  # judged: [not helpful, helpful]
     assert "cqa_feedback_judgements_total{helpful=\"true\"} 1.0" in client.get("/metrics").text
+    assert client.get("/ready").json()["feedback"] == {"recorded": 1, "judgements": 2, "store_errors": 0,
+                                                       "keep_days": 30.0}
     similar = client.get("/threads/t7/similar", params={"k": 3}).json()
     assert len(similar["search_id"]) == 32 and similar["search_id"] != sid
     assert client.post("/feedback", json={"search_id": similar["search_id"], "judgements": [
         {"result_id": similar["results"][0]["id"], "helpful": True}]}).status_code == 201
     endpoints = {g["endpoint"] for g in client.get("/evaluation/feedback", params={"days": 1}).json()["groups"]}
     assert endpoints == {"/search", "/threads/{id}/similar"}
+    # a report is kept for a few seconds (anyone may ask, and it reads the whole log), but never past a judgement
+    # this worker recorded: a user who judges and reads sees their judgement
+    svc = client.app.state.service
+    assert svc.feedback_report(None) is svc.feedback_report(None)
+    kept = svc.feedback_report(None)
+    assert client.post("/feedback", json={"search_id": sid, "judgements": [
+        {"result_id": ids[0], "helpful": True}]}).status_code == 201
+    assert svc.feedback_report(None) is not kept
+    assert client.get("/evaluation/feedback").json()["groups"][0]["MAP"] == 1.0
 
 
 def test_bad_feedback_gets_a_clear_4xx_and_records_nothing(client):
@@ -203,3 +214,29 @@ def test_cqa_evaluate_feedback_prints_the_report(tmp_path, cli_env):
     assert bad.returncode == 2 and "--feedback" in bad.stderr
 
 
+
+
+def test_a_large_log_is_reported_with_the_normal_approximation_which_agrees_with_the_bootstrap():
+    """Past EXACT_UP_TO judged searches, the interval is the normal approximation's and the test the paired t-test's
+    (the bootstrap would draw 10,000 resamples of every search); on 6,000 searches it agrees with the bootstrap."""
+    import random
+
+    from ranking.evaluation.feedback import EXACT_UP_TO
+    from ranking.evaluation.measures import map_interval
+    rng = random.Random(7)
+    searches = []
+    for i in range(EXACT_UP_TO + 1000):
+        ids = [f"s{i}r{j}" for j in range(10)]
+        judged = {ids[j]: rng.random() < 0.4 for j in rng.sample(range(10), 3)}
+        searches.append({"id": f"{i:032x}", "endpoint": "/search", "target": "answers", "ranker": "r",
+                         "generation": "g", "offset": 0, "results": ids, "first_stage": rng.sample(range(10), 10),
+                         "judged": judged})
+    (g,) = report(searches)["groups"]
+    assert g["interval"] == "normal" and g["searches"] == EXACT_UP_TO + 1000
+    from ranking.evaluation.feedback import _ranked
+    from ranking.evaluation.scorer import average_precision
+    boot = map_interval({s["id"]: average_precision(_ranked(s, list(range(10)), True)) for s in searches})
+    assert g["MAP_interval_95"] == pytest.approx(boot, abs=0.002)
+    assert 0 <= g["first_stage"]["p"] <= 1
+    (small,) = report(searches[:100])["groups"]
+    assert small["interval"] == "bootstrap"

@@ -230,7 +230,7 @@ def _feedback(args: argparse.Namespace, settings, emit) -> int:
         if g.get("first_stage"):
             f = g["first_stage"]
             print(f"  before the reranker: MAP {f['MAP']:.4f}   reranker's gain {f['reranker_gain']:+.4f} "
-                  f"(p = {f['p_randomization']:.4g})")
+                  f"(p = {f['p']:.4g})")
     if not r["groups"]:
         print("nothing judged yet: searches carry a search_id; POST /feedback judges their results")
     print(f"({r['note']})")

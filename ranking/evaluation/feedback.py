@@ -36,6 +36,10 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+# past this many judged searches in a group, its interval and test are the normal approximation's and the paired
+# t-test's: the bootstrap and the randomisation test draw 10,000 resamples of every search (at 100,000 searches, a
+# billion draws a report), and with thousands of searches the approximations agree with them
+EXACT_UP_TO = 5000
 SEARCH_ID_HEX = 32  # 128 random bits: an id nobody can guess, so only whoever got the results can judge them
 FORGET_EVERY_S = 60.0  # how often a process deletes the searches nobody judged within keep_days
 BUSY_TIMEOUT_S = 2.0  # how long a write waits for another worker's (in a thread, never on the event loop)
@@ -241,7 +245,7 @@ def _ranked(search: dict, order: list[int], condensed: bool) -> list[bool]:
 def report(searches: list[dict], days: float | None = None) -> dict:
     """The figures of ``searches`` (``FeedbackLog.judged_searches``), per (endpoint, target, reranker), the
     official scorer's arithmetic over the first 10 ranks (module docstring)."""
-    from .measures import map_interval, paired_randomization
+    from .measures import map_interval, normal_interval, paired_randomization, paired_t
     from .scorer import TOP, average_precision, reciprocal_rank
     groups: dict[tuple, list[dict]] = defaultdict(list)
     later: dict[tuple, int] = defaultdict(int)
@@ -262,8 +266,11 @@ def report(searches: list[dict], days: float | None = None) -> dict:
             ap = {s["id"]: average_precision(_ranked(s, o, True)) for s, o in zip(page, shown)}
             full = [average_precision(_ranked(s, o, False)) for s, o in zip(page, shown)]
             rr = [reciprocal_rank(_ranked(s, o, True)) for s, o in zip(page, shown)]
+            exact = len(page) <= EXACT_UP_TO
+            interval = map_interval(ap) if exact else normal_interval(ap.values())
             g.update({"MAP": round(sum(ap.values()) / len(ap), 4),
-                      "MAP_interval_95": [round(v, 4) for v in map_interval(ap)],
+                      "MAP_interval_95": [round(v, 4) for v in interval],
+                      "interval": "bootstrap" if exact else "normal",
                       "MAP_unjudged_not_helpful": round(sum(full) / len(full), 4),
                       "MRR": round(100.0 * sum(rr) / len(rr), 2),
                       "helpful_share": round(sum(sum(s["judged"].values()) for s in page) / g["judgements"], 4),
@@ -281,8 +288,8 @@ def report(searches: list[dict], days: float | None = None) -> dict:
                 a, b = list(ap.values()), [first[q] for q in ap]
                 g["first_stage"] = {"MAP": round(sum(b) / len(b), 4),
                                     "reranker_gain": round((sum(a) - sum(b)) / len(a), 4),
-                                    "p_randomization": paired_randomization(a, b) if any(x != y for x, y in zip(a, b))
-                                    else 1.0}
+                                    "p": (paired_randomization(a, b) if exact else paired_t(a, b))
+                                    if any(x != y for x, y in zip(a, b)) else 1.0}
         out.append(g)
     return {"days": days, "searches_judged": sum(len(v) for v in groups.values()) + sum(1 for s in searches if
                                                                                        s["offset"] != 0),

@@ -121,6 +121,17 @@ def bootstrap_means(values, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BO
     return np.concatenate(out)
 
 
+def normal_interval(values, level: float = 0.95) -> list[float] | None:
+    """The ``level`` interval of a mean by the normal approximation (mean +- z * sd / sqrt(n)): for thousands of
+    questions, where it agrees with the bootstrap's and costs none of its resamples. None without values."""
+    from statistics import NormalDist
+    x = np.asarray(list(values), dtype=float)
+    if not len(x):
+        return None
+    half = NormalDist().inv_cdf(0.5 + level / 2) * (x.std(ddof=1) if len(x) > 1 else 0.0) / math.sqrt(len(x))
+    return [float(x.mean() - half), float(x.mean() + half)]
+
+
 def map_interval(per_question: dict[str, float], level: float = 0.95) -> list[float] | None:
     """The ``level`` percentile interval of MAP over bootstrap resamples of the questions (``bootstrap_means`` of
     their AP): how far the figure would move with another draw of as many questions like these. None without
