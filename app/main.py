@@ -696,7 +696,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 out = pipeline.search(req)
             else:
                 out = pipeline.search(replace(req, filters=req.filters.with_synonyms(svc.tag_synonyms())))
-            if svc.feedback is not None:  # what it showed, under the id its users judge it by (POST /feedback)
+            if svc.feedback is not None and out.results:  # what it showed, under the id its users judge it by
                 out.search_id = svc.feedback.record(served_of(out, endpoint))
                 if out.search_id is None:
                     svc.metrics.feedback_unrecorded.labels("search").inc()

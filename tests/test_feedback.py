@@ -124,6 +124,10 @@ def test_a_served_search_is_judged_through_the_api_and_reported(client):
     assert "cqa_feedback_judgements_total{helpful=\"true\"} 1.0" in client.get("/metrics").text
     assert client.get("/ready").json()["feedback"] == {"recorded": 1, "judgements": 2, "store_errors": 0,
                                                        "keep_days": 30.0}
+    # a search that showed nothing has nothing to judge: no search_id, nothing kept
+    none = client.post("/search", json={"question": {"body": "visa"}, "k": 5, "filters": {"category": "Nowhere"}})
+    assert none.status_code == 200 and none.json()["results"] == [] and "search_id" not in none.json()
+    assert client.get("/ready").json()["feedback"]["recorded"] == 1
     similar = client.get("/threads/t7/similar", params={"k": 3}).json()
     assert len(similar["search_id"]) == 32 and similar["search_id"] != sid
     assert client.post("/feedback", json={"search_id": similar["search_id"], "judgements": [
