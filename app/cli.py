@@ -109,6 +109,14 @@ def _copy_errors() -> tuple[type[Exception], ...]:
     return StoreError, OSError, sqlite3.Error
 
 
+def feedback_beside(settings):
+    """What a store backup carries besides the store: the feedback log's tables (``backup``'s ``beside``)."""
+    from functools import partial
+
+    from ranking.evaluation.feedback import copy_into
+    return partial(copy_into, log_file=settings.feedback_file)
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     from indexing.backup import backup, dated_name
     settings = _settings(args)
@@ -116,7 +124,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     if dest.is_dir():
         dest = dest / dated_name("store")
     try:
-        _emit(backup(settings.store_path, dest))
+        _emit(backup(settings.store_path, dest, beside=feedback_beside(settings)))
     except _copy_errors() as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -333,11 +341,30 @@ def cmd_restore(args: argparse.Namespace) -> int:
     except (RestoreError, StoreError, OSError, sqlite3.Error) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    summary["feedback"] = _restore_feedback(Path(args.backup), settings)
     if summary["ledgers_unreadable"]:
         log.warning("%d ledgers could not be read and were not applied: %s", len(summary["ledgers_unreadable"]),
                     ", ".join(summary["ledgers_unreadable"]))
     _emit(summary)
     return 1 if "build_error" in summary else 0
+
+
+def _restore_feedback(backup: Path, settings) -> dict:
+    """The feedback log's tables a store backup carries (round 60 on) merged into the data folder's log; an export
+    carries none. A failure is reported and logged, the store's restore stands."""
+    import sqlite3
+
+    from indexing.restore import sniffed_kind
+    from ranking.evaluation.feedback import drop_copies, merge_from
+    if sniffed_kind(backup) != "store":
+        return {"searches_added": 0, "judgements_merged": 0, "in_backup": False}
+    try:
+        merged = merge_from(backup, settings.feedback_file)
+        drop_copies(settings.store_path)
+        return merged
+    except (sqlite3.Error, OSError) as e:
+        log.warning("the backup's feedback log could not be merged into %s: %s", settings.feedback_file, e)
+        return {"error": str(e)}
 
 
 # --- reindex --------------------------------------------------------------------------
@@ -714,9 +741,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "consistent as of the moment the copy began, while `cqa serve`, `cqa ingest` or anything else "
                        "goes on writing (SQLite's VACUUM INTO: one read transaction, no writer waits). The copy is "
                        "checked (PRAGMA integrity_check), flushed to disk and only then given its name; an existing "
-                       "file is never replaced. To restore: `cqa restore FILE`, which applies the erasures and takedowns "
-                       "made since. Last line: JSON with the file, its threads, answers, "
-                       "fingerprint, bytes and seconds.")
+                       "file is never replaced. The copy also carries the feedback log (the searches served and their "
+                       "users' judgements, CQA_FEEDBACK_STORE) as its tables feedback_served and feedback_judged. To "
+                       "restore: `cqa restore FILE`, which applies the erasures and takedowns made since and merges the "
+                       "judgements back into the log. Last line: JSON with the file, its threads, answers, "
+                       "fingerprint, bytes, seconds and the feedback log's searches and judgements copied.")
     s.add_argument("dest", help="the new file, or a folder to put threads-YYYYmmddTHHMMSS.mmmZ.sqlite3 in (UTC)")
     s.set_defaults(func=cmd_backup)
 

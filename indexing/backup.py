@@ -86,19 +86,22 @@ def checked_copy(path: Path) -> dict:
         return {**_counts(copy), "fingerprint": _fingerprint(copy)}
 
 
-def backup(source: Path | str, dest: Path | str) -> dict:
+def backup(source: Path | str, dest: Path | str, beside: Callable[[Path], dict] | None = None) -> dict:
     """A consistent copy of the store at ``source`` in one new SQLite file at ``dest``, made while any process goes on
     writing to it (``cqa backup``): ``VACUUM INTO`` a hidden file beside ``dest`` (one read transaction: the store as
     it was when it began, compacted, blocking no writer), checked (``PRAGMA integrity_check``), flushed to disk and
     linked into place, so ``dest`` is never a half-written file. The copy is a store: a data folder holding it as
-    ``threads.sqlite3`` serves it (``cqa serve`` builds its indexes). Returns what it holds."""
+    ``threads.sqlite3`` serves it (``cqa serve`` builds its indexes). ``beside``: what else of the data folder goes
+    into the copy before it is checked (the feedback log's tables, ``ranking.evaluation.feedback.copy_into``), given
+    the copy's path, what it says added to the result. Returns what it holds."""
     source, dest = Path(source), Path(dest)
     t0 = time.perf_counter()
     tmp = _hidden_beside(dest)
     try:
         with closing(read_only(source)) as src:
             src.execute("VACUUM INTO ?", (str(tmp),))
-        held = checked_copy(tmp)
+        added = beside(tmp) if beside is not None else {}
+        held = {**checked_copy(tmp), **added}
         _put_in_place(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -244,3 +245,68 @@ def test_a_large_log_is_reported_with_the_normal_approximation_which_agrees_with
     assert 0 <= g["first_stage"]["p"] <= 1
     (small,) = report(searches[:100])["groups"]
     assert small["interval"] == "bootstrap"
+
+
+def test_a_store_backup_carries_the_feedback_log_and_a_restore_merges_it_back(tmp_path, cli_env):
+    """`cqa backup` copies the judgements into the store backup (its tables feedback_served and feedback_judged);
+    the data folder lost, `cqa restore --replace` brings them back, and a judgement newer than the backup's stays."""
+    import sqlite3
+
+    from app.settings import Settings
+    from ranking.evaluation.feedback import merge_from
+
+    from .test_indexes import fill_store
+    settings = Settings(data_dir=tmp_path / "var")
+    fill_store(settings, n=3)
+    log = FeedbackLog(settings.feedback_file)
+    sid = log.record(served(["t1_a0", "t1_a1"]))
+    log.judge(sid, [("t1_a1", True)])
+    log.close()
+    (tmp_path / "backups").mkdir()
+    run = subprocess.run([sys.executable, "-m", "app.cli", "backup", str(tmp_path / "backups")], env=cli_env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    made = json.loads(run.stdout.strip().splitlines()[-1])
+    assert made["feedback"] == {"searches": 1, "judgements": 1} and made["threads"] == 3
+    copy = Path(made["backup"])
+    with sqlite3.connect(copy) as db:
+        assert db.execute("SELECT count(*) FROM feedback_judged").fetchone() == (1,)
+    settings.feedback_file.unlink()  # the data folder's log lost
+    run = subprocess.run([sys.executable, "-m", "app.cli", "restore", str(copy), "--replace", "--no-reindex", "-q"],
+                         env=cli_env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    restored = json.loads(run.stdout.strip().splitlines()[-1])
+    assert restored["feedback"] == {"searches_added": 1, "judgements_merged": 1, "in_backup": True}
+    (g,) = feedback_report(settings.feedback_file)["groups"]
+    assert g["MAP"] == 1.0 and g["MAP_unjudged_not_helpful"] == 0.5
+    with sqlite3.connect(settings.store_path) as db:  # the restored store holds threads, not the log's copies
+        assert not {r[0] for r in db.execute("SELECT name FROM sqlite_master")} & {"feedback_served", "feedback_judged"}
+    run = subprocess.run([sys.executable, "-m", "app.cli", "backup", str(tmp_path / "backups")], env=cli_env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and json.loads(run.stdout.strip().splitlines()[-1])["feedback"]["judgements"] == 1
+    # merged again: nothing new; a judgement changed since the backup is newer, and stays
+    FeedbackLog(settings.feedback_file).judge(sid, [("t1_a1", False)])
+    assert merge_from(copy, settings.feedback_file) == {"searches_added": 0, "judgements_merged": 0,
+                                                        "in_backup": True}
+    assert feedback_report(settings.feedback_file)["groups"][0]["MAP"] == 0.0
+    # a backup without the tables (before round 60, or no log yet) merges nothing
+    bare = tmp_path / "bare.sqlite3"
+    with sqlite3.connect(bare) as db:
+        db.execute("CREATE TABLE threads (id TEXT)")
+    assert merge_from(bare, settings.feedback_file)["in_backup"] is False
+
+
+def test_post_backups_carries_the_feedback_log(client):
+    import time as time_
+    out = client.post("/search", json={"question": {"body": "rent"}, "k": 3}).json()
+    client.post("/feedback", json={"search_id": out["search_id"], "judgements": [
+        {"result_id": out["results"][0]["id"], "helpful": True}]})
+    from .conftest import ADMIN
+    job = client.post("/backups", json={"kind": "store"}, headers=ADMIN).json()["job"]
+    for _ in range(200):
+        got = client.get(f"/jobs/{job['id']}").json()
+        if got["state"] in ("succeeded", "failed"):
+            break
+        time_.sleep(0.05)
+    assert got["state"] == "succeeded", got
+    assert got["result"]["feedback"] == {"searches": 1, "judgements": 1}

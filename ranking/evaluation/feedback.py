@@ -229,6 +229,66 @@ class FeedbackLog:
         self._served_db = self._judged_db = None
 
 
+BACKUP_TABLES = {"served": "feedback_served", "judged": "feedback_judged"}  # their names in a store backup
+
+
+def copy_into(backup_file: Path, log_file: Path) -> dict:
+    """The feedback log at ``log_file`` copied into the store backup being written at ``backup_file`` (``cqa backup``,
+    POST /backups: ``indexing.backup.backup``'s ``beside``), as its tables ``feedback_served`` and ``feedback_judged``,
+    read in one transaction while the workers go on writing; ``cqa restore`` of that backup puts them back
+    (``merge_from``). No log yet: nothing copied."""
+    if not Path(log_file).exists():
+        return {"feedback": {"searches": 0, "judgements": 0}}
+    conn = sqlite3.connect(backup_file, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    try:
+        conn.execute("ATTACH DATABASE ? AS log", (str(log_file),))
+        conn.execute("BEGIN")
+        for table, copied in BACKUP_TABLES.items():  # a store restored from a backup may hold older copies
+            conn.execute(f"DROP TABLE IF EXISTS {copied}")
+            conn.execute(f"CREATE TABLE {copied} AS SELECT * FROM log.{table}")
+        counts = [conn.execute(f"SELECT count(*) FROM {copied}").fetchone()[0] for copied in BACKUP_TABLES.values()]
+        conn.execute("COMMIT")
+        conn.execute("DETACH DATABASE log")
+    finally:
+        conn.close()
+    return {"feedback": {"searches": counts[0], "judgements": counts[1]}}
+
+
+def drop_copies(store_file: Path) -> None:
+    """The feedback tables a store restored from a backup carries (``VACUUM INTO`` copies every table), dropped once
+    merged into the log: the store holds threads."""
+    with sqlite3.connect(store_file, isolation_level=None, timeout=BUSY_TIMEOUT_S) as db:
+        for copied in BACKUP_TABLES.values():
+            db.execute(f"DROP TABLE IF EXISTS {copied}")
+
+
+def merge_from(backup_file: Path, log_file: Path) -> dict:
+    """The feedback tables of the store backup ``backup_file`` (``copy_into``) merged into the log at ``log_file``
+    (``cqa restore``): a search the log lacks is added, a judgement replaces the log's only where it is newer. A
+    backup without them (made before round 60, or an export) merges nothing."""
+    with sqlite3.connect(f"file:{Path(backup_file).resolve()}?mode=ro", uri=True) as src:
+        names = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not set(BACKUP_TABLES.values()) <= names:
+        return {"searches_added": 0, "judgements_merged": 0, "in_backup": False}
+    log = FeedbackLog(Path(log_file))
+    db = log._judged()  # synced: what it merges is accepted data
+    try:
+        db.execute("ATTACH DATABASE ? AS bk", (str(backup_file),))
+        db.execute("BEGIN IMMEDIATE")
+        before = db.total_changes
+        db.execute("INSERT OR IGNORE INTO served SELECT * FROM bk.feedback_served")
+        added = db.total_changes - before
+        before = db.total_changes
+        db.execute("INSERT INTO judged SELECT * FROM bk.feedback_judged WHERE true ON CONFLICT (search, result) DO "
+                   "UPDATE SET helpful = excluded.helpful, at = excluded.at WHERE excluded.at > judged.at")
+        merged = db.total_changes - before
+        db.execute("COMMIT")
+        db.execute("DETACH DATABASE bk")
+    finally:
+        log.close()
+    return {"searches_added": added, "judgements_merged": merged, "in_backup": True}
+
+
 def served_of(response, endpoint: str) -> Served:
     """What a ``SearchResponse`` showed (its results' ids and places before the reranker)."""
     return Served(endpoint, response.target, response.reranker, response.generation, response.offset,
