@@ -155,6 +155,7 @@ class Service:
         self.arabic_reranker = None  # Arabic input to POST /rerank and /search ($CQA_ARABIC_RANKER)
         self.served_rankers: list = []  # the rerankers above and the /search ones, as loaded (not batched)
         self.unbatched_search_rankers: dict = {}  # /search target -> its reranker without the micro-batcher
+        self.challengers: dict = {}  # /search target -> its challenger ($CQA_INTERLEAVE_*), behind a micro-batcher
         self.warm_up_ms: dict[str, float | None] | None = None  # what each warm-up request took (app/warmup.py)
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
@@ -211,8 +212,8 @@ class Service:
             return False
 
     def load_rankers(self, loop) -> None:
-        from ranking.rankers import (arabic_reranker, inference_report, score_memos, search_rerankers,
-                                     service_reranker, serving_store, serving_vector_store)
+        from ranking.rankers import (arabic_reranker, challenger_rerankers, inference_report, score_memos,
+                                     search_rerankers, service_reranker, serving_store, serving_vector_store)
         built: dict = {}  # a model two rerankers share loads once
         self.reranker = service_reranker(self.settings, built)
         self.rerank_batcher = self._batcher(self.reranker)
@@ -224,7 +225,11 @@ class Service:
         self.arabic_reranker = arabic_reranker(self.settings, built)
         searchers = search_rerankers(self.settings, built)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
-        served = [self.reranker, self.question_reranker, self.answers_reranker, *searchers.values()]
+        # each target's challenger, interleaved with its reranker for a share of the questions (ranking.interleave)
+        challengers = challenger_rerankers(self.settings, built)
+        self.challengers = {target: ThreadBatched(self._batcher(r), loop) for target, r in challengers.items()}
+        served = [self.reranker, self.question_reranker, self.answers_reranker, *searchers.values(),
+                  *challengers.values()]
         self.served_rankers, self.unbatched_search_rankers = served, searchers
         self.inference = inference_report(served)
         self.score_memos = partial(score_memos, served)
@@ -295,7 +300,7 @@ class Service:
             write_lease(self.settings.index_root, self.holder, gen.name, self.lease_ttl())
             # what its first searches would build, built here, while the old generation still serves
             pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers,
-                                      self.attention, self.arabic_reranker).prepare()
+                                      self.attention, self.arabic_reranker, self.challengers).prepare()
         with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
             old, self.generation, self.pipeline = self.generation, gen, pipeline
         for name, n in gen.sizes().items():
@@ -559,6 +564,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "question_reranker": svc.question_reranker.name, "answers_reranker": svc.answers_reranker.name,
                 "arabic_reranker": svc.arabic_reranker.name if svc.arabic_reranker is not None else None,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
+                "search_challengers": {t: r.name for t, r in svc.challengers.items()},
+                "interleave_share": svc.settings.interleave_share if svc.challengers else None,
                 "inference": svc.inference, "score_memos": svc.score_memos(),
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None,
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,

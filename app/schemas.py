@@ -454,6 +454,10 @@ class ReadyOut(BaseModel):
                                         "/rerank/questions, /rerank/answers and /search ($CQA_ARABIC_RANKER; null: "
                                         "the default rankers rank it)")
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
+    search_challengers: dict[str, str] = Field(default_factory=dict, description="the challenger interleaved with a "
+                                               "target's reranker (CQA_INTERLEAVE_ANSWERS / _QUESTIONS); empty: none")
+    interleave_share: float | None = Field(None, description="the share of questions interleaved "
+                                           "(CQA_INTERLEAVE_SHARE); null without a challenger")
     inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")
     score_memos: dict[str, ScoreMemoOut] = Field(default_factory=dict, description="each neural model's memory of "
                                                  "recent pair scores, by model: a thread sorted again costs the model "
@@ -806,6 +810,17 @@ class FirstStageFigure(BaseModel):
                      "searches: interval)")
 
 
+class InterleavingOut(BaseModel):
+    challenger: str = Field(description="the ranker interleaved with the reranker (team B)")
+    searches: int = Field(description="judged interleaved searches, every page")
+    reranker_wins: int = Field(description="searches whose helpful results came more from the reranker's picks")
+    challenger_wins: int = Field(description="searches whose helpful results came more from the challenger's picks")
+    ties: int = Field(description="as many from each (or none helpful)")
+    challenger_preference: float = Field(description="(challenger wins - reranker wins) / searches: above 0, the "
+                                         "users preferred the challenger")
+    p: float = Field(description="two-sided sign test of the wins, ties left out")
+
+
 class FeedbackGroup(BaseModel):
     endpoint: str
     target: str
@@ -826,6 +841,9 @@ class FeedbackGroup(BaseModel):
     generations: int | None = Field(None, description="index generations that served these searches")
     helpful_by_rank: list[HelpfulAtRank] = Field(default_factory=list)
     first_stage: FirstStageFigure | None = None
+    interleaving: InterleavingOut | None = Field(None, description="the searches of this group were interleaved "
+                                                 "with a challenger (ranking.interleave): which ranker the users "
+                                                 "preferred")
 
 
 class FeedbackReportOut(BaseModel):

@@ -33,6 +33,7 @@ from .candidates import (
     question_candidate,
 )
 from .arabic import as_read_by_arabic_ranker, is_arabic_text
+from .interleave import drawn, seed, team_draft
 from .rankers import Ranker
 from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
 from .settings import MAX_RESULTS
@@ -106,6 +107,8 @@ class SearchResult(BaseModel):
                                   "out where the forum says nothing of acceptance", exclude_if=lambda v: v is None)
     first_stage_rank: int | None = Field(None, exclude=True, description="its place in the order the reranker was "
                                          "given (0 first): the feedback log's, never sent")
+    team: str | None = Field(None, exclude=True, description="in an interleaved search, the ranker that put it here "
+                             "(A: the reranker, B: the challenger; ranking.interleave): the feedback log's, never sent")
 
 
 class SearchResponse(BaseModel):
@@ -114,6 +117,9 @@ class SearchResponse(BaseModel):
     model: str | None = None
     target: str
     reranker: str | None = Field(None, description="the reranker of this target, or null when not reranked")
+    interleaved_with: str | None = Field(None, description="where this search is one of those interleaved "
+                                         "(CQA_INTERLEAVE_ANSWERS / _QUESTIONS): the challenger whose order was merged "
+                                         "with the reranker's; left out otherwise", exclude_if=lambda v: v is None)
     reranked: int = Field(0, description="how many of the first-stage candidates the reranker scored")
     collapsed: int = Field(0, description="duplicates folded into other results")
     timings_ms: dict[str, float]
@@ -237,8 +243,12 @@ class SearchPipeline:
 
     def __init__(self, retriever: Retriever, rerankers: Mapping[str, Ranker],
                  threads: Callable[[str], Thread | None] | None = None, depth: int = 30, attention=None,
-                 thread_depth: int = 10, thread_comments: int = 20, arabic: Ranker | None = None):
+                 thread_depth: int = 10, thread_comments: int = 20, arabic: Ranker | None = None,
+                 challengers: Mapping[str, Ranker] | None = None, interleave_share: float = 0.0):
         self.retriever, self.rerankers, self.threads = retriever, dict(rerankers), threads
+        # a target's challenger, whose order is merged with its reranker's for ``interleave_share`` of the questions
+        # (ranking.interleave): the service's only, never a benchmark's
+        self.challengers, self.interleave_share = dict(challengers or {}), interleave_share
         self.depth, self.attention = depth, attention
         self.thread_depth, self.thread_comments = thread_depth, thread_comments
         # A question mostly in Arabic script: its first stage leaves out the dense index (an English encoder's
@@ -268,6 +278,10 @@ class SearchPipeline:
         ranker = self.rerankers.get(req.target) if req.rerank else None
         if arabic and ranker is not None:
             ranker = self.arabic
+        challenger = self.challengers.get(req.target) if ranker is not None and not arabic else None
+        if challenger is not None and not drawn(req.text, req.target, self.interleave_share):
+            challenger = None
+        teams: list[str | None] = []
         got = self.retrieve(req, self.arabic_config if arabic else None)
         groups, timings = got.groups, got.timings_ms
         floor = min((f for f in got.first if f is not None), default=0.0)
@@ -283,10 +297,17 @@ class SearchPipeline:
             order = rerank_order(head_scores, len(groups))
             scores = [float(s) for s in head_scores] + first[n_head:]
             timings["rerank"] = _ms(t0)
+            if challenger is not None:  # both rankers' orders of the head merged, each result with its team
+                t0 = time.perf_counter()
+                theirs = rerank_order(challenger.score([q])[0], n_head)
+                merged, teams = team_draft(order[:n_head], theirs, seed(req.text, req.target))
+                order = merged + order[n_head:]
+                timings["interleave"] = _ms(t0)
         r = got.retrieval
         results = []
         forum = _ForumMarks(self.threads)
         for rank, i in enumerate(order[req.offset: min(req.offset + req.k, MAX_RESULTS)], req.offset + 1):
+            team = teams[rank - 1] if rank - 1 < len(teams) else None
             lead = groups[i][0]
             c, did = got.candidates[lead], got.doc_ids[lead]
             stages = None
@@ -300,7 +321,7 @@ class SearchPipeline:
                 id=c.id, kind=kind, thread_id=c.meta["thread_id"], text=c.text,
                 thread_title=c.meta.get("thread_title"), thread_tags=_tags(self.gen, c.meta["thread_id"]),
                 score=scores[i], rank=rank,
-                duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages, first_stage_rank=i,
+                duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages, first_stage_rank=i, team=team,
                 **forum.marks(c, kind)))
         if req.explain and self.attention is not None and results:
             t0 = time.perf_counter()
@@ -319,6 +340,7 @@ class SearchPipeline:
         return SearchResponse(
             results=results, generation=self.gen.name, model=self.gen.manifest.get("model"), target=req.target,
             reranker=ranker.name if ranker is not None else None, reranked=n_head,
+            interleaved_with=challenger.name if challenger is not None and teams else None,
             collapsed=len(got.candidates) - len(groups), timings_ms=timings, offset=req.offset,
             next_offset=next_page(req, len(order)),
             expansion=({"method": r.expansion.method, "terms": r.expansion.terms}
@@ -603,16 +625,20 @@ def without_source(cfg: RetrieverConfig, name: str) -> RetrieverConfig:
 
 def build_pipeline(settings, gen: Generation, threads: Callable[[str], Thread | None] | None,
                    rerankers: Mapping[str, Ranker] | None = None, attention=None,
-                   arabic: Ranker | None | str = "settings") -> SearchPipeline:
+                   arabic: Ranker | None | str = "settings",
+                   challengers: Mapping[str, Ranker] | None = None) -> SearchPipeline:
     """The pipeline the service serves a generation with: the tuned first stage, each target's reranker
     (``search_rerankers`` unless given, e.g. behind the service's micro-batchers), the reranker of a question in
     Arabic (``arabic``: $CQA_ARABIC_RANKER unless given; None: none), $CQA_RERANK_DEPTH and
-    $CQA_SEARCH_THREAD_DEPTH."""
+    $CQA_SEARCH_THREAD_DEPTH. ``challengers``: the service's (``rankers.challenger_rerankers``), interleaved with their
+    target's reranker for $CQA_INTERLEAVE_SHARE of the questions; none unless given, so a benchmark never
+    interleaves."""
     from .rankers import arabic_reranker, search_rerankers
     return SearchPipeline(Retriever(gen, default_config(gen)),
                           search_rerankers(settings) if rerankers is None else rerankers,
                           threads, settings.rerank_depth, attention, settings.search_thread_depth,
-                          arabic=arabic_reranker(settings) if arabic == "settings" else arabic)
+                          arabic=arabic_reranker(settings) if arabic == "settings" else arabic,
+                          challengers=challengers, interleave_share=settings.interleave_share)
 
 
 def as_given_to(pipeline: SearchPipeline | None, queries: list[Query]) -> list[Query]:

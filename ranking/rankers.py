@@ -384,6 +384,16 @@ def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
                                  ("questions", settings.search_ranker_questions))}
 
 
+def challenger_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
+    """The challenger of each /search target set to interleave with its reranker ($CQA_INTERLEAVE_ANSWERS,
+    $CQA_INTERLEAVE_QUESTIONS; ``ranking.interleave``), set up for serving as the rerankers are; none unset."""
+    store, vectors = serving_store(settings), serving_vector_store(settings)
+    return {target: for_serving(get_ranker(name, settings, built), settings.score_memo_pairs, store,
+                                settings.vector_memo_texts, vectors)
+            for target, name in (("answers", settings.interleave_answers),
+                                 ("questions", settings.interleave_questions)) if name}
+
+
 def memo_files(settings) -> list[Path]:
     """The files of the score and vector stores serving rankers share (``serving_store``, ``serving_vector_store``),
     whether or not they are on: what an erasure empties."""

@@ -27,6 +27,16 @@ class RankingSettings(IndexSettings):
     search_ranker_answers: str = Field("search-answers", description="Reranker of POST /search, target answers.")
     search_ranker_questions: str = Field("search-questions",
                                          description="Reranker of POST /search, target questions.")
+    interleave_answers: str | None = Field(None, description="A challenger to the reranker of POST /search, target "
+                                           "answers (a preset): for CQA_INTERLEAVE_SHARE of the questions, the served "
+                                           "head is both rankers' orders merged by team-draft interleaving, and the "
+                                           "users' judgements (POST /feedback) say which ranker they prefer (GET "
+                                           "/evaluation/feedback: interleaving). Unset: none.")
+    interleave_questions: str | None = Field(None, description="As CQA_INTERLEAVE_ANSWERS, for target questions (and "
+                                             "threads, which it ranks).")
+    interleave_share: float = Field(0.5, ge=0.0, le=1.0, description="The share of questions interleaved where a "
+                                    "challenger is set, the same questions on every page and worker (the text's "
+                                    "hash decides); the others are served by the reranker alone.")
     cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "cross-encoder",
                                            description="MiniLM cross-encoder checkpoint directory (shipped; "
                                            "`cqa train --model cross-encoder` rebuilds it).")

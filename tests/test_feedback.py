@@ -310,3 +310,108 @@ def test_post_backups_carries_the_feedback_log(client):
         time_.sleep(0.05)
     assert got["state"] == "succeeded", got
     assert got["result"]["feedback"] == {"searches": 1, "judgements": 1}
+
+
+# --- interleaving ------------------------------------------------------------------------------
+
+def test_team_draft_merges_both_orders_fairly_and_the_same_way_for_the_same_seed():
+    import random
+
+    from ranking.interleave import team_draft
+    rng = random.Random(3)
+    for trial in range(200):
+        n = rng.randint(1, 30)
+        a = rng.sample(range(n), n)
+        b = rng.sample(range(n), n)
+        order, teams = team_draft(a, b, trial)
+        assert sorted(order) == list(range(n)) and len(teams) == n
+        for k in range(1, n + 1):  # at every rank the teams' picks differ by one at most
+            assert abs(teams[:k].count("A") - teams[:k].count("B")) <= 1
+        for i, (item, team) in enumerate(zip(order, teams)):  # each pick is its team's best not shown before it
+            mine = a if team == "A" else b
+            assert item == next(x for x in mine if x not in order[:i])
+        assert team_draft(a, b, trial) == (order, teams)
+    same, _ = team_draft([2, 0, 1], [2, 0, 1], 5)
+    assert same == [2, 0, 1]
+    with pytest.raises(ValueError):
+        team_draft([0, 1], [0, 2], 1)
+
+
+def test_the_questions_interleaved_are_a_share_and_always_the_same():
+    from ranking.interleave import drawn
+    texts = [f"question {i}" for i in range(4000)]
+    assert not any(drawn(t, "answers", 0.0) for t in texts) and all(drawn(t, "answers", 1.0) for t in texts)
+    share = sum(drawn(t, "answers", 0.3) for t in texts) / len(texts)
+    assert 0.27 < share < 0.33
+    assert [drawn(t, "answers", 0.3) for t in texts[:50]] == [drawn(t, "answers", 0.3) for t in texts[:50]]
+
+
+def test_interleaving_credits_each_helpful_result_to_the_team_that_showed_it(tmp_path):
+    log = FeedbackLog(tmp_path / "f.sqlite3")
+
+    def interleaved(teams):
+        ids = [f"r{i}" for i in range(len(teams))]
+        return log.record(Served("/search", "answers", "inc", "g", 0, tuple(ids), tuple(range(len(ids))), "chal",
+                                 tuple(teams))), ids
+    one, ids = interleaved(["A", "B", "B", "A"])
+    log.judge(one, [(ids[1], True), (ids[2], True), (ids[0], True)])  # B 2, A 1: the challenger's
+    two, ids = interleaved(["B", "A"])
+    log.judge(two, [(ids[1], True), (ids[0], False)])  # A 1: the reranker's
+    three, ids = interleaved(["A", "B"])
+    log.judge(three, [(ids[0], False)])  # nothing helpful: a tie
+    plain = log.record(served(["x", "y"], ranker="inc"))
+    log.judge(plain, [("x", True)])
+    groups = feedback_report(log.path)["groups"]
+    assert len(groups) == 2 and "interleaving" not in groups[0]
+    it = groups[1]["interleaving"]
+    assert it == {"challenger": "chal", "searches": 3, "reranker_wins": 1, "challenger_wins": 1, "ties": 1,
+                  "challenger_preference": 0.0, "p": 1.0}
+
+
+def test_a_served_search_is_interleaved_with_the_challenger_and_its_pages_agree(settings, fast_encoder):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.reindex import reindex
+    from ranking.presets import PRESETS, RankerSpec, register
+
+    from .conftest import OverlapRanker
+    from .test_indexes import fake_encode, fill_store
+
+    class Reverse(OverlapRanker):
+        name = "stub-reverse"
+
+        def score(self, queries):
+            return [[-s for s in row] for row in super().score(queries)]
+    if "stub-reverse" not in PRESETS:
+        register("stub-reverse", RankerSpec("factory", "tests: the overlap's reverse",
+                                            options={"factory": lambda settings: Reverse()}))
+    settings = settings.model_copy(update={**STUB_RANKERS, "interleave_answers": "stub-reverse",
+                                           "interleave_share": 1.0})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    ask = {"question": {"subject": "visa question 7", "body": "rent answer 1"}, "k": 20}
+    with TestClient(create_app(settings)) as c:
+        ready = c.get("/ready").json()
+        assert ready["search_challengers"] == {"answers": "stub-reverse"} and ready["interleave_share"] == 1.0
+        whole = c.post("/search", json=ask).json()
+        assert whole["interleaved_with"] == "stub-reverse" and whole["reranker"] == "stub-overlap"
+        assert all("team" not in r for r in whole["results"])
+        pages = [c.post("/search", json={**ask, "k": 10, "offset": o}).json() for o in (0, 10)]
+        assert [r["id"] for p in pages for r in p["results"]] == [r["id"] for r in whole["results"]]
+        questions = c.post("/search", json={**ask, "target": "questions"}).json()  # no challenger for questions
+        assert "interleaved_with" not in questions
+        shown = FeedbackLog(settings.feedback_file)
+        c.post("/feedback", json={"search_id": whole["search_id"], "judgements": [
+            {"result_id": r["id"], "helpful": True} for r in whole["results"][:4]]})
+        (logged,) = shown.judged_searches()
+        teams = logged["teams"]
+        assert logged["challenger"] == "stub-reverse" and len(teams) == 20 and set(teams[:4]) <= {"A", "B"}
+        # the reranker's best result first or second, the challenger's (the reranker's worst of the head) the other
+        assert {teams[0], teams[1]} == {"A", "B"}
+        it = c.get("/evaluation/feedback").json()["groups"][0]["interleaving"]
+        a, b = teams[:4].count("A"), teams[:4].count("B")
+        assert (it["reranker_wins"], it["challenger_wins"], it["ties"]) == (int(a > b), int(b > a), int(a == b))
+    off = settings.model_copy(update={"interleave_share": 0.0})
+    with TestClient(create_app(off)) as c:
+        assert "interleaved_with" not in c.post("/search", json=ask).json()

@@ -18,6 +18,11 @@ served them, so the figure is the served path's on the forum's own traffic:
   would have put first but the reranker put eleventh was never judged); read it as a floor of the reranker's gain
   only where it is positive.
 
+- ``interleaving``, for the searches interleaved with a challenger (``ranking.interleave``: both rankers' orders
+  merged by team-draft, each result remembering the ranker that put it there): the searches whose helpful results
+  came more from the reranker's picks, more from the challenger's, or as many, with the sign test. Unlike
+  ``first_stage``, it compares two rankers on lists both had the same chance to fill.
+
 Only a search's first page counts in MAP (later pages are ranks 11 on); the judgements of later pages are counted.
 The log keeps no query text and no client: ids, scores and judgements only. A search nobody judged is forgotten after
 ``keep_days`` and can no longer be judged; a judged one is kept. The file is the data folder's, shared by every
@@ -73,6 +78,8 @@ class Served:
     offset: int
     results: tuple[str, ...]
     first_stage: tuple[int, ...]
+    challenger: str | None = None  # an interleaved search's challenger (ranking.interleave)
+    teams: tuple[str | None, ...] = ()  # then each result's team (A: the reranker, B: the challenger)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class Judged:
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS served (id TEXT PRIMARY KEY, at REAL NOT NULL, endpoint TEXT NOT NULL,
     target TEXT NOT NULL, ranker TEXT, generation TEXT NOT NULL, first INTEGER NOT NULL, results TEXT NOT NULL,
-    first_stage TEXT NOT NULL) WITHOUT ROWID;
+    first_stage TEXT NOT NULL, challenger TEXT, teams TEXT) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS served_at ON served (at);
 CREATE TABLE IF NOT EXISTS judged (search TEXT NOT NULL, result TEXT NOT NULL, helpful INTEGER NOT NULL,
     at REAL NOT NULL, PRIMARY KEY (search, result)) WITHOUT ROWID;
@@ -142,13 +149,14 @@ class FeedbackLog:
         now = time.time() if now is None else now
         search_id = secrets.token_hex(SEARCH_ID_HEX // 2)
         row = (search_id, now, served.endpoint, served.target, served.ranker, served.generation, served.offset,
-               json.dumps(list(served.results)), json.dumps([int(i) for i in served.first_stage]))
+               json.dumps(list(served.results)), json.dumps([int(i) for i in served.first_stage]), served.challenger,
+               json.dumps(list(served.teams)) if served.challenger else None)
         try:
             with self._lock:
                 db = self._served()
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    db.execute("INSERT INTO served VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                    db.execute("INSERT INTO served VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
                     if now >= self._next_forget:
                         self._next_forget = now + FORGET_EVERY_S
                         db.execute("DELETE FROM served WHERE at < ? AND NOT EXISTS (SELECT 1 FROM judged WHERE "
@@ -206,15 +214,17 @@ class FeedbackLog:
         db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
         try:
             rows = db.execute("SELECT s.id, s.at, s.endpoint, s.target, s.ranker, s.generation, s.first, s.results, "
-                              "s.first_stage, j.result, j.helpful FROM served s JOIN judged j ON j.search = s.id "
-                              "WHERE s.at >= ? ORDER BY s.at, s.id", (since or 0.0,)).fetchall()
+                              "s.first_stage, s.challenger, s.teams, j.result, j.helpful FROM served s JOIN judged j "
+                              "ON j.search = s.id WHERE s.at >= ? ORDER BY s.at, s.id", (since or 0.0,)).fetchall()
         finally:
             db.close()
         out: dict[str, dict] = {}
-        for sid, at, endpoint, target, ranker, gen, first, results, first_stage, result, helpful in rows:
+        for sid, at, endpoint, target, ranker, gen, first, results, first_stage, challenger, teams, result, helpful \
+                in rows:
             s = out.setdefault(sid, {"id": sid, "at": at, "endpoint": endpoint, "target": target, "ranker": ranker,
                                      "generation": gen, "offset": first, "results": json.loads(results),
-                                     "first_stage": json.loads(first_stage), "judged": {}})
+                                     "first_stage": json.loads(first_stage), "challenger": challenger,
+                                     "teams": json.loads(teams) if teams else None, "judged": {}})
             s["judged"][result] = bool(helpful)
         return list(out.values())
 
@@ -292,7 +302,8 @@ def merge_from(backup_file: Path, log_file: Path) -> dict:
 def served_of(response, endpoint: str) -> Served:
     """What a ``SearchResponse`` showed (its results' ids and places before the reranker)."""
     return Served(endpoint, response.target, response.reranker, response.generation, response.offset,
-                  tuple(r.id for r in response.results), tuple(r.first_stage_rank for r in response.results))
+                  tuple(r.id for r in response.results), tuple(r.first_stage_rank for r in response.results),
+                  response.interleaved_with, tuple(r.team for r in response.results))
 
 
 def _ranked(search: dict, order: list[int], condensed: bool) -> list[bool]:
@@ -309,18 +320,22 @@ def report(searches: list[dict], days: float | None = None) -> dict:
     from .scorer import TOP, average_precision, reciprocal_rank
     groups: dict[tuple, list[dict]] = defaultdict(list)
     later: dict[tuple, int] = defaultdict(int)
+    pages: dict[tuple, list[dict]] = defaultdict(list)  # every judged page of a group, later ones too
     for s in searches:
-        key = (s["endpoint"], s["target"], s["ranker"])
+        key = (s["endpoint"], s["target"], s["ranker"], s.get("challenger"))
+        pages[key].append(s)
         if s["offset"] == 0:
             groups[key].append(s)
         else:
             later[key] += len(s["judged"])
     out = []
-    for key in sorted(set(groups) | set(later), key=lambda k: (k[0], k[1], k[2] or "")):
-        endpoint, target, ranker = key
+    for key in sorted(pages, key=lambda k: (k[0], k[1], k[2] or "", k[3] or "")):
+        endpoint, target, ranker, challenger = key
         page = groups.get(key, [])
         g: dict = {"endpoint": endpoint, "target": target, "reranker": ranker, "searches": len(page),
                    "judgements": sum(len(s["judged"]) for s in page), "judgements_later_pages": later.get(key, 0)}
+        if challenger is not None:
+            g["interleaving"] = interleaving(pages[key], challenger)
         if page:
             shown = [list(range(len(s["results"]))) for s in page]
             ap = {s["id"]: average_precision(_ranked(s, o, True)) for s, o in zip(page, shown)}
@@ -357,6 +372,30 @@ def report(searches: list[dict], days: float | None = None) -> dict:
             "note": "MAP over the first 10 ranks of each search's first page, its judged results only in the order "
                     "shown (the SemEval-2016 scorer's arithmetic); users judge what they were shown, so the first "
                     "stage's figure favours the order shown"}
+
+
+def interleaving(searches: list[dict], challenger: str) -> dict:
+    """Team-draft interleaving's verdict over judged interleaved ``searches`` (``ranking.interleave``): each search
+    credits each team with its results judged helpful; one with more helpful results from a team is that team's win,
+    one with as many (none helpful, or as many each) a tie. ``p``: the two-sided sign test of the wins (ties left
+    out), the chance of wins at least this uneven were both rankers preferred alike."""
+    from scipy.stats import binomtest
+    wins = {"A": 0, "B": 0}
+    ties = 0
+    for s in searches:
+        credit = {"A": 0, "B": 0}
+        for rid, team in zip(s["results"], s["teams"] or ()):
+            if team in credit and s["judged"].get(rid):
+                credit[team] += 1
+        if credit["A"] == credit["B"]:
+            ties += 1
+        else:
+            wins["A" if credit["A"] > credit["B"] else "B"] += 1
+    decided = wins["A"] + wins["B"]
+    return {"challenger": challenger, "searches": len(searches), "reranker_wins": wins["A"],
+            "challenger_wins": wins["B"], "ties": ties,
+            "challenger_preference": round((wins["B"] - wins["A"]) / len(searches), 4) if searches else 0.0,
+            "p": float(binomtest(wins["B"], decided, 0.5).pvalue) if decided else 1.0}
 
 
 def feedback_report(path: Path, days: float | None = None, now: float | None = None) -> dict:
