@@ -130,8 +130,12 @@ def main() -> None:
         disagree += (won == "A") != (better > 0)
     out["per_question"] = {"both_decided": agree + disagree, "interleaving_agrees": agree,
                            "interleaving_disagrees": disagree}
-    out["same_verdict"] = (group["interleaving"]["reranker_wins"] > group["interleaving"]["challenger_wins"]) == \
-        (out["own_lists"]["MAP_reranker"] > out["own_lists"]["MAP_challenger"])
+    it = group["interleaving"]
+
+    def preferred(reranker: float, challenger: float) -> str:
+        return "reranker" if reranker > challenger else "challenger" if challenger > reranker else "neither"
+    out["preferred"] = {"by_own_lists_MAP": preferred(out["own_lists"]["MAP_reranker"], out["own_lists"]["MAP_challenger"]),
+                        "by_interleaving": preferred(it["reranker_wins"], it["challenger_wins"])}
     print(json.dumps(out))
 
 

@@ -703,6 +703,22 @@ def test_feedback_bench_judges_what_a_real_server_showed_and_reads_back_its_map(
     assert 0 <= out["reported"]["MAP_unjudged_not_helpful"] <= out["reported"]["MAP"] <= 1
 
 
+def test_interleave_bench_judges_interleaved_searches_of_a_real_server_beside_each_rankers_own_list(
+        tmp_path, cli_env, semeval):
+    """bench/interleave.py on 20 dev threads with bm25 as the challenger: every search of the interleaving server was
+    interleaved, its judgements gave a verdict, and the per-question comparison with each ranker's own list ran
+    (round 60)."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("interleave.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "4", "--rounds", "1",
+                    "--challenger", "bm25", env=cli_env, timeout=600)
+    assert out["questions"] == 4 and all(side["requests"] == 4 for side in out["sides"].values())
+    it = out["interleaving"]
+    assert it["challenger"] == "bm25" and it["reranker_wins"] + it["challenger_wins"] + it["ties"] == it["searches"] >= 1
+    assert 0 <= out["per_question"]["interleaving_agrees"] <= out["per_question"]["both_decided"] <= it["searches"]
+    assert set(out["preferred"].values()) <= {"reranker", "challenger", "neither"}
+    assert 0 <= out["own_lists"]["MAP_challenger"] <= 1 and 0 <= out["own_lists"]["MAP_reranker"] <= 1
+
+
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
     """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
     indexed; `cqa evaluate --answers --judged-by votes` and a real server's GET /threads/{id}/answers give every

@@ -415,3 +415,14 @@ def test_a_served_search_is_interleaved_with_the_challenger_and_its_pages_agree(
     off = settings.model_copy(update={"interleave_share": 0.0})
     with TestClient(create_app(off)) as c:
         assert "interleaved_with" not in c.post("/search", json=ask).json()
+
+
+def test_cqa_evaluate_feedback_prints_an_interleavings_verdict(tmp_path, cli_env):
+    from app.settings import Settings
+    log = FeedbackLog(Settings(data_dir=tmp_path / "var").feedback_file)
+    sid = log.record(Served("/search", "answers", "inc", "g", 0, ("a", "b"), (0, 1), "chal", ("B", "A")))
+    log.judge(sid, [("a", True)])
+    out = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--feedback"], env=cli_env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "interleaved with chal: 1 searches, the reranker preferred in 0, the challenger in 1, 0 ties" in out.stdout

@@ -227,6 +227,11 @@ def _feedback(args: argparse.Namespace, settings, emit) -> int:
             lo, hi = g["MAP_interval_95"]
             print(f"  MAP {g['MAP']:.4f} (95% {lo:.4f}-{hi:.4f})   unjudged as not helpful {g['MAP_unjudged_not_helpful']:.4f}"
                   f"   MRR {g['MRR']:.2f}   helpful {100 * g['helpful_share']:.1f}%")
+        if g.get("interleaving"):
+            it = g["interleaving"]
+            print(f"  interleaved with {it['challenger']}: {it['searches']} searches, the reranker preferred in "
+                  f"{it['reranker_wins']}, the challenger in {it['challenger_wins']}, {it['ties']} ties "
+                  f"(sign test p = {it['p']:.4g})")
         if g.get("first_stage"):
             f = g["first_stage"]
             print(f"  before the reranker: MAP {f['MAP']:.4f}   reranker's gain {f['reranker_gain']:+.4f} "
