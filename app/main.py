@@ -156,6 +156,7 @@ class Service:
         self.served_rankers: list = []  # the rerankers above and the /search ones, as loaded (not batched)
         self.unbatched_search_rankers: dict = {}  # /search target -> its reranker without the micro-batcher
         self.challengers: dict = {}  # /search target -> its challenger ($CQA_INTERLEAVE_*), behind a micro-batcher
+        self.unbatched_challengers: dict = {}  # and without it (the warm-up's)
         self.warm_up_ms: dict[str, float | None] | None = None  # what each warm-up request took (app/warmup.py)
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
@@ -228,6 +229,7 @@ class Service:
         # each target's challenger, interleaved with its reranker for a share of the questions (ranking.interleave)
         challengers = challenger_rerankers(self.settings, built)
         self.challengers = {target: ThreadBatched(self._batcher(r), loop) for target, r in challengers.items()}
+        self.unbatched_challengers = challengers
         served = [self.reranker, self.question_reranker, self.answers_reranker, *searchers.values(),
                   *challengers.values()]
         self.served_rankers, self.unbatched_search_rankers = served, searchers

@@ -60,6 +60,11 @@ def warm_up(svc) -> dict[str, float | None]:
                                          thread_comments=WARM_UP_DEPTH)
         for target, body in SEARCHES.items():
             steps[f"POST /search {target}"] = lambda body=body: unbatched.search(body.request())
+        for target, challenger in svc.unbatched_challengers.items():  # $CQA_INTERLEAVE_*: its first pass too
+            alone = pipeline.reranked_by({target: challenger}, depth=WARM_UP_DEPTH, thread_depth=1,
+                                         thread_comments=WARM_UP_DEPTH)
+            steps[f"POST /search {target}, challenger"] = \
+                lambda alone=alone, body=SEARCHES[target]: alone.search(body.request())
     took: dict[str, float | None] = {}
     t0 = time.perf_counter()
     with memos_detached(svc.served_rankers):

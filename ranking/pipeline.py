@@ -479,9 +479,9 @@ class SearchPipeline:
     def reranked_by(self, rerankers: Mapping[str, Ranker], depth: int | None = None,
                     thread_depth: int | None = None, thread_comments: int | None = None) -> "SearchPipeline":
         """This pipeline (the same first stage, store and generation) with other rerankers, e.g. the service's own
-        without their micro-batchers, and fewer candidates where given (its warm-up)."""
+        without their micro-batchers, and fewer candidates where given (its warm-up); never interleaved."""
         twin = copy(self)
-        twin.rerankers = dict(rerankers)
+        twin.rerankers, twin.challengers = dict(rerankers), {}
         twin.depth = self.depth if depth is None else depth
         twin.thread_depth = self.thread_depth if thread_depth is None else thread_depth
         twin.thread_comments = self.thread_comments if thread_comments is None else thread_comments

@@ -426,3 +426,18 @@ def test_cqa_evaluate_feedback_prints_an_interleavings_verdict(tmp_path, cli_env
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "interleaved with chal: 1 searches, the reranker preferred in 0, the challenger in 1, 0 ties" in out.stdout
+
+
+def test_the_warm_up_runs_the_challenger_too(settings, fast_encoder):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.reindex import reindex
+
+    from .test_indexes import fake_encode, fill_store
+    settings = settings.model_copy(update={**STUB_RANKERS, "interleave_questions": "stub-overlap", "warm_up": True})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(settings)) as c:
+        took = c.get("/ready").json()["warm_up_ms"]
+        assert took["POST /search questions, challenger"] is not None and "POST /search answers, challenger" not in took
