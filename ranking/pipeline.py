@@ -119,7 +119,8 @@ class SearchResponse(BaseModel):
     reranker: str | None = Field(None, description="the reranker of this target, or null when not reranked")
     interleaved_with: str | None = Field(None, description="where this search is one of those interleaved "
                                          "(CQA_INTERLEAVE_ANSWERS / _QUESTIONS): the challenger whose order was merged "
-                                         "with the reranker's; left out otherwise", exclude_if=lambda v: v is None)
+                                         "with the reranker's (the results come in the merged order, each score "
+                                         "still the reranker's); left out otherwise", exclude_if=lambda v: v is None)
     reranked: int = Field(0, description="how many of the first-stage candidates the reranker scored")
     collapsed: int = Field(0, description="duplicates folded into other results")
     timings_ms: dict[str, float]
