@@ -441,3 +441,24 @@ def test_the_warm_up_runs_the_challenger_too(settings, fast_encoder):
     with TestClient(create_app(settings)) as c:
         took = c.get("/ready").json()["warm_up_ms"]
         assert took["POST /search questions, challenger"] is not None and "POST /search answers, challenger" not in took
+
+
+def test_a_backlog_of_forgotten_searches_is_deleted_a_bounded_batch_at_a_time(tmp_path, monkeypatch):
+    import sqlite3
+
+    import ranking.evaluation.feedback as fb
+    monkeypatch.setattr(fb, "FORGET_AT_ONCE", 3)
+    log = FeedbackLog(tmp_path / "f.sqlite3", keep_days=1)
+    old = [log.record(served(["a"]), now=float(i)) for i in range(5)]
+    log.judge(old[0], [("a", True)], now=10.0)
+
+    def kept():
+        with sqlite3.connect(log.path) as db:
+            return {r[0] for r in db.execute("SELECT id FROM served")}
+    later = DAY + 100.0
+    new = log.record(served(["b"]), now=later)
+    assert len(kept() & set(old[1:])) == 1 and old[0] in kept() and new in kept()  # 3 of the 4 unjudged deleted
+    log.record(served(["c"]), now=later + 1)  # within FORGET_EVERY_S: no delete
+    assert len(kept() & set(old[1:])) == 1
+    log.record(served(["d"]), now=later + fb.FORGET_EVERY_S + 1)
+    assert kept() & set(old) == {old[0]}

@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 # billion draws a report), and with thousands of searches the approximations agree with them
 EXACT_UP_TO = 5000
 SEARCH_ID_HEX = 32  # 128 random bits: an id nobody can guess, so only whoever got the results can judge them
-FORGET_EVERY_S = 60.0  # how often a process deletes the searches nobody judged within keep_days
+FORGET_EVERY_S = 10.0  # how often a process deletes the searches nobody judged within keep_days,
+FORGET_AT_ONCE = 2000  # at most this many at a time: a backlog (after a long stop) never holds a search's write long
 BUSY_TIMEOUT_S = 2.0  # how long a write waits for another worker's (in a thread, never on the event loop)
 
 
@@ -159,8 +160,9 @@ class FeedbackLog:
                     db.execute("INSERT INTO served VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
                     if now >= self._next_forget:
                         self._next_forget = now + FORGET_EVERY_S
-                        db.execute("DELETE FROM served WHERE at < ? AND NOT EXISTS (SELECT 1 FROM judged WHERE "
-                                   "judged.search = served.id)", (now - self.keep_s,))
+                        db.execute("DELETE FROM served WHERE id IN (SELECT id FROM served WHERE at < ? AND NOT "
+                                   "EXISTS (SELECT 1 FROM judged WHERE judged.search = served.id) LIMIT ?)",
+                                   (now - self.keep_s, FORGET_AT_ONCE))
                     db.execute("COMMIT")
                 except BaseException:
                     db.execute("ROLLBACK")
@@ -189,7 +191,8 @@ class FeedbackLog:
                     if row is None or row[1] < now - self.keep_s:
                         raise UnknownSearch(search_id)
                     shown = json.loads(row[0])
-                    missing = [r for r, _ in judgements if r not in set(shown)]
+                    shown_ids = set(shown)
+                    missing = [r for r, _ in judgements if r not in shown_ids]
                     if missing:
                         raise NotShown(search_id, missing, len(shown))
                     db.executemany("INSERT INTO judged VALUES (?, ?, ?, ?) ON CONFLICT (search, result) DO UPDATE "
@@ -221,11 +224,12 @@ class FeedbackLog:
         out: dict[str, dict] = {}
         for sid, at, endpoint, target, ranker, gen, first, results, first_stage, challenger, teams, result, helpful \
                 in rows:
-            s = out.setdefault(sid, {"id": sid, "at": at, "endpoint": endpoint, "target": target, "ranker": ranker,
-                                     "generation": gen, "offset": first, "results": json.loads(results),
-                                     "first_stage": json.loads(first_stage), "challenger": challenger,
-                                     "teams": json.loads(teams) if teams else None, "judged": {}})
-            s["judged"][result] = bool(helpful)
+            if sid not in out:  # a search's row comes once per judgement: its lists read once
+                out[sid] = {"id": sid, "at": at, "endpoint": endpoint, "target": target, "ranker": ranker,
+                            "generation": gen, "offset": first, "results": json.loads(results),
+                            "first_stage": json.loads(first_stage), "challenger": challenger,
+                            "teams": json.loads(teams) if teams else None, "judged": {}}
+            out[sid]["judged"][result] = bool(helpful)
         return list(out.values())
 
     def stats(self) -> dict:
