@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from indexing.store import immediate
+
 from .errors import OverShare, Overloaded, RateLimited, error_body
 
 log = logging.getLogger(__name__)
@@ -301,24 +303,17 @@ class RateLimiter:
         now = time.time() if now is None else now
         values = {"client": client, "burst": float(self.burst), "now": now, "rate": self.rate}
         try:
-            with self._db_lock:
-                db = self._open()
-                # the write lock first (waiting up to BUSY_TIMEOUT_S for another worker's): an upsert begun as a
-                # read would be refused at once, without waiting, where another worker wrote since it began
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    if db.execute(self._TAKE, values).fetchone() is not None:
-                        left = None
-                    else:
-                        row = db.execute(self._LEFT, values).fetchone()
-                        left = row[0] if row is not None else None  # forgotten meanwhile: full again, taken
-                    if now >= self._next_forget:
-                        self._next_forget = now + self.FORGET_EVERY_S
-                        db.execute("DELETE FROM buckets WHERE at < ?", (now - self.full_after_s,))
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
+            # the write lock first (waiting up to BUSY_TIMEOUT_S for another worker's): an upsert begun as a read
+            # would be refused at once, without waiting, where another worker wrote since it began
+            with self._db_lock, immediate(self._open()) as db:
+                if db.execute(self._TAKE, values).fetchone() is not None:
+                    left = None
+                else:
+                    row = db.execute(self._LEFT, values).fetchone()
+                    left = row[0] if row is not None else None  # forgotten meanwhile: full again, taken
+                if now >= self._next_forget:
+                    self._next_forget = now + self.FORGET_EVERY_S
+                    db.execute("DELETE FROM buckets WHERE at < ?", (now - self.full_after_s,))
         except (sqlite3.Error, OSError) as e:
             self.store_errors += 1
             if now - self._logged_error_at > 60:  # once a minute at most: it may fail for every request

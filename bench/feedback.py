@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import (add_forum_arguments, get_json, judged_forum, post_json, reference_checkout,  # noqa: E402
-                  run_header, server)
+from load import (add_forum_arguments, get_json, judged_forum, latency_of, post_json,  # noqa: E402
+                  reference_checkout, run_header, searches_in_turns, server)
 
 
 def judgements_of(results: list[dict], judged: dict[str, int]) -> list[dict]:
@@ -46,6 +46,12 @@ def judgements_of(results: list[dict], judged: dict[str, int]) -> list[dict]:
         elif any(i in judged for i in ids):
             out.append({"result_id": r["id"], "helpful": False})
     return out
+
+
+def answer_searches(questions: dict[str, tuple[str, str]]) -> list[tuple[str, dict]]:
+    """Each question as a forum sends it for answers: (its id, the POST /search body: subject and body, k 10)."""
+    return [(qid, {"question": {"subject": s, "body": b}, "k": 10, "target": "answers"})
+            for qid, (s, b) in questions.items()]
 
 
 def expected(pages: list[tuple[list[dict], list[dict]]]) -> dict:
@@ -94,14 +100,13 @@ def main() -> None:
     args = ap.parse_args()
 
     settings, qrels, questions = judged_forum(args, "answers")
-    bodies = [(qid, {"question": {"subject": s, "body": b}, "k": 10, "target": "answers"})
-              for qid, (s, b) in questions.items()]
+    bodies = answer_searches(questions)
     out = {**run_header("feedback"), "against": args.against, "split": args.split, "questions": len(bodies),
            "rounds": args.rounds}
     sides = ("reference", "on", "off")
     ms: dict[str, list[float]] = {s: [] for s in sides}
     feedback_ms: list[float] = []
-    differ, pages, search_ids = 0, [], []
+    differ, pages = 0, []
     with tempfile.TemporaryDirectory(prefix="cqa-feedback-") as tmp, contextlib.ExitStack() as stack:
         ref = reference_checkout(stack, args.against, Path(tmp))
         common = {"CQA_REFRESH_S": "0", "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
@@ -112,34 +117,20 @@ def main() -> None:
             bases[side], _ = stack.enter_context(server(settings.data_dir, {**common, **env}, root=root))
         for side in sides:  # each side's first request, before the clock
             post_json(bases[side] + "/search", bodies[0][1])
-        turn = 0
-        for rnd in range(args.rounds):
-            for qid, body in bodies:
-                shown: dict[str, list[str]] = {}
-                order = sides[turn % 3:] + sides[:turn % 3]
-                turn += 1
-                for side in order:
-                    t0 = time.perf_counter()
-                    status, resp = post_json(bases[side] + "/search", body)
-                    ms[side].append(1000 * (time.perf_counter() - t0))
-                    if status != 200:
-                        raise SystemExit(f"{side}: POST /search answered {status} for {qid}: {resp}")
-                    shown[side] = [r["id"] for r in resp["results"]]
-                    if side == "on":
-                        on = resp
-                differ += len({tuple(v) for v in shown.values()}) > 1
-                if "search_id" not in on:
-                    raise SystemExit("the feedback log's server gave no search_id")
-                sent = judgements_of(on["results"], qrels.get(qid, {}))
-                if rnd == 0 and sent:
-                    t0 = time.perf_counter()
-                    status, got = post_json(bases["on"] + "/feedback", {"search_id": on["search_id"],
-                                                                        "judgements": sent})
-                    feedback_ms.append(1000 * (time.perf_counter() - t0))
-                    if status != 201:
-                        raise SystemExit(f"POST /feedback answered {status}: {got}")
-                    pages.append((on["results"], sent))
-                    search_ids.append(on["search_id"])
+        for rnd, qid, got in searches_in_turns(bases, bodies, args.rounds, ms):
+            differ += len({tuple(r["id"] for r in resp["results"]) for resp in got.values()}) > 1
+            on = got["on"]
+            if "search_id" not in on:
+                raise SystemExit("the feedback log's server gave no search_id")
+            sent = judgements_of(on["results"], qrels.get(qid, {}))
+            if rnd == 0 and sent:
+                t0 = time.perf_counter()
+                status, answer = post_json(bases["on"] + "/feedback", {"search_id": on["search_id"],
+                                                                       "judgements": sent})
+                feedback_ms.append(1000 * (time.perf_counter() - t0))
+                if status != 201:
+                    raise SystemExit(f"POST /feedback answered {status}: {answer}")
+                pages.append((on["results"], sent))
         status, reported = get_json(bases["on"] + "/evaluation/feedback")
         if status != 200:
             raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
@@ -148,16 +139,12 @@ def main() -> None:
         out["log"] = {"searches_recorded": ready["feedback"]["recorded"],  # the file and its WAL, as served
                       "bytes_with_wal": sum(f.stat().st_size for f in log_file.parent.glob(log_file.name + "*"))}
     out["log"]["in_process"] = in_process_cost(pages)
-    lat = {s: np.asarray(v) for s, v in ms.items()}
-    out["sides"] = {s: {"p50_ms": round(float(np.percentile(v, 50)), 1), "p95_ms": round(float(np.percentile(v, 95)), 1),
-                        "requests": len(v)} for s, v in lat.items()}
-    ref_p50 = float(np.percentile(lat["reference"], 50))
+    out["sides"] = {s: latency_of(v) for s, v in ms.items()}
+    ref_p50 = float(np.percentile(ms["reference"], 50))
     for s in sides:
-        out["sides"][s]["p50_over_reference"] = round(float(np.percentile(lat[s], 50)) / ref_p50, 3)
+        out["sides"][s]["p50_over_reference"] = round(float(np.percentile(ms[s], 50)) / ref_p50, 3)
     out["questions_shown_differently"] = differ
-    out["feedback_post"] = {"requests": len(feedback_ms), "p50_ms": round(float(np.percentile(feedback_ms, 50)), 1),
-                            "p95_ms": round(float(np.percentile(feedback_ms, 95)), 1),
-                            "judgements": sum(len(s) for _, s in pages)}
+    out["feedback_post"] = {**latency_of(feedback_ms), "judgements": sum(len(s) for _, s in pages)}
     (group,) = reported["groups"]
     out["reported"] = {k: group.get(k) for k in ("reranker", "searches", "judgements", "MAP", "MAP_interval_95",
                                                  "MAP_unjudged_not_helpful", "MRR", "helpful_share", "first_stage")}

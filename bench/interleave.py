@@ -24,7 +24,6 @@ import contextlib
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from feedback import judgements_of  # noqa: E402
-from load import add_forum_arguments, get_json, judged_forum, post_json, run_header, server  # noqa: E402
+from feedback import answer_searches, judgements_of  # noqa: E402
+from load import (add_forum_arguments, get_json, judged_forum, latency_of, post_json, run_header,  # noqa: E402
+                  searches_in_turns, server)
 
 
 def ap_of(results: list[dict], judged: dict[str, int]) -> float:
@@ -55,8 +55,7 @@ def main() -> None:
 
     settings, qrels, questions = judged_forum(args, "answers")
     shipped = Settings().search_ranker_answers
-    bodies = [(qid, {"question": {"subject": s, "body": b}, "k": 10, "target": "answers"})
-              for qid, (s, b) in questions.items()]
+    bodies = answer_searches(questions)
     out = {**run_header("interleave"), "split": args.split, "questions": len(bodies), "rounds": args.rounds,
            "reranker": shipped, "challenger": args.challenger}
     sides = ("reranker", "challenger", "interleaved")
@@ -75,39 +74,28 @@ def main() -> None:
                 raise SystemExit(f"the interleaved server has no challenger: {ready['search_challengers']}")
         for side in sides:  # each side's first request, before the clock
             post_json(bases[side] + "/search", bodies[0][1])
-        turn = 0
-        for rnd in range(args.rounds):
-            for qid, body in bodies:
-                order = sides[turn % 3:] + sides[:turn % 3]
-                turn += 1
-                for side in order:
-                    t0 = time.perf_counter()
-                    status, resp = post_json(bases[side] + "/search", body)
-                    ms[side].append(1000 * (time.perf_counter() - t0))
-                    if status != 200:
-                        raise SystemExit(f"{side}: POST /search answered {status} for {qid}: {resp}")
-                    if rnd:
-                        continue
-                    judged = qrels.get(qid, {})
-                    if side in aps:
-                        aps[side][qid] = ap_of(resp["results"], judged)
-                        continue
-                    if resp.get("interleaved_with") != args.challenger:
-                        raise SystemExit(f"{qid}: not interleaved: {resp.get('interleaved_with')}")
-                    sent = judgements_of(resp["results"], judged)
-                    if sent:
-                        status, got = post_json(bases[side] + "/feedback", {"search_id": resp["search_id"],
-                                                                             "judgements": sent})
-                        if status != 201:
-                            raise SystemExit(f"POST /feedback answered {status}: {got}")
-                        interleaved_ids[qid] = resp["search_id"]
+        for rnd, qid, got in searches_in_turns(bases, bodies, args.rounds, ms):
+            if rnd:
+                continue
+            judged = qrels.get(qid, {})
+            for side in aps:
+                aps[side][qid] = ap_of(got[side]["results"], judged)
+            mixed = got["interleaved"]
+            if mixed.get("interleaved_with") != args.challenger:
+                raise SystemExit(f"{qid}: not interleaved: {mixed.get('interleaved_with')}")
+            sent = judgements_of(mixed["results"], judged)
+            if sent:
+                status, answer = post_json(bases["interleaved"] + "/feedback", {"search_id": mixed["search_id"],
+                                                                                "judgements": sent})
+                if status != 201:
+                    raise SystemExit(f"POST /feedback answered {status}: {answer}")
+                interleaved_ids[qid] = mixed["search_id"]
         status, reported = get_json(bases["interleaved"] + "/evaluation/feedback")
         if status != 200:
             raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
         from ranking.evaluation.feedback import FeedbackLog, interleaving
         logged = {s["id"]: s for s in FeedbackLog(Path(tmp) / "feedback.sqlite3").judged_searches()}
-    out["sides"] = {s: {"p50_ms": round(float(np.percentile(v, 50)), 1), "p95_ms": round(float(np.percentile(v, 95)), 1),
-                        "requests": len(v)} for s, v in ms.items()}
+    out["sides"] = {s: latency_of(v) for s, v in ms.items()}
     out["interleaved_p50_over_reranker"] = round(out["sides"]["interleaved"]["p50_ms"] /
                                                  out["sides"]["reranker"]["p50_ms"], 3)
     qids = sorted(aps["reranker"])

@@ -60,6 +60,33 @@ class PacedClient(threading.Thread):
             self.stop.wait(self.pause)
 
 
+def latency_of(ms: list[float]) -> dict:
+    """Requests, p50 and p95 ms of the latencies ``ms`` (None for the percentiles of none)."""
+    return {"requests": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 1) if ms else None,
+            "p95_ms": round(float(np.percentile(ms, 95)), 1) if ms else None}
+
+
+def searches_in_turns(bases: dict[str, str], bodies: list[tuple[str, dict]], rounds: int,
+                      ms: dict[str, list[float]]):
+    """Each (question id, POST /search body) of ``bodies`` sent to every server of ``bases`` (side -> base URL), one
+    request at a time, the servers' order rotating from one question to the next so that the machine's noise falls on
+    every side alike, ``rounds`` times; each request's ms appended to ``ms[side]``. Yields (round, question id,
+    {side: response}) once every side answered a question; any status but 200 stops the bench."""
+    sides, turn = list(bases), 0
+    for rnd in range(rounds):
+        for qid, body in bodies:
+            got: dict[str, dict] = {}
+            for side in sides[turn % len(sides):] + sides[:turn % len(sides)]:
+                t0 = time.perf_counter()
+                status, resp = post_json(bases[side] + "/search", body)
+                ms[side].append(1000 * (time.perf_counter() - t0))
+                if status != 200:
+                    raise SystemExit(f"{side}: POST /search answered {status} for {qid}: {resp}")
+                got[side] = resp
+            turn += 1
+            yield rnd, qid, got
+
+
 def split_latency(samples: list[tuple[float, float, float, int]], windows: list[tuple[float, float]],
                   inside: str = "during", outside: str = "outside") -> dict:
     """A ``PacedClient``'s latencies split by whether each request overlapped one of ``windows`` (wall start, end):
@@ -68,8 +95,7 @@ def split_latency(samples: list[tuple[float, float, float, int]], windows: list[
     for w0, w1, ms, status in samples:
         if status == 200:
             parts[inside if any(a <= w1 and w0 <= b for a, b in windows) else outside].append(ms)
-    out: dict = {k: {"requests": len(v), "p50_ms": round(float(np.percentile(v, 50)), 1) if v else None,
-                     "p95_ms": round(float(np.percentile(v, 95)), 1) if v else None} for k, v in parts.items()}
+    out: dict = {k: latency_of(v) for k, v in parts.items()}
     out["failed"] = sum(status != 200 for *_, status in samples)
     if parts[inside] and parts[outside]:
         out["p50_ratio"] = round(out[inside]["p50_ms"] / out[outside]["p50_ms"], 2)

@@ -269,6 +269,21 @@ OPEN_WAIT_S = 10.0
 _RACED = ("locked", "busy", "duplicate column name")
 
 
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on ``conn`` (a connection in autocommit mode, ``isolation_level=None``), taken at once
+    (``BEGIN IMMEDIATE``: it waits up to the busy timeout for another process's writer, never fails later for one),
+    committed at the end or rolled back whole on any error: the small files every worker writes (the rate limit's, the
+    feedback log)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 def opened_while_others_open(conn: sqlite3.Connection, setup: Callable[[sqlite3.Connection], T],
                              wait_s: float = OPEN_WAIT_S) -> T:
     """``setup(conn)`` (a file's change to WAL, its tables), tried again while other processes open the same file.

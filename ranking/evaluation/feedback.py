@@ -39,6 +39,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from indexing.store import immediate, opened_while_others_open
+
 log = logging.getLogger(__name__)
 
 # past this many judged searches in a group, its interval and test are the normal approximation's and the paired
@@ -124,7 +126,6 @@ class FeedbackLog:
         return self.keep_days * 86400.0
 
     def _open(self, synchronous: str) -> sqlite3.Connection:
-        from indexing.store import opened_while_others_open
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
 
@@ -153,20 +154,13 @@ class FeedbackLog:
                json.dumps(list(served.results)), json.dumps([int(i) for i in served.first_stage]), served.challenger,
                json.dumps(list(served.teams)) if served.challenger else None)
         try:
-            with self._lock:
-                db = self._served()
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.execute("INSERT INTO served VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-                    if now >= self._next_forget:
-                        self._next_forget = now + FORGET_EVERY_S
-                        db.execute("DELETE FROM served WHERE id IN (SELECT id FROM served WHERE at < ? AND NOT "
-                                   "EXISTS (SELECT 1 FROM judged WHERE judged.search = served.id) LIMIT ?)",
-                                   (now - self.keep_s, FORGET_AT_ONCE))
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
+            with self._lock, immediate(self._served()) as db:
+                db.execute("INSERT INTO served VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                if now >= self._next_forget:
+                    self._next_forget = now + FORGET_EVERY_S
+                    db.execute("DELETE FROM served WHERE id IN (SELECT id FROM served WHERE at < ? AND NOT EXISTS "
+                               "(SELECT 1 FROM judged WHERE judged.search = served.id) LIMIT ?)",
+                               (now - self.keep_s, FORGET_AT_ONCE))
         except (sqlite3.Error, OSError) as e:
             self.store_errors += 1
             if now - self._logged_error_at > 60:
@@ -183,26 +177,18 @@ class FeedbackLog:
         is older than ``keep_days``; ``NotShown`` (nothing written) where a result is not one it showed."""
         now = time.time() if now is None else now
         try:
-            with self._judge_lock:
-                db = self._judged()
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    row = db.execute("SELECT results, at FROM served WHERE id = ?", (search_id,)).fetchone()
-                    if row is None or row[1] < now - self.keep_s:
-                        raise UnknownSearch(search_id)
-                    shown = json.loads(row[0])
-                    shown_ids = set(shown)
-                    missing = [r for r, _ in judgements if r not in shown_ids]
-                    if missing:
-                        raise NotShown(search_id, missing, len(shown))
-                    db.executemany("INSERT INTO judged VALUES (?, ?, ?, ?) ON CONFLICT (search, result) DO UPDATE "
-                                   "SET helpful = excluded.helpful, at = excluded.at",
-                                   [(search_id, r, int(h), now) for r, h in judgements])
-                    (judged,) = db.execute("SELECT count(*) FROM judged WHERE search = ?", (search_id,)).fetchone()
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
+            with self._judge_lock, immediate(self._judged()) as db:
+                row = db.execute("SELECT results, at FROM served WHERE id = ?", (search_id,)).fetchone()
+                if row is None or row[1] < now - self.keep_s:
+                    raise UnknownSearch(search_id)
+                shown = set(json.loads(row[0]))
+                missing = [r for r, _ in judgements if r not in shown]
+                if missing:
+                    raise NotShown(search_id, missing, len(shown))
+                db.executemany("INSERT INTO judged VALUES (?, ?, ?, ?) ON CONFLICT (search, result) DO UPDATE SET "
+                               "helpful = excluded.helpful, at = excluded.at",
+                               [(search_id, r, int(h), now) for r, h in judgements])
+                (judged,) = db.execute("SELECT count(*) FROM judged WHERE search = ?", (search_id,)).fetchone()
         except (sqlite3.Error, OSError) as e:
             self.store_errors += 1
             log.warning("the feedback log %s failed (%s): a judgement was refused", self.path, e)
@@ -288,15 +274,11 @@ def merge_from(backup_file: Path, log_file: Path) -> dict:
     db = log._judged()  # synced: what it merges is accepted data
     try:
         db.execute("ATTACH DATABASE ? AS bk", (str(backup_file),))
-        db.execute("BEGIN IMMEDIATE")
-        before = db.total_changes
-        db.execute("INSERT OR IGNORE INTO served SELECT * FROM bk.feedback_served")
-        added = db.total_changes - before
-        before = db.total_changes
-        db.execute("INSERT INTO judged SELECT * FROM bk.feedback_judged WHERE true ON CONFLICT (search, result) DO "
-                   "UPDATE SET helpful = excluded.helpful, at = excluded.at WHERE excluded.at > judged.at")
-        merged = db.total_changes - before
-        db.execute("COMMIT")
+        with immediate(db):
+            added = db.execute("INSERT OR IGNORE INTO served SELECT * FROM bk.feedback_served").rowcount
+            merged = db.execute("INSERT INTO judged SELECT * FROM bk.feedback_judged WHERE true ON CONFLICT (search, "
+                                "result) DO UPDATE SET helpful = excluded.helpful, at = excluded.at WHERE excluded.at > "
+                                "judged.at").rowcount
         db.execute("DETACH DATABASE bk")
     finally:
         log.close()
