@@ -109,22 +109,15 @@ def _copy_errors() -> tuple[type[Exception], ...]:
     return StoreError, OSError, sqlite3.Error
 
 
-def feedback_beside(settings):
-    """What a store backup carries besides the store: the feedback log's tables (``backup``'s ``beside``)."""
-    from functools import partial
-
-    from ranking.evaluation.feedback import copy_into
-    return partial(copy_into, log_file=settings.feedback_file)
-
-
 def cmd_backup(args: argparse.Namespace) -> int:
     from indexing.backup import backup, dated_name
+    from ranking.evaluation.feedback import carried_by_backups
     settings = _settings(args)
     dest = Path(args.dest)
     if dest.is_dir():
         dest = dest / dated_name("store")
     try:
-        _emit(backup(settings.store_path, dest, beside=feedback_beside(settings)))
+        _emit(backup(settings.store_path, dest, beside=carried_by_backups(settings.feedback_file)))
     except _copy_errors() as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

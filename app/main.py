@@ -1191,16 +1191,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         Once it is complete, the older backups of its kind beyond $CQA_BACKUP_KEEP are deleted, and so are the hidden
         half-written files of backups killed mid-way (untouched for 10 minutes); the result names them."""
         from indexing.backup import backup, dated_name, export, tidy
-
-        from .cli import feedback_beside
+        from ranking.evaluation.feedback import carried_by_backups
         kind = (body or BackupIn()).kind
         folder = svc.settings.backups_folder
 
         def run(progress):
             dest = folder / dated_name(kind)
             progress(kind, 0.0)
-            summary = (backup(svc.settings.store_path, dest, beside=feedback_beside(svc.settings)) if kind == "store"
-                       else export(svc.settings.store_path, dest))
+            if kind == "store":
+                summary = backup(svc.settings.store_path, dest, beside=carried_by_backups(svc.settings.feedback_file))
+            else:
+                summary = export(svc.settings.store_path, dest)
             # only once the new one is complete: the older ones beyond CQA_BACKUP_KEEP, and what killed runs left
             return {"name": dest.name, "kind": kind, **summary, **tidy(folder, kind, svc.settings.backup_keep)}
         job, started = svc.jobs.submit("backup", run)

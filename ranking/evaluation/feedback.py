@@ -36,7 +36,9 @@ import sqlite3
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from indexing.store import immediate, opened_while_others_open
@@ -254,6 +256,12 @@ def copy_into(backup_file: Path, log_file: Path) -> dict:
     return {"feedback": {"searches": counts[0], "judgements": counts[1]}}
 
 
+def carried_by_backups(log_file: Path) -> Callable[[Path], dict]:
+    """What a store backup copies besides the store (``indexing.backup.backup``'s ``beside``): the log at
+    ``log_file`` (``copy_into``). `cqa backup` and POST /backups both pass it."""
+    return partial(copy_into, log_file=log_file)
+
+
 def drop_copies(store_file: Path) -> None:
     """The feedback tables a store restored from a backup carries (``VACUUM INTO`` copies every table), dropped once
     merged into the log: the store holds threads."""
@@ -352,8 +360,7 @@ def report(searches: list[dict], days: float | None = None) -> dict:
                                     "p": (paired_randomization(a, b) if exact else paired_t(a, b))
                                     if any(x != y for x, y in zip(a, b)) else 1.0}
         out.append(g)
-    return {"days": days, "searches_judged": sum(len(v) for v in groups.values()) + sum(1 for s in searches if
-                                                                                       s["offset"] != 0),
+    return {"days": days, "searches_judged": len(searches),
             "groups": out,
             "note": "MAP over the first 10 ranks of each search's first page, its judged results only in the order "
                     "shown (the SemEval-2016 scorer's arithmetic); users judge what they were shown, so the first "
