@@ -300,65 +300,64 @@ def served_of(response, endpoint: str) -> Served:
                   response.interleaved_with, tuple(r.team for r in response.results))
 
 
-def _ranked(search: dict, order: list[int], condensed: bool) -> list[bool]:
-    """The judgements of a search's results in ``order`` (indices into its results); ``condensed``: its unjudged
-    results left out, else counted not helpful."""
+def _ranked(search: dict, order: list[int] | None, condensed: bool) -> list[bool]:
+    """The judgements of a search's results in ``order`` (indices into its results; None: as shown); ``condensed``:
+    its unjudged results left out, else counted not helpful."""
     judged, ids = search["judged"], search["results"]
-    return [judged.get(ids[i], False) for i in order if not condensed or ids[i] in judged]
+    return [judged.get(ids[i], False) for i in (range(len(ids)) if order is None else order)
+            if not condensed or ids[i] in judged]
+
+
+def _first_pages(page: list[dict], reranked: bool) -> dict:
+    """The figures of a group's judged first pages (module docstring); ``reranked``: with the order before the
+    reranker beside them (``first_stage``)."""
+    from .measures import map_interval, normal_interval, paired_randomization, paired_t
+    from .scorer import TOP, average_precision, reciprocal_rank
+    ap = {s["id"]: average_precision(_ranked(s, None, True)) for s in page}
+    full = [average_precision(_ranked(s, None, False)) for s in page]
+    rr = [reciprocal_rank(_ranked(s, None, True)) for s in page]
+    judgements = sum(len(s["judged"]) for s in page)
+    exact = len(page) <= EXACT_UP_TO
+    by_rank = [[0, 0] for _ in range(TOP)]  # per rank: helpful, judged
+    for s in page:
+        for i, rid in enumerate(s["results"][:TOP]):
+            if rid in s["judged"]:
+                by_rank[i][0] += s["judged"][rid]
+                by_rank[i][1] += 1
+    g = {"MAP": round(sum(ap.values()) / len(ap), 4),
+         "MAP_interval_95": [round(v, 4) for v in (map_interval(ap) if exact else normal_interval(ap.values()))],
+         "interval": "bootstrap" if exact else "normal",
+         "MAP_unjudged_not_helpful": round(sum(full) / len(full), 4),
+         "MRR": round(100.0 * sum(rr) / len(rr), 2),
+         "helpful_share": round(sum(sum(s["judged"].values()) for s in page) / judgements, 4),
+         "generations": len({s["generation"] for s in page}),
+         "helpful_by_rank": [{"rank": i + 1, "helpful": h, "judged": n} for i, (h, n) in enumerate(by_rank) if n]}
+    if reranked:  # the same judged results in the order the reranker was given them
+        a = list(ap.values())
+        b = [average_precision(_ranked(s, sorted(range(len(s["results"])), key=s["first_stage"].__getitem__), True))
+             for s in page]
+        g["first_stage"] = {"MAP": round(sum(b) / len(b), 4), "reranker_gain": round((sum(a) - sum(b)) / len(a), 4),
+                            "p": (paired_randomization(a, b) if exact else paired_t(a, b)) if a != b else 1.0}
+    return g
 
 
 def report(searches: list[dict], days: float | None = None) -> dict:
-    """The figures of ``searches`` (``FeedbackLog.judged_searches``), per (endpoint, target, reranker), the
-    official scorer's arithmetic over the first 10 ranks (module docstring)."""
-    from .measures import map_interval, normal_interval, paired_randomization, paired_t
-    from .scorer import TOP, average_precision, reciprocal_rank
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    later: dict[tuple, int] = defaultdict(int)
-    pages: dict[tuple, list[dict]] = defaultdict(list)  # every judged page of a group, later ones too
+    """The figures of ``searches`` (``FeedbackLog.judged_searches``), per (endpoint, target, reranker, challenger),
+    the official scorer's arithmetic over the first 10 ranks of the first pages (module docstring)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)  # every judged page of a group, later ones too
     for s in searches:
-        key = (s["endpoint"], s["target"], s["ranker"], s.get("challenger"))
-        pages[key].append(s)
-        if s["offset"] == 0:
-            groups[key].append(s)
-        else:
-            later[key] += len(s["judged"])
+        groups[(s["endpoint"], s["target"], s["ranker"], s.get("challenger"))].append(s)
     out = []
-    for key in sorted(pages, key=lambda k: (k[0], k[1], k[2] or "", k[3] or "")):
+    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or "", k[3] or "")):
         endpoint, target, ranker, challenger = key
-        page = groups.get(key, [])
+        page = [s for s in groups[key] if s["offset"] == 0]
         g: dict = {"endpoint": endpoint, "target": target, "reranker": ranker, "searches": len(page),
-                   "judgements": sum(len(s["judged"]) for s in page), "judgements_later_pages": later.get(key, 0)}
+                   "judgements": sum(len(s["judged"]) for s in page),
+                   "judgements_later_pages": sum(len(s["judged"]) for s in groups[key] if s["offset"])}
         if challenger is not None:
-            g["interleaving"] = interleaving(pages[key], challenger)
+            g["interleaving"] = interleaving(groups[key], challenger)
         if page:
-            shown = [list(range(len(s["results"]))) for s in page]
-            ap = {s["id"]: average_precision(_ranked(s, o, True)) for s, o in zip(page, shown)}
-            full = [average_precision(_ranked(s, o, False)) for s, o in zip(page, shown)]
-            rr = [reciprocal_rank(_ranked(s, o, True)) for s, o in zip(page, shown)]
-            exact = len(page) <= EXACT_UP_TO
-            interval = map_interval(ap) if exact else normal_interval(ap.values())
-            g.update({"MAP": round(sum(ap.values()) / len(ap), 4),
-                      "MAP_interval_95": [round(v, 4) for v in interval],
-                      "interval": "bootstrap" if exact else "normal",
-                      "MAP_unjudged_not_helpful": round(sum(full) / len(full), 4),
-                      "MRR": round(100.0 * sum(rr) / len(rr), 2),
-                      "helpful_share": round(sum(sum(s["judged"].values()) for s in page) / g["judgements"], 4),
-                      "generations": len({s["generation"] for s in page})})
-            by_rank = [[0, 0] for _ in range(TOP)]  # per rank: helpful, judged
-            for s in page:
-                for i, rid in enumerate(s["results"][:TOP]):
-                    if rid in s["judged"]:
-                        by_rank[i][0] += s["judged"][rid]
-                        by_rank[i][1] += 1
-            g["helpful_by_rank"] = [{"rank": i + 1, "helpful": h, "judged": n} for i, (h, n) in enumerate(by_rank) if n]
-            if ranker is not None:  # the same judged results in the order the reranker was given them
-                first = {s["id"]: average_precision(_ranked(s, sorted(o, key=lambda i: s["first_stage"][i]), True))
-                         for s, o in zip(page, shown)}
-                a, b = list(ap.values()), [first[q] for q in ap]
-                g["first_stage"] = {"MAP": round(sum(b) / len(b), 4),
-                                    "reranker_gain": round((sum(a) - sum(b)) / len(a), 4),
-                                    "p": (paired_randomization(a, b) if exact else paired_t(a, b))
-                                    if any(x != y for x, y in zip(a, b)) else 1.0}
+            g.update(_first_pages(page, reranked=ranker is not None))
         out.append(g)
     return {"days": days, "searches_judged": len(searches),
             "groups": out,
