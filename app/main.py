@@ -706,7 +706,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             else:
                 out = pipeline.search(replace(req, filters=req.filters.with_synonyms(svc.tag_synonyms())))
             if svc.feedback is not None and out.results:  # what it showed, under the id its users judge it by
-                out.search_id = svc.feedback.record(served_of(out, endpoint))
+                out.search_id = svc.feedback.record(served_of(out, endpoint,
+                                                              req if svc.settings.feedback_queries else None))
                 if out.search_id is None:
                     svc.metrics.feedback_unrecorded.labels("search").inc()
             return out

@@ -75,7 +75,14 @@ class Settings(RankingSettings):
                            "feedback log under an id (`search_id` in its response), so its users can judge its results "
                            "(POST /feedback; the search page's Helpful? buttons) and GET /evaluation/feedback and `cqa "
                            "evaluate --feedback` report MAP on the forum's own traffic. The log keeps ids, ranks and "
-                           "judgements, no query text and no client. false: no search_id, and POST /feedback gets 404.")
+                           "judgements, no query text and no client (unless CQA_FEEDBACK_QUERIES). false: no search_id, "
+                           "and POST /feedback gets 404.")
+    feedback_queries: bool = Field(False, description="Keep each logged search's request too (its question's subject "
+                                   "and body, filters, k and target), so that `cqa evaluate --feedback --ranker NAME` "
+                                   "can search the judged searches again with another ranker and score it by the "
+                                   "forum's own judgements before it serves anyone. The text is what a user typed, so "
+                                   "it is off by default; a search nobody judged is forgotten with its text after "
+                                   "CQA_FEEDBACK_DAYS, a judged one keeps it.")
     feedback_days: float = Field(30.0, gt=0, le=36_500, description="How long a search nobody judged is kept and may "
                                  "be judged (days); a judged one is kept.")
     feedback_store: Path | None = Field(None, description="The feedback log's file (default: feedback.sqlite3 in the "

@@ -3,6 +3,7 @@ reranking of the head -> explain. POST /search, ``cqa search`` and the end-to-en
 ``SearchPipeline.search``, so what is measured is what is served."""
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -10,7 +11,7 @@ import time
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Mapping, Sequence
 from copy import copy
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,19 @@ class SearchRequest:
         filters = filters or Filters()
         filters = replace(filters, exclude_threads=tuple(dict.fromkeys((*filters.exclude_threads, thread.id))))
         return cls.asking(thread.subject, thread.body, filters=filters, **settings)
+
+    def to_json(self) -> str:
+        """This request as JSON (``from_json`` reads it back equal): what the feedback log keeps of a search it may
+        search again (``CQA_FEEDBACK_QUERIES``; ``ranking.evaluation.replay``)."""
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "SearchRequest":
+        fields = json.loads(text)
+        if (f := fields.get("filters")) is not None:  # JSON lists back to the tuples Filters holds
+            fields["filters"] = Filters(**{k: tuple(tuple(g) for g in v) if k == "tag_groups" else
+                                           tuple(v) if isinstance(v, list) else v for k, v in f.items()})
+        return cls(**fields)
 
 
 class SearchResult(BaseModel):

@@ -84,12 +84,23 @@ class OverlapRanker:
         return out
 
 
+class ReverseRanker(OverlapRanker):
+    """The overlap stub's order upside down: a challenger or candidate that disagrees with the served one."""
+    name = "stub-reverse"
+
+    def score(self, queries):
+        return [[-s for s in row] for row in super().score(queries)]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def stub_ranker_preset():
     from ranking.presets import PRESETS, RankerSpec, register
     if "stub-overlap" not in PRESETS:
         register("stub-overlap", RankerSpec("factory", "tests: shared question words",
                                             options={"factory": lambda settings: OverlapRanker()}))
+    if "stub-reverse" not in PRESETS:
+        register("stub-reverse", RankerSpec("factory", "tests: the overlap's reverse",
+                                            options={"factory": lambda settings: ReverseRanker()}))
 
 
 STUB_RANKERS = {"default_ranker": "stub-overlap", "default_ranker_b": "stub-overlap", "default_ranker_c": "stub-overlap",

@@ -373,19 +373,7 @@ def test_a_served_search_is_interleaved_with_the_challenger_and_its_pages_agree(
 
     from app.main import create_app
     from indexing.reindex import reindex
-    from ranking.presets import PRESETS, RankerSpec, register
-
-    from .conftest import OverlapRanker
     from .test_indexes import fake_encode, fill_store
-
-    class Reverse(OverlapRanker):
-        name = "stub-reverse"
-
-        def score(self, queries):
-            return [[-s for s in row] for row in super().score(queries)]
-    if "stub-reverse" not in PRESETS:
-        register("stub-reverse", RankerSpec("factory", "tests: the overlap's reverse",
-                                            options={"factory": lambda settings: Reverse()}))
     settings = settings.model_copy(update={**STUB_RANKERS, "interleave_answers": "stub-reverse",
                                            "interleave_share": 1.0})
     fill_store(settings)

@@ -42,7 +42,10 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", choices=sorted(BENCHMARKS), metavar="NAME",
                    help="run a ranker on a named benchmark (see --list)")
     p.add_argument("--ranker", default=None, metavar="NAME",
-                   help=f"ranker configuration ({DEFAULT_HELP}; see --list)")
+                   help=f"ranker configuration ({DEFAULT_HELP}; see --list); with --feedback: search the judged "
+                        "searches again (those whose request the log kept, CQA_FEEDBACK_QUERIES=true) with this "
+                        "ranker as their target's reranker, beside the reranker serving, both scored by the users' "
+                        "judgements (MAP, the share of helpful results found, the paired test)")
     p.add_argument("--compare", metavar="NAME",
                    help="also run this ranker and test the difference in per-question AP "
                         "(paired randomisation and paired t-test); on the search benchmarks: first-stage "
@@ -61,7 +64,8 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=["questions", "threads", "answers"], default=None,
                    help="with --duplicates: what the similar search lists (default: questions); answers: each "
                         "linked question asks for answers, and should find those of its group's other questions that "
-                        "the forum judged useful (--judged-by)")
+                        "the forum judged useful (--judged-by); with --feedback --ranker: which searches are searched "
+                        "again, answers (the default) or questions (with the threads searches)")
     p.add_argument("--answers", action="store_true",
                    help="judge how the data folder's own threads have their comments sorted (GET "
                         "/threads/{id}/answers, the default ranker) by the forum's own signals: the answer the asker "
@@ -128,19 +132,25 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         if args.days is not None and not args.feedback:
             raise ScoringError("--days goes with --feedback")
         if args.feedback:
-            others = [f"--{k.replace('_', '-')}" for k in ("gold", "pred", "compare_pred", "benchmark", "ranker",
-                                                           "compare", "inference", "max_length", "target",
-                                                           "judged_by", "limit") if getattr(args, k)]
+            others = [f"--{k.replace('_', '-')}" for k in ("gold", "pred", "compare_pred", "benchmark", "compare",
+                                                           "inference", "max_length", "judged_by", "limit")
+                      if getattr(args, k)]
             if args.duplicates or args.answers or others:
                 raise ScoringError("--feedback is its own evaluation (of the searches served): without "
-                                   f"{', '.join(others or ['--duplicates', '--answers'])}")
+                                   f"{', '.join(others or ['--duplicates', '--answers'])} (--ranker searches the "
+                                   "judged searches again with another ranker, beside the one serving)")
             if args.days is not None and args.days <= 0:
                 raise ScoringError(f"--days {args.days:g}: a number of days above 0")
-            return _feedback(args, settings, emit)
+            if args.target and not args.ranker:
+                raise ScoringError("--target goes with --feedback --ranker (which searches to search again)")
+            if args.target == "threads":
+                raise ScoringError("--target threads: a threads search is searched again as the questions search "
+                                   "it ranks by (--target questions)")
+            return _replay(args, settings, emit) if args.ranker else _feedback(args, settings, emit)
         if args.duplicates and args.answers:
             raise ScoringError("--duplicates and --answers are two evaluations: one at a time")
         if args.target and not args.duplicates:
-            raise ScoringError("--target goes with --duplicates")
+            raise ScoringError("--target goes with --duplicates, or with --feedback --ranker")
         if args.judged_by and not (args.answers or (args.duplicates and args.target == "answers")):
             raise ScoringError("--judged-by goes with --answers, or with --duplicates --target answers")
         if args.limit is not None and not (args.duplicates or args.answers):
@@ -239,6 +249,39 @@ def _feedback(args: argparse.Namespace, settings, emit) -> int:
     if not r["groups"]:
         print("nothing judged yet: searches carry a search_id; POST /feedback judges their results")
     print(f"({r['note']})")
+    if args.json:
+        emit(r)
+    return 0
+
+
+def _replay(args: argparse.Namespace, settings, emit) -> int:
+    """The judged searches searched again with --ranker beside the served reranker (``replay.replay``)."""
+    from indexing.generations import IndexFormatError
+    from .replay import replay
+    target = args.target or "answers"
+    try:
+        r = replay(settings, args.ranker, target, args.days)
+    except IndexFormatError as e:
+        raise ScoringError(str(e)) from None
+    skipped = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in ("without_request", "not_reranked") if r[k])
+    print(f"feedback log {settings.feedback_file}: {r['searches']} judged {target} searches searched again in "
+          f"generation {r['generation']}{f' (left out: {skipped})' if skipped else ''}; {r['other_generation']} "
+          f"served by another generation; {r['reproduced']} of {r['reproducible']} shown again as served")
+    print(f"as shown        MAP {r['as_shown_MAP']:.4f}")
+    for name in ("served", "candidate"):
+        f = r[name]
+        lo, hi = f["MAP_interval_95"]
+        kept = f"   helpful found {100 * f['helpful_found']:.1f}%" if f["helpful_found"] is not None else ""
+        print(f"{name:9s} {f['reranker'] or 'none':>20s}: MAP {f['MAP']:.4f} (95% {lo:.4f}-{hi:.4f})   MRR "
+              f"{f['MRR']:.2f}{kept}   p50 {f['latency_ms']['p50']} ms")
+    c = r["compare"]
+    lo, hi = c["difference_interval_95"]
+    print(f"candidate - served: MAP {c['MAP_difference']:+.4f} (95% {lo:+.4f} to {hi:+.4f}), paired randomisation "
+          f"p={c['p_randomization']:.4g}, t-test p={c['p_ttest']:.4g}; better on {c['better']}, worse on "
+          f"{c['worse']} of {c['questions']} searches")
+    if c["helpful_found_difference"] is not None:
+        print(f"helpful found: {c['helpful_found_difference']:+.4f} (p={c['helpful_found_p']:.4g})")
+    print(f"({r['note']})\nreport: {r['folder']}")
     if args.json:
         emit(r)
     return 0

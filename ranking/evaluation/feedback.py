@@ -85,6 +85,7 @@ class Served:
     first_stage: tuple[int, ...]
     challenger: str | None = None  # an interleaved search's challenger (ranking.interleave)
     teams: tuple[str | None, ...] = ()  # then each result's team (A: the reranker, B: the challenger)
+    request: str | None = None  # the request as JSON (``SearchRequest.to_json``), kept where CQA_FEEDBACK_QUERIES says
 
 
 @dataclass(frozen=True)
@@ -97,11 +98,24 @@ class Judged:
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS served (id TEXT PRIMARY KEY, at REAL NOT NULL, endpoint TEXT NOT NULL,
     target TEXT NOT NULL, ranker TEXT, generation TEXT NOT NULL, first INTEGER NOT NULL, results TEXT NOT NULL,
-    first_stage TEXT NOT NULL, challenger TEXT, teams TEXT) WITHOUT ROWID;
+    first_stage TEXT NOT NULL, challenger TEXT, teams TEXT, request TEXT) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS served_at ON served (at);
 CREATE TABLE IF NOT EXISTS judged (search TEXT NOT NULL, result TEXT NOT NULL, helpful INTEGER NOT NULL,
     at REAL NOT NULL, PRIMARY KEY (search, result)) WITHOUT ROWID;
 """
+# the served table's columns, in order (``request`` came in round 61: a log made before gains it when first opened)
+SERVED_COLUMNS = ("id", "at", "endpoint", "target", "ranker", "generation", "first", "results", "first_stage",
+                  "challenger", "teams", "request")
+
+
+def _with_request_column(conn: sqlite3.Connection) -> None:
+    """A log made before round 61 given the ``request`` column (idempotent: another worker may have added it)."""
+    if "request" not in {r[1] for r in conn.execute("PRAGMA table_info(served)")}:
+        try:
+            conn.execute("ALTER TABLE served ADD COLUMN request TEXT")
+        except sqlite3.OperationalError as e:
+            if "duplicate column" not in str(e):
+                raise
 
 
 @dataclass
@@ -134,6 +148,7 @@ class FeedbackLog:
         def setup(conn: sqlite3.Connection) -> None:  # every worker may open it at the same moment
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
+            _with_request_column(conn)
         opened_while_others_open(db, setup)
         db.execute(f"PRAGMA synchronous={synchronous}")
         return db
@@ -154,10 +169,11 @@ class FeedbackLog:
         search_id = secrets.token_hex(SEARCH_ID_HEX // 2)
         row = (search_id, now, served.endpoint, served.target, served.ranker, served.generation, served.offset,
                json.dumps(list(served.results)), json.dumps([int(i) for i in served.first_stage]), served.challenger,
-               json.dumps(list(served.teams)) if served.challenger else None)
+               json.dumps(list(served.teams)) if served.challenger else None, served.request)
         try:
             with self._lock, immediate(self._served()) as db:
-                db.execute("INSERT INTO served VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                db.execute(f"INSERT INTO served ({', '.join(SERVED_COLUMNS)}) VALUES "
+                           f"({', '.join('?' * len(SERVED_COLUMNS))})", row)
                 if now >= self._next_forget:
                     self._next_forget = now + FORGET_EVERY_S
                     db.execute("DELETE FROM served WHERE id IN (SELECT id FROM served WHERE at < ? AND NOT EXISTS "
@@ -203,20 +219,22 @@ class FeedbackLog:
         """Every judged search served since ``since`` (Unix time; None: all), oldest first, with its judgements
         (result id -> helpful)."""
         db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
-        try:
+        try:  # a log no round-61 process has opened yet has no request column (read-only here: none added)
+            request = "s.request" if "request" in {r[1] for r in db.execute("PRAGMA table_info(served)")} else "NULL"
             rows = db.execute("SELECT s.id, s.at, s.endpoint, s.target, s.ranker, s.generation, s.first, s.results, "
-                              "s.first_stage, s.challenger, s.teams, j.result, j.helpful FROM served s JOIN judged j "
-                              "ON j.search = s.id WHERE s.at >= ? ORDER BY s.at, s.id", (since or 0.0,)).fetchall()
+                              f"s.first_stage, s.challenger, s.teams, {request}, j.result, j.helpful FROM served s "
+                              "JOIN judged j ON j.search = s.id WHERE s.at >= ? ORDER BY s.at, s.id",
+                              (since or 0.0,)).fetchall()
         finally:
             db.close()
         out: dict[str, dict] = {}
-        for sid, at, endpoint, target, ranker, gen, first, results, first_stage, challenger, teams, result, helpful \
-                in rows:
+        for sid, at, endpoint, target, ranker, gen, first, results, first_stage, challenger, teams, request, result, \
+                helpful in rows:
             if sid not in out:  # a search's row comes once per judgement: its lists read once
                 out[sid] = {"id": sid, "at": at, "endpoint": endpoint, "target": target, "ranker": ranker,
                             "generation": gen, "offset": first, "results": json.loads(results),
                             "first_stage": json.loads(first_stage), "challenger": challenger,
-                            "teams": json.loads(teams) if teams else None, "judged": {}}
+                            "teams": json.loads(teams) if teams else None, "request": request, "judged": {}}
             out[sid]["judged"][result] = bool(helpful)
         return list(out.values())
 
@@ -276,14 +294,18 @@ def merge_from(backup_file: Path, log_file: Path) -> dict:
     backup without them (made before round 60, or an export) merges nothing."""
     with sqlite3.connect(f"file:{Path(backup_file).resolve()}?mode=ro", uri=True) as src:
         names = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not set(BACKUP_TABLES.values()) <= names:
-        return {"searches_added": 0, "judgements_merged": 0, "in_backup": False}
+        if not set(BACKUP_TABLES.values()) <= names:
+            return {"searches_added": 0, "judgements_merged": 0, "in_backup": False}
+        # a backup of a log made before round 61 has no request column: its searches come back without one
+        columns = [c for c in SERVED_COLUMNS if c in {r[1] for r in src.execute(
+            f"PRAGMA table_info({BACKUP_TABLES['served']})")}]
     log = FeedbackLog(Path(log_file))
     db = log._judged()  # synced: what it merges is accepted data
     try:
         db.execute("ATTACH DATABASE ? AS bk", (str(backup_file),))
         with immediate(db):
-            added = db.execute("INSERT OR IGNORE INTO served SELECT * FROM bk.feedback_served").rowcount
+            added = db.execute(f"INSERT OR IGNORE INTO served ({', '.join(columns)}) SELECT {', '.join(columns)} "
+                               "FROM bk.feedback_served").rowcount
             merged = db.execute("INSERT INTO judged SELECT * FROM bk.feedback_judged WHERE true ON CONFLICT (search, "
                                 "result) DO UPDATE SET helpful = excluded.helpful, at = excluded.at WHERE excluded.at > "
                                 "judged.at").rowcount
@@ -293,11 +315,14 @@ def merge_from(backup_file: Path, log_file: Path) -> dict:
     return {"searches_added": added, "judgements_merged": merged, "in_backup": True}
 
 
-def served_of(response, endpoint: str) -> Served:
-    """What a ``SearchResponse`` showed (its results' ids and places before the reranker)."""
+def served_of(response, endpoint: str, request=None) -> Served:
+    """What a ``SearchResponse`` showed (its results' ids and places before the reranker); with ``request`` (the
+    ``SearchRequest`` it answered, where CQA_FEEDBACK_QUERIES keeps them), that request too, so the search can be
+    searched again by another ranker (``ranking.evaluation.replay``)."""
     return Served(endpoint, response.target, response.reranker, response.generation, response.offset,
                   tuple(r.id for r in response.results), tuple(r.first_stage_rank for r in response.results),
-                  response.interleaved_with, tuple(r.team for r in response.results))
+                  response.interleaved_with, tuple(r.team for r in response.results),
+                  request.to_json() if request is not None else None)
 
 
 def _ranked(search: dict, order: list[int] | None, condensed: bool) -> list[bool]:

@@ -1,0 +1,142 @@
+"""The forum's judged searches searched again with another ranker (round 61): does `cqa evaluate --feedback --ranker
+NAME`, scored by the judgements users gave to what the served ranker showed, tell which ranker would serve them
+better, and what does keeping each search's request (CQA_FEEDBACK_QUERIES) cost POST /search?
+
+Real `cqa serve` processes over the full 2016 corpus's data folder, all started before the first request:
+``queries`` (this tree, the log keeping requests), ``ids`` (this tree, the log as shipped: ids only, the reference of
+the cost) and one per --candidates preset as the answers reranker (``truth:NAME``, no log). Each 2016 --split
+question of the answers /search benchmark (target answers, k 10, as a forum sends it) goes to every server in an
+order that rotates, one request at a time, --rounds times: per side the p50 / p95 ms, and the p50's ratio of
+``queries`` to ``ids``. In the first round a simulated user judges what ``queries`` showed by the benchmark's gold
+(bench/feedback.py's user: a result or a copy collapsed into it judged relevant is helpful, one judged irrelevant is
+not, one the gold does not judge is left unjudged; POST /feedback).
+
+Then, for each candidate, the command a forum's operator runs, `cqa evaluate --feedback --ranker NAME --json`, on
+the log ``queries`` wrote: its MAP of the served reranker and of the candidate, their paired test, and the share of
+helpful results each page keeps. Beside it, the truth it estimates: each ranker's own first page as its server showed
+it, every result judged by the gold (unjudged as not helpful; bench/interleave.py's own-list MAP), and the paired
+test; and whether the replay's difference has the truth's sign. The served reranker's replay must equal GET
+/evaluation/feedback's MAP and show every search as served. Prints a JSON object last.
+
+    python bench/replay.py [--data-dir var] [--split dev] [--candidates related-answers,bi-encoder,bm25] [--rounds 2]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from feedback import answer_searches, judgements_of  # noqa: E402
+from interleave import ap_of  # noqa: E402
+from load import (add_forum_arguments, get_json, judged_forum, latency_of, post_json, run_header,  # noqa: E402
+                  searches_in_turns, server)
+
+
+def replayed(settings, log_file: Path, candidate: str) -> dict:
+    """`cqa evaluate --feedback --ranker CANDIDATE --json` on the forum's folder with ``log_file`` as its log: the
+    command's last line."""
+    env = {**os.environ, "CQA_DATA_DIR": str(settings.data_dir), "CQA_FEEDBACK_STORE": str(log_file),
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
+           "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
+    out = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--feedback", "--ranker", candidate, "--json"],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise SystemExit(f"cqa evaluate --feedback --ranker {candidate} failed: {out.stderr[-2000:]}")
+    print("\n".join(out.stdout.strip().splitlines()[:-1]), file=sys.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_forum_arguments(ap)
+    ap.set_defaults(split="dev")
+    ap.add_argument("--candidates", default="related-answers,bi-encoder,bm25",
+                    help="presets searched again as the answers reranker, comma-separated")
+    ap.add_argument("--rounds", type=int, default=2, help="times each question is sent to every server")
+    args = ap.parse_args()
+    from app.settings import Settings
+    from ranking.evaluation.measures import paired_randomization
+
+    settings, qrels, questions = judged_forum(args, "answers")
+    shipped = Settings().search_ranker_answers
+    candidates = [c for c in args.candidates.split(",") if c]
+    bodies = answer_searches(questions)
+    out = {**run_header("replay"), "split": args.split, "questions": len(bodies), "rounds": args.rounds,
+           "reranker": shipped, "candidates": candidates}
+    ms: dict[str, list[float]] = {}
+    truth: dict[str, list[float]] = {}  # per side, each question's own-list AP by the gold (round 0)
+    judged_searches = 0
+    with tempfile.TemporaryDirectory(prefix="cqa-replay-") as tmp, contextlib.ExitStack() as stack:
+        log_file, ids_file = Path(tmp) / "queries.sqlite3", Path(tmp) / "ids.sqlite3"
+        common = {"CQA_REFRESH_S": "0", "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
+        sides = {"queries": {"CQA_FEEDBACK_QUERIES": "true", "CQA_FEEDBACK_STORE": str(log_file)},
+                 "ids": {"CQA_FEEDBACK_STORE": str(ids_file)},
+                 **{f"truth:{c}": {"CQA_SEARCH_RANKER_ANSWERS": c, "CQA_FEEDBACK": "false"} for c in candidates}}
+        bases = {}
+        for side, env in sides.items():
+            bases[side], _ = stack.enter_context(server(settings.data_dir, {**common, **env}))
+            post_json(bases[side] + "/search", bodies[0][1])  # its first request, before the clock
+            ms[side], truth[side] = [], []
+        for rnd, qid, got in searches_in_turns(bases, bodies, args.rounds, ms):
+            if rnd:
+                continue
+            for side, resp in got.items():
+                truth[side].append(ap_of(resp["results"], qrels.get(qid, {})))
+            shown = got["queries"]
+            if sent := judgements_of(shown["results"], qrels.get(qid, {})):
+                status, answer = post_json(bases["queries"] + "/feedback", {"search_id": shown["search_id"],
+                                                                            "judgements": sent})
+                if status != 201:
+                    raise SystemExit(f"POST /feedback answered {status}: {answer}")
+                judged_searches += 1
+        status, reported = get_json(bases["queries"] + "/evaluation/feedback")
+        if status != 200:
+            raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
+        for side in ("queries", "ids"):
+            status, ready = get_json(bases[side] + "/ready")
+            f = log_file if side == "queries" else ids_file
+            size = sum(p.stat().st_size for p in f.parent.glob(f.name + "*"))
+            out.setdefault("log", {})[side] = {"searches_recorded": ready["feedback"]["recorded"], "bytes_with_wal":
+                                               size, "bytes_per_search": round(size / ready["feedback"]["recorded"])}
+        stack.close()  # the servers stopped: the replays have the machine to themselves
+        (group,) = reported["groups"]
+        out["reported"] = {k: group[k] for k in ("searches", "judgements", "MAP", "MAP_unjudged_not_helpful")}
+        out["judged_searches"] = judged_searches
+        out["candidates_replayed"] = {}
+        for c in candidates:
+            r = replayed(settings, log_file, c)
+            served_truth, cand_truth = truth["queries"], truth[f"truth:{c}"]
+            truth_diff = (sum(cand_truth) - sum(served_truth)) / len(served_truth)
+            out["candidates_replayed"][c] = {
+                "replay": {"served_MAP": r["served"]["MAP"], "candidate_MAP": r["candidate"]["MAP"],
+                           "difference": r["compare"]["MAP_difference"], "p": r["compare"]["p_randomization"],
+                           "better": r["compare"]["better"], "worse": r["compare"]["worse"],
+                           "served_helpful_found": r["served"]["helpful_found"],
+                           "candidate_helpful_found": r["candidate"]["helpful_found"],
+                           "helpful_found_p": r["compare"]["helpful_found_p"],
+                           "searches": r["searches"], "reproduced": f"{r['reproduced']} of {r['reproducible']}",
+                           "served_equals_report": r["served"]["MAP"] == group["MAP"] == r["as_shown_MAP"],
+                           "seconds": r["seconds"], "p50_ms": {k: r[k]["latency_ms"]["p50"]
+                                                               for k in ("served", "candidate")}},
+                "truth": {"served_MAP": round(float(np.mean(served_truth)), 4),
+                          "candidate_MAP": round(float(np.mean(cand_truth)), 4), "difference": round(truth_diff, 4),
+                          "p": paired_randomization(cand_truth, served_truth) if cand_truth != served_truth else 1.0},
+                "same_sign": bool(np.sign(round(truth_diff, 4)) == np.sign(r["compare"]["MAP_difference"]))}
+    out["sides"] = {s: latency_of(v) for s, v in ms.items()}
+    out["queries_p50_over_ids"] = round(float(np.percentile(ms["queries"], 50) / np.percentile(ms["ids"], 50)), 3)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""The forum's judged searches searched again: another ranker scored by the forum's own judgements before it serves.
+
+GET /evaluation/feedback scores the rankers that served. To choose the next one on the forum's own traffic (as a
+ranker is chosen on dev data, then confirmed online by interleaving), ``replay`` takes each judged first page of a
+target whose request the log kept (CQA_FEEDBACK_QUERIES) and searches it again through the live generation's
+pipeline, the path POST /search runs: once with the target's reranker as the settings name it (what serves now) and
+once with the candidate. Each new first page is scored by the judgements the users gave to what they were shown:
+
+- ``MAP``: the judged results in the new order (a result judged under a copy now collapsed into another counts as
+  that one), the official scorer's arithmetic over the first 10 ranks, as the feedback report's MAP: a search
+  searched again as it was shown scores what the report gave it;
+- ``helpful_found``: the share of the results judged helpful that the new first page holds, over the searches with
+  one at least. MAP reads the order of the judged results a page holds; a ranker that leaves a helpful result off
+  its page loses here;
+- against the served reranker: both MAPs, the paired randomisation and t-tests, and on how many searches the
+  candidate is better and worse; the paired randomisation test of ``helpful_found``.
+
+What the users judged is what the served ranker showed. A result only the candidate shows is unjudged and left out,
+so the candidate is scored on the served ranker's judged results: fair where it reorders them, in the served ranker's
+favour where it would bring others (interleaving, online, is the fair test of that). Searches served by another
+generation than the live one are searched in the live one (``other_generation`` counts them). ``reproduced``: of the
+searches neither interleaved nor of another generation, those whose served reranker shows again exactly what was
+shown (all of them where nothing changed but the clock)."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .feedback import FeedbackLog
+
+REPLAYED_TARGETS = ("answers", "questions")  # a threads search is replayed as the questions search it ranks by
+
+
+def judged_in(results, judged: dict[str, bool]) -> list[bool]:
+    """The judgements of a page's ``results`` (``SearchResult``s) in their order, its unjudged results left out; a
+    result stands for the copies collapsed into it: helpful where one of them was judged so."""
+    out = []
+    for r in results:
+        seen = [judged[i] for i in (r.id, *r.duplicates) if i in judged]
+        if seen:
+            out.append(any(seen))
+    return out
+
+
+def found(results, judged: dict[str, bool]) -> float | None:
+    """The share of the results judged helpful that ``results`` hold (themselves or as a copy); None where none was
+    judged helpful."""
+    helpful = {i for i, h in judged.items() if h}
+    if not helpful:
+        return None
+    held = {i for r in results for i in (r.id, *r.duplicates)}
+    return len(helpful & held) / len(helpful)
+
+
+def replay(settings, ranker: str, target: str = "answers", days: float | None = None, progress: bool = True,
+           now: float | None = None) -> dict:
+    """The judged first pages of ``target`` (answers, or questions with the threads searches) served in the last
+    ``days`` (None: all kept) searched again with the target's served reranker and with ``ranker`` (a preset name,
+    a variant allowed: NAME[int8]); the figures of the module docstring, and a report folder (``report.json``, and
+    each run and the judgements in TREC format)."""
+    from indexing.searcher import load_current
+    from indexing.store import ThreadStore
+
+    from ..pipeline import RANKED_AS, SearchRequest, build_pipeline
+    from ..rankers import search_rerankers
+    from ..retriever import TagSynonyms
+    from ..search_benchmark import latency
+    from .measures import against_shipped, map_interval, paired_randomization, write_trec_qrels, write_trec_run
+    from .runner import _atomic_json, report_folder
+    from .scorer import average_precision, reciprocal_rank
+    if target not in REPLAYED_TARGETS:
+        raise ValueError(f"target {target!r}: answers or questions (a threads search is replayed as questions)")
+    if not Path(settings.feedback_file).exists():
+        raise FileNotFoundError(f"no feedback log at {settings.feedback_file}: nothing served has been judged yet")
+    if not Path(settings.store_path).exists():
+        raise FileNotFoundError(f"no store at {settings.store_path}: ingest the forum first")
+    started = time.perf_counter()
+    now = time.time() if now is None else now
+    since = now - days * 86400.0 if days is not None else None
+    pages = [s for s in FeedbackLog(settings.feedback_file).judged_searches(since)
+             if s["offset"] == 0 and RANKED_AS.get(s["target"], s["target"]) == target]
+    skipped = Counter("without_request" if s["request"] is None else "not_reranked" for s in pages
+                      if s["request"] is None or s["ranker"] is None)
+    pages = [s for s in pages if s["request"] is not None and s["ranker"] is not None]
+    if not pages:
+        raise ValueError(f"no judged {target} search to search again ({skipped['without_request']} judged without "
+                         f"their request, {skipped['not_reranked']} not reranked): searches keep their request where "
+                         "CQA_FEEDBACK_QUERIES=true")
+    gen = load_current(settings.index_root, settings.device)
+    built: dict = {}  # the rankers both runs share load once
+    key = f"search_ranker_{target}"
+    served_name = getattr(settings, key)
+    runs = {"served": search_rerankers(settings, built),
+            "candidate": search_rerankers(settings.model_copy(update={key: ranker}), built)}
+    ap: dict[str, dict[str, float]] = {name: {} for name in runs}
+    rr: dict[str, list[float]] = {name: [] for name in runs}
+    helpful_found: dict[str, dict[str, float]] = {name: {} for name in runs}
+    trec: dict[str, dict[str, dict[str, float]]] = {name: {} for name in runs}
+    ms: dict[str, list[float]] = {name: [] for name in runs}
+    as_shown, reproducible, reproduced, other_generation = [], 0, 0, 0
+    names: dict[str, str | None] = {}
+    with ThreadStore(settings.store_path) as store:
+        synonyms = TagSynonyms.of(store.tag_synonyms())
+        pipelines = {name: build_pipeline(settings, gen, store.get, rerankers) for name, rerankers in runs.items()}
+        for s in tqdm(pages, desc=f"replay ({target})", disable=not progress):
+            req = replace(SearchRequest.from_json(s["request"]), offset=0, explain=False, snippets=False)
+            if req.filters is not None and req.filters.tagged():  # the tag synonyms as they are now, as served
+                req = replace(req, filters=req.filters.with_synonyms(synonyms))
+            judged = s["judged"]
+            as_shown.append(average_precision([judged[i] for i in s["results"] if i in judged]))
+            other_generation += s["generation"] != gen.name
+            for name, pipeline in pipelines.items():
+                t0 = time.perf_counter()
+                resp = pipeline.search(req)
+                ms[name].append(1000 * (time.perf_counter() - t0))
+                names[name] = resp.reranker
+                ranked = judged_in(resp.results, judged)
+                ap[name][s["id"]] = average_precision(ranked)
+                rr[name].append(reciprocal_rank(ranked))
+                if (share := found(resp.results, judged)) is not None:
+                    helpful_found[name][s["id"]] = share
+                trec[name][s["id"]] = {r.id: float(len(resp.results) - i) for i, r in enumerate(resp.results)}
+                if name == "served" and s["challenger"] is None and s["generation"] == gen.name:
+                    reproducible += 1
+                    reproduced += [r.id for r in resp.results] == s["results"]
+
+    def figures(name: str) -> dict:
+        a, f = ap[name], helpful_found[name]
+        return {"reranker": names[name], "MAP": round(sum(a.values()) / len(a), 4),
+                "MAP_interval_95": [round(v, 4) for v in map_interval(a)],
+                "MRR": round(100.0 * sum(rr[name]) / len(rr[name]), 2),
+                "helpful_found": round(sum(f.values()) / len(f), 4) if f else None,
+                "latency_ms": latency(ms[name])}
+    versus = against_shipped(ap["candidate"], ap["served"])
+    both = sorted(set(helpful_found["candidate"]) & set(helpful_found["served"]))
+    x, y = ([helpful_found[n][q] for q in both] for n in ("candidate", "served"))
+    folder, stamp = report_folder(settings.reports_dir, f"feedback-replay-{target}", names["candidate"] or ranker)
+    for name, run in trec.items():
+        write_trec_run(run, folder / f"run-{name}.trec", names[name] or name)
+    write_trec_qrels({s["id"]: {i: int(h) for i, h in s["judged"].items()} for s in pages}, folder / "qrels.trec")
+    report = {"benchmark": f"feedback-replay-{target}", "target": target, "days": days, "generation": gen.name,
+              "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
+                                                                           ("without_request", "not_reranked")},
+              "other_generation": other_generation, "reproducible": reproducible, "reproduced": reproduced,
+              "endpoints": dict(Counter(s["endpoint"] for s in pages)),
+              "served_as": served_name, "as_shown_MAP": round(sum(as_shown) / len(as_shown), 4),
+              "served": figures("served"), "candidate": figures("candidate"),
+              "compare": {"MAP_difference": round(versus["MAP"] - versus["shipped_MAP"], 4),
+                          **{k: versus[k] for k in ("questions", "p_randomization", "p_ttest", "better", "worse")},
+                          "difference_interval_95": [round(v, 4) for v in versus["difference_interval_95"]],
+                          "helpful_found_difference": round((sum(x) - sum(y)) / len(both), 4) if both else None,
+                          "helpful_found_p": (paired_randomization(x, y) if x != y else 1.0) if both else None},
+              "seconds": round(time.perf_counter() - started, 2), "folder": str(folder),
+              "note": "the candidate is scored on the results the served ranker showed and its users judged: a "
+                      "result only the candidate would show is unjudged and left out (interleaving is the fair test "
+                      "of a ranker that brings other results)"}
+    _atomic_json(folder / "report.json", report)
+    return report

@@ -1,0 +1,173 @@
+"""The judged searches searched again with another ranker (CQA_FEEDBACK_QUERIES, ranking/evaluation/replay.py,
+`cqa evaluate --feedback --ranker NAME`)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from ranking.evaluation.feedback import FeedbackLog, Served, merge_from
+from ranking.evaluation.replay import replay
+from ranking.evaluation.scorer import average_precision
+
+from .conftest import ROOT, STUB_RANKERS
+
+
+ASKED = [{"question": {"subject": "visa question 7", "body": "rent answer 1"}, "k": 6},
+         {"question": {"subject": "rent 3", "body": "answer on rent"}, "k": 5, "filters": {"category": "Visas"}},
+         {"question": {"subject": "question about visa 2", "body": "rent 12"}, "k": 4}]
+
+
+def judge_the_last_helpful(results: list[dict]) -> list[dict]:
+    """The user's judgements: the first result shown not helpful, the two last helpful (the reverse ranker's first)."""
+    return [{"result_id": results[0]["id"], "helpful": False},
+            *({"result_id": r["id"], "helpful": True} for r in results[-2:])]
+
+
+@pytest.fixture()
+def served_forum(settings, fast_encoder):
+    from indexing.reindex import reindex
+
+    from .test_indexes import fake_encode, fill_store
+    settings = settings.model_copy(update={**STUB_RANKERS, "feedback_queries": True})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    return settings
+
+
+def condensed_ap(results: list[dict], judged: dict[str, bool]) -> float:
+    return average_precision([judged[r["id"]] for r in results if r["id"] in judged])
+
+
+def test_a_judged_search_searched_again_scores_the_served_ranker_as_shown_and_the_candidate_as_it_would_serve(
+        served_forum):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    settings = served_forum
+    judgements = []
+    with TestClient(create_app(settings)) as c:
+        for ask in ASKED:
+            out = c.post("/search", json=ask).json()
+            sent = judge_the_last_helpful(out["results"])
+            assert c.post("/feedback", json={"search_id": out["search_id"], "judgements": sent}).status_code == 201
+            judgements.append({j["result_id"]: j["helpful"] for j in sent})
+        similar = c.get("/threads/t4/similar", params={"k": 3}).json()  # a questions search: not replayed as answers
+        c.post("/feedback", json={"search_id": similar["search_id"], "judgements": [
+            {"result_id": similar["results"][0]["id"], "helpful": True}]})
+        reported = {g["endpoint"]: g for g in c.get("/evaluation/feedback").json()["groups"]}["/search"]
+    # what the candidate would serve, through the API with it as the reranker: the replay must score that
+    candidate = settings.model_copy(update={"search_ranker_answers": "stub-reverse", "feedback": False})
+    with TestClient(create_app(candidate)) as c:
+        would = [c.post("/search", json=ask).json()["results"] for ask in ASKED]
+    # a search judged before its request was kept: counted, not replayed
+    log = FeedbackLog(settings.feedback_file)
+    old = log.record(Served("/search", "answers", "stub-overlap", "g0", 0, ("t1_a0",), (0,)))
+    log.judge(old, [("t1_a0", True)])
+
+    r = replay(settings, "stub-reverse", "answers", progress=False)
+    assert (r["searches"], r["without_request"], r["not_reranked"], r["endpoints"]) == (3, 1, 0, {"/search": 3})
+    assert r["reproducible"] == r["reproduced"] == 3 and r["other_generation"] == 0
+    # searched again as served, the searches score what the feedback report gave them (the old one left out)
+    assert r["served"]["reranker"] == "stub-overlap" and r["served"]["MAP"] == r["as_shown_MAP"]
+    assert reported["searches"] == 3 and reported["MAP"] == r["as_shown_MAP"]
+    expected = [condensed_ap(res, j) for res, j in zip(would, judgements)]
+    assert r["candidate"]["reranker"] == "stub-reverse" and r["candidate"]["MAP"] == round(sum(expected) / 3, 4)
+    # the reverse of the head puts its worst first: the helpful results shown leave its page
+    found = [len({i for i, h in j.items() if h} & {x["id"] for x in res}) / 2 for res, j in zip(would, judgements)]
+    assert r["served"]["helpful_found"] == 1.0 and r["candidate"]["helpful_found"] == round(sum(found) / 3, 4) < 1
+    assert r["compare"]["helpful_found_difference"] == round(sum(found) / 3 - 1, 4)
+    assert r["compare"]["questions"] == 3
+    assert r["compare"]["MAP_difference"] == round(r["candidate"]["MAP"] - r["served"]["MAP"], 4)
+    assert r["compare"]["better"] + r["compare"]["worse"] <= 3
+    with open(f"{r['folder']}/report.json") as fh:
+        assert json.load(fh)["candidate"] == r["candidate"]
+    # the questions search (GET /threads/{id}/similar) is the questions target's
+    q = replay(settings, "stub-reverse", "questions", progress=False)
+    assert q["searches"] == 1 and q["endpoints"] == {"/threads/{id}/similar": 1} and q["reproduced"] == 1
+
+
+def test_the_request_kept_is_the_one_served_and_none_without_the_setting(served_forum):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from ranking.pipeline import SearchRequest
+    settings = served_forum
+    with TestClient(create_app(settings)) as c:
+        out = c.post("/search", json=ASKED[1]).json()
+        c.post("/feedback", json={"search_id": out["search_id"], "judgements": [
+            {"result_id": out["results"][0]["id"], "helpful": True}]})
+    (s,) = FeedbackLog(settings.feedback_file).judged_searches()
+    req = SearchRequest.from_json(s["request"])
+    assert (req.subject, req.body, req.k, req.target, req.filters.category) == ("rent 3", "answer on rent", 5,
+                                                                                 "answers", "Visas")
+    assert SearchRequest.from_json(req.to_json()) == req
+    off = settings.model_copy(update={"feedback_queries": False, "feedback_store": settings.data_dir / "off.sqlite3"})
+    with TestClient(create_app(off)) as c:
+        out = c.post("/search", json=ASKED[0]).json()
+        c.post("/feedback", json={"search_id": out["search_id"], "judgements": [
+            {"result_id": out["results"][0]["id"], "helpful": True}]})
+    (s,) = FeedbackLog(off.feedback_file).judged_searches()
+    assert s["request"] is None
+    with pytest.raises(ValueError, match="CQA_FEEDBACK_QUERIES=true"):
+        replay(off.model_copy(update={"feedback_store": off.feedback_file}), "stub-reverse", progress=False)
+
+
+def test_a_log_made_before_requests_were_kept_gains_the_column_and_its_backups_merge(tmp_path):
+    old = tmp_path / "old.sqlite3"
+    with sqlite3.connect(old) as db:  # round 60's schema
+        db.executescript("""
+        CREATE TABLE served (id TEXT PRIMARY KEY, at REAL NOT NULL, endpoint TEXT NOT NULL, target TEXT NOT NULL,
+            ranker TEXT, generation TEXT NOT NULL, first INTEGER NOT NULL, results TEXT NOT NULL,
+            first_stage TEXT NOT NULL, challenger TEXT, teams TEXT) WITHOUT ROWID;
+        CREATE TABLE judged (search TEXT NOT NULL, result TEXT NOT NULL, helpful INTEGER NOT NULL, at REAL NOT NULL,
+            PRIMARY KEY (search, result)) WITHOUT ROWID;
+        INSERT INTO served VALUES ('s1', 1.0, '/search', 'answers', 'r', 'g', 0, '["a","b"]', '[0,1]', NULL, NULL);
+        INSERT INTO judged VALUES ('s1', 'b', 1, 2.0);
+        CREATE TABLE feedback_served AS SELECT * FROM served;
+        CREATE TABLE feedback_judged AS SELECT * FROM judged;
+        """)
+    assert FeedbackLog(old).judged_searches()[0]["request"] is None  # read-only: read as it is
+    log = FeedbackLog(old)
+    sid = log.record(Served("/search", "answers", "r", "g", 0, ("c",), (0,), request='{"text": "x"}'), now=5.0)
+    log.judge(sid, [("c", True)], now=6.0)
+    assert {s["id"]: s["request"] for s in log.judged_searches()} == {"s1": None, sid: '{"text": "x"}'}
+    log.close()
+    # a backup made before round 61 (its copies without the column) merges into a log that has it
+    merged = merge_from(old, tmp_path / "new.sqlite3")
+    assert merged == {"searches_added": 1, "judgements_merged": 1, "in_backup": True}
+    assert FeedbackLog(tmp_path / "new.sqlite3").judged_searches()[0]["request"] is None
+
+
+def test_cqa_evaluate_feedback_ranker_prints_both_and_refuses_what_does_not_go(served_forum, cli_env, capsys):
+    from fastapi.testclient import TestClient
+
+    from app.cli import build_parser
+    from app.main import create_app
+    from ranking.evaluation.cli import evaluate_command
+    settings = served_forum
+    with TestClient(create_app(settings)) as c:
+        out = c.post("/search", json=ASKED[0]).json()
+        c.post("/feedback", json={"search_id": out["search_id"], "judgements": judge_the_last_helpful(out["results"])})
+    emitted = []
+    args = build_parser().parse_args(["evaluate", "--feedback", "--ranker", "stub-reverse", "--json"])
+    assert evaluate_command(args, settings, emitted.append) == 0
+    printed = capsys.readouterr().out
+    assert "1 judged answers searches searched again" in printed and "1 of 1 shown again as served" in printed
+    (r,) = emitted
+    assert f"stub-reverse: MAP {r['candidate']['MAP']:.4f}" in printed
+    assert f"stub-overlap: MAP {r['served']['MAP']:.4f}" in printed and r["served"]["MAP"] == r["as_shown_MAP"]
+    assert f"candidate - served: MAP {r['compare']['MAP_difference']:+.4f}" in printed
+    for argv, words in ((["--feedback", "--target", "answers"], "--target goes with --feedback --ranker"),
+                        (["--feedback", "--ranker", "stub-reverse", "--target", "threads"], "--target questions"),
+                        (["--feedback", "--ranker", "stub-reverse", "--compare", "x"], "without --compare")):
+        bad = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", *argv], env=cli_env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and words in bad.stderr, (argv, bad.stderr)
+    none = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--feedback", "--ranker", "bm25"],
+                          env={**cli_env, "CQA_DATA_DIR": str(settings.data_dir.parent / "empty")}, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert none.returncode == 2 and "no feedback log" in none.stderr
