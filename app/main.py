@@ -1302,13 +1302,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from ranking.evaluation.duplicates import answers_benchmark
         from ranking.evaluation.forum_answers import BENCHMARKS as FORUM_ANSWERS
         from ranking.evaluation.forum_answers import JudgedBy
+        from ranking.evaluation.replay import BENCHMARKS as REPLAYS
         from ranking.presets import PRESETS
         duplicate_answers = {answers_benchmark(j): j for j in JudgedBy}  # the answers searched for a duplicate
-        if body.benchmark not in {*BENCHMARKS, DUPLICATES, *duplicate_answers, *FORUM_ANSWERS}:
+        if body.benchmark not in {*BENCHMARKS, DUPLICATES, *duplicate_answers, *FORUM_ANSWERS, *REPLAYS}:
             raise HTTPException(422, detail=f"unknown benchmark {body.benchmark!r}; known: {', '.join(BENCHMARKS)}, "
-                                f"{DUPLICATES}, {', '.join(duplicate_answers)}, {', '.join(FORUM_ANSWERS)}")
+                                f"{DUPLICATES}, {', '.join(duplicate_answers)}, {', '.join(FORUM_ANSWERS)}, "
+                                f"{', '.join(REPLAYS)}")
         if body.ranker and body.ranker.split("[", 1)[0] not in PRESETS:
             raise HTTPException(422, detail=f"unknown ranker {body.ranker!r}; known: {', '.join(sorted(PRESETS))}")
+        if body.benchmark in REPLAYS:
+            return submitted_replay(body, response, svc, REPLAYS[body.benchmark])
         if body.benchmark == DUPLICATES or body.benchmark in duplicate_answers:
             return submitted_duplicates(body, response, svc, duplicate_answers.get(body.benchmark))
         if body.benchmark in FORUM_ANSWERS:
@@ -1321,6 +1325,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                           indexed=pipeline)
             return {**{k: r[k] for k in ("benchmark", "ranker", "MAP", "MRR", "folder")},
                     "MAP_interval_95": r.get("MAP_interval_95")}  # none for the full corpus's first stage
+        job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
+        if not started:
+            response.status_code = 409
+        return {"job": job.__dict__, "started": started}
+
+    def submitted_replay(body, response: Response, svc: Service, target: str) -> dict:
+        """``cqa evaluate --feedback --ranker NAME`` as a job: the judged searches of ``target`` whose request the log
+        kept (CQA_FEEDBACK_QUERIES) searched again with the ranker named beside the served one
+        (``ranking.evaluation.replay``)."""
+        from ranking.evaluation.replay import replay
+        if not body.ranker:
+            raise HTTPException(422, detail=f"{body.benchmark} searches the judged searches again with another "
+                                "ranker: name it (ranker)")
+        ready_generation(svc)
+
+        def run(progress):
+            r = replay(svc.settings, body.ranker, target, progress=False)
+            return {k: r[k] for k in ("benchmark", "target", "searches", "without_request", "reproduced",
+                                      "reproducible", "as_shown_MAP", "served", "candidate", "compare", "folder")}
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
         if not started:
             response.status_code = 409

@@ -314,9 +314,11 @@ class EvaluationIn(Strict):
                            "the forum's own judgements of this data folder: forum-duplicates (similar questions, by "
                            "its duplicate links), forum-duplicates-answers-accepted or -votes (answers for a "
                            "duplicate, by its group's accepted or voted-up answers), forum-answers-accepted or "
-                           "-votes (a thread's comments, by its accepted or voted-up answers)")
+                           "-votes (a thread's comments, by its accepted or voted-up answers), feedback-replay-answers "
+                           "or -questions (the searches its users judged, searched again with `ranker` beside the "
+                           "served reranker: `cqa evaluate --feedback --ranker`; CQA_FEEDBACK_QUERIES)")
     ranker: str | None = Field(None, max_length=100, description="a ranker preset instead of the default (not with "
-                               "forum-duplicates*, which measure the served search)")
+                               "forum-duplicates*, which measure the served search; required by feedback-replay-*)")
 
 
 # --- responses (documented in /openapi.json) --------------------------------------------------------

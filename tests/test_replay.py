@@ -171,3 +171,30 @@ def test_cqa_evaluate_feedback_ranker_prints_both_and_refuses_what_does_not_go(s
                           env={**cli_env, "CQA_DATA_DIR": str(settings.data_dir.parent / "empty")}, cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert none.returncode == 2 and "no feedback log" in none.stderr
+
+
+def test_post_evaluation_replays_as_a_job(served_forum):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    from .conftest import ADMIN, TOKEN
+    from .test_api import wait_job
+    settings = served_forum.model_copy(update={"api_token": TOKEN})
+    with TestClient(create_app(settings)) as c:
+        out = c.post("/search", json=ASKED[0]).json()
+        c.post("/feedback", json={"search_id": out["search_id"], "judgements": judge_the_last_helpful(out["results"])})
+        r = c.post("/evaluation", json={"benchmark": "feedback-replay-answers", "ranker": "stub-reverse"},
+                   headers=ADMIN)
+        assert r.status_code == 202
+        job = wait_job(c, r.json()["job"]["id"])
+        assert job["state"] == "succeeded", job
+        got = job["result"]
+        assert got["searches"] == 1 and got["reproduced"] == 1 and got["candidate"]["reranker"] == "stub-reverse"
+        assert got["served"]["MAP"] == got["as_shown_MAP"] == c.get("/evaluation/feedback").json()["groups"][0]["MAP"]
+        # nothing judged for questions: the job fails, saying why
+        job = wait_job(c, c.post("/evaluation", json={"benchmark": "feedback-replay-questions",
+                                                       "ranker": "stub-reverse"}, headers=ADMIN).json()["job"]["id"])
+        assert job["state"] == "failed" and "no judged questions search" in job["error"]
+        bad = c.post("/evaluation", json={"benchmark": "feedback-replay-answers"}, headers=ADMIN)
+        assert bad.status_code == 422 and "name it" in bad.json()["error"]["message"]

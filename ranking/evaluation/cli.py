@@ -121,6 +121,10 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
         for j in JudgedBy:
             print(f"  {j.benchmark:36s} --answers --judged-by {j.value}: a thread's comments, judged by "
                   f"{'the accepted answer' if j is JudgedBy.ACCEPTED else 'the answers voted up or accepted'}")
+        from .replay import BENCHMARKS as REPLAYS
+        for name, target in REPLAYS.items():
+            print(f"  {name:36s} --feedback --ranker NAME{' --target questions' if target == 'questions' else ''}: "
+                  f"the judged {target} searches searched again with NAME beside the served reranker")
         for title, retriever in (("rankers (presets: kind, weights, parts):", False),
                                  ("first-stage retrievers (the fullcorpus benchmarks):", True)):
             print(title)

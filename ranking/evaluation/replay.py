@@ -33,6 +33,7 @@ from tqdm import tqdm
 from .feedback import FeedbackLog
 
 REPLAYED_TARGETS = ("answers", "questions")  # a threads search is replayed as the questions search it ranks by
+BENCHMARKS = {f"feedback-replay-{t}": t for t in REPLAYED_TARGETS}  # their names in POST /evaluation and reports
 
 
 def judged_in(results, judged: dict[str, bool]) -> list[bool]:
@@ -138,11 +139,12 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     versus = against_shipped(ap["candidate"], ap["served"])
     both = sorted(set(helpful_found["candidate"]) & set(helpful_found["served"]))
     x, y = ([helpful_found[n][q] for q in both] for n in ("candidate", "served"))
-    folder, stamp = report_folder(settings.reports_dir, f"feedback-replay-{target}", names["candidate"] or ranker)
+    name = next(b for b, t in BENCHMARKS.items() if t == target)
+    folder, stamp = report_folder(settings.reports_dir, name, names["candidate"] or ranker)
     for name, run in trec.items():
         write_trec_run(run, folder / f"run-{name}.trec", names[name] or name)
     write_trec_qrels({s["id"]: {i: int(h) for i, h in s["judged"].items()} for s in pages}, folder / "qrels.trec")
-    report = {"benchmark": f"feedback-replay-{target}", "target": target, "days": days, "generation": gen.name,
+    report = {"benchmark": name, "target": target, "days": days, "generation": gen.name,
               "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
                                                                            ("without_request", "not_reranked")},
               "other_generation": other_generation, "reproducible": reproducible, "reproduced": reproduced,
