@@ -57,6 +57,16 @@ def replayed(settings, log_file: Path, candidate: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def log_size(path: Path, recorded: int) -> dict:
+    """The log file's bytes per search once its WAL is checkpointed into it, and its requests' mean length."""
+    import sqlite3
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (request,) = db.execute("SELECT avg(length(request)) FROM served").fetchone()
+    return {"searches_recorded": recorded, "bytes_per_search": round(path.stat().st_size / recorded),
+            "request_chars_per_search": round(request) if request is not None else None}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_forum_arguments(ap)
@@ -103,13 +113,9 @@ def main() -> None:
         status, reported = get_json(bases["queries"] + "/evaluation/feedback")
         if status != 200:
             raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
-        for side in ("queries", "ids"):
-            status, ready = get_json(bases[side] + "/ready")
-            f = log_file if side == "queries" else ids_file
-            size = sum(p.stat().st_size for p in f.parent.glob(f.name + "*"))
-            out.setdefault("log", {})[side] = {"searches_recorded": ready["feedback"]["recorded"], "bytes_with_wal":
-                                               size, "bytes_per_search": round(size / ready["feedback"]["recorded"])}
+        recorded = {side: get_json(bases[side] + "/ready")[1]["feedback"]["recorded"] for side in ("queries", "ids")}
         stack.close()  # the servers stopped: the replays have the machine to themselves
+        out["log"] = {side: log_size(f, recorded[side]) for side, f in (("queries", log_file), ("ids", ids_file))}
         (group,) = reported["groups"]
         out["reported"] = {k: group[k] for k in ("searches", "judgements", "MAP", "MAP_unjudged_not_helpful")}
         out["judged_searches"] = judged_searches
@@ -121,18 +127,28 @@ def main() -> None:
             out["candidates_replayed"][c] = {
                 "replay": {"served_MAP": r["served"]["MAP"], "candidate_MAP": r["candidate"]["MAP"],
                            "difference": r["compare"]["MAP_difference"], "p": r["compare"]["p_randomization"],
+                           "served_MAP_unjudged_not_helpful": r["served"]["MAP_unjudged_not_helpful"],
+                           "candidate_MAP_unjudged_not_helpful": r["candidate"]["MAP_unjudged_not_helpful"],
+                           "difference_unjudged_not_helpful": r["compare"]["MAP_unjudged_not_helpful_difference"],
+                           "p_unjudged_not_helpful": r["compare"]["p_unjudged_not_helpful"],
                            "better": r["compare"]["better"], "worse": r["compare"]["worse"],
                            "served_helpful_found": r["served"]["helpful_found"],
                            "candidate_helpful_found": r["candidate"]["helpful_found"],
                            "helpful_found_p": r["compare"]["helpful_found_p"],
                            "searches": r["searches"], "reproduced": f"{r['reproduced']} of {r['reproducible']}",
-                           "served_equals_report": r["served"]["MAP"] == group["MAP"] == r["as_shown_MAP"],
+                           "served_equals_report": r["served"]["MAP"] == group["MAP"] == r["as_shown_MAP"] and
+                           r["served"]["MAP_unjudged_not_helpful"] == group["MAP_unjudged_not_helpful"],
                            "seconds": r["seconds"], "p50_ms": {k: r[k]["latency_ms"]["p50"]
                                                                for k in ("served", "candidate")}},
                 "truth": {"served_MAP": round(float(np.mean(served_truth)), 4),
                           "candidate_MAP": round(float(np.mean(cand_truth)), 4), "difference": round(truth_diff, 4),
                           "p": paired_randomization(cand_truth, served_truth) if cand_truth != served_truth else 1.0},
-                "same_sign": bool(np.sign(round(truth_diff, 4)) == np.sign(r["compare"]["MAP_difference"]))}
+                "same_sign": bool(np.sign(round(truth_diff, 4)) == np.sign(r["compare"]["MAP_difference"])),
+                "truth_within_bracket": bool(min(r["compare"]["MAP_difference"],
+                                                 r["compare"]["MAP_unjudged_not_helpful_difference"])
+                                             <= round(truth_diff, 4) <=
+                                             max(r["compare"]["MAP_difference"],
+                                                 r["compare"]["MAP_unjudged_not_helpful_difference"]))}
     out["sides"] = {s: latency_of(v) for s, v in ms.items()}
     out["queries_p50_over_ids"] = round(float(np.percentile(ms["queries"], 50) / np.percentile(ms["ids"], 50)), 3)
     print(json.dumps(out))

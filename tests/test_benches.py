@@ -719,6 +719,23 @@ def test_interleave_bench_judges_interleaved_searches_of_a_real_server_beside_ea
     assert 0 <= out["own_lists"]["MAP_challenger"] <= 1 and 0 <= out["own_lists"]["MAP_reranker"] <= 1
 
 
+def test_replay_bench_replays_what_a_real_server_showed_and_its_users_judged(tmp_path, cli_env, semeval):
+    """bench/replay.py on 20 dev threads with bm25 as the candidate: a real server kept each search's request, the
+    simulated user judged, and `cqa evaluate --feedback --ranker bm25` searched them again: the served reranker's
+    replay showed every search as served and gave the report's MAP (round 61)."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("replay.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "4", "--rounds", "1",
+                    "--candidates", "bm25", env=cli_env, timeout=600)
+    assert out["questions"] == 4 and set(out["sides"]) == {"queries", "ids", "truth:bm25"}
+    assert all(side["requests"] == 4 for side in out["sides"].values())
+    r = out["candidates_replayed"]["bm25"]
+    assert r["replay"]["searches"] == out["judged_searches"] == out["reported"]["searches"] >= 1
+    assert r["replay"]["served_equals_report"] is True
+    assert r["replay"]["reproduced"] == f"{out['judged_searches']} of {out['judged_searches']}"
+    assert out["log"]["queries"]["request_chars_per_search"] > 0 and out["log"]["ids"]["request_chars_per_search"] is None
+    assert isinstance(r["same_sign"], bool) and 0 <= r["truth"]["candidate_MAP"] <= 1
+
+
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
     """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
     indexed; `cqa evaluate --answers --judged-by votes` and a real server's GET /threads/{id}/answers give every

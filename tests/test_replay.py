@@ -74,6 +74,9 @@ def test_a_judged_search_searched_again_scores_the_served_ranker_as_shown_and_th
     # searched again as served, the searches score what the feedback report gave them (the old one left out)
     assert r["served"]["reranker"] == "stub-overlap" and r["served"]["MAP"] == r["as_shown_MAP"]
     assert reported["searches"] == 3 and reported["MAP"] == r["as_shown_MAP"]
+    assert r["served"]["MAP_unjudged_not_helpful"] == reported["MAP_unjudged_not_helpful"]
+    would_full = [average_precision([j.get(x["id"], False) for x in res]) for res, j in zip(would, judgements)]
+    assert r["candidate"]["MAP_unjudged_not_helpful"] == round(sum(would_full) / 3, 4)
     expected = [condensed_ap(res, j) for res, j in zip(would, judgements)]
     assert r["candidate"]["reranker"] == "stub-reverse" and r["candidate"]["MAP"] == round(sum(expected) / 3, 4)
     # the reverse of the head puts its worst first: the helpful results shown leave its page

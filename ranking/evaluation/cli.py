@@ -276,13 +276,15 @@ def _replay(args: argparse.Namespace, settings, emit) -> int:
         f = r[name]
         lo, hi = f["MAP_interval_95"]
         kept = f"   helpful found {100 * f['helpful_found']:.1f}%" if f["helpful_found"] is not None else ""
-        print(f"{name:9s} {f['reranker'] or 'none':>20s}: MAP {f['MAP']:.4f} (95% {lo:.4f}-{hi:.4f})   MRR "
-              f"{f['MRR']:.2f}{kept}   p50 {f['latency_ms']['p50']} ms")
+        print(f"{name:9s} {f['reranker'] or 'none':>20s}: MAP {f['MAP']:.4f} (95% {lo:.4f}-{hi:.4f})   unjudged as "
+              f"not helpful {f['MAP_unjudged_not_helpful']:.4f}   MRR {f['MRR']:.2f}{kept}   p50 "
+              f"{f['latency_ms']['p50']} ms")
     c = r["compare"]
     lo, hi = c["difference_interval_95"]
     print(f"candidate - served: MAP {c['MAP_difference']:+.4f} (95% {lo:+.4f} to {hi:+.4f}), paired randomisation "
           f"p={c['p_randomization']:.4g}, t-test p={c['p_ttest']:.4g}; better on {c['better']}, worse on "
-          f"{c['worse']} of {c['questions']} searches")
+          f"{c['worse']} of {c['questions']} searches; unjudged as not helpful "
+          f"{c['MAP_unjudged_not_helpful_difference']:+.4f} (p={c['p_unjudged_not_helpful']:.4g})")
     if c["helpful_found_difference"] is not None:
         print(f"helpful found: {c['helpful_found_difference']:+.4f} (p={c['helpful_found_p']:.4g})")
     print(f"({r['note']})\nreport: {r['folder']}")

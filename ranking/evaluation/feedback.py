@@ -24,8 +24,9 @@ served them, so the figure is the served path's on the forum's own traffic:
   ``first_stage``, it compares two rankers on lists both had the same chance to fill.
 
 Only a search's first page counts in MAP (later pages are ranks 11 on); the judgements of later pages are counted.
-The log keeps no query text and no client: ids, scores and judgements only. A search nobody judged is forgotten after
-``keep_days`` and can no longer be judged; a judged one is kept. The file is the data folder's, shared by every
+The log keeps no client, and no query text unless CQA_FEEDBACK_QUERIES says so: then each search's request too, so
+that ``ranking.evaluation.replay`` can search the judged ones again with another ranker. A search nobody judged is
+forgotten (with its request) after ``keep_days`` and can no longer be judged; a judged one is kept. The file is the data folder's, shared by every
 worker (SQLite in WAL mode): a search one worker served can be judged through another."""
 from __future__ import annotations
 

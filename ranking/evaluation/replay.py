@@ -9,15 +9,19 @@ once with the candidate. Each new first page is scored by the judgements the use
 - ``MAP``: the judged results in the new order (a result judged under a copy now collapsed into another counts as
   that one), the official scorer's arithmetic over the first 10 ranks, as the feedback report's MAP: a search
   searched again as it was shown scores what the report gave it;
+- ``MAP_unjudged_not_helpful``: the same with the page's unjudged results counted not helpful (the report's figure of
+  that name, for a search searched again as shown);
 - ``helpful_found``: the share of the results judged helpful that the new first page holds, over the searches with
   one at least. MAP reads the order of the judged results a page holds; a ranker that leaves a helpful result off
   its page loses here;
 - against the served reranker: both MAPs, the paired randomisation and t-tests, and on how many searches the
   candidate is better and worse; the paired randomisation test of ``helpful_found``.
 
-What the users judged is what the served ranker showed. A result only the candidate shows is unjudged and left out,
-so the candidate is scored on the served ranker's judged results: fair where it reorders them, in the served ranker's
-favour where it would bring others (interleaving, online, is the fair test of that). Searches served by another
+What the users judged is what the served ranker showed, so a result only the candidate shows is unjudged. ``MAP``
+leaves it out: the candidate's judged results move up past it, which favours the candidate. ``MAP_unjudged_not_helpful``
+counts it not helpful, which favours the served ranker. The two differences bracket the one a full judgement would
+give where the candidate reorders what was shown; interleaving, online, is the fair test of a ranker that brings
+other results (docs/BENCHMARKS.md, "Round 61", measured how far each lies from the truth). Searches served by another
 generation than the live one are searched in the live one (``other_generation`` counts them). ``reproduced``: of the
 searches neither interleaved nor of another generation, those whose served reranker shows again exactly what was
 shown (all of them where nothing changed but the clock)."""
@@ -36,13 +40,14 @@ REPLAYED_TARGETS = ("answers", "questions")  # a threads search is replayed as t
 BENCHMARKS = {f"feedback-replay-{t}": t for t in REPLAYED_TARGETS}  # their names in POST /evaluation and reports
 
 
-def judged_in(results, judged: dict[str, bool]) -> list[bool]:
-    """The judgements of a page's ``results`` (``SearchResult``s) in their order, its unjudged results left out; a
-    result stands for the copies collapsed into it: helpful where one of them was judged so."""
+def judged_in(results, judged: dict[str, bool], condensed: bool = True) -> list[bool]:
+    """The judgements of a page's ``results`` (``SearchResult``s) in their order, its unjudged results left out
+    (``condensed``) or counted not helpful; a result stands for the copies collapsed into it: helpful where one of
+    them was judged so."""
     out = []
     for r in results:
         seen = [judged[i] for i in (r.id, *r.duplicates) if i in judged]
-        if seen:
+        if seen or not condensed:
             out.append(any(seen))
     return out
 
@@ -98,6 +103,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     runs = {"served": search_rerankers(settings, built),
             "candidate": search_rerankers(settings.model_copy(update={key: ranker}), built)}
     ap: dict[str, dict[str, float]] = {name: {} for name in runs}
+    ap_full: dict[str, dict[str, float]] = {name: {} for name in runs}  # unjudged as not helpful
     rr: dict[str, list[float]] = {name: [] for name in runs}
     helpful_found: dict[str, dict[str, float]] = {name: {} for name in runs}
     trec: dict[str, dict[str, dict[str, float]]] = {name: {} for name in runs}
@@ -121,6 +127,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
                 names[name] = resp.reranker
                 ranked = judged_in(resp.results, judged)
                 ap[name][s["id"]] = average_precision(ranked)
+                ap_full[name][s["id"]] = average_precision(judged_in(resp.results, judged, condensed=False))
                 rr[name].append(reciprocal_rank(ranked))
                 if (share := found(resp.results, judged)) is not None:
                     helpful_found[name][s["id"]] = share
@@ -133,10 +140,12 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
         a, f = ap[name], helpful_found[name]
         return {"reranker": names[name], "MAP": round(sum(a.values()) / len(a), 4),
                 "MAP_interval_95": [round(v, 4) for v in map_interval(a)],
+                "MAP_unjudged_not_helpful": round(sum(ap_full[name].values()) / len(a), 4),
                 "MRR": round(100.0 * sum(rr[name]) / len(rr[name]), 2),
                 "helpful_found": round(sum(f.values()) / len(f), 4) if f else None,
                 "latency_ms": latency(ms[name])}
     versus = against_shipped(ap["candidate"], ap["served"])
+    full = [[ap_full[n][q] for q in ap_full["served"]] for n in ("candidate", "served")]
     both = sorted(set(helpful_found["candidate"]) & set(helpful_found["served"]))
     x, y = ([helpful_found[n][q] for q in both] for n in ("candidate", "served"))
     name = next(b for b, t in BENCHMARKS.items() if t == target)
@@ -154,11 +163,14 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
               "compare": {"MAP_difference": round(versus["MAP"] - versus["shipped_MAP"], 4),
                           **{k: versus[k] for k in ("questions", "p_randomization", "p_ttest", "better", "worse")},
                           "difference_interval_95": [round(v, 4) for v in versus["difference_interval_95"]],
+                          "MAP_unjudged_not_helpful_difference": round((sum(full[0]) - sum(full[1])) / len(pages), 4),
+                          "p_unjudged_not_helpful": paired_randomization(*full) if full[0] != full[1] else 1.0,
                           "helpful_found_difference": round((sum(x) - sum(y)) / len(both), 4) if both else None,
                           "helpful_found_p": (paired_randomization(x, y) if x != y else 1.0) if both else None},
               "seconds": round(time.perf_counter() - started, 2), "folder": str(folder),
-              "note": "the candidate is scored on the results the served ranker showed and its users judged: a "
-                      "result only the candidate would show is unjudged and left out (interleaving is the fair test "
-                      "of a ranker that brings other results)"}
+              "note": "the users judged what the served ranker showed: a result only the candidate shows is "
+                      "unjudged; MAP leaves it out (in the candidate's favour), MAP_unjudged_not_helpful counts it not "
+                      "helpful (in the served ranker's); interleaving is the fair test of a ranker that brings other "
+                      "results"}
     _atomic_json(folder / "report.json", report)
     return report
