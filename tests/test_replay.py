@@ -70,7 +70,8 @@ def test_a_judged_search_searched_again_scores_the_served_ranker_as_shown_and_th
 
     r = replay(settings, "stub-reverse", "answers", progress=False)
     assert (r["searches"], r["without_request"], r["not_reranked"], r["endpoints"]) == (3, 1, 0, {"/search": 3})
-    assert r["reproducible"] == r["reproduced"] == 3 and r["other_generation"] == 0
+    assert r["reproducible"] == r["reproduced"] == 3 and r["other_generation"] == r["other_reranker"] == 0
+    assert r["benchmark"] == "feedback-replay-answers"
     # searched again as served, the searches score what the feedback report gave them (the old one left out)
     assert r["served"]["reranker"] == "stub-overlap" and r["served"]["MAP"] == r["as_shown_MAP"]
     assert reported["searches"] == 3 and reported["MAP"] == r["as_shown_MAP"]
@@ -88,6 +89,12 @@ def test_a_judged_search_searched_again_scores_the_served_ranker_as_shown_and_th
     assert r["compare"]["better"] + r["compare"]["worse"] <= 3
     with open(f"{r['folder']}/report.json") as fh:
         assert json.load(fh)["candidate"] == r["candidate"]
+    # a search served by a reranker no longer serving is searched again, but not expected to show what it showed
+    other = log.record(Served("/search", "answers", "retired", r["generation"], 0, ("t2_a0",), (0,),
+                              request=json.dumps({"text": "rent 2", "subject": "rent 2", "k": 3})))
+    log.judge(other, [("t2_a0", True)])
+    again = replay(settings, "stub-reverse", "answers", progress=False)
+    assert again["searches"] == 4 and again["other_reranker"] == 1 and again["reproducible"] == again["reproduced"] == 3
     # the questions search (GET /threads/{id}/similar) is the questions target's
     q = replay(settings, "stub-reverse", "questions", progress=False)
     assert q["searches"] == 1 and q["endpoints"] == {"/threads/{id}/similar": 1} and q["reproduced"] == 1

@@ -270,7 +270,8 @@ def _replay(args: argparse.Namespace, settings, emit) -> int:
     skipped = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in ("without_request", "not_reranked") if r[k])
     print(f"feedback log {settings.feedback_file}: {r['searches']} judged {target} searches searched again in "
           f"generation {r['generation']}{f' (left out: {skipped})' if skipped else ''}; {r['other_generation']} "
-          f"served by another generation; {r['reproduced']} of {r['reproducible']} shown again as served")
+          f"served by another generation, {r['other_reranker']} by another reranker than {r['served']['reranker']}; "
+          f"{r['reproduced']} of {r['reproducible']} shown again as served")
     print(f"as shown        MAP {r['as_shown_MAP']:.4f}")
     for name in ("served", "candidate"):
         f = r[name]

@@ -22,9 +22,10 @@ leaves it out: the candidate's judged results move up past it, which favours the
 counts it not helpful, which favours the served ranker. The two differences bracket the one a full judgement would
 give where the candidate reorders what was shown; interleaving, online, is the fair test of a ranker that brings
 other results (docs/BENCHMARKS.md, "Round 61", measured how far each lies from the truth). Searches served by another
-generation than the live one are searched in the live one (``other_generation`` counts them). ``reproduced``: of the
-searches neither interleaved nor of another generation, those whose served reranker shows again exactly what was
-shown (all of them where nothing changed but the clock)."""
+generation than the live one are searched in the live one (``other_generation`` counts them), and those served by
+another reranker than the one serving now with it (``other_reranker``). ``reproduced``: of the searches neither
+interleaved nor of another generation or reranker, those whose served reranker shows again exactly what was shown
+(all of them where nothing changed but the clock)."""
 from __future__ import annotations
 
 import time
@@ -108,7 +109,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     helpful_found: dict[str, dict[str, float]] = {name: {} for name in runs}
     trec: dict[str, dict[str, dict[str, float]]] = {name: {} for name in runs}
     ms: dict[str, list[float]] = {name: [] for name in runs}
-    as_shown, reproducible, reproduced, other_generation = [], 0, 0, 0
+    as_shown, reproducible, reproduced, other_generation, other_reranker = [], 0, 0, 0, 0
     names: dict[str, str | None] = {}
     with ThreadStore(settings.store_path) as store:
         synonyms = TagSynonyms.of(store.tag_synonyms())
@@ -132,9 +133,11 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
                 if (share := found(resp.results, judged)) is not None:
                     helpful_found[name][s["id"]] = share
                 trec[name][s["id"]] = {r.id: float(len(resp.results) - i) for i, r in enumerate(resp.results)}
-                if name == "served" and s["challenger"] is None and s["generation"] == gen.name:
-                    reproducible += 1
-                    reproduced += [r.id for r in resp.results] == s["results"]
+                if name == "served":
+                    other_reranker += s["ranker"] != resp.reranker
+                    if s["challenger"] is None and s["generation"] == gen.name and s["ranker"] == resp.reranker:
+                        reproducible += 1
+                        reproduced += [r.id for r in resp.results] == s["results"]
 
     def figures(name: str) -> dict:
         a, f = ap[name], helpful_found[name]
@@ -150,13 +153,13 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     x, y = ([helpful_found[n][q] for q in both] for n in ("candidate", "served"))
     name = next(b for b, t in BENCHMARKS.items() if t == target)
     folder, stamp = report_folder(settings.reports_dir, name, names["candidate"] or ranker)
-    for name, run in trec.items():
-        write_trec_run(run, folder / f"run-{name}.trec", names[name] or name)
+    for side, run in trec.items():
+        write_trec_run(run, folder / f"run-{side}.trec", names[side] or side)
     write_trec_qrels({s["id"]: {i: int(h) for i, h in s["judged"].items()} for s in pages}, folder / "qrels.trec")
     report = {"benchmark": name, "target": target, "days": days, "generation": gen.name,
               "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
                                                                            ("without_request", "not_reranked")},
-              "other_generation": other_generation, "reproducible": reproducible, "reproduced": reproduced,
+              "other_generation": other_generation, "other_reranker": other_reranker, "reproducible": reproducible, "reproduced": reproduced,
               "endpoints": dict(Counter(s["endpoint"] for s in pages)),
               "served_as": served_name, "as_shown_MAP": round(sum(as_shown) / len(as_shown), 4),
               "served": figures("served"), "candidate": figures("candidate"),
