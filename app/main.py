@@ -130,7 +130,8 @@ class Service:
         # how many a client sends, counted in a file every worker of the data folder shares
         self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_file, settings.rate_limit_burst)
         # the searches served and their users' judgements of them (CQA_FEEDBACK), a file every worker shares
-        self.feedback = FeedbackLog(settings.feedback_file, settings.feedback_days) if settings.feedback else None
+        self.feedback = (FeedbackLog(settings.feedback_file, settings.feedback_days, settings.feedback_query_days)
+                         if settings.feedback else None)
         self._reports: dict[float | None, tuple[float, dict]] = {}  # GET /evaluation/feedback's, by window
         self._report_lock = threading.Lock()  # one report computed at a time: a burst of asks computes it once
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version

@@ -81,8 +81,11 @@ class Settings(RankingSettings):
                                    "and body, filters, k and target), so that `cqa evaluate --feedback --ranker NAME` "
                                    "can search the judged searches again with another ranker and score it by the "
                                    "forum's own judgements before it serves anyone. The text is what a user typed, so "
-                                   "it is off by default; a search nobody judged is forgotten with its text after "
-                                   "CQA_FEEDBACK_DAYS, a judged one keeps it.")
+                                   "it is off by default, and a text is kept for CQA_FEEDBACK_QUERY_DAYS only.")
+    feedback_query_days: float = Field(30.0, gt=0, le=36_500, description="How long a logged search's request "
+                                       "(CQA_FEEDBACK_QUERIES) is kept, judged or not (days); past it a judged search "
+                                       "keeps its ids and judgements, and is no longer searched again. Requests "
+                                       "already kept expire so even once CQA_FEEDBACK_QUERIES is off.")
     feedback_days: float = Field(30.0, gt=0, le=36_500, description="How long a search nobody judged is kept and may "
                                  "be judged (days); a judged one is kept.")
     feedback_store: Path | None = Field(None, description="The feedback log's file (default: feedback.sqlite3 in the "

@@ -208,3 +208,20 @@ def test_post_evaluation_replays_as_a_job(served_forum):
         assert job["state"] == "failed" and "no judged questions search" in job["error"]
         bad = c.post("/evaluation", json={"benchmark": "feedback-replay-answers"}, headers=ADMIN)
         assert bad.status_code == 422 and "name it" in bad.json()["error"]["message"]
+
+
+def test_a_kept_request_is_dropped_after_its_own_period_and_the_judgements_stay(tmp_path):
+    day = 86400.0
+    log = FeedbackLog(tmp_path / "f.sqlite3", keep_days=30, keep_request_days=1)
+    asked = '{"text": "my own words"}'
+    judged = log.record(Served("/search", "answers", "r", "g", 0, ("a",), (0,), request=asked), now=0.0)
+    log.judge(judged, [("a", True)], now=1.0)
+    unjudged = log.record(Served("/search", "answers", "r", "g", 0, ("b",), (0,), request=asked), now=2.0)
+    fresh = log.record(Served("/search", "answers", "r", "g", 0, ("c",), (0,), request=asked), now=day + 100)
+    log.judge(fresh, [("c", False)], now=day + 101)
+    with sqlite3.connect(log.path) as db:
+        kept = dict(db.execute("SELECT id, request FROM served"))
+    # both past a day lose their text; the unjudged one is still there to be judged (CQA_FEEDBACK_DAYS is 30)
+    assert kept == {judged: None, unjudged: None, fresh: asked}
+    assert {s["id"]: (s["request"], s["judged"]) for s in log.judged_searches()} == {
+        judged: (None, {"a": True}), fresh: (asked, {"c": False})}

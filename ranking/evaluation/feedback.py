@@ -25,8 +25,9 @@ served them, so the figure is the served path's on the forum's own traffic:
 
 Only a search's first page counts in MAP (later pages are ranks 11 on); the judgements of later pages are counted.
 The log keeps no client, and no query text unless CQA_FEEDBACK_QUERIES says so: then each search's request too, so
-that ``ranking.evaluation.replay`` can search the judged ones again with another ranker. A search nobody judged is
-forgotten (with its request) after ``keep_days`` and can no longer be judged; a judged one is kept. The file is the data folder's, shared by every
+that ``ranking.evaluation.replay`` can search the judged ones again with another ranker, for ``keep_request_days``
+(CQA_FEEDBACK_QUERY_DAYS), judged or not. A search nobody judged is forgotten after ``keep_days`` and can no longer be
+judged; a judged one is kept. The file is the data folder's, shared by every
 worker (SQLite in WAL mode): a search one worker served can be judged through another."""
 from __future__ import annotations
 
@@ -128,6 +129,7 @@ class FeedbackLog:
     ``store_errors``) and ``judge`` raises ``FeedbackUnavailable``."""
     path: Path
     keep_days: float = 30.0
+    keep_request_days: float = 30.0  # how long a search's request (CQA_FEEDBACK_QUERIES) is kept, judged or not
     store_errors: int = 0
     recorded: int = 0  # searches written by this process
     judgements: int = 0  # judgements written by this process
@@ -180,6 +182,10 @@ class FeedbackLog:
                     db.execute("DELETE FROM served WHERE id IN (SELECT id FROM served WHERE at < ? AND NOT EXISTS "
                                "(SELECT 1 FROM judged WHERE judged.search = served.id) LIMIT ?)",
                                (now - self.keep_s, FORGET_AT_ONCE))
+                    # a judged search keeps its ids and judgements, not the text a user typed past its own period
+                    db.execute("UPDATE served SET request = NULL WHERE id IN (SELECT id FROM served WHERE at < ? AND "
+                               "request IS NOT NULL LIMIT ?)", (now - self.keep_request_days * 86400.0,
+                                                                FORGET_AT_ONCE))
         except (sqlite3.Error, OSError) as e:
             self.store_errors += 1
             if now - self._logged_error_at > 60:
