@@ -4,8 +4,8 @@ better, and what does keeping each search's request (CQA_FEEDBACK_QUERIES) cost 
 
 Real `cqa serve` processes over the full 2016 corpus's data folder, all started before the first request:
 ``queries`` (this tree, the log keeping requests), ``ids`` (this tree, the log as shipped: ids only, the reference of
-the cost) and one per --candidates preset as the answers reranker (``truth:NAME``, no log). Each 2016 --split
-question of the answers /search benchmark (target answers, k 10, as a forum sends it) goes to every server in an
+the cost) and one per --candidates preset as the --target's reranker (``truth:NAME``, no log). Each 2016 --split
+question of the --target /search benchmark (answers or questions, k 10, as a forum sends it) goes to every server in an
 order that rotates, one request at a time, --rounds times: per side the p50 / p95 ms, and the p50's ratio of
 ``queries`` to ``ids``. In the first round a simulated user judges what ``queries`` showed by the benchmark's gold
 (bench/feedback.py's user: a result or a copy collapsed into it judged relevant is helpful, one judged irrelevant is
@@ -18,7 +18,8 @@ it, every result judged by the gold (unjudged as not helpful; bench/interleave.p
 test; and whether the replay's difference has the truth's sign. The served reranker's replay must equal GET
 /evaluation/feedback's MAP and show every search as served. Prints a JSON object last.
 
-    python bench/replay.py [--data-dir var] [--split dev] [--candidates related-answers,bi-encoder,bm25] [--rounds 2]
+    python bench/replay.py [--data-dir var] [--split dev] [--target answers] [--candidates related-answers,bi-encoder,bm25]
+        [--rounds 2]
 """
 from __future__ import annotations
 
@@ -43,18 +44,21 @@ from load import (add_forum_arguments, get_json, judged_forum, latency_of, post_
                   searches_in_turns, server)
 
 
-def replayed(settings, log_file: Path, candidate: str) -> dict:
-    """`cqa evaluate --feedback --ranker CANDIDATE --json` on the forum's folder with ``log_file`` as its log: the
-    command's last line."""
+def replayed(settings, log_file: Path, candidate: str, target: str) -> dict:
+    """`cqa evaluate --feedback --ranker CANDIDATE --target TARGET --json` on the forum's folder with ``log_file`` as its
+    log: the command's last line."""
     env = {**os.environ, "CQA_DATA_DIR": str(settings.data_dir), "CQA_FEEDBACK_STORE": str(log_file),
            "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
            "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
-    out = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--feedback", "--ranker", candidate, "--json"],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    out = subprocess.run([sys.executable, "-m", "app.cli", "evaluate", "--feedback", "--ranker", candidate, "--target",
+                          target, "--json"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise SystemExit(f"cqa evaluate --feedback --ranker {candidate} failed: {out.stderr[-2000:]}")
     print("\n".join(out.stdout.strip().splitlines()[:-1]), file=sys.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+DEFAULT_CANDIDATES = {"answers": "related-answers,bi-encoder,bm25", "questions": "question-fusion,bi-encoder,bm25"}
 
 
 def log_size(path: Path, recorded: int) -> dict:
@@ -71,19 +75,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_forum_arguments(ap)
     ap.set_defaults(split="dev")
-    ap.add_argument("--candidates", default="related-answers,bi-encoder,bm25",
-                    help="presets searched again as the answers reranker, comma-separated")
+    ap.add_argument("--target", choices=["answers", "questions"], default="answers", help="what the searches ask for")
+    ap.add_argument("--candidates", default=None, help="presets searched again as the target's reranker, "
+                    "comma-separated (default: related-answers,bi-encoder,bm25 for answers, "
+                    "question-fusion,bi-encoder,bm25 for questions)")
     ap.add_argument("--rounds", type=int, default=2, help="times each question is sent to every server")
     args = ap.parse_args()
     from app.settings import Settings
     from ranking.evaluation.measures import paired_randomization
 
-    settings, qrels, questions = judged_forum(args, "answers")
-    shipped = Settings().search_ranker_answers
-    candidates = [c for c in args.candidates.split(",") if c]
-    bodies = answer_searches(questions)
-    out = {**run_header("replay"), "split": args.split, "questions": len(bodies), "rounds": args.rounds,
-           "reranker": shipped, "candidates": candidates}
+    settings, qrels, questions = judged_forum(args, args.target)
+    shipped = getattr(Settings(), f"search_ranker_{args.target}")
+    candidates = [c for c in (args.candidates or DEFAULT_CANDIDATES[args.target]).split(",") if c]
+    bodies = [(qid, {**body, "target": args.target}) for qid, body in answer_searches(questions)]
+    out = {**run_header("replay"), "split": args.split, "target": args.target, "questions": len(bodies),
+           "rounds": args.rounds, "reranker": shipped, "candidates": candidates}
     ms: dict[str, list[float]] = {}
     truth: dict[str, list[float]] = {}  # per side, each question's own-list AP by the gold (round 0)
     judged_searches = 0
@@ -92,7 +98,8 @@ def main() -> None:
         common = {"CQA_REFRESH_S": "0", "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
         sides = {"queries": {"CQA_FEEDBACK_QUERIES": "true", "CQA_FEEDBACK_STORE": str(log_file)},
                  "ids": {"CQA_FEEDBACK_STORE": str(ids_file)},
-                 **{f"truth:{c}": {"CQA_SEARCH_RANKER_ANSWERS": c, "CQA_FEEDBACK": "false"} for c in candidates}}
+                 **{f"truth:{c}": {f"CQA_SEARCH_RANKER_{args.target.upper()}": c, "CQA_FEEDBACK": "false"}
+                    for c in candidates}}
         bases = {}
         for side, env in sides.items():
             bases[side], _ = stack.enter_context(server(settings.data_dir, {**common, **env}))
@@ -121,7 +128,7 @@ def main() -> None:
         out["judged_searches"] = judged_searches
         out["candidates_replayed"] = {}
         for c in candidates:
-            r = replayed(settings, log_file, c)
+            r = replayed(settings, log_file, c, args.target)
             served_truth, cand_truth = truth["queries"], truth[f"truth:{c}"]
             truth_diff = (sum(cand_truth) - sum(served_truth)) / len(served_truth)
             out["candidates_replayed"][c] = {

@@ -68,6 +68,18 @@ def served_scores(base: str, queries, variant: str | None, subtask: str = "A", t
     return scores, regimes, latency
 
 
+def inversion_gap(served: list[float], local: list[float]) -> float:
+    """The largest, over the pairs of candidates ordered one way by ``served`` and the other by ``local``, of the
+    smaller of the two gaps between their scores: 0 where both orders agree (ties apart)."""
+    gap = 0.0
+    for i in range(len(served)):
+        for j in range(i + 1, len(served)):
+            a, b = served[i] - served[j], local[i] - local[j]
+            if a * b < 0:
+                gap = max(gap, min(abs(a), abs(b)))
+    return gap
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="a data folder with a live generation")
@@ -149,6 +161,9 @@ def main() -> None:
             "threads_ranked_differently": sum(
                 list(np.argsort(-np.asarray(s), kind="stable")) != list(np.argsort(-np.asarray(r), kind="stable"))
                 for s, r in zip(served, local)),
+            # an order told apart by less than a score's float noise is a near-tie, not a different ranking: the
+            # largest gap by which two candidates are ordered one way served and the other in process
+            "largest_inversion_gap": max((inversion_gap(s, r) for s, r in zip(served, local)), default=0.0),
             "largest_score_difference": round(max((abs(x - y) for s, r in zip(served, local)
                                                    for x, y in zip(s, r)), default=0.0), 6),
             "metadata_regimes": dict(regimes), "served_p50_ms": round(float(np.percentile(lat, 50)), 1),

@@ -165,9 +165,12 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     assert out["served_question_reranker"] == out["question_reranker"] == "question-answers-fusion-indexed"
     assert out["served_answers_reranker"] == out["answers_reranker"] == "related-answers"
     # the same scores served or not, the cascade in fp32 or (auto on a CPU with bf16 instructions) in bf16, whose
-    # inputs are padded to a multiple of 32 tokens so that a score does not move with the batch (round 23)
+    # inputs are padded to a multiple of 32 tokens so that a score does not move with the batch (round 23); and the
+    # same order, but where two candidates tie (exactly, or within a score's float noise) on one side: a tie sorted
+    # the other way is no different ranking (round 61: on that session's install one tie of dev-A without metadata
+    # went the other way, at round 60's code too)
     for r in (full, bare, timed, similar, unordered, related, unordered_threads):
-        assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["threads_ranked_differently"] == 0
+        assert r["served_map"] == pytest.approx(r["in_process_map"], abs=1e-4) and r["largest_inversion_gap"] < 1e-3
         assert r["largest_score_difference"] < 1e-3
     # the same threads stored and indexed, asked for by id alone (GET /threads/{id}/answers): what POST /rerank of them
     # ranks, the bi-encoder reading the vectors the reindex stored of their comments (which, before round 53, a CPU
@@ -178,7 +181,7 @@ def test_rerank_quality_bench_scores_post_rerank_beside_the_ranker_in_process(cl
     stored = run_bench("rerank_quality.py", "--data-dir", cli_env["CQA_DATA_DIR"], "--limit", "4", "--stored",
                        "--benchmarks", "semeval2016-dev-A", env=cli_env, timeout=900)["benchmarks"]["semeval2016-dev-A"]
     assert stored["threads"] == 4 and stored["metadata_regimes"] == {"full": 4}
-    assert stored["served_map"] == full["served_map"] and stored["threads_ranked_differently"] == 0
+    assert stored["served_map"] == full["served_map"] and stored["largest_inversion_gap"] < 1e-3
     assert stored["largest_score_difference"] < 1e-3
 
 
