@@ -150,6 +150,7 @@ def main() -> None:
                 "truth": {"served_MAP": round(float(np.mean(served_truth)), 4),
                           "candidate_MAP": round(float(np.mean(cand_truth)), 4), "difference": round(truth_diff, 4),
                           "p": paired_randomization(cand_truth, served_truth) if cand_truth != served_truth else 1.0},
+                "verdict": r["compare"]["verdict"],
                 "same_sign": bool(np.sign(round(truth_diff, 4)) == np.sign(r["compare"]["MAP_difference"])),
                 "truth_within_bracket": bool(min(r["compare"]["MAP_difference"],
                                                  r["compare"]["MAP_unjudged_not_helpful_difference"])

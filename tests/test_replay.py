@@ -225,3 +225,13 @@ def test_a_kept_request_is_dropped_after_its_own_period_and_the_judgements_stay(
     assert kept == {judged: None, unjudged: None, fresh: asked}
     assert {s["id"]: (s["request"], s["judged"]) for s in log.judged_searches()} == {
         judged: (None, {"a": True}), fresh: (asked, {"c": False})}
+
+
+def test_the_verdict_is_the_ranker_both_maps_favour_and_undecided_where_they_disagree():
+    from ranking.evaluation.replay import verdict
+    assert verdict(0.09, 0.025, 0.003, 0.52) == "candidate"
+    assert verdict(0.09, 0.025, 0.003, 0.04) == "candidate (significant)"
+    assert verdict(-0.03, -0.18, 0.48, 0.002) == "served"
+    assert verdict(-0.13, -0.29, 0.01, 0.0001) == "served (significant)"
+    assert verdict(0.0068, -0.0881, 0.34, 0.003) == "undecided"  # round 61's question-fusion, truly worse
+    assert verdict(0.0, 0.0, 1.0, 1.0) == "undecided"

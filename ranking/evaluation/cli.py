@@ -288,6 +288,8 @@ def _replay(args: argparse.Namespace, settings, emit) -> int:
           f"{c['MAP_unjudged_not_helpful_difference']:+.4f} (p={c['p_unjudged_not_helpful']:.4g})")
     if c["helpful_found_difference"] is not None:
         print(f"helpful found: {c['helpful_found_difference']:+.4f} (p={c['helpful_found_p']:.4g})")
+    print(f"verdict: {c['verdict']}" + (" (the two MAPs disagree: interleave it to know)"
+                                        if c["verdict"] == "undecided" else " (by both MAPs)"))
     print(f"({r['note']})\nreport: {r['folder']}")
     if args.json:
         emit(r)

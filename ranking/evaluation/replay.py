@@ -21,7 +21,8 @@ What the users judged is what the served ranker showed, so a result only the can
 leaves it out: the candidate's judged results move up past it, which favours the candidate. ``MAP_unjudged_not_helpful``
 counts it not helpful, which favours the served ranker. The two differences bracket the one a full judgement would
 give where the candidate reorders what was shown; interleaving, online, is the fair test of a ranker that brings
-other results (docs/BENCHMARKS.md, "Round 61", measured how far each lies from the truth). Searches served by another
+other results (docs/BENCHMARKS.md, "Round 61", measured how far each lies from the truth). ``verdict``: the ranker both
+differences favour (significant where both paired tests are under 0.05), or undecided where they disagree. Searches served by another
 generation than the live one are searched in the live one (``other_generation`` counts them), and those served by
 another reranker than the one serving now with it (``other_reranker``). ``reproduced``: of the searches neither
 interleaved nor of another generation or reranker, those whose served reranker shows again exactly what was shown
@@ -61,6 +62,19 @@ def found(results, judged: dict[str, bool]) -> float | None:
         return None
     held = {i for r in results for i in (r.id, *r.duplicates)}
     return len(helpful & held) / len(helpful)
+
+
+def verdict(condensed: float, unjudged: float, p_condensed: float, p_unjudged: float, level: float = 0.05) -> str:
+    """What the bracket says (module docstring): ``candidate`` or ``served`` where both differences (candidate minus
+    served) point that way, with `` (significant)`` where both tests are under ``level``; else ``undecided``, a
+    question for interleaving."""
+    if condensed > 0 and unjudged > 0:
+        better = "candidate"
+    elif condensed < 0 and unjudged < 0:
+        better = "served"
+    else:
+        return "undecided"
+    return f"{better} (significant)" if max(p_condensed, p_unjudged) < level else better
 
 
 def replay(settings, ranker: str, target: str = "answers", days: float | None = None, progress: bool = True,
@@ -156,6 +170,9 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     for side, run in trec.items():
         write_trec_run(run, folder / f"run-{side}.trec", names[side] or side)
     write_trec_qrels({s["id"]: {i: int(h) for i, h in s["judged"].items()} for s in pages}, folder / "qrels.trec")
+    condensed, unjudged = round(versus["MAP"] - versus["shipped_MAP"], 4), round((sum(full[0]) - sum(full[1]))
+                                                                                  / len(pages), 4)
+    p_unjudged = paired_randomization(*full) if full[0] != full[1] else 1.0
     report = {"benchmark": name, "target": target, "days": days, "generation": gen.name,
               "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
                                                                            ("without_request", "not_reranked")},
@@ -163,11 +180,11 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
               "endpoints": dict(Counter(s["endpoint"] for s in pages)),
               "served_as": served_name, "as_shown_MAP": round(sum(as_shown) / len(as_shown), 4),
               "served": figures("served"), "candidate": figures("candidate"),
-              "compare": {"MAP_difference": round(versus["MAP"] - versus["shipped_MAP"], 4),
+              "compare": {"verdict": verdict(condensed, unjudged, versus["p_randomization"], p_unjudged),
+                          "MAP_difference": condensed,
                           **{k: versus[k] for k in ("questions", "p_randomization", "p_ttest", "better", "worse")},
                           "difference_interval_95": [round(v, 4) for v in versus["difference_interval_95"]],
-                          "MAP_unjudged_not_helpful_difference": round((sum(full[0]) - sum(full[1])) / len(pages), 4),
-                          "p_unjudged_not_helpful": paired_randomization(*full) if full[0] != full[1] else 1.0,
+                          "MAP_unjudged_not_helpful_difference": unjudged, "p_unjudged_not_helpful": p_unjudged,
                           "helpful_found_difference": round((sum(x) - sum(y)) / len(both), 4) if both else None,
                           "helpful_found_p": (paired_randomization(x, y) if x != y else 1.0) if both else None},
               "seconds": round(time.perf_counter() - started, 2), "folder": str(folder),
