@@ -680,7 +680,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if t is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         return await searched(svc, SearchRequest.like_thread(t, filters, k=k, offset=offset, target=target,
-                                                             rerank=rerank), "/threads/{id}/similar", request)
+                                                             rerank=rerank), "/threads/{id}/similar", request,
+                              like_thread=t.id)
 
     async def routed(svc: Service, endpoint: str, q, gen, ranker, batcher, thread_question: bool = False):
         """(the ranker that ran, its scores of ``q``): input whose letters are mostly Arabic script goes to
@@ -696,9 +697,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.metrics.ranked.labels(endpoint, ranker.name).inc()
         return ranker, scores
 
-    async def searched(svc: Service, req, endpoint: str = "/search", request: Request | None = None) -> SearchResponse:
+    async def searched(svc: Service, req, endpoint: str = "/search", request: Request | None = None,
+                       like_thread: str | None = None) -> SearchResponse:
         """The live generation's pipeline on ``req``, its stage timings into /metrics; with ``request``, the time it
-        waited for a run slot (CQA_RUN_SLOTS) too, as ``queued``."""
+        waited for a run slot (CQA_RUN_SLOTS) too, as ``queued``. ``like_thread``: the stored thread ``req`` asks
+        like, which the feedback log keeps by its id (``SearchRequest.to_json``)."""
         _, pipeline = ready_generation(svc)
 
         def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
@@ -707,8 +710,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             else:
                 out = pipeline.search(replace(req, filters=req.filters.with_synonyms(svc.tag_synonyms())))
             if svc.feedback is not None and out.results:  # what it showed, under the id its users judge it by
-                out.search_id = svc.feedback.record(served_of(out, endpoint,
-                                                              req if svc.settings.feedback_queries else None))
+                kept = req.to_json(like_thread) if svc.settings.feedback_queries else None
+                out.search_id = svc.feedback.record(served_of(out, endpoint, kept))
                 if out.search_id is None:
                     svc.metrics.feedback_unrecorded.labels("search").inc()
             return out
@@ -1343,8 +1346,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def run(progress):
             r = replay(svc.settings, body.ranker, target, progress=False)
-            return {k: r[k] for k in ("benchmark", "target", "searches", "without_request", "reproduced",
-                                      "reproducible", "as_shown_MAP", "served", "candidate", "compare", "folder")}
+            return {k: r[k] for k in ("benchmark", "target", "searches", "without_request", "thread_gone",
+                                      "reproduced", "reproducible", "as_shown_MAP", "served", "candidate", "compare", "folder")}
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
         if not started:
             response.status_code = 409

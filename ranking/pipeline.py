@@ -80,17 +80,28 @@ class SearchRequest:
         filters = replace(filters, exclude_threads=tuple(dict.fromkeys((*filters.exclude_threads, thread.id))))
         return cls.asking(thread.subject, thread.body, filters=filters, **settings)
 
-    def to_json(self) -> str:
+    def to_json(self, like_thread: str | None = None) -> str:
         """This request as JSON (``from_json`` reads it back equal): what the feedback log keeps of a search it may
-        search again (``CQA_FEEDBACK_QUERIES``; ``ranking.evaluation.replay``)."""
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        search again (``CQA_FEEDBACK_QUERIES``; ``ranking.evaluation.replay``). ``like_thread``: the stored thread
+        whose question this request asks (``like_thread``), kept by its id instead of its text, so that a thread
+        erased or taken down leaves no copy of its words here."""
+        fields = asdict(self)
+        if like_thread is not None:
+            fields = {k: v for k, v in fields.items() if k not in ("text", "subject", "body")}
+            fields["like_thread"] = like_thread
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "SearchRequest":
+    def from_json(cls, text: str, thread: Callable[[str], Thread | None] | None = None) -> "SearchRequest | None":
+        """The request ``to_json`` wrote; one kept by its thread's id is asked again with the thread ``thread`` reads
+        now (the store's), None where that thread is no longer there."""
         fields = json.loads(text)
         if (f := fields.get("filters")) is not None:  # JSON lists back to the tuples Filters holds
             fields["filters"] = Filters(**{k: tuple(tuple(g) for g in v) if k == "tag_groups" else
                                            tuple(v) if isinstance(v, list) else v for k, v in f.items()})
+        if (thread_id := fields.pop("like_thread", None)) is not None:
+            t = thread(thread_id) if thread is not None else None
+            return None if t is None else cls.like_thread(t, **fields)
         return cls(**fields)
 
 

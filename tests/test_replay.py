@@ -104,6 +104,7 @@ def test_the_request_kept_is_the_one_served_and_none_without_the_setting(served_
     from fastapi.testclient import TestClient
 
     from app.main import create_app
+    from indexing.store import ThreadStore
     from ranking.pipeline import SearchRequest
     settings = served_forum
     with TestClient(create_app(settings)) as c:
@@ -115,6 +116,23 @@ def test_the_request_kept_is_the_one_served_and_none_without_the_setting(served_
     assert (req.subject, req.body, req.k, req.target, req.filters.category) == ("rent 3", "answer on rent", 5,
                                                                                  "answers", "Visas")
     assert SearchRequest.from_json(req.to_json()) == req
+    # a thread's similar search keeps the thread's id, not its words: one erased leaves no copy, and is not asked again
+    with TestClient(create_app(settings)) as c:
+        similar = c.get("/threads/t4/similar", params={"k": 3, "category": "Visas"}).json()
+        c.post("/feedback", json={"search_id": similar["search_id"], "judgements": [
+            {"result_id": similar["results"][0]["id"], "helpful": True}]})
+        kept = {s["id"]: s["request"] for s in FeedbackLog(settings.feedback_file).judged_searches()}
+        kept = json.loads(kept[similar["search_id"]])
+        assert kept["like_thread"] == "t4" and not {"text", "subject", "body"} & set(kept)
+        with ThreadStore(settings.store_path) as store:
+            again = SearchRequest.from_json(json.dumps(kept), store.get)
+            assert again == SearchRequest.like_thread(store.get("t4"), again.filters, k=3, target="questions")
+            assert again.filters.category == "Visas" and again.filters.exclude_threads == ("t4",)
+    assert replay(settings, "stub-reverse", "questions", progress=False)["reproduced"] == 1
+    with ThreadStore(settings.store_path) as store:
+        store.delete("t4", takedown=True)
+    with pytest.raises(ValueError, match="1 of threads no longer stored"):
+        replay(settings, "stub-reverse", "questions", progress=False)
     off = settings.model_copy(update={"feedback_queries": False, "feedback_store": settings.data_dir / "off.sqlite3"})
     with TestClient(create_app(off)) as c:
         out = c.post("/search", json=ASKED[0]).json()

@@ -267,7 +267,8 @@ def _replay(args: argparse.Namespace, settings, emit) -> int:
         r = replay(settings, args.ranker, target, args.days)
     except IndexFormatError as e:
         raise ScoringError(str(e)) from None
-    skipped = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in ("without_request", "not_reranked") if r[k])
+    skipped = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in ("without_request", "not_reranked", "thread_gone")
+                        if r[k])
     print(f"feedback log {settings.feedback_file}: {r['searches']} judged {target} searches searched again in "
           f"generation {r['generation']}{f' (left out: {skipped})' if skipped else ''}; {r['other_generation']} "
           f"served by another generation, {r['other_reranker']} by another reranker than {r['served']['reranker']}; "

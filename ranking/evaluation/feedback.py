@@ -322,14 +322,14 @@ def merge_from(backup_file: Path, log_file: Path) -> dict:
     return {"searches_added": added, "judgements_merged": merged, "in_backup": True}
 
 
-def served_of(response, endpoint: str, request=None) -> Served:
+def served_of(response, endpoint: str, request: str | None = None) -> Served:
     """What a ``SearchResponse`` showed (its results' ids and places before the reranker); with ``request`` (the
-    ``SearchRequest`` it answered, where CQA_FEEDBACK_QUERIES keeps them), that request too, so the search can be
-    searched again by another ranker (``ranking.evaluation.replay``)."""
+    request it answered as ``SearchRequest.to_json`` wrote it, where CQA_FEEDBACK_QUERIES keeps them), that too, so
+    the search can be searched again by another ranker (``ranking.evaluation.replay``)."""
     return Served(endpoint, response.target, response.reranker, response.generation, response.offset,
                   tuple(r.id for r in response.results), tuple(r.first_stage_rank for r in response.results),
                   response.interleaved_with, tuple(r.team for r in response.results),
-                  request.to_json() if request is not None else None)
+                  request)
 
 
 def _ranked(search: dict, order: list[int] | None, condensed: bool) -> list[bool]:

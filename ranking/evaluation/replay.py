@@ -21,12 +21,15 @@ What the users judged is what the served ranker showed, so a result only the can
 leaves it out: the candidate's judged results move up past it, which favours the candidate. ``MAP_unjudged_not_helpful``
 counts it not helpful, which favours the served ranker. The two differences bracket the one a full judgement would
 give where the candidate reorders what was shown; interleaving, online, is the fair test of a ranker that brings
-other results (docs/BENCHMARKS.md, "Round 61", measured how far each lies from the truth). ``verdict``: the ranker both
-differences favour (significant where both paired tests are under 0.05), or undecided where they disagree. Searches served by another
-generation than the live one are searched in the live one (``other_generation`` counts them), and those served by
-another reranker than the one serving now with it (``other_reranker``). ``reproduced``: of the searches neither
-interleaved nor of another generation or reranker, those whose served reranker shows again exactly what was shown
-(all of them where nothing changed but the clock)."""
+other results (docs/BENCHMARKS.md, "Round 61", measured how far each lies from the truth). ``verdict``: the ranker
+both differences favour (significant where both paired tests are under 0.05), or undecided where they disagree.
+
+A thread's similar search (GET /threads/{id}/similar) is kept by the thread's id and asks its question as the store
+holds it now; one whose thread is gone (deleted, erased, taken down) is not searched again (``thread_gone``).
+Searches served by another generation than the live one are searched in the live one (``other_generation`` counts
+them), and those served by another reranker than the one serving now with it (``other_reranker``). ``reproduced``:
+of the searches neither interleaved nor of another generation or reranker, those whose served reranker shows again
+exactly what was shown (all of them where nothing changed but the clock)."""
 from __future__ import annotations
 
 import time
@@ -107,10 +110,14 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     skipped = Counter("without_request" if s["request"] is None else "not_reranked" for s in pages
                       if s["request"] is None or s["ranker"] is None)
     pages = [s for s in pages if s["request"] is not None and s["ranker"] is not None]
+    with ThreadStore(settings.store_path) as store:  # a thread's similar search asks its question as stored now
+        requests = {s["id"]: SearchRequest.from_json(s["request"], store.get) for s in pages}
+    skipped["thread_gone"] = sum(r is None for r in requests.values())
+    pages = [s for s in pages if requests[s["id"]] is not None]
     if not pages:
         raise ValueError(f"no judged {target} search to search again ({skipped['without_request']} judged without "
-                         f"their request, {skipped['not_reranked']} not reranked): searches keep their request where "
-                         "CQA_FEEDBACK_QUERIES=true")
+                         f"their request, {skipped['not_reranked']} not reranked, {skipped['thread_gone']} of threads "
+                         "no longer stored): searches keep their request where CQA_FEEDBACK_QUERIES=true")
     gen = load_current(settings.index_root, settings.device)
     built: dict = {}  # the rankers both runs share load once
     key = f"search_ranker_{target}"
@@ -129,7 +136,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
         synonyms = TagSynonyms.of(store.tag_synonyms())
         pipelines = {name: build_pipeline(settings, gen, store.get, rerankers) for name, rerankers in runs.items()}
         for s in tqdm(pages, desc=f"replay ({target})", disable=not progress):
-            req = replace(SearchRequest.from_json(s["request"]), offset=0, explain=False, snippets=False)
+            req = replace(requests[s["id"]], offset=0, explain=False, snippets=False)
             if req.filters is not None and req.filters.tagged():  # the tag synonyms as they are now, as served
                 req = replace(req, filters=req.filters.with_synonyms(synonyms))
             judged = s["judged"]
@@ -175,7 +182,8 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     p_unjudged = paired_randomization(*full) if full[0] != full[1] else 1.0
     report = {"benchmark": name, "target": target, "days": days, "generation": gen.name,
               "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
-                                                                           ("without_request", "not_reranked")},
+                                                                           ("without_request", "not_reranked",
+                                                                            "thread_gone")},
               "other_generation": other_generation, "other_reranker": other_reranker, "reproducible": reproducible, "reproduced": reproduced,
               "endpoints": dict(Counter(s["endpoint"] for s in pages)),
               "served_as": served_name, "as_shown_MAP": round(sum(as_shown) / len(as_shown), 4),
