@@ -15,7 +15,8 @@ Then, for each candidate, the command a forum's operator runs, `cqa evaluate --f
 the log ``queries`` wrote: its MAP of the served reranker and of the candidate, their paired test, and the share of
 helpful results each page keeps. Beside it, the truth it estimates: each ranker's own first page as its server showed
 it, every result judged by the gold (unjudged as not helpful; bench/interleave.py's own-list MAP), and the paired
-test; and whether the replay's difference has the truth's sign. The served reranker's replay must equal GET
+test, over the questions whose search was judged (the ones the replay sees) and over all; and whether the replay's
+difference has the truth's sign and lies in the bracket. The served reranker's replay must equal GET
 /evaluation/feedback's MAP and show every search as served. Prints a JSON object last.
 
     python bench/replay.py [--data-dir var] [--split dev] [--target answers] [--candidates related-answers,bi-encoder,bm25]
@@ -91,8 +92,8 @@ def main() -> None:
     out = {**run_header("replay"), "split": args.split, "target": args.target, "questions": len(bodies),
            "rounds": args.rounds, "reranker": shipped, "candidates": candidates}
     ms: dict[str, list[float]] = {}
-    truth: dict[str, list[float]] = {}  # per side, each question's own-list AP by the gold (round 0)
-    judged_searches = 0
+    truth: dict[str, dict[str, float]] = {}  # per side, each question's own-list AP by the gold (round 0)
+    judged: list[str] = []  # the questions whose search the simulated user judged: those the replay searches again
     with tempfile.TemporaryDirectory(prefix="cqa-replay-") as tmp, contextlib.ExitStack() as stack:
         log_file, ids_file = Path(tmp) / "queries.sqlite3", Path(tmp) / "ids.sqlite3"
         common = {"CQA_REFRESH_S": "0", "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
@@ -104,19 +105,19 @@ def main() -> None:
         for side, env in sides.items():
             bases[side], _ = stack.enter_context(server(settings.data_dir, {**common, **env}))
             post_json(bases[side] + "/search", bodies[0][1])  # its first request, before the clock
-            ms[side], truth[side] = [], []
+            ms[side], truth[side] = [], {}
         for rnd, qid, got in searches_in_turns(bases, bodies, args.rounds, ms):
             if rnd:
                 continue
             for side, resp in got.items():
-                truth[side].append(ap_of(resp["results"], qrels.get(qid, {})))
+                truth[side][qid] = ap_of(resp["results"], qrels.get(qid, {}))
             shown = got["queries"]
             if sent := judgements_of(shown["results"], qrels.get(qid, {})):
                 status, answer = post_json(bases["queries"] + "/feedback", {"search_id": shown["search_id"],
                                                                             "judgements": sent})
                 if status != 201:
                     raise SystemExit(f"POST /feedback answered {status}: {answer}")
-                judged_searches += 1
+                judged.append(qid)
         status, reported = get_json(bases["queries"] + "/evaluation/feedback")
         if status != 200:
             raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
@@ -125,12 +126,13 @@ def main() -> None:
         out["log"] = {side: log_size(f, recorded[side]) for side, f in (("queries", log_file), ("ids", ids_file))}
         (group,) = reported["groups"]
         out["reported"] = {k: group[k] for k in ("searches", "judgements", "MAP", "MAP_unjudged_not_helpful")}
-        out["judged_searches"] = judged_searches
+        out["judged_searches"] = len(judged)
         out["candidates_replayed"] = {}
         for c in candidates:
             r = replayed(settings, log_file, c, args.target)
-            served_truth, cand_truth = truth["queries"], truth[f"truth:{c}"]
+            served_truth, cand_truth = ([truth[side][q] for q in judged] for side in ("queries", f"truth:{c}"))
             truth_diff = (sum(cand_truth) - sum(served_truth)) / len(served_truth)
+            everywhere = [sum(truth[side].values()) / len(truth[side]) for side in ("queries", f"truth:{c}")]
             out["candidates_replayed"][c] = {
                 "replay": {"served_MAP": r["served"]["MAP"], "candidate_MAP": r["candidate"]["MAP"],
                            "difference": r["compare"]["MAP_difference"], "p": r["compare"]["p_randomization"],
@@ -149,7 +151,12 @@ def main() -> None:
                                                                for k in ("served", "candidate")}},
                 "truth": {"served_MAP": round(float(np.mean(served_truth)), 4),
                           "candidate_MAP": round(float(np.mean(cand_truth)), 4), "difference": round(truth_diff, 4),
-                          "p": paired_randomization(cand_truth, served_truth) if cand_truth != served_truth else 1.0},
+                          "p": paired_randomization(cand_truth, served_truth) if cand_truth != served_truth else 1.0,
+                          # over every question, those whose served page held nothing the gold judges too (where
+                          # only a candidate's results could be judged; no replay sees those)
+                          "all_questions": {"served_MAP": round(everywhere[0], 4),
+                                            "candidate_MAP": round(everywhere[1], 4),
+                                            "difference": round(everywhere[1] - everywhere[0], 4)}},
                 "verdict": r["compare"]["verdict"],
                 "same_sign": bool(np.sign(round(truth_diff, 4)) == np.sign(r["compare"]["MAP_difference"])),
                 "truth_within_bracket": bool(min(r["compare"]["MAP_difference"],
