@@ -830,6 +830,8 @@ class FeedbackGroup(BaseModel):
     searches: int = Field(description="judged searches (first pages)")
     judgements: int
     judgements_later_pages: int = Field(description="judgements of results on later pages (ranks past 10: not in MAP)")
+    replayable: int = Field(0, description="of the judged first pages, those whose request the log kept "
+                            "(CQA_FEEDBACK_QUERIES): what `cqa evaluate --feedback --ranker NAME` can search again")
     MAP: float | None = Field(None, description="over the first 10 ranks, the judged results only, in the order shown")
     MAP_interval_95: list[float] | None = None
     interval: Literal["bootstrap", "normal"] | None = Field(None, description="how the interval (and the first "

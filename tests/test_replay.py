@@ -74,7 +74,7 @@ def test_a_judged_search_searched_again_scores_the_served_ranker_as_shown_and_th
     assert r["benchmark"] == "feedback-replay-answers"
     # searched again as served, the searches score what the feedback report gave them (the old one left out)
     assert r["served"]["reranker"] == "stub-overlap" and r["served"]["MAP"] == r["as_shown_MAP"]
-    assert reported["searches"] == 3 and reported["MAP"] == r["as_shown_MAP"]
+    assert reported["searches"] == reported["replayable"] == 3 and reported["MAP"] == r["as_shown_MAP"]
     assert r["served"]["MAP_unjudged_not_helpful"] == reported["MAP_unjudged_not_helpful"]
     would_full = [average_precision([j.get(x["id"], False) for x in res]) for res, j in zip(would, judgements)]
     assert r["candidate"]["MAP_unjudged_not_helpful"] == round(sum(would_full) / 3, 4)
@@ -180,6 +180,8 @@ def test_cqa_evaluate_feedback_ranker_prints_both_and_refuses_what_does_not_go(s
     with TestClient(create_app(settings)) as c:
         out = c.post("/search", json=ASKED[0]).json()
         c.post("/feedback", json={"search_id": out["search_id"], "judgements": judge_the_last_helpful(out["results"])})
+    assert evaluate_command(build_parser().parse_args(["evaluate", "--feedback"]), settings, print) == 0
+    assert "1 can be searched again (--ranker NAME)" in capsys.readouterr().out
     emitted = []
     args = build_parser().parse_args(["evaluate", "--feedback", "--ranker", "stub-reverse", "--json"])
     assert evaluate_command(args, settings, emitted.append) == 0

@@ -235,8 +235,9 @@ def _feedback(args: argparse.Namespace, settings, emit) -> int:
     window = f"the last {args.days:g} days" if args.days is not None else "all kept"
     print(f"feedback log {settings.feedback_file}: {r['searches_judged']} judged searches ({window})")
     for g in r["groups"]:
+        replayable = f"; {g['replayable']} can be searched again (--ranker NAME)" if g["replayable"] else ""
         print(f"{g['endpoint']} {g['target']}, reranker {g['reranker'] or 'none'}: {g['searches']} searches, "
-              f"{g['judgements']} judgements ({g['judgements_later_pages']} more on later pages)")
+              f"{g['judgements']} judgements ({g['judgements_later_pages']} more on later pages){replayable}")
         if g.get("MAP") is not None:
             lo, hi = g["MAP_interval_95"]
             print(f"  MAP {g['MAP']:.4f} (95% {lo:.4f}-{hi:.4f})   unjudged as not helpful {g['MAP_unjudged_not_helpful']:.4f}"

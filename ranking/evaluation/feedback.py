@@ -385,7 +385,8 @@ def report(searches: list[dict], days: float | None = None) -> dict:
         page = [s for s in groups[key] if s["offset"] == 0]
         g: dict = {"endpoint": endpoint, "target": target, "reranker": ranker, "searches": len(page),
                    "judgements": sum(len(s["judged"]) for s in page),
-                   "judgements_later_pages": sum(len(s["judged"]) for s in groups[key] if s["offset"])}
+                   "judgements_later_pages": sum(len(s["judged"]) for s in groups[key] if s["offset"]),
+                   "replayable": sum(s.get("request") is not None for s in page)}
         if challenger is not None:
             g["interleaving"] = interleaving(groups[key], challenger)
         if page:
