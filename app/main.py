@@ -1347,7 +1347,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         def run(progress):
             r = replay(svc.settings, body.ranker, target, progress=False)
             return {k: r[k] for k in ("benchmark", "target", "searches", "without_request", "thread_gone",
-                                      "reproduced", "reproducible", "as_shown_MAP", "served", "candidate", "compare", "folder")}
+                                      "reproduced", "reproducible", "as_shown_MAP", "served", "candidate", "compare",
+                                      "folder")}
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)
         if not started:
             response.status_code = 409

@@ -238,9 +238,9 @@ def test_a_large_log_is_reported_with_the_normal_approximation_which_agrees_with
                          "judged": judged})
     (g,) = report(searches)["groups"]
     assert g["interval"] == "normal" and g["searches"] == EXACT_UP_TO + 1000
-    from ranking.evaluation.feedback import _ranked
+    from ranking.evaluation.feedback import judgements_in_order
     from ranking.evaluation.scorer import average_precision
-    boot = map_interval({s["id"]: average_precision(_ranked(s, list(range(10)), True)) for s in searches})
+    boot = map_interval({s["id"]: average_precision(judgements_in_order(s, list(range(10)), True)) for s in searches})
     assert g["MAP_interval_95"] == pytest.approx(boot, abs=0.002)
     assert 0 <= g["first_stage"]["p"] <= 1
     (small,) = report(searches[:100])["groups"]

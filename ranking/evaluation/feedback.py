@@ -110,14 +110,15 @@ SERVED_COLUMNS = ("id", "at", "endpoint", "target", "ranker", "generation", "fir
                   "challenger", "teams", "request")
 
 
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
 def _with_request_column(conn: sqlite3.Connection) -> None:
-    """A log made before round 61 given the ``request`` column (idempotent: another worker may have added it)."""
-    if "request" not in {r[1] for r in conn.execute("PRAGMA table_info(served)")}:
-        try:
-            conn.execute("ALTER TABLE served ADD COLUMN request TEXT")
-        except sqlite3.OperationalError as e:
-            if "duplicate column" not in str(e):
-                raise
+    """A log made before round 61 given the ``request`` column (another worker adding it first is a "duplicate
+    column name" that ``opened_while_others_open`` runs the setup again for)."""
+    if "request" not in _columns(conn, "served"):
+        conn.execute("ALTER TABLE served ADD COLUMN request TEXT")
 
 
 @dataclass
@@ -227,7 +228,7 @@ class FeedbackLog:
         (result id -> helpful)."""
         db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
         try:  # a log no round-61 process has opened yet has no request column (read-only here: none added)
-            request = "s.request" if "request" in {r[1] for r in db.execute("PRAGMA table_info(served)")} else "NULL"
+            request = "s.request" if "request" in _columns(db, "served") else "NULL"
             rows = db.execute("SELECT s.id, s.at, s.endpoint, s.target, s.ranker, s.generation, s.first, s.results, "
                               f"s.first_stage, s.challenger, s.teams, {request}, j.result, j.helpful FROM served s "
                               "JOIN judged j ON j.search = s.id WHERE s.at >= ? ORDER BY s.at, s.id",
@@ -304,8 +305,7 @@ def merge_from(backup_file: Path, log_file: Path) -> dict:
         if not set(BACKUP_TABLES.values()) <= names:
             return {"searches_added": 0, "judgements_merged": 0, "in_backup": False}
         # a backup of a log made before round 61 has no request column: its searches come back without one
-        columns = [c for c in SERVED_COLUMNS if c in {r[1] for r in src.execute(
-            f"PRAGMA table_info({BACKUP_TABLES['served']})")}]
+        columns = [c for c in SERVED_COLUMNS if c in _columns(src, BACKUP_TABLES["served"])]
     log = FeedbackLog(Path(log_file))
     db = log._judged()  # synced: what it merges is accepted data
     try:
@@ -328,11 +328,10 @@ def served_of(response, endpoint: str, request: str | None = None) -> Served:
     the search can be searched again by another ranker (``ranking.evaluation.replay``)."""
     return Served(endpoint, response.target, response.reranker, response.generation, response.offset,
                   tuple(r.id for r in response.results), tuple(r.first_stage_rank for r in response.results),
-                  response.interleaved_with, tuple(r.team for r in response.results),
-                  request)
+                  response.interleaved_with, tuple(r.team for r in response.results), request)
 
 
-def _ranked(search: dict, order: list[int] | None, condensed: bool) -> list[bool]:
+def judgements_in_order(search: dict, order: list[int] | None, condensed: bool) -> list[bool]:
     """The judgements of a search's results in ``order`` (indices into its results; None: as shown); ``condensed``:
     its unjudged results left out, else counted not helpful."""
     judged, ids = search["judged"], search["results"]
@@ -345,9 +344,9 @@ def _first_pages(page: list[dict], reranked: bool) -> dict:
     reranker beside them (``first_stage``)."""
     from .measures import map_interval, normal_interval, paired_randomization, paired_t
     from .scorer import TOP, average_precision, reciprocal_rank
-    ap = {s["id"]: average_precision(_ranked(s, None, True)) for s in page}
-    full = [average_precision(_ranked(s, None, False)) for s in page]
-    rr = [reciprocal_rank(_ranked(s, None, True)) for s in page]
+    ap = {s["id"]: average_precision(judgements_in_order(s, None, True)) for s in page}
+    full = [average_precision(judgements_in_order(s, None, False)) for s in page]
+    rr = [reciprocal_rank(judgements_in_order(s, None, True)) for s in page]
     judgements = sum(len(s["judged"]) for s in page)
     exact = len(page) <= EXACT_UP_TO
     by_rank = [[0, 0] for _ in range(TOP)]  # per rank: helpful, judged
@@ -366,7 +365,7 @@ def _first_pages(page: list[dict], reranked: bool) -> dict:
          "helpful_by_rank": [{"rank": i + 1, "helpful": h, "judged": n} for i, (h, n) in enumerate(by_rank) if n]}
     if reranked:  # the same judged results in the order the reranker was given them
         a = list(ap.values())
-        b = [average_precision(_ranked(s, sorted(range(len(s["results"])), key=s["first_stage"].__getitem__), True))
+        b = [average_precision(judgements_in_order(s, sorted(range(len(s["results"])), key=s["first_stage"].__getitem__), True))
              for s in page]
         g["first_stage"] = {"MAP": round(sum(b) / len(b), 4), "reranker_gain": round((sum(a) - sum(b)) / len(a), 4),
                             "p": (paired_randomization(a, b) if exact else paired_t(a, b)) if a != b else 1.0}

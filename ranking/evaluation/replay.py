@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .feedback import FeedbackLog
+from .feedback import FeedbackLog, judgements_in_order
 
 REPLAYED_TARGETS = ("answers", "questions")  # a threads search is replayed as the questions search it ranks by
 BENCHMARKS = {f"feedback-replay-{t}": t for t in REPLAYED_TARGETS}  # their names in POST /evaluation and reports
@@ -140,7 +140,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
             if req.filters is not None and req.filters.tagged():  # the tag synonyms as they are now, as served
                 req = replace(req, filters=req.filters.with_synonyms(synonyms))
             judged = s["judged"]
-            as_shown.append(average_precision([judged[i] for i in s["results"] if i in judged]))
+            as_shown.append(average_precision(judgements_in_order(s, None, condensed=True)))  # the feedback report's figure
             other_generation += s["generation"] != gen.name
             for name, pipeline in pipelines.items():
                 t0 = time.perf_counter()
@@ -184,7 +184,8 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
               "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
                                                                            ("without_request", "not_reranked",
                                                                             "thread_gone")},
-              "other_generation": other_generation, "other_reranker": other_reranker, "reproducible": reproducible, "reproduced": reproduced,
+              "other_generation": other_generation, "other_reranker": other_reranker, "reproducible": reproducible,
+              "reproduced": reproduced,
               "endpoints": dict(Counter(s["endpoint"] for s in pages)),
               "served_as": served_name, "as_shown_MAP": round(sum(as_shown) / len(as_shown), 4),
               "served": figures("served"), "candidate": figures("candidate"),
