@@ -162,10 +162,12 @@ def _forget_derived(settings, erased, args: argparse.Namespace, what: str, summa
     (``indexing.erasure.forget_derived``, with --backups, --wait, --quiet), ``summary`` and that emitted; exit 1 when
     an older generation was still served, or a backup still being written, after --wait."""
     from indexing.erasure import forget_derived
+    from ranking.evaluation.feedback import KeptRequests
     from ranking.rankers import memo_files
     backups = args.backups or settings.erase_backups
     derived = forget_derived(settings, erased, memo_files=memo_files(settings), backups=settings.backups_folder,
-                             rewrite_backups_too=backups == "rewrite", wait_s=args.wait, progress=not args.quiet)
+                             rewrite_backups_too=backups == "rewrite", wait_s=args.wait, progress=not args.quiet,
+                             holders=[KeptRequests(settings.feedback_file)])
     if derived.get("backups_before"):
         log.warning("%d backups began before %s and still hold what it took out: %s", len(derived["backups_before"]),
                     what, ", ".join(derived["backups_before"]))
@@ -348,14 +350,14 @@ def _restore_feedback(backup: Path, settings) -> dict:
     import sqlite3
 
     from indexing.restore import sniffed_kind
-    from ranking.evaluation.feedback import drop_copies, merge_from
+    from ranking.evaluation.feedback import FeedbackLog, FeedbackUnavailable, drop_copies, merge_from
     if sniffed_kind(backup) != "store":
         return {"searches_added": 0, "judgements_merged": 0, "in_backup": False}
     try:
-        merged = merge_from(backup, settings.feedback_file)
+        merged = merge_from(backup, FeedbackLog.of(settings))
         drop_copies(settings.store_path)
         return merged
-    except (sqlite3.Error, OSError) as e:
+    except (sqlite3.Error, OSError, FeedbackUnavailable) as e:
         log.warning("the backup's feedback log could not be merged into %s: %s", settings.feedback_file, e)
         return {"error": str(e)}
 

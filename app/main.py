@@ -13,7 +13,7 @@ import threading
 import uuid
 import time
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from functools import partial
 from typing import Callable, Literal
 
@@ -130,8 +130,7 @@ class Service:
         # how many a client sends, counted in a file every worker of the data folder shares
         self.rate = RateLimiter(settings.rate_limit_per_min, settings.rate_limit_file, settings.rate_limit_burst)
         # the searches served and their users' judgements of them (CQA_FEEDBACK), a file every worker shares
-        self.feedback = (FeedbackLog(settings.feedback_file, settings.feedback_days, settings.feedback_query_days)
-                         if settings.feedback else None)
+        self.feedback = FeedbackLog.of(settings) if settings.feedback else None
         self._reports: dict[float | None, tuple[float, dict]] = {}  # GET /evaluation/feedback's, by window
         self._report_lock = threading.Lock()  # one report computed at a time: a burst of asks computes it once
         self._synonyms: tuple[int, TagSynonyms] = (-1, TagSynonyms())  # the store's tag synonyms, their version
@@ -176,7 +175,7 @@ class Service:
             kept = self._reports.get(days)
             if kept is not None and now - kept[0] < self.REPORT_TTL_S:
                 return kept[1]
-            report = feedback_report(self.settings.feedback_file, days)
+            report = feedback_report(FeedbackLog.of(self.settings), days)
             if len(self._reports) > 16:  # windows asked: a few in practice; never a growing map
                 self._reports.clear()
             self._reports[days] = (time.monotonic(), report)
@@ -359,6 +358,7 @@ def encode_before_write(svc: Service, threads) -> None:
     log.info("encoded %d of %d texts ahead of the build in %.3f s", done["encoded"], done["texts"], done["seconds"])
 
 
+FEEDBACK_SWEEP_S = 60.0  # how often a worker looks whether the feedback log holds anything past its period
 NUDGE_GAP_S = 0.25  # the least time between two refresh looks that writes asked for (a burst of writes, one look)
 
 
@@ -370,6 +370,24 @@ async def publish_metrics(svc: Service) -> None:
     while True:
         await run_in_threadpool(svc.metrics.publish)
         await asyncio.sleep(PUBLISH_S)
+
+
+async def sweep_feedback(svc: Service) -> None:
+    """What the feedback log keeps past its period (a search nobody judged, a request) forgotten on time where no
+    search comes to do it (``FeedbackLog.forget_due``): a service nobody searches keeps no request past
+    CQA_FEEDBACK_QUERY_DAYS by more than ``FEEDBACK_SWEEP_S``."""
+    if svc.feedback is None:
+        return
+    while True:  # at once first: a service started after a long stop
+        try:
+            done = await run_in_threadpool(svc.feedback.forget_due)
+        except FeedbackUnavailable as e:  # the file busy or failing: the next sweep, or the next search, tries again
+            log.warning("feedback log: %s", e)
+            done = None
+        if done and any(done.values()):
+            log.info("feedback log: %d searches nobody judged forgotten, %d requests dropped past their period",
+                     done["searches_forgotten"], done["requests_dropped"])
+        await asyncio.sleep(FEEDBACK_SWEEP_S)
 
 
 async def follow(svc: Service) -> None:
@@ -443,11 +461,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.resume_imports()
         follower = asyncio.create_task(follow(svc), name="generation-follower")
         publisher = asyncio.create_task(publish_metrics(svc), name="metrics-publisher")
+        sweeper = asyncio.create_task(sweep_feedback(svc), name="feedback-sweeper")
         try:
             yield
         finally:
             follower.cancel()
             publisher.cancel()
+            sweeper.cancel()
             svc.metrics.retire()
             if svc.refresher is not None:
                 await run_in_threadpool(svc.refresher.close)
@@ -705,10 +725,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         _, pipeline = ready_generation(svc)
 
         def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
-            if req.filters is None or not req.filters.tagged():
-                out = pipeline.search(req)
-            else:
-                out = pipeline.search(replace(req, filters=req.filters.with_synonyms(svc.tag_synonyms())))
+            out = pipeline.search(req.with_synonyms(svc.tag_synonyms))
             if svc.feedback is not None and out.results:  # what it showed, under the id its users judge it by
                 kept = req.to_json(like_thread) if svc.settings.feedback_queries else None
                 out.search_id = svc.feedback.record(served_of(out, endpoint, kept))
@@ -1001,6 +1018,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (``indexing.erasure.forget_derived``, rewriting the older backups when ``backups`` says so) submitted. Returns
         what was removed, the vectors deleted and the job."""
         from indexing.erasure import forget_derived, forget_vectors
+        from ranking.evaluation.feedback import KeptRequests
         from ranking.rankers import memo_files
         with svc.erasing:
             running = svc.jobs.running("erasure")
@@ -1017,7 +1035,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 return forget_derived(svc.settings, erased, memo_files=memo_files(svc.settings),
                                       backups=svc.settings.backups_folder, rewrite_backups_too=backups == "rewrite",
                                       on_progress=progress,
-                                      on_live=svc.follow_current, wait_s=max(60.0, 5 * svc.settings.generation_poll_s))
+                                      on_live=svc.follow_current, wait_s=max(60.0, 5 * svc.settings.generation_poll_s),
+                                      holders=[KeptRequests(svc.settings.feedback_file)])
             job, _ = svc.jobs.submit("erasure", run)
         return erased, vectors, job
 

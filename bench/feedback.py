@@ -84,7 +84,7 @@ def in_process_cost(pages, n: int = 5000) -> dict:
         judge_us = 1e6 * (time.perf_counter() - t0) / 200
         t0 = time.perf_counter()
         from ranking.evaluation.feedback import feedback_report
-        feedback_report(log.path)
+        feedback_report(log)
         report_ms = 1000 * (time.perf_counter() - t0)
         log.close()  # the last connection's close checkpoints the WAL into the file: the file holds everything
         size = (Path(tmp) / "f.sqlite3").stat().st_size

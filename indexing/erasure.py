@@ -20,7 +20,12 @@ kept without their ids. The store overwrites what it deletes (``secure_delete``)
    still being written is waited for. With ``rewrite_backups_too`` off (``CQA_ERASE_BACKUPS=keep``) they are only
    named. A takedown (a thread or a comment deleted with ``purge``, ``take_down``) rewrites them the same way, by
    the ids it deleted, and a store backup's copy records the takedown in its ledger as the store did.
-   Backups elsewhere (``cqa backup`` to another folder, copies off the machine) are the operator's."""
+   Backups elsewhere (``cqa backup`` to another folder, copies off the machine) are the operator's.
+
+Before all of these, the ``holders`` a caller names forget the removed texts: what else of the data folder may hold
+them, kept by a layer above this one (the feedback log's kept requests, ``ranking.evaluation.feedback.KeptRequests``:
+a user's search whose question was the post they later had erased). A store backup's copy of it is rewritten with the
+backup (step 5)."""
 from __future__ import annotations
 
 import gzip
@@ -32,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
+from typing import Protocol
 
 from . import ledger
 from .backup import (STALE_PARTIAL_S, _partial_name, backup_kind, backups_in, began, checked_copy, partial_backups,
@@ -46,6 +52,18 @@ from .store import Erased, NotInStore, ThreadStore, read_only
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, float], None]
+
+
+class HoldsTexts(Protocol):
+    """Something of the data folder, besides the store and what this module clears, that may hold texts an erasure
+    or a takedown removed (``forget_derived``'s ``holders``)."""
+    name: str  # the summary's key: how many of its records it changed
+
+    def forget(self, texts: list[str]) -> int:
+        """The records holding one of ``texts`` cleared; how many."""
+
+    def forget_in_backup(self, backup_file: Path, texts: list[str]) -> int:
+        """The same in the copy of it a store backup carries (being rewritten, before it is compacted)."""
 
 
 def take_down(store: ThreadStore, thread_id: str, answer_id: str | None = None,
@@ -165,14 +183,16 @@ def _first_line(line: str, live: ledger.Held | None, name: str) -> tuple[str, le
     return line if is_ledger else "", None, is_ledger  # one that cannot be read, and nothing in its place: kept
 
 
-def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None) -> dict:
+def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None,
+                   holders: Sequence[HoldsTexts] = ()) -> dict:
     """The backup at ``path`` written again without what ``erased`` took out (a user's erasure, ``erased.rule``, or
     a takedown, ``erased.takedown``), under the same name, in one step (``replace_with``): a store backup by the
     same writes in a copy of it (``ThreadStore.erase_authors``, which also records the erasure in the copy's ledger;
     ``delete``, ``delete_answer``), then compacted (``VACUUM``) and checked; an export thread by thread
     (``_without``), its ledger line (``ledger.ledger_line``) merged with ``live``, the store's ledger after the
     erasure (``Held.merged``; added as its first line where it had none), so that it carries the record as a store
-    backup does. Returns what it changed, without any text or author id."""
+    backup does; a store backup's copies of what ``holders`` keep cleared too (``HoldsTexts.forget_in_backup``).
+    Returns what it changed, without any text or author id."""
     t0 = time.perf_counter()
     tmp = path.parent / _partial_name(path.name)  # a kill -9 leaves it to ``backup.tidy``
     tmp.unlink(missing_ok=True)
@@ -196,6 +216,8 @@ def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None) 
                     except NotInStore:  # not there when the backup began
                         pass
                     copy.record_takedown(tid, aid)  # a service restored from it keeps it taken down
+                for h in holders if erased.texts else ():
+                    out[h.name] = h.forget_in_backup(tmp, erased.texts)
                 copy.vacuum()
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
@@ -241,7 +263,7 @@ def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None) 
 
 
 def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: float = 0.5,
-                    live: ledger.Held | None = None) -> dict:
+                    live: ledger.Held | None = None, holders: Sequence[HoldsTexts] = ()) -> dict:
     """Every backup in ``folder`` that began before ``erased`` was committed, written again without it
     (``rewrite_backup``, an export's ledger line merged with ``live``, the store's ledger after it), once the backups
     of that time still being written are complete (their hidden file untouched for ``STALE_PARTIAL_S`` means a writer
@@ -256,7 +278,7 @@ def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: 
     for b in backups_in(folder):
         if began(b.name) < erased.at:
             try:
-                rewritten.append(rewrite_backup(folder / b.name, erased, live))
+                rewritten.append(rewrite_backup(folder / b.name, erased, live, holders))
             except FileNotFoundError:  # deleted since it was listed
                 rewritten.append({"backup": b.name, "deleted_meanwhile": True})
     if busy:
@@ -269,15 +291,19 @@ def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Seque
                    backups: Path | None = None, rewrite_backups_too: bool = True, wait_s: float = 60.0,
                    progress: bool = False,
                    on_progress: Progress | None = None, on_live: Callable[[], None] | None = None,
-                   poll_s: float = 0.5) -> dict:
+                   poll_s: float = 0.5, holders: Sequence[HoldsTexts] = ()) -> dict:
     """Clear what the data folder derived from what ``erased`` took out of the store (the module's docstring says
     what and in which order). ``memo_files`` are the serving score and vector stores, emptied when texts were
     removed; ``backups``, the folder whose backups that began before the erasure are rewritten without it (with
     ``rewrite_backups_too`` and a user's erasure; otherwise the summary names them); ``on_live`` runs once the new
-    generation is live (a service switches to it there). Returns a summary without any text or author id."""
+    generation is live (a service switches to it there); ``holders`` forget the removed texts first, in the live data
+    folder and in the store backups rewritten (``HoldsTexts``). Returns a summary without any text or author id."""
     report = on_progress or (lambda stage, frac: None)
     root = settings.index_root
     out: dict = {}
+    for h in holders if erased.texts else ():  # cheap, and kept by nothing the build below could fail
+        report(h.name, 0.01)
+        out[h.name] = h.forget(erased.texts)
     if current_generation(root) is not None:
         report("build", 0.05)
         built = build_afresh(settings, progress, lambda stage, frac: report(f"build: {stage}", 0.05 + 0.75 * frac))
@@ -307,7 +333,7 @@ def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Seque
         report("backups", 0.97)
         with closing(read_only(settings.store_path)) as conn:
             live = ledger.read(conn.cursor())  # with the erasure's record, which the exports then carry
-        out.update(rewrite_backups(backups, erased, wait_s=wait_s, poll_s=poll_s, live=live))
+        out.update(rewrite_backups(backups, erased, wait_s=wait_s, poll_s=poll_s, live=live, holders=holders))
     elif backups is not None:
         out["backups_before"] = [b.name for b in backups_in(backups) if began(b.name) < erased.at]
     report("done", 1.0)

@@ -36,7 +36,7 @@ from .candidates import (
 from .arabic import as_read_by_arabic_ranker, is_arabic_text
 from .interleave import drawn, seed, team_draft
 from .rankers import Ranker
-from .retriever import Filters, Retrieval, Retriever, RetrieverConfig
+from .retriever import Filters, Retrieval, Retriever, RetrieverConfig, TagSynonyms
 from .settings import MAX_RESULTS
 from .snippets import Snippet, snippets
 
@@ -79,6 +79,13 @@ class SearchRequest:
         filters = filters or Filters()
         filters = replace(filters, exclude_threads=tuple(dict.fromkeys((*filters.exclude_threads, thread.id))))
         return cls.asking(thread.subject, thread.body, filters=filters, **settings)
+
+    def with_synonyms(self, synonyms: Callable[[], TagSynonyms]) -> "SearchRequest":
+        """This request with each tag it filters by standing for its family (``Filters.with_synonyms``), as POST
+        /search and the replay of a judged search both search it; ``synonyms`` is read only where a tag filters."""
+        if self.filters is None or not self.filters.tagged():
+            return self
+        return replace(self, filters=self.filters.with_synonyms(synonyms()))
 
     def to_json(self, like_thread: str | None = None) -> str:
         """This request as JSON (``from_json`` reads it back equal): what the feedback log keeps of a search it may

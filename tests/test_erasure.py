@@ -546,12 +546,18 @@ def test_cqa_takedown_removes_a_comment_everywhere_and_keeps_it_out_until_lifted
     with _filled(data / "threads.sqlite3") as store:
         export(store.path, data / "backups" / dated_name("export"))  # began before: rewritten
         export(store.path, tmp_path / "old.jsonl")  # off-site: the forum's copy, sent again later
+    from ranking.evaluation.feedback import FeedbackLog, Served
+    log = FeedbackLog(data / "feedback.sqlite3")  # a search that quoted the comment (CQA_FEEDBACK_QUERIES)
+    log.record(Served("/search", "answers", "r", "g", 0, ("t2a",), (0,), request=json.dumps(
+        {"text": f"Edited: {SECRET} is it true", "subject": "", "body": f"Edited: {SECRET} is it true"})))
+    log.close()
     assert cqa("reindex", "-q")[0] == 0
     time.sleep(0.01)
     rc, out, err = cqa("takedown", "t2", "--answer", "t2b", "-q")
     assert rc == 0, err
     said = json.loads(out[-1])
     assert (said["threads_changed"], said["answers_removed"], said["generation"]) == (1, 1, said["generation"]), said
+    assert said["feedback_requests"] == 1  # the search keeps its ids, not the comment's words
     assert said["generations_deleted"] and [b.get("ledger") for b in said["backups_rewritten"]] == [
         {"erasures": 0, "takedowns": 1}], said
     on_disk = _bytes_under(data)  # the store, the generation, the cache, the backup

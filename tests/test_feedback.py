@@ -32,7 +32,7 @@ def test_the_report_is_the_official_scorers_arithmetic_over_the_judged_results(t
     log.judge(one, [("a", True), ("c", False)], now=1010.0)
     log.judge(two, [("y", True)], now=1010.0)
     log.judge(later, [("n", True)], now=1010.0)
-    out = feedback_report(log.path, now=1020.0)
+    out = feedback_report(log, now=1020.0)
     assert out["searches_judged"] == 3
     (g,) = out["groups"]
     assert (g["endpoint"], g["target"], g["reranker"], g["searches"]) == ("/search", "answers", "stub", 2)
@@ -45,7 +45,7 @@ def test_the_report_is_the_official_scorers_arithmetic_over_the_judged_results(t
     assert g["helpful_by_rank"] == [{"rank": 1, "helpful": 1, "judged": 1}, {"rank": 2, "helpful": 1, "judged": 1},
                                     {"rank": 3, "helpful": 0, "judged": 1}]
     # the last day only: none of these (Unix time 1000 is 1970)
-    assert feedback_report(log.path, days=1, now=1000.0 + 5 * DAY)["groups"] == []
+    assert feedback_report(log, days=1, now=1000.0 + 5 * DAY)["groups"] == []
 
 
 def test_groups_are_apart_and_an_unreranked_search_has_no_first_stage_figure(tmp_path):
@@ -54,7 +54,7 @@ def test_groups_are_apart_and_an_unreranked_search_has_no_first_stage_figure(tmp
     b = log.record(served(["t1", "t2"], endpoint="/threads/{id}/similar", target="questions"), now=2.0)
     log.judge(a, [("b", True)], now=3.0)
     log.judge(b, [("t1", False), ("t2", True)], now=3.0)
-    groups = {(g["endpoint"], g["reranker"]): g for g in feedback_report(log.path, now=4.0)["groups"]}
+    groups = {(g["endpoint"], g["reranker"]): g for g in feedback_report(log, now=4.0)["groups"]}
     assert groups[("/search", None)]["MAP"] == 1.0 and groups[("/search", None)].get("first_stage") is None
     similar = groups[("/threads/{id}/similar", "stub")]
     assert similar["target"] == "questions" and similar["MAP"] == 0.5 and similar["MRR"] == 50.0
@@ -104,7 +104,7 @@ def test_a_broken_file_answers_the_search_without_an_id_and_refuses_the_judgemen
 
 
 def test_an_empty_log_reports_nothing(tmp_path):
-    assert feedback_report(tmp_path / "none.sqlite3")["groups"] == []
+    assert feedback_report(FeedbackLog(tmp_path / "none.sqlite3"))["groups"] == []
     assert report([])["searches_judged"] == 0
 
 
@@ -276,8 +276,9 @@ def test_a_store_backup_carries_the_feedback_log_and_a_restore_merges_it_back(tm
                          env=cli_env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     restored = json.loads(run.stdout.strip().splitlines()[-1])
-    assert restored["feedback"] == {"searches_added": 1, "judgements_merged": 1, "in_backup": True}
-    (g,) = feedback_report(settings.feedback_file)["groups"]
+    assert restored["feedback"] == {"searches_added": 1, "judgements_merged": 1, "in_backup": True,
+                                    "searches_forgotten": 0, "requests_dropped": 0}
+    (g,) = feedback_report(FeedbackLog.of(settings))["groups"]
     assert g["MAP"] == 1.0 and g["MAP_unjudged_not_helpful"] == 0.5
     with sqlite3.connect(settings.store_path) as db:  # the restored store holds threads, not the log's copies
         assert not {r[0] for r in db.execute("SELECT name FROM sqlite_master")} & {"feedback_served", "feedback_judged"}
@@ -286,14 +287,15 @@ def test_a_store_backup_carries_the_feedback_log_and_a_restore_merges_it_back(tm
     assert run.returncode == 0 and json.loads(run.stdout.strip().splitlines()[-1])["feedback"]["judgements"] == 1
     # merged again: nothing new; a judgement changed since the backup is newer, and stays
     FeedbackLog(settings.feedback_file).judge(sid, [("t1_a1", False)])
-    assert merge_from(copy, settings.feedback_file) == {"searches_added": 0, "judgements_merged": 0,
-                                                        "in_backup": True}
-    assert feedback_report(settings.feedback_file)["groups"][0]["MAP"] == 0.0
+    assert merge_from(copy, FeedbackLog.of(settings)) == {"searches_added": 0, "judgements_merged": 0,
+                                                        "in_backup": True, "searches_forgotten": 0,
+                                                        "requests_dropped": 0}
+    assert feedback_report(FeedbackLog.of(settings))["groups"][0]["MAP"] == 0.0
     # a backup without the tables (before round 60, or no log yet) merges nothing
     bare = tmp_path / "bare.sqlite3"
     with sqlite3.connect(bare) as db:
         db.execute("CREATE TABLE threads (id TEXT)")
-    assert merge_from(bare, settings.feedback_file)["in_backup"] is False
+    assert merge_from(bare, FeedbackLog.of(settings))["in_backup"] is False
 
 
 def test_post_backups_carries_the_feedback_log(client):
@@ -361,7 +363,7 @@ def test_interleaving_credits_each_helpful_result_to_the_team_that_showed_it(tmp
     log.judge(three, [(ids[0], False)])  # nothing helpful: a tie
     plain = log.record(served(["x", "y"], ranker="inc"))
     log.judge(plain, [("x", True)])
-    groups = feedback_report(log.path)["groups"]
+    groups = feedback_report(log)["groups"]
     assert len(groups) == 2 and "interleaving" not in groups[0]
     it = groups[1]["interleaving"]
     assert it == {"challenger": "chal", "searches": 3, "reranker_wins": 1, "challenger_wins": 1, "ties": 1,

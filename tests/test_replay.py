@@ -162,11 +162,12 @@ def test_a_log_made_before_requests_were_kept_gains_the_column_and_its_backups_m
     log = FeedbackLog(old)
     sid = log.record(Served("/search", "answers", "r", "g", 0, ("c",), (0,), request='{"text": "x"}'), now=5.0)
     log.judge(sid, [("c", True)], now=6.0)
-    assert {s["id"]: s["request"] for s in log.judged_searches()} == {"s1": None, sid: '{"text": "x"}'}
+    assert {s["id"]: s["request"] for s in log.judged_searches(now=7.0)} == {"s1": None, sid: '{"text": "x"}'}
     log.close()
     # a backup made before round 61 (its copies without the column) merges into a log that has it
-    merged = merge_from(old, tmp_path / "new.sqlite3")
-    assert merged == {"searches_added": 1, "judgements_merged": 1, "in_backup": True}
+    merged = merge_from(old, FeedbackLog(tmp_path / "new.sqlite3"))
+    assert merged == {"searches_added": 1, "judgements_merged": 1, "in_backup": True, "searches_forgotten": 0,
+                      "requests_dropped": 0}
     assert FeedbackLog(tmp_path / "new.sqlite3").judged_searches()[0]["request"] is None
 
 
@@ -243,8 +244,10 @@ def test_a_kept_request_is_dropped_after_its_own_period_and_the_judgements_stay(
         kept = dict(db.execute("SELECT id, request FROM served"))
     # both past a day lose their text; the unjudged one is still there to be judged (CQA_FEEDBACK_DAYS is 30)
     assert kept == {judged: None, unjudged: None, fresh: asked}
-    assert {s["id"]: (s["request"], s["judged"]) for s in log.judged_searches()} == {
+    assert {s["id"]: (s["request"], s["judged"]) for s in log.judged_searches(now=day + 102)} == {
         judged: (None, {"a": True}), fresh: (asked, {"c": False})}
+    # read a day later with no write in between: the fresh one's text is past its period too, and is not read
+    assert log.judged_searches(now=2 * day + 101)[1]["request"] is None
 
 
 def test_the_verdict_is_the_ranker_both_maps_favour_and_undecided_where_they_disagree():

@@ -230,8 +230,8 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
 
 
 def _feedback(args: argparse.Namespace, settings, emit) -> int:
-    from .feedback import feedback_report
-    r = feedback_report(settings.feedback_file, args.days)
+    from .feedback import FeedbackLog, feedback_report
+    r = feedback_report(FeedbackLog.of(settings), args.days)
     window = f"the last {args.days:g} days" if args.days is not None else "all kept"
     print(f"feedback log {settings.feedback_file}: {r['searches_judged']} judged searches ({window})")
     for g in r["groups"]:

@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import secrets
 import sqlite3
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -141,9 +143,57 @@ class FeedbackLog:
     _next_forget: float = 0.0
     _logged_error_at: float = float("-inf")
 
+    @classmethod
+    def of(cls, settings) -> "FeedbackLog":
+        """The data folder's log as ``settings`` (the service's) keep it: its file, CQA_FEEDBACK_DAYS and
+        CQA_FEEDBACK_QUERY_DAYS."""
+        return cls(Path(settings.feedback_file), settings.feedback_days, settings.feedback_query_days)
+
     @property
     def keep_s(self) -> float:
         return self.keep_days * 86400.0
+
+    @property
+    def keep_request_s(self) -> float:
+        return self.keep_request_days * 86400.0
+
+    def _forget(self, db: sqlite3.Connection, now: float) -> tuple[int, int]:
+        """In ``db``'s write transaction: at most ``FORGET_AT_ONCE`` searches nobody judged within ``keep_days``
+        deleted, and as many requests older than ``keep_request_days`` dropped. Returns how many of each."""
+        searches = db.execute("DELETE FROM served WHERE id IN (SELECT id FROM served WHERE at < ? AND NOT EXISTS "
+                              "(SELECT 1 FROM judged WHERE judged.search = served.id) LIMIT ?)",
+                              (now - self.keep_s, FORGET_AT_ONCE)).rowcount
+        # a judged search keeps its ids and judgements, not the text a user typed past its own period
+        requests = db.execute("UPDATE served SET request = NULL WHERE id IN (SELECT id FROM served WHERE at < ? AND "
+                              "request IS NOT NULL LIMIT ?)", (now - self.keep_request_s, FORGET_AT_ONCE)).rowcount
+        return searches, requests
+
+    def forget(self, now: float | None = None) -> dict:
+        """What is past its period forgotten now, in bounded batches until none is left (``_forget``), even where no
+        search comes to write: the service's sweep (``app.main.sweep_feedback``) calls it every ``FORGET_EVERY_S``
+        that no search did, and a restore after merging an old backup. Returns how many of each; an absent file
+        holds nothing. ``FeedbackUnavailable`` where the file fails."""
+        now = time.time() if now is None else now
+        out = {"searches_forgotten": 0, "requests_dropped": 0}
+        if not self.path.exists():
+            return out
+        try:
+            while True:
+                with self._lock, immediate(self._served()) as db:
+                    self._next_forget = now + FORGET_EVERY_S
+                    searches, requests = self._forget(db, now)
+                out["searches_forgotten"] += searches
+                out["requests_dropped"] += requests
+                if searches < FORGET_AT_ONCE and requests < FORGET_AT_ONCE:
+                    return out
+        except (sqlite3.Error, OSError) as e:
+            self.store_errors += 1
+            raise FeedbackUnavailable(f"the feedback log {self.path} could not be written ({e})") from None
+
+    def forget_due(self, now: float | None = None) -> dict | None:
+        """``forget`` where no search of this process did within ``FORGET_EVERY_S`` (None where one did)."""
+        now = time.time() if now is None else now
+        return self.forget(now) if now >= self._next_forget else None
 
     def _open(self, synchronous: str) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,13 +230,7 @@ class FeedbackLog:
                            f"({', '.join('?' * len(SERVED_COLUMNS))})", row)
                 if now >= self._next_forget:
                     self._next_forget = now + FORGET_EVERY_S
-                    db.execute("DELETE FROM served WHERE id IN (SELECT id FROM served WHERE at < ? AND NOT EXISTS "
-                               "(SELECT 1 FROM judged WHERE judged.search = served.id) LIMIT ?)",
-                               (now - self.keep_s, FORGET_AT_ONCE))
-                    # a judged search keeps its ids and judgements, not the text a user typed past its own period
-                    db.execute("UPDATE served SET request = NULL WHERE id IN (SELECT id FROM served WHERE at < ? AND "
-                               "request IS NOT NULL LIMIT ?)", (now - self.keep_request_days * 86400.0,
-                                                                FORGET_AT_ONCE))
+                    self._forget(db, now)
         except (sqlite3.Error, OSError) as e:
             self.store_errors += 1
             if now - self._logged_error_at > 60:
@@ -223,9 +267,11 @@ class FeedbackLog:
         self.judgements += len(judgements)
         return Judged(search_id, len(judgements), judged)
 
-    def judged_searches(self, since: float | None = None) -> list[dict]:
+    def judged_searches(self, since: float | None = None, now: float | None = None) -> list[dict]:
         """Every judged search served since ``since`` (Unix time; None: all), oldest first, with its judgements
-        (result id -> helpful)."""
+        (result id -> helpful); its request None where it is older than ``keep_request_days`` at ``now``, dropped or
+        not yet (a log nobody wrote to since)."""
+        now = time.time() if now is None else now
         db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
         try:  # a log no round-61 process has opened yet has no request column (read-only here: none added)
             request = "s.request" if "request" in _columns(db, "served") else "NULL"
@@ -242,7 +288,8 @@ class FeedbackLog:
                 out[sid] = {"id": sid, "at": at, "endpoint": endpoint, "target": target, "ranker": ranker,
                             "generation": gen, "offset": first, "results": json.loads(results),
                             "first_stage": json.loads(first_stage), "challenger": challenger,
-                            "teams": json.loads(teams) if teams else None, "request": request, "judged": {}}
+                            "teams": json.loads(teams) if teams else None,
+                            "request": request if at >= now - self.keep_request_s else None, "judged": {}}
             out[sid]["judged"][result] = bool(helpful)
         return list(out.values())
 
@@ -296,30 +343,125 @@ def drop_copies(store_file: Path) -> None:
             db.execute(f"DROP TABLE IF EXISTS {copied}")
 
 
-def merge_from(backup_file: Path, log_file: Path) -> dict:
-    """The feedback tables of the store backup ``backup_file`` (``copy_into``) merged into the log at ``log_file``
-    (``cqa restore``): a search the log lacks is added, a judgement replaces the log's only where it is newer. A
-    backup without them (made before round 60, or an export) merges nothing."""
+def merge_from(backup_file: Path, log: "FeedbackLog", now: float | None = None) -> dict:
+    """The feedback tables of the store backup ``backup_file`` (``copy_into``) merged into ``log`` (``cqa restore``):
+    a search the log lacks is added, a judgement replaces the log's only where it is newer. What is past its period
+    at ``now`` comes back as the log would have kept it: a search nobody judged within ``keep_days`` not at all, a
+    request older than ``keep_request_days`` without it. A backup without them (made before round 60, or an export)
+    merges nothing."""
+    now = time.time() if now is None else now
     with sqlite3.connect(f"file:{Path(backup_file).resolve()}?mode=ro", uri=True) as src:
         names = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not set(BACKUP_TABLES.values()) <= names:
             return {"searches_added": 0, "judgements_merged": 0, "in_backup": False}
         # a backup of a log made before round 61 has no request column: its searches come back without one
         columns = [c for c in SERVED_COLUMNS if c in _columns(src, BACKUP_TABLES["served"])]
-    log = FeedbackLog(Path(log_file))
+    picked = ", ".join("CASE WHEN at < :requests THEN NULL ELSE request END" if c == "request" else c
+                       for c in columns)
     db = log._judged()  # synced: what it merges is accepted data
     try:
         db.execute("ATTACH DATABASE ? AS bk", (str(backup_file),))
         with immediate(db):
-            added = db.execute(f"INSERT OR IGNORE INTO served ({', '.join(columns)}) SELECT {', '.join(columns)} "
-                               "FROM bk.feedback_served").rowcount
+            added = db.execute(f"INSERT OR IGNORE INTO served ({', '.join(columns)}) SELECT {picked} FROM "
+                               "bk.feedback_served s WHERE at >= :searches OR EXISTS (SELECT 1 FROM bk.feedback_judged "
+                               "j WHERE j.search = s.id)",
+                               {"requests": now - log.keep_request_s, "searches": now - log.keep_s}).rowcount
             merged = db.execute("INSERT INTO judged SELECT * FROM bk.feedback_judged WHERE true ON CONFLICT (search, "
                                 "result) DO UPDATE SET helpful = excluded.helpful, at = excluded.at WHERE excluded.at > "
                                 "judged.at").rowcount
         db.execute("DETACH DATABASE bk")
+        forgotten = log.forget(now)  # the log's own searches and requests past their period, nobody writing since
     finally:
         log.close()
-    return {"searches_added": added, "judgements_merged": merged, "in_backup": True}
+    return {"searches_added": added, "judgements_merged": merged, "in_backup": True, **forgotten}
+
+
+# --- an erasure's or a takedown's texts in the kept requests ----------------------------------------------------
+MATCH_WORDS = 5  # the fewest words a text shares with a kept request for the request to go: shorter ones say
+# little about anyone and are what many users type
+_WORDS = re.compile(r"\w+")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(w.casefold() for w in _WORDS.findall(text))
+
+
+class ErasedTexts:
+    """The texts an erasure or a takedown took out of the store (``Erased.texts``), to find the kept requests that
+    carry one: a request whose question (its subject, body, or both as searched) holds one of them word for word,
+    or is held by one (a draft of the post searched before it was sent), the held side at least ``MATCH_WORDS``
+    words long. Words compare case-folded, whatever the spaces and punctuation between them. An index of each
+    text's first ``MATCH_WORDS`` words and of all its runs of as many finds them in time linear in the words."""
+
+    def __init__(self, texts: list[str]):
+        self.texts = [w for w in dict.fromkeys(map(_words, texts)) if len(w) >= MATCH_WORDS]
+        self.starts: dict[tuple[str, ...], list[int]] = defaultdict(list)  # a text's first words -> the texts
+        self.runs: dict[tuple[str, ...], set[int]] = defaultdict(set)  # any run of words -> the texts holding it
+        for i, w in enumerate(self.texts):
+            self.starts[w[:MATCH_WORDS]].append(i)
+            for j in range(len(w) - MATCH_WORDS + 1):
+                self.runs[w[j:j + MATCH_WORDS]].add(i)
+
+    def __bool__(self) -> bool:
+        return bool(self.texts)
+
+    def _holds(self, outer: tuple[str, ...], inner: tuple[str, ...]) -> bool:
+        return f" {' '.join(inner)} " in f" {' '.join(outer)} "
+
+    def in_request(self, request: str) -> bool:
+        """Whether the kept request (``SearchRequest.to_json``) carries one of the texts; one kept by its thread's
+        id (a similar search) carries none."""
+        fields = json.loads(request)
+        for part in {fields.get("text") or "", fields.get("subject") or "", fields.get("body") or ""}:
+            w = _words(part)
+            if len(w) < MATCH_WORDS:
+                continue
+            for j in range(len(w) - MATCH_WORDS + 1):  # an erased text inside the request
+                for i in self.starts.get(w[j:j + MATCH_WORDS], ()):
+                    if w[j:j + len(self.texts[i])] == self.texts[i]:
+                        return True
+            if any(self._holds(self.texts[i], w) for i in self.runs.get(w[:MATCH_WORDS], ())):  # the request inside
+                return True
+        return False
+
+
+def forget_requests(path: Path, texts: list[str], table: str = "served") -> int:
+    """The kept requests of the SQLite file at ``path`` (the feedback log, or a store backup's copy of it: ``table``
+    ``feedback_served``) that carry one of ``texts`` (``ErasedTexts``) dropped, the search kept with its ids and
+    judgements, as a request past its period is; the rows overwritten (``indexing.erasure.scrub``). Read first, then
+    dropped by id in one short write, so the workers' searches wait no longer than that. Returns how many."""
+    from indexing.erasure import scrub
+    erased = ErasedTexts(texts)
+    if not erased or not Path(path).exists():
+        return 0
+    with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
+        if table not in {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} or \
+                "request" not in _columns(db, table):
+            return 0
+        ids = [sid for sid, request in db.execute(f"SELECT id, request FROM {table} WHERE request IS NOT NULL")
+               if erased.in_request(request)]
+    if not ids:
+        return 0
+
+    def drop(conn: sqlite3.Connection) -> int:
+        return sum(conn.execute(f"UPDATE {table} SET request = NULL WHERE request IS NOT NULL AND id IN "
+                                f"({','.join('?' * len(ids[i:i + 900]))})", ids[i:i + 900]).rowcount
+                   for i in range(0, len(ids), 900))
+    return scrub(Path(path), drop)
+
+
+@dataclass(frozen=True)
+class KeptRequests:
+    """The feedback log's kept requests as an erasure sees them (``indexing.erasure.forget_derived``'s
+    ``holders``): the log at ``log_file``, and the copy of it a store backup carries."""
+    log_file: Path
+    name: str = "feedback_requests"
+
+    def forget(self, texts: list[str]) -> int:
+        return forget_requests(self.log_file, texts)
+
+    def forget_in_backup(self, backup_file: Path, texts: list[str]) -> int:
+        return forget_requests(backup_file, texts, BACKUP_TABLES["served"])
 
 
 def served_of(response, endpoint: str, request: str | None = None) -> Served:
@@ -422,10 +564,10 @@ def interleaving(searches: list[dict], challenger: str) -> dict:
             "p": float(binomtest(wins["B"], decided, 0.5).pvalue) if decided else 1.0}
 
 
-def feedback_report(path: Path, days: float | None = None, now: float | None = None) -> dict:
-    """``report`` of the feedback file at ``path`` (the searches served in the last ``days``; None: all). An absent
-    file is a report of nothing."""
+def feedback_report(log: FeedbackLog, days: float | None = None, now: float | None = None) -> dict:
+    """``report`` of ``log`` (the searches served in the last ``days``; None: all). An absent file is a report of
+    nothing."""
     now = time.time() if now is None else now
     since = now - days * 86400.0 if days is not None else None
-    searches = FeedbackLog(path).judged_searches(since) if Path(path).exists() else []
+    searches = log.judged_searches(since, now) if log.path.exists() else []
     return report(searches, days)

@@ -105,7 +105,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     started = time.perf_counter()
     now = time.time() if now is None else now
     since = now - days * 86400.0 if days is not None else None
-    pages = [s for s in FeedbackLog(settings.feedback_file).judged_searches(since)
+    pages = [s for s in FeedbackLog.of(settings).judged_searches(since, now)
              if s["offset"] == 0 and RANKED_AS.get(s["target"], s["target"]) == target]
     skipped = Counter("without_request" if s["request"] is None else "not_reranked" for s in pages
                       if s["request"] is None or s["ranker"] is None)
@@ -136,9 +136,8 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
         synonyms = TagSynonyms.of(store.tag_synonyms())
         pipelines = {name: build_pipeline(settings, gen, store.get, rerankers) for name, rerankers in runs.items()}
         for s in tqdm(pages, desc=f"replay ({target})", disable=not progress):
-            req = replace(requests[s["id"]], offset=0, explain=False, snippets=False)
-            if req.filters is not None and req.filters.tagged():  # the tag synonyms as they are now, as served
-                req = replace(req, filters=req.filters.with_synonyms(synonyms))
+            # the tag synonyms as they are now, as served
+            req = replace(requests[s["id"]], offset=0, explain=False, snippets=False).with_synonyms(lambda: synonyms)
             judged = s["judged"]
             as_shown.append(average_precision(judgements_in_order(s, None, condensed=True)))  # the feedback report's figure
             other_generation += s["generation"] != gen.name

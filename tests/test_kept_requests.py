@@ -1,0 +1,162 @@
+"""What a user typed, kept by the feedback log (CQA_FEEDBACK_QUERIES), goes when it should: past
+CQA_FEEDBACK_QUERY_DAYS whether or not anyone searches (read as gone at once, dropped by each worker's sweep and by a
+restore), and with an erasure or a takedown whose removed post it carried (a user's search with the question they
+posted after), from the log and from the store backups' copies of it."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+from app.settings import Settings
+from ranking.evaluation.feedback import (ErasedTexts, FeedbackLog, Served, copy_into, forget_requests, judgements_in_order,
+                                         merge_from)
+
+from .conftest import ADMIN, STUB_RANKERS
+from .test_api import wait_job
+from .test_erasure import SECRET, _bytes_under, _forum
+
+DAY = 86400.0
+
+
+def asked(subject: str = "", body: str = "") -> str:
+    return json.dumps({"text": f"{subject}\n{body}".strip(), "subject": subject, "body": body, "k": 10})
+
+
+def served(request: str | None, ids=("a", "b")) -> Served:
+    return Served("/search", "answers", "r", "g", 0, tuple(ids), tuple(range(len(ids))), request=request)
+
+
+def test_the_texts_an_erasure_took_find_the_requests_that_carry_them():
+    erased = ErasedTexts([SECRET, "Bring two photos", "Where to rent near the Pearl"])
+    carries = [asked(body=f"{SECRET}, any advice?"),  # the post inside the search
+               asked(body="ZANZIBAR 7731 is my   flat, and my phone!"),  # case, spaces and punctuation aside
+               asked(subject="Where to rent near the Pearl", body="hello"),  # its subject
+               asked(body="Zanzibar-7731 is my flat"),  # a draft: the search inside the post, 5 words
+               json.dumps({"text": f"x\n{SECRET}", "k": 3})]  # a request of before subject and body were kept apart
+    for request in carries:
+        assert erased.in_request(request), request
+    for request in [asked(body="bring two photos please"),  # 3 words: what many users type, not anyone's post
+                    asked(body="Zanzibar-7731 is my"),  # 4 words of it
+                    asked(body="where is my flat and phone"),  # the words, not in its order
+                    asked(subject="Renewing a visa", body="Which office?"),
+                    json.dumps({"like_thread": "t1", "k": 10})]:  # a similar search keeps the thread's id only
+        assert not erased.in_request(request), request
+    assert not ErasedTexts(["ok thanks", ""])  # nothing long enough to look for
+
+
+def test_a_request_past_its_period_is_not_read_and_goes_without_a_search(tmp_path):
+    settings = Settings(data_dir=tmp_path / "var", feedback_query_days=1, **STUB_RANKERS)
+    log = FeedbackLog.of(settings)
+    now = time.time()
+    fresh = log.record(served(asked(body="what I asked today")), now=now - 60)  # its write forgets what is due then
+    log.judge(fresh, [("b", True)], now=now - 60)
+    old = log.record(served(asked(body="my own words from before")), now=now - 2 * DAY)  # as if the last written
+    log.judge(old, [("a", True)], now=now - 2 * DAY)
+    log.close()
+    with sqlite3.connect(log.path) as db:  # nobody has written since: both still on disk
+        assert db.execute("SELECT count(*) FROM served WHERE request IS NOT NULL").fetchone() == (2,)
+    # read as gone at once (the report's replayable, and the replay, read it so)
+    assert {s["id"]: s["request"] is not None for s in log.judged_searches()} == {old: False, fresh: True}
+    # a service started on the folder drops it without a search (its sweep, at once and every FEEDBACK_SWEEP_S)
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    with TestClient(create_app(settings)) as c:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with sqlite3.connect(log.path) as db:
+                kept = dict(db.execute("SELECT id, request IS NOT NULL FROM served"))
+            if not kept[old]:
+                break
+            time.sleep(0.05)
+        assert kept == {old: 0, fresh: 1}
+        (g,) = c.get("/evaluation/feedback").json()["groups"]
+        assert (g["searches"], g["replayable"]) == (2, 1)
+
+
+def test_a_restore_brings_back_no_request_past_its_period_and_no_unjudged_search_past_its_own(tmp_path):
+    now = time.time()
+    source = FeedbackLog(tmp_path / "source.sqlite3", keep_days=30, keep_request_days=30)
+    ids = {}
+    for name, days in (("kept", 1), ("old", 10), ("unjudged", 40), ("judged", 40)):
+        ids[name] = source.record(served(asked(body=f"{name} words typed by a user")), now=now - days * DAY)
+        if name != "unjudged":
+            source.judge(ids[name], [("a", True)], now=now - days * DAY + 1)
+    source.close()
+    backup = tmp_path / "backup.sqlite3"
+    sqlite3.connect(backup).close()
+    assert copy_into(backup, source.path)["feedback"] == {"searches": 4, "judgements": 3}
+    target = FeedbackLog(tmp_path / "restored.sqlite3", keep_days=30, keep_request_days=5)
+    merged = merge_from(backup, target, now=now)
+    assert (merged["searches_added"], merged["judgements_merged"]) == (3, 3)
+    with sqlite3.connect(target.path) as db:
+        assert dict(db.execute("SELECT id, request IS NOT NULL FROM served")) == {
+            ids["kept"]: 1, ids["old"]: 0, ids["judged"]: 0}
+    on_disk = b"".join(p.read_bytes() for p in tmp_path.glob("restored.sqlite3*"))
+    assert b"kept words" in on_disk and b"old words" not in on_disk and b"unjudged words" not in on_disk
+
+
+def test_forget_requests_overwrites_what_it_drops_and_keeps_the_judgements(tmp_path):
+    log = FeedbackLog(tmp_path / "f.sqlite3")
+    theirs = log.record(served(asked("Where to rent near the Pearl", f"{SECRET}, asking")))
+    others = log.record(served(asked("Renewing a visa", "Which office do I go to?")))
+    log.judge(theirs, [("a", True)])
+    log.close()
+    assert forget_requests(log.path, [SECRET]) == 1
+    assert forget_requests(log.path, [SECRET]) == 0  # nothing left to drop
+    assert SECRET.encode() not in b"".join(p.read_bytes() for p in tmp_path.glob("f.sqlite3*"))
+    with sqlite3.connect(log.path) as db:
+        assert dict(db.execute("SELECT id, request IS NOT NULL FROM served")) == {theirs: 0, others: 1}
+    (s,) = FeedbackLog(log.path).judged_searches()
+    assert judgements_in_order(s, None, condensed=True) == [True]  # the judgement stays, as after the period
+    assert forget_requests(tmp_path / "none.sqlite3", [SECRET]) == 0
+
+
+def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_and_its_backups(settings, fast_encoder):
+    """A user searched with the question they then posted (a forum's "ask" page searches the draft first), and
+    asked for erasure: the request goes from the feedback log and from the store backup that carries a copy of it,
+    nothing under the data folder holds the text after the job, and the other searches keep theirs."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.reindex import reindex
+
+    from .conftest import TOKEN
+    from .test_indexes import fake_encode, fill_store
+    settings = settings.model_copy(update={"api_token": TOKEN, "feedback_queries": True, **STUB_RANKERS})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    folder = settings.data_dir
+    with TestClient(create_app(settings)) as client:
+        searches = {"theirs": client.post("/search", json={"question": {"subject": "Where to rent near the Pearl",
+                                                                        "body": f"{SECRET}, asking"}}).json(),
+                    "other": client.post("/search", json={"question": {"subject": "Renewing a visa",
+                                                                       "body": "Which office?"}}).json()}
+        assert client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]},
+                           headers=ADMIN).status_code == 200
+        assert wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])["state"] == "succeeded"
+        searches["similar"] = client.get("/threads/t1/similar").json()  # kept by the thread's id
+        for out in searches.values():
+            assert client.post("/feedback", json={"search_id": out["search_id"], "judgements": [
+                {"result_id": out["results"][0]["id"], "helpful": True}]}).status_code == 201
+        made = wait_job(client, client.post("/backups", json={"kind": "store"}, headers=ADMIN).json()["job"]["id"])
+        assert made["state"] == "succeeded" and made["result"]["feedback"]["searches"] == 3
+        assert SECRET.encode() in _bytes_under(settings.backups_folder)
+        time.sleep(0.01)
+        r = client.post("/erasures", json={"author_ids": ["gone"], "content": "remove"}, headers=ADMIN)
+        assert r.status_code == 202, r.json()
+        done = wait_job(client, r.json()["job"]["id"])
+        assert done["state"] == "succeeded", done
+        assert done["result"]["feedback_requests"] == 1
+        (rewritten,) = done["result"]["backups_rewritten"]
+        assert rewritten["feedback_requests"] == 1
+        assert SECRET.encode() not in _bytes_under(folder)  # the log, its write-ahead log and the backup included
+        with sqlite3.connect(settings.feedback_file) as db:
+            kept = dict(db.execute("SELECT id, request IS NOT NULL FROM served"))
+        assert kept == {searches["theirs"]["search_id"]: 0, searches["other"]["search_id"]: 1,
+                        searches["similar"]["search_id"]: 1}
+        (g,) = [g for g in client.get("/evaluation/feedback").json()["groups"] if g["endpoint"] == "/search"]
+        assert (g["searches"], g["judgements"], g["replayable"]) == (2, 2, 1)  # judgements stay
+        with sqlite3.connect(settings.backups_folder / rewritten["backup"]) as db:
+            assert db.execute("SELECT count(*) FROM feedback_served WHERE request IS NOT NULL").fetchone() == (2,)
