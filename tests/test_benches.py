@@ -739,6 +739,23 @@ def test_replay_bench_replays_what_a_real_server_showed_and_its_users_judged(tmp
     assert isinstance(r["same_sign"], bool) and 0 <= r["truth"]["candidate_MAP"] <= 1
 
 
+def test_kept_requests_bench_drops_what_the_reference_drops_and_every_long_question_the_user_asked(
+        tmp_path, cli_env, semeval):
+    """bench/kept_requests.py on 20 dev threads' store and a log of 2,000 requests: for the most prolific user and a
+    typical one, the erasure's scan drops the same requests as the brute-force reference on the sample, and every
+    request of a question the user asked, but those too short to be looked for (round 62)."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("kept_requests.py", "--store", str(s.store_path), "--searches", "2000", "--typical", "1",
+                    "--reference-sample", "500", env=cli_env, timeout=600)
+    assert out["searches"] == 2000 and [e["erasure"] for e in out["erasures"]] == ["top", "typical-0"]
+    for e in out["erasures"]:
+        assert e["same_as_reference_on_sample"] is True and e["planted_kept_long"] == 0, e
+        assert e["planted_dropped"] + e["planted_kept_short"] == e["planted"]
+        assert e["dropped"] == e["planted_dropped"] + e["others"]
+    assert out["erasures"][0]["planted_dropped"] > 0
+    assert out["sweep"]["day_due"]["searches_forgotten"] > 0
+
+
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
     """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
     indexed; `cqa evaluate --answers --judged-by votes` and a real server's GET /threads/{id}/answers give every

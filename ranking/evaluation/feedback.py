@@ -383,7 +383,7 @@ _WORDS = re.compile(r"\w+")
 
 
 def _words(text: str) -> tuple[str, ...]:
-    return tuple(w.casefold() for w in _WORDS.findall(text))
+    return tuple(_WORDS.findall(text.casefold()))
 
 
 class ErasedTexts:
@@ -412,15 +412,15 @@ class ErasedTexts:
         """Whether the kept request (``SearchRequest.to_json``) carries one of the texts; one kept by its thread's
         id (a similar search) carries none."""
         fields = json.loads(request)
-        for part in {fields.get("text") or "", fields.get("subject") or "", fields.get("body") or ""}:
-            w = _words(part)
-            if len(w) < MATCH_WORDS:
-                continue
-            for j in range(len(w) - MATCH_WORDS + 1):  # an erased text inside the request
-                for i in self.starts.get(w[j:j + MATCH_WORDS], ()):
-                    if w[j:j + len(self.texts[i])] == self.texts[i]:
-                        return True
-            if any(self._holds(self.texts[i], w) for i in self.runs.get(w[:MATCH_WORDS], ())):  # the request inside
+        w = _words(fields.get("text") or "")  # the subject's words, then the body's (``question_text``)
+        for j in range(len(w) - MATCH_WORDS + 1):  # an erased text inside the request (inside either part: inside it)
+            for i in self.starts.get(w[j:j + MATCH_WORDS], ()):
+                if w[j:j + len(self.texts[i])] == self.texts[i]:
+                    return True
+        n = len(_words(fields.get("subject") or ""))
+        for part in {w, w[:n], w[n:]}:  # the request, or its subject or body alone, inside an erased text
+            if len(part) >= MATCH_WORDS and any(self._holds(self.texts[i], part)
+                                                for i in self.runs.get(part[:MATCH_WORDS], ())):
                 return True
         return False
 
