@@ -85,7 +85,10 @@ class Settings(RankingSettings):
     feedback_query_days: float = Field(30.0, gt=0, le=36_500, description="How long a logged search's request "
                                        "(CQA_FEEDBACK_QUERIES) is kept, judged or not (days); past it a judged search "
                                        "keeps its ids and judgements, and is no longer searched again. Requests "
-                                       "already kept expire so even once CQA_FEEDBACK_QUERIES is off.")
+                                       "already kept expire so even once CQA_FEEDBACK_QUERIES is off: read as gone "
+                                       "at once, dropped by each worker's sweep within a minute whether or not anyone "
+                                       "searches, and left out by a restore. An erasure or a takedown drops the "
+                                       "requests that carry what it removed.")
     feedback_days: float = Field(30.0, gt=0, le=36_500, description="How long a search nobody judged is kept and may "
                                  "be judged (days); a judged one is kept.")
     feedback_store: Path | None = Field(None, description="The feedback log's file (default: feedback.sqlite3 in the "
