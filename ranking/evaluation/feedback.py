@@ -26,7 +26,8 @@ served them, so the figure is the served path's on the forum's own traffic:
 Only a search's first page counts in MAP (later pages are ranks 11 on); the judgements of later pages are counted.
 The log keeps no client, and no query text unless CQA_FEEDBACK_QUERIES says so: then each search's request too, so
 that ``ranking.evaluation.replay`` can search the judged ones again with another ranker, for ``keep_request_days``
-(CQA_FEEDBACK_QUERY_DAYS), judged or not. A search nobody judged is forgotten after ``keep_days`` and can no longer be
+(CQA_FEEDBACK_QUERY_DAYS), judged or not (read as gone once past it, and dropped by each worker's sweep, ``forget``),
+and not past an erasure or a takedown of a text it carries (``KeptRequests``). A search nobody judged is forgotten after ``keep_days`` and can no longer be
 judged; a judged one is kept. The file is the data folder's, shared by every
 worker (SQLite in WAL mode): a search one worker served can be judged through another."""
 from __future__ import annotations
