@@ -9,7 +9,8 @@ question of the --target /search benchmark (answers or questions, k 10, as a for
 order that rotates, one request at a time, --rounds times: per side the p50 / p95 ms, and the p50's ratio of
 ``queries`` to ``ids``. In the first round a simulated user judges what ``queries`` showed by the benchmark's gold
 (bench/feedback.py's user: a result or a copy collapsed into it judged relevant is helpful, one judged irrelevant is
-not, one the gold does not judge is left unjudged; POST /feedback).
+not, one the gold does not judge is left unjudged; POST /feedback). With --judges K, the user judges only the first K
+of those, in the order shown, as a real user judges one or two results of a page (round 62).
 
 Then, for each candidate, the command a forum's operator runs, `cqa evaluate --feedback --ranker NAME --json`, on
 the log ``queries`` wrote: its MAP of the served reranker and of the candidate, their paired test, and the share of
@@ -20,7 +21,7 @@ difference has the truth's sign and lies in the bracket. The served reranker's r
 /evaluation/feedback's MAP and show every search as served. Prints a JSON object last.
 
     python bench/replay.py [--data-dir var] [--split dev] [--target answers] [--candidates related-answers,bi-encoder,bm25]
-        [--rounds 2]
+        [--rounds 2] [--judges K]
 """
 from __future__ import annotations
 
@@ -81,6 +82,9 @@ def main() -> None:
                     "comma-separated (default: related-answers,bi-encoder,bm25 for answers, "
                     "question-fusion,bi-encoder,bm25 for questions)")
     ap.add_argument("--rounds", type=int, default=2, help="times each question is sent to every server")
+    ap.add_argument("--judges", type=int, default=0, metavar="K",
+                    help="the simulated user judges at most the first K results the gold judges, in the order shown "
+                    "(a real user judges one or two; default 0: every one)")
     args = ap.parse_args()
     from app.settings import Settings
     from ranking.evaluation.measures import paired_randomization
@@ -90,7 +94,7 @@ def main() -> None:
     candidates = [c for c in (args.candidates or DEFAULT_CANDIDATES[args.target]).split(",") if c]
     bodies = [(qid, {**body, "target": args.target}) for qid, body in answer_searches(questions)]
     out = {**run_header("replay"), "split": args.split, "target": args.target, "questions": len(bodies),
-           "rounds": args.rounds, "reranker": shipped, "candidates": candidates}
+           "rounds": args.rounds, "judges": args.judges or None, "reranker": shipped, "candidates": candidates}
     ms: dict[str, list[float]] = {}
     truth: dict[str, dict[str, float]] = {}  # per side, each question's own-list AP by the gold (round 0)
     judged: list[str] = []  # the questions whose search the simulated user judged: those the replay searches again
@@ -112,7 +116,8 @@ def main() -> None:
             for side, resp in got.items():
                 truth[side][qid] = ap_of(resp["results"], qrels.get(qid, {}))
             shown = got["queries"]
-            if sent := judgements_of(shown["results"], qrels.get(qid, {})):
+            sent = judgements_of(shown["results"], qrels.get(qid, {}))
+            if sent := sent[:args.judges] if args.judges else sent:
                 status, answer = post_json(bases["queries"] + "/feedback", {"search_id": shown["search_id"],
                                                                             "judgements": sent})
                 if status != 201:
@@ -158,6 +163,9 @@ def main() -> None:
                                             "candidate_MAP": round(everywhere[1], 4),
                                             "difference": round(everywhere[1] - everywhere[0], 4)}},
                 "verdict": r["compare"]["verdict"],
+                # the verdict names the ranker the truth favours (None: undecided, or the truth a tie)
+                "verdict_right": None if r["compare"]["verdict"] == "undecided" or round(truth_diff, 4) == 0 else
+                r["compare"]["verdict"].startswith("candidate") == (truth_diff > 0),
                 "same_sign": bool(np.sign(round(truth_diff, 4)) == np.sign(r["compare"]["MAP_difference"])),
                 "truth_within_bracket": bool(min(r["compare"]["MAP_difference"],
                                                  r["compare"]["MAP_unjudged_not_helpful_difference"])

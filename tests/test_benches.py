@@ -728,7 +728,8 @@ def test_replay_bench_replays_what_a_real_server_showed_and_its_users_judged(tmp
     replay showed every search as served and gave the report's MAP (round 61)."""
     s, _ = small_served_folder(tmp_path, semeval, 20)
     out = run_bench("replay.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "4", "--rounds", "1",
-                    "--candidates", "bm25", env=cli_env, timeout=600)
+                    "--candidates", "bm25", "--judges", "1", env=cli_env, timeout=600)
+    assert out["judges"] == 1 and out["reported"]["judgements"] == out["reported"]["searches"]  # one a search
     assert out["questions"] == 4 and set(out["sides"]) == {"queries", "ids", "truth:bm25"}
     assert all(side["requests"] == 4 for side in out["sides"].values())
     r = out["candidates_replayed"]["bm25"]
@@ -737,6 +738,7 @@ def test_replay_bench_replays_what_a_real_server_showed_and_its_users_judged(tmp
     assert r["replay"]["reproduced"] == f"{out['judged_searches']} of {out['judged_searches']}"
     assert out["log"]["queries"]["request_chars_per_search"] > 0 and out["log"]["ids"]["request_chars_per_search"] is None
     assert isinstance(r["same_sign"], bool) and 0 <= r["truth"]["candidate_MAP"] <= 1
+    assert r["verdict_right"] in (None, True, False)
 
 
 def test_kept_requests_bench_drops_what_the_reference_drops_and_every_long_question_the_user_asked(
