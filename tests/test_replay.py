@@ -87,6 +87,9 @@ def test_a_judged_search_searched_again_scores_the_served_ranker_as_shown_and_th
     assert r["compare"]["questions"] == 3
     assert r["compare"]["MAP_difference"] == round(r["candidate"]["MAP"] - r["served"]["MAP"], 4)
     assert r["compare"]["better"] + r["compare"]["worse"] <= 3
+    assert r["judgements_per_search"] == round(sum(map(len, judgements)) / 3, 2)
+    assert (r["compare"]["caution"] is None) == (r["judgements_per_search"] >= 2 or r["compare"]["verdict"] ==
+                                                 "undecided" or r["compare"]["verdict"].endswith("(significant)"))
     with open(f"{r['folder']}/report.json") as fh:
         assert json.load(fh)["candidate"] == r["candidate"]
     # a search served by a reranker no longer serving is searched again, but not expected to show what it showed
@@ -258,3 +261,12 @@ def test_the_verdict_is_the_ranker_both_maps_favour_and_undecided_where_they_dis
     assert verdict(-0.13, -0.29, 0.01, 0.0001) == "served (significant)"
     assert verdict(0.0068, -0.0881, 0.34, 0.003) == "undecided"  # round 61's question-fusion, truly worse
     assert verdict(0.0, 0.0, 1.0, 1.0) == "undecided"
+
+
+def test_a_verdict_from_one_judgement_a_search_comes_with_a_caution_unless_significant():
+    """Round 62: with one judgement a search the judged results are the served ranker's top ones, and 2 of 5 verdicts
+    that were not significant named it where the candidate was better."""
+    from ranking.evaluation.replay import caution
+    assert "interleave" in caution(1.0, "served") and "1.0 judgements" in caution(1.0, "candidate")
+    assert caution(1.0, "served (significant)") is None and caution(1.0, "undecided") is None
+    assert caution(4.5, "served") is None  # round 61's 4-8 a search: no verdict wrong

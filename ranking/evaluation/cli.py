@@ -292,6 +292,8 @@ def _replay(args: argparse.Namespace, settings, emit) -> int:
         print(f"helpful found: {c['helpful_found_difference']:+.4f} (p={c['helpful_found_p']:.4g})")
     print(f"verdict: {c['verdict']}" + (" (the two MAPs disagree: interleave it to know)"
                                         if c["verdict"] == "undecided" else " (by both MAPs)"))
+    if c["caution"]:
+        print(f"caution: {c['caution']}")
     print(f"({r['note']})\nreport: {r['folder']}")
     if args.json:
         emit(r)

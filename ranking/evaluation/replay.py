@@ -80,6 +80,20 @@ def verdict(condensed: float, unjudged: float, p_condensed: float, p_unjudged: f
     return f"{better} (significant)" if max(p_condensed, p_unjudged) < level else better
 
 
+# below this many judgements a search, a verdict that is not significant leans to the served ranker: each page's few
+# judged results are the ones it put on top (docs/BENCHMARKS.md, "Round 62": with one judgement a search, 2 of the 5
+# verdicts that were not significant named the served ranker where the candidate was the better, 0 of 6 significant)
+SPARSE_JUDGEMENTS = 2.0
+
+
+def caution(judgements_per_search: float, said: str) -> str | None:
+    """What to tell beside the verdict ``said`` where the searches were judged too sparsely to trust it alone."""
+    if judgements_per_search >= SPARSE_JUDGEMENTS or said == "undecided" or said.endswith("(significant)"):
+        return None
+    return (f"{judgements_per_search:.1f} judgements a search: a verdict that is not significant leans to the served "
+            "ranker, whose top results are the ones judged; interleave before trusting it")
+
+
 def replay(settings, ranker: str, target: str = "answers", days: float | None = None, progress: bool = True,
            now: float | None = None) -> dict:
     """The judged first pages of ``target`` (answers, or questions with the threads searches) served in the last
@@ -179,6 +193,8 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     condensed, unjudged = round(versus["MAP"] - versus["shipped_MAP"], 4), round((sum(full[0]) - sum(full[1]))
                                                                                   / len(pages), 4)
     p_unjudged = paired_randomization(*full) if full[0] != full[1] else 1.0
+    said = verdict(condensed, unjudged, versus["p_randomization"], p_unjudged)
+    per_search = round(sum(len(s["judged"]) for s in pages) / len(pages), 2)
     report = {"benchmark": name, "target": target, "days": days, "generation": gen.name,
               "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
                                                                            ("without_request", "not_reranked",
@@ -188,7 +204,8 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
               "endpoints": dict(Counter(s["endpoint"] for s in pages)),
               "served_as": served_name, "as_shown_MAP": round(sum(as_shown) / len(as_shown), 4),
               "served": figures("served"), "candidate": figures("candidate"),
-              "compare": {"verdict": verdict(condensed, unjudged, versus["p_randomization"], p_unjudged),
+              "judgements_per_search": per_search,
+              "compare": {"verdict": said, "caution": caution(per_search, said),
                           "MAP_difference": condensed,
                           **{k: versus[k] for k in ("questions", "p_randomization", "p_ttest", "better", "worse")},
                           "difference_interval_95": [round(v, 4) for v in versus["difference_interval_95"]],
