@@ -264,9 +264,10 @@ def test_the_verdict_is_the_ranker_both_maps_favour_and_undecided_where_they_dis
 
 
 def test_a_verdict_from_one_judgement_a_search_comes_with_a_caution_unless_significant():
-    """Round 62: with one judgement a search the judged results are the served ranker's top ones, and 2 of 5 verdicts
-    that were not significant named it where the candidate was better."""
+    """Round 62: with one or two judgements a search the judged results are the served ranker's top ones, and a
+    verdict that is not significant may name it where the candidate was better."""
     from ranking.evaluation.replay import caution
     assert "interleave" in caution(1.0, "served") and "1.0 judgements" in caution(1.0, "candidate")
     assert caution(1.0, "served (significant)") is None and caution(1.0, "undecided") is None
+    assert "2.0 judgements" in caution(2.0, "served")  # dev's related-answers: wrong with two a search too
     assert caution(4.5, "served") is None  # round 61's 4-8 a search: no verdict wrong

@@ -81,9 +81,11 @@ def verdict(condensed: float, unjudged: float, p_condensed: float, p_unjudged: f
 
 
 # below this many judgements a search, a verdict that is not significant leans to the served ranker: each page's few
-# judged results are the ones it put on top (docs/BENCHMARKS.md, "Round 62": with one judgement a search, 2 of the 5
-# verdicts that were not significant named the served ranker where the candidate was the better, 0 of 6 significant)
-SPARSE_JUDGEMENTS = 2.0
+# judged results are the ones it put on top. Chosen on the 2016 dev questions (docs/BENCHMARKS.md, "Round 62"): its
+# only wrong verdicts came with one and with two judgements a search, none with round 61's 4-8; on test, with one,
+# 1 of 2 verdicts that were not significant named the served ranker where the candidate was the better, 0 of 3
+# significant ones erred
+SPARSE_JUDGEMENTS = 3.0
 
 
 def caution(judgements_per_search: float, said: str) -> str | None:
