@@ -163,7 +163,7 @@ def main() -> None:
                                             "candidate_MAP": round(everywhere[1], 4),
                                             "difference": round(everywhere[1] - everywhere[0], 4)}},
                 "verdict": r["compare"]["verdict"], "judgements_per_search": r["judgements_per_search"],
-                "cautioned": r["compare"]["caution"] is not None,
+                "caution": r["compare"]["caution"],
                 # the verdict names the ranker the truth favours (None: undecided, or the truth a tie)
                 "verdict_right": None if r["compare"]["verdict"] == "undecided" or round(truth_diff, 4) == 0 else
                 r["compare"]["verdict"].startswith("candidate") == (truth_diff > 0),

@@ -82,18 +82,21 @@ def verdict(condensed: float, unjudged: float, p_condensed: float, p_unjudged: f
 
 # below this many judgements a search, a verdict that is not significant leans to the served ranker: each page's few
 # judged results are the ones it put on top. Chosen on the 2016 dev questions (docs/BENCHMARKS.md, "Round 62"): its
-# only wrong verdicts came with one and with two judgements a search, none with round 61's 4-8; on test, with one,
-# 1 of 2 verdicts that were not significant named the served ranker where the candidate was the better, 0 of 3
-# significant ones erred
-SPARSE_JUDGEMENTS = 3.0
+# one wrong verdict (related-answers on answers, truly a tie) came with one, two and three judgements a search, and
+# not with round 61's 4-8 (undecided there); no significant verdict erred with any number
+SPARSE_JUDGEMENTS = 4.0
 
 
 def caution(judgements_per_search: float, said: str) -> str | None:
-    """What to tell beside the verdict ``said`` where the searches were judged too sparsely to trust it alone."""
-    if judgements_per_search >= SPARSE_JUDGEMENTS or said == "undecided" or said.endswith("(significant)"):
+    """What to tell beside the verdict ``said``: none where it is significant or undecided; else that it is a lean,
+    and, below ``SPARSE_JUDGEMENTS`` a search, which way it leans."""
+    if said == "undecided" or said.endswith("(significant)"):
         return None
-    return (f"{judgements_per_search:.1f} judgements a search: a verdict that is not significant leans to the served "
-            "ranker, whose top results are the ones judged; interleave before trusting it")
+    out = "not significant: a lean, not a decision; interleave before acting on it"
+    if judgements_per_search < SPARSE_JUDGEMENTS:
+        out += (f" (with {judgements_per_search:.1f} judgements a search it leans to the served ranker, whose top "
+                "results are the ones judged)")
+    return out
 
 
 def replay(settings, ranker: str, target: str = "answers", days: float | None = None, progress: bool = True,
