@@ -375,19 +375,23 @@ async def publish_metrics(svc: Service) -> None:
 async def sweep_feedback(svc: Service) -> None:
     """What the feedback log keeps past its period (a search nobody judged, a request) forgotten on time where no
     search comes to do it (``FeedbackLog.forget_due``): a service nobody searches keeps no request past
-    CQA_FEEDBACK_QUERY_DAYS by more than ``FEEDBACK_SWEEP_S``."""
-    if svc.feedback is None:
-        return
-    while True:  # at once first: a service started after a long stop
-        try:
-            done = await run_in_threadpool(svc.feedback.forget_due)
-        except FeedbackUnavailable as e:  # the file busy or failing: the next sweep, or the next search, tries again
-            log.warning("feedback log: %s", e)
-            done = None
-        if done and any(done.values()):
-            log.info("feedback log: %d searches nobody judged forgotten, %d requests dropped past their period",
-                     done["searches_forgotten"], done["requests_dropped"])
-        await asyncio.sleep(FEEDBACK_SWEEP_S)
+    CQA_FEEDBACK_QUERY_DAYS by more than ``FEEDBACK_SWEEP_S``. With CQA_FEEDBACK=false too: what a log written while
+    it was on holds goes on time (an absent file is left absent)."""
+    kept = svc.feedback or FeedbackLog.of(svc.settings)
+    try:
+        while True:  # at once first: a service started after a long stop
+            try:
+                done = await run_in_threadpool(kept.forget_due)
+            except FeedbackUnavailable as e:  # the file busy or failing: the next sweep, or the next search, tries
+                log.warning("feedback log: %s", e)
+                done = None
+            if done and any(done.values()):
+                log.info("feedback log: %d searches nobody judged forgotten, %d requests dropped past their period",
+                         done["searches_forgotten"], done["requests_dropped"])
+            await asyncio.sleep(FEEDBACK_SWEEP_S)
+    finally:
+        if kept is not svc.feedback:  # the service's own is closed with it
+            kept.close()
 
 
 async def follow(svc: Service) -> None:

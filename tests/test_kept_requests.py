@@ -8,6 +8,8 @@ import json
 import sqlite3
 import time
 
+import pytest
+
 from app.settings import Settings
 from ranking.evaluation.feedback import (ErasedTexts, FeedbackLog, Served, copy_into, forget_requests, judgements_in_order,
                                          merge_from)
@@ -45,8 +47,10 @@ def test_the_texts_an_erasure_took_find_the_requests_that_carry_them():
     assert not ErasedTexts(["ok thanks", ""])  # nothing long enough to look for
 
 
-def test_a_request_past_its_period_is_not_read_and_goes_without_a_search(tmp_path):
-    settings = Settings(data_dir=tmp_path / "var", feedback_query_days=1, **STUB_RANKERS)
+@pytest.mark.parametrize("feedback", [True, False])
+def test_a_request_past_its_period_is_not_read_and_goes_without_a_search(tmp_path, feedback):
+    """With CQA_FEEDBACK=false too: the log written while it was on still drops what is past its period."""
+    settings = Settings(data_dir=tmp_path / "var", feedback_query_days=1, feedback=feedback, **STUB_RANKERS)
     log = FeedbackLog.of(settings)
     now = time.time()
     fresh = log.record(served(asked(body="what I asked today")), now=now - 60)  # its write forgets what is due then
@@ -71,8 +75,9 @@ def test_a_request_past_its_period_is_not_read_and_goes_without_a_search(tmp_pat
                 break
             time.sleep(0.05)
         assert kept == {old: 0, fresh: 1}
-        (g,) = c.get("/evaluation/feedback").json()["groups"]
-        assert (g["searches"], g["replayable"]) == (2, 1)
+        if feedback:
+            (g,) = c.get("/evaluation/feedback").json()["groups"]
+            assert (g["searches"], g["replayable"]) == (2, 1)
 
 
 def test_a_restore_brings_back_no_request_past_its_period_and_no_unjudged_search_past_its_own(tmp_path):
