@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import socket
+import sqlite3
 import sys
 import threading
 import uuid
@@ -1015,12 +1016,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # --- erasure ---------------------------------------------------------------------------------
     def purged(svc: Service, remove: Callable[[], Erased | None],
-               backups: str) -> tuple[Erased | None, int, Job | None]:
+               backups: str) -> tuple[Erased | None, dict, Job | None]:
         """A removal whose derived data goes too (POST /erasures, a DELETE with ``purge``), under the erasure lock:
         409 (nothing removed) while an erasure job runs; else ``remove()``, the store's write (None: nothing was
-        stored), the removed texts' cached vectors deleted, and the job that builds afresh and deletes the rest
-        (``indexing.erasure.forget_derived``, rewriting the older backups when ``backups`` says so) submitted. Returns
-        what was removed, the vectors deleted and the job."""
+        stored), the removed texts' cached vectors and the feedback log's kept requests that carry them deleted, and
+        the job that builds afresh and deletes the rest (``indexing.erasure.forget_derived``, rewriting the older
+        backups when ``backups`` says so) submitted. Returns what was removed, what went at once (counts) and the
+        job."""
         from indexing.erasure import forget_derived, forget_vectors
         from ranking.evaluation.feedback import KeptRequests
         from ranking.rankers import memo_files
@@ -1031,18 +1033,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                     "send this again once it is done")
             erased = remove()
             if erased is None:
-                return None, 0, None
+                return None, {}, None
             vectors = forget_vectors(svc.settings, erased)  # at once; the job forgets again after its build, which
             # waits for any build already running: one that read the store before the removal may encode them again
+            kept = KeptRequests(svc.settings.feedback_file)
+            try:  # at once too, so a kill -9 after the answer leaves none; the job looks again (and in the backups)
+                requests = kept.forget(erased.texts) if erased.texts else 0
+            except (sqlite3.Error, OSError) as e:  # the store's part stands: the job tries again
+                log.warning("erasure: the feedback log's kept requests were not dropped yet (%s); the job retries", e)
+                requests = 0
 
             def run(progress):
                 return forget_derived(svc.settings, erased, memo_files=memo_files(svc.settings),
                                       backups=svc.settings.backups_folder, rewrite_backups_too=backups == "rewrite",
                                       on_progress=progress,
                                       on_live=svc.follow_current, wait_s=max(60.0, 5 * svc.settings.generation_poll_s),
-                                      holders=[KeptRequests(svc.settings.feedback_file)])
+                                      holders=[kept])
             job, _ = svc.jobs.submit("erasure", run)
-        return erased, vectors, job
+        return erased, {"cache_vectors_deleted": vectors, "feedback_requests": requests}, job
 
     @app.post("/erasures", status_code=202, response_model=ErasureOut, dependencies=[Depends(require_admin)],
               summary="Erase forum users: their posts, or their ids, and what was derived from them (admin)")
@@ -1065,8 +1073,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info("erasure of %d authors (%s): %s", len(body.author_ids), body.content, erased.summary())
             return erased
         backups = body.backups or svc.settings.erase_backups
-        erased, vectors, job = purged(svc, erase, backups)
-        return {"job": job.__dict__, "started": True, "erased": {**erased.summary(), "cache_vectors_deleted": vectors,
+        erased, at_once, job = purged(svc, erase, backups)
+        return {"job": job.__dict__, "started": True, "erased": {**erased.summary(), **at_once,
                                                                   "vacuumed": body.vacuum, "backups": backups},
                 "message": "erased in the store; the job rebuilds the indexes and deletes what was derived"}
 

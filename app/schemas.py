@@ -649,6 +649,9 @@ class ErasedOut(BaseModel):
     posts_anonymized: int
     wal_truncated: bool
     cache_vectors_deleted: int
+    feedback_requests: int = Field(0, description="the feedback log's kept requests that carried a removed text, "
+                                   "dropped before the answer (CQA_FEEDBACK_QUERIES); the job looks again, and in "
+                                   "the store backups")
     vacuumed: bool
     backups: Literal["rewrite", "keep"] = Field(description="what the job does to the backups that began before")
 
