@@ -14,7 +14,7 @@ import threading
 import uuid
 import time
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from typing import Callable, Literal
 
@@ -1020,7 +1020,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """A removal whose derived data goes too (POST /erasures, a DELETE with ``purge``), under the erasure lock:
         409 (nothing removed) while an erasure job runs; else ``remove()``, the store's write (None: nothing was
         stored), the removed texts' cached vectors and the feedback log's kept requests that carry them deleted, and
-        the job that builds afresh and deletes the rest (``indexing.erasure.forget_derived``, rewriting the older
+        the job that builds afresh and deletes the rest (the kept requests only in the backups, where they went here) (``indexing.erasure.forget_derived``, rewriting the older
         backups when ``backups`` says so) submitted. Returns what was removed, what went at once (counts) and the
         job."""
         from indexing.erasure import forget_derived, forget_vectors
@@ -1037,8 +1037,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             vectors = forget_vectors(svc.settings, erased)  # at once; the job forgets again after its build, which
             # waits for any build already running: one that read the store before the removal may encode them again
             kept = KeptRequests(svc.settings.feedback_file)
-            try:  # at once too, so a kill -9 after the answer leaves none; the job looks again (and in the backups)
+            try:  # at once too, so a kill -9 after the answer leaves none; the job then does the backups' copies
                 requests = kept.forget(erased.texts) if erased.texts else 0
+                kept = replace(kept, live=False)
             except (sqlite3.Error, OSError) as e:  # the store's part stands: the job tries again
                 log.warning("erasure: the feedback log's kept requests were not dropped yet (%s); the job retries", e)
                 requests = 0

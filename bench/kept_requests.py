@@ -5,8 +5,8 @@ past its period.
 
 The log: --searches requests, each a question of the full 2016 corpus's store (its subject and body, as a forum's
 "ask" page searches a draft before it is posted: real users' text), in turn, as `POST /search` keeps them
-(``SearchRequest.to_json``), evenly over the 30 days back from now, in a real feedback log file. The erasures, each of one
-user of that corpus with every post removed (their questions' subjects, bodies and both together, their comments):
+(``SearchRequest.to_json``), evenly over the 30 days back from now, in a real feedback log file. The erasures, each
+of one user of that corpus with every post removed (their questions' subjects, bodies and both together, their comments):
 ``top``, the user with the most posts, and --typical users drawn (seeded) among those with the median count. For
 each:
 - ``forget_requests`` on the log: seconds, and the longest a search written meanwhile by another thread waited (a
@@ -22,7 +22,8 @@ Then the sweep (``FeedbackLog.forget``, each worker every minute where no search
 past its period, and with a thirtieth of the requests past it (a day's worth of a 30-day period). Prints a JSON
 object last.
 
-    python bench/kept_requests.py [--data-dir var | --store PATH] [--searches 300000] [--typical 5] [--reference-sample 5000]
+    python bench/kept_requests.py [--data-dir var | --store PATH] [--searches 300000] [--typical 5]
+        [--reference-sample 5000]
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ from ranking.pipeline import SearchRequest  # noqa: E402
 
 
 def posts_by_author(store: Path) -> tuple[list[tuple[str, str, str]], dict[str, list[str]]]:
-    """The store's questions (thread id, subject, body) and, per author, the texts an erasure of them removes."""
+    """The store's questions (asker, subject, body) and, per author, the texts an erasure of them removes."""
     questions, texts = [], {}
     with Snapshot(store) as snap:
         for t in snap.threads():
@@ -69,23 +70,26 @@ def posts_by_author(store: Path) -> tuple[list[tuple[str, str, str]], dict[str, 
 DAY = 86400.0
 
 
-def fill_log(path: Path, questions: list[tuple[str, str, str]], n: int, now: float) -> list[tuple[str, str]]:
+def fill_log(path: Path, questions: list[tuple[str, str, str]], n: int,
+             now: float) -> list[tuple[str, str, bool]]:
     """``n`` searches in a new log at ``path``, each asking a question in turn, evenly over the 30 days back from
-    ``now`` (CQA_FEEDBACK_QUERY_DAYS's default); returns each one's id and asker."""
+    ``now`` (CQA_FEEDBACK_QUERY_DAYS's default); returns each one's id, asker, and whether none of its question's
+    parts is long enough to be looked for (``MATCH_WORDS``)."""
     log = FeedbackLog(path)
-    log._served().close()  # the schema
-    log._served_db = None
+    log._served()  # the schema, as a worker makes it
+    log.close()
     rows, asked = [], []
     for i in range(n):
         author, subject, body = questions[i % len(questions)]
         sid = f"s{i:08d}"
-        request = SearchRequest.asking(subject, body).to_json()
-        rows.append((sid, now - 30 * DAY * (i + 1) / (n + 1), "/search", "answers", "r", "g", 0, '["a"]', "[0]", None, None,
-                     request))
-        asked.append((sid, author))
+        request = SearchRequest.asking(subject, body)
+        rows.append((sid, now - 30 * DAY * (i + 1) / (n + 1), "/search", "answers", "r", "g", 0, '["a"]', "[0]",
+                     None, None, request.to_json()))
+        short = all(len(_words(p)) < MATCH_WORDS for p in (request.text, subject, body))
+        asked.append((sid, author, short))
     with sqlite3.connect(path) as db:
-        db.executemany(f"INSERT INTO served ({', '.join(SERVED_COLUMNS)}) VALUES ({', '.join('?' * len(SERVED_COLUMNS))})",
-                       rows)
+        db.executemany(f"INSERT INTO served ({', '.join(SERVED_COLUMNS)}) VALUES "
+                       f"({', '.join('?' * len(SERVED_COLUMNS))})", rows)
     return asked
 
 
@@ -165,13 +169,11 @@ def main() -> None:
         out["log_bytes"] = pristine.stat().st_size
         flushed(pristine)
         with sqlite3.connect(pristine) as db:
-            sample = db.execute("SELECT id, request FROM served ORDER BY id LIMIT ?", (args.reference_sample,)).fetchall()
-        asker = dict(asked)
-        with sqlite3.connect(pristine) as db:  # a request none of whose parts is long enough to be looked for
-            short = {sid: all(len(_words(p)) < MATCH_WORDS for p in (f.get("text", ""), f.get("subject", ""),
-                                                                     f.get("body", "")))
-                     for sid, f in ((sid, json.loads(r)) for sid, r in db.execute("SELECT id, request FROM served"))}
-        idle_s, idle_waits = waits_while(pristine, lambda: time.sleep(1.0))
+            sample = db.execute("SELECT id, request FROM served ORDER BY id LIMIT ?",
+                                (args.reference_sample,)).fetchall()
+        asker = {sid: author for sid, author, _ in asked}
+        short = {sid: too_short for sid, _, too_short in asked}
+        _, idle_waits = waits_while(pristine, lambda: time.sleep(1.0))
         out["record_ms_no_erasure"] = {"p50": round(statistics.median(idle_waits), 3),
                                        "max": round(max(idle_waits), 3)}
         for name, author in [("top", top)] + [(f"typical-{i}", a) for i, a in enumerate(typical)]:
@@ -185,7 +187,7 @@ def main() -> None:
             seconds, waits = waits_while(log, lambda: dropped.__setitem__(0, forget_requests(log, theirs)))
             with sqlite3.connect(log) as db:
                 gone = before - {r[0] for r in db.execute("SELECT id FROM served WHERE request IS NOT NULL")}
-            planted = {sid for sid, a in asked if a == author}
+            planted = {sid for sid, a, _ in asked if a == author}
             t0 = time.perf_counter()
             ref = reference_drops(theirs, sample)
             ref_s = time.perf_counter() - t0

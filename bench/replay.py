@@ -116,8 +116,7 @@ def main() -> None:
             for side, resp in got.items():
                 truth[side][qid] = ap_of(resp["results"], qrels.get(qid, {}))
             shown = got["queries"]
-            sent = judgements_of(shown["results"], qrels.get(qid, {}))
-            if sent := sent[:args.judges] if args.judges else sent:
+            if sent := judgements_of(shown["results"], qrels.get(qid, {}))[:args.judges or None]:
                 status, answer = post_json(bases["queries"] + "/feedback", {"search_id": shown["search_id"],
                                                                             "judgements": sent})
                 if status != 201:

@@ -154,7 +154,7 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
         assert r.json()["erased"]["feedback_requests"] == 1  # before the answer: a kill -9 now leaves none
         done = wait_job(client, r.json()["job"]["id"])
         assert done["state"] == "succeeded", done
-        assert done["result"]["feedback_requests"] == 0  # the job looked again
+        assert done["result"]["feedback_requests"] == 0  # gone before the answer: the job does the backup's copy
         (rewritten,) = done["result"]["backups_rewritten"]
         assert rewritten["feedback_requests"] == 1
         assert SECRET.encode() not in _bytes_under(folder)  # the log, its write-ahead log and the backup included

@@ -27,8 +27,8 @@ Only a search's first page counts in MAP (later pages are ranks 11 on); the judg
 The log keeps no client, and no query text unless CQA_FEEDBACK_QUERIES says so: then each search's request too, so
 that ``ranking.evaluation.replay`` can search the judged ones again with another ranker, for ``keep_request_days``
 (CQA_FEEDBACK_QUERY_DAYS), judged or not (read as gone once past it, and dropped by each worker's sweep, ``forget``),
-and not past an erasure or a takedown of a text it carries (``KeptRequests``). A search nobody judged is forgotten after ``keep_days`` and can no longer be
-judged; a judged one is kept. The file is the data folder's, shared by every
+and not past an erasure or a takedown of a text it carries (``KeptRequests``). A search nobody judged is forgotten
+after ``keep_days`` and can no longer be judged; a judged one is kept. The file is the data folder's, shared by every
 worker (SQLite in WAL mode): a search one worker served can be judged through another."""
 from __future__ import annotations
 
@@ -406,7 +406,8 @@ class ErasedTexts:
     def __bool__(self) -> bool:
         return bool(self.texts)
 
-    def _holds(self, outer: tuple[str, ...], inner: tuple[str, ...]) -> bool:
+    @staticmethod
+    def _holds(outer: tuple[str, ...], inner: tuple[str, ...]) -> bool:
         return f" {' '.join(inner)} " in f" {' '.join(outer)} "
 
     def in_request(self, request: str) -> bool:
@@ -454,12 +455,14 @@ def forget_requests(path: Path, texts: list[str], table: str = "served") -> int:
 @dataclass(frozen=True)
 class KeptRequests:
     """The feedback log's kept requests as an erasure sees them (``indexing.erasure.forget_derived``'s
-    ``holders``): the log at ``log_file``, and the copy of it a store backup carries."""
+    ``holders``): the log at ``log_file``, and the copy of it a store backup carries. ``live`` False: the log itself
+    is left to the caller, which already dropped them there (the service, before it answers an erasure)."""
     log_file: Path
     name: str = "feedback_requests"
+    live: bool = True
 
     def forget(self, texts: list[str]) -> int:
-        return forget_requests(self.log_file, texts)
+        return forget_requests(self.log_file, texts) if self.live else 0
 
     def forget_in_backup(self, backup_file: Path, texts: list[str]) -> int:
         return forget_requests(backup_file, texts, BACKUP_TABLES["served"])
