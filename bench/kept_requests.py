@@ -18,12 +18,14 @@ each:
   was posted), of which those of fewer than 5 words are left by design (``planted_short``); and ``others``, requests
   of other users' questions that share a run of 5 words or more with one of the user's posts, with the share of the
   log they are.
+And ``previous``: the same erasure's scan by the module as it was at --against (round 62's, by default), on another
+copy of the log, timed beside it in the same run: its seconds, the ratio, and whether both drop the same requests.
 Then the sweep (``FeedbackLog.forget``, each worker every minute where no search did): its ms on the log with nothing
 past its period, and with a thirtieth of the requests past it (a day's worth of a 30-day period). Prints a JSON
 object last.
 
     python bench/kept_requests.py [--data-dir var | --store PATH] [--searches 300000] [--typical 5]
-        [--reference-sample 5000]
+        [--reference-sample 5000] [--against 3f3816a]
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import run_header  # noqa: E402
+from load import reference_module, run_header  # noqa: E402
 
 from indexing.backup import flushed  # noqa: E402
 from indexing.models import question_text  # noqa: E402
@@ -126,14 +128,16 @@ def waits_while(path: Path, during) -> tuple[float, list[float]]:
             time.sleep(0.005)
     th = threading.Thread(target=worker)
     th.start()
-    time.sleep(0.2)
-    t0 = time.perf_counter()
-    during()
-    seconds = time.perf_counter() - t0
-    time.sleep(0.2)
-    stop.set()
-    th.join()
-    log.close()
+    try:
+        time.sleep(0.2)
+        t0 = time.perf_counter()
+        during()
+        seconds = time.perf_counter() - t0
+        time.sleep(0.2)
+    finally:  # a failure in ``during`` ends the run instead of leaving the worker writing
+        stop.set()
+        th.join()
+        log.close()
     return seconds, waits
 
 
@@ -147,6 +151,8 @@ def main() -> None:
     ap.add_argument("--typical", type=int, default=5, help="users with the median count of posts erased, one each")
     ap.add_argument("--reference-sample", type=int, default=5000, help="requests the reference scans")
     ap.add_argument("--seed", type=int, default=62)
+    ap.add_argument("--against", default="3f3816a", help="the revision whose scan is timed beside (default: round "
+                    "62's last)")
     args = ap.parse_args()
     store = args.store or args.data_dir / "benchmarks" / "fullcorpus-2016" / "threads.sqlite3"
     if not store.exists():
@@ -158,10 +164,11 @@ def main() -> None:
     median = statistics.median_low(counts.values())
     medians = sorted(a for a, c in counts.items() if c == median)
     typical = random.Random(args.seed).sample(medians, min(args.typical, len(medians)))
-    out = {**run_header("kept_requests"), "searches": args.searches, "questions": len(questions),
+    out = {**run_header("kept_requests"), "against": args.against, "searches": args.searches, "questions": len(questions),
            "authors": len(counts), "erasures": []}
     now = time.time()
     with tempfile.TemporaryDirectory() as tmp:
+        previous = reference_module(args.against, "ranking/evaluation/feedback.py", Path(tmp))
         pristine = Path(tmp) / "pristine.sqlite3"
         t0 = time.perf_counter()
         asked = fill_log(pristine, questions, args.searches, now)
@@ -187,6 +194,12 @@ def main() -> None:
             seconds, waits = waits_while(log, lambda: dropped.__setitem__(0, forget_requests(log, theirs)))
             with sqlite3.connect(log) as db:
                 gone = before - {r[0] for r in db.execute("SELECT id FROM served WHERE request IS NOT NULL")}
+            log = Path(tmp) / f"{name}-previous.sqlite3"  # the previous module's scan, a worker writing as above
+            shutil.copyfile(pristine, log)
+            flushed(log)
+            previous_s, _ = waits_while(log, lambda: previous.forget_requests(log, theirs))
+            with sqlite3.connect(log) as db:
+                previous_gone = before - {r[0] for r in db.execute("SELECT id FROM served WHERE request IS NOT NULL")}
             planted = {sid for sid, a, _ in asked if a == author}
             t0 = time.perf_counter()
             ref = reference_drops(theirs, sample)
@@ -198,6 +211,8 @@ def main() -> None:
                 "dropped": dropped[0], "seconds": round(seconds, 3),
                 "record_ms_meanwhile": {"p50": round(statistics.median(waits), 3), "max": round(max(waits), 3),
                                         "records": len(waits)},
+                "previous": {"seconds": round(previous_s, 3), "ratio": round(seconds / previous_s, 3) if previous_s else None,
+                             "same_drops": previous_gone == gone},
                 "reference_seconds_scaled": round(scaled, 1), "speedup": round(scaled / seconds, 1),
                 "same_as_reference_on_sample": ref == {sid for sid, _ in sample} & gone, "sample_dropped": len(ref),
                 "planted": len(planted), "planted_dropped": len(planted & gone),

@@ -313,12 +313,13 @@ def reference_checkout(stack: contextlib.ExitStack, rev: str, folder: Path) -> P
 
 
 def reference_module(rev: str, path: str, folder: Path):
-    """The module at ``path`` (``package/name.py``) as it was at ``rev``, loaded in its package as
-    ``package._reference_name``: a bench measures it beside this tree's in one process."""
+    """The module at ``path`` (``package/name.py``, or deeper: ``package/sub/name.py``) as it was at ``rev``, loaded
+    in its package as ``package._reference_name``: a bench measures it beside this tree's in one process."""
     import importlib.util
     source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout
-    package, name = path.removesuffix(".py").split("/")
+    *packages, name = path.removesuffix(".py").split("/")
+    package = ".".join(packages)
     copy = folder / f"{name}_ref.py"
     copy.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location(f"{package}._reference_{name}", copy)

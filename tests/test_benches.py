@@ -744,14 +744,16 @@ def test_replay_bench_replays_what_a_real_server_showed_and_its_users_judged(tmp
 def test_kept_requests_bench_drops_what_the_reference_drops_and_every_long_question_the_user_asked(
         tmp_path, cli_env, semeval):
     """bench/kept_requests.py on 20 dev threads' store and a log of 2,000 requests: for the most prolific user and a
-    typical one, the erasure's scan drops the same requests as the brute-force reference on the sample, and every
-    request of a question the user asked, but those too short to be looked for (round 62)."""
+    typical one, the erasure's scan drops the same requests as the brute-force reference on the sample and as round 62's
+    scan on the whole log (timed beside it), and every request of a question the user asked, but those too short to be
+    looked for (round 62)."""
     s, _ = small_served_folder(tmp_path, semeval, 20)
     out = run_bench("kept_requests.py", "--store", str(s.store_path), "--searches", "2000", "--typical", "1",
                     "--reference-sample", "500", env=cli_env, timeout=600)
     assert out["searches"] == 2000 and [e["erasure"] for e in out["erasures"]] == ["top", "typical-0"]
     for e in out["erasures"]:
         assert e["same_as_reference_on_sample"] is True and e["planted_kept_long"] == 0, e
+        assert e["previous"]["same_drops"] is True, e
         assert e["planted_dropped"] + e["planted_kept_short"] == e["planted"]
         assert e["dropped"] == e["planted_dropped"] + e["others"]
     assert out["erasures"][0]["planted_dropped"] > 0

@@ -5,14 +5,16 @@ posted after), from the log and from the store backups' copies of it."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 
 import pytest
 
 from app.settings import Settings
-from ranking.evaluation.feedback import (ErasedTexts, FeedbackLog, Served, copy_into, forget_requests, judgements_in_order,
-                                         merge_from)
+from ranking.evaluation import feedback
+from ranking.evaluation.feedback import (ErasedTexts, FeedbackLog, Served, _first_words, _words, copy_into,
+                                         forget_requests, judgements_in_order, merge_from)
 
 from .conftest import ADMIN, STUB_RANKERS
 from .test_api import wait_job
@@ -29,19 +31,44 @@ def served(request: str | None, ids=("a", "b")) -> Served:
     return Served("/search", "answers", "r", "g", 0, tuple(ids), tuple(range(len(ids))), request=request)
 
 
-def test_the_texts_an_erasure_took_find_the_requests_that_carry_them():
-    erased = ErasedTexts([SECRET, "Bring two photos", "Where to rent near the Pearl"])
+def test_words_of_ascii_text_are_what_the_expression_finds_in_it_case_folded():
+    """The erasure's scan splits ASCII text without the regular expression (``_words``): the same words, any
+    punctuation, digit, underscore, case or control character between them; other text takes the expression."""
+    for text in ["Hello, World! It's 2026_12-07\tok\n\x1cend", "  ", "", "A.B;C", "snake_case and CAPS99x",
+                 "Straße in KÖLN: ﬁne", "نعم، شكرا جزيلا", "caf\u00e9 au lait"]:
+        assert _words(text) == tuple(re.findall(r"\w+", text.casefold())), text
+    long_body = "word " * 39 + "longword" * 10  # a word cut where the first characters read end
+    assert _first_words(long_body) == _words(long_body)[:5]
+    assert _first_words("one two three four fivefivefive" + "e" * 300) == ("one", "two", "three", "four",
+                                                                           "fivefivefive" + "e" * 300)
+
+
+@pytest.mark.parametrize("few_keys", [feedback.FEW_KEYS, 0], ids=["strings-first", "words-only"])
+def test_the_texts_an_erasure_took_find_the_requests_that_carry_them(monkeypatch, few_keys):
+    """Both ways of looking (a request first read as a string where the texts are few, or always by its words)
+    find the same requests."""
+    monkeypatch.setattr(feedback, "FEW_KEYS", few_keys)
+    long_draft = "I moved here in March and " + "the paperwork took ages, " * 12 + "then my sponsor left"
+    late = long_draft[long_draft.index("the paperwork", 200):]  # the post's words from past 200 characters
+    erased = ErasedTexts([SECRET, "Bring two photos", "Where to rent near the Pearl", "Straße Köln ist schön heute",
+                          long_draft])
+    assert erased.few is (few_keys > 0)
     carries = [asked(body=f"{SECRET}, any advice?"),  # the post inside the search
                asked(body="ZANZIBAR 7731 is my   flat, and my phone!"),  # case, spaces and punctuation aside
                asked(subject="Where to rent near the Pearl", body="hello"),  # its subject
                asked(body="Zanzibar-7731 is my flat"),  # a draft: the search inside the post, 5 words
-               json.dumps({"text": f"x\n{SECRET}", "k": 3})]  # a request of before subject and body were kept apart
+               json.dumps({"text": f"x\n{SECRET}", "k": 3}),  # a request of before subject and body were kept apart
+               asked(subject="Hi", body="STRASSE KÖLN IST SCHÖN heute!"),  # case-folded: ß is ss
+               asked(subject="Moving", body=late),  # a body held by a long post, begun past 200 characters
+               asked(subject="My story, long", body=long_draft[:250])]  # the draft, cut in a word at 200
     for request in carries:
         assert erased.in_request(request), request
     for request in [asked(body="bring two photos please"),  # 3 words: what many users type, not anyone's post
                     asked(body="Zanzibar-7731 is my"),  # 4 words of it
                     asked(body="where is my flat and phone"),  # the words, not in its order
                     asked(subject="Renewing a visa", body="Which office?"),
+                    asked(subject="Hi", body="Straße Köln ist nicht schön"),
+                    asked(subject="Moving", body=late.replace("paperwork took ages, then", "x")),
                     json.dumps({"like_thread": "t1", "k": 10})]:  # a similar search keeps the thread's id only
         assert not erased.in_request(request), request
     assert not ErasedTexts(["ok thanks", ""])  # nothing long enough to look for
