@@ -910,9 +910,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return erased
         try:
             if purge:
-                _, _, job = purged(svc, remove, svc.settings.erase_backups)
-                return {"deleted": answer_id, "job": job.__dict__, "note": "removed from the store; the job "
-                        "rebuilds the indexes and deletes what held it (GET /jobs/{id})"}
+                _, at_once, job = purged(svc, remove, svc.settings.erase_backups)
+                return {"deleted": answer_id, "job": job.__dict__, "feedback_requests": at_once["feedback_requests"],
+                        "note": "removed from the store; the job rebuilds the indexes and deletes what held it "
+                        "(GET /jobs/{id})"}
             remove()
         except NotInStore as e:
             raise HTTPException(404, detail=str(e)) from None
@@ -988,11 +989,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gone = svc.store.delete(thread_id, conditional.etags(if_match))  # nothing more to read or write
             return gone and Erased(threads_deleted=[thread_id])
         if purge:
-            erased, _, job = purged(svc, remove, svc.settings.erase_backups)
+            erased, at_once, job = purged(svc, remove, svc.settings.erase_backups)
             if erased is None:
                 raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
-            return {"deleted": thread_id, "job": job.__dict__, "note": "removed from the store; the job rebuilds "
-                    "the indexes and deletes what held it (GET /jobs/{id})"}
+            return {"deleted": thread_id, "job": job.__dict__, "feedback_requests": at_once["feedback_requests"],
+                    "note": "removed from the store; the job rebuilds the indexes and deletes what held it "
+                    "(GET /jobs/{id})"}
         if remove() is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         svc.nudge()

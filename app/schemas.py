@@ -618,6 +618,9 @@ class DeletedOut(BaseModel):
     deleted: str
     note: str
     job: JobOut | None = Field(None, description="with purge: the job that deletes what held it beyond the store")
+    feedback_requests: int | None = Field(None, description="with purge: the feedback log's kept requests that carried "
+                                          "its text, dropped before the answer (CQA_FEEDBACK_QUERIES), as "
+                                          "POST /erasures reports them")
 
 
 class JobOut(BaseModel):

@@ -25,15 +25,23 @@
 4. **The ledger in action:** after the erasures, every thread the removed user wrote in is sent again through
    `POST /threads`, as a forum's sync would: what it stored and left out, and the user's posts after (none).
 
+5. **`--kept-requests N`**: the copy's feedback log holds N searches' requests first (`CQA_FEEDBACK_QUERIES` on;
+   `bench/kept_requests.py`'s log: the corpus's questions as the "ask" page searches them, over 30 days), so the
+   erasure's answer includes its scan of them (`feedback_requests` in each 202). With `--against REV` too, the removal
+   alone is sent to this tree's server and to one run from REV's code, each on a fresh copy of the same folder and
+   log, one after the other without other traffic: the answer's ms of each and their ratio.
+
 The writes of step 1 go to a third copy too, with `--erased-on-record` erasures and as many takedowns in its ledger,
 and a fourth kind: a batch of 20 whole threads in one `upsert` (an import, a sync). `p50_ratio_ledger_on` is the
 ledger's cost.
 
     python bench/erasure.py [--data-dir var/benchmarks/fullcorpus-2016] [--writes 60] [--remove U268] [--takedown ID]
+        [--kept-requests 300000 [--against 3f3816a]]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import platform
@@ -50,7 +58,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from conditional_writes import TOKEN, call, quantiles  # noqa: E402
-from load import server  # noqa: E402
+from kept_requests import fill_log  # noqa: E402
+from load import reference_checkout, server  # noqa: E402
 
 from indexing.ledger import record_takedown  # noqa: E402
 from indexing.models import Answer  # noqa: E402
@@ -158,6 +167,26 @@ def held_elsewhere(store_file: Path, texts: list[str]) -> set[str]:
             "WHERE instr(subject, ?) > 0 OR instr(body, ?) > 0 LIMIT 1", (t, t, t)).fetchone()}
 
 
+def with_kept_requests(folder: Path, store_file: Path, n: int) -> None:
+    """``n`` kept requests in ``folder``'s feedback log (``bench/kept_requests.py``'s ``fill_log``), the store's
+    questions in turn."""
+    with ThreadStore(store_file) as store:
+        questions = [(t.author_id, t.subject, t.body) for t in store.iter_threads()]
+    fill_log(folder / "feedback.sqlite3", questions, n, time.time())
+
+
+def removal_answer(folder: Path, env: dict[str, str], user: str, root: Path = ROOT) -> dict:
+    """``user``'s removal sent to a server run from the code at ``root`` on ``folder``: the 202's ms and what it
+    reports, and the job's seconds."""
+    with server(folder, env, root=root) as (base, _):
+        s, _, out, ms = call("POST", base + "/erasures", {"author_ids": [user], "content": "remove"})
+        assert s == 202, out
+        job = finished(base, out["job"]["id"])
+        assert job["state"] == "succeeded", job
+    return {"response_ms": round(ms, 1), "feedback_requests": out["erased"].get("feedback_requests"),
+            "job_s": round(job["finished_at"] - job["started_at"], 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=ROOT / "var/benchmarks/fullcorpus-2016",
@@ -169,6 +198,8 @@ def main() -> None:
     ap.add_argument("--before-s", type=float, default=10.0, help="seconds of searches timed before the erasure")
     ap.add_argument("--takedown", help="the thread deleted with purge at the end (default: of those the erased "
                     "users did not ask, the one with the most comments no other post repeats)")
+    ap.add_argument("--kept-requests", type=int, default=0, help="searches' requests in the feedback log first")
+    ap.add_argument("--against", help="with --kept-requests: the revision whose removal answer is timed beside")
     args = ap.parse_args()
     store_file = args.data_dir / "threads.sqlite3"
     if not store_file.is_file():
@@ -191,10 +222,25 @@ def main() -> None:
                 "SELECT t.id FROM threads t JOIN answers a ON a.thread_id = t.id WHERE (t.author_id IS NULL OR "
                 "t.author_id NOT IN (?, ?)) AND a.text IN (SELECT text FROM answers GROUP BY text HAVING COUNT(*) = 1) "
                 "GROUP BY t.id ORDER BY COUNT(*) DESC, t.id LIMIT 1", (removed_user, anonymized_user)).fetchone()[0]
+    env = {"CQA_API_TOKEN": TOKEN, **({"CQA_FEEDBACK_QUERIES": "true"} if args.kept_requests else {})}
     with tempfile.TemporaryDirectory(prefix="cqa-erase-") as tmp:
         folder = Path(tmp) / "data"
-        shutil.copytree(args.data_dir, folder, ignore=shutil.ignore_patterns("reports", "jobs"))
-        with server(folder, {"CQA_API_TOKEN": TOKEN}) as (base, ready):
+        shutil.copytree(args.data_dir, folder, ignore=shutil.ignore_patterns("reports", "jobs", "feedback.sqlite3*"))
+        if args.kept_requests:
+            with_kept_requests(folder, store_file, args.kept_requests)
+        side_by_side = {}
+        if args.kept_requests and args.against:
+            with contextlib.ExitStack() as stack:
+                sides = {"this_tree": ROOT, "reference": reference_checkout(stack, args.against, Path(tmp))}
+                for side, root in sides.items():
+                    fresh = Path(tmp) / side
+                    shutil.copytree(folder, fresh)
+                    side_by_side[side] = removal_answer(fresh, env, removed_user, root)
+                    shutil.rmtree(fresh)
+            side_by_side["response_ratio"] = round(side_by_side["this_tree"]["response_ms"]
+                                                   / side_by_side["reference"]["response_ms"], 3)
+            print(json.dumps(side_by_side), file=sys.stderr)
+        with server(folder, env) as (base, ready):
             before_found = found(base, probe)
             backups = {}
             for kind in ("store", "export"):  # what the erasure's job writes again
@@ -261,7 +307,8 @@ def main() -> None:
     assert after_found == 0, f"{after_found} removed comments still found"
     assert leaked == 0, f"{leaked} removed comments' texts are still on disk"
     assert takedown_left == 0, f"{takedown_left} texts of the thread taken down are still on disk"
-    erasure = {"removed": {"comments": len(theirs), "threads_asked": asked, "response_ms": round(post_ms, 1),
+    erasure = {"kept_requests": args.kept_requests, "against": args.against, "side_by_side": side_by_side,
+               "removed": {"comments": len(theirs), "threads_asked": asked, "response_ms": round(post_ms, 1),
                            "erased": out["erased"], "job_s": round(job_s, 2), "job": job["result"],
                            "probe": len(probe), "found_before": before_found, "found_after": after_found,
                            "held_by_other_comments": len(elsewhere), "texts_on_disk_after": leaked,
@@ -274,7 +321,8 @@ def main() -> None:
                "anonymized": {"response_ms": round(anon_ms, 1), "erased": anon["erased"],
                               "job_s": round(anon_job["finished_at"] - anon_job["started_at"], 2)},
                "takedown": {"thread": args.takedown, "comments": len(thread["answers"]), "response_ms":
-                            round(takedown_ms, 1), "job_s": round(takedown_job["finished_at"]
+                            round(takedown_ms, 1), "feedback_requests": gone.get("feedback_requests"),
+                            "job_s": round(takedown_job["finished_at"]
                                                                   - takedown_job["started_at"], 2),
                             "texts_checked": len(taken_down), "texts_on_disk_after": takedown_left,
                             "sent_again": {"response_ms": round(again_ms, 1), "taken_down": len(again["taken_down"]),

@@ -354,8 +354,8 @@ def test_conditional_writes_bench_times_each_condition_beside_its_reference_thro
 def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_left(tmp_path, cli_env, semeval):
     s, _ = small_served_folder(tmp_path, semeval, 20)
     env = {**cli_env, "CQA_DENSE_ENCODER": "base", "CQA_ANSWER_ENCODER": "none"}  # the folder's: its build is cached
-    out = run_bench("erasure.py", "--data-dir", str(s.data_dir), "--writes", "3", "--before-s", "1", env=env,
-                    timeout=900)
+    out = run_bench("erasure.py", "--data-dir", str(s.data_dir), "--writes", "3", "--before-s", "1",
+                    "--kept-requests", "200", "--against", "3f3816a", env=env, timeout=900)
     kinds = {"comment", "thread", "delete", "batch"}
     assert out["writes"]["rounds"] == 3 and set(out["writes"]["p50_ratio_on_off"]) == kinds
     assert set(out["writes"]["p50_ratio_ledger_on"]) == kinds and out["writes"]["erased_on_record"] == 1000
@@ -373,6 +373,12 @@ def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_lef
     assert out["takedown"]["comments"] > 0 and out["takedown"]["texts_on_disk_after"] == 0
     assert out["takedown"]["sent_again"]["taken_down"] == 1 and out["takedown"]["sent_again"]["inserted"] == 0
     assert out["searches"]["before"]["failed"] == 0 == out["searches"]["during"]["failed"]
+    # the log's requests scanned before each answer, by this tree and by round 62's code alike
+    sides = out["side_by_side"]
+    assert out["kept_requests"] == 200 and sides["response_ratio"] > 0
+    assert sides["this_tree"]["feedback_requests"] == sides["reference"]["feedback_requests"] \
+        == removed["erased"]["feedback_requests"]
+    assert isinstance(out["takedown"]["feedback_requests"], int)
 
 
 def test_restore_bench_brings_back_nothing_erased_where_the_copy_by_hand_does(tmp_path, cli_env, semeval):

@@ -193,3 +193,20 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
         assert (g["searches"], g["judgements"], g["replayable"]) == (2, 2, 1)  # judgements stay
         with sqlite3.connect(settings.backups_folder / rewritten["backup"]) as db:
             assert db.execute("SELECT count(*) FROM feedback_served WHERE request IS NOT NULL").fetchone() == (2,)
+        # a moderator's takedown of a comment another user quoted in a search: it says so at once, as the erasure did
+        quoted = client.post("/search", json={"question": {"subject": "Agents?",
+                                                           "body": "someone said: try the agents by the marina!"}})
+        r = client.delete("/threads/t1/answers/t1a?purge=true", headers=ADMIN)  # t1 went with its asker: 404
+        assert r.status_code == 404
+        assert client.post("/threads", json={"threads": [json.loads(_forum()[2].model_copy(update={
+            "answers": [*_forum()[2].answers, *_forum()[0].answers]}).model_dump_json())]},
+            headers=ADMIN).status_code == 200
+        r = client.delete("/threads/t3/answers/t1a?purge=true", headers=ADMIN)
+        assert r.status_code == 200 and r.json()["feedback_requests"] == 1, r.json()
+        assert wait_job(client, r.json()["job"]["id"])["state"] == "succeeded"
+        with sqlite3.connect(settings.feedback_file) as db:
+            assert db.execute("SELECT request FROM served WHERE id = ?", (quoted.json()["search_id"],)).fetchone() \
+                == (None,)
+        r = client.delete("/threads/t2?purge=true", headers=ADMIN)  # the thread the other search asked, word for word
+        assert r.status_code == 200 and r.json()["feedback_requests"] == 1, r.json()
+        assert wait_job(client, r.json()["job"]["id"])["state"] == "succeeded"
