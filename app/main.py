@@ -1036,8 +1036,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             erased = remove()
             if erased is None:
                 return None, {}, None
-            vectors = forget_vectors(svc.settings, erased)  # at once; the job forgets again after its build, which
-            # waits for any build already running: one that read the store before the removal may encode them again
+            try:  # at once; the job forgets again after its build, which waits for any build already running: one
+                # that read the store before the removal may encode them again
+                vectors = forget_vectors(svc.settings, erased)
+            except (sqlite3.Error, OSError) as e:  # the store's part stands: the job tries again
+                log.warning("erasure: the embedding cache's vectors were not forgotten yet (%s); the job retries", e)
+                vectors = 0
             kept = KeptRequests(svc.settings.feedback_file)
             try:  # at once too, so a kill -9 after the answer leaves none; the job then does the backups' copies
                 requests = kept.forget(erased.texts) if erased.texts else 0

@@ -47,7 +47,7 @@ from .embcache import text_key
 from .generations import current_generation, prune_before
 from .models import Thread, is_synonyms_line
 from .reindex import BUSY, ReindexError, reindex
-from .store import Erased, NotInStore, ThreadStore, read_only
+from .store import Erased, NotInStore, ThreadStore, empty_wal, read_only
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,17 @@ def take_down(store: ThreadStore, thread_id: str, answer_id: str | None = None,
                   wal_truncated=store.truncate_wal(), takedown=[(thread_id, answer_id)]), removed.etag
 
 
-def scrub(path: Path, delete: Callable[[sqlite3.Connection], int]) -> int:
+class WalNotEmptied(sqlite3.OperationalError):
+    """``scrub`` removed the rows, but the file's write-ahead log, which still holds their older pages, could not be
+    emptied in time: the caller (an erasure's job) must try again or fail."""
+
+
+def scrub(path: Path, delete: Callable[[sqlite3.Connection], int], wait_s: float = 10.0) -> int:
     """Run ``delete`` (DELETE statements on a connection, returning how many rows they removed) on the SQLite file at
     ``path`` in one write transaction, the deleted rows overwritten with zeros (``secure_delete``), then empty the
-    file's write-ahead log, whose older pages still held them; how many rows it removed (0: no such file)."""
+    file's write-ahead log, whose older pages still held them (``empty_wal``: while the service writes the file too,
+    after a few tries); how many rows it removed (0: no such file). Raises ``WalNotEmptied`` where the log could not
+    be emptied within ``wait_s``."""
     if not path.exists():
         return 0
     conn = sqlite3.connect(path, isolation_level=None)
@@ -99,7 +106,9 @@ def scrub(path: Path, delete: Callable[[sqlite3.Connection], int]) -> int:
         conn.execute("BEGIN IMMEDIATE")
         n = delete(conn)
         conn.execute("COMMIT")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if not empty_wal(conn, wait_s):
+            raise WalNotEmptied(f"{path}: {n} rows removed, but its write-ahead log, which held them, was still in "
+                                f"use after {wait_s:.0f} s")
         return n
     finally:
         conn.close()
@@ -336,5 +345,12 @@ def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Seque
         out.update(rewrite_backups(backups, erased, wait_s=wait_s, poll_s=poll_s, live=live, holders=holders))
     elif backups is not None:
         out["backups_before"] = [b.name for b in backups_in(backups) if began(b.name) < erased.at]
+    if erased.texts:  # the store's write-ahead log, emptied at the removal unless a reader kept it then
+        with closing(sqlite3.connect(settings.store_path, isolation_level=None)) as conn:
+            conn.execute("PRAGMA busy_timeout=10000")
+            out["store_wal_emptied"] = empty_wal(conn)
+        if not out["store_wal_emptied"]:
+            log.warning("erasure: the store's write-ahead log was still in use after 10 s; the next checkpoint "
+                        "empties it")
     report("done", 1.0)
     return out

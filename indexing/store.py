@@ -677,13 +677,12 @@ class ThreadStore:
         with self._lock:
             return ledger.rules_for(self._conn.cursor(), author_ids)
 
-    def truncate_wal(self) -> bool:
-        """Write the write-ahead log's pages into the store's file and empty it (``wal_checkpoint(TRUNCATE)``): the
-        older versions of pages it held, with what a write since deleted or replaced, are gone. False when a reader
-        of another process in a read transaction kept it from completing (the next checkpoint does)."""
+    def truncate_wal(self, wait_s: float = 2.0) -> bool:
+        """Write the write-ahead log's pages into the store's file and empty it (``empty_wal``): the older versions
+        of pages it held, with what a write since deleted or replaced, are gone. False when another process kept it
+        from completing for ``wait_s`` (a reader in a long read transaction; the erasure's job tries again)."""
         with self._lock:
-            (busy, _, _) = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return busy == 0
+            return empty_wal(self._conn, wait_s)
 
     def vacuum(self) -> None:
         """Write the store's file anew with only what it holds (SQLite's ``VACUUM``): what writes made before
@@ -987,6 +986,24 @@ def _counts(conn: sqlite3.Connection) -> dict[str, int]:
     (t,) = conn.execute("SELECT COUNT(*) FROM threads").fetchone()
     (a,) = conn.execute("SELECT COUNT(*) FROM answers").fetchone()
     return {"threads": t, "answers": a}
+
+
+def empty_wal(conn: sqlite3.Connection, wait_s: float = 10.0) -> bool:
+    """Write the write-ahead log of ``conn``'s file into the file and empty it (``wal_checkpoint(TRUNCATE)``), so the
+    older versions of pages it held (what a write just deleted or overwrote) are gone; whether it did within
+    ``wait_s``. While another connection writes or checkpoints (a worker's search logged, its automatic
+    checkpoint) the checkpoint answers "busy" at once, without waiting: it is tried again, a few ms later, until then.
+    A file not in WAL mode has no log to empty (True)."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.005
+    while True:
+        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(2 * pause, 0.2)
 
 
 def read_only(path: Path) -> sqlite3.Connection:

@@ -145,6 +145,35 @@ def test_forget_requests_overwrites_what_it_drops_and_keeps_the_judgements(tmp_p
     assert forget_requests(tmp_path / "none.sqlite3", [SECRET]) == 0
 
 
+def test_requests_dropped_while_workers_log_searches_leave_nothing_on_disk(tmp_path):
+    """The workers log searches while an erasure drops requests from the same file. A checkpoint that meets another
+    connection's write or checkpoint answers "busy" at once; the write-ahead log then still held the dropped
+    requests' older pages (5 of 30 drops here, before ``indexing.store.empty_wal`` tried again)."""
+    import threading
+    for round_ in range(30):
+        folder = tmp_path / str(round_)
+        log = FeedbackLog(folder / "feedback.sqlite3", keep_days=365, keep_request_days=365)
+        for i in range(300):
+            log.record(served(asked(body=SECRET if i % 50 == 0 else f"question {i} about visas and flats")))
+        stop = threading.Event()
+
+        def worker() -> None:
+            while not stop.is_set():
+                log.record(served(asked(body="hello there, how are you today")))
+        workers = [threading.Thread(target=worker) for _ in range(2)]
+        for w in workers:
+            w.start()
+        try:
+            time.sleep(0.05)
+            assert forget_requests(folder / "feedback.sqlite3", [SECRET]) == 6
+        finally:
+            stop.set()
+            for w in workers:
+                w.join()
+            log.close()
+        assert SECRET.encode() not in _bytes_under(folder), round_
+
+
 def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_and_its_backups(settings, fast_encoder):
     """A user searched with the question they then posted (a forum's "ask" page searches the draft first), and
     asked for erasure: the request goes from the feedback log and from the store backup that carries a copy of it,

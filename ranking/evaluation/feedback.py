@@ -462,11 +462,12 @@ class ErasedTexts:
         return False
 
 
-def forget_requests(path: Path, texts: list[str], table: str = "served") -> int:
+def forget_requests(path: Path, texts: list[str], table: str = "served", settle: bool = False) -> int:
     """The kept requests of the SQLite file at ``path`` (the feedback log, or a store backup's copy of it: ``table``
     ``feedback_served``) that carry one of ``texts`` (``ErasedTexts``) dropped, the search kept with its ids and
     judgements, as a request past its period is; the rows overwritten (``indexing.erasure.scrub``). Read first, then
-    dropped by id in one short write, so the workers' searches wait no longer than that. Returns how many."""
+    dropped by id in one short write, so the workers' searches wait no longer than that. Returns how many. ``settle``:
+    the file's write-ahead log emptied even where none goes (the live log, after a drop that could not empty it)."""
     from indexing.erasure import scrub
     erased = ErasedTexts(texts)
     if not erased or not Path(path).exists():
@@ -477,7 +478,7 @@ def forget_requests(path: Path, texts: list[str], table: str = "served") -> int:
             return 0
         ids = [sid for sid, request in db.execute(f"SELECT id, request FROM {table} WHERE request IS NOT NULL")
                if erased.in_request(request)]
-    if not ids:
+    if not ids and not settle:
         return 0
 
     def drop(conn: sqlite3.Connection) -> int:
@@ -497,7 +498,7 @@ class KeptRequests:
     live: bool = True
 
     def forget(self, texts: list[str]) -> int:
-        return forget_requests(self.log_file, texts) if self.live else 0
+        return forget_requests(self.log_file, texts, settle=True) if self.live else 0
 
     def forget_in_backup(self, backup_file: Path, texts: list[str]) -> int:
         return forget_requests(backup_file, texts, BACKUP_TABLES["served"])
