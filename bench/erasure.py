@@ -17,7 +17,8 @@
    Then a moderator's takedown: `DELETE /threads/{id}?purge=true` of a thread (`--takedown`; by default the one with
    the most comments no other post repeats), its job timed, and the thread sent again through `POST /threads` (the
    takedown on record leaves it out). After: the same questions again (none of the removed
-   comments may come back), and no file under the data folder may hold the text of a removed comment or of the thread
+   comments may come back), and no file under the data folder (the feedback log as the job left it: the searches
+   after are new ones, which it keeps) may hold the text of a removed comment or of the thread
    taken down (of 40 characters or more), but those another user's post holds (the SemEval files hold one comment in
    several threads under several user ids, and a comment may quote another: the store keeps those). The data
    folder's backups folder is part of that: a store backup and an export are made through `POST /backups` before

@@ -164,8 +164,8 @@ def main() -> None:
     median = statistics.median_low(counts.values())
     medians = sorted(a for a, c in counts.items() if c == median)
     typical = random.Random(args.seed).sample(medians, min(args.typical, len(medians)))
-    out = {**run_header("kept_requests"), "against": args.against, "searches": args.searches, "questions": len(questions),
-           "authors": len(counts), "erasures": []}
+    out = {**run_header("kept_requests"), "against": args.against, "searches": args.searches,
+           "questions": len(questions), "authors": len(counts), "erasures": []}
     now = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         previous = reference_module(args.against, "ranking/evaluation/feedback.py", Path(tmp))
@@ -211,7 +211,8 @@ def main() -> None:
                 "dropped": dropped[0], "seconds": round(seconds, 3),
                 "record_ms_meanwhile": {"p50": round(statistics.median(waits), 3), "max": round(max(waits), 3),
                                         "records": len(waits)},
-                "previous": {"seconds": round(previous_s, 3), "ratio": round(seconds / previous_s, 3) if previous_s else None,
+                "previous": {"seconds": round(previous_s, 3),
+                             "ratio": round(seconds / previous_s, 3) if previous_s else None,
                              "same_drops": previous_gone == gone},
                 "reference_seconds_scaled": round(scaled, 1), "speedup": round(scaled / seconds, 1),
                 "same_as_reference_on_sample": ref == {sid for sid, _ in sample} & gone, "sample_dropped": len(ref),
