@@ -30,7 +30,8 @@
    `bench/kept_requests.py`'s log: the corpus's questions as the "ask" page searches them, over 30 days), so the
    erasure's answer includes its scan of them (`feedback_requests` in each 202). With `--against REV` too, the removal
    alone is sent to this tree's server and to one run from REV's code, each on a fresh copy of the same folder and
-   log, one after the other without other traffic: the answer's ms of each and their ratio.
+   log, one after the other, a client searching each without pause as in step 3: the answer's ms of each and their
+   ratio, and the searches' ms before, while the answer was awaited, and through the job.
 
 The writes of step 1 go to a third copy too, with `--erased-on-record` erasures and as many takedowns in its ledger,
 and a fourth kind: a batch of 20 whole threads in one `upsert` (an import, a sync). `p50_ratio_ledger_on` is the
@@ -176,16 +177,51 @@ def with_kept_requests(folder: Path, store_file: Path, n: int) -> None:
     fill_log(folder / "feedback.sqlite3", questions, n, time.time())
 
 
-def removal_answer(folder: Path, env: dict[str, str], user: str, root: Path = ROOT) -> dict:
-    """``user``'s removal sent to a server run from the code at ``root`` on ``folder``: the 202's ms and what it
-    reports, and the job's seconds."""
-    with server(folder, env, root=root) as (base, _):
+class Searching:
+    """A client searching ``base`` without pause from a thread while the block runs, each search's ms and failure
+    filed under the ``phase`` it is in."""
+
+    def __init__(self, base: str, phase: str = "before"):
+        self.phase = phase
+        self.ms: dict[str, list[float]] = {}
+        self.failed: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._search, args=(base,), daemon=True)
+
+    def _search(self, base: str) -> None:
+        q = {"question": {"body": "Where can I renew my residence permit and how long does it take?"}, "k": 10,
+             "target": "answers"}
+        while not self._stop.is_set():
+            s, _, _, ms = call("POST", base + "/search", q)
+            self.ms.setdefault(self.phase, []).append(ms)
+            self.failed[self.phase] = self.failed.get(self.phase, 0) + (s != 200)
+
+    def __enter__(self) -> "Searching":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def figures(self) -> dict:
+        return {k: {**quantiles(v), "failed": self.failed[k]} for k, v in self.ms.items() if v}
+
+
+def removal_answer(folder: Path, env: dict[str, str], user: str, root: Path = ROOT, before_s: float = 3.0) -> dict:
+    """``user``'s removal sent to a server run from the code at ``root`` on ``folder`` while a client searches it
+    without pause (``Searching``): the 202's ms and what it reports, the job's seconds, and the searches' ms before,
+    while the answer was awaited (``answer``) and through the job."""
+    with server(folder, env, root=root) as (base, _), Searching(base) as client:
+        time.sleep(before_s)
+        client.phase = "answer"
         s, _, out, ms = call("POST", base + "/erasures", {"author_ids": [user], "content": "remove"})
+        client.phase = "job"
         assert s == 202, out
         job = finished(base, out["job"]["id"])
         assert job["state"] == "succeeded", job
     return {"response_ms": round(ms, 1), "feedback_requests": out["erased"].get("feedback_requests"),
-            "job_s": round(job["finished_at"] - job["started_at"], 2)}
+            "job_s": round(job["finished_at"] - job["started_at"], 2), "searches": client.figures()}
 
 
 def main() -> None:
@@ -236,7 +272,7 @@ def main() -> None:
                 for side, root in sides.items():
                     fresh = Path(tmp) / f"{side}-data"
                     shutil.copytree(folder, fresh)
-                    side_by_side[side] = removal_answer(fresh, env, removed_user, root)
+                    side_by_side[side] = removal_answer(fresh, env, removed_user, root, args.before_s)
                     shutil.rmtree(fresh)
             side_by_side["response_ratio"] = round(side_by_side["this_tree"]["response_ms"]
                                                    / side_by_side["reference"]["response_ms"], 3)
@@ -249,29 +285,15 @@ def main() -> None:
                 assert s == 202, made
                 backups[kind] = finished(base, made["job"]["id"])["result"]
             time.sleep(0.01)
-            lat: dict[str, list[float]] = {"before": [], "during": []}
-            failures = {"before": 0, "during": 0}
-            phase = ["before"]
-            stop = threading.Event()
-
-            def hammer() -> None:
-                q = {"question": {"body": "Where can I renew my residence permit and how long does it take?"},
-                     "k": 10, "target": "answers"}
-                while not stop.is_set():
-                    s, _, _, ms = call("POST", base + "/search", q)
-                    lat[phase[0]].append(ms)
-                    failures[phase[0]] += s != 200
-            t = threading.Thread(target=hammer, daemon=True)
-            t.start()
-            time.sleep(args.before_s)
-            phase[0] = "during"
-            s, _, out, post_ms = call("POST", base + "/erasures", {"author_ids": [removed_user], "content": "remove"})
-            assert s == 202, out
-            t0 = time.perf_counter()
-            job = finished(base, out["job"]["id"])
-            job_s = time.perf_counter() - t0
-            stop.set()
-            t.join()
+            with Searching(base) as client:
+                time.sleep(args.before_s)
+                client.phase = "during"
+                s, _, out, post_ms = call("POST", base + "/erasures", {"author_ids": [removed_user],
+                                                                       "content": "remove"})
+                assert s == 202, out
+                t0 = time.perf_counter()
+                job = finished(base, out["job"]["id"])
+                job_s = time.perf_counter() - t0
             assert job["state"] == "succeeded", job
             # the feedback log as the job left it: the searches of the removed comments just below are new ones,
             # which it keeps (CQA_FEEDBACK_QUERIES); the takedown's texts are looked for in it at the end
@@ -336,7 +358,7 @@ def main() -> None:
                             "texts_checked": len(taken_down), "texts_on_disk_after": takedown_left,
                             "sent_again": {"response_ms": round(again_ms, 1), "taken_down": len(again["taken_down"]),
                                            "inserted": again["inserted"]}},
-               "searches": {k: {**quantiles(v), "failed": failures[k]} for k, v in lat.items() if v}}
+               "searches": client.figures()}
     print(json.dumps(erasure["searches"]), file=sys.stderr)
     print(json.dumps({"bench": "erasure", "data_dir": str(args.data_dir), "generation": ready.get("generation"),
                       "machine": platform.processor() or platform.machine(), "python": platform.python_version(),

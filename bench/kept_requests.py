@@ -10,7 +10,9 @@ of one user of that corpus with every post removed (their questions' subjects, b
 ``top``, the user with the most posts, and --typical users drawn (seeded) among those with the median count. For
 each:
 - ``forget_requests`` on the log: seconds, and the longest a search written meanwhile by another thread waited (a
-  worker's ``FeedbackLog.record`` every 5 ms through the erasure, against the same loop with no erasure: p50 and max);
+  worker's ``FeedbackLog.record`` every 5 ms through the erasure, against the same loop with no erasure: p50 and max;
+  in a log of ``APART_FROM`` bytes or more, about 10,000 requests, the scan runs in a process of its own, and the
+  writer shares this one with the drop only);
 - the reference beside it, on the first --reference-sample requests: the obvious scan with the same rule (every
   erased text of 5 words or more looked for in every request's words, and every request's in every text), its
   seconds scaled to the log, and whether both drop the same requests of the sample;

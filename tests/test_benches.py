@@ -381,6 +381,9 @@ def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_lef
     assert sides["this_tree"]["feedback_requests"] <= removed["erased"]["feedback_requests"] \
         <= sides["this_tree"]["feedback_requests"] + removed["probe"]
     assert isinstance(out["takedown"]["feedback_requests"], int)
+    for side in ("this_tree", "reference"):  # each side's removal while a client searched it
+        assert sides[side]["searches"]["before"]["n"] > 0, sides[side]
+        assert all(v["failed"] == 0 for v in sides[side]["searches"].values()), sides[side]
 
 
 def test_restore_bench_brings_back_nothing_erased_where_the_copy_by_hand_does(tmp_path, cli_env, semeval):

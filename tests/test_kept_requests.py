@@ -129,7 +129,16 @@ def test_a_restore_brings_back_no_request_past_its_period_and_no_unjudged_search
     assert b"kept words" in on_disk and b"old words" not in on_disk and b"unjudged words" not in on_disk
 
 
-def test_forget_requests_overwrites_what_it_drops_and_keeps_the_judgements(tmp_path):
+@pytest.mark.parametrize("apart", [False, True], ids=["here", "in-a-process-of-its-own"])
+def test_forget_requests_overwrites_what_it_drops_and_keeps_the_judgements(tmp_path, monkeypatch, apart):
+    """Both where the scan runs here and where it runs in a process of its own (a large log: ``carrying``), which
+    the scan broken here shows it did."""
+    if apart:
+        monkeypatch.setattr(feedback, "APART_FROM", 0)
+
+        def broken(self, request):
+            raise AssertionError("scanned in this process")
+        monkeypatch.setattr(ErasedTexts, "in_request", broken)
     log = FeedbackLog(tmp_path / "f.sqlite3")
     theirs = log.record(served(asked("Where to rent near the Pearl", f"{SECRET}, asking")))
     others = log.record(served(asked("Renewing a visa", "Which office do I go to?")))

@@ -462,6 +462,40 @@ class ErasedTexts:
         return False
 
 
+APART_FROM = 16 << 20  # the file's bytes from which the scan runs in a process of its own (``carrying``): about
+# 10,000 kept requests, a tenth of a second of scan here, more than a process takes to start
+
+
+def _carrying(path: str, texts: list[str], table: str) -> list[str] | None:
+    """The ids of the kept requests in ``table`` of the SQLite file at ``path`` that carry one of ``texts``
+    (``ErasedTexts``); None where the file has no such table or column (a log or backup of before round 61)."""
+    erased = ErasedTexts(texts)
+    with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
+        if table not in {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} or \
+                "request" not in _columns(db, table):
+            return None
+        return [sid for sid, request in db.execute(f"SELECT id, request FROM {table} WHERE request IS NOT NULL")
+                if erased.in_request(request)]
+
+
+def carrying(path: Path, texts: list[str], table: str = "served") -> list[str] | None:
+    """``_carrying``; in a file of ``APART_FROM`` bytes or more, in a process of its own (spawned, the texts passed
+    through its pipe, never a file): the scan is pure Python, seconds at 300,000 requests, and in the worker's process
+    it held the interpreter its searches need (``bench/erasure.py --kept-requests``). Where no process can be started,
+    here."""
+    if path.stat().st_size < APART_FROM:
+        return _carrying(str(path), texts, table)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as apart:
+            return apart.submit(_carrying, str(path), texts, table).result()
+    except (BrokenProcessPool, OSError) as e:
+        log.warning("the kept requests are scanned in this process: no process of its own could start (%s)", e)
+        return _carrying(str(path), texts, table)
+
+
 def forget_requests(path: Path, texts: list[str], table: str = "served", settle: bool = False) -> int:
     """The kept requests of the SQLite file at ``path`` (the feedback log, or a store backup's copy of it: ``table``
     ``feedback_served``) that carry one of ``texts`` (``ErasedTexts``) dropped, the search kept with its ids and
@@ -469,16 +503,10 @@ def forget_requests(path: Path, texts: list[str], table: str = "served", settle:
     dropped by id in one short write, so the workers' searches wait no longer than that. Returns how many. ``settle``:
     the file's write-ahead log emptied even where none goes (the live log, after a drop that could not empty it)."""
     from indexing.erasure import scrub
-    erased = ErasedTexts(texts)
-    if not erased or not Path(path).exists():
+    if not ErasedTexts(texts) or not Path(path).exists():
         return 0
-    with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
-        if table not in {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} or \
-                "request" not in _columns(db, table):
-            return 0
-        ids = [sid for sid, request in db.execute(f"SELECT id, request FROM {table} WHERE request IS NOT NULL")
-               if erased.in_request(request)]
-    if not ids and not settle:
+    ids = carrying(Path(path), texts, table)
+    if ids is None or not ids and not settle:
         return 0
 
     def drop(conn: sqlite3.Connection) -> int:
