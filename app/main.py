@@ -29,7 +29,8 @@ from indexing.generations import IndexFormatError
 from indexing.models import MAX_TAG_CHARS, alternatives, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
-from ranking.evaluation.feedback import FeedbackLog, FeedbackUnavailable, NotShown, UnknownSearch, served_of
+from ranking.evaluation.feedback import (FeedbackLog, FeedbackUnavailable, NotShown, UnknownSearch, served_comments,
+                                         served_of)
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.retriever import TagSynonyms, tag_rows
 from ranking.settings import MAX_RESULTS
@@ -82,6 +83,7 @@ from .schemas import (
     TagSynonymsOut,
     TagsOut,
     TakedownsOut,
+    ThreadAnswersOut,
     ThreadListOut,
     ThreadsIn,
     ThreadsOut,
@@ -755,11 +757,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                            [(f"candidates.{i}.text", c.text) for i, c in enumerate(body.candidates)])
         return await reranked(body, svc)
 
-    async def reranked(body: RerankIn, svc: Service) -> dict:
-        """POST /rerank's answer to ``body``, within whatever limits its caller set."""
+    async def reranked(body: RerankIn, svc: Service, gen=None) -> dict:
+        """POST /rerank's answer to ``body``, within whatever limits its caller set; ``gen``: the generation read
+        (default: the live one now)."""
         from ranking.combination import regime_of
         t0 = time.perf_counter()
-        gen = svc.generation
+        gen = gen or svc.generation
         q = rerank_query(body, gen)
         ranker, scores = await routed(svc, "/rerank", q, gen, svc.reranker, svc.rerank_batcher)
         return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
@@ -920,13 +923,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.nudge()
         return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
 
-    @app.get("/threads/{thread_id}/answers", response_model=RerankOut, dependencies=[Depends(admitted)],
+    @app.get("/threads/{thread_id}/answers", response_model=ThreadAnswersOut, dependencies=[Depends(admitted)],
              summary="A stored thread's comments, most useful first: POST /rerank of the thread as the store holds it")
     async def ranked_answers(thread_id: str, svc: Service = Depends(service)):
         """What a thread page asks to show its useful comments first, by the thread's id alone: the stored thread
         goes through POST /rerank's own code (the default ranker, $CQA_DEFAULT_RANKER) as a forum would send it (its
         subject and body, the asker, each comment's id, text, author and time, in the thread's order), so it ranks
-        exactly as that request does. GET /threads/{id} lists them in the thread's order."""
+        exactly as that request does. GET /threads/{id} lists them in the thread's order. Where the feedback log is
+        on, the order shown is kept under ``search_id``: a reader's POST /feedback of a comment judges it, and GET
+        /evaluation/feedback reports the MAP of the comments' order beside the thread's own (target comments)."""
         t = await run_in_threadpool(svc.store.get, thread_id)
         if t is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
@@ -945,7 +950,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             first = errors.field_errors(e.errors())[0]
             raise HTTPException(422, detail=f"thread {thread_id!r} cannot be ranked as stored: {first['field']}: "
                                 f"{first['message']}") from None
-        return await reranked(body, svc)  # the store's texts: what POST /threads or `cqa ingest` accepted
+        gen = svc.generation
+        out = await reranked(body, svc, gen)  # the store's texts: what POST /threads or `cqa ingest` accepted
+        if svc.feedback is not None:  # the order shown, under the id its readers judge it by
+            shown = served_comments(t.id, [r["id"] for r in out["results"]], [a.id for a in t.answers],
+                                    out["reranker"], gen.name if gen is not None else None,
+                                    svc.settings.feedback_queries)
+            out["search_id"] = await run_in_threadpool(svc.feedback.record, shown)
+            if out["search_id"] is None:
+                svc.metrics.feedback_unrecorded.labels("search").inc()
+        return out
 
     @app.get("/threads", response_model=ThreadListOut, summary="The stored threads in id order, a page at a time")
     def list_threads(after: str | None = Param(None, max_length=200, description="the last id of the page before "

@@ -316,7 +316,9 @@ class EvaluationIn(Strict):
                            "duplicate, by its group's accepted or voted-up answers), forum-answers-accepted or "
                            "-votes (a thread's comments, by its accepted or voted-up answers), feedback-replay-answers "
                            "or -questions (the searches its users judged, searched again with `ranker` beside the "
-                           "served reranker: `cqa evaluate --feedback --ranker`; CQA_FEEDBACK_QUERIES)")
+                           "served reranker: `cqa evaluate --feedback --ranker`; CQA_FEEDBACK_QUERIES), "
+                           "feedback-replay-comments (the threads whose comments its readers judged, ranked again "
+                           "with `ranker` as the default ranker)")
     ranker: str | None = Field(None, max_length=100, description="a ranker preset instead of the default (not with "
                                "forum-duplicates*, which measure the served search; required by feedback-replay-*)")
 
@@ -500,6 +502,13 @@ class RerankOut(BaseModel):
         "order (full), thread order only (no-users), user ids only (no-order), neither (none); the Arabic ranker "
         "reads none of it")
     timings_ms: dict[str, float]
+
+
+class ThreadAnswersOut(RerankOut):
+    search_id: str | None = Field(None, exclude_if=lambda v: v is None,
+                                  description="this order's id in the feedback log: send it with a reader's "
+                                  "judgement of a comment (POST /feedback); absent where the log is off "
+                                  "(CQA_FEEDBACK=false) or could not be written")
 
 
 class OrderWeighed(BaseModel):
@@ -813,6 +822,11 @@ class HelpfulAtRank(BaseModel):
 
 class FirstStageFigure(BaseModel):
     MAP: float = Field(description="the judged results in the order the reranker was given them")
+    order: Literal["first stage", "thread"] = Field(description="what that order was: the first stage's (a search: "
+                                                    "its hits, the similar threads' comments after them), or the "
+                                                    "thread's own, oldest first (a thread's comments, GET "
+                                                    "/threads/{id}/answers: what the ranker adds over the order a "
+                                                    "forum shows without one)")
     reranker_gain: float = Field(description="MAP minus this MAP: what the reranker's order adds, on these searches")
     p: float = Field(description="of the paired randomisation test over the searches (the paired t-test past 5,000 "
                      "searches: interval)")

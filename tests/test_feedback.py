@@ -146,6 +146,34 @@ def test_a_served_search_is_judged_through_the_api_and_reported(client):
     assert client.get("/evaluation/feedback").json()["groups"][0]["MAP"] == 1.0
 
 
+def test_a_threads_comment_order_is_judged_by_its_readers_beside_the_threads_own_order(client):
+    from .conftest import ADMIN
+    out = client.get("/threads/t4/answers").json()
+    sid, ids = out["search_id"], [r["id"] for r in out["results"]]
+    assert len(sid) == 32 and ids == ["t4_a1", "t4_a0", "t4_a2"]  # the overlap stub: t4_a1 shares "4" and "1"
+    assert "search_id" not in client.post("/rerank", json={"question": {"body": "rent 4"}, "candidates": [
+        {"id": "x", "text": "rent"}]}).json()  # a forum's own candidates: nothing the log could rank again
+    # the reader: the comment shown first helped, the thread's first did not
+    r = client.post("/feedback", json={"search_id": sid, "judgements": [{"result_id": "t4_a1", "helpful": True},
+                                                                        {"result_id": "t4_a0", "helpful": False}]})
+    assert r.status_code == 201 and r.json()["judged"] == 2
+    bad = client.post("/feedback", json={"search_id": sid, "judgements": [{"result_id": "t7_a1", "helpful": True}]})
+    assert bad.status_code == 422 and "did not show 't7_a1'" in bad.json()["error"]["message"]
+    (g,) = client.get("/evaluation/feedback").json()["groups"]
+    assert (g["endpoint"], g["target"], g["reranker"], g["searches"]) == ("/threads/{id}/answers", "comments",
+                                                                          "stub-overlap", 1)
+    assert g["MAP"] == 1.0 and g["MAP_unjudged_not_helpful"] == 1.0  # shown: helpful, not helpful, unjudged
+    # in the thread's order the not-helpful comment comes first: AP 0.5; the ranker's gain over it, 0.5
+    assert g["first_stage"] == {"MAP": 0.5, "order": "thread", "reranker_gain": 0.5, "p": 1.0}
+    assert client.get("/ready").json()["feedback"]["recorded"] == 1
+    # a thread with no comment shows nothing to judge
+    assert client.post("/threads", json={"threads": [{"id": "bare", "subject": "rent?", "body": "no answer yet"}]},
+                       headers=ADMIN).status_code == 200
+    bare = client.get("/threads/bare/answers").json()
+    assert bare["results"] == [] and "search_id" not in bare
+    assert client.get("/ready").json()["feedback"]["recorded"] == 1
+
+
 def test_bad_feedback_gets_a_clear_4xx_and_records_nothing(client):
     out = client.post("/search", json={"question": {"body": "rent"}, "k": 3}).json()
     sid, first = out["search_id"], out["results"][0]["id"]
@@ -177,6 +205,8 @@ def test_feedback_off_gives_no_search_id_and_404(settings, fast_encoder):
     with TestClient(create_app(settings)) as c:
         out = c.post("/search", json={"question": {"body": "rent"}, "k": 3}).json()
         assert "search_id" not in out and out["results"]
+        out = c.get("/threads/t3/answers").json()
+        assert "search_id" not in out and out["results"]
         r = c.post("/feedback", json={"search_id": "a" * 32, "judgements": [{"result_id": "x", "helpful": True}]})
         assert r.status_code == 404 and "CQA_FEEDBACK=false" in r.json()["error"]["message"]
     assert not settings.feedback_file.exists()
@@ -197,9 +227,11 @@ def test_an_unwritable_log_answers_searches_and_gets_judgements_a_503(settings, 
     with TestClient(create_app(settings)) as c:
         r = c.post("/search", json={"question": {"body": "rent"}, "k": 3})
         assert r.status_code == 200 and r.json()["results"] and "search_id" not in r.json()
+        r = c.get("/threads/t3/answers")  # a thread's comments are sorted all the same
+        assert r.status_code == 200 and len(r.json()["results"]) == 3 and "search_id" not in r.json()
         r = c.post("/feedback", json={"search_id": "a" * 32, "judgements": [{"result_id": "x", "helpful": True}]})
         assert r.status_code == 503 and "could not be written" in r.json()["error"]["message"] and r.headers["Retry-After"]
-        assert 'cqa_feedback_unrecorded_total{what="search"} 1.0' in c.get("/metrics").text
+        assert 'cqa_feedback_unrecorded_total{what="search"} 2.0' in c.get("/metrics").text
 
 
 def test_cqa_evaluate_feedback_prints_the_report(tmp_path, cli_env):

@@ -103,6 +103,74 @@ def test_a_judged_search_searched_again_scores_the_served_ranker_as_shown_and_th
     assert q["searches"] == 1 and q["endpoints"] == {"/threads/{id}/similar": 1} and q["reproduced"] == 1
 
 
+# the readers of two threads: the overlap stub's first comment (a1, sharing "1" and the thread's number with its
+# question) not helpful, its last helpful
+READ = {"t4": {"t4_a2": True, "t4_a1": False}, "t7": {"t7_a2": True, "t7_a1": False}}
+
+
+def test_a_threads_judged_comment_order_is_ranked_again_as_the_endpoint_would_rank_it(served_forum, capsys):
+    from fastapi.testclient import TestClient
+
+    from app.cli import build_parser
+    from app.main import create_app
+    from indexing.models import Answer
+    from indexing.store import ThreadStore
+    from ranking.evaluation.cli import evaluate_command
+
+    from .conftest import ADMIN, TOKEN
+    from .test_api import wait_job
+    settings = served_forum.model_copy(update={"api_token": TOKEN})
+    with TestClient(create_app(settings)) as c:
+        shown = {}
+        for tid, read in READ.items():
+            out = c.get(f"/threads/{tid}/answers").json()
+            shown[tid] = [r["id"] for r in out["results"]]
+            assert c.post("/feedback", json={"search_id": out["search_id"], "judgements": [
+                {"result_id": i, "helpful": h} for i, h in read.items()]}).status_code == 201
+        (reported,) = c.get("/evaluation/feedback").json()["groups"]
+    assert reported["target"] == "comments" and reported["replayable"] == 2
+    (kept,) = {json.loads(s["request"])["comments_of"] for s in FeedbackLog(settings.feedback_file).judged_searches()
+               if s["request"] and "t4_a0" in s["results"]}
+    assert kept == "t4"  # the thread's id, no words
+    # what the endpoint would show with the candidate as the default ranker: the replay must score that
+    candidate = settings.model_copy(update={"default_ranker": "stub-reverse", "feedback": False})
+    with TestClient(create_app(candidate)) as c:
+        would = {tid: c.get(f"/threads/{tid}/answers").json()["results"] for tid in READ}
+    assert all([r["id"] for r in would[t]] != shown[t] for t in READ)
+    r = replay(settings, "stub-reverse", "comments", progress=False)
+    assert (r["benchmark"], r["searches"], r["endpoints"]) == ("feedback-replay-comments", 2,
+                                                               {"/threads/{id}/answers": 2})
+    assert r["reproducible"] == r["reproduced"] == 2 and r["served"]["reranker"] == "stub-overlap"
+    assert r["served"]["MAP"] == r["as_shown_MAP"] == reported["MAP"]
+    expected = [condensed_ap(would[t], READ[t]) for t in READ]
+    assert r["candidate"]["reranker"] == "stub-reverse" and r["candidate"]["MAP"] == round(sum(expected) / 2, 4)
+    # the same comments in another order: every helpful one is on both pages
+    assert r["served"]["helpful_found"] == r["candidate"]["helpful_found"] == 1.0
+    assert (r["served"]["MAP"], r["candidate"]["MAP"], r["compare"]["MAP_difference"]) == (0.5, 1.0, 0.5)
+    # `cqa evaluate --feedback` names the thread's order; --ranker --target comments ranks them again
+    assert evaluate_command(build_parser().parse_args(["evaluate", "--feedback"]), settings, print) == 0
+    printed = capsys.readouterr().out
+    assert f"in the thread's own order: MAP {reported['first_stage']['MAP']:.4f}" in printed
+    emitted = []
+    args = build_parser().parse_args(["evaluate", "--feedback", "--ranker", "stub-reverse", "--target", "comments",
+                                      "--json"])
+    assert evaluate_command(args, settings, emitted.append) == 0
+    assert "2 judged threads' comment orders ranked again" in capsys.readouterr().out
+    assert emitted[0]["candidate"]["MAP"] == r["candidate"]["MAP"]
+    # a comment added since is ranked with the rest; a thread gone is not ranked again
+    with ThreadStore(settings.store_path) as store:
+        t4 = store.get("t4")
+        store.upsert([t4.model_copy(update={"answers": [*t4.answers, Answer(id="t4_a3", text="about visa 4 1")]})])
+        store.delete("t7")
+    again = replay(settings, "stub-reverse", "comments", progress=False)
+    assert (again["searches"], again["thread_gone"], again["reproduced"]) == (1, 1, 0)
+    # as a job (POST /evaluation), as the other replays
+    with TestClient(create_app(settings)) as c:
+        job = wait_job(c, c.post("/evaluation", json={"benchmark": "feedback-replay-comments",
+                                                       "ranker": "stub-reverse"}, headers=ADMIN).json()["job"]["id"])
+        assert job["state"] == "succeeded" and job["result"]["searches"] == 1, job
+
+
 def test_the_request_kept_is_the_one_served_and_none_without_the_setting(served_forum):
     from fastapi.testclient import TestClient
 

@@ -187,6 +187,15 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert browser.switch_to.active_element == browser.find_element(By.ID, "thread-title")  # focus moved there
     assert urllib.parse.unquote(thread_id) == stored["id"]
     browser.save_screenshot(str(tmp_path / "thread.png"))
+    # a reader says the second comment shown helped and the first did not: both judge the order the page showed
+    shown[1].find_element(By.CSS_SELECTOR, "button[data-helpful='true']").click()
+    wait.until(lambda d: "marked helpful" in shown[1].find_element(By.CSS_SELECTOR, ".judged").text)
+    shown[0].find_element(By.CSS_SELECTOR, "button[data-helpful='false']").click()
+    wait.until(lambda d: "marked not helpful" in shown[0].find_element(By.CSS_SELECTOR, ".judged").text)
+    with urllib.request.urlopen(server + "/evaluation/feedback") as r:
+        (comments,) = [g for g in json.loads(r.read())["groups"] if g["target"] == "comments"]
+    assert comments["endpoint"] == "/threads/{id}/answers" and comments["judgements"] == 2, comments
+    assert comments["MAP"] == 0.5 and comments["first_stage"]["order"] == "thread", comments
     # below it, its similar questions (GET /threads/{id}/similar), the thread itself left out; each opens in turn
     with urllib.request.urlopen(f"{server}/threads/{thread_id}/similar?k=5&target=questions") as r:
         similar = [x["thread_id"] for x in json.loads(r.read())["results"]]

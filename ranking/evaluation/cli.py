@@ -61,11 +61,13 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                         "each question linked as a duplicate asked for its similar questions as GET "
                         "/threads/{id}/similar asks, reranked and not (the paired test), scored by the other "
                         "questions of its duplicate group (MAP@10, P@1, MRR, nDCG@10, Recall@10)")
-    p.add_argument("--target", choices=["questions", "threads", "answers"], default=None,
+    p.add_argument("--target", choices=["questions", "threads", "answers", "comments"], default=None,
                    help="with --duplicates: what the similar search lists (default: questions); answers: each "
                         "linked question asks for answers, and should find those of its group's other questions that "
                         "the forum judged useful (--judged-by); with --feedback --ranker: which searches are searched "
-                        "again, answers (the default) or questions (with the threads searches)")
+                        "again, answers (the default), questions (with the threads searches) or comments (the "
+                        "threads whose comments GET /threads/{id}/answers sorted, ranked again with NAME as the "
+                        "default ranker)")
     p.add_argument("--answers", action="store_true",
                    help="judge how the data folder's own threads have their comments sorted (GET "
                         "/threads/{id}/answers, the default ranker) by the forum's own signals: the answer the asker "
@@ -82,10 +84,12 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                         "asked; in the store's order (0: all)")
     p.add_argument("--feedback", action="store_true",
                    help="MAP on the forum's own traffic: the searches this data folder's service served (POST /search, "
-                        "GET /threads/{id}/similar) that its users judged (POST /feedback, the search page's Helpful? "
+                        "GET /threads/{id}/similar) and the threads whose comments it sorted (GET "
+                        "/threads/{id}/answers) that its users judged (POST /feedback, the search page's Helpful? "
                         "buttons), per endpoint, target and reranker, with the official scorer's arithmetic over the "
                         "first 10 ranks of the judged results, beside the same results in the order the reranker was "
-                        "given them (the paired test); as GET /evaluation/feedback reports it")
+                        "given them (a thread's comments: the thread's own order) with the paired test; as GET "
+                        "/evaluation/feedback reports it")
     p.add_argument("--days", type=float, default=None, metavar="N",
                    help="with --feedback: only the searches served in the last N days (default: all kept)")
     p.add_argument("--list", action="store_true", help="list benchmarks and ranker presets")
@@ -123,6 +127,10 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
                   f"{'the accepted answer' if j is JudgedBy.ACCEPTED else 'the answers voted up or accepted'}")
         from .replay import BENCHMARKS as REPLAYS
         for name, target in REPLAYS.items():
+            if target == "comments":
+                print(f"  {name:36s} --feedback --ranker NAME --target comments: the threads whose comments readers "
+                      "judged, ranked again with NAME beside the default ranker")
+                continue
             print(f"  {name:36s} --feedback --ranker NAME{' --target questions' if target == 'questions' else ''}: "
                   f"the judged {target} searches searched again with NAME beside the served reranker")
         for title, retriever in (("rankers (presets: kind, weights, parts):", False),
@@ -155,6 +163,9 @@ def evaluate_command(args: argparse.Namespace, settings, emit) -> int:
             raise ScoringError("--duplicates and --answers are two evaluations: one at a time")
         if args.target and not args.duplicates:
             raise ScoringError("--target goes with --duplicates, or with --feedback --ranker")
+        if args.target == "comments":
+            raise ScoringError("--target comments goes with --feedback --ranker (the threads whose comments readers "
+                               "judged); --answers judges a thread's comments by the forum's own signals")
         if args.judged_by and not (args.answers or (args.duplicates and args.target == "answers")):
             raise ScoringError("--judged-by goes with --answers, or with --duplicates --target answers")
         if args.limit is not None and not (args.duplicates or args.answers):
@@ -249,8 +260,8 @@ def _feedback(args: argparse.Namespace, settings, emit) -> int:
                   f"(sign test p = {it['p']:.4g})")
         if g.get("first_stage"):
             f = g["first_stage"]
-            print(f"  before the reranker: MAP {f['MAP']:.4f}   reranker's gain {f['reranker_gain']:+.4f} "
-                  f"(p = {f['p']:.4g})")
+            before = "in the thread's own order" if f["order"] == "thread" else "before the reranker"
+            print(f"  {before}: MAP {f['MAP']:.4f}   reranker's gain {f['reranker_gain']:+.4f} (p = {f['p']:.4g})")
     if not r["groups"]:
         print("nothing judged yet: searches carry a search_id; POST /feedback judges their results")
     print(f"({r['note']})")
@@ -270,7 +281,8 @@ def _replay(args: argparse.Namespace, settings, emit) -> int:
         raise ScoringError(str(e)) from None
     skipped = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in ("without_request", "not_reranked", "thread_gone")
                         if r[k])
-    print(f"feedback log {settings.feedback_file}: {r['searches']} judged {target} searches searched again in "
+    what = "threads' comment orders ranked" if target == "comments" else f"{target} searches searched"
+    print(f"feedback log {settings.feedback_file}: {r['searches']} judged {what} again in "
           f"generation {r['generation']}{f' (left out: {skipped})' if skipped else ''}; {r['other_generation']} "
           f"served by another generation, {r['other_reranker']} by another reranker than {r['served']['reranker']}; "
           f"{r['reproduced']} of {r['reproducible']} shown again as served")

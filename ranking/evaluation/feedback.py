@@ -2,7 +2,9 @@
 
 Every search the service answers (POST /search, GET /threads/{id}/similar) is written to the feedback log with an
 id, ``search_id`` in its response: its endpoint, target, reranker and generation, and the ids of the results it
-showed in their order with each one's place before the reranker. A user (the search page's "Helpful? yes / no", or a forum's
+showed in their order with each one's place before the reranker. So is every thread whose comments GET
+/threads/{id}/answers sorted (target ``comments``, ``served_comments``): the comments in the order shown, each one's
+place in the thread as its place before the ranker, so that its ``first_stage`` figure is the thread's own order. A user (the search page's "Helpful? yes / no", or a forum's
 own buttons) sends POST /feedback with that id and a judgement of a shown result; it is on disk (fsync'd) before the
 answer. ``report`` scores the judged searches with the SemEval-2016 official scorer's arithmetic, grouped by what
 served them, so the figure is the served path's on the forum's own traffic:
@@ -532,6 +534,31 @@ class KeptRequests:
         return forget_requests(backup_file, texts, BACKUP_TABLES["served"])
 
 
+COMMENTS_ENDPOINT = "/threads/{id}/answers"  # a stored thread's comments, most useful first
+COMMENTS = "comments"  # its target in the log: the thread's own comments, ranked by the default ranker
+
+
+def served_comments(thread_id: str, shown: list[str], thread_order: list[str], ranker: str, generation: str | None,
+                    keep_request: bool = False) -> Served:
+    """What GET /threads/{id}/answers showed of thread ``thread_id``: its comments' ids in the order ``shown``, each
+    one's place in ``thread_order`` (the thread's own, oldest first) as its place before the reranker, so the report's
+    ``first_stage`` is the thread's order: what the ranker adds over the order a forum shows without it. With
+    ``keep_request`` (CQA_FEEDBACK_QUERIES), the thread's id as its request (``comments_request``): a replay ranks
+    the thread as the store holds it then, and a thread gone leaves no words here."""
+    place = {aid: i for i, aid in enumerate(thread_order)}
+    return Served(COMMENTS_ENDPOINT, COMMENTS, ranker, generation or "none", 0, tuple(shown),
+                  tuple(place[a] for a in shown),
+                  request=json.dumps({"comments_of": thread_id}, ensure_ascii=False) if keep_request else None)
+
+
+def comments_request(request: str) -> str:
+    """The thread id a GET /threads/{id}/answers request was kept by (``served_comments``)."""
+    thread_id = json.loads(request).get("comments_of")
+    if not isinstance(thread_id, str):
+        raise ValueError(f"not a thread's comments request: {request[:80]!r}")
+    return thread_id
+
+
 def served_of(response, endpoint: str, request: str | None = None) -> Served:
     """What a ``SearchResponse`` showed (its results' ids and places before the reranker); with ``request`` (the
     request it answered as ``SearchRequest.to_json`` wrote it, where CQA_FEEDBACK_QUERIES keeps them), that too, so
@@ -549,9 +576,9 @@ def judgements_in_order(search: dict, order: list[int] | None, condensed: bool) 
             if not condensed or ids[i] in judged]
 
 
-def _first_pages(page: list[dict], reranked: bool) -> dict:
+def _first_pages(page: list[dict], reranked: bool, thread_order: bool = False) -> dict:
     """The figures of a group's judged first pages (module docstring); ``reranked``: with the order before the
-    reranker beside them (``first_stage``)."""
+    reranker beside them (``first_stage``), which ``thread_order`` says was a thread's own (its comments ranked)."""
     from .measures import map_interval, normal_interval, paired_randomization, paired_t
     from .scorer import TOP, average_precision, reciprocal_rank
     ap = {s["id"]: average_precision(judgements_in_order(s, None, True)) for s in page}
@@ -577,7 +604,8 @@ def _first_pages(page: list[dict], reranked: bool) -> dict:
         a = list(ap.values())
         b = [average_precision(judgements_in_order(s, sorted(range(len(s["results"])), key=s["first_stage"].__getitem__), True))
              for s in page]
-        g["first_stage"] = {"MAP": round(sum(b) / len(b), 4), "reranker_gain": round((sum(a) - sum(b)) / len(a), 4),
+        g["first_stage"] = {"MAP": round(sum(b) / len(b), 4), "order": "thread" if thread_order else "first stage",
+                            "reranker_gain": round((sum(a) - sum(b)) / len(a), 4),
                             "p": (paired_randomization(a, b) if exact else paired_t(a, b)) if a != b else 1.0}
     return g
 
@@ -599,7 +627,7 @@ def report(searches: list[dict], days: float | None = None) -> dict:
         if challenger is not None:
             g["interleaving"] = interleaving(groups[key], challenger)
         if page:
-            g.update(_first_pages(page, reranked=ranker is not None))
+            g.update(_first_pages(page, reranked=ranker is not None, thread_order=target == COMMENTS))
         out.append(g)
     return {"days": days, "searches_judged": len(searches),
             "groups": out,

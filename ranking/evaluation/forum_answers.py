@@ -163,7 +163,7 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
                          f"({reasons(asked.passed_over)}{'; ' + bad if bad else ''}): ingest a StackExchange dump, "
                          "or send answers with meta.accepted (true) or meta.score (votes, a whole number)")
     from ..presets import build_label
-    gen, main, arabic = served if served is not None else _load(settings, ranker)
+    gen, main, arabic = served if served is not None else endpoint_rankers(settings, ranker)
     main = build_label(ranker, settings) if ranker and served is not None else main
     ranking = {RANKED: main, **({compare: build_label(compare, settings)} if compare else {})}
     runs = [*ranking, THREAD_ORDER] + ([VOTE_ORDER] if judged_by is JudgedBy.ACCEPTED else [])
@@ -244,9 +244,9 @@ def reasons(why: dict[str, int]) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in Counter(why).most_common()) or "none"
 
 
-def _load(settings, ranker: str | None = None):
-    """The live generation (None where there is none yet) and the rankers the service would load (``ranker``, a
-    preset, in place of its default one)."""
+def endpoint_rankers(settings, ranker: str | None = None):
+    """The live generation (None where there is none yet) and the rankers GET /threads/{id}/answers would run: the
+    default one (``ranker``, a preset, in its place) and the Arabic one (None where none is set)."""
     from indexing.generations import current_generation
     from indexing.searcher import load_current
 
@@ -257,5 +257,5 @@ def _load(settings, ranker: str | None = None):
     return gen, main, arabic
 
 
-__all__ = ["Asked", "BENCHMARKS", "JudgedBy", "asked_threads", "baseline_scores", "passed_over", "relevant",
-           "run_forum_answers", "unreadable"]
+__all__ = ["Asked", "BENCHMARKS", "JudgedBy", "asked_threads", "baseline_scores", "endpoint_rankers", "passed_over",
+           "relevant", "run_forum_answers", "unreadable"]

@@ -24,6 +24,12 @@ give where the candidate reorders what was shown; interleaving, online, is the f
 other results (docs/BENCHMARKS.md, "Round 61", measured how far each lies from the truth). ``verdict``: the ranker
 both differences favour (significant where both paired tests are under 0.05), or undecided where they disagree.
 
+A thread's comments sorted by GET /threads/{id}/answers (target ``comments``) are ranked again as that endpoint
+ranks them (``ranking.evaluation.forum_answers``: the thread as the store holds it now, the live generation's
+vectors where there is one, an Arabic thread by $CQA_ARABIC_RANKER), with the default ranker and with the candidate
+as $CQA_DEFAULT_RANKER. Both order the same comments, so no result is unjudged for one and shown by the other: the two
+MAPs differ only where a reader judged a comment the thread no longer holds, or one the new order puts past rank 10.
+
 A thread's similar search (GET /threads/{id}/similar) is kept by the thread's id and asks its question as the store
 holds it now; one whose thread is gone (deleted, erased, taken down) is not searched again (``thread_gone``).
 Searches served by another generation than the live one are searched in the live one (``other_generation`` counts
@@ -34,15 +40,24 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tqdm import tqdm
 
-from .feedback import FeedbackLog, judgements_in_order
+from .feedback import COMMENTS, FeedbackLog, comments_request, judgements_in_order
 
-REPLAYED_TARGETS = ("answers", "questions")  # a threads search is replayed as the questions search it ranks by
+# a threads search is replayed as the questions search it ranks by; comments: the threads whose comments GET
+# /threads/{id}/answers sorted, each ranked again as that endpoint ranks it
+REPLAYED_TARGETS = ("answers", "questions", COMMENTS)
 BENCHMARKS = {f"feedback-replay-{t}": t for t in REPLAYED_TARGETS}  # their names in POST /evaluation and reports
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One comment of a thread's order ranked again: its id, standing for no copies (a search's results may)."""
+    id: str
+    duplicates: tuple[str, ...] = ()
 
 
 def judged_in(results, judged: dict[str, bool], condensed: bool = True) -> list[bool]:
@@ -101,10 +116,10 @@ def caution(judgements_per_search: float, said: str) -> str | None:
 
 def replay(settings, ranker: str, target: str = "answers", days: float | None = None, progress: bool = True,
            now: float | None = None) -> dict:
-    """The judged first pages of ``target`` (answers, or questions with the threads searches) served in the last
-    ``days`` (None: all kept) searched again with the target's served reranker and with ``ranker`` (a preset name,
-    a variant allowed: NAME[int8]); the figures of the module docstring, and a report folder (``report.json``, and
-    each run and the judgements in TREC format)."""
+    """The judged first pages of ``target`` (answers, or questions with the threads searches; or comments, the
+    threads' comment orders) served in the last ``days`` (None: all kept) searched again with the target's served
+    reranker and with ``ranker`` (a preset name, a variant allowed: NAME[int8]); the figures of the module docstring,
+    and a report folder (``report.json``, and each run and the judgements in TREC format)."""
     from indexing.searcher import load_current
     from indexing.store import ThreadStore
 
@@ -116,7 +131,8 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     from .runner import _atomic_json, report_folder
     from .scorer import average_precision, reciprocal_rank
     if target not in REPLAYED_TARGETS:
-        raise ValueError(f"target {target!r}: answers or questions (a threads search is replayed as questions)")
+        raise ValueError(f"target {target!r}: answers, questions (a threads search is replayed as questions) or "
+                         f"{COMMENTS} (a thread's comments, GET /threads/{{id}}/answers)")
     if not Path(settings.feedback_file).exists():
         raise FileNotFoundError(f"no feedback log at {settings.feedback_file}: nothing served has been judged yet")
     if not Path(settings.store_path).exists():
@@ -130,19 +146,27 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
                       if s["request"] is None or s["ranker"] is None)
     pages = [s for s in pages if s["request"] is not None and s["ranker"] is not None]
     with ThreadStore(settings.store_path) as store:  # a thread's similar search asks its question as stored now
-        requests = {s["id"]: SearchRequest.from_json(s["request"], store.get) for s in pages}
+        requests = {s["id"]: store.get(comments_request(s["request"])) if target == COMMENTS else
+                    SearchRequest.from_json(s["request"], store.get) for s in pages}
     skipped["thread_gone"] = sum(r is None for r in requests.values())
     pages = [s for s in pages if requests[s["id"]] is not None]
     if not pages:
         raise ValueError(f"no judged {target} search to search again ({skipped['without_request']} judged without "
                          f"their request, {skipped['not_reranked']} not reranked, {skipped['thread_gone']} of threads "
                          "no longer stored): searches keep their request where CQA_FEEDBACK_QUERIES=true")
-    gen = load_current(settings.index_root, settings.device)
-    built: dict = {}  # the rankers both runs share load once
-    key = f"search_ranker_{target}"
-    served_name = getattr(settings, key)
-    runs = {"served": search_rerankers(settings, built),
-            "candidate": search_rerankers(settings.model_copy(update={key: ranker}), built)}
+    if target == COMMENTS:
+        from ..presets import build_label
+        from .forum_answers import endpoint_rankers
+        gen, served_ranker, arabic = endpoint_rankers(settings)
+        served_name = settings.default_ranker
+        runs = {"served": served_ranker, "candidate": build_label(ranker, settings)}
+    else:
+        gen = load_current(settings.index_root, settings.device)
+        built: dict = {}  # the rankers both runs share load once
+        key = f"search_ranker_{target}"
+        served_name = getattr(settings, key)
+        runs = {"served": search_rerankers(settings, built),
+                "candidate": search_rerankers(settings.model_copy(update={key: ranker}), built)}
     ap: dict[str, dict[str, float]] = {name: {} for name in runs}
     ap_full: dict[str, dict[str, float]] = {name: {} for name in runs}  # unjudged as not helpful
     rr: dict[str, list[float]] = {name: [] for name in runs}
@@ -151,32 +175,35 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     ms: dict[str, list[float]] = {name: [] for name in runs}
     as_shown, reproducible, reproduced, other_generation, other_reranker = [], 0, 0, 0, 0
     names: dict[str, str | None] = {}
+    gen_name = gen.name if gen is not None else "none"  # a thread's comments are ranked without a generation too
     with ThreadStore(settings.store_path) as store:
         synonyms = TagSynonyms.of(store.tag_synonyms())
-        pipelines = {name: build_pipeline(settings, gen, store.get, rerankers) for name, rerankers in runs.items()}
+        if target == COMMENTS:
+            searchers = {name: _comments_ranker(gen, main, arabic, requests) for name, main in runs.items()}
+        else:
+            searchers = {name: _search_ranker(build_pipeline(settings, gen, store.get, rerankers), requests, synonyms)
+                         for name, rerankers in runs.items()}
         for s in tqdm(pages, desc=f"replay ({target})", disable=not progress):
-            # the tag synonyms as they are now, as served
-            req = replace(requests[s["id"]], offset=0, explain=False, snippets=False).with_synonyms(lambda: synonyms)
             judged = s["judged"]
             as_shown.append(average_precision(judgements_in_order(s, None, condensed=True)))  # the feedback report's figure
-            other_generation += s["generation"] != gen.name
-            for name, pipeline in pipelines.items():
+            other_generation += s["generation"] != gen_name
+            for name, searched in searchers.items():
                 t0 = time.perf_counter()
-                resp = pipeline.search(req)
+                results, reranker = searched(s["id"])
                 ms[name].append(1000 * (time.perf_counter() - t0))
-                names[name] = resp.reranker
-                ranked = judged_in(resp.results, judged)
+                names[name] = reranker
+                ranked = judged_in(results, judged)
                 ap[name][s["id"]] = average_precision(ranked)
-                ap_full[name][s["id"]] = average_precision(judged_in(resp.results, judged, condensed=False))
+                ap_full[name][s["id"]] = average_precision(judged_in(results, judged, condensed=False))
                 rr[name].append(reciprocal_rank(ranked))
-                if (share := found(resp.results, judged)) is not None:
+                if (share := found(results, judged)) is not None:
                     helpful_found[name][s["id"]] = share
-                trec[name][s["id"]] = {r.id: float(len(resp.results) - i) for i, r in enumerate(resp.results)}
+                trec[name][s["id"]] = {r.id: float(len(results) - i) for i, r in enumerate(results)}
                 if name == "served":
-                    other_reranker += s["ranker"] != resp.reranker
-                    if s["challenger"] is None and s["generation"] == gen.name and s["ranker"] == resp.reranker:
+                    other_reranker += s["ranker"] != reranker
+                    if s["challenger"] is None and s["generation"] == gen_name and s["ranker"] == reranker:
                         reproducible += 1
-                        reproduced += [r.id for r in resp.results] == s["results"]
+                        reproduced += [r.id for r in results] == s["results"]
 
     def figures(name: str) -> dict:
         a, f = ap[name], helpful_found[name]
@@ -200,7 +227,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     p_unjudged = paired_randomization(*full) if full[0] != full[1] else 1.0
     said = verdict(condensed, unjudged, versus["p_randomization"], p_unjudged)
     per_search = round(sum(len(s["judged"]) for s in pages) / len(pages), 2)
-    report = {"benchmark": name, "target": target, "days": days, "generation": gen.name,
+    report = {"benchmark": name, "target": target, "days": days, "generation": gen_name,
               "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
                                                                            ("without_request", "not_reranked",
                                                                             "thread_gone")},
@@ -224,3 +251,30 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
                       "results"}
     _atomic_json(folder / "report.json", report)
     return report
+
+
+def _search_ranker(pipeline, requests: dict, synonyms):
+    """A judged search's id to (its first page searched again through ``pipeline``, the reranker that ranked it):
+    its request (``requests``) from offset 0, with the tag synonyms as they are now, as served."""
+    def searched(search_id: str):
+        req = replace(requests[search_id], offset=0, explain=False, snippets=False).with_synonyms(lambda: synonyms)
+        resp = pipeline.search(req)
+        return resp.results, resp.reranker
+    return searched
+
+
+def _comments_ranker(gen, main, arabic, threads: dict):
+    """A judged comment order's id to (its thread's comments, ``threads``, ranked as GET /threads/{id}/answers ranks
+    them with ``main`` as the default ranker: ties in the thread's order; the ranker that ranked them)."""
+    from ..arabic import routed
+    from ..candidates import stored_thread_query
+
+    def searched(search_id: str):
+        t = threads[search_id]
+        if not t.answers:  # every comment removed since
+            return [], main.name
+        chosen, q = routed(stored_thread_query(t, gen), main, arabic, gen)
+        scores = chosen.score([q])[0]
+        order = sorted(range(len(t.answers)), key=lambda i: -scores[i])
+        return [Shown(t.answers[i].id) for i in order], chosen.name
+    return searched
