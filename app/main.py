@@ -29,8 +29,8 @@ from indexing.generations import IndexFormatError
 from indexing.models import MAX_TAG_CHARS, alternatives, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
-from ranking.evaluation.feedback import (FeedbackLog, FeedbackUnavailable, NotShown, UnknownSearch, served_comments,
-                                         served_of)
+from ranking.evaluation.feedback import (COMMENTS_ENDPOINT, GIVEN_ORDER, FeedbackLog, FeedbackUnavailable, NotShown,
+                                         UnknownSearch, served_comments, served_of)
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.retriever import TagSynonyms, tag_rows
 from ranking.settings import MAX_RESULTS
@@ -83,7 +83,6 @@ from .schemas import (
     TagSynonymsOut,
     TagsOut,
     TakedownsOut,
-    ThreadAnswersOut,
     ThreadListOut,
     ThreadsIn,
     ThreadsOut,
@@ -755,18 +754,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [(f"candidates.{i}.text", c.text) for i, c in enumerate(body.candidates)])
-        return await reranked(body, svc)
+        return await reranked(body, svc, GIVEN_ORDER)
 
-    async def reranked(body: RerankIn, svc: Service, gen=None) -> dict:
-        """POST /rerank's answer to ``body``, within whatever limits its caller set; ``gen``: the generation read
-        (default: the live one now)."""
+    async def reranked(body: RerankIn, svc: Service, endpoint: str, thread_id: str | None = None) -> dict:
+        """POST /rerank's answer to ``body``, within whatever limits its caller set; where the feedback log is on,
+        the order shown kept under the ``search_id`` its readers judge it by (``served_comments``: as ``endpoint``
+        served it, its request the stored thread ``thread_id`` where one is given)."""
         from ranking.combination import regime_of
         t0 = time.perf_counter()
-        gen = gen or svc.generation
+        gen = svc.generation
         q = rerank_query(body, gen)
         ranker, scores = await routed(svc, "/rerank", q, gen, svc.reranker, svc.rerank_batcher)
-        return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
-                "metadata": regime_of(q)}
+        out = {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
+               "metadata": regime_of(q)}
+        if svc.feedback is not None and out["results"]:
+            shown = served_comments([r["id"] for r in out["results"]], [c.id for c in body.candidates],
+                                    ranker.name, gen.name if gen is not None else None, endpoint, thread_id)
+            out["search_id"] = await run_in_threadpool(svc.feedback.record, shown)
+            if out["search_id"] is None:
+                svc.metrics.feedback_unrecorded.labels("search").inc()
+        return out
 
     @app.post("/rerank/questions", response_model=RerankQuestionsOut, dependencies=[Depends(admitted)],
               summary="Score and sort given questions by how similar each is to a new one (subtask B)")
@@ -923,7 +930,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.nudge()
         return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
 
-    @app.get("/threads/{thread_id}/answers", response_model=ThreadAnswersOut, dependencies=[Depends(admitted)],
+    @app.get("/threads/{thread_id}/answers", response_model=RerankOut, dependencies=[Depends(admitted)],
              summary="A stored thread's comments, most useful first: POST /rerank of the thread as the store holds it")
     async def ranked_answers(thread_id: str, svc: Service = Depends(service)):
         """What a thread page asks to show its useful comments first, by the thread's id alone: the stored thread
@@ -950,16 +957,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             first = errors.field_errors(e.errors())[0]
             raise HTTPException(422, detail=f"thread {thread_id!r} cannot be ranked as stored: {first['field']}: "
                                 f"{first['message']}") from None
-        gen = svc.generation
-        out = await reranked(body, svc, gen)  # the store's texts: what POST /threads or `cqa ingest` accepted
-        if svc.feedback is not None:  # the order shown, under the id its readers judge it by
-            shown = served_comments(t.id, [r["id"] for r in out["results"]], [a.id for a in t.answers],
-                                    out["reranker"], gen.name if gen is not None else None,
-                                    svc.settings.feedback_queries)
-            out["search_id"] = await run_in_threadpool(svc.feedback.record, shown)
-            if out["search_id"] is None:
-                svc.metrics.feedback_unrecorded.labels("search").inc()
-        return out
+        # the store's texts: what POST /threads or `cqa ingest` accepted; the order shown kept by the thread's id
+        return await reranked(body, svc, COMMENTS_ENDPOINT, t.id if svc.settings.feedback_queries else None)
 
     @app.get("/threads", response_model=ThreadListOut, summary="The stored threads in id order, a page at a time")
     def list_threads(after: str | None = Param(None, max_length=200, description="the last id of the page before "

@@ -502,13 +502,11 @@ class RerankOut(BaseModel):
         "order (full), thread order only (no-users), user ids only (no-order), neither (none); the Arabic ranker "
         "reads none of it")
     timings_ms: dict[str, float]
-
-
-class ThreadAnswersOut(RerankOut):
     search_id: str | None = Field(None, exclude_if=lambda v: v is None,
                                   description="this order's id in the feedback log: send it with a reader's "
-                                  "judgement of a comment (POST /feedback); absent where the log is off "
-                                  "(CQA_FEEDBACK=false) or could not be written")
+                                  "judgement of a comment (POST /feedback); GET /evaluation/feedback reports the "
+                                  "judged orders' MAP beside the order given (target comments). Absent where the log "
+                                  "is off (CQA_FEEDBACK=false) or could not be written, or nothing was ranked")
 
 
 class OrderWeighed(BaseModel):
@@ -822,11 +820,11 @@ class HelpfulAtRank(BaseModel):
 
 class FirstStageFigure(BaseModel):
     MAP: float = Field(description="the judged results in the order the reranker was given them")
-    order: Literal["first stage", "thread"] = Field(description="what that order was: the first stage's (a search: "
-                                                    "its hits, the similar threads' comments after them), or the "
-                                                    "thread's own, oldest first (a thread's comments, GET "
-                                                    "/threads/{id}/answers: what the ranker adds over the order a "
-                                                    "forum shows without one)")
+    order: Literal["first stage", "thread", "given"] = Field(
+        description="what that order was: the first stage's (a search: its hits, the similar threads' comments after "
+        "them), the thread's own, oldest first (a thread's comments, GET /threads/{id}/answers: what the ranker adds "
+        "over the order a forum shows without one), or the request's (POST /rerank: a thread's order where the forum "
+        "sent its comments so)")
     reranker_gain: float = Field(description="MAP minus this MAP: what the reranker's order adds, on these searches")
     p: float = Field(description="of the paired randomisation test over the searches (the paired t-test past 5,000 "
                      "searches: interval)")

@@ -72,16 +72,23 @@ def searches_in_turns(bases: dict[str, str], bodies: list[tuple[str, dict]], rou
     request at a time, the servers' order rotating from one question to the next so that the machine's noise falls on
     every side alike, ``rounds`` times; each request's ms appended to ``ms[side]``. Yields (round, question id,
     {side: response}) once every side answered a question; any status but 200 stops the bench."""
+    yield from in_turns(bases, bodies, rounds, ms, lambda base, body: post_json(base + "/search", body), "POST /search")
+
+
+def in_turns(bases: dict[str, str], items: list[tuple[str, object]], rounds: int, ms: dict[str, list[float]],
+             ask, what: str):
+    """``searches_in_turns`` with any request: ``ask(base URL, item)`` gives (status, JSON answered) for each (id,
+    item) of ``items``; ``what`` names it in an error."""
     sides, turn = list(bases), 0
     for rnd in range(rounds):
-        for qid, body in bodies:
+        for qid, item in items:
             got: dict[str, dict] = {}
             for side in sides[turn % len(sides):] + sides[:turn % len(sides)]:
                 t0 = time.perf_counter()
-                status, resp = post_json(bases[side] + "/search", body)
+                status, resp = ask(bases[side], item)
                 ms[side].append(1000 * (time.perf_counter() - t0))
                 if status != 200:
-                    raise SystemExit(f"{side}: POST /search answered {status} for {qid}: {resp}")
+                    raise SystemExit(f"{side}: {what} answered {status} for {qid}: {resp}")
                 got[side] = resp
             turn += 1
             yield rnd, qid, got

@@ -147,12 +147,12 @@ def test_a_served_search_is_judged_through_the_api_and_reported(client):
 
 
 def test_a_threads_comment_order_is_judged_by_its_readers_beside_the_threads_own_order(client):
+    """GET /threads/{id}/answers and POST /rerank keep the order they showed; its readers' judgements give its MAP
+    beside the order the ranker was given (the thread's own, or the request's)."""
     from .conftest import ADMIN
     out = client.get("/threads/t4/answers").json()
     sid, ids = out["search_id"], [r["id"] for r in out["results"]]
     assert len(sid) == 32 and ids == ["t4_a1", "t4_a0", "t4_a2"]  # the overlap stub: t4_a1 shares "4" and "1"
-    assert "search_id" not in client.post("/rerank", json={"question": {"body": "rent 4"}, "candidates": [
-        {"id": "x", "text": "rent"}]}).json()  # a forum's own candidates: nothing the log could rank again
     # the reader: the comment shown first helped, the thread's first did not
     r = client.post("/feedback", json={"search_id": sid, "judgements": [{"result_id": "t4_a1", "helpful": True},
                                                                         {"result_id": "t4_a0", "helpful": False}]})
@@ -166,12 +166,24 @@ def test_a_threads_comment_order_is_judged_by_its_readers_beside_the_threads_own
     # in the thread's order the not-helpful comment comes first: AP 0.5; the ranker's gain over it, 0.5
     assert g["first_stage"] == {"MAP": 0.5, "order": "thread", "reranker_gain": 0.5, "p": 1.0}
     assert client.get("/ready").json()["feedback"]["recorded"] == 1
+    # a forum that sends its own thread's comments (POST /rerank) judges them the same way, beside the order it sent
+    sent = client.post("/rerank", json={"question": {"subject": "rent", "body": "a flat in 4"}, "candidates": [
+        {"id": "c1", "text": "call them"}, {"id": "c2", "text": "rent a flat"}, {"id": "c3", "text": "a flat in 4"}]})
+    given = sent.json()
+    assert [r["id"] for r in given["results"]] == ["c3", "c2", "c1"] and len(given["search_id"]) == 32
+    assert client.post("/feedback", json={"search_id": given["search_id"], "judgements": [
+        {"result_id": "c1", "helpful": False}, {"result_id": "c3", "helpful": True}]}).status_code == 201
+    groups = {g["endpoint"]: g for g in client.get("/evaluation/feedback").json()["groups"]}
+    assert set(groups) == {"/threads/{id}/answers", "/rerank"} and groups["/rerank"]["target"] == "comments"
+    assert groups["/rerank"]["MAP"] == 1.0 and groups["/rerank"]["replayable"] == 0
+    assert groups["/rerank"]["first_stage"] == {"MAP": 0.5, "order": "given", "reranker_gain": 0.5, "p": 1.0}
+    assert client.get("/ready").json()["feedback"]["recorded"] == 2
     # a thread with no comment shows nothing to judge
     assert client.post("/threads", json={"threads": [{"id": "bare", "subject": "rent?", "body": "no answer yet"}]},
                        headers=ADMIN).status_code == 200
     bare = client.get("/threads/bare/answers").json()
     assert bare["results"] == [] and "search_id" not in bare
-    assert client.get("/ready").json()["feedback"]["recorded"] == 1
+    assert client.get("/ready").json()["feedback"]["recorded"] == 2
 
 
 def test_bad_feedback_gets_a_clear_4xx_and_records_nothing(client):

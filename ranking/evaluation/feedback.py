@@ -3,8 +3,9 @@
 Every search the service answers (POST /search, GET /threads/{id}/similar) is written to the feedback log with an
 id, ``search_id`` in its response: its endpoint, target, reranker and generation, and the ids of the results it
 showed in their order with each one's place before the reranker. So is every thread whose comments GET
-/threads/{id}/answers sorted (target ``comments``, ``served_comments``): the comments in the order shown, each one's
-place in the thread as its place before the ranker, so that its ``first_stage`` figure is the thread's own order. A user (the search page's "Helpful? yes / no", or a forum's
+/threads/{id}/answers or POST /rerank sorted (target ``comments``, ``served_comments``): the comments in the order
+shown, each one's place in the thread (in the request, for POST /rerank) as its place before the ranker, so that its
+``first_stage`` figure is the thread's own order (the order the forum sent). A user (the search page's "Helpful? yes / no", or a forum's
 own buttons) sends POST /feedback with that id and a judgement of a shown result; it is on disk (fsync'd) before the
 answer. ``report`` scores the judged searches with the SemEval-2016 official scorer's arithmetic, grouped by what
 served them, so the figure is the served path's on the forum's own traffic:
@@ -535,20 +536,21 @@ class KeptRequests:
 
 
 COMMENTS_ENDPOINT = "/threads/{id}/answers"  # a stored thread's comments, most useful first
-COMMENTS = "comments"  # its target in the log: the thread's own comments, ranked by the default ranker
+COMMENTS = "comments"  # their target in the log: one thread's comments ranked (subtask A), stored or given
+GIVEN_ORDER = "/rerank"  # comments a forum sends (POST /rerank): their place before the ranker is the request's
 
 
-def served_comments(thread_id: str, shown: list[str], thread_order: list[str], ranker: str, generation: str | None,
-                    keep_request: bool = False) -> Served:
-    """What GET /threads/{id}/answers showed of thread ``thread_id``: its comments' ids in the order ``shown``, each
-    one's place in ``thread_order`` (the thread's own, oldest first) as its place before the reranker, so the report's
-    ``first_stage`` is the thread's order: what the ranker adds over the order a forum shows without it. With
-    ``keep_request`` (CQA_FEEDBACK_QUERIES), the thread's id as its request (``comments_request``): a replay ranks
-    the thread as the store holds it then, and a thread gone leaves no words here."""
-    place = {aid: i for i, aid in enumerate(thread_order)}
-    return Served(COMMENTS_ENDPOINT, COMMENTS, ranker, generation or "none", 0, tuple(shown),
-                  tuple(place[a] for a in shown),
-                  request=json.dumps({"comments_of": thread_id}, ensure_ascii=False) if keep_request else None)
+def served_comments(shown: list[str], given: list[str], ranker: str, generation: str | None,
+                    endpoint: str = COMMENTS_ENDPOINT, thread_id: str | None = None) -> Served:
+    """What one thread's comments ranked showed (target ``comments``): their ids in the order ``shown``, and each
+    one's place in ``given``, the order the ranker was given them, as its place before the reranker. GET
+    /threads/{id}/answers gives the thread's own (oldest first), so the report's ``first_stage`` is what the ranker
+    adds over the order a forum shows without one; POST /rerank (``GIVEN_ORDER``) the request's. ``thread_id``: the
+    stored thread kept as the request (``comments_request``; GET /threads/{id}/answers where CQA_FEEDBACK_QUERIES
+    says): a replay ranks the thread as the store holds it then, and a thread gone leaves no words here."""
+    place = {cid: i for i, cid in enumerate(given)}
+    return Served(endpoint, COMMENTS, ranker, generation or "none", 0, tuple(shown), tuple(place[c] for c in shown),
+                  request=None if thread_id is None else json.dumps({"comments_of": thread_id}, ensure_ascii=False))
 
 
 def comments_request(request: str) -> str:
@@ -576,9 +578,15 @@ def judgements_in_order(search: dict, order: list[int] | None, condensed: bool) 
             if not condensed or ids[i] in judged]
 
 
-def _first_pages(page: list[dict], reranked: bool, thread_order: bool = False) -> dict:
+def order_before(endpoint: str) -> str:
+    """What the order a search's results had before its reranker was: a thread's own (GET /threads/{id}/answers),
+    the request's (the /rerank endpoints), or its first stage's (a search)."""
+    return "thread" if endpoint == COMMENTS_ENDPOINT else "given" if endpoint.startswith("/rerank") else "first stage"
+
+
+def _first_pages(page: list[dict], reranked: bool, order: str = "first stage") -> dict:
     """The figures of a group's judged first pages (module docstring); ``reranked``: with the order before the
-    reranker beside them (``first_stage``), which ``thread_order`` says was a thread's own (its comments ranked)."""
+    reranker beside them (``first_stage``), ``order`` saying what that order was (``order_before``)."""
     from .measures import map_interval, normal_interval, paired_randomization, paired_t
     from .scorer import TOP, average_precision, reciprocal_rank
     ap = {s["id"]: average_precision(judgements_in_order(s, None, True)) for s in page}
@@ -604,7 +612,7 @@ def _first_pages(page: list[dict], reranked: bool, thread_order: bool = False) -
         a = list(ap.values())
         b = [average_precision(judgements_in_order(s, sorted(range(len(s["results"])), key=s["first_stage"].__getitem__), True))
              for s in page]
-        g["first_stage"] = {"MAP": round(sum(b) / len(b), 4), "order": "thread" if thread_order else "first stage",
+        g["first_stage"] = {"MAP": round(sum(b) / len(b), 4), "order": order,
                             "reranker_gain": round((sum(a) - sum(b)) / len(a), 4),
                             "p": (paired_randomization(a, b) if exact else paired_t(a, b)) if a != b else 1.0}
     return g
@@ -627,7 +635,7 @@ def report(searches: list[dict], days: float | None = None) -> dict:
         if challenger is not None:
             g["interleaving"] = interleaving(groups[key], challenger)
         if page:
-            g.update(_first_pages(page, reranked=ranker is not None, thread_order=target == COMMENTS))
+            g.update(_first_pages(page, reranked=ranker is not None, order=order_before(endpoint)))
         out.append(g)
     return {"days": days, "searches_judged": len(searches),
             "groups": out,

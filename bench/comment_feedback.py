@@ -1,0 +1,191 @@
+"""A thread's comments judged by its readers, through the served path (round 64): what keeping the order GET
+/threads/{id}/answers showed costs that endpoint, whether GET /evaluation/feedback gives back the official figure of
+what was shown, and whether the replay of the judged orders (`cqa evaluate --feedback --ranker NAME --target
+comments`) gives back the official figure of another ranker.
+
+Two real `cqa serve` processes over the full 2016 corpus's data folder, both started before the first request:
+``reference`` (the revision --against, from a git worktree: its endpoint keeps nothing) and ``on`` (this tree, the
+feedback log on in a file of its own, with CQA_FEEDBACK_QUERIES=true as a forum that replays keeps it). Each thread of
+the 2016 --split subtask A file (its related threads, 10 comments each) is asked of both by GET /threads/{id}/answers
+in an order that rotates, one request at a time, --rounds times: per side the p50 / p95 ms and the p50's ratio to the
+reference, of the first round (each thread's first view) and of the later ones (its scores memoised), and whether
+both showed the same order. In the first round a simulated reader judges every comment
+``on`` showed by the official gold (Good helpful; PotentiallyUseful and Bad not: the official scorer's reading),
+one POST /feedback per thread, timed.
+
+Then, the figures that must agree, each beside its reference:
+- GET /evaluation/feedback's comments group: its MAP and its first stage's (the thread's own order) against the
+  official scorer's arithmetic (``ranking.evaluation.scorer.score``) on the orders shown and on the thread order, and
+  the thread order's against the task's published IR baseline (chronological, 0.5953 on test);
+- the same MAP against `cqa evaluate --benchmark semeval2016-{split}-A` (the default ranker on the SemEval file with
+  its own metadata), thread by thread;
+- the replay with --candidate (default bilstm+signals, the cascade's first stage): its served MAP against the report,
+  its candidate's against `cqa evaluate --benchmark semeval2016-{split}-A --ranker CANDIDATE`.
+Prints a JSON object last.
+
+    python bench/comment_feedback.py [--data-dir var] [--against 0ea4ef1] [--rounds 2] [--split test] [--limit 0]
+        [--candidate bilstm+signals]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import (built_corpus, get_json, in_turns, latency_of, post_json, reference_checkout,  # noqa: E402
+                  run_header, server)
+
+
+def judged_threads(settings, split: str, limit: int) -> dict[str, dict[str, bool]]:
+    """Each thread of the 2016 ``split`` subtask A file: its comments' official judgements (id -> Good), file order."""
+    from ranking.evaluation.benchmarks import BENCHMARKS
+    from ranking.evaluation.scorer import read_lines
+    _, gold = BENCHMARKS[f"semeval2016-{split}-A"].paths(settings.semeval_dir)
+    threads: dict[str, dict[str, bool]] = {}
+    for line in read_lines(gold):
+        threads.setdefault(line.qid, {})[line.cid] = line.label
+    return dict(list(threads.items())[:limit]) if limit else threads
+
+
+def official_map(orders: dict[str, list[str]], gold: dict[str, dict[str, bool]]) -> tuple[float, dict[str, float]]:
+    """The official scorer's MAP (and per-thread AP) of ``orders`` (thread -> comment ids, best first)."""
+    from ranking.evaluation.scorer import Line, per_question_ap, score
+    g = [Line(t, c, 0.0, gold[t][c]) for t in orders for c in orders[t]]
+    p = [Line(t, c, float(len(orders[t]) - i), False) for t in orders for i, c in enumerate(orders[t])]
+    return round(score(g, p).MAP, 4), per_question_ap(g, p)
+
+
+def offline(settings, split: str, ranker: str | None, threads: list[str]) -> dict:
+    """`cqa evaluate --benchmark semeval2016-{split}-A [--ranker R]` over the whole file (``file_MAP``); its MAP and
+    per-thread AP over ``threads``, to compare with."""
+    from ranking.evaluation.runner import run_named
+    t0 = time.perf_counter()
+    r = run_named(settings, f"semeval2016-{split}-A", ranker, progress=False)
+    ap = {t: r["per_question_ap"][t] for t in threads}
+    return {"ranker": r["ranker"], "MAP": round(sum(ap.values()) / len(ap), 4), "file_MAP": round(r["MAP"], 4),
+            "seconds": round(time.perf_counter() - t0, 1), "ap": ap}
+
+
+def same_aps(a: dict[str, float], b: dict[str, float]) -> dict:
+    """How many threads two runs give the same AP (to 1e-9), and the largest difference."""
+    diff = [abs(a[t] - b[t]) for t in a]
+    return {"threads": len(diff), "same": sum(d < 1e-9 for d in diff), "max_difference": round(max(diff), 4)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "var", help="the data folder under which the full 2016 "
+                    "corpus's is (built if missing)")
+    ap.add_argument("--against", default="0ea4ef1", help="the reference revision (default: round 63's last)")
+    ap.add_argument("--rounds", type=int, default=2, help="times each thread is asked of every server")
+    ap.add_argument("--split", choices=["dev", "test"], default="test")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N threads of the file (0: all)")
+    ap.add_argument("--candidate", default="bilstm+signals", help="the preset the judged orders are ranked again "
+                    "with (the replay), beside the default ranker")
+    args = ap.parse_args()
+
+    from ranking.evaluation.benchmarks import PUBLISHED
+    from ranking.evaluation.replay import replay
+    settings = built_corpus(args.data_dir)
+    gold = judged_threads(settings, args.split, args.limit)
+    items = [(t, t) for t in gold]
+    out = {**run_header("comment_feedback"), "against": args.against, "split": args.split, "threads": len(items),
+           "rounds": args.rounds}
+    sides = ("reference", "on")
+    ms: dict[str, list[float]] = {s: [] for s in sides}
+    feedback_ms: list[float] = []
+    shown: dict[str, list[str]] = {}
+    thread_order: dict[str, list[str]] = {}
+    differ = 0
+
+    def ask(base: str, thread_id: str):
+        return get_json(f"{base}/threads/{urllib.parse.quote(thread_id, safe='')}/answers")
+
+    with tempfile.TemporaryDirectory(prefix="cqa-comment-feedback-") as tmp:
+        log_file = Path(tmp) / "feedback.sqlite3"
+        with contextlib.ExitStack() as stack:
+            ref = reference_checkout(stack, args.against, Path(tmp))
+            common = {"CQA_REFRESH_S": "0", "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
+            bases = {}
+            for side, root, env in (("reference", ref, {}),
+                                    ("on", ROOT, {"CQA_FEEDBACK_STORE": str(log_file),
+                                                  "CQA_FEEDBACK_QUERIES": "true"})):
+                bases[side], _ = stack.enter_context(server(settings.data_dir, {**common, **env}, root=root))
+            for side in sides:  # each side's first request, before the clock
+                ask(bases[side], items[0][0])
+            for rnd, tid, got in in_turns(bases, items, args.rounds, ms, ask, "GET /threads/{id}/answers"):
+                differ += len({tuple(r["id"] for r in resp["results"]) for resp in got.values()}) > 1
+                on = got["on"]
+                if rnd:
+                    continue
+                if "search_id" not in on:
+                    raise SystemExit("the feedback log's server gave no search_id")
+                shown[tid] = [r["id"] for r in on["results"]]
+                sent = [{"result_id": c, "helpful": gold[tid][c]} for c in shown[tid]]
+                t0 = time.perf_counter()
+                status, answer = post_json(bases["on"] + "/feedback", {"search_id": on["search_id"],
+                                                                       "judgements": sent})
+                feedback_ms.append(1000 * (time.perf_counter() - t0))
+                if status != 201:
+                    raise SystemExit(f"POST /feedback answered {status}: {answer}")
+            for tid, _ in items:
+                _, stored = get_json(f"{bases['on']}/threads/{urllib.parse.quote(tid, safe='')}")
+                thread_order[tid] = [a["id"] for a in stored["answers"]]
+            status, reported = get_json(bases["on"] + "/evaluation/feedback")
+            if status != 200:
+                raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
+        n = len(items)  # the first round: each thread's first view; the later ones: its scores memoised
+        for part, cut in (("first_view", slice(0, n)), ("again", slice(n, None))):
+            if not ms["reference"][cut]:
+                continue
+            out[part] = {s: latency_of(v[cut]) for s, v in ms.items()}
+            ref_p50 = float(np.percentile(ms["reference"][cut], 50))
+            for s in sides:
+                out[part][s]["p50_over_reference"] = round(float(np.percentile(ms[s][cut], 50)) / ref_p50, 3)
+        out["threads_shown_differently"] = differ
+        out["feedback_post"] = {**latency_of(feedback_ms), "judgements": sum(map(len, shown.values()))}
+        (group,) = [g for g in reported["groups"] if g["target"] == "comments"]
+        out["reported"] = {k: group.get(k) for k in ("endpoint", "reranker", "searches", "judgements", "replayable",
+                                                     "MAP", "MAP_interval_95", "MRR", "first_stage")}
+        shown_map, shown_ap = official_map(shown, gold)
+        order_map, _ = official_map(thread_order, gold)
+        published = PUBLISHED["A"]["IR baseline"] if args.split == "test" and not args.limit else None
+        out["official"] = {"shown_MAP": shown_map, "thread_order_MAP": order_map,
+                           "published_IR_baseline": published}
+        out["report_equals_official"] = (group["MAP"] == shown_map and group["first_stage"]["MAP"] == order_map
+                                         and group["searches"] == len(shown))
+        # the judged orders ranked again, in this process, from the log the server wrote
+        served_settings = settings.model_copy(update={"feedback_store": log_file, "feedback_queries": True})
+        t0 = time.perf_counter()
+        again = replay(served_settings, args.candidate, "comments", progress=False)
+        out["replay"] = {"seconds": round(time.perf_counter() - t0, 1),
+                         **{k: again[k] for k in ("searches", "reproduced", "reproducible", "as_shown_MAP")},
+                         "served": {k: again["served"][k] for k in ("reranker", "MAP", "latency_ms")},
+                         "candidate": {k: again["candidate"][k] for k in ("reranker", "MAP", "latency_ms")},
+                         "compare": {k: again["compare"][k] for k in ("verdict", "MAP_difference", "p_randomization",
+                                                                      "better", "worse")}}
+    # the offline benchmark, the SemEval file as given (its own metadata), for both rankers
+    served_offline = offline(settings, args.split, None, list(gold))
+    candidate_offline = offline(settings, args.split, args.candidate, list(gold))
+    out["offline"] = {"default": {k: served_offline[k] for k in ("ranker", "MAP", "file_MAP", "seconds")},
+                      "candidate": {k: candidate_offline[k] for k in ("ranker", "MAP", "file_MAP", "seconds")},
+                      "endpoint_vs_offline": same_aps(shown_ap, served_offline["ap"]),
+                      "candidate_difference": round(candidate_offline["MAP"] - served_offline["MAP"], 4)}
+    out["replay_equals_offline"] = (again["served"]["MAP"] == shown_map == served_offline["MAP"]
+                                    and again["candidate"]["MAP"] == candidate_offline["MAP"])
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
