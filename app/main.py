@@ -29,8 +29,8 @@ from indexing.generations import IndexFormatError
 from indexing.models import MAX_TAG_CHARS, alternatives, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
-from ranking.evaluation.feedback import (COMMENTS_ENDPOINT, GIVEN_ORDER, FeedbackLog, FeedbackUnavailable, NotShown,
-                                         UnknownSearch, served_comments, served_of)
+from ranking.evaluation.feedback import (COMMENTS_ENDPOINT, FeedbackLog, FeedbackUnavailable, NotShown, UnknownSearch,
+                                         served_of, served_order)
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.retriever import TagSynonyms, tag_rows
 from ranking.settings import MAX_RESULTS
@@ -754,7 +754,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [(f"candidates.{i}.text", c.text) for i, c in enumerate(body.candidates)])
-        return await reranked(body, svc, GIVEN_ORDER)
+        return await reranked(body, svc, "/rerank")
 
     async def reranked(body: RerankIn, svc: Service, endpoint: str, thread_id: str | None = None) -> dict:
         """POST /rerank's answer to ``body``, within whatever limits its caller set; where the feedback log is on,
@@ -767,13 +767,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ranker, scores = await routed(svc, "/rerank", q, gen, svc.reranker, svc.rerank_batcher)
         out = {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
                "metadata": regime_of(q)}
-        if svc.feedback is not None and out["results"]:
-            shown = served_comments([r["id"] for r in out["results"]], [c.id for c in body.candidates],
-                                    ranker.name, gen.name if gen is not None else None, endpoint, thread_id)
-            out["search_id"] = await run_in_threadpool(svc.feedback.record, shown)
-            if out["search_id"] is None:
-                svc.metrics.feedback_unrecorded.labels("search").inc()
+        out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, endpoint, thread_id)
         return out
+
+    async def kept_order(svc: Service, out: dict, given: list[str], gen, endpoint: str,
+                         thread_id: str | None = None) -> str | None:
+        """The order a ranking of given candidates showed (``out``, the answer) kept in the feedback log beside the
+        order ``given`` (``served_order``); its ``search_id``, None where the log is off or failed, or nothing was
+        shown."""
+        if svc.feedback is None or not out["results"]:
+            return None
+        shown = served_order([r["id"] for r in out["results"]], given, out["reranker"],
+                             gen.name if gen is not None else None, endpoint, thread_id)
+        search_id = await run_in_threadpool(svc.feedback.record, shown)
+        if search_id is None:
+            svc.metrics.feedback_unrecorded.labels("search").inc()
+        return search_id
 
     @app.post("/rerank/questions", response_model=RerankQuestionsOut, dependencies=[Depends(admitted)],
               summary="Score and sort given questions by how similar each is to a new one (subtask B)")
@@ -788,9 +797,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gen, pipeline = svc.snapshot()
         q = questions_query(body, gen, pipeline)
         ranker, scores = await routed(svc, "/rerank/questions", q, gen, svc.question_reranker, svc.question_batcher)
-        return {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank_questions")),
-                "search_order": body.search_order and ranker is svc.question_reranker,
-                "comments_read": reads_comments(ranker, q)}
+        out = {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank_questions")),
+               "search_order": body.search_order and ranker is svc.question_reranker,
+               "comments_read": reads_comments(ranker, q)}
+        out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, "/rerank/questions")
+        return out
 
     @app.post("/rerank/answers", response_model=RerankAnswersOut, dependencies=[Depends(admitted)],
               summary="Score and sort the comments of given threads by how well each answers a new question "
@@ -810,6 +821,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         thread_of = {c.id: tid for tid, c in comments}
         for r in out["results"]:
             r["thread_id"] = thread_of[r["id"]]
+        out["search_id"] = await kept_order(svc, out, [c.id for _, c in comments], gen, "/rerank/answers")
         return out
 
     # --- threads --------------------------------------------------------------------------------
@@ -1397,7 +1409,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def run(progress):
             r = replay(svc.settings, body.ranker, target, progress=False)
-            return {k: r[k] for k in ("benchmark", "target", "searches", "without_request", "thread_gone",
+            return {k: r[k] for k in ("benchmark", "target", "searches", "without_request", "thread_gone", "given",
                                       "reproduced", "reproducible", "as_shown_MAP", "served", "candidate", "compare",
                                       "folder")}
         job, started = svc.jobs.submit(f"evaluation:{body.benchmark}", run)

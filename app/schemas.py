@@ -493,6 +493,15 @@ class RerankResult(BaseModel):
     rank: int
 
 
+def kept_order():
+    """A ranking's ``search_id`` field (GET /threads/{id}/answers and the /rerank endpoints)."""
+    return Field(None, exclude_if=lambda v: v is None,
+                 description="this order's id in the feedback log: send it with a reader's judgement of a result "
+                 "(POST /feedback); GET /evaluation/feedback reports the judged orders' MAP beside the order the "
+                 "ranker was given (a stored thread's own, or the request's). Absent where the log is off "
+                 "(CQA_FEEDBACK=false) or could not be written, or nothing was ranked")
+
+
 class RerankOut(BaseModel):
     results: list[RerankResult]
     reranker: str = Field(description="the ranker that scored them: $CQA_DEFAULT_RANKER, or $CQA_ARABIC_RANKER when "
@@ -502,11 +511,7 @@ class RerankOut(BaseModel):
         "order (full), thread order only (no-users), user ids only (no-order), neither (none); the Arabic ranker "
         "reads none of it")
     timings_ms: dict[str, float]
-    search_id: str | None = Field(None, exclude_if=lambda v: v is None,
-                                  description="this order's id in the feedback log: send it with a reader's "
-                                  "judgement of a comment (POST /feedback); GET /evaluation/feedback reports the "
-                                  "judged orders' MAP beside the order given (target comments). Absent where the log "
-                                  "is off (CQA_FEEDBACK=false) or could not be written, or nothing was ranked")
+    search_id: str | None = kept_order()
 
 
 class OrderWeighed(BaseModel):
@@ -523,6 +528,7 @@ class RerankQuestionsOut(OrderWeighed):
     reranker: str = Field(description="the ranker that scored them: the subtask B ranker ($CQA_DEFAULT_RANKER_B), or "
                           "$CQA_ARABIC_RANKER when most letters of the question and candidates are Arabic script")
     timings_ms: dict[str, float]
+    search_id: str | None = kept_order()
 
 
 class RerankAnswerResult(RerankResult):
@@ -534,6 +540,7 @@ class RerankAnswersOut(OrderWeighed):
     reranker: str = Field(description="the ranker that scored them: the subtask C ranker ($CQA_DEFAULT_RANKER_C), or "
                           "$CQA_ARABIC_RANKER when most letters of the question and comments are Arabic script")
     timings_ms: dict[str, float]
+    search_id: str | None = kept_order()
 
 
 class ThreadsOut(BaseModel):

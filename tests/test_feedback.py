@@ -147,8 +147,8 @@ def test_a_served_search_is_judged_through_the_api_and_reported(client):
 
 
 def test_a_threads_comment_order_is_judged_by_its_readers_beside_the_threads_own_order(client):
-    """GET /threads/{id}/answers and POST /rerank keep the order they showed; its readers' judgements give its MAP
-    beside the order the ranker was given (the thread's own, or the request's)."""
+    """GET /threads/{id}/answers and the /rerank endpoints keep the order they showed; its readers' judgements give
+    its MAP beside the order the ranker was given (the thread's own, or the request's)."""
     from .conftest import ADMIN
     out = client.get("/threads/t4/answers").json()
     sid, ids = out["search_id"], [r["id"] for r in out["results"]]
@@ -178,12 +178,28 @@ def test_a_threads_comment_order_is_judged_by_its_readers_beside_the_threads_own
     assert groups["/rerank"]["MAP"] == 1.0 and groups["/rerank"]["replayable"] == 0
     assert groups["/rerank"]["first_stage"] == {"MAP": 0.5, "order": "given", "reranker_gain": 0.5, "p": 1.0}
     assert client.get("/ready").json()["feedback"]["recorded"] == 2
+    # so do similar questions (/rerank/questions) and related threads' comments (/rerank/answers) a forum sends
+    question = {"subject": "visa", "body": "renew my visa online"}
+    similar = client.post("/rerank/questions", json={"question": question, "candidates": [
+        {"id": "q1", "body": "a car"}, {"id": "q2", "body": "renew a visa"}]}).json()
+    related = client.post("/rerank/answers", json={"question": question, "threads": [
+        {"id": "r1", "body": "cars", "comments": [{"id": "k1", "text": "sell it"}]},
+        {"id": "r2", "body": "visa", "comments": [{"id": "k2", "text": "renew it online"}]}]}).json()
+    for out, first, other in ((similar, "q2", "q1"), (related, "k2", "k1")):
+        assert out["results"][0]["id"] == first and len(out["search_id"]) == 32
+        assert client.post("/feedback", json={"search_id": out["search_id"], "judgements": [
+            {"result_id": first, "helpful": True}, {"result_id": other, "helpful": False}]}).status_code == 201
+    groups = {g["endpoint"]: g for g in client.get("/evaluation/feedback").json()["groups"]}
+    assert (groups["/rerank/questions"]["target"], groups["/rerank/answers"]["target"]) == ("questions", "answers")
+    for endpoint in ("/rerank/questions", "/rerank/answers"):  # the forum sent the helpful one second
+        assert groups[endpoint]["first_stage"] == {"MAP": 0.5, "order": "given", "reranker_gain": 0.5, "p": 1.0}
+    assert client.get("/ready").json()["feedback"]["recorded"] == 4
     # a thread with no comment shows nothing to judge
     assert client.post("/threads", json={"threads": [{"id": "bare", "subject": "rent?", "body": "no answer yet"}]},
                        headers=ADMIN).status_code == 200
     bare = client.get("/threads/bare/answers").json()
     assert bare["results"] == [] and "search_id" not in bare
-    assert client.get("/ready").json()["feedback"]["recorded"] == 2
+    assert client.get("/ready").json()["feedback"]["recorded"] == 4
 
 
 def test_bad_feedback_gets_a_clear_4xx_and_records_nothing(client):

@@ -127,7 +127,11 @@ def test_a_threads_judged_comment_order_is_ranked_again_as_the_endpoint_would_ra
             shown[tid] = [r["id"] for r in out["results"]]
             assert c.post("/feedback", json={"search_id": out["search_id"], "judgements": [
                 {"result_id": i, "helpful": h} for i, h in read.items()]}).status_code == 201
-        (reported,) = c.get("/evaluation/feedback").json()["groups"]
+        # a forum's own comments (POST /rerank), judged: the forum's text, never kept, so never ranked again
+        given = c.post("/rerank", json={"question": {"body": "rent 4"}, "candidates": [{"id": "x", "text": "rent"}]})
+        c.post("/feedback", json={"search_id": given.json()["search_id"], "judgements": [
+            {"result_id": "x", "helpful": True}]})
+        reported = {g["endpoint"]: g for g in c.get("/evaluation/feedback").json()["groups"]}["/threads/{id}/answers"]
     assert reported["target"] == "comments" and reported["replayable"] == 2
     (kept,) = {json.loads(s["request"])["comments_of"] for s in FeedbackLog(settings.feedback_file).judged_searches()
                if s["request"] and "t4_a0" in s["results"]}
@@ -138,8 +142,9 @@ def test_a_threads_judged_comment_order_is_ranked_again_as_the_endpoint_would_ra
         would = {tid: c.get(f"/threads/{tid}/answers").json()["results"] for tid in READ}
     assert all([r["id"] for r in would[t]] != shown[t] for t in READ)
     r = replay(settings, "stub-reverse", "comments", progress=False)
-    assert (r["benchmark"], r["searches"], r["endpoints"]) == ("feedback-replay-comments", 2,
-                                                               {"/threads/{id}/answers": 2})
+    assert (r["benchmark"], r["searches"], r["endpoints"], r["given"]) == ("feedback-replay-comments", 2,
+                                                                           {"/threads/{id}/answers": 2}, 1)
+    assert r["without_request"] == 0
     assert r["reproducible"] == r["reproduced"] == 2 and r["served"]["reranker"] == "stub-overlap"
     assert r["served"]["MAP"] == r["as_shown_MAP"] == reported["MAP"]
     expected = [condensed_ap(would[t], READ[t]) for t in READ]
@@ -155,7 +160,8 @@ def test_a_threads_judged_comment_order_is_ranked_again_as_the_endpoint_would_ra
     args = build_parser().parse_args(["evaluate", "--feedback", "--ranker", "stub-reverse", "--target", "comments",
                                       "--json"])
     assert evaluate_command(args, settings, emitted.append) == 0
-    assert "2 judged threads' comment orders ranked again" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "2 judged threads' comment orders ranked again" in printed and "1 sent to /rerank (never kept)" in printed
     assert emitted[0]["candidate"]["MAP"] == r["candidate"]["MAP"]
     # a comment added since is ranked with the rest; a thread gone is not ranked again
     with ThreadStore(settings.store_path) as store:

@@ -279,8 +279,9 @@ def _replay(args: argparse.Namespace, settings, emit) -> int:
         r = replay(settings, args.ranker, target, args.days)
     except IndexFormatError as e:
         raise ScoringError(str(e)) from None
-    skipped = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in ("without_request", "not_reranked", "thread_gone")
-                        if r[k])
+    said = {"without_request": "without request", "not_reranked": "not reranked", "thread_gone": "thread gone",
+            "given": "sent to /rerank (never kept)"}
+    skipped = ", ".join(f"{r[k]} {words}" for k, words in said.items() if r[k])
     what = "threads' comment orders ranked" if target == "comments" else f"{target} searches searched"
     print(f"feedback log {settings.feedback_file}: {r['searches']} judged {what} again in "
           f"generation {r['generation']}{f' (left out: {skipped})' if skipped else ''}; {r['other_generation']} "

@@ -2,10 +2,11 @@
 
 Every search the service answers (POST /search, GET /threads/{id}/similar) is written to the feedback log with an
 id, ``search_id`` in its response: its endpoint, target, reranker and generation, and the ids of the results it
-showed in their order with each one's place before the reranker. So is every thread whose comments GET
-/threads/{id}/answers or POST /rerank sorted (target ``comments``, ``served_comments``): the comments in the order
-shown, each one's place in the thread (in the request, for POST /rerank) as its place before the ranker, so that its
-``first_stage`` figure is the thread's own order (the order the forum sent). A user (the search page's "Helpful? yes / no", or a forum's
+showed in their order with each one's place before the reranker. So is every ranking of given candidates
+(``served_order``): a thread's comments sorted by GET /threads/{id}/answers (target ``comments``), each one's place
+in the thread as its place before the ranker, so that its ``first_stage`` figure is the thread's own order; and what
+the /rerank endpoints rank (POST /rerank: ``comments``, /rerank/questions: ``questions``, /rerank/answers:
+``answers``), each candidate's place in the request as its place before the ranker (the order the forum sent). A user (the search page's "Helpful? yes / no", or a forum's
 own buttons) sends POST /feedback with that id and a judgement of a shown result; it is on disk (fsync'd) before the
 answer. ``report`` scores the judged searches with the SemEval-2016 official scorer's arithmetic, grouped by what
 served them, so the figure is the served path's on the forum's own traffic:
@@ -537,19 +538,23 @@ class KeptRequests:
 
 COMMENTS_ENDPOINT = "/threads/{id}/answers"  # a stored thread's comments, most useful first
 COMMENTS = "comments"  # their target in the log: one thread's comments ranked (subtask A), stored or given
-GIVEN_ORDER = "/rerank"  # comments a forum sends (POST /rerank): their place before the ranker is the request's
+# what a forum sends to be ranked (the /rerank endpoints), by the target it is kept under: each candidate's place
+# before the ranker is its place in the request
+GIVEN = {"/rerank": COMMENTS, "/rerank/questions": "questions", "/rerank/answers": "answers"}
 
 
-def served_comments(shown: list[str], given: list[str], ranker: str, generation: str | None,
-                    endpoint: str = COMMENTS_ENDPOINT, thread_id: str | None = None) -> Served:
-    """What one thread's comments ranked showed (target ``comments``): their ids in the order ``shown``, and each
-    one's place in ``given``, the order the ranker was given them, as its place before the reranker. GET
-    /threads/{id}/answers gives the thread's own (oldest first), so the report's ``first_stage`` is what the ranker
-    adds over the order a forum shows without one; POST /rerank (``GIVEN_ORDER``) the request's. ``thread_id``: the
-    stored thread kept as the request (``comments_request``; GET /threads/{id}/answers where CQA_FEEDBACK_QUERIES
-    says): a replay ranks the thread as the store holds it then, and a thread gone leaves no words here."""
+def served_order(shown: list[str], given: list[str], ranker: str, generation: str | None,
+                 endpoint: str = COMMENTS_ENDPOINT, thread_id: str | None = None) -> Served:
+    """What one ranking of given candidates showed: their ids in the order ``shown``, and each one's place in
+    ``given``, the order the ranker was given them, as its place before the reranker. GET /threads/{id}/answers
+    (target ``comments``) gives the thread's own order (oldest first), so the report's ``first_stage`` is what the
+    ranker adds over the order a forum shows without one; the /rerank endpoints (``GIVEN``) the request's.
+    ``thread_id``: the stored thread kept as the request (``comments_request``; GET /threads/{id}/answers where
+    CQA_FEEDBACK_QUERIES says): a replay ranks the thread as the store holds it then, and a thread gone leaves no
+    words here. A /rerank request is the forum's own text and is never kept."""
     place = {cid: i for i, cid in enumerate(given)}
-    return Served(endpoint, COMMENTS, ranker, generation or "none", 0, tuple(shown), tuple(place[c] for c in shown),
+    return Served(endpoint, GIVEN.get(endpoint, COMMENTS), ranker, generation or "none", 0, tuple(shown),
+                  tuple(place[c] for c in shown),
                   request=None if thread_id is None else json.dumps({"comments_of": thread_id}, ensure_ascii=False))
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .feedback import COMMENTS, FeedbackLog, comments_request, judgements_in_order
+from .feedback import COMMENTS, GIVEN, FeedbackLog, comments_request, judgements_in_order
 
 # a threads search is replayed as the questions search it ranks by; comments: the threads whose comments GET
 # /threads/{id}/answers sorted, each ranked again as that endpoint ranks it
@@ -142,8 +142,9 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     since = now - days * 86400.0 if days is not None else None
     pages = [s for s in FeedbackLog.of(settings).judged_searches(since, now)
              if s["offset"] == 0 and RANKED_AS.get(s["target"], s["target"]) == target]
-    skipped = Counter("without_request" if s["request"] is None else "not_reranked" for s in pages
-                      if s["request"] is None or s["ranker"] is None)
+    # what a forum sent to the /rerank endpoints is its own and never kept: counted apart, never ranked again
+    skipped = Counter("given" if s["endpoint"] in GIVEN else "without_request" if s["request"] is None else
+                      "not_reranked" for s in pages if s["request"] is None or s["ranker"] is None)
     pages = [s for s in pages if s["request"] is not None and s["ranker"] is not None]
     with ThreadStore(settings.store_path) as store:  # a thread's similar search asks its question as stored now
         requests = {s["id"]: store.get(comments_request(s["request"])) if target == COMMENTS else
@@ -153,7 +154,8 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     if not pages:
         raise ValueError(f"no judged {target} search to search again ({skipped['without_request']} judged without "
                          f"their request, {skipped['not_reranked']} not reranked, {skipped['thread_gone']} of threads "
-                         "no longer stored): searches keep their request where CQA_FEEDBACK_QUERIES=true")
+                         f"no longer stored, {skipped['given']} of candidates a forum sent to /rerank, never kept): "
+                         "searches keep their request where CQA_FEEDBACK_QUERIES=true")
     if target == COMMENTS:
         from ..presets import build_label
         from .forum_answers import endpoint_rankers
@@ -230,7 +232,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
     report = {"benchmark": name, "target": target, "days": days, "generation": gen_name,
               "created_at": stamp.isoformat(), "searches": len(pages), **{k: skipped[k] for k in
                                                                            ("without_request", "not_reranked",
-                                                                            "thread_gone")},
+                                                                            "thread_gone", "given")},
               "other_generation": other_generation, "other_reranker": other_reranker, "reproducible": reproducible,
               "reproduced": reproduced,
               "endpoints": dict(Counter(s["endpoint"] for s in pages)),
