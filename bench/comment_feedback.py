@@ -21,6 +21,11 @@ Then, the figures that must agree, each beside its reference:
   its own metadata), thread by thread;
 - the replay with --candidate (default bilstm+signals, the cascade's first stage): its served MAP against the report,
   its candidate's against `cqa evaluate --benchmark semeval2016-{split}-A --ranker CANDIDATE`.
+- each question of the --split subtask B and C files sent as a forum sends it to /rerank/questions and
+  /rerank/answers of both servers in turns (once: first views), every candidate ``on`` showed judged by the gold:
+  per endpoint the latency beside the reference's, and the report's MAP and its first stage's (the order given: the
+  task's search engine's) against the official scorer on the same orders and the task's published IR baseline
+  (--no-given leaves this part out).
 Prints a JSON object last.
 
     python bench/comment_feedback.py [--data-dir var] [--against 0ea4ef1] [--rounds 2] [--split test] [--limit 0]
@@ -44,7 +49,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from load import (built_corpus, get_json, in_turns, latency_of, post_json, reference_checkout,  # noqa: E402
-                  run_header, server)
+                  run_header, server, subtask_bodies)
+
+# the /rerank endpoints that gained a search_id this round, by the subtask file whose questions they are sent
+GIVEN = {"B": "/rerank/questions", "C": "/rerank/answers"}
 
 
 def judged_threads(settings, split: str, limit: int) -> dict[str, dict[str, bool]]:
@@ -56,6 +64,46 @@ def judged_threads(settings, split: str, limit: int) -> dict[str, dict[str, bool
     for line in read_lines(gold):
         threads.setdefault(line.qid, {})[line.cid] = line.label
     return dict(list(threads.items())[:limit]) if limit else threads
+
+
+def given_orders(bases: dict[str, str], settings, split: str) -> dict:
+    """Each question of the 2016 ``split`` subtask B and C files sent as a forum sends it (``subtask_bodies``) to
+    /rerank/questions and /rerank/answers of every server, in turns, once; the one ``on`` answered judged by the
+    official gold, every candidate. Per endpoint: each side's latency and p50 ratio, and the figures GET
+    /evaluation/feedback must give (the official scorer on the orders shown, and on the order given: the task's
+    search engine's, whose MAP is the published IR baseline)."""
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    from ranking.evaluation.scorer import read_lines
+    out = {}
+    for sub, endpoint in GIVEN.items():
+        bench = BENCHMARKS[f"semeval2016-{split}-{sub}"]
+        xml, gold_file = bench.paths(settings.semeval_dir)
+        gold: dict[str, dict[str, bool]] = {}
+        for line in read_lines(gold_file):
+            gold.setdefault(line.qid, {})[line.cid] = line.label
+        items = [(q.id, body) for q, body in zip(queries_for(xml, sub), subtask_bodies(settings, bench.name))]
+        ms: dict[str, list[float]] = {side: [] for side in bases}
+        shown, given = {}, {}
+        for _, qid, got in in_turns(bases, items, 1, ms, lambda base, body: post_json(base + endpoint, body),
+                                    endpoint):
+            on = got["on"]
+            if "search_id" not in on:
+                raise SystemExit(f"{endpoint} gave no search_id")
+            shown[qid] = [r["id"] for r in on["results"]]
+            body = dict(items)[qid]
+            given[qid] = ([c["id"] for c in body["candidates"]] if sub == "B" else
+                          [c["id"] for t in body["threads"] for c in t["comments"]])
+            status, answer = post_json(bases["on"] + "/feedback", {"search_id": on["search_id"], "judgements": [
+                {"result_id": c, "helpful": gold[qid].get(c, False)} for c in shown[qid]]})
+            if status != 201:
+                raise SystemExit(f"POST /feedback answered {status}: {answer}")
+        ref_p50 = float(np.percentile(ms["reference"], 50))
+        out[endpoint] = {"questions": len(items),
+                         **{side: {**latency_of(v), "p50_over_reference": round(float(np.percentile(v, 50)) / ref_p50,
+                                                                                 3)} for side, v in ms.items()},
+                         "official": {"shown_MAP": official_map(shown, gold)[0],
+                                      "given_MAP": official_map(given, gold)[0]}}
+    return out
 
 
 def official_map(orders: dict[str, list[str]], gold: dict[str, dict[str, bool]]) -> tuple[float, dict[str, float]]:
@@ -91,6 +139,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="times each thread is asked of every server")
     ap.add_argument("--split", choices=["dev", "test"], default="test")
     ap.add_argument("--limit", type=int, default=0, help="only the first N threads of the file (0: all)")
+    ap.add_argument("--no-given", dest="given", action="store_false", help="leave out the /rerank/questions and "
+                    "/rerank/answers part (the --split B and C files' questions)")
     ap.add_argument("--candidate", default="bilstm+signals", help="the preset the judged orders are ranked again "
                     "with (the replay), beside the default ranker")
     args = ap.parse_args()
@@ -142,6 +192,7 @@ def main() -> None:
             for tid, _ in items:
                 _, stored = get_json(f"{bases['on']}/threads/{urllib.parse.quote(tid, safe='')}")
                 thread_order[tid] = [a["id"] for a in stored["answers"]]
+            given = given_orders(bases, settings, args.split) if args.given else {}
             status, reported = get_json(bases["on"] + "/evaluation/feedback")
             if status != 200:
                 raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
@@ -165,6 +216,18 @@ def main() -> None:
                            "published_IR_baseline": published}
         out["report_equals_official"] = (group["MAP"] == shown_map and group["first_stage"]["MAP"] == order_map
                                          and group["searches"] == len(shown))
+        by_endpoint = {g["endpoint"]: g for g in reported["groups"]}
+        for sub, endpoint in GIVEN.items():
+            if endpoint not in given:
+                continue
+            g, o = by_endpoint[endpoint], given[endpoint]["official"]
+            o["published_IR_baseline"] = PUBLISHED[sub]["IR baseline"] if args.split == "test" else None
+            given[endpoint]["reported"] = {"MAP": g["MAP"], "given_MAP": g["first_stage"]["MAP"],
+                                           "order": g["first_stage"]["order"], "searches": g["searches"]}
+            given[endpoint]["report_equals_official"] = (g["MAP"] == o["shown_MAP"] and g["first_stage"]["MAP"]
+                                                         == o["given_MAP"]
+                                                         and g["searches"] == given[endpoint]["questions"])
+        out["given"] = given
         # the judged orders ranked again, in this process, from the log the server wrote
         served_settings = settings.model_copy(update={"feedback_store": log_file, "feedback_queries": True})
         t0 = time.perf_counter()
