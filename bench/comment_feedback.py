@@ -11,7 +11,8 @@ in an order that rotates, one request at a time, --rounds times: per side the p5
 reference, of the first round (each thread's first view) and of the later ones (its scores memoised), and whether
 both showed the same order. In the first round a simulated reader judges every comment
 ``on`` showed by the official gold (Good helpful; PotentiallyUseful and Bad not: the official scorer's reading),
-one POST /feedback per thread, timed.
+one POST /feedback per thread, timed. Beside it, what keeping an order costs in process (``order_cost``: µs a
+record, bytes an order).
 
 Then, the figures that must agree, each beside its reference:
 - GET /evaluation/feedback's comments group: its MAP and its first stage's (the thread's own order) against the
@@ -104,6 +105,24 @@ def given_orders(bases: dict[str, str], settings, split: str) -> dict:
                          "official": {"shown_MAP": official_map(shown, gold)[0],
                                       "given_MAP": official_map(given, gold)[0]}}
     return out
+
+
+def order_cost(shown: dict[str, list[str]], thread_order: dict[str, list[str]], n: int = 20000) -> dict:
+    """What keeping an order costs in process: ``n`` of the bench's own orders (``shown``, beside ``thread_order``)
+    written to a fresh log (µs each), and the file's bytes per order once its WAL is checkpointed."""
+    from ranking.evaluation.feedback import FeedbackLog, served_order
+    threads = list(shown)
+    with tempfile.TemporaryDirectory(prefix="cqa-order-cost-") as tmp:
+        log = FeedbackLog(Path(tmp) / "f.sqlite3")
+        orders = [served_order(shown[t], thread_order[t], "cascade", "gen-x", thread_id=t) for t in threads]
+        t0 = time.perf_counter()
+        for i in range(n):
+            log.record(orders[i % len(orders)])
+        record_us = 1e6 * (time.perf_counter() - t0) / n
+        log.close()  # the last connection's close checkpoints the WAL into the file: the file holds everything
+        size = (Path(tmp) / "f.sqlite3").stat().st_size
+    return {"orders": n, "record_us": round(record_us, 1), "file_bytes_per_order": round(size / n),
+            "kept_as": "GET /threads/{id}/answers with CQA_FEEDBACK_QUERIES (the thread's id kept)"}
 
 
 def official_map(orders: dict[str, list[str]], gold: dict[str, dict[str, bool]]) -> tuple[float, dict[str, float]]:
@@ -214,6 +233,7 @@ def main() -> None:
         published = PUBLISHED["A"]["IR baseline"] if args.split == "test" and not args.limit else None
         out["official"] = {"shown_MAP": shown_map, "thread_order_MAP": order_map,
                            "published_IR_baseline": published}
+        out["log"] = order_cost(shown, thread_order)
         out["report_equals_official"] = (group["MAP"] == shown_map and group["first_stage"]["MAP"] == order_map
                                          and group["searches"] == len(shown))
         by_endpoint = {g["endpoint"]: g for g in reported["groups"]}
