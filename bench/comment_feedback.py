@@ -67,7 +67,7 @@ def judged_threads(settings, split: str, limit: int) -> dict[str, dict[str, bool
     return dict(list(threads.items())[:limit]) if limit else threads
 
 
-def given_orders(bases: dict[str, str], settings, split: str) -> dict:
+def given_orders(bases: dict[str, str], settings, split: str, limit: int = 0) -> dict:
     """Each question of the 2016 ``split`` subtask B and C files sent as a forum sends it (``subtask_bodies``) to
     /rerank/questions and /rerank/answers of every server, in turns, once; the one ``on`` answered judged by the
     official gold, every candidate. Per endpoint: each side's latency and p50 ratio, and the figures GET
@@ -83,6 +83,7 @@ def given_orders(bases: dict[str, str], settings, split: str) -> dict:
         for line in read_lines(gold_file):
             gold.setdefault(line.qid, {})[line.cid] = line.label
         items = [(q.id, body) for q, body in zip(queries_for(xml, sub), subtask_bodies(settings, bench.name))]
+        items = items[:limit] if limit else items
         ms: dict[str, list[float]] = {side: [] for side in bases}
         shown, given = {}, {}
         for _, qid, got in in_turns(bases, items, 1, ms, lambda base, body: post_json(base + endpoint, body),
@@ -133,14 +134,29 @@ def official_map(orders: dict[str, list[str]], gold: dict[str, dict[str, bool]])
     return round(score(g, p).MAP, 4), per_question_ap(g, p)
 
 
-def offline(settings, split: str, ranker: str | None, threads: list[str]) -> dict:
-    """`cqa evaluate --benchmark semeval2016-{split}-A [--ranker R]` over the whole file (``file_MAP``); its MAP and
-    per-thread AP over ``threads``, to compare with."""
-    from ranking.evaluation.runner import run_named
+def offline(settings, split: str, ranker: str | None, threads: list[str], whole: bool) -> dict:
+    """`cqa evaluate --benchmark semeval2016-{split}-A [--ranker R]`: with ``whole``, that command's run over the
+    whole file (``file_MAP``); else its code (the file's queries, ``predictions``, the official scorer) over
+    ``threads`` only. Its MAP and per-thread AP over ``threads``, to compare with."""
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    from ranking.evaluation.runner import align_to_gold, predictions, run_named
+    from ranking.evaluation.scorer import per_question_ap, read_lines
+    from ranking.presets import build_label
+    name = f"semeval2016-{split}-A"
     t0 = time.perf_counter()
-    r = run_named(settings, f"semeval2016-{split}-A", ranker, progress=False)
-    ap = {t: r["per_question_ap"][t] for t in threads}
-    return {"ranker": r["ranker"], "MAP": round(sum(ap.values()) / len(ap), 4), "file_MAP": round(r["MAP"], 4),
+    if whole:
+        r = run_named(settings, name, ranker, progress=False)
+        label, per_thread, file_map = r["ranker"], r["per_question_ap"], round(r["MAP"], 4)
+    else:
+        built = build_label(ranker or settings.default_ranker, settings)
+        xml, gold_file = BENCHMARKS[name].paths(settings.semeval_dir)
+        wanted = set(threads)
+        gold = [g for g in read_lines(gold_file) if g.qid in wanted]
+        queries = [q for q in queries_for(xml, "A") if q.id in wanted]
+        label, file_map = built.name, None
+        per_thread = per_question_ap(gold, align_to_gold(predictions(queries, built), gold))
+    ap = {t: per_thread[t] for t in threads}
+    return {"ranker": label, "MAP": round(sum(ap.values()) / len(ap), 4), "file_MAP": file_map,
             "seconds": round(time.perf_counter() - t0, 1), "ap": ap}
 
 
@@ -157,7 +173,11 @@ def main() -> None:
     ap.add_argument("--against", default="0ea4ef1", help="the reference revision (default: round 63's last)")
     ap.add_argument("--rounds", type=int, default=2, help="times each thread is asked of every server")
     ap.add_argument("--split", choices=["dev", "test"], default="test")
-    ap.add_argument("--limit", type=int, default=0, help="only the first N threads of the file (0: all)")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N threads of the file, and the first N "
+                    "questions of the B and C files (0: all); the offline figures then run `cqa evaluate`'s code on "
+                    "those threads only")
+    ap.add_argument("--forum-dir", type=Path, help="the data folder the servers serve as it is (a test's small one, "
+                    "holding the --split threads asked); default: the full 2016 corpus's under --data-dir")
     ap.add_argument("--no-given", dest="given", action="store_false", help="leave out the /rerank/questions and "
                     "/rerank/answers part (the --split B and C files' questions)")
     ap.add_argument("--candidate", default="bilstm+signals", help="the preset the judged orders are ranked again "
@@ -166,7 +186,11 @@ def main() -> None:
 
     from ranking.evaluation.benchmarks import PUBLISHED
     from ranking.evaluation.replay import replay
-    settings = built_corpus(args.data_dir)
+    if args.forum_dir is None:
+        settings = built_corpus(args.data_dir)
+    else:
+        from app.settings import Settings
+        settings = Settings(data_dir=args.forum_dir)
     gold = judged_threads(settings, args.split, args.limit)
     items = [(t, t) for t in gold]
     out = {**run_header("comment_feedback"), "against": args.against, "split": args.split, "threads": len(items),
@@ -211,7 +235,7 @@ def main() -> None:
             for tid, _ in items:
                 _, stored = get_json(f"{bases['on']}/threads/{urllib.parse.quote(tid, safe='')}")
                 thread_order[tid] = [a["id"] for a in stored["answers"]]
-            given = given_orders(bases, settings, args.split) if args.given else {}
+            given = given_orders(bases, settings, args.split, args.limit) if args.given else {}
             status, reported = get_json(bases["on"] + "/evaluation/feedback")
             if status != 200:
                 raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
@@ -259,14 +283,15 @@ def main() -> None:
                          "compare": {k: again["compare"][k] for k in ("verdict", "MAP_difference", "p_randomization",
                                                                       "better", "worse")}}
     # the offline benchmark, the SemEval file as given (its own metadata), for both rankers
-    served_offline = offline(settings, args.split, None, list(gold))
-    candidate_offline = offline(settings, args.split, args.candidate, list(gold))
+    served_offline = offline(settings, args.split, None, list(gold), not args.limit)
+    candidate_offline = offline(settings, args.split, args.candidate, list(gold), not args.limit)
     out["offline"] = {"default": {k: served_offline[k] for k in ("ranker", "MAP", "file_MAP", "seconds")},
                       "candidate": {k: candidate_offline[k] for k in ("ranker", "MAP", "file_MAP", "seconds")},
                       "endpoint_vs_offline": same_aps(shown_ap, served_offline["ap"]),
                       "candidate_difference": round(candidate_offline["MAP"] - served_offline["MAP"], 4)}
     out["replay_equals_offline"] = (again["served"]["MAP"] == shown_map == served_offline["MAP"]
                                     and again["candidate"]["MAP"] == candidate_offline["MAP"])
+    out["replay"]["served_equals_report"] = again["served"]["MAP"] == group["MAP"] == again["as_shown_MAP"]
     print(json.dumps(out))
 
 

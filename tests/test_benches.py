@@ -717,6 +717,29 @@ def test_feedback_bench_judges_what_a_real_server_showed_and_reads_back_its_map(
     assert 0 <= out["reported"]["MAP_unjudged_not_helpful"] <= out["reported"]["MAP"] <= 1
 
 
+def test_comment_feedback_bench_judges_a_real_servers_comment_orders_and_reads_back_the_official_figures(
+        tmp_path, cli_env, semeval):
+    """bench/comment_feedback.py on 20 dev threads, against HEAD: GET /threads/{id}/answers of two real servers showed
+    the same orders, a reader judged every comment, and GET /evaluation/feedback gave back the official scorer's MAP
+    of the orders shown and of the thread's order, which `cqa evaluate`'s code gives too; the replay with bm25 gave
+    that code's figure for it; /rerank/questions and /rerank/answers likewise beside the order sent (round 64)."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("comment_feedback.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "3",
+                    "--rounds", "2", "--against", "HEAD", "--candidate", "bm25", env=cli_env, timeout=900)
+    assert out["threads"] == 3 and out["threads_shown_differently"] == 0
+    assert all(side["requests"] == 3 for part in ("first_view", "again") for side in out[part].values())
+    assert out["feedback_post"] == {**out["feedback_post"], "requests": 3, "judgements": 30}
+    assert out["report_equals_official"] is True and out["reported"]["first_stage"]["order"] == "thread"
+    assert out["official"]["published_IR_baseline"] is None  # dev: the published figures are test's
+    assert out["offline"]["endpoint_vs_offline"] == {"threads": 3, "same": 3, "max_difference": 0.0}
+    assert out["replay"]["reproduced"] == out["replay"]["reproducible"] == 3
+    assert out["replay"]["served_equals_report"] is True and out["replay_equals_offline"] is True
+    assert out["log"]["file_bytes_per_order"] > 0 and out["log"]["record_us"] > 0
+    for endpoint in ("/rerank/questions", "/rerank/answers"):
+        g = out["given"][endpoint]
+        assert g["questions"] == 3 and g["report_equals_official"] is True and g["reported"]["order"] == "given"
+
+
 def test_interleave_bench_judges_interleaved_searches_of_a_real_server_beside_each_rankers_own_list(
         tmp_path, cli_env, semeval):
     """bench/interleave.py on 20 dev threads with bm25 as the challenger: every search of the interleaving server was
