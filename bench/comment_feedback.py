@@ -21,7 +21,9 @@ Then, the figures that must agree, each beside its reference:
 - the same MAP against `cqa evaluate --benchmark semeval2016-{split}-A` (the default ranker on the SemEval file with
   its own metadata), thread by thread;
 - the replay with --candidate (default bilstm+signals, the cascade's first stage): its served MAP against the report,
-  its candidate's against `cqa evaluate --benchmark semeval2016-{split}-A --ranker CANDIDATE`.
+  its candidate's against `cqa evaluate --benchmark semeval2016-{split}-A --ranker CANDIDATE`. (A plain lexical
+  candidate, bm25 or lm, differs there by design: `cqa evaluate` draws its term statistics from the whole file's
+  comments, the service, and so the replay, from each thread's own.)
 - each question of the --split subtask B and C files sent as a forum sends it to /rerank/questions and
   /rerank/answers of both servers in turns (once: first views), every candidate ``on`` showed judged by the gold:
   per endpoint the latency beside the reference's, and the report's MAP and its first stage's (the order given: the

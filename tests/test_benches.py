@@ -721,11 +721,12 @@ def test_comment_feedback_bench_judges_a_real_servers_comment_orders_and_reads_b
         tmp_path, cli_env, semeval):
     """bench/comment_feedback.py on 20 dev threads, against HEAD: GET /threads/{id}/answers of two real servers showed
     the same orders, a reader judged every comment, and GET /evaluation/feedback gave back the official scorer's MAP
-    of the orders shown and of the thread's order, which `cqa evaluate`'s code gives too; the replay with bm25 gave
-    that code's figure for it; /rerank/questions and /rerank/answers likewise beside the order sent (round 64)."""
+    of the orders shown and of the thread's order, which `cqa evaluate`'s code gives too; the replay with
+    bilstm+signals gave that code's figure for it; /rerank/questions and /rerank/answers likewise beside the order
+    sent (round 64)."""
     s, _ = small_served_folder(tmp_path, semeval, 20)
     out = run_bench("comment_feedback.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "3",
-                    "--rounds", "2", "--against", "HEAD", "--candidate", "bm25", env=cli_env, timeout=900)
+                    "--rounds", "2", "--against", "HEAD", "--candidate", "bilstm+signals", env=cli_env, timeout=900)
     assert out["threads"] == 3 and out["threads_shown_differently"] == 0
     assert all(side["requests"] == 3 for part in ("first_view", "again") for side in out[part].values())
     assert out["feedback_post"] == {**out["feedback_post"], "requests": 3, "judgements": 30}
