@@ -444,6 +444,17 @@ def reads_comments(ranker: Ranker, q: Query) -> bool:
     return not without_comments(q).all() and bool(comment_readers(ranker))
 
 
+def per_request(ranker: Ranker) -> Ranker:
+    """``ranker`` with the lexical statistics of it and of every part of it taken per request: a request's scores
+    never depend on what else is scored with it. The service scores so (``for_serving``), and so must every figure
+    of a ranker as served: ``cqa evaluate`` on a subtask A, B or C file and ``cqa predict`` (not subtask D, whose
+    rankers draw on the file's pairs by design)."""
+    for r in walk([ranker]):
+        if hasattr(r, "per_query"):
+            r.per_query = True
+    return ranker
+
+
 def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int = 0, vector_store=None) -> Ranker:
     """Lexical statistics taken per request (a request's scores never depend on its batch) and no
     evaluation score cache, in the ranker and every part of it. With ``memo_pairs``, each neural model (the
@@ -456,9 +467,8 @@ def for_serving(ranker: Ranker, memo_pairs: int = 0, store=None, memo_texts: int
     (``serving_vector_store``), nor one that another serving process of the data folder encoded, keyed by what
     encoded it (``vector_identity``)."""
     from .neural.memo import ScoreMemo
+    per_request(ranker)
     for r in walk([ranker]):
-        if hasattr(r, "per_query"):
-            r.per_query = True
         if getattr(r, "cache_dir", None) is not None:
             r.cache_dir = None
         if memo_pairs and hasattr(r, "memo") and r.memo is None:

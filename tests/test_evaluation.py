@@ -85,6 +85,31 @@ def test_compare_reports_p_values(cli_env):
     assert [lo, hi] == map_interval({q: ap[q] - base[q] for q in qs}) and lo < out["MAP"] - alone["MAP"] < hi
 
 
+def test_a_lexical_ranker_is_measured_as_served_its_statistics_per_question(settings, semeval, cli_env, tmp_path):
+    """`cqa evaluate` and `cqa predict` score a lexical ranker with each question's own candidates' statistics, as the
+    /rerank endpoints do (round 64): the figure is what a forum would get with that ranker, not the one its
+    statistics pooled over the whole file give (dev-A lm: 0.4978 as served, 0.5549 pooled)."""
+    from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
+    from ranking.evaluation.runner import align_to_gold, run_benchmark
+    from ranking.evaluation.scorer import Line, per_question_ap, read_lines
+    from ranking.presets import build_label
+    bench = BENCHMARKS["semeval2016-dev-A"]
+    xml, gold_file = bench.paths(settings.semeval_dir)
+    queries, gold = queries_for(xml, "A"), read_lines(gold_file)
+    lm = build_label("lm", settings)
+    alone = {q.id: lm.score([q])[0] for q in queries}  # one thread a request, as POST /rerank ranks it
+    pooled = lm.score(queries)
+    lines = [Line(q.id, c.id, float(x), False) for q in queries for c, x in zip(q.candidates, alone[q.id])]
+    served_ap = per_question_ap(gold, align_to_gold(lines, gold))
+    r = run_benchmark(bench, build_label("lm", settings), settings.semeval_dir, settings.reports_dir)
+    assert r["per_question_ap"] == served_ap
+    assert round(r["MAP"], 4) == round(sum(served_ap.values()) / len(served_ap), 4) == 0.4978
+    assert any(list(a) != list(b) for a, b in zip(pooled, alone.values()))  # pooled statistics rank otherwise
+    pred = tmp_path / "pred.txt"
+    run_cli(["predict", "--subtask", "A", "--input", str(xml), "--output", str(pred), "--ranker", "lm"], cli_env)
+    assert round(score_files(gold_file, pred).MAP, 4) == 0.4978
+
+
 def test_significance_tests():
     a = [0.9, 0.8, 0.95, 0.85, 0.9, 0.99, 0.7, 0.88, 0.92, 0.81] * 3
     b = [x - 0.2 for x in a]

@@ -455,6 +455,9 @@ def predict_command(args: argparse.Namespace, settings, emit) -> int:
     from .runner import indexed_by, predictions, write_predictions
     try:
         ranker = _build(args.ranker or default_ranker(args.subtask, settings), settings, args)
+        if args.subtask != "D":  # as the /rerank endpoints rank: lexical statistics per question
+            from ..rankers import per_request
+            ranker = per_request(ranker)
         # subtask B: the candidates with what the data folder's live generation stores for them, as /rerank/questions
         queries = as_given_to(indexed_by(settings, args.subtask), queries_for(args.input, args.subtask))
         lines = predictions(queries, ranker)

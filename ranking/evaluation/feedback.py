@@ -6,9 +6,10 @@ showed in their order with each one's place before the reranker. So is every ran
 (``served_order``): a thread's comments sorted by GET /threads/{id}/answers (target ``comments``), each one's place
 in the thread as its place before the ranker, so that its ``first_stage`` figure is the thread's own order; and what
 the /rerank endpoints rank (POST /rerank: ``comments``, /rerank/questions: ``questions``, /rerank/answers:
-``answers``), each candidate's place in the request as its place before the ranker (the order the forum sent). A user (the search page's "Helpful? yes / no", or a forum's
-own buttons) sends POST /feedback with that id and a judgement of a shown result; it is on disk (fsync'd) before the
-answer. ``report`` scores the judged searches with the SemEval-2016 official scorer's arithmetic, grouped by what
+``answers``), each candidate's place in the request as its place before the ranker (the order the forum sent).
+
+A user (the search page's "Helpful? yes / no", or a forum's own buttons) sends POST /feedback with that id and a
+judgement of a shown result; it is on disk (fsync'd) before the answer. ``report`` scores the judged searches with the SemEval-2016 official scorer's arithmetic, grouped by what
 served them, so the figure is the served path's on the forum's own traffic:
 
 - ``MAP``: average precision over the first 10 ranks of the judged results only, in the order they were shown (a

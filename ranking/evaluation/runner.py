@@ -57,10 +57,14 @@ def _atomic_json(path: Path, obj: dict) -> None:
 
 def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_dir: Path,
                   generation: str | None = None, indexed=None) -> dict:
-    """``bench`` ranked by ``ranker`` and scored. ``indexed``: the pipeline of a live generation (``indexed_by``),
-    which gives a subtask B file's candidates what it stores for them, as POST /rerank/questions does."""
+    """``bench`` ranked by ``ranker`` as the /rerank endpoints rank (lexical statistics per question, ``per_request``)
+    and scored. ``indexed``: the pipeline of a live generation (``indexed_by``), which gives a subtask B file's
+    candidates what it stores for them, as POST /rerank/questions does."""
     if bench.subtask == "fullcorpus":
         raise BenchmarkError("use run_fullcorpus for the full-corpus benchmark")
+    if bench.subtask in ("A", "B", "C"):
+        from ..rankers import per_request
+        ranker = per_request(ranker)
     xml, gold_path = bench.paths(semeval_dir)
     t0 = time.perf_counter()
     queries = queries_for(xml, bench.subtask, bench.variant)
