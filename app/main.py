@@ -758,7 +758,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     async def reranked(body: RerankIn, svc: Service, endpoint: str, thread_id: str | None = None) -> dict:
         """POST /rerank's answer to ``body``, within whatever limits its caller set; where the feedback log is on,
-        the order shown kept under the ``search_id`` its readers judge it by (``served_comments``: as ``endpoint``
+        the order shown kept under the ``search_id`` its readers judge it by (``kept_order``: as ``endpoint``
         served it, its request the stored thread ``thread_id`` where one is given)."""
         from ranking.combination import regime_of
         t0 = time.perf_counter()

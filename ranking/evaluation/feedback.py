@@ -560,7 +560,7 @@ def served_order(shown: list[str], given: list[str], ranker: str, generation: st
 
 
 def comments_request(request: str) -> str:
-    """The thread id a GET /threads/{id}/answers request was kept by (``served_comments``)."""
+    """The thread id a GET /threads/{id}/answers request was kept by (``served_order``)."""
     thread_id = json.loads(request).get("comments_of")
     if not isinstance(thread_id, str):
         raise ValueError(f"not a thread's comments request: {request[:80]!r}")
