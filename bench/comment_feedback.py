@@ -45,27 +45,31 @@ import time
 import urllib.parse
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import (built_corpus, get_json, in_turns, latency_of, post_json, reference_checkout,  # noqa: E402
-                  run_header, server, subtask_bodies)
+from load import (beside_reference, built_corpus, get_json, in_turns, judge, latency_of, post_json,  # noqa: E402
+                  reference_checkout, run_header, server, subtask_bodies)
 
 # the /rerank endpoints that gained a search_id this round, by the subtask file whose questions they are sent
 GIVEN = {"B": "/rerank/questions", "C": "/rerank/answers"}
 
 
+def judged_by_question(gold_file: Path) -> dict[str, dict[str, bool]]:
+    """An official gold file's judgements: each question's candidates (id -> relevant), in file order."""
+    from ranking.evaluation.scorer import read_lines
+    gold: dict[str, dict[str, bool]] = {}
+    for line in read_lines(gold_file):
+        gold.setdefault(line.qid, {})[line.cid] = line.label
+    return gold
+
+
 def judged_threads(settings, split: str, limit: int) -> dict[str, dict[str, bool]]:
     """Each thread of the 2016 ``split`` subtask A file: its comments' official judgements (id -> Good), file order."""
     from ranking.evaluation.benchmarks import BENCHMARKS
-    from ranking.evaluation.scorer import read_lines
-    _, gold = BENCHMARKS[f"semeval2016-{split}-A"].paths(settings.semeval_dir)
-    threads: dict[str, dict[str, bool]] = {}
-    for line in read_lines(gold):
-        threads.setdefault(line.qid, {})[line.cid] = line.label
+    _, gold_file = BENCHMARKS[f"semeval2016-{split}-A"].paths(settings.semeval_dir)
+    threads = judged_by_question(gold_file)
     return dict(list(threads.items())[:limit]) if limit else threads
 
 
@@ -76,16 +80,14 @@ def given_orders(bases: dict[str, str], settings, split: str, limit: int = 0) ->
     /evaluation/feedback must give (the official scorer on the orders shown, and on the order given: the task's
     search engine's, whose MAP is the published IR baseline)."""
     from ranking.evaluation.benchmarks import BENCHMARKS, queries_for
-    from ranking.evaluation.scorer import read_lines
     out = {}
     for sub, endpoint in GIVEN.items():
         bench = BENCHMARKS[f"semeval2016-{split}-{sub}"]
         xml, gold_file = bench.paths(settings.semeval_dir)
-        gold: dict[str, dict[str, bool]] = {}
-        for line in read_lines(gold_file):
-            gold.setdefault(line.qid, {})[line.cid] = line.label
+        gold = judged_by_question(gold_file)
         items = [(q.id, body) for q, body in zip(queries_for(xml, sub), subtask_bodies(settings, bench.name))]
         items = items[:limit] if limit else items
+        bodies = dict(items)
         ms: dict[str, list[float]] = {side: [] for side in bases}
         shown, given = {}, {}
         for _, qid, got in in_turns(bases, items, 1, ms, lambda base, body: post_json(base + endpoint, body),
@@ -94,17 +96,12 @@ def given_orders(bases: dict[str, str], settings, split: str, limit: int = 0) ->
             if "search_id" not in on:
                 raise SystemExit(f"{endpoint} gave no search_id")
             shown[qid] = [r["id"] for r in on["results"]]
-            body = dict(items)[qid]
+            body = bodies[qid]
             given[qid] = ([c["id"] for c in body["candidates"]] if sub == "B" else
                           [c["id"] for t in body["threads"] for c in t["comments"]])
-            status, answer = post_json(bases["on"] + "/feedback", {"search_id": on["search_id"], "judgements": [
-                {"result_id": c, "helpful": gold[qid].get(c, False)} for c in shown[qid]]})
-            if status != 201:
-                raise SystemExit(f"POST /feedback answered {status}: {answer}")
-        ref_p50 = float(np.percentile(ms["reference"], 50))
-        out[endpoint] = {"questions": len(items),
-                         **{side: {**latency_of(v), "p50_over_reference": round(float(np.percentile(v, 50)) / ref_p50,
-                                                                                 3)} for side, v in ms.items()},
+            judge(bases["on"], on["search_id"], [{"result_id": c, "helpful": gold[qid].get(c, False)}
+                                                 for c in shown[qid]])
+        out[endpoint] = {"questions": len(items), **beside_reference(ms),
                          "official": {"shown_MAP": official_map(shown, gold)[0],
                                       "given_MAP": official_map(given, gold)[0]}}
     return out
@@ -227,13 +224,8 @@ def main() -> None:
                 if "search_id" not in on:
                     raise SystemExit("the feedback log's server gave no search_id")
                 shown[tid] = [r["id"] for r in on["results"]]
-                sent = [{"result_id": c, "helpful": gold[tid][c]} for c in shown[tid]]
-                t0 = time.perf_counter()
-                status, answer = post_json(bases["on"] + "/feedback", {"search_id": on["search_id"],
-                                                                       "judgements": sent})
-                feedback_ms.append(1000 * (time.perf_counter() - t0))
-                if status != 201:
-                    raise SystemExit(f"POST /feedback answered {status}: {answer}")
+                judge(bases["on"], on["search_id"], [{"result_id": c, "helpful": gold[tid][c]} for c in shown[tid]],
+                      feedback_ms)
             for tid, _ in items:
                 _, stored = get_json(f"{bases['on']}/threads/{urllib.parse.quote(tid, safe='')}")
                 thread_order[tid] = [a["id"] for a in stored["answers"]]
@@ -243,12 +235,8 @@ def main() -> None:
                 raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
         n = len(items)  # the first round: each thread's first view; the later ones: its scores memoised
         for part, cut in (("first_view", slice(0, n)), ("again", slice(n, None))):
-            if not ms["reference"][cut]:
-                continue
-            out[part] = {s: latency_of(v[cut]) for s, v in ms.items()}
-            ref_p50 = float(np.percentile(ms["reference"][cut], 50))
-            for s in sides:
-                out[part][s]["p50_over_reference"] = round(float(np.percentile(ms[s][cut], 50)) / ref_p50, 3)
+            if ms["reference"][cut]:
+                out[part] = beside_reference({s: v[cut] for s, v in ms.items()})
         out["threads_shown_differently"] = differ
         out["feedback_post"] = {**latency_of(feedback_ms), "judgements": sum(map(len, shown.values()))}
         (group,) = [g for g in reported["groups"] if g["target"] == "comments"]

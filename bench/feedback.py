@@ -25,14 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import (add_forum_arguments, get_json, judged_forum, latency_of, post_json,  # noqa: E402
-                  reference_checkout, run_header, searches_in_turns, server)
+from load import (add_forum_arguments, beside_reference, get_json, judge, judged_forum, latency_of,  # noqa: E402
+                  post_json, reference_checkout, run_header, searches_in_turns, server)
 
 
 def judgements_of(results: list[dict], judged: dict[str, int]) -> list[dict]:
@@ -124,12 +122,7 @@ def main() -> None:
                 raise SystemExit("the feedback log's server gave no search_id")
             sent = judgements_of(on["results"], qrels.get(qid, {}))
             if rnd == 0 and sent:
-                t0 = time.perf_counter()
-                status, answer = post_json(bases["on"] + "/feedback", {"search_id": on["search_id"],
-                                                                       "judgements": sent})
-                feedback_ms.append(1000 * (time.perf_counter() - t0))
-                if status != 201:
-                    raise SystemExit(f"POST /feedback answered {status}: {answer}")
+                judge(bases["on"], on["search_id"], sent, feedback_ms)
                 pages.append((on["results"], sent))
         status, reported = get_json(bases["on"] + "/evaluation/feedback")
         if status != 200:
@@ -139,10 +132,7 @@ def main() -> None:
         out["log"] = {"searches_recorded": ready["feedback"]["recorded"],  # the file and its WAL, as served
                       "bytes_with_wal": sum(f.stat().st_size for f in log_file.parent.glob(log_file.name + "*"))}
     out["log"]["in_process"] = in_process_cost(pages)
-    out["sides"] = {s: latency_of(v) for s, v in ms.items()}
-    ref_p50 = float(np.percentile(ms["reference"], 50))
-    for s in sides:
-        out["sides"][s]["p50_over_reference"] = round(float(np.percentile(ms[s], 50)) / ref_p50, 3)
+    out["sides"] = beside_reference(ms)
     out["questions_shown_differently"] = differ
     out["feedback_post"] = {**latency_of(feedback_ms), "judgements": sum(len(s) for _, s in pages)}
     (group,) = reported["groups"]

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from feedback import answer_searches, judgements_of  # noqa: E402
-from load import (add_forum_arguments, get_json, judged_forum, latency_of, post_json, run_header,  # noqa: E402
+from load import (add_forum_arguments, get_json, judge, judged_forum, latency_of, post_json, run_header,  # noqa: E402
                   searches_in_turns, server)
 
 
@@ -85,10 +85,7 @@ def main() -> None:
                 raise SystemExit(f"{qid}: not interleaved: {mixed.get('interleaved_with')}")
             sent = judgements_of(mixed["results"], judged)
             if sent:
-                status, answer = post_json(bases["interleaved"] + "/feedback", {"search_id": mixed["search_id"],
-                                                                                "judgements": sent})
-                if status != 201:
-                    raise SystemExit(f"POST /feedback answered {status}: {answer}")
+                judge(bases["interleaved"], mixed["search_id"], sent)
                 interleaved_ids[qid] = mixed["search_id"]
         status, reported = get_json(bases["interleaved"] + "/evaluation/feedback")
         if status != 200:

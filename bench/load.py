@@ -66,6 +66,24 @@ def latency_of(ms: list[float]) -> dict:
             "p95_ms": round(float(np.percentile(ms, 95)), 1) if ms else None}
 
 
+def beside_reference(ms: dict[str, list[float]], reference: str = "reference") -> dict:
+    """Each side's ``latency_of`` its latencies ``ms`` with its p50's ratio to the ``reference`` side's."""
+    ref_p50 = float(np.percentile(ms[reference], 50))
+    return {side: {**latency_of(v), "p50_over_reference": round(float(np.percentile(v, 50)) / ref_p50, 3)}
+            for side, v in ms.items()}
+
+
+def judge(base: str, search_id: str, judgements: list[dict], ms: list[float] | None = None) -> None:
+    """POST /feedback of ``judgements`` of the search (or order) ``search_id`` to the server at ``base``, its ms
+    appended to ``ms`` where given; any answer but 201 stops the bench."""
+    t0 = time.perf_counter()
+    status, answer = post_json(base + "/feedback", {"search_id": search_id, "judgements": judgements})
+    if ms is not None:
+        ms.append(1000 * (time.perf_counter() - t0))
+    if status != 201:
+        raise SystemExit(f"POST /feedback answered {status}: {answer}")
+
+
 def searches_in_turns(bases: dict[str, str], bodies: list[tuple[str, dict]], rounds: int,
                       ms: dict[str, list[float]]):
     """Each (question id, POST /search body) of ``bodies`` sent to every server of ``bases`` (side -> base URL), one

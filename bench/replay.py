@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from feedback import answer_searches, judgements_of  # noqa: E402
 from interleave import ap_of  # noqa: E402
-from load import (add_forum_arguments, get_json, judged_forum, latency_of, post_json, run_header,  # noqa: E402
+from load import (add_forum_arguments, get_json, judge, judged_forum, latency_of, post_json, run_header,  # noqa: E402
                   searches_in_turns, server)
 
 
@@ -117,10 +117,7 @@ def main() -> None:
                 truth[side][qid] = ap_of(resp["results"], qrels.get(qid, {}))
             shown = got["queries"]
             if sent := judgements_of(shown["results"], qrels.get(qid, {}))[:args.judges or None]:
-                status, answer = post_json(bases["queries"] + "/feedback", {"search_id": shown["search_id"],
-                                                                            "judgements": sent})
-                if status != 201:
-                    raise SystemExit(f"POST /feedback answered {status}: {answer}")
+                judge(bases["queries"], shown["search_id"], sent)
                 judged.append(qid)
         status, reported = get_json(bases["queries"] + "/evaluation/feedback")
         if status != 200:

@@ -260,7 +260,8 @@ def _feedback(args: argparse.Namespace, settings, emit) -> int:
                   f"(sign test p = {it['p']:.4g})")
         if g.get("first_stage"):
             f = g["first_stage"]
-            before = "in the thread's own order" if f["order"] == "thread" else "before the reranker"
+            before = {"thread": "in the thread's own order", "given": "in the order sent"}.get(f["order"],
+                                                                                               "before the reranker")
             print(f"  {before}: MAP {f['MAP']:.4f}   reranker's gain {f['reranker_gain']:+.4f} (p = {f['p']:.4g})")
     if not r["groups"]:
         print("nothing judged yet: searches carry a search_id; POST /feedback judges their results")
@@ -452,12 +453,9 @@ def _search_benchmark(args: argparse.Namespace, settings, bench, emit) -> int:
 def predict_command(args: argparse.Namespace, settings, emit) -> int:
     from indexing.loaders import LoadError
     from ..pipeline import as_given_to
-    from .runner import indexed_by, predictions, write_predictions
+    from .runner import as_served, indexed_by, predictions, write_predictions
     try:
-        ranker = _build(args.ranker or default_ranker(args.subtask, settings), settings, args)
-        if args.subtask != "D":  # as the /rerank endpoints rank: lexical statistics per question
-            from ..rankers import per_request
-            ranker = per_request(ranker)
+        ranker = as_served(_build(args.ranker or default_ranker(args.subtask, settings), settings, args), args.subtask)
         # subtask B: the candidates with what the data folder's live generation stores for them, as /rerank/questions
         queries = as_given_to(indexed_by(settings, args.subtask), queries_for(args.input, args.subtask))
         lines = predictions(queries, ranker)

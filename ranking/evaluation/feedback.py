@@ -9,8 +9,8 @@ the /rerank endpoints rank (POST /rerank: ``comments``, /rerank/questions: ``que
 ``answers``), each candidate's place in the request as its place before the ranker (the order the forum sent).
 
 A user (the search page's "Helpful? yes / no", or a forum's own buttons) sends POST /feedback with that id and a
-judgement of a shown result; it is on disk (fsync'd) before the answer. ``report`` scores the judged searches with the SemEval-2016 official scorer's arithmetic, grouped by what
-served them, so the figure is the served path's on the forum's own traffic:
+judgement of a shown result; it is on disk (fsync'd) before the answer. ``report`` scores the judged searches with
+the SemEval-2016 official scorer's arithmetic, grouped by what served them, so the figure is the served path's on the forum's own traffic:
 
 - ``MAP``: average precision over the first 10 ranks of the judged results only, in the order they were shown (a
   result nobody judged is left out, not counted as useless: users judge one or two results of a page, and a result
@@ -587,7 +587,7 @@ def judgements_in_order(search: dict, order: list[int] | None, condensed: bool) 
 def order_before(endpoint: str) -> str:
     """What the order a search's results had before its reranker was: a thread's own (GET /threads/{id}/answers),
     the request's (the /rerank endpoints), or its first stage's (a search)."""
-    return "thread" if endpoint == COMMENTS_ENDPOINT else "given" if endpoint.startswith("/rerank") else "first stage"
+    return "thread" if endpoint == COMMENTS_ENDPOINT else "given" if endpoint in GIVEN else "first stage"
 
 
 def _first_pages(page: list[dict], reranked: bool, order: str = "first stage") -> dict:

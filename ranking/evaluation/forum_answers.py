@@ -213,13 +213,20 @@ def run_forum_answers(settings, judged_by: JudgedBy | str = JudgedBy.ACCEPTED, l
     return report
 
 
+def endpoint_scores(t: Thread, gen, main, arabic) -> tuple:
+    """(the ranker that ranked it, its scores of ``t``'s comments in the thread's order): thread ``t`` ranked as GET
+    /threads/{id}/answers ranks it with ``main`` as its default ranker (an Arabic thread by ``arabic``, where set)."""
+    from ..arabic import routed
+    from ..candidates import stored_thread_query
+    chosen, q = routed(stored_thread_query(t, gen), main, arabic, gen)
+    return chosen, chosen.score([q])[0]
+
+
 def _ranked_into(t: Thread, judged_by: JudgedBy, gen, ranking: dict, arabic, runs: list[str], gold: list,
                  preds: dict, rankers: Counter) -> float:
     """Thread ``t`` ranked as GET /threads/{id}/answers ranks it by each ranker of ``ranking`` (its run's name to
     it) and by each other order in ``runs``: its comments' judgements onto ``gold``, each run's scores onto
     ``preds``, the ranker that ranked the ``RANKED`` run counted; the milliseconds that ranking took."""
-    from ..arabic import routed
-    from ..candidates import stored_thread_query
     from .scorer import Line
     scores, ms = {}, 0.0
     for run in runs:
@@ -227,8 +234,7 @@ def _ranked_into(t: Thread, judged_by: JudgedBy, gen, ranking: dict, arabic, run
             scores[run] = baseline_scores(t, run)
             continue
         t0 = time.perf_counter()
-        chosen, q = routed(stored_thread_query(t, gen), ranking[run], arabic, gen)
-        scores[run] = chosen.score([q])[0]
+        chosen, scores[run] = endpoint_scores(t, gen, ranking[run], arabic)
         if run == RANKED:
             ms = 1000 * (time.perf_counter() - t0)
             rankers[chosen.name] += 1
@@ -257,5 +263,5 @@ def endpoint_rankers(settings, ranker: str | None = None):
     return gen, main, arabic
 
 
-__all__ = ["Asked", "BENCHMARKS", "JudgedBy", "asked_threads", "baseline_scores", "endpoint_rankers", "passed_over",
-           "relevant", "run_forum_answers", "unreadable"]
+__all__ = ["Asked", "BENCHMARKS", "JudgedBy", "asked_threads", "baseline_scores", "endpoint_rankers", "endpoint_scores",
+           "passed_over", "relevant", "run_forum_answers", "unreadable"]

@@ -268,15 +268,13 @@ def _search_ranker(pipeline, requests: dict, synonyms):
 def _comments_ranker(gen, main, arabic, threads: dict):
     """A judged comment order's id to (its thread's comments, ``threads``, ranked as GET /threads/{id}/answers ranks
     them with ``main`` as the default ranker: ties in the thread's order; the ranker that ranked them)."""
-    from ..arabic import routed
-    from ..candidates import stored_thread_query
+    from .forum_answers import endpoint_scores
 
     def searched(search_id: str):
         t = threads[search_id]
         if not t.answers:  # every comment removed since
             return [], main.name
-        chosen, q = routed(stored_thread_query(t, gen), main, arabic, gen)
-        scores = chosen.score([q])[0]
+        chosen, scores = endpoint_scores(t, gen, main, arabic)
         order = sorted(range(len(t.answers)), key=lambda i: -scores[i])
         return [Shown(t.answers[i].id) for i in order], chosen.name
     return searched

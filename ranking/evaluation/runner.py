@@ -29,6 +29,14 @@ def predictions(queries: list[Query], ranker: Ranker) -> list[Line]:
     return lines
 
 
+def as_served(ranker: Ranker, subtask: str) -> Ranker:
+    """``ranker`` as the /rerank endpoints rank a subtask A, B or C question: its lexical statistics from each
+    question's own candidates (``per_request``), never from the rest of the file; a subtask D ranker as it is (its
+    statistics are the file's pairs by design)."""
+    from ..rankers import per_request
+    return per_request(ranker) if subtask in ("A", "B", "C") else ranker
+
+
 def align_to_gold(pred: list[Line], gold: list[Line]) -> list[Line]:
     by_id = {(p.qid, p.cid): p for p in pred}
     out = []
@@ -62,9 +70,7 @@ def run_benchmark(bench: Benchmark, ranker: Ranker, semeval_dir: Path, reports_d
     candidates what it stores for them, as POST /rerank/questions does."""
     if bench.subtask == "fullcorpus":
         raise BenchmarkError("use run_fullcorpus for the full-corpus benchmark")
-    if bench.subtask in ("A", "B", "C"):
-        from ..rankers import per_request
-        ranker = per_request(ranker)
+    ranker = as_served(ranker, bench.subtask)
     xml, gold_path = bench.paths(semeval_dir)
     t0 = time.perf_counter()
     queries = queries_for(xml, bench.subtask, bench.variant)
