@@ -29,8 +29,9 @@ from indexing.generations import IndexFormatError
 from indexing.models import MAX_TAG_CHARS, alternatives, tag_key
 from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
-from ranking.evaluation.feedback import (COMMENTS_ENDPOINT, FeedbackLog, FeedbackUnavailable, NotShown, UnknownSearch,
-                                         served_of, served_order)
+from ranking.evaluation.feedback import (COMMENTS, COMMENTS_ENDPOINT, FeedbackLog, FeedbackUnavailable, NotShown,
+                                         UnknownSearch, served_of, served_order)
+from ranking.interleave import drawn, seed, team_draft
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.retriever import TagSynonyms, tag_rows
 from ranking.settings import MAX_RESULTS
@@ -159,6 +160,10 @@ class Service:
         self.unbatched_search_rankers: dict = {}  # /search target -> its reranker without the micro-batcher
         self.challengers: dict = {}  # /search target -> its challenger ($CQA_INTERLEAVE_*), behind a micro-batcher
         self.unbatched_challengers: dict = {}  # and without it (the warm-up's)
+        # a thread's comments' challenger ($CQA_INTERLEAVE_COMMENTS: GET /threads/{id}/answers, POST /rerank), behind
+        # a micro-batcher, and without it
+        self.comments_challenger: MicroBatcher | None = None
+        self.unbatched_comments_challenger = None
         self.warm_up_ms: dict[str, float | None] | None = None  # what each warm-up request took (app/warmup.py)
         self.attention = None
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # this process's lease
@@ -230,10 +235,13 @@ class Service:
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
         # each target's challenger, interleaved with its reranker for a share of the questions (ranking.interleave)
         challengers = challenger_rerankers(self.settings, built)
+        served_challengers = list(challengers.values())
+        if (comments := challengers.pop("comments", None)) is not None:
+            self.comments_challenger, self.unbatched_comments_challenger = self._batcher(comments), comments
         self.challengers = {target: ThreadBatched(self._batcher(r), loop) for target, r in challengers.items()}
         self.unbatched_challengers = challengers
         served = [self.reranker, self.question_reranker, self.answers_reranker, *searchers.values(),
-                  *challengers.values()]
+                  *served_challengers]
         self.served_rankers, self.unbatched_search_rankers = served, searchers
         self.inference = inference_report(served)
         self.score_memos = partial(score_memos, served)
@@ -433,6 +441,19 @@ async def _refresh_tick(svc: Service) -> None:
         log.warning("automatic refresh: could not compare the store with the live generation: %s", e)
 
 
+def interleave_results(out: dict, given: list[str], theirs: list[float], rng_seed: int) -> tuple[str, ...]:
+    """A /rerank answer (``out``, ``sorted_by_score``'s: team A's order) merged in place with the challenger's order of
+    the same candidates (``theirs``: its scores of the ids ``given``, in that order) by team-draft interleaving
+    (``ranking.interleave``): the results in the merged order, each with the reranker's score and its new rank. Each
+    result's team, in that order (the feedback log's; never sent, so a reader cannot tell them apart)."""
+    results = out["results"]
+    at = {r["id"]: i for i, r in enumerate(results)}
+    challenger = [at[given[j]] for j in sorted(range(len(given)), key=lambda j: -theirs[j])]  # ties: order given
+    merged, teams = team_draft(range(len(results)), challenger, rng_seed)
+    out["results"] = [{**results[i], "rank": rank} for rank, i in enumerate(merged, 1)]
+    return tuple(teams)
+
+
 def sorted_by_score(candidates, scores: list[float], ranker, t0: float, stage) -> dict:
     """The body of a /rerank answer: the candidates by descending score (ties keep the order given), the ranker, and
     the time since ``t0``, which ``stage`` (a metrics histogram) observes."""
@@ -594,7 +615,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "arabic_reranker": svc.arabic_reranker.name if svc.arabic_reranker is not None else None,
                 "search_rerankers": {t: r.name for t, r in svc.search_rankers.items()}, "worker": svc.holder,
                 "search_challengers": {t: r.name for t, r in svc.challengers.items()},
-                "interleave_share": svc.settings.interleave_share if svc.challengers else None,
+                "comments_challenger": (svc.unbatched_comments_challenger.name
+                                        if svc.unbatched_comments_challenger is not None else None),
+                "interleave_share": (svc.settings.interleave_share
+                                     if svc.challengers or svc.comments_challenger is not None else None),
                 "inference": svc.inference, "score_memos": svc.score_memos(),
                 "score_store": svc.score_store.stats() if svc.score_store is not None else None,
                 "vector_store": svc.vector_store.stats() if svc.vector_store is not None else None,
@@ -767,18 +791,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ranker, scores = await routed(svc, "/rerank", q, gen, svc.reranker, svc.rerank_batcher)
         out = {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
                "metadata": regime_of(q)}
-        out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, endpoint, thread_id)
+        teams: tuple[str, ...] = ()
+        challenger = svc.comments_challenger
+        if (challenger is not None and ranker is svc.reranker and len(body.candidates) > 1
+                and drawn(q.text, COMMENTS, svc.settings.interleave_share)):  # never the Arabic ranker's order
+            t1 = time.perf_counter()
+            teams = interleave_results(out, [c.id for c in body.candidates], await challenger.score(q),
+                                       seed(q.text, COMMENTS))
+            out["interleaved_with"] = challenger.ranker.name
+            out["timings_ms"]["interleave"] = round(1000 * (time.perf_counter() - t1), 3)
+        out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, endpoint, thread_id,
+                                            teams)
         return out
 
     async def kept_order(svc: Service, out: dict, given: list[str], gen, endpoint: str,
-                         thread_id: str | None = None) -> str | None:
+                         thread_id: str | None = None, teams: tuple[str, ...] = ()) -> str | None:
         """The order a ranking of given candidates showed (``out``, the answer) kept in the feedback log beside the
-        order ``given`` (``served_order``); its ``search_id``, None where the log is off or failed, or nothing was
-        shown."""
+        order ``given`` (``served_order``), with each result's team where it was interleaved; its ``search_id``,
+        None where the log is off or failed, or nothing was shown."""
         if svc.feedback is None or not out["results"]:
             return None
         shown = served_order([r["id"] for r in out["results"]], given, out["reranker"],
-                             gen.name if gen is not None else None, endpoint, thread_id)
+                             gen.name if gen is not None else None, endpoint, thread_id,
+                             out.get("interleaved_with"), teams)
         search_id = await run_in_threadpool(svc.feedback.record, shown)
         if search_id is None:
             svc.metrics.feedback_unrecorded.labels("search").inc()

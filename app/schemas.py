@@ -460,7 +460,10 @@ class ReadyOut(BaseModel):
     search_rerankers: dict[str, str] = Field(description="the reranker of each POST /search target")
     search_challengers: dict[str, str] = Field(default_factory=dict, description="the challenger interleaved with a "
                                                "target's reranker (CQA_INTERLEAVE_ANSWERS / _QUESTIONS); empty: none")
-    interleave_share: float | None = Field(None, description="the share of questions interleaved "
+    comments_challenger: str | None = Field(None, description="the challenger interleaved with the default ranker "
+                                            "of a thread's comments, GET /threads/{id}/answers and POST /rerank "
+                                            "(CQA_INTERLEAVE_COMMENTS); null: none")
+    interleave_share: float | None = Field(None, description="the share of questions (and threads) interleaved "
                                            "(CQA_INTERLEAVE_SHARE); null without a challenger")
     inference: list[InferenceOut] = Field(default_factory=list, description="the MiniLM models loaded, and how each runs")
     score_memos: dict[str, ScoreMemoOut] = Field(default_factory=dict, description="each neural model's memory of "
@@ -512,6 +515,10 @@ class RerankOut(BaseModel):
         "reads none of it")
     timings_ms: dict[str, float]
     search_id: str | None = kept_order()
+    interleaved_with: str | None = Field(None, description="where this thread is one of those interleaved "
+                                         "(CQA_INTERLEAVE_COMMENTS): the challenger whose order was merged with the "
+                                         "reranker's by team-draft interleaving; then `rank` is the merged order's and "
+                                         "`score` the reranker's. Null otherwise")
 
 
 class OrderWeighed(BaseModel):

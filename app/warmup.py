@@ -53,6 +53,8 @@ def warm_up(svc) -> dict[str, float | None]:
         "POST /rerank/questions": lambda: svc.question_reranker.score([questions_query(QUESTIONS, gen, pipeline)]),
         "POST /rerank/answers": lambda: svc.answers_reranker.score([answers_query(ANSWERS, gen)]),
     }
+    if (comments := svc.unbatched_comments_challenger) is not None:  # $CQA_INTERLEAVE_COMMENTS: its first pass too
+        steps["POST /rerank, challenger"] = lambda: comments.score([rerank_query(RERANK, gen)])
     if pipeline is not None:
         # a few candidates: what a first search sets up, not the encoding of a whole head where the generation
         # stores no comment vectors

@@ -386,12 +386,15 @@ def search_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
 
 def challenger_rerankers(settings, built: dict | None = None) -> dict[str, Ranker]:
     """The challenger of each /search target set to interleave with its reranker ($CQA_INTERLEAVE_ANSWERS,
-    $CQA_INTERLEAVE_QUESTIONS; ``ranking.interleave``), set up for serving as the rerankers are; none unset."""
+    $CQA_INTERLEAVE_QUESTIONS; ``ranking.interleave``), and under ``comments`` the default ranker's of a thread's
+    comments (GET /threads/{id}/answers, POST /rerank: $CQA_INTERLEAVE_COMMENTS), set up for serving as the rerankers
+    are; none unset."""
     store, vectors = serving_store(settings), serving_vector_store(settings)
     return {target: for_serving(get_ranker(name, settings, built), settings.score_memo_pairs, store,
                                 settings.vector_memo_texts, vectors)
             for target, name in (("answers", settings.interleave_answers),
-                                 ("questions", settings.interleave_questions)) if name}
+                                 ("questions", settings.interleave_questions),
+                                 ("comments", settings.interleave_comments)) if name}
 
 
 def memo_files(settings) -> list[Path]:

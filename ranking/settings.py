@@ -34,9 +34,15 @@ class RankingSettings(IndexSettings):
                                            "/evaluation/feedback: interleaving). Unset: none.")
     interleave_questions: str | None = Field(None, description="As CQA_INTERLEAVE_ANSWERS, for target questions (and "
                                              "threads, which it ranks).")
-    interleave_share: float = Field(0.5, ge=0.0, le=1.0, description="The share of questions interleaved where a "
-                                    "challenger is set, the same questions on every page and worker (the text's "
-                                    "hash decides); the others are served by the reranker alone.")
+    interleave_comments: str | None = Field(None, description="A challenger to the default ranker of a thread's "
+                                            "comments (a preset): GET /threads/{id}/answers and POST /rerank. For "
+                                            "CQA_INTERLEAVE_SHARE of the threads, the comments shown are both "
+                                            "rankers' orders merged by team-draft interleaving, and the readers' "
+                                            "judgements say which ranker they prefer (GET /evaluation/feedback, "
+                                            "target comments: interleaving). Unset: none.")
+    interleave_share: float = Field(0.5, ge=0.0, le=1.0, description="The share of questions (and threads) "
+                                    "interleaved where a challenger is set, the same ones on every page and worker "
+                                    "(the text's hash decides); the others are served by the reranker alone.")
     cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "cross-encoder",
                                            description="MiniLM cross-encoder checkpoint directory (shipped; "
                                            "`cqa train --model cross-encoder` rebuilds it).")

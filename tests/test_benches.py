@@ -757,6 +757,24 @@ def test_interleave_bench_judges_interleaved_searches_of_a_real_server_beside_ea
     assert 0 <= out["own_lists"]["MAP_challenger"] <= 1 and 0 <= out["own_lists"]["MAP_reranker"] <= 1
 
 
+def test_comment_interleave_bench_judges_a_real_servers_interleaved_comment_orders_beside_each_rankers_own(
+        tmp_path, cli_env, semeval):
+    """bench/comment_interleave.py on 20 dev threads with bm25 as the challenger: every thread the interleaving server
+    sorted was interleaved and held the thread's comments, the reader's judgements of the first 3 gave a verdict,
+    and the per-thread comparison with each ranker's own order ran (round 65)."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("comment_interleave.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "4",
+                    "--rounds", "2", "--read", "3", "--challenger", "bm25", env=cli_env, timeout=600)
+    assert out["threads"] == 4 and out["not_interleaved"] == 0 and out["orders_not_the_threads_comments"] == 0
+    assert all(side["requests"] == 4 for part in ("first_view", "again") for side in out[part].values())
+    it = out["interleaving"]
+    assert it["challenger"] == "bm25" and it["searches"] == 4 and it["reranker_wins"] + it["challenger_wins"] + \
+        it["ties"] == 4
+    assert 0 <= out["per_thread"]["interleaving_agrees"] <= out["per_thread"]["both_decided"] <= 4
+    assert set(out["preferred"].values()) <= {"reranker", "challenger", "neither"}
+    assert 0 <= out["own_orders"]["MAP_challenger"] <= 1 and 0 <= out["own_orders"]["MAP_reranker"] <= 1
+
+
 def test_replay_bench_replays_what_a_real_server_showed_and_its_users_judged(tmp_path, cli_env, semeval):
     """bench/replay.py on 20 dev threads with bm25 as the candidate: a real server kept each search's request, the
     simulated user judged, and `cqa evaluate --feedback --ranker bm25` searched them again: the served reranker's

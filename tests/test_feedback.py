@@ -467,6 +467,60 @@ def test_a_served_search_is_interleaved_with_the_challenger_and_its_pages_agree(
         assert "interleaved_with" not in c.post("/search", json=ask).json()
 
 
+def test_a_threads_comments_are_interleaved_with_the_challenger_and_its_readers_give_the_verdict(settings,
+                                                                                                 fast_encoder):
+    """CQA_INTERLEAVE_COMMENTS: GET /threads/{id}/answers and POST /rerank show both rankers' orders merged by
+    team-draft, the same way every time; the log keeps each comment's team, and the readers' judgements give the
+    interleaving's verdict in the comments group. The Arabic ranker's order and a share of 0 are never interleaved."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.reindex import reindex
+    from .test_indexes import fake_encode, fill_store
+    settings = settings.model_copy(update={**STUB_RANKERS, "interleave_comments": "stub-reverse",
+                                           "interleave_share": 1.0, "warm_up": True})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(settings)) as c:
+        ready = c.get("/ready").json()
+        assert ready["comments_challenger"] == "stub-reverse" and ready["search_challengers"] == {}
+        assert ready["interleave_share"] == 1.0 and ready["warm_up_ms"]["POST /rerank, challenger"] is not None
+        out = c.get("/threads/t4/answers").json()
+        assert out["interleaved_with"] == "stub-reverse" and out["reranker"] == "stub-overlap"
+        ids = [r["id"] for r in out["results"]]
+        # the overlap stub's best (t4_a1) and the reverse's (t4_a0: t4_a2 ties with it, and comes later in the thread)
+        # take the first two places, in the coin's order
+        assert set(ids[:2]) == {"t4_a1", "t4_a0"} and ids[2] == "t4_a2"
+        assert [r["rank"] for r in out["results"]] == [1, 2, 3] and all("team" not in r for r in out["results"])
+        assert "interleave" in out["timings_ms"]
+        again = c.get("/threads/t4/answers").json()
+        assert [r["id"] for r in again["results"]] == ids  # the thread's text decides the coin: the same order
+        log = FeedbackLog(settings.feedback_file)
+        assert c.post("/feedback", json={"search_id": out["search_id"], "judgements": [
+            {"result_id": ids[0], "helpful": True}, {"result_id": ids[1], "helpful": False}]}).status_code == 201
+        (logged,) = log.judged_searches()
+        assert logged["challenger"] == "stub-reverse" and len(logged["teams"]) == 3
+        first = logged["teams"][0]
+        assert {logged["teams"][0], logged["teams"][1]} == {"A", "B"} and (first == "A") == (ids[0] == "t4_a1")
+        (g,) = c.get("/evaluation/feedback").json()["groups"]
+        assert (g["endpoint"], g["target"], g["searches"]) == ("/threads/{id}/answers", "comments", 1)
+        it = g["interleaving"]
+        assert (it["reranker_wins"], it["challenger_wins"], it["ties"]) == (int(first == "A"), int(first == "B"), 0)
+        # a forum's own thread sent to POST /rerank is interleaved the same way
+        sent = c.post("/rerank", json={"question": {"subject": "rent", "body": "a flat in 4"}, "candidates": [
+            {"id": "c1", "text": "call them"}, {"id": "c2", "text": "rent a flat"},
+            {"id": "c3", "text": "a flat in 4"}]}).json()
+        assert sent["interleaved_with"] == "stub-reverse" and {r["id"] for r in sent["results"][:2]} == {"c3", "c1"}
+        # the Arabic ranker's order is the Arabic ranker's alone
+        arabic = c.post("/rerank", json={"question": "كيف أجدد الإقامة في قطر", "candidates": [
+            {"id": "a1", "text": "اذهب إلى مكتب الهجرة"}, {"id": "a2", "text": "جدد الإقامة عبر الإنترنت"}]}).json()
+        assert arabic["reranker"] == settings.arabic_ranker and arabic["interleaved_with"] is None
+    off = settings.model_copy(update={"interleave_share": 0.0, "warm_up": False})
+    with TestClient(create_app(off)) as c:
+        out = c.get("/threads/t4/answers").json()
+        assert out["interleaved_with"] is None and [r["id"] for r in out["results"]] == ["t4_a1", "t4_a0", "t4_a2"]
+
+
 def test_cqa_evaluate_feedback_prints_an_interleavings_verdict(tmp_path, cli_env):
     from app.settings import Settings
     log = FeedbackLog(Settings(data_dir=tmp_path / "var").feedback_file)

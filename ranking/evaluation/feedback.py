@@ -545,17 +545,19 @@ GIVEN = {"/rerank": COMMENTS, "/rerank/questions": "questions", "/rerank/answers
 
 
 def served_order(shown: list[str], given: list[str], ranker: str, generation: str | None,
-                 endpoint: str = COMMENTS_ENDPOINT, thread_id: str | None = None) -> Served:
+                 endpoint: str = COMMENTS_ENDPOINT, thread_id: str | None = None, challenger: str | None = None,
+                 teams: tuple[str, ...] = ()) -> Served:
     """What one ranking of given candidates showed: their ids in the order ``shown``, and each one's place in
     ``given``, the order the ranker was given them, as its place before the reranker. GET /threads/{id}/answers
     (target ``comments``) gives the thread's own order (oldest first), so the report's ``first_stage`` is what the
     ranker adds over the order a forum shows without one; the /rerank endpoints (``GIVEN``) the request's.
     ``thread_id``: the stored thread kept as the request (``comments_request``; GET /threads/{id}/answers where
     CQA_FEEDBACK_QUERIES says): a replay ranks the thread as the store holds it then, and a thread gone leaves no
-    words here. A /rerank request is the forum's own text and is never kept."""
+    words here. A /rerank request is the forum's own text and is never kept. ``challenger``: where the order shown
+    was interleaved with one (CQA_INTERLEAVE_COMMENTS), its name, and ``teams`` each shown result's team."""
     place = {cid: i for i, cid in enumerate(given)}
     return Served(endpoint, GIVEN.get(endpoint, COMMENTS), ranker, generation or "none", 0, tuple(shown),
-                  tuple(place[c] for c in shown),
+                  tuple(place[c] for c in shown), challenger, tuple(teams),
                   request=None if thread_id is None else json.dumps({"comments_of": thread_id}, ensure_ascii=False))
 
 
