@@ -441,6 +441,14 @@ async def _refresh_tick(svc: Service) -> None:
         log.warning("automatic refresh: could not compare the store with the live generation: %s", e)
 
 
+def logged(feedback: bool = Param(True, description="false: nothing of this request is kept in the feedback log "
+                                   "(no search_id, nothing to judge; the results are the same): a user who opted out "
+                                   "of it, a forum's batch job, a test")) -> bool:
+    """Whether a ranking request's results are kept in the feedback log (``CQA_FEEDBACK`` on, and the request did not
+    ask otherwise): one query parameter, ``feedback``, on every endpoint that ranks."""
+    return feedback
+
+
 def interleave_results(out: dict, given: list[str], theirs: list[float], rng_seed: int) -> tuple[str, ...]:
     """A /rerank answer (``out``, ``sorted_by_score``'s: team A's order) merged in place with the challenger's order of
     the same candidates (``theirs``: its scores of the ids ``given``, in that order) by team-draft interleaving
@@ -647,9 +655,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # --- search and rerank ----------------------------------------------------------------------
     @app.post("/search", response_model=SearchResponse, dependencies=[Depends(admitted)],
               summary="Find the best existing answers, questions or threads for a new question")
-    async def search(body: SearchIn, request: Request, svc: Service = Depends(service)) -> SearchResponse:
+    async def search(body: SearchIn, request: Request, svc: Service = Depends(service),
+                     keep: bool = Depends(logged)) -> SearchResponse:
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields())
-        return await searched(svc, body.request(), request=request)
+        return await searched(svc, body.request(), request=request, keep=keep)
 
     @app.get("/tags", response_model=TagsOut, response_model_exclude_none=True, summary="The tags the forum's "
              "threads carry, with how many threads carry each (what a search within tags can ask for)")
@@ -698,7 +707,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/threads/{thread_id}/similar", response_model=SearchResponse, dependencies=[Depends(admitted)],
              summary="What is most similar to a stored thread, the thread itself left out (a thread page's related "
                      "questions)")
-    async def similar(thread_id: str, request: Request, k: int = Param(10, ge=1, le=MAX_RESULTS),
+    async def similar(thread_id: str, request: Request, keep: bool = Depends(logged),
+                      k: int = Param(10, ge=1, le=MAX_RESULTS),
                       offset: int = Param(0, ge=0, le=MAX_RESULTS - 1, description="a later page (next_offset); "
                                           "a search ranks MAX_RESULTS results, so a page ends there"),
                       target: Literal["questions", "threads", "answers"] = "questions", rerank: bool = True,
@@ -731,7 +741,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         return await searched(svc, SearchRequest.like_thread(t, filters, k=k, offset=offset, target=target,
                                                              rerank=rerank), "/threads/{id}/similar", request,
-                              like_thread=t.id)
+                              like_thread=t.id, keep=keep)
 
     async def routed(svc: Service, endpoint: str, q, gen, ranker, batcher, thread_question: bool = False):
         """(the ranker that ran, its scores of ``q``): input whose letters are mostly Arabic script goes to
@@ -748,15 +758,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return ranker, scores
 
     async def searched(svc: Service, req, endpoint: str = "/search", request: Request | None = None,
-                       like_thread: str | None = None) -> SearchResponse:
+                       like_thread: str | None = None, keep: bool = True) -> SearchResponse:
         """The live generation's pipeline on ``req``, its stage timings into /metrics; with ``request``, the time it
         waited for a run slot (CQA_RUN_SLOTS) too, as ``queued``. ``like_thread``: the stored thread ``req`` asks
-        like, which the feedback log keeps by its id (``SearchRequest.to_json``)."""
+        like, which the feedback log keeps by its id (``SearchRequest.to_json``); ``keep``: whether the log keeps
+        what it showed (``logged``)."""
         _, pipeline = ready_generation(svc)
 
         def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
             out = pipeline.search(req.with_synonyms(svc.tag_synonyms))
-            if svc.feedback is not None and out.results:  # what it showed, under the id its users judge it by
+            if svc.feedback is not None and keep and out.results:  # what it showed, under the id its users judge
                 kept = req.to_json(like_thread) if svc.settings.feedback_queries else None
                 out.search_id = svc.feedback.record(served_of(out, endpoint, kept))
                 if out.search_id is None:
@@ -774,13 +785,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/rerank", response_model=RerankOut, dependencies=[Depends(admitted)],
               summary="Score and sort given candidates, e.g. a thread's comments")
-    async def rerank(body: RerankIn, svc: Service = Depends(service)):
+    async def rerank(body: RerankIn, svc: Service = Depends(service), keep: bool = Depends(logged)):
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
                            [(f"candidates.{i}.text", c.text) for i, c in enumerate(body.candidates)])
-        return await reranked(body, svc, "/rerank")
+        return await reranked(body, svc, "/rerank", keep=keep)
 
-    async def reranked(body: RerankIn, svc: Service, endpoint: str, thread_id: str | None = None) -> dict:
+    async def reranked(body: RerankIn, svc: Service, endpoint: str, thread_id: str | None = None,
+                       keep: bool = True) -> dict:
         """POST /rerank's answer to ``body``, within whatever limits its caller set; where the feedback log is on,
         the order shown kept under the ``search_id`` its readers judge it by (``kept_order``: as ``endpoint``
         served it, its request the stored thread ``thread_id`` where one is given)."""
@@ -801,15 +813,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             out["interleaved_with"] = challenger.ranker.name
             out["timings_ms"]["interleave"] = round(1000 * (time.perf_counter() - t1), 3)
         out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, endpoint, thread_id,
-                                            teams)
+                                            teams, keep)
         return out
 
     async def kept_order(svc: Service, out: dict, given: list[str], gen, endpoint: str,
-                         thread_id: str | None = None, teams: tuple[str, ...] = ()) -> str | None:
+                         thread_id: str | None = None, teams: tuple[str, ...] = (), keep: bool = True) -> str | None:
         """The order a ranking of given candidates showed (``out``, the answer) kept in the feedback log beside the
         order ``given`` (``served_order``), with each result's team where it was interleaved; its ``search_id``,
-        None where the log is off or failed, or nothing was shown."""
-        if svc.feedback is None or not out["results"]:
+        None where the log is off or failed, the request asked for it not to be kept (``keep``, ``logged``), or
+        nothing was shown."""
+        if svc.feedback is None or not keep or not out["results"]:
             return None
         shown = served_order([r["id"] for r in out["results"]], given, out["reranker"],
                              gen.name if gen is not None else None, endpoint, thread_id,
@@ -821,7 +834,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/rerank/questions", response_model=RerankQuestionsOut, dependencies=[Depends(admitted)],
               summary="Score and sort given questions by how similar each is to a new one (subtask B)")
-    async def rerank_questions(body: RerankQuestionsIn, svc: Service = Depends(service)):
+    async def rerank_questions(body: RerankQuestionsIn, svc: Service = Depends(service),
+                               keep: bool = Depends(logged)):
         from ranking.rankers import reads_comments
         enforce_count_limit("candidates", len(body.candidates), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_count_limit("comments", sum(len(c.comments) for c in body.candidates), svc.settings.max_candidates,
@@ -835,13 +849,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         out = {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank_questions")),
                "search_order": body.search_order and ranker is svc.question_reranker,
                "comments_read": reads_comments(ranker, q)}
-        out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, "/rerank/questions")
+        out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, "/rerank/questions",
+                                            keep=keep)
         return out
 
     @app.post("/rerank/answers", response_model=RerankAnswersOut, dependencies=[Depends(admitted)],
               summary="Score and sort the comments of given threads by how well each answers a new question "
                       "(subtask C)")
-    async def rerank_answers(body: RerankAnswersIn, svc: Service = Depends(service)):
+    async def rerank_answers(body: RerankAnswersIn, svc: Service = Depends(service), keep: bool = Depends(logged)):
         comments = body.comments()
         enforce_count_limit("comments", len(comments), svc.settings.max_candidates, "CQA_MAX_CANDIDATES")
         enforce_text_limit(svc.settings.max_text_chars, body.question.fields() +
@@ -856,7 +871,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         thread_of = {c.id: tid for tid, c in comments}
         for r in out["results"]:
             r["thread_id"] = thread_of[r["id"]]
-        out["search_id"] = await kept_order(svc, out, [c.id for _, c in comments], gen, "/rerank/answers")
+        out["search_id"] = await kept_order(svc, out, [c.id for _, c in comments], gen, "/rerank/answers",
+                                            keep=keep)
         return out
 
     # --- threads --------------------------------------------------------------------------------
@@ -979,7 +995,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/threads/{thread_id}/answers", response_model=RerankOut, dependencies=[Depends(admitted)],
              summary="A stored thread's comments, most useful first: POST /rerank of the thread as the store holds it")
-    async def ranked_answers(thread_id: str, svc: Service = Depends(service)):
+    async def ranked_answers(thread_id: str, svc: Service = Depends(service), keep: bool = Depends(logged)):
         """What a thread page asks to show its useful comments first, by the thread's id alone: the stored thread
         goes through POST /rerank's own code (the default ranker, $CQA_DEFAULT_RANKER) as a forum would send it (its
         subject and body, the asker, each comment's id, text, author and time, in the thread's order), so it ranks
@@ -1005,7 +1021,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(422, detail=f"thread {thread_id!r} cannot be ranked as stored: {first['field']}: "
                                 f"{first['message']}") from None
         # the store's texts: what POST /threads or `cqa ingest` accepted; the order shown kept by the thread's id
-        return await reranked(body, svc, COMMENTS_ENDPOINT, t.id if svc.settings.feedback_queries else None)
+        return await reranked(body, svc, COMMENTS_ENDPOINT, t.id if svc.settings.feedback_queries else None, keep)
 
     @app.get("/threads", response_model=ThreadListOut, summary="The stored threads in id order, a page at a time")
     def list_threads(after: str | None = Param(None, max_length=200, description="the last id of the page before "

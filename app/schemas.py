@@ -502,7 +502,8 @@ def kept_order():
                  description="this order's id in the feedback log: send it with a reader's judgement of a result "
                  "(POST /feedback); GET /evaluation/feedback reports the judged orders' MAP beside the order the "
                  "ranker was given (a stored thread's own, or the request's). Absent where the log is off "
-                 "(CQA_FEEDBACK=false) or could not be written, or nothing was ranked")
+                 "(CQA_FEEDBACK=false) or could not be written, the request said feedback=false, or nothing was "
+                 "ranked")
 
 
 class RerankOut(BaseModel):

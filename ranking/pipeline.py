@@ -162,8 +162,8 @@ class SearchResponse(BaseModel):
     next_offset: int | None = Field(None, description="the offset of the next page of as many results, where there "
                                     "are more within MAX_RESULTS ranks; null at the last page")
     search_id: str | None = Field(None, description="this search's id in the feedback log: send it with a judgement of "
-                                  "a result (POST /feedback); left out where it showed none, or the service keeps no "
-                                  "feedback (CQA_FEEDBACK)",
+                                  "a result (POST /feedback); left out where it showed none, the request said "
+                                  "feedback=false, or the service keeps no feedback (CQA_FEEDBACK)",
                                   exclude_if=lambda v: v is None)
 
 

@@ -202,6 +202,36 @@ def test_a_threads_comment_order_is_judged_by_its_readers_beside_the_threads_own
     assert client.get("/ready").json()["feedback"]["recorded"] == 4
 
 
+def test_a_request_that_says_feedback_false_is_answered_the_same_and_kept_nowhere(client):
+    """``?feedback=false`` on every endpoint that ranks: the same results, no search_id, nothing written to the log
+    (a user who opted out, a forum's batch job); any other value is a 422 that names it."""
+    question = {"subject": "visa", "body": "renew my visa online"}
+    asks = [("post", "/search", {"question": {"subject": "visa question 7", "body": "rent answer 1"}}),
+            ("get", "/threads/t4/similar", None), ("get", "/threads/t4/answers", None),
+            ("post", "/rerank", {"question": question, "candidates": [{"id": "c1", "text": "call them"},
+                                                                     {"id": "c2", "text": "renew it online"}]}),
+            ("post", "/rerank/questions", {"question": question, "candidates": [{"id": "q1", "body": "a car"},
+                                                                               {"id": "q2", "body": "renew a visa"}]}),
+            ("post", "/rerank/answers", {"question": question, "threads": [
+                {"id": "r1", "body": "cars", "comments": [{"id": "k1", "text": "sell it"}]},
+                {"id": "r2", "body": "visa", "comments": [{"id": "k2", "text": "renew it online"}]}]})]
+
+    def ask(method, path, body, **params):
+        r = client.request(method.upper(), path, json=body, params=params)
+        assert r.status_code == 200, (path, r.text)
+        return r.json()
+    for method, path, body in asks:
+        before = client.get("/ready").json()["feedback"]["recorded"]
+        quiet = ask(method, path, body, feedback="false")
+        assert "search_id" not in quiet and quiet["results"], path
+        assert client.get("/ready").json()["feedback"]["recorded"] == before, path
+        kept = ask(method, path, body)
+        assert len(kept["search_id"]) == 32 and client.get("/ready").json()["feedback"]["recorded"] == before + 1
+        assert [r["id"] for r in quiet["results"]] == [r["id"] for r in kept["results"]], path
+    bad = client.get("/threads/t4/answers", params={"feedback": "maybe"})
+    assert bad.status_code == 422 and "feedback" in bad.text
+
+
 def test_bad_feedback_gets_a_clear_4xx_and_records_nothing(client):
     out = client.post("/search", json={"question": {"body": "rent"}, "k": 3}).json()
     sid, first = out["search_id"], out["results"][0]["id"]
