@@ -15,8 +15,8 @@ the official gold (Good helpful; PotentiallyUseful and Bad not: the official sco
 thread. The other two servers' orders are scored here with the official scorer (every comment judged). Then GET
 /evaluation/feedback gives the interleaving's verdict (wins of each ranker, ties, the sign test) beside the two orders'
 MAPs and their paired test, and per thread whether the interleaving's winner is the ranker whose own order had the
-higher AP (the log's teams, read back from its file). Each interleaved order must hold the thread's comments, each
-once. Prints a JSON object last.
+higher AP (the log's teams, read back from its file); ``preferred`` names a side only where its test is significant
+(p < 0.05). Each interleaved order must hold the thread's comments, each once. Prints a JSON object last.
 
     python bench/comment_interleave.py [--data-dir var] [--challenger bilstm+signals] [--read 10] [--rounds 2]
         [--split test] [--limit 0]
@@ -147,11 +147,13 @@ def main() -> None:
     out["per_thread"] = per_thread_agreement(logged, ids, aps, args.challenger)
     it = out["interleaving"]
 
-    def preferred(reranker: float, challenger: float) -> str:
-        return "reranker" if reranker > challenger else "challenger" if challenger > reranker else "neither"
-    out["preferred"] = {"by_own_orders_MAP": preferred(out["own_orders"]["MAP_reranker"],
-                                                       out["own_orders"]["MAP_challenger"]),
-                        "by_interleaving": preferred(it["reranker_wins"], it["challenger_wins"])}
+    def preferred(reranker: float, challenger: float, p: float) -> str:
+        """The side with more, where the paired test says so (p < 0.05); else neither."""
+        return "neither" if p >= 0.05 or reranker == challenger else "reranker" if reranker > challenger else \
+            "challenger"
+    own = out["own_orders"]
+    out["preferred"] = {"by_own_orders_MAP": preferred(own["MAP_reranker"], own["MAP_challenger"], own["p"]),
+                        "by_interleaving": preferred(it["reranker_wins"], it["challenger_wins"], it["p"])}
     print(json.dumps(out))
 
 

@@ -99,7 +99,7 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     import urllib.request as request_
 
     def similar(question: dict) -> list[str]:
-        with request_.urlopen(request_.Request(server + "/search", data=json_.dumps(
+        with request_.urlopen(request_.Request(server + "/search?feedback=false", data=json_.dumps(
                 {"question": question, "target": "questions", "k": 5}).encode(),
                 headers={"Content-Type": "application/json"})) as r:
             return [x["thread_title"] for x in json_.loads(r.read())["results"]]
@@ -197,7 +197,7 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     assert comments["endpoint"] == "/threads/{id}/answers" and comments["judgements"] == 2, comments
     assert comments["MAP"] == 0.5 and comments["first_stage"]["order"] == "thread", comments
     # below it, its similar questions (GET /threads/{id}/similar), the thread itself left out; each opens in turn
-    with urllib.request.urlopen(f"{server}/threads/{thread_id}/similar?k=5&target=questions") as r:
+    with urllib.request.urlopen(f"{server}/threads/{thread_id}/similar?k=5&target=questions&feedback=false") as r:
         similar = [x["thread_id"] for x in json.loads(r.read())["results"]]
     links = browser.find_elements(By.CSS_SELECTOR, "#thread-similar a")
     assert [a.get_attribute("data-thread") for a in links] == similar and len(similar) == 5
@@ -208,6 +208,12 @@ def test_search_page_end_to_end(browser, server, tmp_path):
         assert browser.find_element(By.ID, "thread-title").text == json.loads(r.read())["subject"].strip()
     browser.find_element(By.ID, "thread-close").click()
     assert not browser.find_element(By.ID, "thread").is_displayed()
+    # what has no Helpful? buttons is kept nowhere: the questions asked before as the question was typed, and a
+    # thread's similar questions (feedback=false); the searches and comment orders shown are
+    import sqlite3
+    with sqlite3.connect(tmp_path / "var" / "feedback.sqlite3") as db:
+        kept = set(db.execute("SELECT endpoint, target FROM served"))
+    assert kept == {("/search", "answers"), ("/threads/{id}/answers", "comments")}, kept
 
 
     # A narrow screen stacks the service panel under the results.
