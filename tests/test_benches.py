@@ -575,7 +575,8 @@ def test_snippets_bench_asks_with_and_without_snippets_and_reads_what_each_view_
 
 def test_as_you_type_bench_types_each_subject_word_by_word_through_a_real_server(tmp_path, cli_env, semeval):
     """bench/as_you_type.py on 20 dev threads: a request per word from the second, each answered, the panel scored at
-    each number of words and for the whole subject, beside the whole question."""
+    each number of words and for the whole subject, beside the whole question; the page's requests keep nothing in
+    the feedback log (round 65)."""
     s, _ = small_served_folder(tmp_path, semeval, 20)
     out = run_bench("as_you_type.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "3", "--words", "3",
                     env=cli_env, timeout=600)
@@ -584,6 +585,9 @@ def test_as_you_type_bench_types_each_subject_word_by_word_through_a_real_server
         out["questions_with_a_one_word_subject"] == 3
     assert all(0 <= f["relevant_in_5"] <= 1 and 0 <= f["P@1"] <= f["relevant_in_5"]
                for f in [*out["after_words"].values(), out["whole_subject"], out["subject_and_body"]])
+    # the page's requests (feedback=false) wrote nothing to the log; the same requests kept wrote one row each
+    assert out["kept"]["requests"] == out["requests"] == out["kept"]["log_rows_written"]
+    assert out["kept"]["log_rows_the_page_wrote"] == 0
 
 
 def test_archive_unpack_bench_unpacks_a_dump_both_ways_to_the_same_posts_xml(tmp_path, cli_env, semeval):
