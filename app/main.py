@@ -234,7 +234,11 @@ class Service:
         searchers = search_rerankers(self.settings, built)
         self.search_rankers = {target: ThreadBatched(self._batcher(r), loop) for target, r in searchers.items()}
         # each target's challenger, interleaved with its reranker for a share of the questions (ranking.interleave)
-        challengers = challenger_rerankers(self.settings, built)
+        challengers = challenger_rerankers(self.settings, built) if self.feedback is not None else {}
+        if self.feedback is None and any((self.settings.interleave_answers, self.settings.interleave_questions,
+                                          self.settings.interleave_comments)):
+            log.warning("CQA_INTERLEAVE_* is set but CQA_FEEDBACK is off: nothing is interleaved, since no reader's "
+                        "judgement could say which ranker is preferred")
         served_challengers = list(challengers.values())
         if (comments := challengers.pop("comments", None)) is not None:
             self.comments_challenger, self.unbatched_comments_challenger = self._batcher(comments), comments
@@ -442,8 +446,8 @@ async def _refresh_tick(svc: Service) -> None:
 
 
 def logged(feedback: bool = Param(True, description="false: nothing of this request is kept in the feedback log "
-                                   "(no search_id, nothing to judge; the results are the same): a user who opted out "
-                                   "of it, a forum's batch job, a test")) -> bool:
+                                   "(no search_id, nothing to judge, and never interleaved with a challenger: the "
+                                   "served ranker's own order): a user who opted out of it, a forum's batch job")) -> bool:
     """Whether a ranking request's results are kept in the feedback log (``CQA_FEEDBACK`` on, and the request did not
     ask otherwise): one query parameter, ``feedback``, on every endpoint that ranks."""
     return feedback
@@ -766,8 +770,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         _, pipeline = ready_generation(svc)
 
         def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
-            out = pipeline.search(req.with_synonyms(svc.tag_synonyms))
-            if svc.feedback is not None and keep and out.results:  # what it showed, under the id its users judge
+            logs = svc.feedback is not None and keep  # interleaved only where its users can judge it
+            out = pipeline.search(req.with_synonyms(svc.tag_synonyms), interleave=logs)
+            if logs and out.results:  # what it showed, under the id its users judge it by
                 kept = req.to_json(like_thread) if svc.settings.feedback_queries else None
                 out.search_id = svc.feedback.record(served_of(out, endpoint, kept))
                 if out.search_id is None:
@@ -805,8 +810,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                "metadata": regime_of(q)}
         teams: tuple[str, ...] = ()
         challenger = svc.comments_challenger
-        if (challenger is not None and ranker is svc.reranker and len(body.candidates) > 1
-                and drawn(q.text, COMMENTS, svc.settings.interleave_share)):  # never the Arabic ranker's order
+        if (challenger is not None and keep and svc.feedback is not None and ranker is svc.reranker
+                and len(body.candidates) > 1 and drawn(q.text, COMMENTS, svc.settings.interleave_share)):
+            # only an order kept in the feedback log, whose readers can judge it; never the Arabic ranker's
             t1 = time.perf_counter()
             teams = interleave_results(out, [c.id for c in body.candidates], await challenger.score(q),
                                        seed(q.text, COMMENTS))

@@ -298,10 +298,13 @@ class SearchPipeline:
         """The reranker a reranked search of this target runs (threads: the questions')."""
         return self.rerankers.get(RANKED_AS.get(target, target))
 
-    def search(self, req: SearchRequest) -> SearchResponse:
+    def search(self, req: SearchRequest, interleave: bool = True) -> SearchResponse:
+        """``req``'s results; ``interleave``: where its question is drawn (``interleave_share``), its head is its
+        reranker's and its challenger's orders merged (the service passes False where the results are not kept in the
+        feedback log, so nobody could judge them: the reranker's order alone)."""
         as_target = RANKED_AS.get(req.target)
         if req.rerank and as_target in self.rerankers:
-            out = self.search(replace(req, target=as_target))
+            out = self.search(replace(req, target=as_target), interleave)
             for r in out.results:
                 r.kind = "thread"
             out.target = req.target
@@ -311,7 +314,7 @@ class SearchPipeline:
         ranker = self.rerankers.get(req.target) if req.rerank else None
         if arabic and ranker is not None:
             ranker = self.arabic
-        challenger = self.challengers.get(req.target) if ranker is not None and not arabic else None
+        challenger = self.challengers.get(req.target) if ranker is not None and not arabic and interleave else None
         if challenger is not None and not drawn(req.text, req.target, self.interleave_share):
             challenger = None
         teams: list[str | None] = []

@@ -42,7 +42,9 @@ class RankingSettings(IndexSettings):
                                             "target comments: interleaving). Unset: none.")
     interleave_share: float = Field(0.5, ge=0.0, le=1.0, description="The share of questions (and threads) "
                                     "interleaved where a challenger is set, the same ones on every page and worker "
-                                    "(the text's hash decides); the others are served by the reranker alone.")
+                                    "(the text's hash decides); the others are served by the reranker alone, and so "
+                                    "is whatever the feedback log does not keep (CQA_FEEDBACK=false, a request's "
+                                    "feedback=false), which nobody could judge.")
     cross_encoder_checkpoint: Path = Field(PROJECT_ROOT / "models" / "cross-encoder",
                                            description="MiniLM cross-encoder checkpoint directory (shipped; "
                                            "`cqa train --model cross-encoder` rebuilds it).")

@@ -257,14 +257,18 @@ def test_feedback_off_gives_no_search_id_and_404(settings, fast_encoder):
     from indexing.reindex import reindex
 
     from .test_indexes import fake_encode, fill_store
-    settings = settings.model_copy(update={"feedback": False, **STUB_RANKERS})
+    # a challenger set without the log interleaves nothing: no judgement could say which ranker is preferred
+    settings = settings.model_copy(update={"feedback": False, **STUB_RANKERS, "interleave_answers": "stub-reverse",
+                                           "interleave_comments": "stub-reverse", "interleave_share": 1.0})
     fill_store(settings)
     reindex(settings, progress=False, encode_fn=fake_encode)
     with TestClient(create_app(settings)) as c:
+        ready = c.get("/ready").json()
+        assert ready["search_challengers"] == {} and ready["comments_challenger"] is None
         out = c.post("/search", json={"question": {"body": "rent"}, "k": 3}).json()
-        assert "search_id" not in out and out["results"]
+        assert "search_id" not in out and out["results"] and "interleaved_with" not in out
         out = c.get("/threads/t3/answers").json()
-        assert "search_id" not in out and out["results"]
+        assert "search_id" not in out and out["results"] and out["interleaved_with"] is None
         r = c.post("/feedback", json={"search_id": "a" * 32, "judgements": [{"result_id": "x", "helpful": True}]})
         assert r.status_code == 404 and "CQA_FEEDBACK=false" in r.json()["error"]["message"]
     assert not settings.feedback_file.exists()
@@ -492,9 +496,15 @@ def test_a_served_search_is_interleaved_with_the_challenger_and_its_pages_agree(
         it = c.get("/evaluation/feedback").json()["groups"][0]["interleaving"]
         a, b = teams[:4].count("A"), teams[:4].count("B")
         assert (it["reranker_wins"], it["challenger_wins"], it["ties"]) == (int(a > b), int(b > a), int(a == b))
+        # a search kept out of the log (feedback=false) is nobody's to judge: the reranker's order alone
+        quiet = c.post("/search", json=ask, params={"feedback": "false"}).json()
+        assert "interleaved_with" not in quiet and "search_id" not in quiet
+        assert [r["id"] for r in quiet["results"]] != [r["id"] for r in whole["results"]]
     off = settings.model_copy(update={"interleave_share": 0.0})
     with TestClient(create_app(off)) as c:
-        assert "interleaved_with" not in c.post("/search", json=ask).json()
+        alone = c.post("/search", json=ask).json()
+        assert "interleaved_with" not in alone and [r["id"] for r in alone["results"]] == [r["id"] for r in
+                                                                                          quiet["results"]]
 
 
 def test_a_threads_comments_are_interleaved_with_the_challenger_and_its_readers_give_the_verdict(settings,
@@ -541,6 +551,12 @@ def test_a_threads_comments_are_interleaved_with_the_challenger_and_its_readers_
             {"id": "c1", "text": "call them"}, {"id": "c2", "text": "rent a flat"},
             {"id": "c3", "text": "a flat in 4"}]}).json()
         assert sent["interleaved_with"] == "stub-reverse" and {r["id"] for r in sent["results"][:2]} == {"c3", "c1"}
+        # an order kept out of the log (a batch sort, a reader who opted out) is the default ranker's alone
+        quiet = c.post("/rerank", params={"feedback": "false"}, json={
+            "question": {"subject": "rent", "body": "a flat in 4"}, "candidates": [
+                {"id": "c1", "text": "call them"}, {"id": "c2", "text": "rent a flat"},
+                {"id": "c3", "text": "a flat in 4"}]}).json()
+        assert quiet["interleaved_with"] is None and [r["id"] for r in quiet["results"]] == ["c3", "c2", "c1"]
         # the Arabic ranker's order is the Arabic ranker's alone
         arabic = c.post("/rerank", json={"question": "كيف أجدد الإقامة في قطر", "candidates": [
             {"id": "a1", "text": "اذهب إلى مكتب الهجرة"}, {"id": "a2", "text": "جدد الإقامة عبر الإنترنت"}]}).json()
