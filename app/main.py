@@ -772,6 +772,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
             logs = svc.feedback is not None and keep  # interleaved only where its users can judge it
             out = pipeline.search(req.with_synonyms(svc.tag_synonyms), interleave=logs)
+            if out.interleaved_with is not None:
+                svc.metrics.interleaved.labels(endpoint, out.interleaved_with).inc()
+            if svc.feedback is not None and not keep:
+                svc.metrics.not_kept.labels(endpoint).inc()
             if logs and out.results:  # what it showed, under the id its users judge it by
                 kept = req.to_json(like_thread) if svc.settings.feedback_queries else None
                 out.search_id = svc.feedback.record(served_of(out, endpoint, kept))
@@ -817,6 +821,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             teams = interleave_results(out, [c.id for c in body.candidates], await challenger.score(q),
                                        seed(q.text, COMMENTS))
             out["interleaved_with"] = challenger.ranker.name
+            svc.metrics.interleaved.labels(endpoint, challenger.ranker.name).inc()
             out["timings_ms"]["interleave"] = round(1000 * (time.perf_counter() - t1), 3)
         out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, endpoint, thread_id,
                                             teams, keep)
@@ -828,6 +833,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         order ``given`` (``served_order``), with each result's team where it was interleaved; its ``search_id``,
         None where the log is off or failed, the request asked for it not to be kept (``keep``, ``logged``), or
         nothing was shown."""
+        if svc.feedback is not None and not keep:
+            svc.metrics.not_kept.labels(endpoint).inc()
         if svc.feedback is None or not keep or not out["results"]:
             return None
         shown = served_order([r["id"] for r in out["results"]], given, out["reranker"],

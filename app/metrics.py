@@ -92,6 +92,11 @@ class Metrics:
                                     "workers together), its burst spent", ["endpoint"], registry=self.registry)
         self.feedback = Counter("cqa_feedback_judgements_total", "judgements of search results recorded (POST "
                                 "/feedback), by whether the result helped", ["helpful"], registry=self.registry)
+        self.interleaved = Counter("cqa_interleaved_total", "ranking answers whose order was a challenger's merged "
+                                   "with the served ranker's (CQA_INTERLEAVE_*), by endpoint and challenger",
+                                   ["endpoint", "challenger"], registry=self.registry)
+        self.not_kept = Counter("cqa_feedback_not_kept_total", "ranking answers the feedback log did not keep because "
+                                "their request said feedback=false", ["endpoint"], registry=self.registry)
         self.feedback_unrecorded = Counter("cqa_feedback_unrecorded_total", "searches answered without a search_id, "
                                            "and judgements refused with 503, because the feedback log could not be "
                                            "written", ["what"], registry=self.registry)

@@ -230,6 +230,11 @@ def test_a_request_that_says_feedback_false_is_answered_the_same_and_kept_nowher
         assert [r["id"] for r in quiet["results"]] == [r["id"] for r in kept["results"]], path
     bad = client.get("/threads/t4/answers", params={"feedback": "maybe"})
     assert bad.status_code == 422 and "feedback" in bad.text
+    metrics = client.get("/metrics").text  # each endpoint's requests kept out, counted
+    for _, path, _ in asks:
+        endpoint = path.replace("t4", "{thread_id}")
+        assert f'cqa_feedback_not_kept_total{{endpoint="{endpoint}"}}' in metrics or \
+            f'cqa_feedback_not_kept_total{{endpoint="{path.replace("t4", "{id}")}"}}' in metrics, (path, metrics)
 
 
 def test_bad_feedback_gets_a_clear_4xx_and_records_nothing(client):
@@ -557,6 +562,9 @@ def test_a_threads_comments_are_interleaved_with_the_challenger_and_its_readers_
                 {"id": "c1", "text": "call them"}, {"id": "c2", "text": "rent a flat"},
                 {"id": "c3", "text": "a flat in 4"}]}).json()
         assert quiet["interleaved_with"] is None and [r["id"] for r in quiet["results"]] == ["c3", "c2", "c1"]
+        metrics = c.get("/metrics").text
+        assert 'cqa_interleaved_total{challenger="stub-reverse",endpoint="/threads/{id}/answers"} 2.0' in metrics
+        assert 'cqa_interleaved_total{challenger="stub-reverse",endpoint="/rerank"} 1.0' in metrics
         # the Arabic ranker's order is the Arabic ranker's alone
         arabic = c.post("/rerank", json={"question": "كيف أجدد الإقامة في قطر", "candidates": [
             {"id": "a1", "text": "اذهب إلى مكتب الهجرة"}, {"id": "a2", "text": "جدد الإقامة عبر الإنترنت"}]}).json()
