@@ -214,6 +214,32 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     with sqlite3.connect(tmp_path / "var" / "feedback.sqlite3") as db:
         kept = set(db.execute("SELECT endpoint, target FROM served"))
     assert kept == {("/search", "answers"), ("/threads/{id}/answers", "comments")}, kept
+    # the reader unchecks "Helpful? buttons": the next search, its next page and a thread's comments are kept nowhere
+    # (feedback=false) and show no buttons; the box stays unchecked on the next visit, until checked again
+    with sqlite3.connect(tmp_path / "var" / "feedback.sqlite3") as db:
+        rows = db.execute("SELECT count(*) FROM served").fetchone()[0]
+    assert browser.find_element(By.ID, "keep").is_selected()  # no Global Privacy Control from this browser
+    browser.find_element(By.ID, "keep").click()
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 10)
+    browser.find_element(By.ID, "more").click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 20)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#results button[data-helpful]")
+    browser.find_elements(By.CSS_SELECTOR, "#results li .meta a")[0].click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#thread-comments li"))
+    assert not browser.find_elements(By.CSS_SELECTOR, "#thread-comments button[data-helpful]")
+    with sqlite3.connect(tmp_path / "var" / "feedback.sqlite3") as db:
+        assert db.execute("SELECT count(*) FROM served").fetchone()[0] == rows
+    browser.refresh()
+    wait.until(lambda d: d.find_element(By.ID, "keep"))
+    assert not browser.find_element(By.ID, "keep").is_selected()
+    browser.find_element(By.ID, "keep").click()  # checked again, as the rest of this test expects
+    browser.find_element(By.ID, "subject").send_keys("residence permit")
+    body = browser.find_element(By.ID, "body")  # the page's new elements, after the visit
+    body.send_keys("How do I renew my residence permit and what documents do I need?")
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li button[data-helpful='true']")) == 10)
+    first = browser.find_elements(By.CSS_SELECTOR, "#results li")[0]
 
 
     # A narrow screen stacks the service panel under the results.
