@@ -818,11 +818,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 and len(body.candidates) > 1 and drawn(q.text, COMMENTS, svc.settings.interleave_share)):
             # only an order kept in the feedback log, whose readers can judge it; never the Arabic ranker's
             t1 = time.perf_counter()
-            teams = interleave_results(out, [c.id for c in body.candidates], await challenger.score(q),
-                                       seed(q.text, COMMENTS))
-            out["interleaved_with"] = challenger.ranker.name
-            svc.metrics.interleaved.labels(endpoint, challenger.ranker.name).inc()
-            out["timings_ms"]["interleave"] = round(1000 * (time.perf_counter() - t1), 3)
+            try:
+                theirs = await challenger.score(q)
+            except Exception:  # an experiment's failure costs the experiment, not the thread's order
+                log.warning("challenger %s failed: this order is the default ranker's alone", challenger.ranker.name,
+                            exc_info=True)
+            else:
+                teams = interleave_results(out, [c.id for c in body.candidates], theirs, seed(q.text, COMMENTS))
+                out["interleaved_with"] = challenger.ranker.name
+                svc.metrics.interleaved.labels(endpoint, challenger.ranker.name).inc()
+                out["timings_ms"]["interleave"] = round(1000 * (time.perf_counter() - t1), 3)
         out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, endpoint, thread_id,
                                             teams, keep)
         return out

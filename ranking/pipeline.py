@@ -335,10 +335,15 @@ class SearchPipeline:
             timings["rerank"] = _ms(t0)
             if challenger is not None:  # both rankers' orders of the head merged, each result with its team
                 t0 = time.perf_counter()
-                theirs = rerank_order(challenger.score([q])[0], n_head)
-                merged, teams = team_draft(order[:n_head], theirs, seed(req.text, req.target))
-                order = merged + order[n_head:]
-                timings["interleave"] = _ms(t0)
+                try:
+                    theirs = rerank_order(challenger.score([q])[0], n_head)
+                except Exception:  # an experiment's failure costs the experiment, not the search
+                    log.warning("challenger %s failed: this search is served by its reranker alone",
+                                challenger.name, exc_info=True)
+                else:
+                    merged, teams = team_draft(order[:n_head], theirs, seed(req.text, req.target))
+                    order = merged + order[n_head:]
+                    timings["interleave"] = _ms(t0)
         r = got.retrieval
         results = []
         forum = _ForumMarks(self.threads)

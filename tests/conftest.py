@@ -92,6 +92,14 @@ class ReverseRanker(OverlapRanker):
         return [[-s for s in row] for row in super().score(queries)]
 
 
+class BrokenRanker(OverlapRanker):
+    """A ranker whose every call fails: a challenger that broke while serving."""
+    name = "stub-broken"
+
+    def score(self, queries):
+        raise RuntimeError("the stub-broken ranker fails, as asked")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def stub_ranker_preset():
     from ranking.presets import PRESETS, RankerSpec, register
@@ -101,6 +109,9 @@ def stub_ranker_preset():
     if "stub-reverse" not in PRESETS:
         register("stub-reverse", RankerSpec("factory", "tests: the overlap's reverse",
                                             options={"factory": lambda settings: ReverseRanker()}))
+    if "stub-broken" not in PRESETS:
+        register("stub-broken", RankerSpec("factory", "tests: fails on every call",
+                                           options={"factory": lambda settings: BrokenRanker()}))
 
 
 STUB_RANKERS = {"default_ranker": "stub-overlap", "default_ranker_b": "stub-overlap", "default_ranker_c": "stub-overlap",

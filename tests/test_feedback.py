@@ -575,6 +575,29 @@ def test_a_threads_comments_are_interleaved_with_the_challenger_and_its_readers_
         assert out["interleaved_with"] is None and [r["id"] for r in out["results"]] == ["t4_a1", "t4_a0", "t4_a2"]
 
 
+def test_a_challenger_that_fails_costs_the_experiment_not_the_answer(settings, fast_encoder, caplog):
+    """A challenger that raises while serving: the search and the thread's comments are answered 200 by the served
+    ranker alone, not interleaved, and the failure is logged."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from indexing.reindex import reindex
+    from .test_indexes import fake_encode, fill_store
+    settings = settings.model_copy(update={**STUB_RANKERS, "interleave_answers": "stub-broken",
+                                           "interleave_comments": "stub-broken", "interleave_share": 1.0})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    with TestClient(create_app(settings)) as c:
+        found = c.post("/search", json={"question": {"subject": "visa question 7", "body": "rent answer 1"}})
+        assert found.status_code == 200 and "interleaved_with" not in found.json() and found.json()["search_id"]
+        out = c.get("/threads/t4/answers")
+        assert out.status_code == 200 and out.json()["interleaved_with"] is None
+        assert [r["id"] for r in out.json()["results"]] == ["t4_a1", "t4_a0", "t4_a2"]  # the default ranker's
+        assert "cqa_interleaved_total{" not in c.get("/metrics").text
+    failed = [r.getMessage() for r in caplog.records if "challenger stub-broken failed" in r.getMessage()]
+    assert len(failed) == 2, failed
+
+
 def test_cqa_evaluate_feedback_prints_an_interleavings_verdict(tmp_path, cli_env):
     from app.settings import Settings
     log = FeedbackLog(Settings(data_dir=tmp_path / "var").feedback_file)
