@@ -3,6 +3,7 @@ POST /feedback, GET /evaluation/feedback, `cqa evaluate --feedback`)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -466,7 +467,25 @@ def test_interleaving_credits_each_helpful_result_to_the_team_that_showed_it(tmp
     assert len(groups) == 2 and "interleaving" not in groups[0]
     it = groups[1]["interleaving"]
     assert it == {"challenger": "chal", "searches": 3, "reranker_wins": 1, "challenger_wins": 1, "ties": 1,
-                  "challenger_preference": 0.0, "p": 1.0}
+                  "challenger_preference": 0.0, "p": 1.0, "searches_for_a_verdict": None}  # neither leads
+
+
+def test_the_searches_an_interleaving_verdict_needs_follow_the_sign_test():
+    """``searches_for_a_verdict``: at the split it names, the sign test is significant, and at a fifth fewer it is
+    not; the ties' share scales it."""
+    from scipy.stats import binomtest
+
+    from ranking.evaluation.feedback import searches_for_a_verdict
+    for a, b, ties in ((152, 68, 107), (122, 96, 109), (115, 109, 103), (2, 1, 0), (10, 30, 60), (30, 10, 0)):
+        n = searches_for_a_verdict(a, b, a + b + ties)
+        decided = math.floor(n * (a + b) / (a + b + ties))
+        assert binomtest(round(decided * b / (a + b)), decided, 0.5).pvalue < 0.05, (a, b, n)
+        fewer = round(decided * 0.8)
+        assert binomtest(round(fewer * b / (a + b)), fewer, 0.5).pvalue > 0.05, (a, b, n)
+    assert searches_for_a_verdict(122, 96, 327) > 327 > searches_for_a_verdict(152, 68, 327)  # the benches' splits
+    assert searches_for_a_verdict(2, 1, 6) == 2 * searches_for_a_verdict(2, 1, 3)
+    assert searches_for_a_verdict(1, 2, 3) == searches_for_a_verdict(2, 1, 3)
+    assert searches_for_a_verdict(5, 5, 20) is None and searches_for_a_verdict(0, 0, 4) is None
 
 
 def test_a_served_search_is_interleaved_with_the_challenger_and_its_pages_agree(settings, fast_encoder):
@@ -607,6 +626,7 @@ def test_cqa_evaluate_feedback_prints_an_interleavings_verdict(tmp_path, cli_env
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "interleaved with chal: 1 searches, the reranker preferred in 0, the challenger in 1, 0 ties" in out.stdout
+    assert "; about 6 searches for a verdict at this split)" in out.stdout  # 5 of 5 won: p = 0.0625, 6 of 6: 0.03125
 
 
 def test_the_warm_up_runs_the_challenger_too(settings, fast_encoder):

@@ -255,9 +255,11 @@ def _feedback(args: argparse.Namespace, settings, emit) -> int:
                   f"   MRR {g['MRR']:.2f}   helpful {100 * g['helpful_share']:.1f}%")
         if g.get("interleaving"):
             it = g["interleaving"]
+            needed = it.get("searches_for_a_verdict")
             print(f"  interleaved with {it['challenger']}: {it['searches']} searches, the reranker preferred in "
                   f"{it['reranker_wins']}, the challenger in {it['challenger_wins']}, {it['ties']} ties "
-                  f"(sign test p = {it['p']:.4g})")
+                  f"(sign test p = {it['p']:.4g}; "
+                  + (f"about {needed} searches for a verdict at this split)" if needed else "neither leads)"))
         if g.get("first_stage"):
             f = g["first_stage"]
             before = {"thread": "in the thread's own order", "given": "in the order sent"}.get(f["order"],

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import secrets
 import sqlite3
@@ -656,7 +657,9 @@ def interleaving(searches: list[dict], challenger: str) -> dict:
     """Team-draft interleaving's verdict over judged interleaved ``searches`` (``ranking.interleave``): each search
     credits each team with its results judged helpful; one with more helpful results from a team is that team's win,
     one with as many (none helpful, or as many each) a tie. ``p``: the two-sided sign test of the wins (ties left
-    out), the chance of wins at least this uneven were both rankers preferred alike."""
+    out), the chance of wins at least this uneven were both rankers preferred alike. ``searches_for_a_verdict``:
+    about how many judged searches in all that test needs for p < 0.05 if wins and ties keep their present shares:
+    how long an experiment must run."""
     from scipy.stats import binomtest
     wins = {"A": 0, "B": 0}
     ties = 0
@@ -673,7 +676,25 @@ def interleaving(searches: list[dict], challenger: str) -> dict:
     return {"challenger": challenger, "searches": len(searches), "reranker_wins": wins["A"],
             "challenger_wins": wins["B"], "ties": ties,
             "challenger_preference": round((wins["B"] - wins["A"]) / len(searches), 4) if searches else 0.0,
-            "p": float(binomtest(wins["B"], decided, 0.5).pvalue) if decided else 1.0}
+            "p": float(binomtest(wins["B"], decided, 0.5).pvalue) if decided else 1.0,
+            "searches_for_a_verdict": searches_for_a_verdict(wins["A"], wins["B"], len(searches))}
+
+
+def searches_for_a_verdict(a_wins: int, b_wins: int, searches: int, alpha: float = 0.05) -> int | None:
+    """About how many searches the two-sided sign test needs to call the preference of ``a_wins`` against ``b_wins``
+    (of ``searches``, the rest ties) significant at ``alpha``, if it and the share of ties hold: the fewest decided
+    searches, from the normal approximation's (z / |2w - 1|)^2 on (w the share of them one side won), whose exact
+    test at that split is under ``alpha``, over the share decided. None where neither side leads (no number of
+    searches would tell them apart at this split)."""
+    from scipy.stats import binomtest, norm
+    decided = a_wins + b_wins
+    if not decided or a_wins == b_wins:
+        return None
+    minor = min(a_wins, b_wins) / decided
+    n = max(1, math.ceil((norm.ppf(1 - alpha / 2) / (1 - 2 * minor)) ** 2))
+    while binomtest(round(n * minor), n, 0.5).pvalue >= alpha:  # the exact test asks a few more at small n
+        n += 1
+    return math.ceil(n * searches / decided)
 
 
 def feedback_report(log: FeedbackLog, days: float | None = None, now: float | None = None) -> dict:
