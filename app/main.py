@@ -13,6 +13,7 @@ import sys
 import threading
 import uuid
 import time
+from collections.abc import Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, replace
 from functools import partial
@@ -31,7 +32,7 @@ from indexing.status import FolderStatus
 from indexing.store import Erased, NotInStore, StoreError, ThreadStore, etag_matches
 from ranking.evaluation.feedback import (COMMENTS, COMMENTS_ENDPOINT, FeedbackLog, FeedbackUnavailable, NotShown,
                                          UnknownSearch, served_of, served_order)
-from ranking.interleave import drawn, seed, team_draft
+from ranking.interleave import drawn, seed, with_challenger
 from ranking.pipeline import SearchPipeline, SearchResponse
 from ranking.retriever import TagSynonyms, tag_rows
 from ranking.settings import MAX_RESULTS
@@ -453,19 +454,6 @@ def logged(feedback: bool = Param(True, description="false: nothing of this requ
     return feedback
 
 
-def interleave_results(out: dict, given: list[str], theirs: list[float], rng_seed: int) -> tuple[str, ...]:
-    """A /rerank answer (``out``, ``sorted_by_score``'s: team A's order) merged in place with the challenger's order of
-    the same candidates (``theirs``: its scores of the ids ``given``, in that order) by team-draft interleaving
-    (``ranking.interleave``): the results in the merged order, each with the reranker's score and its new rank. Each
-    result's team, in that order (the feedback log's; never sent, so a reader cannot tell them apart)."""
-    results = out["results"]
-    at = {r["id"]: i for i, r in enumerate(results)}
-    challenger = [at[given[j]] for j in sorted(range(len(given)), key=lambda j: -theirs[j])]  # ties: order given
-    merged, teams = team_draft(range(len(results)), challenger, rng_seed)
-    out["results"] = [{**results[i], "rank": rank} for rank, i in enumerate(merged, 1)]
-    return tuple(teams)
-
-
 def sorted_by_score(candidates, scores: list[float], ranker, t0: float, stage) -> dict:
     """The body of a /rerank answer: the candidates by descending score (ties keep the order given), the ranker, and
     the time since ``t0``, which ``stage`` (a metrics histogram) observes."""
@@ -812,7 +800,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ranker, scores = await routed(svc, "/rerank", q, gen, svc.reranker, svc.rerank_batcher)
         out = {**sorted_by_score(body.candidates, scores, ranker, t0, svc.metrics.stage.labels("rerank")),
                "metadata": regime_of(q)}
-        teams: tuple[str, ...] = ()
+        teams: list[str] = []
         challenger = svc.comments_challenger
         if (challenger is not None and keep and svc.feedback is not None and ranker is svc.reranker
                 and len(body.candidates) > 1 and drawn(q.text, COMMENTS, svc.settings.interleave_share)):
@@ -824,7 +812,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log.warning("challenger %s failed: this order is the default ranker's alone", challenger.ranker.name,
                             exc_info=True)
             else:
-                teams = interleave_results(out, [c.id for c in body.candidates], theirs, seed(q.text, COMMENTS))
+                merged, teams = with_challenger([r["id"] for r in out["results"]], [c.id for c in body.candidates],
+                                                theirs, seed(q.text, COMMENTS))
+                # the merged order; each comment with the default ranker's score, its team kept for the log only
+                out["results"] = [{**out["results"][i], "rank": rank} for rank, i in enumerate(merged, 1)]
                 out["interleaved_with"] = challenger.ranker.name
                 svc.metrics.interleaved.labels(endpoint, challenger.ranker.name).inc()
                 out["timings_ms"]["interleave"] = round(1000 * (time.perf_counter() - t1), 3)
@@ -833,7 +824,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return out
 
     async def kept_order(svc: Service, out: dict, given: list[str], gen, endpoint: str,
-                         thread_id: str | None = None, teams: tuple[str, ...] = (), keep: bool = True) -> str | None:
+                         thread_id: str | None = None, teams: Sequence[str] = (), keep: bool = True) -> str | None:
         """The order a ranking of given candidates showed (``out``, the answer) kept in the feedback log beside the
         order ``given`` (``served_order``), with each result's team where it was interleaved; its ``search_id``,
         None where the log is off or failed, the request asked for it not to be kept (``keep``, ``logged``), or

@@ -58,3 +58,14 @@ def team_draft(a: Sequence[int], b: Sequence[int], rng_seed: int) -> tuple[list[
         teams.append(team)
         picks[team] += 1
     return order, teams
+
+
+def with_challenger(shown: Sequence[str], given: Sequence[str], theirs: Sequence[float],
+                    rng_seed: int) -> tuple[list[int], list[str]]:
+    """``shown`` (ids in the served ranker's order) merged by ``team_draft`` with the challenger's order of the same
+    ids, from its scores ``theirs`` of the ids ``given`` (ties keep the order given, as the served ranker's do): the
+    indices into ``shown`` in the merged order, and each one's team. A thread's comments (GET /threads/{id}/answers,
+    POST /rerank: $CQA_INTERLEAVE_COMMENTS)."""
+    at = {cid: i for i, cid in enumerate(shown)}
+    challenger = [at[given[j]] for j in sorted(range(len(given)), key=lambda j: -theirs[j])]
+    return team_draft(range(len(shown)), challenger, rng_seed)

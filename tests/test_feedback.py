@@ -439,6 +439,23 @@ def test_team_draft_merges_both_orders_fairly_and_the_same_way_for_the_same_seed
         team_draft([0, 1], [0, 2], 1)
 
 
+def test_a_challengers_scores_are_merged_with_the_order_shown_by_team_draft():
+    """``with_challenger``: the challenger's order from its scores of the ids as given (a tie keeps the order given),
+    merged with the served order by team-draft; each id once with its team, the same for the same seed."""
+    from ranking.interleave import with_challenger
+    shown = ["c3", "c2", "c1", "c4"]  # the served ranker's order (team A)
+    given = ["c1", "c2", "c3", "c4"]
+    theirs = [5.0, 1.0, 0.0, 1.0]  # the challenger's (team B): c1, then c2 and c4 tied (c2 given first), then c3
+    for rng_seed in range(8):
+        merged, teams = with_challenger(shown, given, theirs, rng_seed)
+        order, team_of = [shown[i] for i in merged], dict(zip((shown[i] for i in merged), teams))
+        # first round: each team's best (A c3, B c1), in the coin's order; second: each its best not shown, and both
+        # rank c2 before c4, so the first picker takes c2 and the other c4
+        assert set(order[:2]) == {"c3", "c1"} and team_of["c3"] == "A" and team_of["c1"] == "B"
+        assert order[2:] == ["c2", "c4"] and teams[2] != teams[3]
+        assert with_challenger(shown, given, theirs, rng_seed) == (merged, teams)
+
+
 def test_the_questions_interleaved_are_a_share_and_always_the_same():
     from ranking.interleave import drawn
     texts = [f"question {i}" for i in range(4000)]

@@ -46,7 +46,7 @@ import sqlite3
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
@@ -547,7 +547,7 @@ GIVEN = {"/rerank": COMMENTS, "/rerank/questions": "questions", "/rerank/answers
 
 def served_order(shown: list[str], given: list[str], ranker: str, generation: str | None,
                  endpoint: str = COMMENTS_ENDPOINT, thread_id: str | None = None, challenger: str | None = None,
-                 teams: tuple[str, ...] = ()) -> Served:
+                 teams: Sequence[str] = ()) -> Served:
     """What one ranking of given candidates showed: their ids in the order ``shown``, and each one's place in
     ``given``, the order the ranker was given them, as its place before the reranker. GET /threads/{id}/answers
     (target ``comments``) gives the thread's own order (oldest first), so the report's ``first_stage`` is what the
