@@ -38,26 +38,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from comment_feedback import judged_threads, official_map  # noqa: E402
-from load import beside_reference, built_corpus, get_json, in_turns, judge, run_header, server  # noqa: E402
+from load import (beside_reference, built_corpus, get_json, in_turns, interleaving_agreement, judge,  # noqa: E402
+                  preferred, run_header, server)
 
 SIDES = ("reranker", "challenger", "interleaved")
-
-
-def per_thread_agreement(logged: dict[str, dict], ids: dict[str, str], aps: dict[str, dict[str, float]],
-                         challenger: str) -> dict:
-    """Per thread: the interleaving's winner (its judged search ``logged[ids[thread]]``, the log's teams) against the
-    ranker whose own order had the higher AP (``aps``); threads where either is a tie are left out."""
-    from ranking.evaluation.feedback import interleaving
-    agree = disagree = 0
-    for thread, sid in ids.items():
-        verdict = interleaving([logged[sid]], challenger)
-        won = "A" if verdict["reranker_wins"] else "B" if verdict["challenger_wins"] else None
-        better = aps["reranker"][thread] - aps["challenger"][thread]
-        if won is None or better == 0:
-            continue
-        agree += (won == "A") == (better > 0)
-        disagree += (won == "A") != (better > 0)
-    return {"both_decided": agree + disagree, "interleaving_agrees": agree, "interleaving_disagrees": disagree}
 
 
 def main() -> None:
@@ -144,13 +128,9 @@ def main() -> None:
         raise SystemExit(f"the report has {len(groups)} interleaved groups: {reported['groups']}")
     out["interleaving"] = groups[0]["interleaving"]
     out["report_MAP_shown"] = groups[0].get("MAP")
-    out["per_thread"] = per_thread_agreement(logged, ids, aps, args.challenger)
+    out["per_thread"] = interleaving_agreement(logged, ids, aps, args.challenger)
     it = out["interleaving"]
 
-    def preferred(reranker: float, challenger: float, p: float) -> str:
-        """The side with more, where the paired test says so (p < 0.05); else neither."""
-        return "neither" if p >= 0.05 or reranker == challenger else "reranker" if reranker > challenger else \
-            "challenger"
     own = out["own_orders"]
     out["preferred"] = {"by_own_orders_MAP": preferred(own["MAP_reranker"], own["MAP_challenger"], own["p"]),
                         "by_interleaving": preferred(it["reranker_wins"], it["challenger_wins"], it["p"])}

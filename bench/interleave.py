@@ -13,7 +13,8 @@ unjudged): the interleaved server's judgements go to its POST /feedback, and the
 the official scorer's arithmetic (MAP over the first 10, unjudged results not helpful). Then GET
 /evaluation/feedback gives the interleaving's verdict (wins of each ranker, ties, the sign test) beside the two lists'
 MAPs and their paired test, and per question whether the interleaving's winner is the ranker whose own list had the
-higher AP. Prints a JSON object last.
+higher AP; ``preferred`` names a side only where its test is significant (p < 0.05; since round 65). Prints a JSON
+object last.
 
     python bench/interleave.py [--data-dir var] [--challenger bm25] [--rounds 2] [--split test] [--limit 0]
 """
@@ -33,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from feedback import answer_searches, judgements_of  # noqa: E402
-from load import (add_forum_arguments, get_json, judge, judged_forum, latency_of, post_json, run_header,  # noqa: E402
-                  searches_in_turns, server)
+from load import (add_forum_arguments, get_json, interleaving_agreement, judge, judged_forum, latency_of,  # noqa: E402
+                  post_json, preferred, run_header, searches_in_turns, server)
 
 
 def ap_of(results: list[dict], judged: dict[str, int]) -> float:
@@ -90,7 +91,7 @@ def main() -> None:
         status, reported = get_json(bases["interleaved"] + "/evaluation/feedback")
         if status != 200:
             raise SystemExit(f"GET /evaluation/feedback answered {status}: {reported}")
-        from ranking.evaluation.feedback import FeedbackLog, interleaving
+        from ranking.evaluation.feedback import FeedbackLog
         logged = {s["id"]: s for s in FeedbackLog(Path(tmp) / "feedback.sqlite3").judged_searches()}
     out["sides"] = {s: latency_of(v) for s, v in ms.items()}
     out["interleaved_p50_over_reranker"] = round(out["sides"]["interleaved"]["p50_ms"] /
@@ -103,24 +104,10 @@ def main() -> None:
                         "questions_challenger_better": sum(y > x for x, y in zip(a, b))}
     (group,) = [g for g in reported["groups"] if g.get("interleaving")]
     out["interleaving"] = group["interleaving"]
-    # per question: the interleaving's winner against the ranker whose own list had the higher AP
-    agree = disagree = 0
-    for qid, sid in interleaved_ids.items():
-        verdict = interleaving([logged[sid]], args.challenger)
-        won = "A" if verdict["reranker_wins"] else "B" if verdict["challenger_wins"] else None
-        better = aps["reranker"][qid] - aps["challenger"][qid]
-        if won is None or better == 0:
-            continue
-        agree += (won == "A") == (better > 0)
-        disagree += (won == "A") != (better > 0)
-    out["per_question"] = {"both_decided": agree + disagree, "interleaving_agrees": agree,
-                           "interleaving_disagrees": disagree}
-    it = group["interleaving"]
-
-    def preferred(reranker: float, challenger: float) -> str:
-        return "reranker" if reranker > challenger else "challenger" if challenger > reranker else "neither"
-    out["preferred"] = {"by_own_lists_MAP": preferred(out["own_lists"]["MAP_reranker"], out["own_lists"]["MAP_challenger"]),
-                        "by_interleaving": preferred(it["reranker_wins"], it["challenger_wins"])}
+    out["per_question"] = interleaving_agreement(logged, interleaved_ids, aps, args.challenger)
+    it, own = group["interleaving"], out["own_lists"]
+    out["preferred"] = {"by_own_lists_MAP": preferred(own["MAP_reranker"], own["MAP_challenger"], own["p"]),
+                        "by_interleaving": preferred(it["reranker_wins"], it["challenger_wins"], it["p"])}
     print(json.dumps(out))
 
 

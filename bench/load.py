@@ -84,6 +84,31 @@ def judge(base: str, search_id: str, judgements: list[dict], ms: list[float] | N
         raise SystemExit(f"POST /feedback answered {status}: {answer}")
 
 
+def interleaving_agreement(logged: dict[str, dict], ids: dict[str, str], aps: dict[str, dict[str, float]],
+                           challenger: str) -> dict:
+    """Per question (or thread): the interleaving's winner (its judged search ``logged[ids[question]]``, the log's
+    teams) against the ranker whose own list had the higher AP (``aps``: ``reranker`` and ``challenger``, by
+    question); those where either is a tie are left out."""
+    from ranking.evaluation.feedback import interleaving
+    agree = disagree = 0
+    for question, sid in ids.items():
+        verdict = interleaving([logged[sid]], challenger)
+        won = "A" if verdict["reranker_wins"] else "B" if verdict["challenger_wins"] else None
+        better = aps["reranker"][question] - aps["challenger"][question]
+        if won is None or better == 0:
+            continue
+        agree += (won == "A") == (better > 0)
+        disagree += (won == "A") != (better > 0)
+    return {"both_decided": agree + disagree, "interleaving_agrees": agree, "interleaving_disagrees": disagree}
+
+
+def preferred(reranker: float, challenger: float, p: float) -> str:
+    """The side with more (MAP, wins), where its test says so (p < 0.05); else neither."""
+    if p >= 0.05 or reranker == challenger:
+        return "neither"
+    return "reranker" if reranker > challenger else "challenger"
+
+
 def searches_in_turns(bases: dict[str, str], bodies: list[tuple[str, dict]], rounds: int,
                       ms: dict[str, list[float]]):
     """Each (question id, POST /search body) of ``bodies`` sent to every server of ``bases`` (side -> base URL), one
