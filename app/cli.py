@@ -419,6 +419,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
+    from ranking.presets import misnamed_rankers
+    if misnamed := misnamed_rankers(settings):  # before anything starts: a worker would fail to load it
+        for e in misnamed:
+            print(f"error: {e}", file=sys.stderr)
+        return 2
     background = None
     if not args.no_bootstrap:
         from app.bootstrap import bootstrap, reindex_in_background

@@ -316,17 +316,38 @@ def _variant(text: str, label: str) -> str:
         raise UnknownRanker(f"in {label!r}: {e}") from None
 
 
-def build_label(label: str, settings, built: dict | None = None):
-    """A preset by the name its built ranker carries: ``cross-encoder+signals[int8]``, ``cross-encoder[len96]``,
-    ``bi-encoder[onnx-int8][len128]``."""
+def parsed_label(label: str) -> tuple[str, str | None, int | None]:
+    """A ranker's name split into its preset, inference variant and length (``build_label``); ``UnknownRanker``
+    where the preset or a variant is unknown."""
     name, _, rest = label.partition("[")
     variants = [v.rstrip("]") for v in rest.split("[")] if rest else []
     length = next((int(v[3:]) for v in variants if v.startswith("len") and v[3:].isdigit()), None)
     others = [v for v in variants if not (v.startswith("len") and v[3:].isdigit())]
     if len(others) > 1:
         raise UnknownRanker(f"more than one inference variant in {label!r}")
-    inference = _variant(others[0], label) if others else None
+    spec_of(name)
+    return name, _variant(others[0], label) if others else None, length
+
+
+def build_label(label: str, settings, built: dict | None = None):
+    """A preset by the name its built ranker carries: ``cross-encoder+signals[int8]``, ``cross-encoder[len96]``,
+    ``bi-encoder[onnx-int8][len128]``."""
+    name, inference, length = parsed_label(label)
     return build(name, settings, inference, length, built)
+
+
+def misnamed_rankers(settings) -> list[str]:
+    """What is wrong with each ranker the settings name (``settings.RANKER_SETTINGS``), by its variable: checked
+    without building anything, so `cqa serve` says it before it starts rather than a worker failing to load."""
+    from .settings import RANKER_SETTINGS
+    errors = []
+    for field_name in RANKER_SETTINGS:
+        if value := getattr(settings, field_name, None):
+            try:
+                parsed_label(value)
+            except UnknownRanker as e:
+                errors.append(f"CQA_{field_name.upper()}: {e}")
+    return errors
 
 
 def _has_minilm(name: str) -> bool:

@@ -8,6 +8,10 @@ from pydantic import Field, field_validator
 from indexing.config import PROJECT_ROOT, IndexSettings
 
 MAX_RESULTS = 100  # the most results one search returns (POST /search k, cqa search -k, the search page)
+# the settings that name a ranker (a preset, with variants: ``cross-encoder+signals[int8]``), which `cqa serve` checks
+# before it starts (``presets.misnamed_rankers``); empty or unset: none
+RANKER_SETTINGS = ("default_ranker", "default_ranker_b", "default_ranker_c", "arabic_ranker", "search_ranker_answers",
+                   "search_ranker_questions", "interleave_answers", "interleave_questions", "interleave_comments")
 
 
 class RankingSettings(IndexSettings):

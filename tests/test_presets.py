@@ -87,3 +87,24 @@ def test_inference_is_a_field_that_reaches_every_minilm_part(settings):
     assert fp32.cache_key != next(p for p in minilm if p.name.startswith("cross-encoder")).cache_key  # own cache
     plain = build("bm25", settings, inference="int8", built={})
     assert plain.name == "bm25"  # nothing to quantise: the name does not pretend
+
+
+def test_cqa_serve_names_a_misnamed_ranker_before_it_starts(tmp_path, cli_env):
+    """A ranker setting that names no preset, or an unknown variant, ends `cqa serve` at once with exit 2 and the
+    variable's name, before any bootstrap or worker; the shipped settings name none wrongly."""
+    import subprocess
+    import sys
+
+    from app.settings import Settings
+    from ranking.presets import misnamed_rankers
+
+    from .conftest import ROOT
+    assert misnamed_rankers(Settings(data_dir=tmp_path / "var")) == []
+    env = {**cli_env, "CQA_DATA_DIR": str(tmp_path / "var"), "CQA_INTERLEAVE_COMMENTS": "nonsense",
+           "CQA_DEFAULT_RANKER": "cascade[bogus]"}
+    out = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--port", "1"], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "error: CQA_INTERLEAVE_COMMENTS: unknown ranker 'nonsense'" in out.stderr
+    assert "error: CQA_DEFAULT_RANKER: in 'cascade[bogus]'" in out.stderr
+    assert not (tmp_path / "var").exists()  # nothing bootstrapped
