@@ -233,6 +233,12 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     browser.refresh()
     wait.until(lambda d: d.find_element(By.ID, "keep"))
     assert not browser.find_element(By.ID, "keep").is_selected()
+    # the service panel reports MAP on this forum's traffic: the judged searches and the judged comment order, each
+    # beside the order before its ranker (GET /evaluation/feedback)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#feedback-groups li")) == 2)
+    panel = browser.find_element(By.ID, "feedback").text
+    assert "/search answers (search-answers): MAP 1.0000" in panel and "before the reranker" in panel, panel
+    assert "/threads/{id}/answers comments" in panel and "MAP 0.5000" in panel and "in the thread's order" in panel
     browser.find_element(By.ID, "keep").click()  # checked again, as the rest of this test expects
     browser.find_element(By.ID, "subject").send_keys("residence permit")
     body = browser.find_element(By.ID, "body")  # the page's new elements, after the visit
