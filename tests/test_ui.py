@@ -239,6 +239,14 @@ def test_search_page_end_to_end(browser, server, tmp_path):
     panel = browser.find_element(By.ID, "feedback").text
     assert "/search answers (search-answers): MAP 1.0000" in panel and "before the reranker" in panel, panel
     assert "/threads/{id}/answers comments" in panel and "MAP 0.5000" in panel and "in the thread's order" in panel
+    # a challenger running on the forum's traffic is named beside the ranker it is interleaved with
+    said = browser.execute_script(
+        "const d = document.createElement('div'); d.innerHTML = serviceSummary({generation: 'g', sizes: {documents: 3},"
+        " search_rerankers: {answers: 'search-answers', questions: 'search-questions'}, search_challengers: {answers:"
+        " 'bm25'}, reranker: 'cascade', comments_challenger: 'bilstm+signals', interleave_share: 0.5, refresh: null});"
+        " return d.textContent.replace(/\\s+/g, ' ')")
+    assert "answers search-answers (interleaved with bm25 for 50%), questions search-questions," in said, said
+    assert "thread comments (/rerank) cascade (interleaved with bilstm+signals for 50%)" in said, said
     browser.find_element(By.ID, "keep").click()  # checked again, as the rest of this test expects
     browser.find_element(By.ID, "subject").send_keys("residence permit")
     body = browser.find_element(By.ID, "body")  # the page's new elements, after the visit
