@@ -446,14 +446,6 @@ async def _refresh_tick(svc: Service) -> None:
         log.warning("automatic refresh: could not compare the store with the live generation: %s", e)
 
 
-def logged(feedback: bool = Param(True, description="false: nothing of this request is kept in the feedback log "
-                                   "(no search_id, nothing to judge, and never interleaved with a challenger: the "
-                                   "served ranker's own order): a user who opted out of it, a forum's batch job")) -> bool:
-    """Whether a ranking request's results are kept in the feedback log (``CQA_FEEDBACK`` on, and the request did not
-    ask otherwise): one query parameter, ``feedback``, on every endpoint that ranks."""
-    return feedback
-
-
 def sorted_by_score(candidates, scores: list[float], ranker, t0: float, stage) -> dict:
     """The body of a /rerank answer: the candidates by descending score (ties keep the order given), the ranker, and
     the time since ``t0``, which ``stage`` (a metrics histogram) observes."""
@@ -539,6 +531,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def service(request: Request) -> Service:
         return request.app.state.service
+
+    def logged(request: Request, svc: Service = Depends(service),
+               feedback: bool = Param(True, description="false: nothing of this request is kept in the feedback log "
+                                      "(no search_id, nothing to judge, and never interleaved with a challenger: the "
+                                      "served ranker's own order): a user who opted out of it, a forum's batch job")
+               ) -> bool:
+        """Whether a ranking request's results are kept in the feedback log: ``CQA_FEEDBACK`` on, and the request's
+        one query parameter, ``feedback``, not false (counted by route, ``cqa_feedback_not_kept_total``). What is
+        not kept is never interleaved either, since nobody could judge it."""
+        if svc.feedback is not None and not feedback:
+            svc.metrics.not_kept.labels(getattr(request.scope.get("route"), "path", "unmatched")).inc()
+        return svc.feedback is not None and feedback
 
     async def admitted(request: Request, svc: Service = Depends(service)):
         """A ranking endpoint's request taken, or refused at once past its client's rate (``RateLimiter``), past
@@ -750,7 +754,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return ranker, scores
 
     async def searched(svc: Service, req, endpoint: str = "/search", request: Request | None = None,
-                       like_thread: str | None = None, keep: bool = True) -> SearchResponse:
+                       like_thread: str | None = None, *, keep: bool) -> SearchResponse:
         """The live generation's pipeline on ``req``, its stage timings into /metrics; with ``request``, the time it
         waited for a run slot (CQA_RUN_SLOTS) too, as ``queued``. ``like_thread``: the stored thread ``req`` asks
         like, which the feedback log keeps by its id (``SearchRequest.to_json``); ``keep``: whether the log keeps
@@ -758,13 +762,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         _, pipeline = ready_generation(svc)
 
         def search():  # a tag stands for its synonyms' family (read from the store, off the event loop)
-            logs = svc.feedback is not None and keep  # interleaved only where its users can judge it
-            out = pipeline.search(req.with_synonyms(svc.tag_synonyms), interleave=logs)
+            out = pipeline.search(req.with_synonyms(svc.tag_synonyms), interleave=keep)
             if out.interleaved_with is not None:
                 svc.metrics.interleaved.labels(endpoint, out.interleaved_with).inc()
-            if svc.feedback is not None and not keep:
-                svc.metrics.not_kept.labels(endpoint).inc()
-            if logs and out.results:  # what it showed, under the id its users judge it by
+            if keep and out.results:  # what it showed, under the id its users judge it by
                 kept = req.to_json(like_thread) if svc.settings.feedback_queries else None
                 out.search_id = svc.feedback.record(served_of(out, endpoint, kept))
                 if out.search_id is None:
@@ -789,7 +790,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return await reranked(body, svc, "/rerank", keep=keep)
 
     async def reranked(body: RerankIn, svc: Service, endpoint: str, thread_id: str | None = None,
-                       keep: bool = True) -> dict:
+                       *, keep: bool) -> dict:
         """POST /rerank's answer to ``body``, within whatever limits its caller set; where the feedback log is on,
         the order shown kept under the ``search_id`` its readers judge it by (``kept_order``: as ``endpoint``
         served it, its request the stored thread ``thread_id`` where one is given)."""
@@ -802,7 +803,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                "metadata": regime_of(q)}
         teams: list[str] = []
         challenger = svc.comments_challenger
-        if (challenger is not None and keep and svc.feedback is not None and ranker is svc.reranker
+        if (challenger is not None and keep and ranker is svc.reranker
                 and len(body.candidates) > 1 and drawn(q.text, COMMENTS, svc.settings.interleave_share)):
             # only an order kept in the feedback log, whose readers can judge it; never the Arabic ranker's
             t1 = time.perf_counter()
@@ -820,18 +821,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 svc.metrics.interleaved.labels(endpoint, challenger.ranker.name).inc()
                 out["timings_ms"]["interleave"] = round(1000 * (time.perf_counter() - t1), 3)
         out["search_id"] = await kept_order(svc, out, [c.id for c in body.candidates], gen, endpoint, thread_id,
-                                            teams, keep)
+                                            teams, keep=keep)
         return out
 
     async def kept_order(svc: Service, out: dict, given: list[str], gen, endpoint: str,
-                         thread_id: str | None = None, teams: Sequence[str] = (), keep: bool = True) -> str | None:
+                         thread_id: str | None = None, teams: Sequence[str] = (), *, keep: bool) -> str | None:
         """The order a ranking of given candidates showed (``out``, the answer) kept in the feedback log beside the
         order ``given`` (``served_order``), with each result's team where it was interleaved; its ``search_id``,
         None where the log is off or failed, the request asked for it not to be kept (``keep``, ``logged``), or
         nothing was shown."""
-        if svc.feedback is not None and not keep:
-            svc.metrics.not_kept.labels(endpoint).inc()
-        if svc.feedback is None or not keep or not out["results"]:
+        if not keep or not out["results"]:
             return None
         shown = served_order([r["id"] for r in out["results"]], given, out["reranker"],
                              gen.name if gen is not None else None, endpoint, thread_id,
@@ -1030,7 +1029,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise HTTPException(422, detail=f"thread {thread_id!r} cannot be ranked as stored: {first['field']}: "
                                 f"{first['message']}") from None
         # the store's texts: what POST /threads or `cqa ingest` accepted; the order shown kept by the thread's id
-        return await reranked(body, svc, COMMENTS_ENDPOINT, t.id if svc.settings.feedback_queries else None, keep)
+        return await reranked(body, svc, COMMENTS_ENDPOINT, t.id if svc.settings.feedback_queries else None,
+                              keep=keep)
 
     @app.get("/threads", response_model=ThreadListOut, summary="The stored threads in id order, a page at a time")
     def list_threads(after: str | None = Param(None, max_length=200, description="the last id of the page before "

@@ -856,8 +856,9 @@ class InterleavingOut(BaseModel):
     p: float = Field(description="two-sided sign test of the wins, ties left out")
     searches_for_a_verdict: int | None = Field(None, description="about how many judged interleaved searches in all "
                                                "the sign test needs for p < 0.05 if the wins and ties keep their "
-                                               "present shares (the normal approximation): how long to run the "
-                                               "experiment; null where neither ranker leads")
+                                               "present shares (the exact test, from the normal approximation's "
+                                               "count up): how long to run the experiment; null where neither ranker "
+                                               "leads")
 
 
 class FeedbackGroup(BaseModel):

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load import (beside_reference, built_corpus, get_json, in_turns, judge, latency_of, post_json,  # noqa: E402
+from load import (beside_reference, forum_settings, get_json, in_turns, judge, latency_of, post_json,  # noqa: E402
                   reference_checkout, run_header, server, subtask_bodies)
 
 # the /rerank endpoints that gained a search_id this round, by the subtask file whose questions they are sent
@@ -185,11 +185,7 @@ def main() -> None:
 
     from ranking.evaluation.benchmarks import PUBLISHED
     from ranking.evaluation.replay import replay
-    if args.forum_dir is None:
-        settings = built_corpus(args.data_dir)
-    else:
-        from app.settings import Settings
-        settings = Settings(data_dir=args.forum_dir)
+    settings = forum_settings(args)
     gold = judged_threads(settings, args.split, args.limit)
     items = [(t, t) for t in gold]
     out = {**run_header("comment_feedback"), "against": args.against, "split": args.split, "threads": len(items),

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from comment_feedback import judged_threads, official_map  # noqa: E402
-from load import (beside_reference, built_corpus, get_json, in_turns, interleaving_agreement, judge,  # noqa: E402
+from load import (beside_reference, forum_settings, get_json, in_turns, interleaving_agreement, judge,  # noqa: E402
                   preferred, run_header, server)
 
 SIDES = ("reranker", "challenger", "interleaved")
@@ -60,11 +60,7 @@ def main() -> None:
     from ranking.evaluation.feedback import FeedbackLog
     from ranking.evaluation.measures import paired_randomization
 
-    if args.forum_dir is None:
-        settings = built_corpus(args.data_dir)
-    else:
-        from app.settings import Settings
-        settings = Settings(data_dir=args.forum_dir)
+    settings = forum_settings(args)
     gold = judged_threads(settings, args.split, args.limit)
     items = [(t, t) for t in gold]
     out = {**run_header("comment_interleave"), "split": args.split, "threads": len(items), "rounds": args.rounds,

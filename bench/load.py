@@ -172,16 +172,20 @@ def add_forum_arguments(ap) -> None:
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
 
 
-def judged_forum(args, target: str):
-    """(the forum's settings, the judgements, each question's (subject, body)) of ``add_forum_arguments``' options:
-    ``--forum-dir`` as it is (a test's small folder), else the full 2016 corpus's own folder under ``--data-dir``
-    (``built_corpus``); the 2016 ``--split`` /search ``target`` benchmark's questions, the first ``--limit``."""
-    from ranking.search_benchmark import qrels_for
+def forum_settings(args):
+    """The forum's settings of a bench's ``--forum-dir`` and ``--data-dir``: ``--forum-dir`` as it is (a test's small
+    folder), else the full 2016 corpus's own folder under ``--data-dir`` (``built_corpus``)."""
     if args.forum_dir is None:
-        settings = built_corpus(args.data_dir)
-    else:
-        from app.settings import Settings
-        settings = Settings(data_dir=args.forum_dir)
+        return built_corpus(args.data_dir)
+    from app.settings import Settings
+    return Settings(data_dir=args.forum_dir)
+
+
+def judged_forum(args, target: str):
+    """(the forum's settings, the judgements, each question's (subject, body)) of ``add_forum_arguments``' options
+    (``forum_settings``); the 2016 ``--split`` /search ``target`` benchmark's questions, the first ``--limit``."""
+    from ranking.search_benchmark import qrels_for
+    settings = forum_settings(args)
     qrels, questions = qrels_for(settings, args.split, target)
     if args.limit:
         questions = dict(list(questions.items())[: args.limit])

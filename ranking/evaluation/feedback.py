@@ -10,7 +10,8 @@ the /rerank endpoints rank (POST /rerank: ``comments``, /rerank/questions: ``que
 
 A user (the search page's "Helpful? yes / no", or a forum's own buttons) sends POST /feedback with that id and a
 judgement of a shown result; it is on disk (fsync'd) before the answer. ``report`` scores the judged searches with
-the SemEval-2016 official scorer's arithmetic, grouped by what served them, so the figure is the served path's on the forum's own traffic:
+the SemEval-2016 official scorer's arithmetic, grouped by what served them, so the figure is the served path's on the
+forum's own traffic:
 
 - ``MAP``: average precision over the first 10 ranks of the judged results only, in the order they were shown (a
   result nobody judged is left out, not counted as useless: users judge one or two results of a page, and a result
