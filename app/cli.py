@@ -522,7 +522,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             return 2
         try:
             rerankers = None if req.rerank else {}
-            out = build_pipeline(settings, gen, store.get, rerankers, attention).search(req)
+            out = build_pipeline(settings, gen, store, rerankers, attention).search(req)
         except (UnknownRanker, ValueError, TagsNotIndexed) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -111,12 +111,24 @@ IF_MATCH = ("the thread's ETag as read (GET /threads/{id}, or this write's last 
 
 
 def change_note(settings: Settings, done: str) -> str:
-    """What POST /threads and DELETE tell the caller about when search sees the change."""
+    """What POST /threads and PATCH tell the caller about when search sees the change."""
     if settings.refresh_s > 0:
         return (f"{done}; search sees it after the automatic refresh builds the next generation, which starts at once, "
                 f"or {settings.refresh_s:g} s after the last one ended (CQA_REFRESH_S; GET /ready: refresh), or after "
                 "POST /reindex")
     return f"{done}; search sees it after the next reindex (POST /reindex; the automatic refresh is off)"
+
+
+def removal_note(settings: Settings) -> str:
+    """What a DELETE tells the caller: the post is out of search results from its answer on (each search checks its
+    results against the store, ``SearchPipeline.held_groups``); the indexes drop it at the next build."""
+    when = ("the automatic refresh's next build (CQA_REFRESH_S; GET /ready: refresh)" if settings.refresh_s > 0
+            else "the next reindex (POST /reindex; the automatic refresh is off)")
+    return f"removed from the store, and from search results at once; the indexes drop it at {when}"
+
+
+PURGED_NOTE = ("removed from the store, and from search results at once; the job rebuilds the indexes and deletes what "
+               "held it (GET /jobs/{id})")
 
 
 class Service:
@@ -316,7 +328,7 @@ class Service:
             # claim it before serving it, so a concurrent reindex cannot prune it under us
             write_lease(self.settings.index_root, self.holder, gen.name, self.lease_ttl())
             # what its first searches would build, built here, while the old generation still serves
-            pipeline = build_pipeline(self.settings, gen, self.store.get, self.search_rankers,
+            pipeline = build_pipeline(self.settings, gen, self.store, self.search_rankers,
                                       self.attention, self.arabic_reranker, self.challengers).prepare()
         with self._lock:  # one assignment: readers see the old pair or the new pair, never a mix
             old, self.generation, self.pipeline = self.generation, gen, pipeline
@@ -993,13 +1005,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if purge:
                 _, at_once, job = purged(svc, remove, svc.settings.erase_backups)
                 return {"deleted": answer_id, "job": job.__dict__, "feedback_requests": at_once["feedback_requests"],
-                        "note": "removed from the store; the job rebuilds the indexes and deletes what held it "
-                        "(GET /jobs/{id})"}
+                        "note": PURGED_NOTE}
             remove()
         except NotInStore as e:
             raise HTTPException(404, detail=str(e)) from None
         svc.nudge()
-        return {"deleted": answer_id, "note": change_note(svc.settings, "removed from the store")}
+        return {"deleted": answer_id, "note": removal_note(svc.settings)}
 
     @app.get("/threads/{thread_id}/answers", response_model=RerankOut, dependencies=[Depends(admitted)],
              summary="A stored thread's comments, most useful first: POST /rerank of the thread as the store holds it")
@@ -1078,12 +1089,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if erased is None:
                 raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
             return {"deleted": thread_id, "job": job.__dict__, "feedback_requests": at_once["feedback_requests"],
-                    "note": "removed from the store; the job rebuilds the indexes and deletes what held it "
-                    "(GET /jobs/{id})"}
+                    "note": PURGED_NOTE}
         if remove() is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         svc.nudge()
-        return {"deleted": thread_id, "note": change_note(svc.settings, "removed from the store")}
+        return {"deleted": thread_id, "note": removal_note(svc.settings)}
 
     # --- jobs -----------------------------------------------------------------------------------
     @app.post("/reindex", status_code=202, response_model=JobSubmitted, summary="Rebuild the indexes as a job (admin)",

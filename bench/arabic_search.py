@@ -106,7 +106,7 @@ def main() -> None:
         with ThreadStore(settings.store_path) as store:
             pipe = build_pipeline(settings.model_copy(update={"arabic_ranker": env.get("CQA_ARABIC_RANKER",
                                                                                         settings.arabic_ranker)}),
-                                  gen, store.get)
+                                  gen, store)
             for target, (qrels, questions) in sets.items():
                 local, _ = search_run(pipe, {q: ("", b) for q, b in questions.items()}, target, RERANKED, qrels)
                 local = {q: dict(list(r.items())[:10]) for q, r in local.items()}

@@ -100,7 +100,7 @@ def main() -> None:
                     stages.setdefault(stage, []).append(t)
             served[name] = (run, ms, stages)
     with ThreadStore(corpus_settings(settings).store_path) as store:
-        pipe = build_pipeline(settings, gen, store.get)
+        pipe = build_pipeline(settings, gen, store)
         for name, (target, qrels, questions) in sets.items():
             t0 = time.perf_counter()
             local, _ = search_run(pipe, questions, target, RERANKED, qrels)

@@ -80,7 +80,7 @@ def main() -> None:
     reference: dict[tuple[str, str], tuple[dict, dict]] = {}
     ref_terms: dict[str, list[str]] = {}
     with ThreadStore(corpus_settings(settings).store_path) as store:
-        pipe = build_pipeline(settings, gen, store.get)
+        pipe = build_pipeline(settings, gen, store)
         try:
             for f in fractions:
                 kept = len(pairs) - round(f * len(pairs))

@@ -54,11 +54,11 @@ def main() -> None:
         out["reindex_seconds"] = made.reindex_seconds
         gen = load_current(copy.index_root, copy.device)
         with ThreadStore(copy.store_path) as store:
-            pipe = build_pipeline(copy, gen, store.get)
+            pipe = build_pipeline(copy, gen, store)
             variants = {}
             for name in filter(None, args.variants.split(",")):
                 ranker = service_reranker(copy, {}, name)  # set up as search_rerankers sets up the served one
-                variants[name] = build_pipeline(copy, gen, store.get, {"questions": ranker})
+                variants[name] = build_pipeline(copy, gen, store, {"questions": ranker})
             for split in args.splits.split(","):
                 qrels, questions = qrels_for(settings, split, "questions")
                 if args.limit:

@@ -811,6 +811,24 @@ class ThreadStore:
                 "ORDER BY t.id LIMIT ?", (after or "", limit)).fetchall()
         return [Listed(*r) for r in rows]
 
+    def held_posts(self, thread_ids: Sequence[str], answer_ids: Sequence[str]) -> tuple[set[str], set[str]]:
+        """Which of ``thread_ids`` and ``answer_ids`` the store holds now, read by id alone in one transaction: what
+        a search checks its results against, so a post deleted or taken down since its index generation was built
+        is not shown (``ranking.pipeline.SearchPipeline``)."""
+        threads: set[str] = set()
+        answers: set[str] = set()
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                cur = self._conn.cursor()
+                for table, ids, out in (("threads", thread_ids, threads), ("answers", answer_ids, answers)):
+                    for chunk in _chunks(sorted(set(ids))):
+                        out.update(i for (i,) in cur.execute(
+                            f"SELECT id FROM {table} WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+            finally:
+                self._conn.execute("COMMIT")
+        return threads, answers
+
     def unheld(self, texts: Sequence[str]) -> list[str]:
         """Those of ``texts`` the store no longer holds in any post (``_held``): what the caches keyed by text may
         forget once a purge removed them."""

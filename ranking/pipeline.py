@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Mapping, Sequence
 from copy import copy
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -48,6 +48,7 @@ RERANKED_TARGETS = ("answers", "questions")  # targets with a reranker of their 
 # of 2016 dev 0.085 MAP@10 below it; docs/BENCHMARKS.md, "Round 9").
 RANKED_AS = {"threads": "questions"}
 COLLAPSE_JACCARD = 0.9  # word-shingle overlap at which two texts count as the same text
+HELD_SLACK = 5  # groups checked past those a page needs, so a removed one seldom costs a second query
 _WORD = re.compile(r"\w+")
 
 
@@ -277,8 +278,12 @@ class SearchPipeline:
     def __init__(self, retriever: Retriever, rerankers: Mapping[str, Ranker],
                  threads: Callable[[str], Thread | None] | None = None, depth: int = 30, attention=None,
                  thread_depth: int = 10, thread_comments: int = 20, arabic: Ranker | None = None,
-                 challengers: Mapping[str, Ranker] | None = None, interleave_share: float = 0.0):
+                 challengers: Mapping[str, Ranker] | None = None, interleave_share: float = 0.0,
+                 held: Callable[[Sequence[str], Sequence[str]], tuple[set[str], set[str]]] | None = None):
         self.retriever, self.rerankers, self.threads = retriever, dict(rerankers), threads
+        # which of some thread and comment ids the store holds now (``ThreadStore.held_posts``): a result deleted or
+        # taken down since this generation was built is not shown; None (a benchmark without a store): all are
+        self.held = held
         # a target's challenger, whose order is merged with its reranker's for ``interleave_share`` of the questions
         # (ranking.interleave): the service's only, never a benchmark's
         self.challengers, self.interleave_share = dict(challengers or {}), interleave_share
@@ -347,9 +352,9 @@ class SearchPipeline:
         r = got.retrieval
         results = []
         forum = _ForumMarks(self.threads)
-        for rank, i in enumerate(order[req.offset: min(req.offset + req.k, MAX_RESULTS)], req.offset + 1):
-            team = teams[rank - 1] if rank - 1 < len(teams) else None
-            lead = groups[i][0]
+        shown, found = self.held_groups(got, order, teams, min(req.offset + req.k, MAX_RESULTS))
+        for rank, (i, members, team) in enumerate(shown[req.offset:], req.offset + 1):
+            lead = members[0]
             c, did = got.candidates[lead], got.doc_ids[lead]
             stages = None
             if req.explain:
@@ -362,7 +367,7 @@ class SearchPipeline:
                 id=c.id, kind=kind, thread_id=c.meta["thread_id"], text=c.text,
                 thread_title=c.meta.get("thread_title"), thread_tags=_tags(self.gen, c.meta["thread_id"]),
                 score=scores[i], rank=rank,
-                duplicates=[got.candidates[j].id for j in groups[i][1:]], stages=stages, first_stage_rank=i, team=team,
+                duplicates=[got.candidates[j].id for j in members[1:]], stages=stages, first_stage_rank=i, team=team,
                 **forum.marks(c, kind)))
         if req.explain and self.attention is not None and results:
             t0 = time.perf_counter()
@@ -383,9 +388,39 @@ class SearchPipeline:
             reranker=ranker.name if ranker is not None else None, reranked=n_head,
             interleaved_with=challenger.name if challenger is not None and teams else None,
             collapsed=len(got.candidates) - len(groups), timings_ms=timings, offset=req.offset,
-            next_offset=next_page(req, len(order)),
+            next_offset=next_page(req, found),
             expansion=({"method": r.expansion.method, "terms": r.expansion.terms}
                        if req.explain and r.expansion else None))
+
+    def held_groups(self, got: Retrieved, order: list[int], teams: Sequence[str | None],
+                    upto: int) -> tuple[list[tuple[int, list[int], str | None]], int]:
+        """The first ``upto`` groups of ``order`` that the store still holds a member of, and one more where there is
+        one, each as (group, its members the store holds, its team: ``teams`` is the interleaved head's, by place in
+        ``order``); and how many groups there are to show (``upto`` + 1 where more remain: what ``next_page``
+        reads). A post deleted or taken down after this generation was built (``held``) is left out at once, not at
+        the next build: a group whose shown member is gone shows its first copy still held, and one with none
+        left is skipped, the later ones moving up. Checked in batches of ids, one query each, usually one a search."""
+        groups = got.groups
+        if self.held is None:
+            return [(i, groups[i], teams[p] if p < len(teams) else None)
+                    for p, i in enumerate(order[:upto])], len(order)
+        out: list[tuple[int, list[int], str | None]] = []
+        p = 0
+        while len(out) <= upto and p < len(order):
+            batch = range(p, min(len(order), p + upto + 1 - len(out) + HELD_SLACK))
+            ids = [got.doc_ids[j] for q in batch for j in groups[order[q]]]
+            threads, answers = self.held([d[2:] for d in ids if not d.startswith("a:")],
+                                         [d[2:] for d in ids if d.startswith("a:")])
+            for q in batch:
+                i = order[q]
+                members = [j for j in groups[i] if got.doc_ids[j][2:] in
+                           (answers if got.doc_ids[j].startswith("a:") else threads)]
+                if members:
+                    out.append((i, members, teams[q] if q < len(teams) else None))
+                if len(out) > upto:
+                    break
+            p = batch.stop
+        return out[:upto], len(out)
 
     def fetch_depth(self, req: SearchRequest) -> int:
         """First-stage hits fetched: as many for every k, the number the largest k needs (MAX_RESULTS, with room
@@ -664,11 +699,22 @@ def without_source(cfg: RetrieverConfig, name: str) -> RetrieverConfig:
                    weights=None if cfg.weights is None else tuple(cfg.weights[i] for i in keep))
 
 
-def build_pipeline(settings, gen: Generation, threads: Callable[[str], Thread | None] | None,
+@runtime_checkable
+class StoredThreads(Protocol):
+    """What a pipeline reads of the store (``indexing.store.ThreadStore``): a thread by id, and which posts it still
+    holds."""
+
+    def get(self, thread_id: str) -> Thread | None: ...
+
+    def held_posts(self, thread_ids: Sequence[str], answer_ids: Sequence[str]) -> tuple[set[str], set[str]]: ...
+
+
+def build_pipeline(settings, gen: Generation, threads: StoredThreads | Callable[[str], Thread | None] | None,
                    rerankers: Mapping[str, Ranker] | None = None, attention=None,
                    arabic: Ranker | None | str = "settings",
                    challengers: Mapping[str, Ranker] | None = None) -> SearchPipeline:
-    """The pipeline the service serves a generation with: the tuned first stage, each target's reranker
+    """The pipeline the service serves a generation with: ``threads``, the store (its threads' metadata, and no
+    result it no longer holds shown), or a lookup of threads alone; the tuned first stage, each target's reranker
     (``search_rerankers`` unless given, e.g. behind the service's micro-batchers), the reranker of a question in
     Arabic (``arabic``: $CQA_ARABIC_RANKER unless given; None: none), $CQA_RERANK_DEPTH and
     $CQA_SEARCH_THREAD_DEPTH. ``challengers``: the service's (``rankers.challenger_rerankers``), interleaved with their
@@ -677,9 +723,11 @@ def build_pipeline(settings, gen: Generation, threads: Callable[[str], Thread | 
     from .rankers import arabic_reranker, search_rerankers
     return SearchPipeline(Retriever(gen, default_config(gen)),
                           search_rerankers(settings) if rerankers is None else rerankers,
-                          threads, settings.rerank_depth, attention, settings.search_thread_depth,
+                          threads.get if isinstance(threads, StoredThreads) else threads, settings.rerank_depth,
+                          attention, settings.search_thread_depth,
                           arabic=arabic_reranker(settings) if arabic == "settings" else arabic,
-                          challengers=challengers, interleave_share=settings.interleave_share)
+                          challengers=challengers, interleave_share=settings.interleave_share,
+                          held=threads.held_posts if isinstance(threads, StoredThreads) else None)
 
 
 def as_given_to(pipeline: SearchPipeline | None, queries: list[Query]) -> list[Query]:

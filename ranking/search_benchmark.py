@@ -108,7 +108,7 @@ def run_search_benchmark(settings: RankingSettings, split: str, target: str, com
     gen = ensure_corpus(settings, progress)
     qrels, questions = qrels_for(settings, split, target)
     with ThreadStore(corpus_settings(settings).store_path) as store:
-        pipe = pipeline or build_pipeline(settings, gen, store.get)
+        pipe = pipeline or build_pipeline(settings, gen, store)
         t0 = time.perf_counter()
         ranked, ms = search_run(pipe, questions, target, run, qrels, progress)
         seconds = time.perf_counter() - t0

@@ -79,8 +79,8 @@ def main() -> None:
         copy_gen = load_current(made.settings.index_root, made.settings.device)
         with ThreadStore(corpus_settings(settings).store_path) as usual, \
                 ThreadStore(made.settings.store_path) as stripped:
-            pipes = {"usual": build_pipeline(settings, usual_gen, usual.get, {"questions": ranker}),
-                     "unanswered": build_pipeline(made.settings, copy_gen, stripped.get, {"questions": ranker})}
+            pipes = {"usual": build_pipeline(settings, usual_gen, usual, {"questions": ranker}),
+                     "unanswered": build_pipeline(made.settings, copy_gen, stripped, {"questions": ranker})}
 
             def score(c: float | None, split: str) -> dict[str, float]:
                 fusion.missing = c

@@ -53,7 +53,7 @@ def features(settings, target: str, split: str, answer_ranker: str, answer_model
     qrels, questions = qrels_for(settings, split, target)
     rows = []
     with ThreadStore(corpus_settings(settings).store_path) as store:
-        pipe = build_pipeline(settings, gen, store.get, rerankers={})
+        pipe = build_pipeline(settings, gen, store, rerankers={})
         if target == "answers":
             answer = for_serving(get_ranker(answer_ranker, settings))
             thread = for_serving(get_ranker(thread_ranker, settings))

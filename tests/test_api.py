@@ -721,7 +721,11 @@ def test_comments_of_a_thread_added_edited_and_deleted_one_at_a_time(client):
     assert hits["results"][0]["id"] == "t5_new"
     r = client.delete("/threads/t5/answers/t5_new", headers=ADMIN)
     assert r.status_code == 200 and r.json()["deleted"] == "t5_new" and "removed from the store" in r.json()["note"]
+    assert "search results at once" in r.json()["note"]
     assert [a["id"] for a in client.get("/threads/t5").json()["answers"]] == ["t5_a0", "t5_a1", "t5_a2"]
+    for rerank in (False, True):  # gone from every search at once, before any build drops it from the indexes
+        hits = client.post("/search", json={"question": {"body": "quokka embassy"}, "k": 10, "rerank": rerank}).json()
+        assert hits["results"] and "t5_new" not in {i for x in hits["results"] for i in (x["id"], *x["duplicates"])}
     for path, needle in (("/threads/t5/answers/t5_new", "thread 't5' has no answer with id 't5_new'"),
                          ("/threads/nope/answers/t5_a0", "no thread with id 'nope'")):
         r = client.delete(path, headers=ADMIN)

@@ -48,7 +48,7 @@ def reranked_query(settings, gen, text: str, target: str = "answers") -> Query:
             return [[0.0] * len(q.candidates) for q in queries]
     from indexing.store import ThreadStore
     with ThreadStore(settings.store_path) as store:  # the threads' metadata, as the service reads it
-        build_pipeline(settings, gen, store.get, rerankers={"answers": Spy(), "questions": Spy()}).search(
+        build_pipeline(settings, gen, store, rerankers={"answers": Spy(), "questions": Spy()}).search(
             SearchRequest(text=text, target=target, k=5))
     return seen[0]
 

@@ -175,7 +175,7 @@ def test_pipeline_prefix_property_and_collapse(dev_service):
                  "Which school is good for my kids?", "Is it safe to drive at night in Qatar?",
                  "best place to buy a used car", "how much does a maid cost per month"]
     with ThreadStore(dev_service.store_path) as store:
-        pipe = build_pipeline(dev_service, gen, store.get)
+        pipe = build_pipeline(dev_service, gen, store)
         for text in questions:
             for target in ("answers", "questions"):
                 shown = {}
@@ -209,7 +209,7 @@ def test_a_search_can_leave_threads_out_and_keeps_their_copies(dev_service):
     text, (own, copy, *_) = next((t, ids) for t, ids in by_text.items() if len(ids) >= 2)
     thread_of = dict(zip(gen.docs.ids, gen.docs.thread_ids))
     with ThreadStore(dev_service.store_path) as store:
-        pipe = build_pipeline(dev_service, gen, store.get)
+        pipe = build_pipeline(dev_service, gen, store)
         pipe.retriever = Retriever(gen, RetrieverConfig(("bm25", "lm")))  # the fake encoder's vectors mean nothing
         found = pipe.search(SearchRequest(text, k=10, target="questions", rerank=False))
         assert {found.results[0].id, *found.results[0].duplicates} >= {own, copy}  # one result, the other folded in
@@ -228,6 +228,62 @@ def test_a_search_can_leave_threads_out_and_keeps_their_copies(dev_service):
         assert req.filters == Filters(since="2000-01-01", exclude_threads=(copy, own)) and req.k == 3
         assert (req.subject, req.body) == (thread.subject, thread.body)
         assert SearchRequest.like_thread(thread).filters == Filters(exclude_threads=(own,))
+
+
+def test_a_post_removed_from_the_store_is_not_shown_before_the_next_build(dev_service, tmp_path):
+    """A comment or thread deleted after the generation was built (a moderator's DELETE, a takedown, an erasure) is
+    left out of every search at once: the results after it move up, pages stay a partition of the list, and a group
+    whose shown copy went shows a copy still stored instead. The generation is the same throughout."""
+    import shutil
+
+    from indexing.documents import QUESTION
+    from indexing.searcher import load_current
+    gen = load_current(dev_service.index_root)
+    by_text: dict[str, list[str]] = {}
+    for kind, tid, text in zip(gen.docs.kinds, gen.docs.thread_ids, gen.docs.texts):
+        if kind == QUESTION and len(text) > 80:
+            by_text.setdefault(" ".join(text.lower().split()), []).append(tid)
+    copied_text, (own, copy, *_) = next((t, ids) for t, ids in by_text.items() if len(ids) >= 2)
+    shutil.copy(dev_service.store_path, tmp_path / "threads.sqlite3")
+    question = "Where can I buy cheap furniture in Doha?"
+
+    def listed(pipe, **kw) -> list[tuple[str, tuple[str, ...]]]:
+        resp = pipe.search(SearchRequest(question, **kw))
+        return [(r.id, tuple(r.duplicates)) for r in resp.results]
+
+    with ThreadStore(tmp_path / "threads.sqlite3") as store:
+        pipe = build_pipeline(dev_service, gen, store)
+        blind = build_pipeline(dev_service, gen, store.get)  # a lookup of threads alone: every result shown
+        before = listed(pipe, k=100)
+        assert before == listed(blind, k=100)
+        gone_comment = before[1][0]
+        thread_of = dict(zip(gen.docs.ids, gen.docs.thread_ids))
+        gone_thread = next(thread_of[f"a:{i}"] for i, _ in before[3:] if thread_of[f"a:{i}"] not in
+                           (thread_of[f"a:{gone_comment}"], own, copy))
+        removed = store.delete_answer(thread_of[f"a:{gone_comment}"], gone_comment)
+        assert removed is not None
+        assert store.delete(gone_thread) is not None
+        gone = {gone_comment} | {i for i, _ in before if thread_of[f"a:{i}"] == gone_thread}
+        after = listed(pipe, k=100)
+        assert [r for r in before if r[0] not in gone] == after[:len(before) - len(gone)]
+        assert all(i not in gone for r in after for i in (r[0], *r[1]))
+        assert len(after) == len(before) or len(after) == 100  # later results move up to fill the list
+        assert listed(blind, k=100) == before  # without the store's check, what the generation holds
+        pages = [pipe.search(SearchRequest(question, k=7, offset=o)) for o in range(0, 100, 7)]
+        assert [(r.id, tuple(r.duplicates)) for p in pages for r in p.results] == after
+        assert [r.rank for p in pages for r in p.results] == list(range(1, len(after) + 1))
+        assert [p.next_offset for p in pages[:-1]] == list(range(7, 100, 7))
+
+        pipe.retriever = Retriever(gen, RetrieverConfig(("bm25", "lm")))  # the fake encoder's vectors mean nothing
+        found = pipe.search(SearchRequest(copied_text, k=10, target="questions", rerank=False))
+        first = found.results[0]
+        assert {first.id, *first.duplicates} >= {own, copy}
+        shown = first.id
+        store.delete(shown)
+        again = pipe.search(SearchRequest(copied_text, k=10, target="questions", rerank=False)).results[0]
+        assert shown not in (again.id, *again.duplicates)
+        assert again.id in {own, copy} - {shown}  # the copy still stored shows in its place
+        assert again.score == first.score and again.first_stage_rank == first.first_stage_rank
 
 
 def test_candidate_without_store_falls_back_to_the_generation(dev_service):
@@ -566,7 +622,7 @@ def test_a_question_in_arabic_leaves_the_dense_index_out_and_gets_the_arabic_ran
             return super().score(queries)
     spy, ar = Spy(), ArabicSpy()
     with ThreadStore(settings.store_path) as store:
-        pipe = build_pipeline(settings, gen, store.get, {"answers": spy, "questions": spy}, arabic=ar)
+        pipe = build_pipeline(settings, gen, store, {"answers": spy, "questions": spy}, arabic=ar)
         assert "dense" in pipe.retriever.config.sources and pipe.arabic_config.sources == ("bm25", "lm")
         for target in ("answers", "questions"):
             got = pipe.search(SearchRequest.asking("", "علاج الصداع", target=target, k=5))
@@ -582,7 +638,7 @@ def test_a_question_in_arabic_leaves_the_dense_index_out_and_gets_the_arabic_ran
             english = pipe.search(SearchRequest.asking("visa", "how to renew my visa", target=target, k=5))
             assert english.reranker == "spy" and "dense" in english.timings_ms
         assert not spy.seen or all("generation" not in q.meta for q in spy.seen)
-        plain = build_pipeline(settings, gen, store.get, {"answers": spy, "questions": spy}, arabic=None)
+        plain = build_pipeline(settings, gen, store, {"answers": spy, "questions": spy}, arabic=None)
         got = plain.search(SearchRequest.asking("", "علاج الصداع", target="answers", k=5))
         assert got.reranker == "spy" and "dense" in got.timings_ms  # no Arabic ranker: as any text
     cfg = RetrieverConfig(("bm25", "lm", "dense"), "rrf", (0.5, 1.0, 2.0))

@@ -155,7 +155,7 @@ def run_duplicates(settings, k: int = 10, target: str = "questions", limit: int 
     ms: dict[str, list[float]] = {name: [] for name in runs}
     with ThreadStore(settings.store_path) as store:
         pipelines = {name: pipeline if rerank and pipeline is not None else
-                     build_pipeline(settings, gen, store.get, None if rerank else {}) for name, rerank in runs.items()}
+                     build_pipeline(settings, gen, store, None if rerank else {}) for name, rerank in runs.items()}
         reranker = None
         for n, qid in enumerate(tqdm(queries, desc=f"duplicates ({target})", disable=not progress)):
             told("searching", n / len(queries))

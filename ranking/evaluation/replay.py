@@ -183,7 +183,7 @@ def replay(settings, ranker: str, target: str = "answers", days: float | None = 
         if target == COMMENTS:
             searchers = {name: _comments_ranker(gen, main, arabic, requests) for name, main in runs.items()}
         else:
-            searchers = {name: _search_ranker(build_pipeline(settings, gen, store.get, rerankers), requests, synonyms)
+            searchers = {name: _search_ranker(build_pipeline(settings, gen, store, rerankers), requests, synonyms)
                          for name, rerankers in runs.items()}
         for s in tqdm(pages, desc=f"replay ({target})", disable=not progress):
             judged = s["judged"]

@@ -1,0 +1,141 @@
+"""What POST /search shows between a post's removal and the build that drops it from the indexes (round 66).
+
+A moderator deletes a comment or a thread (DELETE /threads/{id}/answers/{aid}, DELETE /threads/{id}), a takedown or
+an erasure removes posts: the store no longer holds them at once, but the live index generation does until the next
+build (the automatic refresh's, seconds to minutes on a large forum; a takedown's or an erasure's job, which builds
+from scratch). Before round 66 a search in that window still showed them, with the text the generation holds; since,
+each search checks the results it shows against the store (``SearchPipeline.held_groups``).
+
+Two real `cqa serve` processes, each over its own copy of the full 2016 corpus's data folder, the automatic refresh
+off (CQA_REFRESH_S=0) so that no build closes the window while it is measured: ``reference`` (the revision --against,
+from a git worktree) and ``this`` (this tree). Both are asked the same requests in turns, one at a time, the order
+rotating:
+
+1. ``clean``: each 2016 --split question of the answers /search benchmark (target answers, reranked, k 10, as a forum
+   sends it), --rounds times, before anything is removed: latency per side and the p50's ratio, and whether every
+   question showed the same results (nothing removed: the check must change nothing).
+2. ``removals``: for each of the first --trials questions, the question is searched, then the same post is removed on
+   both servers (in turn: the first result's comment, then the second result's whole thread), then the question is
+   searched again. Per side: how many searches after a removal still showed a removed post (as a result or a copy
+   folded into one), and the latency of those searches; and whether this tree's results were the reference's without
+   the removed posts, in the same order (the later ones moved up).
+
+Prints a JSON object last.
+
+    python bench/removal.py [--data-dir var] [--against c9aa8c9] [--rounds 2] [--trials 60] [--split test]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load import (add_forum_arguments, beside_reference, get_json, judged_forum, post_json,  # noqa: E402
+                  reference_checkout, run_header, searches_in_turns, server)
+
+TOKEN = "removal-bench"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+KINDS = ("comment", "thread")  # what each trial removes, in turn
+
+
+def shown_ids(results: list[dict]) -> set[str]:
+    """Every post a page shows: its results and the copies folded into them."""
+    return {i for r in results for i in (r["id"], *r["duplicates"])}
+
+
+def removal(kind: str, results: list[dict]) -> tuple[str, set[str] | None]:
+    """The DELETE path of a trial's removal from the page ``results`` shows, and the posts it removes where they are
+    known here (a comment: itself; a thread: None, its comments are read from the answer)."""
+    if kind == "comment":
+        r = results[0]
+        return f"/threads/{r['thread_id']}/answers/{r['id']}", {r["id"]}
+    return f"/threads/{results[1]['thread_id']}", None
+
+
+def delete(base: str, path: str) -> None:
+    status, out = get_json(urllib.request.Request(base + path, method="DELETE", headers=ADMIN))
+    if status != 200:
+        raise SystemExit(f"DELETE {path} answered {status}: {out}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_forum_arguments(ap)
+    ap.add_argument("--against", default="c9aa8c9", help="the reference revision (default: round 65's last)")
+    ap.add_argument("--rounds", type=int, default=2, help="times each question is sent to both servers, clean")
+    ap.add_argument("--trials", type=int, default=60, help="removals, each with the question searched after it")
+    args = ap.parse_args()
+
+    settings, _, questions = judged_forum(args, "answers")
+    bodies = [(qid, {"question": {"subject": s, "body": b}, "k": 10, "target": "answers"})
+              for qid, (s, b) in questions.items()]
+    out = {**run_header("removal"), "against": args.against, "split": args.split, "questions": len(bodies),
+           "rounds": args.rounds}
+    sides = ("reference", "this")
+    clean: dict[str, list[float]] = {s: [] for s in sides}
+    after: dict[str, list[float]] = {s: [] for s in sides}
+    still_shown = {s: 0 for s in sides}
+    differ = rest_equal = removed_posts = 0
+    kinds = {k: 0 for k in KINDS}
+    with tempfile.TemporaryDirectory(prefix="cqa-removal-") as tmp, contextlib.ExitStack() as stack:
+        ref = reference_checkout(stack, args.against, Path(tmp))
+        bases = {}
+        for side, root in (("reference", ref), ("this", ROOT)):
+            folder = Path(tmp) / side
+            shutil.copytree(settings.data_dir, folder)
+            env = {"CQA_REFRESH_S": "0", "CQA_API_TOKEN": TOKEN, "CQA_SHARED_DATA_DIR": str(settings.shared_data_dir)}
+            bases[side], _ = stack.enter_context(server(folder, env, root=root))
+        for side in sides:  # each side's first request, before the clock
+            post_json(bases[side] + "/search", bodies[0][1])
+        for _, _, got in searches_in_turns(bases, bodies, args.rounds, clean):
+            differ += len({tuple((r["id"], tuple(r["duplicates"])) for r in resp["results"])
+                           for resp in got.values()}) > 1
+        t_removals = time.perf_counter()
+        for trial, (qid, body) in enumerate(bodies[: args.trials]):
+            kind = KINDS[trial % len(KINDS)]
+            status, before = post_json(bases["reference"] + "/search", body)
+            if status != 200 or len(before["results"]) < 2:
+                continue
+            path, gone = removal(kind, before["results"])
+            if gone is None:  # a whole thread: every comment of it, read from the reference before its removal
+                status, thread = get_json(bases["reference"] + path)
+                if status != 200:
+                    raise SystemExit(f"GET {path} answered {status}: {thread}")
+                gone = {thread["id"], *(a["id"] for a in thread["answers"])}
+            for side in sides[trial % 2:] + sides[: trial % 2]:
+                delete(bases[side], path)
+            kinds[kind] += 1
+            removed_posts += len(gone)
+            pages = {}
+            for side in sides[trial % 2:] + sides[: trial % 2]:
+                t0 = time.perf_counter()
+                status, pages[side] = post_json(bases[side] + "/search", body)
+                after[side].append(1000 * (time.perf_counter() - t0))
+                if status != 200:
+                    raise SystemExit(f"{side}: POST /search answered {status}: {pages[side]}")
+                still_shown[side] += bool(shown_ids(pages[side]["results"]) & gone)
+            kept = [(r["id"], tuple(d for d in r["duplicates"] if d not in gone)) for r in pages["reference"]["results"]
+                    if r["id"] not in gone]
+            mine = [(r["id"], tuple(r["duplicates"])) for r in pages["this"]["results"]]
+            rest_equal += mine[: len(kept)] == kept
+        out["removals_seconds"] = round(time.perf_counter() - t_removals, 1)
+    trials = sum(kinds.values())
+    out["clean"] = {"sides": beside_reference(clean), "questions_shown_differently": differ}
+    out["removals"] = {"trials": trials, **kinds, "posts_removed": removed_posts,
+                       "searches_showing_a_removed_post": still_shown,
+                       "this_equals_reference_without_them": rest_equal, "sides": beside_reference(after)}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
