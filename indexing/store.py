@@ -223,6 +223,19 @@ class Listed:
     answers: int
 
 
+@dataclass(frozen=True)
+class HeldPosts:
+    """What ``ThreadStore.held_posts`` found: each thread asked for (and each comment's thread) by id, its subject and
+    body; each comment asked for by id, its text and its thread's id."""
+    questions: dict[str, tuple[str, str]]
+    answers: dict[str, tuple[str, str]]
+
+    def question(self, thread_id: str) -> str | None:
+        """The thread's question as every index reads it (``question_text``), None where it is not stored."""
+        held = self.questions.get(thread_id)
+        return None if held is None else question_text(*held)
+
+
 def _state(cur: sqlite3.Cursor, thread_id: str) -> tuple[str, int | None] | None:
     """A stored thread's content hash (its ETag, and the index's record of it) and revision; None when not stored."""
     return cur.execute("SELECT content_hash, revision FROM threads WHERE id=?", (thread_id,)).fetchone()
@@ -811,23 +824,26 @@ class ThreadStore:
                 "ORDER BY t.id LIMIT ?", (after or "", limit)).fetchall()
         return [Listed(*r) for r in rows]
 
-    def held_posts(self, thread_ids: Sequence[str], answer_ids: Sequence[str]) -> tuple[set[str], set[str]]:
-        """Which of ``thread_ids`` and ``answer_ids`` the store holds now, read by id alone in one transaction: what
-        a search checks its results against, so a post deleted or taken down since its index generation was built
-        is not shown (``ranking.pipeline.SearchPipeline``)."""
-        threads: set[str] = set()
-        answers: set[str] = set()
+    def held_posts(self, thread_ids: Sequence[str], answer_ids: Sequence[str]) -> "HeldPosts":
+        """Those of ``thread_ids`` and ``answer_ids`` the store holds now, with what they say now, read by id in one
+        transaction: what a search checks the results it shows against, so that a post deleted or taken down since
+        its index generation was built is not shown, and an edited one is shown as it is now
+        (``ranking.pipeline.SearchPipeline``). The comments' threads come with them."""
+        answers: dict[str, tuple[str, str]] = {}
+        questions: dict[str, tuple[str, str]] = {}
         with self._lock:
             self._conn.execute("BEGIN")
             try:
                 cur = self._conn.cursor()
-                for table, ids, out in (("threads", thread_ids, threads), ("answers", answer_ids, answers)):
-                    for chunk in _chunks(sorted(set(ids))):
-                        out.update(i for (i,) in cur.execute(
-                            f"SELECT id FROM {table} WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+                for chunk in _chunks(sorted(set(answer_ids))):
+                    answers.update((i, (text, tid)) for i, text, tid in cur.execute(
+                        f"SELECT id, text, thread_id FROM answers WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+                for chunk in _chunks(sorted({*thread_ids, *(tid for _, tid in answers.values())})):
+                    questions.update((i, (subject, body)) for i, subject, body in cur.execute(
+                        f"SELECT id, subject, body FROM threads WHERE id IN ({','.join('?' * len(chunk))})", chunk))
             finally:
                 self._conn.execute("COMMIT")
-        return threads, answers
+        return HeldPosts(questions, answers)
 
     def unheld(self, texts: Sequence[str]) -> list[str]:
         """Those of ``texts`` the store no longer holds in any post (``_held``): what the caches keyed by text may

@@ -11,7 +11,7 @@ import time
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Mapping, Sequence
 from copy import copy
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from indexing.documents import ANSWER, tags_of_value
 from indexing.models import Thread, question_text
 from indexing.searcher import Generation
+from indexing.store import HeldPosts
 
 from .candidates import (
     ANSWER_ENCODER,
@@ -254,6 +255,18 @@ def _count(leader: tuple[int, int, set[str]]) -> int:
     return leader[0]
 
 
+@dataclass
+class Shown:
+    """What a search shows (``SearchPipeline.held_groups``): its groups from the first rank to the page's last, each
+    as (group, its members still stored, the first shown; its interleaving team or None); how many groups there are
+    to show as far as it looked (one past the page where more remain: what ``next_page`` reads); each post's text and
+    each thread's title as the store holds them now (empty without a store)."""
+    groups: list[tuple[int, list[int], str | None]]
+    found: int
+    texts: dict[str, str] = field(default_factory=dict)  # doc id -> its text now
+    titles: dict[str, str] = field(default_factory=dict)  # thread id -> its title now
+
+
 def next_page(req: SearchRequest, found: int) -> int | None:
     """The offset of the page after ``req``'s, where one holds results: ``found`` ranked (after the collapse), within
     the MAX_RESULTS ranks a search ranks. Pages never overlap or leave a gap: whatever the k, a search's first depth
@@ -279,10 +292,11 @@ class SearchPipeline:
                  threads: Callable[[str], Thread | None] | None = None, depth: int = 30, attention=None,
                  thread_depth: int = 10, thread_comments: int = 20, arabic: Ranker | None = None,
                  challengers: Mapping[str, Ranker] | None = None, interleave_share: float = 0.0,
-                 held: Callable[[Sequence[str], Sequence[str]], tuple[set[str], set[str]]] | None = None):
+                 held: Callable[[Sequence[str], Sequence[str]], HeldPosts] | None = None):
         self.retriever, self.rerankers, self.threads = retriever, dict(rerankers), threads
-        # which of some thread and comment ids the store holds now (``ThreadStore.held_posts``): a result deleted or
-        # taken down since this generation was built is not shown; None (a benchmark without a store): all are
+        # which of some thread and comment ids the store holds now, and what they say (``ThreadStore.held_posts``): a
+        # result deleted or taken down since this generation was built is not shown, an edited one is shown as it is
+        # now; None (a benchmark without a store): each as the generation has it
         self.held = held
         # a target's challenger, whose order is merged with its reranker's for ``interleave_share`` of the questions
         # (ranking.interleave): the service's only, never a benchmark's
@@ -352,10 +366,14 @@ class SearchPipeline:
         r = got.retrieval
         results = []
         forum = _ForumMarks(self.threads)
-        shown, found = self.held_groups(got, order, teams, min(req.offset + req.k, MAX_RESULTS))
-        for rank, (i, members, team) in enumerate(shown[req.offset:], req.offset + 1):
+        t0 = time.perf_counter()
+        shown = self.held_groups(got, order, teams, min(req.offset + req.k, MAX_RESULTS))
+        if self.held is not None:
+            timings["store_check"] = _ms(t0)
+        for rank, (i, members, team) in enumerate(shown.groups[req.offset:], req.offset + 1):
             lead = members[0]
             c, did = got.candidates[lead], got.doc_ids[lead]
+            tid = c.meta["thread_id"]
             stages = None
             if req.explain:
                 stages = {name: st.get(did) for name, st in r.stages.items()}
@@ -364,8 +382,8 @@ class SearchPipeline:
                     stages["rerank"] = scores[i]
             kind = _kind(did, self.gen)
             results.append(SearchResult(
-                id=c.id, kind=kind, thread_id=c.meta["thread_id"], text=c.text,
-                thread_title=c.meta.get("thread_title"), thread_tags=_tags(self.gen, c.meta["thread_id"]),
+                id=c.id, kind=kind, thread_id=tid, text=shown.texts.get(did, c.text),
+                thread_title=shown.titles.get(tid, c.meta.get("thread_title")), thread_tags=_tags(self.gen, tid),
                 score=scores[i], rank=rank,
                 duplicates=[got.candidates[j].id for j in members[1:]], stages=stages, first_stage_rank=i, team=team,
                 **forum.marks(c, kind)))
@@ -388,39 +406,46 @@ class SearchPipeline:
             reranker=ranker.name if ranker is not None else None, reranked=n_head,
             interleaved_with=challenger.name if challenger is not None and teams else None,
             collapsed=len(got.candidates) - len(groups), timings_ms=timings, offset=req.offset,
-            next_offset=next_page(req, found),
+            next_offset=next_page(req, shown.found),
             expansion=({"method": r.expansion.method, "terms": r.expansion.terms}
                        if req.explain and r.expansion else None))
 
-    def held_groups(self, got: Retrieved, order: list[int], teams: Sequence[str | None],
-                    upto: int) -> tuple[list[tuple[int, list[int], str | None]], int]:
+    def held_groups(self, got: Retrieved, order: list[int], teams: Sequence[str | None], upto: int) -> "Shown":
         """The first ``upto`` groups of ``order`` that the store still holds a member of, and one more where there is
-        one, each as (group, its members the store holds, its team: ``teams`` is the interleaved head's, by place in
-        ``order``); and how many groups there are to show (``upto`` + 1 where more remain: what ``next_page``
-        reads). A post deleted or taken down after this generation was built (``held``) is left out at once, not at
-        the next build: a group whose shown member is gone shows its first copy still held, and one with none
-        left is skipped, the later ones moving up. Checked in batches of ids, one query each, usually one a search."""
+        one (``Shown``), with what their posts say now. A post deleted or taken down after this generation was built
+        (``held``) is left out at once, not at the next build: a group whose shown member is gone shows its first
+        copy still held, and one with none left is skipped, the later ones moving up; an edited post is shown as
+        the store holds it (ranked, until the next build, by what the generation indexed). Checked in batches of
+        ids, one query each, usually one a search; without ``held`` (a benchmark without a store) every group as
+        the generation has it."""
         groups = got.groups
         if self.held is None:
-            return [(i, groups[i], teams[p] if p < len(teams) else None)
-                    for p, i in enumerate(order[:upto])], len(order)
-        out: list[tuple[int, list[int], str | None]] = []
+            return Shown([(i, groups[i], teams[p] if p < len(teams) else None) for p, i in enumerate(order[:upto])],
+                         len(order))
+        out = Shown([], 0)
         p = 0
-        while len(out) <= upto and p < len(order):
-            batch = range(p, min(len(order), p + upto + 1 - len(out) + HELD_SLACK))
+        while len(out.groups) <= upto and p < len(order):
+            batch = range(p, min(len(order), p + upto + 1 - len(out.groups) + HELD_SLACK))
             ids = [got.doc_ids[j] for q in batch for j in groups[order[q]]]
-            threads, answers = self.held([d[2:] for d in ids if not d.startswith("a:")],
-                                         [d[2:] for d in ids if d.startswith("a:")])
+            held = self.held([d[2:] for d in ids if not d.startswith("a:")], [d[2:] for d in ids if d.startswith("a:")])
+            for d in ids:
+                if d.startswith("a:"):
+                    now = held.answers[d[2:]][0] if d[2:] in held.answers else None
+                else:
+                    now = held.question(d[2:])
+                if now is not None:
+                    out.texts[d] = now
+            out.titles.update((tid, _title_of(question_text(*q))) for tid, q in held.questions.items())
             for q in batch:
-                i = order[q]
-                members = [j for j in groups[i] if got.doc_ids[j][2:] in
-                           (answers if got.doc_ids[j].startswith("a:") else threads)]
+                members = [j for j in groups[order[q]] if got.doc_ids[j] in out.texts]
                 if members:
-                    out.append((i, members, teams[q] if q < len(teams) else None))
-                if len(out) > upto:
+                    out.groups.append((order[q], members, teams[q] if q < len(teams) else None))
+                if len(out.groups) > upto:
                     break
             p = batch.stop
-        return out[:upto], len(out)
+        out.found = len(out.groups)
+        del out.groups[upto:]
+        return out
 
     def fetch_depth(self, req: SearchRequest) -> int:
         """First-stage hits fetched: as many for every k, the number the largest k needs (MAX_RESULTS, with room
@@ -706,7 +731,7 @@ class StoredThreads(Protocol):
 
     def get(self, thread_id: str) -> Thread | None: ...
 
-    def held_posts(self, thread_ids: Sequence[str], answer_ids: Sequence[str]) -> tuple[set[str], set[str]]: ...
+    def held_posts(self, thread_ids: Sequence[str], answer_ids: Sequence[str]) -> HeldPosts: ...
 
 
 def build_pipeline(settings, gen: Generation, threads: StoredThreads | Callable[[str], Thread | None] | None,
@@ -761,7 +786,12 @@ def _kind(doc_id: str, gen: Generation) -> str:
 
 def _title(gen: Generation, tid: str) -> str | None:
     qrow = gen.row.get(f"q:{tid}")
-    return gen.docs.texts[qrow].split("\n", 1)[0][:200] if qrow is not None else None
+    return _title_of(gen.docs.texts[qrow]) if qrow is not None else None
+
+
+def _title_of(question: str) -> str:
+    """A thread's title: its question's first line (its subject, where it has one), at most 200 characters."""
+    return question.split("\n", 1)[0][:200]
 
 
 def _tags(gen: Generation, tid: str) -> list[str]:

@@ -274,6 +274,20 @@ def test_a_post_removed_from_the_store_is_not_shown_before_the_next_build(dev_se
         assert [r.rank for p in pages for r in p.results] == list(range(1, len(after) + 1))
         assert [p.next_offset for p in pages[:-1]] == list(range(7, 100, 7))
 
+        # an edited comment, and its thread's subject, are shown as the store holds them now, in the place the
+        # first stage gives what the generation indexed (a reranker reads the store's text already)
+        from indexing.models import Answer
+        first = pipe.search(SearchRequest(question, k=3, rerank=False)).results[0]
+        stored = store.get(first.thread_id)
+        edited = next(a for a in stored.answers if a.id == first.id)
+        store.upsert_answers(first.thread_id, [Answer(**{**edited.model_dump(), "text": "Edited: phone removed."})])
+        store.update_question(first.thread_id, {"subject": "Renamed thread"})
+        now = pipe.search(SearchRequest(question, k=3, rerank=False)).results[0]
+        assert (now.id, now.rank, now.score) == (first.id, 1, first.score)
+        assert (now.text, now.thread_title) == ("Edited: phone removed.", "Renamed thread")
+        assert now.snippet is not None and now.snippet.text == "Edited: phone removed."  # made from what is shown
+        assert blind.search(SearchRequest(question, k=3, rerank=False)).results[0].text == first.text  # generation's
+
         pipe.retriever = Retriever(gen, RetrieverConfig(("bm25", "lm")))  # the fake encoder's vectors mean nothing
         found = pipe.search(SearchRequest(copied_text, k=10, target="questions", rerank=False))
         first = found.results[0]
