@@ -157,7 +157,7 @@ def built_corpus(data_dir: Path):
     what `cqa evaluate` builds), built first if missing."""
     from app.settings import Settings
     from ranking.fullcorpus import corpus_settings, ensure_corpus
-    settings = Settings(data_dir=data_dir)
+    settings = Settings(data_dir=data_dir.resolve())  # absolute: a reference revision's server runs in its worktree
     ensure_corpus(settings, progress=True)
     return corpus_settings(settings)
 
@@ -178,7 +178,7 @@ def forum_settings(args):
     if args.forum_dir is None:
         return built_corpus(args.data_dir)
     from app.settings import Settings
-    return Settings(data_dir=args.forum_dir)
+    return Settings(data_dir=args.forum_dir.resolve())
 
 
 def judged_forum(args, target: str):
@@ -205,7 +205,7 @@ def served_forum(args):
     ``--serve-dir`` as it is, else the full 2016 corpus's folder under ``--data-dir`` (``built_corpus``)."""
     from app.settings import Settings
     from ranking.fullcorpus import qrels_and_queries
-    settings = Settings(data_dir=args.serve_dir) if args.serve_dir else built_corpus(args.data_dir)
+    settings = Settings(data_dir=args.serve_dir.resolve()) if args.serve_dir else built_corpus(args.data_dir)
     _, queries = qrels_and_queries(settings, "test")
     return settings, list(queries.values())
 
