@@ -162,12 +162,12 @@ def _forget_derived(settings, erased, args: argparse.Namespace, what: str, summa
     (``indexing.erasure.forget_derived``, with --backups, --wait, --quiet), ``summary`` and that emitted; exit 1 when
     an older generation was still served, or a backup still being written, after --wait."""
     from indexing.erasure import forget_derived
-    from ranking.evaluation.feedback import KeptRequests
+    from ranking.evaluation.feedback import KeptRequests, ShownPosts
     from ranking.rankers import memo_files
     backups = args.backups or settings.erase_backups
     derived = forget_derived(settings, erased, memo_files=memo_files(settings), backups=settings.backups_folder,
                              rewrite_backups_too=backups == "rewrite", wait_s=args.wait, progress=not args.quiet,
-                             holders=[KeptRequests(settings.feedback_file)])
+                             holders=[KeptRequests(settings.feedback_file), ShownPosts(settings.feedback_file)])
     if derived.get("backups_before"):
         log.warning("%d backups began before %s and still hold what it took out: %s", len(derived["backups_before"]),
                     what, ", ".join(derived["backups_before"]))

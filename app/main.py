@@ -1005,7 +1005,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if purge:
                 _, at_once, job = purged(svc, remove, svc.settings.erase_backups)
                 return {"deleted": answer_id, "job": job.__dict__, "feedback_requests": at_once["feedback_requests"],
-                        "note": PURGED_NOTE}
+                        "feedback_searches": at_once["feedback_searches"], "note": PURGED_NOTE}
             remove()
         except NotInStore as e:
             raise HTTPException(404, detail=str(e)) from None
@@ -1089,7 +1089,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if erased is None:
                 raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
             return {"deleted": thread_id, "job": job.__dict__, "feedback_requests": at_once["feedback_requests"],
-                    "note": PURGED_NOTE}
+                    "feedback_searches": at_once["feedback_searches"], "note": PURGED_NOTE}
         if remove() is None:
             raise HTTPException(404, detail=f"no thread with id {thread_id!r}")
         svc.nudge()
@@ -1121,7 +1121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         backups when ``backups`` says so) submitted. Returns what was removed, what went at once (counts) and the
         job."""
         from indexing.erasure import forget_derived, forget_vectors
-        from ranking.evaluation.feedback import KeptRequests
+        from ranking.evaluation.feedback import KeptRequests, ShownPosts
         from ranking.rankers import memo_files
         with svc.erasing:
             running = svc.jobs.running("erasure")
@@ -1139,20 +1139,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 vectors = 0
             kept = KeptRequests(svc.settings.feedback_file)
             try:  # at once too, so a kill -9 after the answer leaves none; the job then does the backups' copies
-                requests = kept.forget(erased.texts) if erased.texts else 0
+                requests = kept.forget(erased)
                 kept = replace(kept, live=False)
             except (sqlite3.Error, OSError) as e:  # the store's part stands: the job tries again
                 log.warning("erasure: the feedback log's kept requests were not dropped yet (%s); the job retries", e)
                 requests = 0
+            shown = ShownPosts(svc.settings.feedback_file)
+            try:  # the removed posts' ids in the searches logged, likewise
+                searches = shown.forget(erased)
+                shown = replace(shown, live=False)
+            except (sqlite3.Error, OSError) as e:
+                log.warning("erasure: the feedback log's searches still name the removed posts (%s); the job retries",
+                            e)
+                searches = 0
+            if requests or searches:
+                svc.forget_reports()  # the next report reads the log as it is now (another worker's within its TTL)
 
             def run(progress):
                 return forget_derived(svc.settings, erased, memo_files=memo_files(svc.settings),
                                       backups=svc.settings.backups_folder, rewrite_backups_too=backups == "rewrite",
                                       on_progress=progress,
                                       on_live=svc.follow_current, wait_s=max(60.0, 5 * svc.settings.generation_poll_s),
-                                      holders=[kept])
+                                      holders=[kept, shown])
             job, _ = svc.jobs.submit("erasure", run)
-        return erased, {"cache_vectors_deleted": vectors, "feedback_requests": requests}, job
+        return erased, {"cache_vectors_deleted": vectors, "feedback_requests": requests,
+                        "feedback_searches": searches}, job
 
     @app.post("/erasures", status_code=202, response_model=ErasureOut, dependencies=[Depends(require_admin)],
               summary="Erase forum users: their posts, or their ids, and what was derived from them (admin)")

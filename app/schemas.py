@@ -643,6 +643,9 @@ class DeletedOut(BaseModel):
     feedback_requests: int | None = Field(None, description="with purge: the feedback log's kept requests that carried "
                                           "its text, dropped before the answer (CQA_FEEDBACK_QUERIES), as "
                                           "POST /erasures reports them")
+    feedback_searches: int | None = Field(None, description="with purge: the searches of the feedback log that "
+                                          "showed it, its id (and each of its comments') replaced there before the "
+                                          "answer by one that names no post, as POST /erasures reports them")
 
 
 class JobOut(BaseModel):
@@ -677,6 +680,10 @@ class ErasedOut(BaseModel):
     feedback_requests: int = Field(0, description="the feedback log's kept requests that carried a removed text, "
                                    "dropped before the answer (CQA_FEEDBACK_QUERIES); the job looks again, and in "
                                    "the store backups")
+    feedback_searches: int = Field(0, description="the searches of the feedback log that showed a removed post: each "
+                                   "removed post's id replaced there, in what they showed and what their users "
+                                   "judged, before the answer, by `removed-<its place>`, which names no post (each "
+                                   "search's MAP stays as it was); the job does the same in the store backups")
     vacuumed: bool
     backups: Literal["rewrite", "keep"] = Field(description="what the job does to the backups that began before")
 

@@ -22,10 +22,12 @@ kept without their ids. The store overwrites what it deletes (``secure_delete``)
    the ids it deleted, and a store backup's copy records the takedown in its ledger as the store did.
    Backups elsewhere (``cqa backup`` to another folder, copies off the machine) are the operator's.
 
-Before all of these, the ``holders`` a caller names forget the removed texts: what else of the data folder may hold
-them, kept by a layer above this one (the feedback log's kept requests, ``ranking.evaluation.feedback.KeptRequests``:
-a user's search whose question was the post they later had erased). A store backup's copy of it is rewritten with the
-backup (step 5)."""
+Before all of these, the ``holders`` a caller names forget what was removed: what else of the data folder may hold
+it, kept by a layer above this one (``HoldsRemoved``). The feedback log's kept requests
+(``ranking.evaluation.feedback.KeptRequests``: a user's search whose question was the post they later had erased)
+forget its texts; the searches it logged (``ShownPosts``: what they showed and what their users judged) its posts'
+ids. A store backup's copy of the log is rewritten with the backup (step 5). No search shows a removed post once the
+store's part is done (each checks what it shows against the store), so none logs its id again after."""
 from __future__ import annotations
 
 import gzip
@@ -54,15 +56,16 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str, float], None]
 
 
-class HoldsTexts(Protocol):
-    """Something of the data folder, besides the store and what this module clears, that may hold texts an erasure
-    or a takedown removed (``forget_derived``'s ``holders``)."""
+class HoldsRemoved(Protocol):
+    """Something of the data folder, besides the store and what this module clears, that may hold what an erasure or
+    a takedown removed (``forget_derived``'s ``holders``): its texts (``Erased.texts``), or its posts' ids
+    (``Erased.posts``)."""
     name: str  # the summary's key: how many of its records it changed
 
-    def forget(self, texts: list[str]) -> int:
-        """The records holding one of ``texts`` cleared; how many."""
+    def forget(self, erased: Erased) -> int:
+        """The records holding what ``erased`` removed cleared; how many."""
 
-    def forget_in_backup(self, backup_file: Path, texts: list[str]) -> int:
+    def forget_in_backup(self, backup_file: Path, erased: Erased) -> int:
         """The same in the copy of it a store backup carries (being rewritten, before it is compacted)."""
 
 
@@ -80,9 +83,11 @@ def take_down(store: ThreadStore, thread_id: str, answer_id: str | None = None,
             return None
         texts = [gone.question_text, gone.subject, gone.body, *(a.text for a in gone.answers)]
         return Erased(threads_deleted=[thread_id], texts=store.unheld(texts), at=time.time(),
+                      posts=[thread_id, *(a.id for a in gone.answers)],
                       wal_truncated=store.truncate_wal(), takedown=[(thread_id, None)]), None
     removed = store.delete_answer(thread_id, answer_id, if_match, takedown=True)
     return Erased(threads_changed=[thread_id], answers_removed=1, texts=store.unheld([removed.text]), at=time.time(),
+                  posts=[answer_id],
                   wal_truncated=store.truncate_wal(), takedown=[(thread_id, answer_id)]), removed.etag
 
 
@@ -193,14 +198,14 @@ def _first_line(line: str, live: ledger.Held | None, name: str) -> tuple[str, le
 
 
 def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None,
-                   holders: Sequence[HoldsTexts] = ()) -> dict:
+                   holders: Sequence[HoldsRemoved] = ()) -> dict:
     """The backup at ``path`` written again without what ``erased`` took out (a user's erasure, ``erased.rule``, or
     a takedown, ``erased.takedown``), under the same name, in one step (``replace_with``): a store backup by the
     same writes in a copy of it (``ThreadStore.erase_authors``, which also records the erasure in the copy's ledger;
     ``delete``, ``delete_answer``), then compacted (``VACUUM``) and checked; an export thread by thread
     (``_without``), its ledger line (``ledger.ledger_line``) merged with ``live``, the store's ledger after the
     erasure (``Held.merged``; added as its first line where it had none), so that it carries the record as a store
-    backup does; a store backup's copies of what ``holders`` keep cleared too (``HoldsTexts.forget_in_backup``).
+    backup does; a store backup's copies of what ``holders`` keep cleared too (``HoldsRemoved.forget_in_backup``).
     Returns what it changed, without any text or author id."""
     t0 = time.perf_counter()
     tmp = path.parent / _partial_name(path.name)  # a kill -9 leaves it to ``backup.tidy``
@@ -225,8 +230,8 @@ def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None,
                     except NotInStore:  # not there when the backup began
                         pass
                     copy.record_takedown(tid, aid)  # a service restored from it keeps it taken down
-                for h in holders if erased.texts else ():
-                    out[h.name] = h.forget_in_backup(tmp, erased.texts)
+                for h in holders if erased.texts or erased.posts else ():
+                    out[h.name] = h.forget_in_backup(tmp, erased)
                 copy.vacuum()
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
@@ -272,7 +277,7 @@ def rewrite_backup(path: Path, erased: Erased, live: ledger.Held | None = None,
 
 
 def rewrite_backups(folder: Path, erased: Erased, wait_s: float = 60.0, poll_s: float = 0.5,
-                    live: ledger.Held | None = None, holders: Sequence[HoldsTexts] = ()) -> dict:
+                    live: ledger.Held | None = None, holders: Sequence[HoldsRemoved] = ()) -> dict:
     """Every backup in ``folder`` that began before ``erased`` was committed, written again without it
     (``rewrite_backup``, an export's ledger line merged with ``live``, the store's ledger after it), once the backups
     of that time still being written are complete (their hidden file untouched for ``STALE_PARTIAL_S`` means a writer
@@ -300,19 +305,19 @@ def forget_derived(settings: IndexSettings, erased: Erased, *, memo_files: Seque
                    backups: Path | None = None, rewrite_backups_too: bool = True, wait_s: float = 60.0,
                    progress: bool = False,
                    on_progress: Progress | None = None, on_live: Callable[[], None] | None = None,
-                   poll_s: float = 0.5, holders: Sequence[HoldsTexts] = ()) -> dict:
+                   poll_s: float = 0.5, holders: Sequence[HoldsRemoved] = ()) -> dict:
     """Clear what the data folder derived from what ``erased`` took out of the store (the module's docstring says
     what and in which order). ``memo_files`` are the serving score and vector stores, emptied when texts were
     removed; ``backups``, the folder whose backups that began before the erasure are rewritten without it (with
     ``rewrite_backups_too`` and a user's erasure; otherwise the summary names them); ``on_live`` runs once the new
-    generation is live (a service switches to it there); ``holders`` forget the removed texts first, in the live data
-    folder and in the store backups rewritten (``HoldsTexts``). Returns a summary without any text or author id."""
+    generation is live (a service switches to it there); ``holders`` forget what was removed first, in the live data
+    folder and in the store backups rewritten (``HoldsRemoved``). Returns a summary without any text or author id."""
     report = on_progress or (lambda stage, frac: None)
     root = settings.index_root
     out: dict = {}
-    for h in holders if erased.texts else ():  # cheap, and kept by nothing the build below could fail
+    for h in holders if erased.texts or erased.posts else ():  # cheap, and kept by nothing the build could fail
         report(h.name, 0.01)
-        out[h.name] = h.forget(erased.texts)
+        out[h.name] = h.forget(erased)
     if current_generation(root) is not None:
         report("build", 0.05)
         built = build_afresh(settings, progress, lambda stage, frac: report(f"build: {stage}", 0.05 + 0.75 * frac))

@@ -172,6 +172,8 @@ class Erased:
     answers_removed: int = 0  # the authors' comments removed from threads that are kept
     posts_anonymized: int = 0  # questions and comments kept without their author's id
     texts: list[str] = field(default_factory=list, repr=False)  # none the store still holds elsewhere
+    # the ids of the posts it removed: each thread deleted (its id) and its comments, each comment removed
+    posts: list[str] = field(default_factory=list, repr=False)
     wal_truncated: bool = False
     at: float = 0.0  # when it was committed, in seconds since the epoch
     # the request, which the backups are rewritten by (``indexing.erasure.rewrite_backups``): the users and their
@@ -609,7 +611,10 @@ class ThreadStore:
                 if applied.thread is None:  # a thread is its question: it goes with every comment
                     _delete_rows(cur, tid)
                     out.threads_deleted.append(tid)
+                    out.posts += [tid, *(a.id for a in thread.answers)]
                     continue
+                kept = {a.id for a in applied.thread.answers}
+                out.posts += [a.id for a in thread.answers if a.id not in kept]
                 out.answers_removed += applied.answers_removed
                 out.posts_anonymized += applied.posts_anonymized
                 self._upsert_one(cur, applied.thread, UpsertResult())

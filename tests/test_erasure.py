@@ -312,9 +312,9 @@ def test_post_erasures_removes_a_user_from_the_store_the_indexes_and_the_caches(
     assert r.status_code == 202, r.json()
     assert r.json()["erased"] == {"threads_deleted": 1, "threads_changed": 1, "answers_removed": 1,
                                   "posts_anonymized": 0, "wal_truncated": True, "cache_vectors_deleted": 5,
-                                  "feedback_requests": 0,
+                                  "feedback_requests": 0, "feedback_searches": 1,
                                   "vacuumed": False, "backups": "rewrite"}  # 3 texts by the dense encoder, 2
-    # comments by the answer one; the backups by CQA_ERASE_BACKUPS
+    # comments by the answer one; the search above showed t1; the backups by CQA_ERASE_BACKUPS
     assert client.get("/threads/t1").status_code == 404  # before the job: the store's part is done
     job = wait_job(client, r.json()["job"]["id"])
     assert job["state"] == "succeeded", job

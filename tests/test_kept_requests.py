@@ -13,8 +13,9 @@ import pytest
 
 from app.settings import Settings
 from ranking.evaluation import feedback
-from ranking.evaluation.feedback import (ErasedTexts, FeedbackLog, Served, _first_words, _words, copy_into,
-                                         forget_requests, judgements_in_order, merge_from)
+from ranking.evaluation.feedback import (REMOVED_POST, ErasedTexts, FeedbackLog, Served, _first_words, _words,
+                                         copy_into, feedback_report, forget_posts, forget_requests,
+                                         judgements_in_order, merge_from)
 
 from .conftest import ADMIN, STUB_RANKERS
 from .test_api import wait_job
@@ -154,6 +155,33 @@ def test_forget_requests_overwrites_what_it_drops_and_keeps_the_judgements(tmp_p
     assert forget_requests(tmp_path / "none.sqlite3", [SECRET]) == 0
 
 
+def test_forget_posts_replaces_a_removed_posts_id_where_it_was_shown_and_judged_and_keeps_each_map(tmp_path):
+    """An erased or taken-down post's id, in every search that showed it and in its judgements, becomes
+    ``removed-<its place>``: distinct within the search, so the report's MAP and counts stay, and the log no longer
+    says which post was shown or judged; searches that did not show it are untouched."""
+    log = FeedbackLog(tmp_path / "f.sqlite3")
+    first = log.record(served(None, ids=("a", "gone1", "c", "gone2")))
+    second = log.record(served(None, ids=("gone2", "d")))
+    other = log.record(served(None, ids=("d", "e")))
+    log.judge(first, [("gone1", True), ("c", False), ("gone2", True)])
+    log.judge(second, [("gone2", False), ("d", True)])
+    log.judge(other, [("e", True)])
+    before = feedback_report(log)
+    log.close()
+    assert forget_posts(log.path, ["gone1", "gone2", "never-shown"]) == 2
+    assert forget_posts(log.path, ["gone1", "gone2"]) == 0  # nothing left to replace
+    searches = {s["id"]: s for s in FeedbackLog(log.path).judged_searches()}
+    assert searches[first]["results"] == ["a", f"{REMOVED_POST}1", "c", f"{REMOVED_POST}3"]
+    assert searches[first]["judged"] == {f"{REMOVED_POST}1": True, "c": False, f"{REMOVED_POST}3": True}
+    assert searches[second]["results"] == [f"{REMOVED_POST}0", "d"]
+    assert searches[second]["judged"] == {f"{REMOVED_POST}0": False, "d": True}
+    assert searches[other]["results"] == ["d", "e"] and searches[other]["judged"] == {"e": True}
+    assert feedback_report(FeedbackLog(log.path))["groups"] == before["groups"]
+    on_disk = b"".join(p.read_bytes() for p in tmp_path.glob("f.sqlite3*"))
+    assert b"gone1" not in on_disk and b"gone2" not in on_disk  # overwritten, its write-ahead log emptied
+    assert forget_posts(tmp_path / "none.sqlite3", ["gone1"]) == 0
+
+
 def test_requests_dropped_while_workers_log_searches_leave_nothing_on_disk(tmp_path):
     """The workers log searches while an erasure drops requests from the same file. A checkpoint that meets another
     connection's write or checkpoint answers "busy" at once; the write-ahead log then still held the dropped
@@ -207,27 +235,48 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
                            headers=ADMIN).status_code == 200
         assert wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])["state"] == "succeeded"
         searches["similar"] = client.get("/threads/t1/similar").json()  # kept by the thread's id
+        searches["showed"] = client.post("/search", json={"question": {"body": f"Old draft {SECRET}"}, "k": 5,
+                                                          "rerank": False}).json()  # their comment, t2b
+        assert "t2b" in [x["id"] for x in searches["showed"]["results"]]
         for out in searches.values():
             assert client.post("/feedback", json={"search_id": out["search_id"], "judgements": [
                 {"result_id": out["results"][0]["id"], "helpful": True}]}).status_code == 201
         made = wait_job(client, client.post("/backups", json={"kind": "store"}, headers=ADMIN).json()["job"]["id"])
-        assert made["state"] == "succeeded" and made["result"]["feedback"]["searches"] == 3
+        assert made["state"] == "succeeded" and made["result"]["feedback"]["searches"] == 4
         assert SECRET.encode() in _bytes_under(settings.backups_folder)
+        removed = {"t1", "t1a", "t2b"}  # their thread with its comment, and their comment of another thread
+        showed = {sid for sid, results in sqlite3.connect(settings.feedback_file).execute(
+            "SELECT id, results FROM served") if removed & set(json.loads(results))}
+        assert searches["showed"]["search_id"] in showed
+        report = client.get("/evaluation/feedback").json()["groups"]
         time.sleep(0.01)
         r = client.post("/erasures", json={"author_ids": ["gone"], "content": "remove"}, headers=ADMIN)
         assert r.status_code == 202, r.json()
-        assert r.json()["erased"]["feedback_requests"] == 1  # before the answer: a kill -9 now leaves none
+        assert r.json()["erased"]["feedback_requests"] == 2  # before the answer: a kill -9 now leaves none
+        assert r.json()["erased"]["feedback_searches"] == len(showed)  # their posts' ids, before the answer too
         done = wait_job(client, r.json()["job"]["id"])
         assert done["state"] == "succeeded", done
         assert done["result"]["feedback_requests"] == 0  # gone before the answer: the job does the backup's copy
+        assert done["result"]["feedback_searches"] == 0
         (rewritten,) = done["result"]["backups_rewritten"]
-        assert rewritten["feedback_requests"] == 1
+        assert rewritten["feedback_requests"] == 2 and rewritten["feedback_searches"] == len(showed)
+        for path, table, judged in ((settings.feedback_file, "served", "judged"),
+                                    (settings.backups_folder / rewritten["backup"], "feedback_served",
+                                     "feedback_judged")):
+            with sqlite3.connect(path) as db:
+                assert not removed & {i for (r_,) in db.execute(f"SELECT results FROM {table}") for i in json.loads(r_)}
+                assert not removed & {i for (i,) in db.execute(f"SELECT result FROM {judged}")}
+        # the report reads the same: each search's judgements follow the stand-ins of what they judged
+        assert [{k: g[k] for k in ("searches", "judgements", "MAP")} for g in
+                client.get("/evaluation/feedback").json()["groups"]] == \
+            [{k: g[k] for k in ("searches", "judgements", "MAP")} for g in report]
         assert SECRET.encode() not in _bytes_under(folder)  # the log, its write-ahead log and the backup included
         with sqlite3.connect(settings.feedback_file) as db:
             kept = dict(db.execute("SELECT id, request IS NOT NULL FROM served"))
         assert kept == {searches["theirs"]["search_id"]: 0, searches["other"]["search_id"]: 1,
-                        searches["similar"]["search_id"]: 1}
-        (g,) = [g for g in client.get("/evaluation/feedback").json()["groups"] if g["endpoint"] == "/search"]
+                        searches["similar"]["search_id"]: 1, searches["showed"]["search_id"]: 0}
+        (g,) = [g for g in client.get("/evaluation/feedback").json()["groups"] if g["endpoint"] == "/search" and
+                g["reranker"]]  # "showed" is the group without one
         assert (g["searches"], g["judgements"], g["replayable"]) == (2, 2, 1)  # judgements stay
         with sqlite3.connect(settings.backups_folder / rewritten["backup"]) as db:
             assert db.execute("SELECT count(*) FROM feedback_served WHERE request IS NOT NULL").fetchone() == (2,)
@@ -241,6 +290,7 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
             headers=ADMIN).status_code == 200
         r = client.delete("/threads/t3/answers/t1a?purge=true", headers=ADMIN)
         assert r.status_code == 200 and r.json()["feedback_requests"] == 1, r.json()
+        assert r.json()["feedback_searches"] == 0  # no search showed it since it came back
         assert wait_job(client, r.json()["job"]["id"])["state"] == "succeeded"
         with sqlite3.connect(settings.feedback_file) as db:
             assert db.execute("SELECT request FROM served WHERE id = ?", (quoted.json()["search_id"],)).fetchone() \

@@ -532,11 +532,74 @@ class KeptRequests:
     name: str = "feedback_requests"
     live: bool = True
 
-    def forget(self, texts: list[str]) -> int:
-        return forget_requests(self.log_file, texts, settle=True) if self.live else 0
+    def forget(self, erased) -> int:
+        return forget_requests(self.log_file, erased.texts, settle=True) if self.live and erased.texts else 0
 
-    def forget_in_backup(self, backup_file: Path, texts: list[str]) -> int:
-        return forget_requests(backup_file, texts, BACKUP_TABLES["served"])
+    def forget_in_backup(self, backup_file: Path, erased) -> int:
+        return forget_requests(backup_file, erased.texts, BACKUP_TABLES["served"]) if erased.texts else 0
+
+
+REMOVED_POST = "removed-"  # what stands for a removed post in a logged search: this and its place in the results
+
+
+def _showing(path: Path, posts: list[str], served: str) -> list[tuple[str, str]]:
+    """(id, results) of each search in ``served`` of the SQLite file at ``path`` that showed one of ``posts``, read
+    without a write lock (searches go on being logged meanwhile); none where the file has no such table."""
+    with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
+        if served not in {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
+            return []
+        found: dict[str, str] = {}
+        for i in range(0, len(posts), 900):
+            chunk = posts[i:i + 900]
+            found.update(db.execute(f"SELECT DISTINCT s.id, s.results FROM {served} s, json_each(s.results) j "
+                                    f"WHERE j.value IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+        return sorted(found.items())
+
+
+def forget_posts(path: Path, posts: list[str], tables: dict[str, str] | None = None) -> int:
+    """Each of ``posts`` (ids of posts an erasure or a takedown removed) replaced, in every logged search that showed
+    it and in its judgements, by ``REMOVED_POST`` and its place in that search's results: an id that names no post,
+    differs from the search's others and means nothing in another search, so each search's MAP and its judgements'
+    count stay as they were, and nothing in the log says which post was shown or judged. In the SQLite file at
+    ``path`` (the feedback log, or a store backup's copy of it: ``tables`` ``BACKUP_TABLES``); the searches found
+    first without a write lock (``_showing``), then changed by id in one short write, the old rows overwritten
+    (``indexing.erasure.scrub``). Returns how many searches changed."""
+    from indexing.erasure import scrub
+    names = tables or {"served": "served", "judged": "judged"}
+    if not posts or not Path(path).exists():
+        return 0
+    found = _showing(Path(path), sorted(set(posts)), names["served"])
+    if not found:
+        return 0
+    gone = set(posts)
+
+    def swap(conn: sqlite3.Connection) -> int:
+        for sid, results in found:
+            shown = json.loads(results)
+            standing = {r: f"{REMOVED_POST}{k}" for k, r in enumerate(shown) if r in gone}
+            conn.execute(f"UPDATE {names['served']} SET results = ? WHERE id = ?",
+                         (json.dumps([standing.get(r, r) for r in shown]), sid))
+            conn.executemany(f"UPDATE {names['judged']} SET result = ? WHERE search = ? AND result = ?",
+                             [(stand, sid, r) for r, stand in standing.items()])
+        return len(found)
+    return scrub(Path(path), swap)
+
+
+@dataclass(frozen=True)
+class ShownPosts:
+    """The feedback log's logged searches as an erasure or a takedown sees them (``indexing.erasure.forget_derived``'s
+    ``holders``): the ids of the posts it removed, among what they showed and what their users judged, replaced
+    (``forget_posts``), in the log at ``log_file`` and in the copy a store backup carries. ``live`` False: the log
+    itself is left to the caller, which already did it (the service, before it answers)."""
+    log_file: Path
+    name: str = "feedback_searches"
+    live: bool = True
+
+    def forget(self, erased) -> int:
+        return forget_posts(self.log_file, erased.posts) if self.live else 0
+
+    def forget_in_backup(self, backup_file: Path, erased) -> int:
+        return forget_posts(backup_file, erased.posts, BACKUP_TABLES)
 
 
 COMMENTS_ENDPOINT = "/threads/{id}/answers"  # a stored thread's comments, most useful first
