@@ -96,21 +96,25 @@ class WalNotEmptied(sqlite3.OperationalError):
     emptied in time: the caller (an erasure's job) must try again or fail."""
 
 
-def scrub(path: Path, delete: Callable[[sqlite3.Connection], int], wait_s: float = 10.0) -> int:
+def scrub(path: Path, delete: Callable[[sqlite3.Connection], int], wait_s: float = 10.0,
+          then: Sequence[Callable[[sqlite3.Connection], int]] = ()) -> int:
     """Run ``delete`` (DELETE statements on a connection, returning how many rows they removed) on the SQLite file at
-    ``path`` in one write transaction, the deleted rows overwritten with zeros (``secure_delete``), then empty the
-    file's write-ahead log, whose older pages still held them (``empty_wal``: while the service writes the file too,
-    after a few tries); how many rows it removed (0: no such file). Raises ``WalNotEmptied`` where the log could not
-    be emptied within ``wait_s``."""
+    ``path`` in one write transaction, and each of ``then`` in one of its own (a long change cut in steps, so that the
+    service's writes to the file wait for one step at most), the deleted rows overwritten with zeros
+    (``secure_delete``), then empty the file's write-ahead log, whose older pages still held them (``empty_wal``:
+    while the service writes the file too, after a few tries); how many rows they removed (0: no such file). Raises
+    ``WalNotEmptied`` where the log could not be emptied within ``wait_s``."""
     if not path.exists():
         return 0
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA busy_timeout=10000")
         conn.execute("PRAGMA secure_delete=ON")
-        conn.execute("BEGIN IMMEDIATE")
-        n = delete(conn)
-        conn.execute("COMMIT")
+        n = 0
+        for step in (delete, *then):
+            conn.execute("BEGIN IMMEDIATE")
+            n += step(conn)
+            conn.execute("COMMIT")
         if not empty_wal(conn, wait_s):
             raise WalNotEmptied(f"{path}: {n} rows removed, but its write-ahead log, which held them, was still in "
                                 f"use after {wait_s:.0f} s")

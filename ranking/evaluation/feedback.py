@@ -540,6 +540,7 @@ class KeptRequests:
 
 
 REMOVED_POST = "removed-"  # what stands for a removed post in a logged search: this and its place in the results
+SWAP_AT_ONCE = 500  # searches changed in one write: a worker's search waits to be logged for one such write at most
 
 
 def _showing(path: Path, posts: list[str], served: str) -> list[tuple[str, str]]:
@@ -562,8 +563,8 @@ def forget_posts(path: Path, posts: list[str], tables: dict[str, str] | None = N
     differs from the search's others and means nothing in another search, so each search's MAP and its judgements'
     count stay as they were, and nothing in the log says which post was shown or judged. In the SQLite file at
     ``path`` (the feedback log, or a store backup's copy of it: ``tables`` ``BACKUP_TABLES``); the searches found
-    first without a write lock (``_showing``), then changed by id in one short write, the old rows overwritten
-    (``indexing.erasure.scrub``). Returns how many searches changed."""
+    first without a write lock (``_showing``), then changed by id in short writes of ``SWAP_AT_ONCE`` searches, the
+    old rows overwritten (``indexing.erasure.scrub``). Returns how many searches changed."""
     from indexing.erasure import scrub
     names = tables or {"served": "served", "judged": "judged"}
     if not posts or not Path(path).exists():
@@ -573,16 +574,19 @@ def forget_posts(path: Path, posts: list[str], tables: dict[str, str] | None = N
         return 0
     gone = set(posts)
 
-    def swap(conn: sqlite3.Connection) -> int:
-        for sid, results in found:
-            shown = json.loads(results)
-            standing = {r: f"{REMOVED_POST}{k}" for k, r in enumerate(shown) if r in gone}
-            conn.execute(f"UPDATE {names['served']} SET results = ? WHERE id = ?",
-                         (json.dumps([standing.get(r, r) for r in shown]), sid))
-            conn.executemany(f"UPDATE {names['judged']} SET result = ? WHERE search = ? AND result = ?",
-                             [(stand, sid, r) for r, stand in standing.items()])
-        return len(found)
-    return scrub(Path(path), swap)
+    def swap(batch: list[tuple[str, str]]) -> Callable[[sqlite3.Connection], int]:
+        def step(conn: sqlite3.Connection) -> int:
+            for sid, results in batch:
+                shown = json.loads(results)
+                standing = {r: f"{REMOVED_POST}{k}" for k, r in enumerate(shown) if r in gone}
+                conn.execute(f"UPDATE {names['served']} SET results = ? WHERE id = ?",
+                             (json.dumps([standing.get(r, r) for r in shown]), sid))
+                conn.executemany(f"UPDATE {names['judged']} SET result = ? WHERE search = ? AND result = ?",
+                                 [(stand, sid, r) for r, stand in standing.items()])
+            return len(batch)
+        return step
+    steps = [swap(found[i:i + SWAP_AT_ONCE]) for i in range(0, len(found), SWAP_AT_ONCE)]
+    return scrub(Path(path), steps[0], then=steps[1:])
 
 
 @dataclass(frozen=True)
