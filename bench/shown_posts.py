@@ -136,7 +136,7 @@ def main() -> None:
         args.store = built_corpus(args.data_dir).store_path
     threads, questions, by_author = read_forum(args.store)
     sized = sorted(by_author, key=lambda a: (-len(by_author[a][0]), a))
-    users = {"top": sized[0], "ordinary": next(a for a in sized if len(by_author[a][0]) <= 200)}
+    users = {"top": sized[0], "ordinary": next(a for a in sized[1:] if len(by_author[a][0]) <= 200)}
     out = {**run_header("shown_posts"), "searches": args.searches, "judged_every": args.judged_every, "erasures": {}}
     with tempfile.TemporaryDirectory(prefix="cqa-shown-posts-") as tmp:
         base = Path(tmp) / "base.sqlite3"

@@ -817,6 +817,32 @@ def test_kept_requests_bench_drops_what_the_reference_drops_and_every_long_quest
     assert out["sweep"]["day_due"]["searches_forgotten"] > 0
 
 
+def test_removal_bench_finds_no_removed_post_on_a_page_after_its_removal(tmp_path, cli_env, semeval):
+    """bench/removal.py on 20 dev threads, against HEAD: each side on its own copy of the folder; after each removal
+    this tree's page holds no removed post and is the reference's page without them; an edit's page shows the new
+    text (round 66)."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("removal.py", "--forum-dir", str(s.data_dir), "--split", "dev", "--limit", "4", "--rounds", "1",
+                    "--trials", "3", "--against", "HEAD", env=cli_env, timeout=600)
+    assert out["clean"]["questions_shown_differently"] == 0
+    r = out["removals"]
+    assert r["trials"] == 3 and (r["comment"], r["thread"], r["edit"]) == (1, 1, 1) and r["posts_removed"] >= 2
+    assert r["searches_showing_a_removed_post"] == {"reference": 0, "this": 0}  # HEAD checks what it shows too
+    assert r["searches_showing_a_text_edited_since"]["this"] == 0
+    assert r["this_equals_reference_without_them"] == 3 and r["server_ms_p50"]["this"]["store_check"] >= 0
+
+
+def test_shown_posts_bench_leaves_no_removed_id_and_every_map_as_it_was(tmp_path, cli_env, semeval):
+    """bench/shown_posts.py on 20 dev threads' store and a log of 2,000 searches: both erasures replace every id of
+    the posts they removed, the report's figures stay, and each step is timed with a worker logging meanwhile."""
+    s, _ = small_served_folder(tmp_path, semeval, 20)
+    out = run_bench("shown_posts.py", "--store", str(s.store_path), "--searches", "2000", env=cli_env, timeout=600)
+    assert set(out["erasures"]) == {"top", "ordinary"}
+    for e in out["erasures"].values():
+        assert e["removed_ids_left"] == 0 and e["map_unchanged"] is True, e
+        assert e["forget_posts"]["searches_changed"] > 0 and e["forget_posts"]["writer"]["records"] > 0, e
+
+
 def test_forum_answers_bench_scores_the_served_order_as_cqa_evaluate_and_the_official_scorer_do(cli_env):
     """bench/forum_answers.py: dev-A's first threads as a StackExchange dump whose votes are their labels, ingested and
     indexed; `cqa evaluate --answers --judged-by votes` and a real server's GET /threads/{id}/answers give every
