@@ -256,7 +256,7 @@ def _count(leader: tuple[int, int, set[str]]) -> int:
 
 
 @dataclass
-class Shown:
+class ShownGroups:
     """What a search shows (``SearchPipeline.held_groups``): its groups from the first rank to the page's last, each
     as (group, its members still stored, the first shown; its interleaving team or None); how many groups there are
     to show as far as it looked (one past the page where more remain: what ``next_page`` reads); each post's text and
@@ -410,19 +410,20 @@ class SearchPipeline:
             expansion=({"method": r.expansion.method, "terms": r.expansion.terms}
                        if req.explain and r.expansion else None))
 
-    def held_groups(self, got: Retrieved, order: list[int], teams: Sequence[str | None], upto: int) -> "Shown":
+    def held_groups(self, got: Retrieved, order: list[int], teams: Sequence[str | None],
+                    upto: int) -> "ShownGroups":
         """The first ``upto`` groups of ``order`` that the store still holds a member of, and one more where there is
-        one (``Shown``), with what their posts say now. A post deleted or taken down after this generation was built
-        (``held``) is left out at once, not at the next build: a group whose shown member is gone shows its first
-        copy still held, and one with none left is skipped, the later ones moving up; an edited post is shown as
-        the store holds it (ranked, until the next build, by what the generation indexed). Checked in batches of
+        one (``ShownGroups``), with what their posts say now. A post deleted or taken down after this generation was
+        built (``held``) is left out at once, not at the next build: a group whose shown member is gone shows its
+        first copy still held, and one with none left is skipped, the later ones moving up; an edited post is shown
+        as the store holds it (ranked, until the next build, by what the generation indexed). Checked in batches of
         ids, one query each, usually one a search; without ``held`` (a benchmark without a store) every group as
         the generation has it."""
         groups = got.groups
         if self.held is None:
-            return Shown([(i, groups[i], teams[p] if p < len(teams) else None) for p, i in enumerate(order[:upto])],
-                         len(order))
-        out = Shown([], 0)
+            return ShownGroups([(i, groups[i], teams[p] if p < len(teams) else None)
+                                for p, i in enumerate(order[:upto])], len(order))
+        out = ShownGroups([], 0)
         p = 0
         while len(out.groups) <= upto and p < len(order):
             batch = range(p, min(len(order), p + upto + 1 - len(out.groups) + HELD_SLACK))
