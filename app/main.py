@@ -1145,9 +1145,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log.warning("erasure: the feedback log's kept requests were not dropped yet (%s); the job retries", e)
                 requests = 0
             shown = ShownPosts(svc.settings.feedback_file)
-            try:  # the removed posts' ids in the searches logged, likewise
+            try:  # the removed posts' ids in the searches logged, likewise; the job looks again, for a search that
+                # read the store before the removal and was logged after it
                 searches = shown.forget(erased)
-                shown = replace(shown, live=False)
             except (sqlite3.Error, OSError) as e:
                 log.warning("erasure: the feedback log's searches still name the removed posts (%s); the job retries",
                             e)

@@ -163,13 +163,19 @@ def test_forget_posts_replaces_a_removed_posts_id_where_it_was_shown_and_judged_
     first = log.record(served(None, ids=("a", "gone1", "c", "gone2")))
     second = log.record(served(None, ids=("gone2", "d")))
     other = log.record(served(None, ids=("d", "e")))
+    similar = log.record(served(json.dumps({"k": 10, "like_thread": "gone-thread"}), ids=("d",)))
+    comments = log.record(served(json.dumps({"comments_of": "gone-thread"}), ids=("e",)))
+    kept = log.record(served(json.dumps({"like_thread": "t9"}), ids=("e",)))
     log.judge(first, [("gone1", True), ("c", False), ("gone2", True)])
     log.judge(second, [("gone2", False), ("d", True)])
     log.judge(other, [("e", True)])
     before = feedback_report(log)
     log.close()
-    assert forget_posts(log.path, ["gone1", "gone2", "never-shown"]) == 2
-    assert forget_posts(log.path, ["gone1", "gone2"]) == 0  # nothing left to replace
+    assert forget_posts(log.path, ["gone1", "gone2", "gone-thread", "never-shown"]) == 4
+    with sqlite3.connect(log.path) as db:  # a request naming a removed thread goes; the search stays
+        requests = dict(db.execute("SELECT id, request FROM served"))
+    assert (requests[similar], requests[comments]) == (None, None) and json.loads(requests[kept])["like_thread"] == "t9"
+    assert forget_posts(log.path, ["gone1", "gone2", "gone-thread"]) == 0  # nothing left to replace
     searches = {s["id"]: s for s in FeedbackLog(log.path).judged_searches()}
     assert searches[first]["results"] == ["a", f"{REMOVED_POST}1", "c", f"{REMOVED_POST}3"]
     assert searches[first]["judged"] == {f"{REMOVED_POST}1": True, "c": False, f"{REMOVED_POST}3": True}
@@ -178,7 +184,7 @@ def test_forget_posts_replaces_a_removed_posts_id_where_it_was_shown_and_judged_
     assert searches[other]["results"] == ["d", "e"] and searches[other]["judged"] == {"e": True}
     assert feedback_report(FeedbackLog(log.path))["groups"] == before["groups"]
     on_disk = b"".join(p.read_bytes() for p in tmp_path.glob("f.sqlite3*"))
-    assert b"gone1" not in on_disk and b"gone2" not in on_disk  # overwritten, its write-ahead log emptied
+    assert b"gone1" not in on_disk and b"gone2" not in on_disk and b"gone-thread" not in on_disk  # overwritten
     assert forget_posts(tmp_path / "none.sqlite3", ["gone1"]) == 0
 
 
@@ -248,6 +254,7 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
         showed = {sid for sid, results in sqlite3.connect(settings.feedback_file).execute(
             "SELECT id, results FROM served") if removed & set(json.loads(results))}
         assert searches["showed"]["search_id"] in showed
+        showed.add(searches["similar"]["search_id"])  # its request names t1: it goes, the search stays
         report = client.get("/evaluation/feedback").json()["groups"]
         time.sleep(0.01)
         r = client.post("/erasures", json={"author_ids": ["gone"], "content": "remove"}, headers=ADMIN)
@@ -274,12 +281,12 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
         with sqlite3.connect(settings.feedback_file) as db:
             kept = dict(db.execute("SELECT id, request IS NOT NULL FROM served"))
         assert kept == {searches["theirs"]["search_id"]: 0, searches["other"]["search_id"]: 1,
-                        searches["similar"]["search_id"]: 1, searches["showed"]["search_id"]: 0}
+                        searches["similar"]["search_id"]: 0, searches["showed"]["search_id"]: 0}
         (g,) = [g for g in client.get("/evaluation/feedback").json()["groups"] if g["endpoint"] == "/search" and
                 g["reranker"]]  # "showed" is the group without one
         assert (g["searches"], g["judgements"], g["replayable"]) == (2, 2, 1)  # judgements stay
         with sqlite3.connect(settings.backups_folder / rewritten["backup"]) as db:
-            assert db.execute("SELECT count(*) FROM feedback_served WHERE request IS NOT NULL").fetchone() == (2,)
+            assert db.execute("SELECT count(*) FROM feedback_served WHERE request IS NOT NULL").fetchone() == (1,)
         # a moderator's takedown of a comment another user quoted in a search: it says so at once, as the erasure did
         quoted = client.post("/search", json={"question": {"subject": "Agents?",
                                                            "body": "someone said: try the agents by the marina!"}})

@@ -543,41 +543,57 @@ REMOVED_POST = "removed-"  # what stands for a removed post in a logged search: 
 SWAP_AT_ONCE = 500  # searches changed in one write: a worker's search waits to be logged for one such write at most
 
 
-def _showing(path: Path, posts: list[str], served: str) -> list[tuple[str, str]]:
-    """(id, results) of each search in ``served`` of the SQLite file at ``path`` that showed one of ``posts``, read
-    without a write lock (searches go on being logged meanwhile); none where the file has no such table."""
+def _showing(path: Path, posts: list[str], served: str) -> tuple[dict[str, str], set[str]]:
+    """In ``served`` of the SQLite file at ``path``: each search that showed one of ``posts`` (its id -> its results),
+    and each whose kept request names one of them as its thread (a thread's similar search, ``like_thread``, or its
+    comment order, ``comments_of``); read without a write lock (searches go on being logged meanwhile). None where
+    the file has no such table."""
     with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
         if served not in {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
-            return []
+            return {}, set()
+        requests = "request" in _columns(db, served)
         found: dict[str, str] = {}
+        naming: set[str] = set()
         for i in range(0, len(posts), 900):
             chunk = posts[i:i + 900]
+            marks = ",".join("?" * len(chunk))
             found.update(db.execute(f"SELECT DISTINCT s.id, s.results FROM {served} s, json_each(s.results) j "
-                                    f"WHERE j.value IN ({','.join('?' * len(chunk))})", chunk).fetchall())
-        return sorted(found.items())
+                                    f"WHERE j.value IN ({marks})", chunk).fetchall())
+            if requests:
+                naming.update(sid for (sid,) in db.execute(
+                    f"SELECT id FROM {served} WHERE json_valid(request) AND (json_extract(request, '$.like_thread') "
+                    f"IN ({marks}) OR json_extract(request, '$.comments_of') IN ({marks}))", chunk * 2))
+        return found, naming
 
 
 def forget_posts(path: Path, posts: list[str], tables: dict[str, str] | None = None) -> int:
     """Each of ``posts`` (ids of posts an erasure or a takedown removed) replaced, in every logged search that showed
     it and in its judgements, by ``REMOVED_POST`` and its place in that search's results: an id that names no post,
     differs from the search's others and means nothing in another search, so each search's MAP and its judgements'
-    count stay as they were, and nothing in the log says which post was shown or judged. In the SQLite file at
-    ``path`` (the feedback log, or a store backup's copy of it: ``tables`` ``BACKUP_TABLES``); the searches found
-    first without a write lock (``_showing``), then changed by id in short writes of ``SWAP_AT_ONCE`` searches, the
-    old rows overwritten (``indexing.erasure.scrub``). Returns how many searches changed."""
+    count stay as they were, and nothing in the log says which post was shown or judged. A search whose kept request
+    names a removed thread (its similar search, its comment order) loses the request, as one past its period does
+    (a replay could not ask it again: the thread is gone). In the SQLite file at ``path`` (the feedback log, or a
+    store backup's copy of it: ``tables`` ``BACKUP_TABLES``); the searches found first without a write lock
+    (``_showing``), then changed by id in short writes of ``SWAP_AT_ONCE`` searches, the old rows overwritten
+    (``indexing.erasure.scrub``). Returns how many searches changed."""
     from indexing.erasure import scrub
     names = tables or {"served": "served", "judged": "judged"}
     if not posts or not Path(path).exists():
         return 0
-    found = _showing(Path(path), sorted(set(posts)), names["served"])
-    if not found:
+    found, naming = _showing(Path(path), sorted(set(posts)), names["served"])
+    changed = sorted(set(found) | naming)
+    if not changed:
         return 0
     gone = set(posts)
 
-    def swap(batch: list[tuple[str, str]]) -> Callable[[sqlite3.Connection], int]:
+    def swap(batch: list[str]) -> Callable[[sqlite3.Connection], int]:
         def step(conn: sqlite3.Connection) -> int:
-            for sid, results in batch:
-                shown = json.loads(results)
+            for sid in batch:
+                if sid in naming:
+                    conn.execute(f"UPDATE {names['served']} SET request = NULL WHERE id = ?", (sid,))
+                if sid not in found:
+                    continue
+                shown = json.loads(found[sid])
                 standing = {r: f"{REMOVED_POST}{k}" for k, r in enumerate(shown) if r in gone}
                 conn.execute(f"UPDATE {names['served']} SET results = ? WHERE id = ?",
                              (json.dumps([standing.get(r, r) for r in shown]), sid))
@@ -585,7 +601,7 @@ def forget_posts(path: Path, posts: list[str], tables: dict[str, str] | None = N
                                  [(stand, sid, r) for r, stand in standing.items()])
             return len(batch)
         return step
-    steps = [swap(found[i:i + SWAP_AT_ONCE]) for i in range(0, len(found), SWAP_AT_ONCE)]
+    steps = [swap(changed[i:i + SWAP_AT_ONCE]) for i in range(0, len(changed), SWAP_AT_ONCE)]
     return scrub(Path(path), steps[0], then=steps[1:])
 
 
@@ -593,14 +609,13 @@ def forget_posts(path: Path, posts: list[str], tables: dict[str, str] | None = N
 class ShownPosts:
     """The feedback log's logged searches as an erasure or a takedown sees them (``indexing.erasure.forget_derived``'s
     ``holders``): the ids of the posts it removed, among what they showed and what their users judged, replaced
-    (``forget_posts``), in the log at ``log_file`` and in the copy a store backup carries. ``live`` False: the log
-    itself is left to the caller, which already did it (the service, before it answers)."""
+    (``forget_posts``), in the log at ``log_file`` and in the copy a store backup carries. The service does it before
+    it answers, and its job again: a search that read the store just before the removal may be logged just after."""
     log_file: Path
     name: str = "feedback_searches"
-    live: bool = True
 
     def forget(self, erased) -> int:
-        return forget_posts(self.log_file, erased.posts) if self.live else 0
+        return forget_posts(self.log_file, erased.posts)
 
     def forget_in_backup(self, backup_file: Path, erased) -> int:
         return forget_posts(backup_file, erased.posts, BACKUP_TABLES)
