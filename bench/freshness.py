@@ -120,6 +120,7 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
     """One change: how long its request took, and the seconds from its acknowledgement until /search shows it (or,
     deleted, no longer). An "answer" trial sends ``answers``' last, the new one: ``via`` "thread" posts the thread with
     all of them to /threads, "answers" posts it alone to /threads/{id}/answers."""
+    before = refresh_state(base)["last_job"]
     t0 = time.perf_counter()
     if kind == "delete":
         req = urllib.request.Request(f"{base}/threads/{thread_id}", method="DELETE", headers=ADMIN)
@@ -136,7 +137,9 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
         seconds = wait_for(lambda: answer_found(base, answers[-1]["id"], answers[-1]["text"]), timeout)
     else:
         seconds = wait_for(lambda: found(base, thread_id, subject, body) == (kind != "delete"), timeout)
-    wait_for(lambda: refresh_state(base)["last_outcome"] != "running", timeout)
+    # the build the change started has ended (a deleted post is gone from /search before it starts: round 66)
+    wait_for(lambda: (lambda r: r["last_job"] != before and r["last_outcome"] != "running")(refresh_state(base)),
+             timeout)
     state = refresh_state(base)
     job_id, gap_after = state["last_job"], state["gap_s"]
     job = get_json(f"{base}/jobs/{job_id}")[1]
