@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from indexing.store import immediate, opened_while_others_open
+from indexing.store import Erased, immediate, opened_while_others_open
 
 log = logging.getLogger(__name__)
 
@@ -532,10 +532,10 @@ class KeptRequests:
     name: str = "feedback_requests"
     live: bool = True
 
-    def forget(self, erased) -> int:
+    def forget(self, erased: Erased) -> int:
         return forget_requests(self.log_file, erased.texts, settle=True) if self.live and erased.texts else 0
 
-    def forget_in_backup(self, backup_file: Path, erased) -> int:
+    def forget_in_backup(self, backup_file: Path, erased: Erased) -> int:
         return forget_requests(backup_file, erased.texts, BACKUP_TABLES["served"]) if erased.texts else 0
 
 
@@ -546,7 +546,7 @@ SWAP_AT_ONCE = 500  # searches changed in one write: a worker's search waits to 
 def _showing(path: Path, posts: list[str], served: str) -> tuple[dict[str, str], set[str]]:
     """In ``served`` of the SQLite file at ``path``: each search that showed one of ``posts`` (its id -> its results),
     and each whose kept request names one of them as its thread (a thread's similar search, ``like_thread``, or its
-    comment order, ``comments_of``); read without a write lock (searches go on being logged meanwhile). None where
+    comment order, ``comments_of``); read without a write lock (searches go on being logged meanwhile). Nothing where
     the file has no such table."""
     with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
         if served not in {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
@@ -614,10 +614,10 @@ class ShownPosts:
     log_file: Path
     name: str = "feedback_searches"
 
-    def forget(self, erased) -> int:
+    def forget(self, erased: Erased) -> int:
         return forget_posts(self.log_file, erased.posts)
 
-    def forget_in_backup(self, backup_file: Path, erased) -> int:
+    def forget_in_backup(self, backup_file: Path, erased: Erased) -> int:
         return forget_posts(backup_file, erased.posts, BACKUP_TABLES)
 
 
