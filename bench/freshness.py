@@ -137,9 +137,10 @@ def trial(base: str, kind: str, thread_id: str, subject: str, body: str, timeout
         seconds = wait_for(lambda: answer_found(base, answers[-1]["id"], answers[-1]["text"]), timeout)
     else:
         seconds = wait_for(lambda: found(base, thread_id, subject, body) == (kind != "delete"), timeout)
-    # the build the change started has ended (a deleted post is gone from /search before it starts: round 66)
-    wait_for(lambda: (lambda r: r["last_job"] != before and r["last_outcome"] != "running")(refresh_state(base)),
-             timeout)
+    def built() -> bool:  # the build the change started has ended (a deleted post leaves /search before it starts)
+        r = refresh_state(base)
+        return r["last_job"] != before and r["last_outcome"] != "running"
+    wait_for(built, timeout)
     state = refresh_state(base)
     job_id, gap_after = state["last_job"], state["gap_s"]
     job = get_json(f"{base}/jobs/{job_id}")[1]

@@ -195,18 +195,25 @@ def test_pipeline_prefix_property_and_collapse(dev_service):
             pipe.search(SearchRequest(questions[0], k=101))
 
 
-def test_a_search_can_leave_threads_out_and_keeps_their_copies(dev_service):
-    """``exclude_threads`` (the thread a page shows, when it asks for similar ones): neither its question nor any of
-    its comments comes back, as a result or among a result's duplicates, whatever the target; a copy of it under
-    another id (the SemEval files repeat a forum thread under two original questions) is not folded away with it."""
+def _a_copied_question(gen) -> tuple[str, str, str]:
+    """A question of more than 80 characters the generation holds under two thread ids (the SemEval files repeat a
+    forum thread under two original questions): its text, as the index folds it, and the two ids."""
     from indexing.documents import QUESTION
-    from indexing.searcher import load_current
-    gen = load_current(dev_service.index_root)
     by_text: dict[str, list[str]] = {}
     for kind, tid, text in zip(gen.docs.kinds, gen.docs.thread_ids, gen.docs.texts):
         if kind == QUESTION and len(text) > 80:
             by_text.setdefault(" ".join(text.lower().split()), []).append(tid)
     text, (own, copy, *_) = next((t, ids) for t, ids in by_text.items() if len(ids) >= 2)
+    return text, own, copy
+
+
+def test_a_search_can_leave_threads_out_and_keeps_their_copies(dev_service):
+    """``exclude_threads`` (the thread a page shows, when it asks for similar ones): neither its question nor any of
+    its comments comes back, as a result or among a result's duplicates, whatever the target; a copy of it under
+    another id (the SemEval files repeat a forum thread under two original questions) is not folded away with it."""
+    from indexing.searcher import load_current
+    gen = load_current(dev_service.index_root)
+    text, own, copy = _a_copied_question(gen)
     thread_of = dict(zip(gen.docs.ids, gen.docs.thread_ids))
     with ThreadStore(dev_service.store_path) as store:
         pipe = build_pipeline(dev_service, gen, store)
@@ -236,14 +243,9 @@ def test_a_post_removed_from_the_store_is_not_shown_before_the_next_build(dev_se
     whose shown copy went shows a copy still stored instead. The generation is the same throughout."""
     import shutil
 
-    from indexing.documents import QUESTION
     from indexing.searcher import load_current
     gen = load_current(dev_service.index_root)
-    by_text: dict[str, list[str]] = {}
-    for kind, tid, text in zip(gen.docs.kinds, gen.docs.thread_ids, gen.docs.texts):
-        if kind == QUESTION and len(text) > 80:
-            by_text.setdefault(" ".join(text.lower().split()), []).append(tid)
-    copied_text, (own, copy, *_) = next((t, ids) for t, ids in by_text.items() if len(ids) >= 2)
+    copied_text, own, copy = _a_copied_question(gen)
     shutil.copy(dev_service.store_path, tmp_path / "threads.sqlite3")
     question = "Where can I buy cheap furniture in Doha?"
 

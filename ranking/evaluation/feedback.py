@@ -124,6 +124,10 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
 
 
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
 def _with_request_column(conn: sqlite3.Connection) -> None:
     """A log made before round 61 given the ``request`` column (another worker adding it first is a "duplicate
     column name" that ``opened_while_others_open`` runs the setup again for)."""
@@ -359,8 +363,7 @@ def merge_from(backup_file: Path, log: "FeedbackLog", now: float | None = None) 
     merges nothing."""
     now = time.time() if now is None else now
     with sqlite3.connect(f"file:{Path(backup_file).resolve()}?mode=ro", uri=True) as src:
-        names = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not set(BACKUP_TABLES.values()) <= names:
+        if not set(BACKUP_TABLES.values()) <= _tables(src):
             return {"searches_added": 0, "judgements_merged": 0, "in_backup": False}
         # a backup of a log made before round 61 has no request column: its searches come back without one
         columns = [c for c in SERVED_COLUMNS if c in _columns(src, BACKUP_TABLES["served"])]
@@ -478,7 +481,7 @@ def _carrying(path: str, texts: list[str], table: str) -> list[str] | None:
     (``ErasedTexts``); None where the file has no such table or column (a log or backup of before round 61)."""
     erased = ErasedTexts(texts)
     with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
-        if table not in {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} or \
+        if table not in _tables(db) or \
                 "request" not in _columns(db, table):
             return None
         return [sid for sid, request in db.execute(f"SELECT id, request FROM {table} WHERE request IS NOT NULL")
@@ -549,7 +552,7 @@ def _showing(path: Path, posts: list[str], served: str) -> tuple[dict[str, str],
     comment order, ``comments_of``); read without a write lock (searches go on being logged meanwhile). Nothing where
     the file has no such table."""
     with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
-        if served not in {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
+        if served not in _tables(db):
             return {}, set()
         requests = "request" in _columns(db, served)
         found: dict[str, str] = {}
