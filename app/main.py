@@ -15,7 +15,7 @@ import uuid
 import time
 from collections.abc import Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from functools import partial
 from typing import Callable, Literal
 
@@ -1117,8 +1117,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """A removal whose derived data goes too (POST /erasures, a DELETE with ``purge``), under the erasure lock:
         409 (nothing removed) while an erasure job runs; else ``remove()``, the store's write (None: nothing was
         stored), the removed texts' cached vectors and the feedback log's kept requests that carry them deleted, and
-        the job that builds afresh and deletes the rest (the kept requests only in the backups, where they went here) (``indexing.erasure.forget_derived``, rewriting the older
-        backups when ``backups`` says so) submitted. Returns what was removed, what went at once (counts) and the
+        the job that looks at the log again, builds afresh and deletes the rest (``indexing.erasure.forget_derived``,
+        rewriting the older backups when ``backups`` says so) submitted. Returns what was removed, what went at once (counts) and the
         job."""
         from indexing.erasure import forget_derived, forget_vectors
         from ranking.evaluation.feedback import KeptRequests, ShownPosts
@@ -1138,9 +1138,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log.warning("erasure: the embedding cache's vectors were not forgotten yet (%s); the job retries", e)
                 vectors = 0
             kept = KeptRequests(svc.settings.feedback_file)
-            try:  # at once too, so a kill -9 after the answer leaves none; the job then does the backups' copies
+            try:  # at once too, so a kill -9 after the answer leaves none; the job looks again (a search that carried
+                # a removed text, in flight as the erasure came, is logged after this scan) and clears the backups' copies
                 requests = kept.forget(erased)
-                kept = replace(kept, live=False)
             except (sqlite3.Error, OSError) as e:  # the store's part stands: the job tries again
                 log.warning("erasure: the feedback log's kept requests were not dropped yet (%s); the job retries", e)
                 requests = 0

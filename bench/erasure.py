@@ -179,13 +179,15 @@ def with_kept_requests(folder: Path, store_file: Path, n: int) -> None:
 
 class Searching:
     """A client searching ``base`` without pause from a thread while the block runs, each search's ms and failure
-    filed under the ``phase`` it is in."""
+    filed under the ``phase`` it is in; entered once its first search has answered, so each phase the block sets
+    after a pause finds one before it (on a loaded machine a search can take longer than the pause)."""
 
     def __init__(self, base: str, phase: str = "before"):
         self.phase = phase
         self.ms: dict[str, list[float]] = {}
         self.failed: dict[str, int] = {}
         self._stop = threading.Event()
+        self._answered = threading.Event()
         self._thread = threading.Thread(target=self._search, args=(base,), daemon=True)
 
     def _search(self, base: str) -> None:
@@ -195,9 +197,12 @@ class Searching:
             s, _, _, ms = call("POST", base + "/search", q)
             self.ms.setdefault(self.phase, []).append(ms)
             self.failed[self.phase] = self.failed.get(self.phase, 0) + (s != 200)
+            self._answered.set()
 
     def __enter__(self) -> "Searching":
         self._thread.start()
+        if not self._answered.wait(120):
+            raise RuntimeError("the searching client's first search had no answer within 120 s")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -297,7 +302,10 @@ def main() -> None:
             assert job["state"] == "succeeded", job
             # the feedback log as the job left it: the searches of the removed comments just below are new ones,
             # which it keeps (CQA_FEEDBACK_QUERIES); the takedown's texts are looked for in it at the end
-            log_after_job = b"".join(p.read_bytes() for p in folder.glob("feedback.sqlite3*") if p.is_file())
+            log_files_after_job = {p.name: p.read_bytes() for p in folder.glob("feedback.sqlite3*") if p.is_file()}
+            log_after_job = b"".join(log_files_after_job.values())
+            with sqlite3.connect(folder / "feedback.sqlite3") as c:  # what the log's rows still carry, as SQL reads it
+                live_requests = [r for (r,) in c.execute("SELECT request FROM served WHERE request IS NOT NULL")]
             after_found = found(base, probe)
             s, _, anon, anon_ms = call("POST", base + "/erasures", {"author_ids": [anonymized_user],
                                                                      "content": "anonymize"})
@@ -334,8 +342,11 @@ def main() -> None:
         takedown_left = sum(t.encode() in on_disk for t in taken_down)
     assert after_found == 0, f"{after_found} removed comments still found"
     assert leaked == 0, f"{leaked} removed comments' texts are still on disk: " + repr(
-        [(t[:80], [p.name for p, v in files.items() if t.encode() in v] + ["log after the job"] *
-          (t.encode() in log_after_job)) for _, t in theirs if t not in elsewhere and len(t) >= 40
+        [(t[:80], [p.name for p, v in files.items() if t.encode() in v],
+          {"log after the job": [(n, v.find(t.encode()) // 4096) for n, v in log_files_after_job.items()
+                                 if t.encode() in v],  # (file, page)
+           "in a row's request": any(json.dumps(t)[1:-1] in r for r in live_requests)})
+         for _, t in theirs if t not in elsewhere and len(t) >= 40
          and (t.encode() in but_the_log or t.encode() in log_after_job)])
     assert takedown_left == 0, f"{takedown_left} texts of the thread taken down are still on disk"
     erasure = {"kept_requests": args.kept_requests, "against": args.against, "side_by_side": side_by_side,

@@ -263,7 +263,7 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
         assert r.json()["erased"]["feedback_searches"] == len(showed)  # their posts' ids, before the answer too
         done = wait_job(client, r.json()["job"]["id"])
         assert done["state"] == "succeeded", done
-        assert done["result"]["feedback_requests"] == 0  # gone before the answer: the job does the backup's copy
+        assert done["result"]["feedback_requests"] == 0  # gone before the answer: the job finds none left in the log
         assert done["result"]["feedback_searches"] == 0
         (rewritten,) = done["result"]["backups_rewritten"]
         assert rewritten["feedback_requests"] == 2 and rewritten["feedback_searches"] == len(showed)
@@ -305,3 +305,40 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
         r = client.delete("/threads/t2?purge=true", headers=ADMIN)  # the thread the other search asked, word for word
         assert r.status_code == 200 and r.json()["feedback_requests"] == 1, r.json()
         assert wait_job(client, r.json()["job"]["id"])["state"] == "succeeded"
+
+
+def test_the_erasure_job_drops_a_request_logged_after_the_answer_scanned_the_log(settings, fast_encoder, monkeypatch):
+    """A search carrying the user's post, in flight as the erasure came (another worker's), is logged after the
+    service's scan before its answer: the job looks at the log again and drops it, and nothing under the data folder
+    holds the text once the job is done."""
+    from fastapi.testclient import TestClient
+
+    import indexing.erasure
+    from app.main import create_app
+    from indexing.reindex import reindex
+
+    from .conftest import TOKEN
+    from .test_indexes import fake_encode, fill_store
+    settings = settings.model_copy(update={"api_token": TOKEN, "feedback_queries": True, **STUB_RANKERS})
+    fill_store(settings)
+    reindex(settings, progress=False, encode_fn=fake_encode)
+    late: list[str | None] = []
+    job_of = indexing.erasure.forget_derived
+
+    def logged_late_then_job(*args, **kwargs):  # between the answer's scan and the job's
+        log = FeedbackLog(settings.feedback_file)
+        late.append(log.record(served(asked("Where to rent near the Pearl", f"{SECRET}, asking"))))  # their question
+        log.close()
+        return job_of(*args, **kwargs)
+    monkeypatch.setattr(indexing.erasure, "forget_derived", logged_late_then_job)
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]},
+                           headers=ADMIN).status_code == 200
+        r = client.post("/erasures", json={"author_ids": ["gone"], "content": "remove"}, headers=ADMIN)
+        assert r.status_code == 202 and r.json()["erased"]["feedback_requests"] == 0, r.json()
+        done = wait_job(client, r.json()["job"]["id"])
+        assert done["state"] == "succeeded", done
+    assert late[0] is not None and done["result"]["feedback_requests"] == 1
+    with sqlite3.connect(settings.feedback_file) as db:
+        assert db.execute("SELECT request FROM served WHERE id = ?", late).fetchone() == (None,)  # the search stays
+    assert SECRET.encode() not in _bytes_under(settings.data_dir)

@@ -529,14 +529,14 @@ def forget_requests(path: Path, texts: list[str], table: str = "served", settle:
 @dataclass(frozen=True)
 class KeptRequests:
     """The feedback log's kept requests as an erasure sees them (``indexing.erasure.forget_derived``'s
-    ``holders``): the log at ``log_file``, and the copy of it a store backup carries. ``live`` False: the log itself
-    is left to the caller, which already dropped them there (the service, before it answers an erasure)."""
+    ``holders``): the log at ``log_file``, and the copy of it a store backup carries. The service does it before it
+    answers an erasure, and its job again: a search that carried a removed text may be logged just after the first
+    look (the second scan's seconds at 300,000 requests are the job's, in a process of its own: ``carrying``)."""
     log_file: Path
     name: str = "feedback_requests"
-    live: bool = True
 
     def forget(self, erased: Erased) -> int:
-        return forget_requests(self.log_file, erased.texts, settle=True) if self.live and erased.texts else 0
+        return forget_requests(self.log_file, erased.texts, settle=True) if erased.texts else 0
 
     def forget_in_backup(self, backup_file: Path, erased: Erased) -> int:
         return forget_requests(backup_file, erased.texts, BACKUP_TABLES["served"]) if erased.texts else 0
