@@ -1423,12 +1423,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Recorded (synced to disk) before the answer; a result judged again replaces its earlier judgement. 404 for
         a search_id the log does not hold (never served, served with CQA_FEEDBACK off, or not judged within
         CQA_FEEDBACK_DAYS and forgotten); 422 for a result the search did not show, nothing recorded; 503 where the
-        log's file cannot be written, nothing recorded."""
+        log's file cannot be written, nothing recorded. A result the search showed that an erasure or a purge removed
+        since is left out (``removed``), and the others are recorded."""
         if svc.feedback is None:
             raise HTTPException(404, detail="this service keeps no feedback (CQA_FEEDBACK=false)")
         judgements = [(j.result_id, j.helpful) for j in body.judgements]
+
+        def unstored(ids: list[str]) -> set[str]:  # posts (threads or comments) the store no longer holds
+            held = svc.store.held_posts(ids, ids)
+            return set(ids) - held.questions.keys() - held.answers.keys()
         try:
-            judged = await run_in_threadpool(svc.feedback.judge, body.search_id, judgements)
+            judged = await run_in_threadpool(svc.feedback.judge, body.search_id, judgements, None, unstored)
         except UnknownSearch:
             raise HTTPException(404, detail=f"no search {body.search_id} in the feedback log: a search_id is judged "
                                 f"within {svc.settings.feedback_days:g} days of its search (CQA_FEEDBACK_DAYS)") from None
@@ -1438,9 +1443,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.metrics.feedback_unrecorded.labels("judgement").inc()
             raise HTTPException(503, detail=str(e), headers={"Retry-After": "5"}) from None
         svc.forget_reports()  # a report asked for next includes it (another worker's within REPORT_TTL_S)
-        for _, helpful in judgements:
-            svc.metrics.feedback.labels(str(helpful).lower()).inc()
-        return {"search_id": judged.search_id, "recorded": judged.recorded, "judged": judged.judged}
+        for result, helpful in judgements:
+            if result not in judged.removed:
+                svc.metrics.feedback.labels(str(helpful).lower()).inc()
+        return {"search_id": judged.search_id, "recorded": judged.recorded, "judged": judged.judged,
+                "removed": list(judged.removed)}
 
     @app.post("/evaluation", status_code=202, response_model=JobSubmitted, summary="Run an offline evaluation as a job (admin)",
               dependencies=[Depends(require_admin)])

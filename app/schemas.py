@@ -832,6 +832,8 @@ class FeedbackOut(BaseModel):
     search_id: str
     recorded: int = Field(description="judgements written by this request (synced to disk before this answer)")
     judged: int = Field(description="results of the search judged so far, this request's included")
+    removed: list[str] = Field(default_factory=list, description="results judged that were removed from the forum "
+                               "since the search (an erasure or a purge): their judgements are not kept")
 
 
 class HelpfulAtRank(BaseModel):

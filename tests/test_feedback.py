@@ -118,7 +118,7 @@ def test_a_served_search_is_judged_through_the_api_and_reported(client):
     ids = [r["id"] for r in out["results"]]
     r = client.post("/feedback", json={"search_id": sid, "judgements": [{"result_id": ids[1], "helpful": True},
                                                                         {"result_id": ids[0], "helpful": False}]})
-    assert r.status_code == 201 and r.json() == {"search_id": sid, "recorded": 2, "judged": 2}
+    assert r.status_code == 201 and r.json() == {"search_id": sid, "recorded": 2, "judged": 2, "removed": []}
     rep = client.get("/evaluation/feedback").json()
     (g,) = rep["groups"]
     assert g["endpoint"] == "/search" and g["reranker"] == out["reranker"] and g["searches"] == 1

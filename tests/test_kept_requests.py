@@ -310,7 +310,8 @@ def test_an_erasure_drops_the_requests_that_carried_the_users_post_from_the_log_
 def test_the_erasure_job_drops_a_request_logged_after_the_answer_scanned_the_log(settings, fast_encoder, monkeypatch):
     """A search carrying the user's post, in flight as the erasure came (another worker's), is logged after the
     service's scan before its answer: the job looks at the log again and drops it, and nothing under the data folder
-    holds the text once the job is done."""
+    holds the text once the job is done. A user who judges a search that showed the removed comment has the others
+    recorded, and is told which went."""
     from fastapi.testclient import TestClient
 
     import indexing.erasure
@@ -334,10 +335,28 @@ def test_the_erasure_job_drops_a_request_logged_after_the_answer_scanned_the_log
     with TestClient(create_app(settings)) as client:
         assert client.post("/threads", json={"threads": [json.loads(t.model_dump_json()) for t in _forum()]},
                            headers=ADMIN).status_code == 200
+        assert wait_job(client, client.post("/reindex", headers=ADMIN).json()["job"]["id"])["state"] == "succeeded"
+        showed = client.post("/search", json={"question": {"body": f"Old draft {SECRET}"}, "k": 5,
+                                              "rerank": False}).json()  # their comment t2b among others
+        ids = [x["id"] for x in showed["results"]]
+        assert "t2b" in ids and len(ids) > 1
         r = client.post("/erasures", json={"author_ids": ["gone"], "content": "remove"}, headers=ADMIN)
-        assert r.status_code == 202 and r.json()["erased"]["feedback_requests"] == 0, r.json()
+        assert r.status_code == 202 and r.json()["erased"]["feedback_requests"] == 1, r.json()  # the search below
         done = wait_job(client, r.json()["job"]["id"])
         assert done["state"] == "succeeded", done
+        # its user judges what the search showed them: the removed comment is left out and said so, the rest kept
+        other = next(i for i in ids if i != "t2b")
+        for bad in (["t2b", "nope"], ["t2b", "t1"]):  # more than it showed that went (t1 was removed, not shown)
+            r = client.post("/feedback", json={"search_id": showed["search_id"], "judgements": [
+                {"result_id": i, "helpful": True} for i in bad]})
+            assert r.status_code == 422 and "did not show" in r.json()["error"]["message"], (bad, r.json())
+        r = client.post("/feedback", json={"search_id": showed["search_id"], "judgements": [
+            {"result_id": "t2b", "helpful": True}, {"result_id": other, "helpful": False}]})
+        assert r.status_code == 201 and r.json() == {"search_id": showed["search_id"], "recorded": 1, "judged": 1,
+                                                     "removed": ["t2b"]}, r.json()
+        with sqlite3.connect(settings.feedback_file) as db:
+            assert db.execute("SELECT result, helpful FROM judged WHERE search = ?",
+                              (showed["search_id"],)).fetchall() == [(other, 0)]
     assert late[0] is not None and done["result"]["feedback_requests"] == 1
     with sqlite3.connect(settings.feedback_file) as db:
         assert db.execute("SELECT request FROM served WHERE id = ?", late).fetchone() == (None,)  # the search stays

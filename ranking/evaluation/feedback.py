@@ -105,6 +105,7 @@ class Judged:
     search_id: str
     recorded: int  # judgements written by this request
     judged: int  # results of the search judged, this request's included
+    removed: tuple[str, ...] = ()  # results judged that an erasure or a takedown removed since: not written
 
 
 _SCHEMA = """
@@ -253,20 +254,27 @@ class FeedbackLog:
         self.recorded += 1
         return search_id
 
-    def judge(self, search_id: str, judgements: list[tuple[str, bool]], now: float | None = None) -> Judged:
+    def judge(self, search_id: str, judgements: list[tuple[str, bool]], now: float | None = None,
+              unstored: Callable[[list[str]], set[str]] | None = None) -> Judged:
         """The judgements (result id, helpful) of search ``search_id`` written and synced, each replacing an earlier
         one of the same result (a user who changes their mind). ``UnknownSearch`` where there is no such search or it
-        is older than ``keep_days``; ``NotShown`` (nothing written) where a result is not one it showed."""
+        is older than ``keep_days``; ``NotShown`` (nothing written) where a result is not one it showed. A result the
+        search showed that an erasure or a takedown removed since stands in the log for a post nobody can name
+        (``forget_posts``): judged by its old id, which ``unstored`` (those of the ids given that the store no longer
+        holds) says is gone, as many as the search's stand-ins, it is left out (``Judged.removed``) and the others are
+        written. On such a search an id the store never held reads as one removed: nothing is written for it."""
         now = time.time() if now is None else now
         try:
             with self._judge_lock, immediate(self._judged()) as db:
                 row = db.execute("SELECT results, at FROM served WHERE id = ?", (search_id,)).fetchone()
                 if row is None or row[1] < now - self.keep_s:
                     raise UnknownSearch(search_id)
-                shown = set(json.loads(row[0]))
-                missing = [r for r, _ in judgements if r not in shown]
-                if missing:
+                shown = json.loads(row[0])
+                missing = sorted({r for r, _ in judgements} - set(shown))
+                stand_ins = sum(r.startswith(REMOVED_POST) for r in shown)
+                if missing and (len(missing) > stand_ins or unstored is None or set(missing) - unstored(missing)):
                     raise NotShown(search_id, missing, len(shown))
+                judgements = [(r, h) for r, h in judgements if r not in missing]
                 db.executemany("INSERT INTO judged VALUES (?, ?, ?, ?) ON CONFLICT (search, result) DO UPDATE SET "
                                "helpful = excluded.helpful, at = excluded.at",
                                [(search_id, r, int(h), now) for r, h in judgements])
@@ -277,7 +285,7 @@ class FeedbackLog:
             raise FeedbackUnavailable(f"the feedback log could not be written ({e}); send the judgement again "
                                       "later") from None
         self.judgements += len(judgements)
-        return Judged(search_id, len(judgements), judged)
+        return Judged(search_id, len(judgements), judged, tuple(missing))
 
     def judged_searches(self, since: float | None = None, now: float | None = None) -> list[dict]:
         """Every judged search served since ``since`` (Unix time; None: all), oldest first, with its judgements
