@@ -281,6 +281,8 @@ def main() -> None:
                     shutil.rmtree(fresh)
             side_by_side["response_ratio"] = round(side_by_side["this_tree"]["response_ms"]
                                                    / side_by_side["reference"]["response_ms"], 3)
+            side_by_side["job_ratio"] = round(side_by_side["this_tree"]["job_s"]
+                                              / max(side_by_side["reference"]["job_s"], 0.01), 3)
             print(json.dumps(side_by_side), file=sys.stderr)
         with server(folder, env) as (base, ready):
             before_found = found(base, probe)

@@ -375,7 +375,7 @@ def test_erasure_bench_erases_a_user_through_a_real_server_and_finds_nothing_lef
     assert out["searches"]["before"]["failed"] == 0 == out["searches"]["during"]["failed"]
     # the log's requests scanned before each answer, by this tree and by round 62's code alike
     sides = out["side_by_side"]
-    assert out["kept_requests"] == 200 and sides["response_ratio"] > 0
+    assert out["kept_requests"] == 200 and sides["response_ratio"] > 0 and sides["job_ratio"] > 0
     assert sides["this_tree"]["feedback_requests"] == sides["reference"]["feedback_requests"]
     # the served run's log holds the searches of the removed comments made before (removed["probe"]) too
     assert sides["this_tree"]["feedback_requests"] <= removed["erased"]["feedback_requests"] \
