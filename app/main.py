@@ -1121,7 +1121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         rewriting the older backups when ``backups`` says so) submitted. Returns what was removed, what went at once (counts) and the
         job."""
         from indexing.erasure import forget_derived, forget_vectors
-        from ranking.evaluation.feedback import KeptRequests, ShownPosts
+        from ranking.evaluation.feedback import RESCAN_SLACK_S, KeptRequests, ShownPosts
         from ranking.rankers import memo_files
         with svc.erasing:
             running = svc.jobs.running("erasure")
@@ -1138,9 +1138,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log.warning("erasure: the embedding cache's vectors were not forgotten yet (%s); the job retries", e)
                 vectors = 0
             kept = KeptRequests(svc.settings.feedback_file)
-            try:  # at once too, so a kill -9 after the answer leaves none; the job looks again (a search that carried
-                # a removed text, in flight as the erasure came, is logged after this scan) and clears the backups' copies
+            try:  # at once too, so a kill -9 after the answer leaves none; the job looks again at those logged since
+                # (a search that carried a removed text, in flight as the erasure came) and clears the backups' copies
+                scanned_from = time.time() - RESCAN_SLACK_S
                 requests = kept.forget(erased)
+                kept = KeptRequests(svc.settings.feedback_file, since=scanned_from)
             except (sqlite3.Error, OSError) as e:  # the store's part stands: the job tries again
                 log.warning("erasure: the feedback log's kept requests were not dropped yet (%s); the job retries", e)
                 requests = 0

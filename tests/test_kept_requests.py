@@ -361,3 +361,17 @@ def test_the_erasure_job_drops_a_request_logged_after_the_answer_scanned_the_log
     with sqlite3.connect(settings.feedback_file) as db:
         assert db.execute("SELECT request FROM served WHERE id = ?", late).fetchone() == (None,)  # the search stays
     assert SECRET.encode() not in _bytes_under(settings.data_dir)
+
+
+def test_a_later_look_reads_only_the_requests_logged_since_the_earlier_scan(tmp_path):
+    """``since`` (the erasure job's second look): a request logged before it is left to the earlier scan, one logged
+    at it or after goes."""
+    log = FeedbackLog(tmp_path / "feedback.sqlite3")
+    now = time.time()
+    old = log.record(served(asked("Where to rent near the Pearl", SECRET)), now=now - 1000)
+    new = log.record(served(asked("Where to rent near the Pearl", SECRET)), now=now)
+    log.close()
+    assert forget_requests(log.path, [SECRET], since=now - 10) == 1
+    with sqlite3.connect(log.path) as db:
+        assert dict(db.execute("SELECT id, request IS NOT NULL FROM served")) == {old: 1, new: 0}
+    assert forget_requests(log.path, [SECRET]) == 1  # without it, the whole log

@@ -484,25 +484,28 @@ APART_FROM = 16 << 20  # the file's bytes from which the scan runs in a process 
 # 10,000 kept requests, a tenth of a second of scan here, more than a process takes to start
 
 
-def _carrying(path: str, texts: list[str], table: str) -> list[str] | None:
+def _carrying(path: str, texts: list[str], table: str, since: float | None = None) -> list[str] | None:
     """The ids of the kept requests in ``table`` of the SQLite file at ``path`` that carry one of ``texts``
-    (``ErasedTexts``); None where the file has no such table or column (a log or backup of before round 61)."""
+    (``ErasedTexts``), of those logged at ``since`` or later where it is given; None where the file has no such table
+    or column (a log or backup of before round 61)."""
     erased = ErasedTexts(texts)
     with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as db:
         if table not in _tables(db) or \
                 "request" not in _columns(db, table):
             return None
-        return [sid for sid, request in db.execute(f"SELECT id, request FROM {table} WHERE request IS NOT NULL")
+        after = "" if since is None else " AND at >= ?"
+        return [sid for sid, request in db.execute(f"SELECT id, request FROM {table} WHERE request IS NOT NULL{after}",
+                                                   () if since is None else (since,))
                 if erased.in_request(request)]
 
 
-def carrying(path: Path, texts: list[str], table: str = "served") -> list[str] | None:
+def carrying(path: Path, texts: list[str], table: str = "served", since: float | None = None) -> list[str] | None:
     """``_carrying``; in a file of ``APART_FROM`` bytes or more, in a process of its own (spawned, the texts passed
     through its pipe, never a file): the scan is pure Python, seconds at 300,000 requests, and in the worker's process
     it held the interpreter its searches need (``bench/erasure.py --kept-requests``). Where no process can be started,
     here."""
-    if path.stat().st_size < APART_FROM:
-        return _carrying(str(path), texts, table)
+    if since is not None or path.stat().st_size < APART_FROM:  # since: the few logged after an earlier scan
+        return _carrying(str(path), texts, table, since)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -514,16 +517,18 @@ def carrying(path: Path, texts: list[str], table: str = "served") -> list[str] |
         return _carrying(str(path), texts, table)
 
 
-def forget_requests(path: Path, texts: list[str], table: str = "served", settle: bool = False) -> int:
+def forget_requests(path: Path, texts: list[str], table: str = "served", settle: bool = False,
+                    since: float | None = None) -> int:
     """The kept requests of the SQLite file at ``path`` (the feedback log, or a store backup's copy of it: ``table``
     ``feedback_served``) that carry one of ``texts`` (``ErasedTexts``) dropped, the search kept with its ids and
     judgements, as a request past its period is; the rows overwritten (``indexing.erasure.scrub``). Read first, then
     dropped by id in one short write, so the workers' searches wait no longer than that. Returns how many. ``settle``:
-    the file's write-ahead log emptied even where none goes (the live log, after a drop that could not empty it)."""
+    the file's write-ahead log emptied even where none goes (the live log, after a drop that could not empty it).
+    ``since``: only the requests logged then or later are looked at (those an earlier scan could not see)."""
     from indexing.erasure import scrub
     if not ErasedTexts(texts) or not Path(path).exists():
         return 0
-    ids = carrying(Path(path), texts, table)
+    ids = carrying(Path(path), texts, table, since)
     if ids is None or not ids and not settle:
         return 0
 
@@ -539,17 +544,21 @@ class KeptRequests:
     """The feedback log's kept requests as an erasure sees them (``indexing.erasure.forget_derived``'s
     ``holders``): the log at ``log_file``, and the copy of it a store backup carries. The service does it before it
     answers an erasure, and its job again: a search that carried a removed text may be logged just after the first
-    look (the second scan's seconds at 300,000 requests are the job's, in a process of its own: ``carrying``)."""
+    look. ``since``: the job's look reads only the requests logged from then on (the first scan's start, less
+    ``RESCAN_SLACK_S``), not the whole log again."""
     log_file: Path
     name: str = "feedback_requests"
+    since: float | None = None
 
     def forget(self, erased: Erased) -> int:
-        return forget_requests(self.log_file, erased.texts, settle=True) if erased.texts else 0
+        return forget_requests(self.log_file, erased.texts, settle=True, since=self.since) if erased.texts else 0
 
     def forget_in_backup(self, backup_file: Path, erased: Erased) -> int:
         return forget_requests(backup_file, erased.texts, BACKUP_TABLES["served"]) if erased.texts else 0
 
 
+RESCAN_SLACK_S = 60.0  # a search logged after a scan began is looked at again by a later one (``KeptRequests.since``)
+# from this long before that scan: a search's time is the wall clock's when it is logged, which may step back a little
 REMOVED_POST = "removed-"  # what stands for a removed post in a logged search: this and its place in the results
 SWAP_AT_ONCE = 500  # searches changed in one write: a worker's search waits to be logged for one such write at most
 
