@@ -1121,7 +1121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         rewriting the older backups when ``backups`` says so) submitted. Returns what was removed, what went at once (counts) and the
         job."""
         from indexing.erasure import forget_derived, forget_vectors
-        from ranking.evaluation.feedback import RESCAN_SLACK_S, KeptRequests, ShownPosts
+        from ranking.evaluation.feedback import KeptRequests, ShownPosts
         from ranking.rankers import memo_files
         with svc.erasing:
             running = svc.jobs.running("erasure")
@@ -1140,9 +1140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             kept = KeptRequests(svc.settings.feedback_file)
             try:  # at once too, so a kill -9 after the answer leaves none; the job looks again at those logged since
                 # (a search that carried a removed text, in flight as the erasure came) and clears the backups' copies
-                scanned_from = time.time() - RESCAN_SLACK_S
-                requests = kept.forget(erased)
-                kept = KeptRequests(svc.settings.feedback_file, since=scanned_from)
+                requests, kept = kept.forget_now(erased)
             except (sqlite3.Error, OSError) as e:  # the store's part stands: the job tries again
                 log.warning("erasure: the feedback log's kept requests were not dropped yet (%s); the job retries", e)
                 requests = 0
@@ -1435,7 +1433,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             held = svc.store.held_posts(ids, ids)
             return set(ids) - held.questions.keys() - held.answers.keys()
         try:
-            judged = await run_in_threadpool(svc.feedback.judge, body.search_id, judgements, None, unstored)
+            judged = await run_in_threadpool(svc.feedback.judge, body.search_id, judgements, unstored=unstored)
         except UnknownSearch:
             raise HTTPException(404, detail=f"no search {body.search_id} in the feedback log: a search_id is judged "
                                 f"within {svc.settings.feedback_days:g} days of its search (CQA_FEEDBACK_DAYS)") from None

@@ -49,7 +49,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -552,6 +552,12 @@ class KeptRequests:
 
     def forget(self, erased: Erased) -> int:
         return forget_requests(self.log_file, erased.texts, settle=True, since=self.since) if erased.texts else 0
+
+    def forget_now(self, erased: Erased) -> tuple[int, "KeptRequests"]:
+        """``forget`` before an erasure's answer: how many went, and the holder its job looks again with, which reads
+        only what was logged from this scan's start on (less ``RESCAN_SLACK_S``)."""
+        began = time.time() - RESCAN_SLACK_S
+        return self.forget(erased), replace(self, since=began)
 
     def forget_in_backup(self, backup_file: Path, erased: Erased) -> int:
         return forget_requests(backup_file, erased.texts, BACKUP_TABLES["served"]) if erased.texts else 0
